@@ -1,0 +1,30 @@
+"""agentrt: a supervised actor runtime, on trio, for coding-CLI agents."""
+
+from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
+from ._errors import AgentBusy as AgentBusy
+from ._errors import AgentNotFound as AgentNotFound
+from ._errors import AgentRTError as AgentRTError
+from ._errors import AgentStopped as AgentStopped
+from ._errors import BackendNotFound as BackendNotFound
+from ._errors import InvalidOptions as InvalidOptions
+from ._errors import NoRuntime as NoRuntime
+from ._errors import Overloaded as Overloaded
+from ._errors import RestartLimitExceeded as RestartLimitExceeded
+from ._errors import SessionMismatch as SessionMismatch
+from ._errors import StoreError as StoreError
+from ._errors import TurnFailed as TurnFailed
+from ._events import ErrorEvent as ErrorEvent
+from ._events import Event as Event
+from ._events import EventCoverage as EventCoverage
+from ._events import Omission as Omission
+from ._events import RawEvent as RawEvent
+from ._events import Response as Response
+from ._events import ResultEvent as ResultEvent
+from ._events import SessionEvent as SessionEvent
+from ._events import SessionLostEvent as SessionLostEvent
+from ._events import StopReason as StopReason
+from ._events import TextEvent as TextEvent
+from ._events import ToolResultEvent as ToolResultEvent
+from ._events import ToolUseEvent as ToolUseEvent
+from ._events import Usage as Usage
+from ._events import UsageEvent as UsageEvent

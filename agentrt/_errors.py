@@ -1,0 +1,129 @@
+"""Every error agentrt raises: one base, flat subclasses that carry their data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._events import StopReason, Usage
+
+
+class AgentRTError(Exception):
+    """Base of every agentrt error."""
+
+
+class NoRuntime(AgentRTError):
+    """A module-level call was made outside ``async with agentrt.open_runtime()``."""
+
+
+class InvalidOptions(AgentRTError):
+    """An option is unknown or has a value it cannot take."""
+
+    def __init__(self, key: str, value: object, why: str) -> None:
+        self.key = key
+        self.value = value
+        self.why = why
+        super().__init__(f"option {key!r}={value!r}: {why}")
+
+
+class AgentNotFound(AgentRTError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no agent named {name!r}")
+
+
+class AgentAlreadyStarted(AgentRTError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"an agent named {name!r} is already running")
+
+
+class AgentBusy(AgentRTError):
+    """The call needs an idle agent (for example ``reset_session``)."""
+
+    def __init__(self, name: str, state: str) -> None:
+        self.name = name
+        self.state = state
+        super().__init__(f"agent {name!r} is {state}, not idle")
+
+
+class Overloaded(AgentRTError):
+    """The agent's queue is full, by count or by bytes."""
+
+    def __init__(self, name: str, limit: str, maximum: int, queued: int, queued_bytes: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.maximum = maximum
+        self.queued = queued
+        self.queued_bytes = queued_bytes
+        super().__init__(
+            f"agent {name!r} is overloaded: {limit}={maximum} reached "
+            f"({queued} prompts, {queued_bytes} bytes queued)"
+        )
+
+
+class AgentStopped(AgentRTError):
+    """The agent stopped (or the runtime closed) before this request finished."""
+
+    def __init__(self, name: str, reason: str = "stopped") -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"agent {name!r} stopped: {reason}")
+
+
+class TurnFailed(AgentRTError):
+    """A turn ended without a successful result."""
+
+    def __init__(
+        self,
+        reason: StopReason,
+        message: str = "",
+        *,
+        exit_status: Any = None,
+        stderr_tail: str = "",
+        session_id: str | None = None,
+        usage: Usage | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.reason = reason
+        self.message = message
+        self.exit_status = exit_status
+        self.stderr_tail = stderr_tail
+        self.session_id = session_id
+        self.usage = usage
+        self.detail: Mapping[str, Any] = dict(detail or {})
+        super().__init__(f"turn failed ({reason.value}){': ' + message if message else ''}")
+
+
+class StoreError(AgentRTError):
+    """The session store cannot be opened, read or written."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        self.why = why
+        super().__init__(f"session store {path}: {why}")
+
+
+class SessionMismatch(AgentRTError):
+    """A stored session cannot be resumed as asked (for example from another cwd)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        self.why = why
+        super().__init__(f"agent {name!r}: {why}")
+
+
+class RestartLimitExceeded(AgentRTError):
+    """An agent crashed more than ``max_restarts`` times in ``period`` seconds."""
+
+    def __init__(self, name: str, history: tuple[Any, ...]) -> None:
+        self.name = name
+        self.history = history
+        super().__init__(f"agent {name!r} exceeded its restart intensity ({len(history)} crashes)")
+
+
+class BackendNotFound(AgentRTError):
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"no backend named {name!r}; known: {', '.join(known) or 'none'}")

@@ -1,0 +1,110 @@
+"""The protocol a CLI backend implements.
+
+A backend is pure: given options, a prompt and a session id it returns a `Command`; given
+one decoded stdout frame it returns events. All I/O (processes, time, the store) belongs to
+agentrt, so one process driver serves every CLI and every backend is tested with plain data.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ._events import Event
+
+__all__ = [
+    "Backend",
+    "Command",
+    "ExitStatus",
+    "InProcessBackend",
+    "SecretFile",
+    "Translator",
+]
+
+
+@attrs.frozen
+class SecretFile:
+    """Content that must not travel on argv. The driver writes it to a 0600 file in a private
+    directory before spawning, puts that file's path wherever this object stands in
+    ``Command.argv``, and removes it when the turn ends, however it ends."""
+
+    name: str
+    content: bytes = attrs.field(repr=False)
+
+
+@attrs.frozen
+class Command:
+    """One process to run for one turn."""
+
+    argv: tuple[str | SecretFile, ...]
+    env: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    cwd: str | None = None
+    stdin: bytes = attrs.field(default=b"", repr=False)
+    # The first signal of an interrupt. Claude Code ends a turn cleanly on SIGINT (exit 0,
+    # a final result, the transcript flushed); None means go straight to the kill ladder.
+    interrupt_signal: signal.Signals | None = None
+
+    @property
+    def files(self) -> tuple[SecretFile, ...]:
+        return tuple(a for a in self.argv if isinstance(a, SecretFile))
+
+
+@attrs.frozen
+class ExitStatus:
+    """How a turn's process ended: ``returncode`` (None if unknown) or the killing ``signal``."""
+
+    returncode: int | None
+    signal: int | None = None
+
+    @property
+    def crashed(self) -> bool:
+        return self.signal is not None
+
+
+class Translator(Protocol):
+    """Turns the frames of one turn into events. Pure, stateful within one turn."""
+
+    def feed(self, frame: Any) -> Sequence[Event]:
+        """Events for one decoded stdout frame (a JSON value)."""
+        ...
+
+    def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
+        """The terminal event, if the stream ended without one: classify the exit."""
+        ...
+
+
+class Backend(Protocol):
+    """A coding CLI, described as pure functions."""
+
+    name: str
+
+    def parse_options(self, raw: Mapping[str, Any]) -> Any:
+        """Validate options up front; raise `agentrt.InvalidOptions` naming key and value."""
+        ...
+
+    def command(self, options: Any, prompt: str, *, session_id: str | None) -> Command:
+        """The command for one turn; ``session_id`` is the id to resume, if any."""
+        ...
+
+    def translator(self, options: Any) -> Translator:
+        """A fresh translator for one turn."""
+        ...
+
+    def version_command(self, options: Any) -> Command:
+        """A command that prints the CLI's version (for doctor and the flag canary)."""
+        ...
+
+
+@runtime_checkable
+class InProcessBackend(Protocol):
+    """A backend that produces its frames without a process (the scripted test backend).
+
+    ``run`` calls ``emit`` once per frame, in order, then returns how the "process" ended.
+    The frames go through ``translator()`` exactly as a CLI's stdout lines would.
+    """
+
+    async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus:
+        ...

@@ -1,0 +1,1 @@
+"""Test helpers for agentrt users: scripted backends, fake CLIs, fake model APIs."""

@@ -1,0 +1,1 @@
+"""Backends: one pure adapter per coding CLI."""
