@@ -106,5 +106,4 @@ class InProcessBackend(Protocol):
     The frames go through ``translator()`` exactly as a CLI's stdout lines would.
     """
 
-    async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus:
-        ...
+    async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus: ...
