@@ -1,0 +1,99 @@
+"""The runtime's own per-agent options, split from the options meant for ``init_agent``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ._errors import InvalidOptions
+from ._restart import RestartType
+
+Retention = Literal["compact", "lossless"]
+
+
+@attrs.frozen
+class AgentOptions:
+    """Options the runtime itself consumes; every other ``start_agent`` keyword goes to
+    ``Agent.init_agent``."""
+
+    # Seconds a turn may run before it ends with ``total_timeout``; None turns it off.
+    watchdog: float | None = 600.0
+    # Seconds from the start of a turn to its first content event (anything but session
+    # and raw events) before it ends with ``first_event_timeout``; None turns it off.
+    first_event: float | None = None
+    retention: Retention = "compact"
+    max_events: int = 1000
+    max_event_bytes: int = 1024 * 1024
+    max_pending: int = 1000
+    max_pending_bytes: int = 1024 * 1024
+    max_results: int = 100
+    max_result_bytes: int = 8 * 1024 * 1024
+    restart: RestartType = RestartType.PERMANENT
+
+
+def _seconds_or_none(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidOptions(key, value, "must be a positive number of seconds, or None (no bound)")
+    return float(value)
+
+
+def _count(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidOptions(key, value, "must be an int >= 0")
+    return value
+
+
+def _retention(key: str, value: object) -> Retention:
+    if value == "compact":
+        return "compact"
+    if value == "lossless":
+        return "lossless"
+    raise InvalidOptions(key, value, "must be 'compact' or 'lossless'")
+
+
+def _restart(key: str, value: object) -> RestartType:
+    for restart in RestartType:
+        if value == restart.value:
+            return restart
+    choices = ", ".join(repr(t.value) for t in RestartType)
+    raise InvalidOptions(key, value, f"must be one of {choices}")
+
+
+_VALIDATORS: dict[str, Callable[[str, object], Any]] = {
+    "watchdog": _seconds_or_none,
+    "first_event": _seconds_or_none,
+    "retention": _retention,
+    "max_events": _count,
+    "max_event_bytes": _count,
+    "max_pending": _count,
+    "max_pending_bytes": _count,
+    "max_results": _count,
+    "max_result_bytes": _count,
+    "restart": _restart,
+}
+
+_DEFAULT = AgentOptions()
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, Any]]:
+    """Validate the runtime's options; return them and the rest (for ``init_agent``)."""
+    ours: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in options.items():
+        validate = _VALIDATORS.get(key)
+        if validate is None:
+            rest[key] = value
+        else:
+            ours[key] = validate(key, value)
+    # Agents started with the defaults share one options object (memory per idle agent).
+    return (AgentOptions(**ours) if ours else _DEFAULT), rest

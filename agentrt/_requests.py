@@ -1,0 +1,92 @@
+"""Requests to an agent: their refs, their lifecycle, and what ``poll`` reports about them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+import trio
+
+from ._errors import AgentRTError
+from ._events import Response
+
+if TYPE_CHECKING:
+    from ._stream import Subscription
+
+Origin = Literal["ask", "tell", "self_chain"]
+
+
+@attrs.frozen(cache_hash=True)
+class Ref:
+    """Names one request (an ask, a tell, or a prompt an agent chained to itself)."""
+
+    name: str
+    id: int
+
+
+@attrs.frozen
+class Pending:
+    """The request is queued or running."""
+
+
+@attrs.frozen
+class Completed:
+    """The request's turn succeeded."""
+
+    response: Response
+
+
+@attrs.frozen
+class Failed:
+    """The request's turn failed (`TurnFailed`), or its agent stopped (`AgentStopped`)."""
+
+    error: AgentRTError
+
+
+@attrs.frozen
+class Cancelled:
+    """The request was cancelled while queued (`Runtime.cancel`)."""
+
+
+@attrs.frozen
+class NotFound:
+    """No such request, or its result was evicted (``max_results`` / ``max_result_bytes``)."""
+
+
+PollResult = Pending | Completed | Failed | Cancelled | NotFound
+Settled = Completed | Failed | Cancelled
+
+
+@attrs.define(eq=False)
+class Request:
+    """One prompt on its way through an agent's mailbox."""
+
+    ref: Ref
+    prompt: str
+    size: int  # UTF-8 bytes of the prompt, counted against max_pending_bytes
+    origin: Origin
+    outcome: Response | AgentRTError | None = None
+    cancelled: bool = False
+    # The asking caller was cancelled while the turn ran: nobody wants the result.
+    abandoned: bool = False
+    done: trio.Event | None = None  # created by the first waiter
+    subscriptions: list[Subscription] | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.cancelled or self.outcome is not None
+
+    def result(self) -> Settled:
+        if self.cancelled:
+            return Cancelled()
+        outcome = self.outcome
+        assert outcome is not None
+        if isinstance(outcome, Response):
+            return Completed(outcome)
+        return Failed(outcome)
+
+    async def wait(self) -> None:
+        if not self.settled:
+            if self.done is None:
+                self.done = trio.Event()
+            await self.done.wait()

@@ -1,0 +1,50 @@
+"""Frozen, content-free snapshots: agent handles, agent status, runtime statistics."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from ._requests import Origin, Ref
+
+AgentState = Literal["idle", "processing", "halted"]
+
+
+@attrs.frozen
+class AgentHandle:
+    """One running incarnation of a named agent (a restarted agent gets a new one)."""
+
+    name: str
+    incarnation: int
+    backend: str
+
+
+@attrs.frozen
+class CurrentRequest:
+    ref: Ref
+    origin: Origin
+    elapsed: float  # seconds since the agent took the request
+    # The turn waits for a process slot (``open_runtime(max_processes=...)``).
+    waiting_for_process: bool
+
+
+@attrs.frozen
+class AgentStatus:
+    name: str
+    state: AgentState
+    halt_pending: bool  # halt() while processing: halts when the current turn ends
+    queued: int
+    queued_bytes: int
+    chained: int  # prompts the agent chained to itself, run before queued ones
+    pending_notifications: int
+    current: CurrentRequest | None
+    turns: int  # turns finished, successful or not
+    session_id: str | None
+
+
+@attrs.frozen
+class RuntimeStatistics:
+    agents: int
+    processes_in_use: int  # turns holding a process slot (all turns without max_processes)
+    turns_waiting: int  # turns waiting for a process slot
