@@ -1,5 +1,25 @@
 """agentrt: a supervised actor runtime, on trio, for coding-CLI agents."""
 
+from ._agent import Agent as Agent
+from ._agent import Halt as Halt
+from ._agent import Prompt as Prompt
+from ._api import agents as agents
+from ._api import ask as ask
+from ._api import cancel as cancel
+from ._api import events as events
+from ._api import halt as halt
+from ._api import interrupt as interrupt
+from ._api import interrupt_request as interrupt_request
+from ._api import notify as notify
+from ._api import poll as poll
+from ._api import reset_session as reset_session
+from ._api import resume as resume
+from ._api import start_agent as start_agent
+from ._api import status as status
+from ._api import stop_agent as stop_agent
+from ._api import tell as tell
+from ._api import wait as wait
+from ._api import whereis as whereis
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -28,3 +48,17 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._requests import Cancelled as Cancelled
+from ._requests import Completed as Completed
+from ._requests import Failed as Failed
+from ._requests import NotFound as NotFound
+from ._requests import Pending as Pending
+from ._requests import PollResult as PollResult
+from ._requests import Ref as Ref
+from ._runtime import Runtime as Runtime
+from ._runtime import open_runtime as open_runtime
+from ._status import AgentHandle as AgentHandle
+from ._status import AgentStatus as AgentStatus
+from ._status import CurrentRequest as CurrentRequest
+from ._status import RuntimeStatistics as RuntimeStatistics
+from ._stream import EventStream as EventStream

@@ -1,0 +1,175 @@
+"""An agent's mailbox: queued prompts, deferred notifications, results kept for ``poll``.
+
+The mailbox belongs to the agent's name, not to one `Actor`: a supervisor that restarts
+an agent hands the same mailbox to the new instance, so queued work survives the crash.
+Its structures are created on first use; an idle agent's mailbox is a few fields.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Any
+
+import attrs
+import trio
+
+from ._errors import AgentRTError, AgentStopped, Overloaded
+from ._events import ErrorEvent, Event, Response, StopReason
+from ._options import AgentOptions
+from ._requests import NotFound, Pending, PollResult, Ref, Request, Settled
+
+# Notifications waiting for an agent (while it processes a request) before notify refuses.
+MAX_NOTIFICATIONS = 1000
+
+
+def result_size(outcome: Response | AgentRTError) -> int:
+    """Bytes a kept result counts against ``max_result_bytes``: its text and its retained
+    events (Response), or its message (error)."""
+    if isinstance(outcome, Response):
+        return (
+            outcome.event_coverage.retained_bytes
+            + len(outcome.text.encode())
+            + len(outcome.final_message.encode())
+        )
+    return len(str(outcome).encode())
+
+
+@attrs.define(eq=False)
+class Mailbox:
+    name: str
+    options: AgentOptions
+    queue: deque[Request] | None = None
+    queued_bytes: int = 0
+    notifications: deque[Any] | None = None
+    # Tells and self-chained prompts that are queued or running, by ref id.
+    live: dict[int, Request] | None = None
+    # Settled tells, oldest first, with the bytes each counts.
+    results: OrderedDict[int, tuple[Settled, int]] | None = None
+    result_bytes: int = 0
+
+    @property
+    def queued(self) -> int:
+        return len(self.queue) if self.queue else 0
+
+    def admit(self, request: Request, *, idle: bool) -> None:
+        """Queue ``request``, or raise `Overloaded` (an idle agent with nothing queued
+        takes one prompt even with ``max_pending=0``)."""
+        queue = self.queue
+        if queue is None:
+            queue = self.queue = deque()
+        if queue or not idle:
+            options = self.options
+            if len(queue) >= options.max_pending:
+                self._overloaded("max_pending", options.max_pending)
+            if self.queued_bytes + request.size > options.max_pending_bytes:
+                self._overloaded("max_pending_bytes", options.max_pending_bytes)
+        queue.append(request)
+        self.queued_bytes += request.size
+        self.track(request)
+
+    def _overloaded(self, limit: str, maximum: int) -> None:
+        raise Overloaded(self.name, limit, maximum, self.queued, self.queued_bytes)
+
+    def track(self, request: Request) -> None:
+        if request.origin != "ask":
+            if self.live is None:
+                self.live = {}
+            self.live[request.ref.id] = request
+
+    def pop(self) -> Request | None:
+        if not self.queue:
+            return None
+        request = self.queue.popleft()
+        self.queued_bytes -= request.size
+        return request
+
+    def push_front(self, request: Request) -> None:
+        """Put a request that was taken but not run back at the head of the queue."""
+        if self.queue is None:
+            self.queue = deque()
+        self.queue.appendleft(request)
+        self.queued_bytes += request.size
+
+    def remove(self, request: Request) -> bool:
+        """Take a queued request out of the queue; False if it is not queued."""
+        if not self.queue:
+            return False
+        try:
+            self.queue.remove(request)
+        except ValueError:
+            return False
+        self.queued_bytes -= request.size
+        return True
+
+    def find(self, ref: Ref) -> Request | None:
+        """The queued or running tell (or chained prompt) ``ref`` names."""
+        if self.live is None or ref.name != self.name:
+            return None
+        return self.live.get(ref.id)
+
+    def settle(self, request: Request, terminal: Event | None) -> None:
+        """``request`` has its outcome: end its event streams with ``terminal``, wake its
+        waiters, keep its result for ``poll``."""
+        subscriptions = request.subscriptions
+        if subscriptions:
+            request.subscriptions = None
+            for subscription in subscriptions:
+                subscription.close(terminal)
+        if request.done is not None:
+            request.done.set()
+        if request.origin == "ask":
+            return
+        if self.live is not None:
+            self.live.pop(request.ref.id, None)
+        self._keep(request)
+
+    def _keep(self, request: Request) -> None:
+        options = self.options
+        if self.results is None:
+            self.results = OrderedDict()
+        results = self.results
+        outcome = request.outcome
+        size = 0 if outcome is None else result_size(outcome)
+        results[request.ref.id] = (request.result(), size)
+        self.result_bytes += size
+        # Oldest results go first; one result larger than the byte bound is not kept.
+        while results and (
+            len(results) > options.max_results or self.result_bytes > options.max_result_bytes
+        ):
+            _, (_, evicted) = results.popitem(last=False)
+            self.result_bytes -= evicted
+
+    def poll(self, ref: Ref) -> PollResult:
+        if ref.name == self.name:
+            if self.live is not None and ref.id in self.live:
+                return Pending()
+            if self.results is not None:
+                kept = self.results.get(ref.id)
+                if kept is not None:
+                    return kept[0]
+        return NotFound()
+
+    def notify(self, event: Any) -> None:
+        """Queue a notification; `Overloaded` beyond ``MAX_NOTIFICATIONS`` waiting."""
+        if self.notifications is None:
+            self.notifications = deque()
+        elif len(self.notifications) >= MAX_NOTIFICATIONS:
+            raise Overloaded(
+                self.name, "notifications", MAX_NOTIFICATIONS, len(self.notifications), 0
+            )
+        self.notifications.append(event)
+
+    def fail(self, request: Request, error: AgentStopped) -> None:
+        # One exception object per waiter: each raise adds its own traceback to it.
+        request.outcome = own = AgentStopped(error.name, error.reason)
+        own.__cause__ = error.__cause__
+        terminal = ErrorEvent(
+            timestamp=trio.current_time(), reason=StopReason.CANCELLED, message=str(error)
+        )
+        self.settle(request, terminal)
+
+    def fail_queued(self, error: AgentStopped) -> None:
+        """Fail every queued request (the agent has ended and nobody takes over)."""
+        while self.queue:
+            self.fail(self.queue.popleft(), error)
+        self.queued_bytes = 0

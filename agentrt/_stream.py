@@ -1,0 +1,108 @@
+"""Live events of one request (``Runtime.events``), with backpressure."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import attrs
+import trio
+
+from ._events import Event
+
+# Events buffered per subscriber before the turn waits for it to read.
+BUFFER = 64
+
+
+@attrs.define(eq=False)
+class Subscription:
+    """The turn's side. Non-terminal events go through the bounded channel (the turn waits
+    when it is full); the terminal event is handed over on close, so ending a turn never
+    waits for a slow reader."""
+
+    send_channel: trio.MemorySendChannel[Event]
+    terminal: Event | None = None
+
+    async def send(self, event: Event) -> bool:
+        """Deliver one event; False once the reader has gone away."""
+        try:
+            await self.send_channel.send(event)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    def close(self, terminal: Event | None) -> None:
+        self.terminal = terminal
+        self.send_channel.close()
+
+
+class EventStream:
+    """An async iterator over one request's events, in order, ending after its terminal
+    event. Returned by `Runtime.events`; also an async context manager that closes it.
+
+    A reader that stops reading makes the turn wait (backpressure; the watchdog still
+    applies). Closing the stream, or dropping it, releases the turn.
+    """
+
+    __slots__ = ("_finished", "_receive", "_subscription")
+
+    def __init__(self, subscription: Subscription | None) -> None:
+        self._subscription = subscription
+        self._receive: trio.MemoryReceiveChannel[Event] | None = None
+        self._finished = subscription is None
+
+    @classmethod
+    def open(cls) -> tuple[EventStream, Subscription]:
+        send, receive = trio.open_memory_channel[Event](BUFFER)
+        subscription = Subscription(send)
+        stream = cls(subscription)
+        stream._receive = receive
+        return stream, subscription
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        """The next event.
+
+        Cancellation: safe; an event being waited for stays in the stream."""
+        if self._finished or self._receive is None or self._subscription is None:
+            await trio.lowlevel.checkpoint()
+            raise StopAsyncIteration
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            pass
+        self._finished = True
+        self._receive.close()
+        terminal = self._subscription.terminal
+        if terminal is None:
+            raise StopAsyncIteration
+        return terminal
+
+    def close(self) -> None:
+        """Stop reading; the turn no longer waits for this stream."""
+        self._finished = True
+        if self._receive is not None:
+            self._receive.close()
+
+    async def aclose(self) -> None:
+        """Async spelling of `close`, for ``contextlib.aclosing`` and friends."""
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A reader that breaks out of its loop and drops the stream must not leave the
+        # turn blocked on a full channel.
+        if self._receive is not None:
+            self._receive.close()

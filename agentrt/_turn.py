@@ -1,0 +1,348 @@
+"""One turn: Command -> frames (in-process, or a CLI process) -> events -> Response.
+
+The turn enforces the bounds that are not the process driver's: the total watchdog, the
+first-event bound, event retention; and it takes ``interrupt``. Whatever stops a turn
+early (interrupt, a bound, a lossless overflow, a crash in the translator or a stream
+callback) stops it the same way: the in-process run is cancelled, a CLI process is
+interrupted and its remaining output drained only for session ids. The turn then fails
+with that reason, whatever the backend printed afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import msgspec
+import trio
+
+from ._errors import TurnFailed
+from ._events import (
+    ErrorEvent,
+    Event,
+    RawEvent,
+    Response,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    Usage,
+    UsageEvent,
+)
+from ._options import AgentOptions
+from ._redact import redact
+from ._retention import CaptureOverflow, EventLog
+from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
+
+# Events that do not show the model is answering, so do not satisfy the first-event bound.
+_NOT_CONTENT = (SessionEvent, RawEvent)
+
+
+@attrs.define
+class _Failure:
+    reason: StopReason
+    message: str
+    detail: dict[str, Any] | None = None
+    cause: BaseException | None = None
+
+
+def _session_id_of(event: Event) -> str | None:
+    if isinstance(event, SessionEvent | ResultEvent | ErrorEvent):
+        return event.session_id
+    return None
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early."""
+
+    backend: Backend
+    backend_options: Any
+    prompt: str
+    options: AgentOptions
+    # Called with each new session id before the next frame is fed (the checkpoint).
+    on_session: Callable[[str], Awaitable[None]]
+    # handle_stream_event and subscribers; an exception fails the turn (turn_crashed).
+    deliver: Callable[[Event], Awaitable[None]]
+    runner: InProcessBackend | None
+    limiter: trio.CapacityLimiter | None = None
+    session_id: str | None = None
+
+    command: Command | None = None
+    translator: Translator | None = None
+    waiting_for_process: bool = False
+    # The event that ended the turn: the stream's terminal, or one made for the failure.
+    final: Event | None = None
+    _failure: _Failure | None = None
+    _terminal: Event | None = None
+    _scope: trio.CancelScope | None = None
+    _interrupt_process: Callable[[], None] | None = None
+    _drain_scope: trio.CancelScope | None = None
+    _drain_bound: float = 0.0
+    _started: float = 0.0
+    _total_deadline: float = math.inf
+    _first_deadline: float = math.inf
+    _log: EventLog | None = None
+    _texts: list[str] = attrs.field(factory=list)
+    _message: list[str] = attrs.field(factory=list)
+    _last_message: str | None = None
+    _usage: Usage | None = None
+    _model: str | None = None
+
+    def stop(
+        self,
+        reason: StopReason,
+        message: str,
+        *,
+        detail: dict[str, Any] | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        """End the turn early with ``reason``; the first stop wins."""
+        if self._failure is not None:
+            return
+        self._failure = _Failure(reason, message, detail, cause)
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._interrupt_process is not None:
+            self._interrupt_cli()
+
+    def _interrupt_cli(self) -> None:
+        assert self._interrupt_process is not None and self._drain_scope is not None
+        self._interrupt_process()
+        # Reading goes on so the CLI can flush its transcript; the driver escalates to
+        # SIGKILL by itself, so this only bounds a reader stuck on a full subscriber.
+        self._drain_scope.deadline = trio.current_time() + self._drain_bound
+
+    async def run(self) -> Response | TurnFailed:
+        """Run the turn to its outcome.
+
+        Cancellation: propagates; the backend run is cancelled and a CLI process is
+        cleaned up by the driver (shielded and bounded)."""
+        limiter = self.limiter
+        if limiter is None:
+            return await self._run()
+        self.waiting_for_process = True
+        with trio.CancelScope() as self._scope:
+            await limiter.acquire()
+        self.waiting_for_process = False
+        if self._scope.cancelled_caught:  # stopped while waiting for a process slot
+            return await self._finish(None, "")
+        try:
+            return await self._run()
+        finally:
+            limiter.release()
+
+    async def _run(self) -> Response | TurnFailed:
+        options = self.options
+        self._started = now = trio.current_time()
+        if options.watchdog is not None:
+            self._total_deadline = now + options.watchdog
+        if options.first_event is not None:
+            self._first_deadline = now + options.first_event
+        self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
+        status: ExitStatus | None = None
+        stderr_tail = ""
+        if self._failure is None:
+            try:
+                backend = self.backend
+                self.command = backend.command(
+                    self.backend_options, self.prompt, session_id=self.session_id
+                )
+                self.translator = backend.translator(self.backend_options)
+                if self.runner is not None:
+                    status = await self._run_in_process(self.runner)
+                else:
+                    status, stderr_tail = await self._run_cli_process()
+            except Exception as exc:
+                self._crash(exc)
+        return await self._finish(status, stderr_tail)
+
+    async def _run_in_process(self, runner: InProcessBackend) -> ExitStatus | None:
+        with trio.CancelScope(deadline=self._deadline()) as scope:
+            self._scope = scope
+            assert self.command is not None
+            return await runner.run(self.command, self._emit)
+        if self._failure is None:  # no stop() cancelled the scope: a deadline did
+            self._stop_for_bound(trio.current_time())
+        return None
+
+    async def _run_cli_process(self) -> tuple[ExitStatus | None, str]:
+        # The process driver (agentrt._process) is imported only by turns that run a CLI.
+        from ._process import (  # type: ignore[import-not-found]
+            BadLine,
+            ProcessFailure,
+            ProcessLimits,
+            open_cli_process,
+        )
+
+        # TODO(process issue): limits from the agent's options, and the runtime's tracker.
+        limits = ProcessLimits()
+        try:
+            async with open_cli_process(self.command, limits, tracker=None) as proc:
+                self._drain_bound = limits.interrupt_grace + limits.term_grace
+                self._drain_scope = trio.CancelScope()
+                self._interrupt_process = proc.interrupt
+                if self._failure is not None:  # stopped while spawning
+                    self._interrupt_cli()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_bounds)
+                    with self._drain_scope:
+                        async for frame in proc.frames():
+                            if isinstance(frame, BadLine):
+                                note = f"unreadable line ({frame.size} bytes): {frame.error}"
+                                await self._on_event(RawEvent(data=frame.text, note=note))
+                            else:
+                                await self._emit(frame)
+                    nursery.cancel_scope.cancel()
+                status: ExitStatus = await proc.wait()
+                return status, proc.stderr_tail
+        except* ProcessFailure as group:
+            # The process is gone already (the driver cleaned up before raising).
+            for failure in group.exceptions:
+                if isinstance(failure, ProcessFailure) and self._failure is None:
+                    self._failure = _Failure(failure.reason, failure.message, cause=failure)
+        return None, ""
+
+    async def _watch_bounds(self) -> None:
+        while self._failure is None:
+            await trio.sleep_until(self._deadline())
+            self._stop_for_bound(trio.current_time())
+
+    def _deadline(self) -> float:
+        # The first-event deadline is lifted (set to inf) by the first content event.
+        return min(self._total_deadline, self._first_deadline)
+
+    def _stop_for_bound(self, now: float) -> None:
+        if now >= self._total_deadline:
+            self.stop(
+                StopReason.TOTAL_TIMEOUT,
+                f"the turn ran longer than its watchdog ({self.options.watchdog:g} s)",
+            )
+        elif now >= self._first_deadline:
+            self.stop(
+                StopReason.FIRST_EVENT_TIMEOUT,
+                f"no content within {self.options.first_event:g} s of the turn's start",
+            )
+
+    def _crash(self, exc: Exception) -> None:
+        message = redact(f"{type(exc).__name__}: {exc}")
+        self.stop(StopReason.TURN_CRASHED, message, cause=exc)
+
+    async def _emit(self, frame: Any) -> None:
+        assert self.translator is not None
+        try:
+            events = self.translator.feed(frame)
+        except Exception as exc:
+            self._crash(exc)
+            return
+        for event in events:
+            await self._on_event(event)
+
+    async def _on_event(self, event: Event) -> None:
+        event = msgspec.structs.replace(event, timestamp=trio.current_time())
+        session_id = _session_id_of(event)
+        if session_id is not None and session_id != self.session_id:
+            self.session_id = session_id
+            try:
+                await self.on_session(session_id)
+            except Exception as exc:
+                self._crash(exc)
+                return
+        if self._failure is not None or self._terminal is not None:
+            return  # stopped or finished: the rest is read for session ids only
+        if self._first_deadline != math.inf and not isinstance(event, _NOT_CONTENT):
+            self._first_deadline = math.inf
+            if self._scope is not None:
+                self._scope.deadline = self._total_deadline
+        assert self._log is not None
+        try:
+            self._log.add(event)
+        except CaptureOverflow as overflow:
+            reason = StopReason.EVENT_CAPTURE_OVERFLOW
+            self.stop(reason, str(overflow), detail=overflow.detail)
+            return
+        if isinstance(event, TextEvent):
+            self._texts.append(event.text)
+            self._message.append(event.text)
+            if event.message_boundary:
+                self._last_message = "".join(self._message)
+                self._message.clear()
+        elif isinstance(event, UsageEvent):
+            self._usage = event.usage
+        elif isinstance(event, SessionEvent):
+            self._model = event.model or self._model
+        elif event.is_terminal:
+            self._terminal = event
+        try:
+            await self.deliver(event)
+        except Exception as exc:
+            self._crash(exc)
+
+    async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
+        if self._failure is None and self._terminal is None and status is not None:
+            assert self.translator is not None
+            try:
+                last = self.translator.finish(status, stderr_tail)
+            except Exception as exc:
+                self._crash(exc)
+            else:
+                if last is not None and last.is_terminal:
+                    await self._on_event(last)
+        now = trio.current_time()
+        terminal = self._terminal
+        failure = self._failure
+        if failure is None and terminal is None:
+            failure = _Failure(
+                StopReason.MALFORMED_OUTPUT, "the stream ended without a terminal event"
+            )
+        if failure is None and isinstance(terminal, ResultEvent):
+            self.final = terminal
+            log = self._log
+            assert log is not None
+            return Response(
+                text="".join(self._texts) or terminal.text,
+                final_message=terminal.text or self._last_message_text(),
+                events=tuple(log.events),
+                terminal=terminal,
+                event_coverage=log.coverage(),
+                usage=terminal.usage or self._usage,
+                cost_usd=terminal.cost_usd,
+                duration=now - self._started,
+                num_turns=terminal.num_turns,
+                session_id=self.session_id,
+                model=terminal.model or self._model,
+                stop_reason=StopReason.COMPLETE,
+                raw=terminal.raw,
+            )
+        detail: dict[str, Any] | None = None
+        if failure is None:
+            assert isinstance(terminal, ErrorEvent)
+            self.final = terminal
+            failure = _Failure(terminal.reason, redact(terminal.message))
+            detail = {"status": terminal.status, "retryable": terminal.retryable}
+        else:
+            detail = failure.detail
+            self.final = ErrorEvent(
+                timestamp=now,
+                reason=failure.reason,
+                message=failure.message,
+                session_id=self.session_id,
+            )
+        error = TurnFailed(
+            failure.reason,
+            failure.message,
+            exit_status=status,
+            stderr_tail=stderr_tail,
+            session_id=self.session_id,
+            usage=self._usage,
+            detail=detail,
+        )
+        error.__cause__ = failure.cause
+        return error
+
+    def _last_message_text(self) -> str:
+        if self._message:  # a message still open at the end is the last one
+            return "".join(self._message)
+        return self._last_message or ""
