@@ -1,0 +1,227 @@
+"""Queueing: FIFO, admission (count and bytes), cancellation, poll and its eviction."""
+
+import pytest
+import trio
+from _helpers import echo_backend, settle
+
+from agentrt import (
+    Agent,
+    Cancelled,
+    Completed,
+    ErrorEvent,
+    NotFound,
+    Overloaded,
+    Pending,
+    StopReason,
+    open_runtime,
+)
+from agentrt._mailbox import result_size
+from agentrt.testing import Gate, reply
+
+
+async def test_asks_to_a_busy_agent_run_in_fifo_order(autojump_clock: object) -> None:
+    gate = Gate()
+    backend = echo_backend([gate, *reply("first")])
+    answers: list[str] = []
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+
+        async def ask(prompt: str) -> None:
+            answers.append((await rt.ask("a", prompt)).text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first")
+            await gate.wait_reached()
+            for prompt in ["p1", "p2", "p3", "p4"]:
+                nursery.start_soon(ask, prompt)
+                await settle()
+            assert rt.status("a").queued == 4
+            assert rt.status("a").queued_bytes == 8
+            gate.release()
+    assert answers == ["first", "echo p1", "echo p2", "echo p3", "echo p4"]
+    assert backend.prompts == ["first", "p1", "p2", "p3", "p4"]
+    assert trio.current_time() == 0.0
+
+
+async def test_tells_and_asks_share_one_fifo_queue(autojump_clock: object) -> None:
+    gate = Gate()
+    backend = echo_backend([gate, *reply("first")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        rt.tell("a", "first")
+        await gate.wait_reached()
+        rt.tell("a", "t1")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rt.ask, "a", "a1")
+            await settle()
+            rt.tell("a", "t2")
+            gate.release()
+    assert backend.prompts == ["first", "t1", "a1", "t2"]
+
+
+async def test_overload_by_count(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=2)
+        rt.tell("a", "running")
+        await gate.wait_reached()
+        rt.tell("a", "q1")
+        rt.tell("a", "q2")
+        with pytest.raises(Overloaded) as info:
+            rt.tell("a", "q3")
+        assert (info.value.limit, info.value.maximum, info.value.queued) == ("max_pending", 2, 2)
+        with pytest.raises(Overloaded):
+            await rt.ask("a", "q3")
+        assert rt.status("a").queued == 2
+        gate.release()
+
+
+async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending_bytes=10)
+        rt.tell("a", "running")
+        await gate.wait_reached()
+        rt.tell("a", "ééé")  # 6 bytes
+        with pytest.raises(Overloaded) as info:
+            rt.tell("a", "éé!")  # 5 bytes: 11 > 10
+        assert info.value.limit == "max_pending_bytes"
+        assert (info.value.maximum, info.value.queued, info.value.queued_bytes) == (10, 1, 6)
+        rt.tell("a", "éé")  # 4 bytes: exactly 10
+        assert rt.status("a").queued_bytes == 10
+        gate.release()
+
+
+async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=0)
+        rt.tell("a", "taken while idle")
+        await gate.wait_reached()
+        with pytest.raises(Overloaded):
+            rt.tell("a", "busy")
+        gate.release()
+        await settle()
+        assert (await rt.ask("a", "idle again")).text == "echo idle again"
+
+
+async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: object) -> None:
+    gate = Gate()
+    backend = echo_backend([gate, *reply("first")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        rt.tell("a", "first")
+        await gate.wait_reached()
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def doomed() -> None:
+                with scope:
+                    await rt.ask("a", "doomed")
+                    raise AssertionError("not reached")
+
+            nursery.start_soon(doomed)
+            await settle()
+            nursery.start_soon(rt.ask, "a", "kept")
+            await settle()
+            assert rt.status("a").queued == 2
+            scope.cancel()
+            await settle()
+            assert rt.status("a").queued == 1
+            assert rt.status("a").queued_bytes == 4
+            gate.release()
+    assert backend.prompts == ["first", "kept"]
+
+
+async def test_an_ask_cancelled_while_running_does_not_kill_the_turn(
+    autojump_clock: object,
+) -> None:
+    gate = Gate()
+    backend = echo_backend([gate, *reply("finished anyway")])
+    responses: list[str] = []
+
+    class Keeper(Agent):
+        def handle_response(self, ref: object, response: object) -> None:
+            responses.append(response.text)  # type: ignore[attr-defined]
+
+    async with open_runtime() as rt:
+        await rt.start_agent(Keeper, name="a", backend=backend)
+        with trio.move_on_after(5) as scope:
+            await rt.ask("a", "slow")
+        assert scope.cancelled_caught
+        assert trio.current_time() == 5.0
+        assert rt.status("a").state == "processing"
+        gate.release()
+        assert (await rt.ask("a", "next")).text == "echo next"
+    assert responses == ["finished anyway", "echo next"]
+
+
+async def test_poll_pending_completed_and_unknown(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("one")]))
+        ref = rt.tell("a", "one")
+        assert rt.poll("a", ref) == Pending()
+        await gate.wait_reached()
+        assert rt.poll("a", ref) == Pending()
+        gate.release()
+        result = await rt.wait(ref)
+        assert isinstance(result, Completed)
+        assert result.response.text == "one"
+        assert rt.poll("a", ref) == result
+        other = rt.tell("a", "x")
+        assert rt.poll("a", type(ref)("a", other.id + 100)) == NotFound()
+        assert rt.poll("a", type(ref)("b", other.id)) == NotFound()
+
+
+async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend(), max_results=2)
+        refs = [rt.tell("a", f"p{i}") for i in range(3)]
+        for ref in refs:
+            await rt.wait(ref)
+        assert rt.poll("a", refs[0]) == NotFound()
+        assert [type(rt.poll("a", ref)) for ref in refs[1:]] == [Completed, Completed]
+
+
+async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        # Every "echo pN" response has the same size; measure one first.
+        await rt.start_agent(Agent, name="probe", backend=echo_backend())
+        size = result_size(await rt.ask("probe", "p0"))
+        await rt.start_agent(Agent, name="a", backend=echo_backend(), max_result_bytes=2 * size)
+        refs = [rt.tell("a", f"p{i}") for i in range(3)]
+        for ref in refs:
+            await rt.wait(ref)
+        assert rt.poll("a", refs[0]) == NotFound()
+        assert isinstance(rt.poll("a", refs[1]), Completed)
+        assert isinstance(rt.poll("a", refs[2]), Completed)
+        # A result larger than the whole bound is not kept at all (wait still gets it).
+        big = rt.tell("a", "p" * (2 * size))
+        assert isinstance(await rt.wait(big), Completed)
+        assert rt.poll("a", big) == NotFound()
+
+
+async def test_cancel_takes_a_queued_tell_out_only(autojump_clock: object) -> None:
+    gate = Gate()
+    backend = echo_backend([gate, *reply("first")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        first = rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = rt.tell("a", "queued")
+        stream = rt.events(queued)
+        assert not rt.cancel("a", first)  # running: not cancellable
+        assert rt.cancel("a", queued)
+        assert not rt.cancel("a", queued)  # already cancelled
+        assert rt.poll("a", queued) == Cancelled()
+        assert await rt.wait(queued) == Cancelled()
+        assert rt.status("a").queued == 0
+        events = [event async for event in stream]
+        assert len(events) == 1
+        assert isinstance(events[0], ErrorEvent)
+        assert events[0].reason is StopReason.CANCELLED
+        gate.release()
+        await rt.wait(first)
+        assert not rt.cancel("a", first)  # finished
+    assert backend.prompts == ["first"]

@@ -1,0 +1,129 @@
+import math
+
+import pytest
+from _helpers import echo_backend
+
+import agentrt
+from agentrt import Agent, InvalidOptions, open_runtime
+from agentrt._options import AgentOptions, split_options
+from agentrt._restart import RestartType
+
+
+def test_defaults_match_the_issue() -> None:
+    options, rest = split_options({})
+    assert options == AgentOptions(
+        watchdog=600.0,
+        first_event=None,
+        retention="compact",
+        max_events=1000,
+        max_event_bytes=1024 * 1024,
+        max_pending=1000,
+        max_pending_bytes=1024 * 1024,
+        max_results=100,
+        max_result_bytes=8 * 1024 * 1024,
+        restart=RestartType.PERMANENT,
+    )
+    assert rest == {}
+
+
+def test_runtime_options_are_split_from_the_agents() -> None:
+    options, rest = split_options(
+        {"watchdog": None, "retention": "lossless", "restart": "temporary", "cwd": "/x", "k": 1}
+    )
+    assert options.watchdog is None
+    assert options.retention == "lossless"
+    assert options.restart is RestartType.TEMPORARY
+    assert rest == {"cwd": "/x", "k": 1}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("watchdog", 0),
+        ("watchdog", -1),
+        ("watchdog", math.inf),
+        ("watchdog", math.nan),
+        ("watchdog", "600"),
+        ("watchdog", True),
+        ("first_event", 0.0),
+        ("retention", "full"),
+        ("max_events", -1),
+        ("max_events", 1.5),
+        ("max_event_bytes", None),
+        ("max_pending", False),
+        ("max_pending_bytes", "1MiB"),
+        ("max_results", -5),
+        ("max_result_bytes", 2.0),
+        ("restart", "always"),
+        ("restart", None),
+    ],
+)
+async def test_each_bad_option_is_refused_naming_its_key(key: str, value: object) -> None:
+    with pytest.raises(InvalidOptions) as info:
+        split_options({key: value})
+    assert info.value.key == key
+    assert info.value.value is value or info.value.value == value
+    assert repr(key) in str(info.value)
+    # The same through start_agent: nothing is started.
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend=echo_backend(), **{key: value})
+        assert info.value.key == key
+        assert rt.agents() == ()
+
+
+async def test_unknown_keys_go_to_init_agent_and_the_backend_names_them() -> None:
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend=echo_backend(), cwd="/tmp", colour=3)
+        assert info.value.key == "colour"
+        assert info.value.value == 3
+        assert "scripted backend" in str(info.value)
+        assert rt.agents() == ()
+
+
+async def test_init_agent_receives_the_rest_and_returns_the_backend_options() -> None:
+    seen: dict[str, object] = {}
+
+    class Picky(Agent):
+        def init_agent(self, **options: object) -> dict[str, object]:
+            seen.update(options)
+            return {"cwd": f"/work/{options.pop('project')}"}
+
+    backend = echo_backend()
+    async with open_runtime() as rt:
+        await rt.start_agent(Picky, name="a", backend=backend, project="p", watchdog=5)
+        await rt.ask("a", "hi")
+    assert seen == {"project": "p"}
+    assert backend.calls[0].options.cwd == "/work/p"
+
+
+async def test_async_init_agent_is_awaited() -> None:
+    class Slow(Agent):
+        async def init_agent(self, **options: object) -> dict[str, object]:
+            return {"cwd": "/async"}
+
+    backend = echo_backend()
+    async with open_runtime() as rt:
+        await rt.start_agent(Slow, name="a", backend=backend)
+        await rt.ask("a", "hi")
+    assert backend.calls[0].options.cwd == "/async"
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "4"])
+async def test_max_processes_is_validated(value: object) -> None:
+    with pytest.raises(InvalidOptions) as info:
+        async with open_runtime(max_processes=value):  # type: ignore[arg-type]
+            pass
+    assert info.value.key == "max_processes"
+
+
+async def test_bad_names_are_refused() -> None:
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="", backend=echo_backend())
+        assert info.value.key == "name"
+
+
+def test_agentrt_exports_the_option_errors() -> None:
+    assert agentrt.InvalidOptions is InvalidOptions

@@ -1,0 +1,195 @@
+"""open_runtime, the registry of names, the module-level API, backends by name."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, EntryPoints
+
+import pytest
+import trio
+from _helpers import echo_backend, settle
+
+import agentrt
+from agentrt import (
+    Agent,
+    AgentAlreadyStarted,
+    AgentHandle,
+    AgentNotFound,
+    BackendNotFound,
+    Completed,
+    InvalidOptions,
+    NoRuntime,
+    Pending,
+    _backends,
+    open_runtime,
+)
+from agentrt.testing import Gate, ScriptedBackend, reply
+
+
+async def test_module_level_calls_need_an_open_runtime() -> None:
+    with pytest.raises(NoRuntime):
+        await agentrt.ask("a", "x")
+    with pytest.raises(NoRuntime):
+        agentrt.tell("a", "x")
+    with pytest.raises(NoRuntime):
+        agentrt.agents()
+    with pytest.raises(NoRuntime):
+        await agentrt.start_agent(Agent, name="a", backend=echo_backend())
+
+
+async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime():
+        await agentrt.start_agent(Agent, name="outer", backend=echo_backend([gate]))
+        async with open_runtime() as inner:
+            await agentrt.start_agent(Agent, name="inner", backend=echo_backend())
+            assert agentrt.agents() == ("inner",) == inner.agents()
+            assert (await agentrt.ask("inner", "x")).text == "echo x"
+        assert agentrt.agents() == ("outer",)
+        ref = agentrt.tell("outer", "held")
+        await gate.wait_reached()
+        assert agentrt.poll("outer", ref) == Pending()
+        assert agentrt.status("outer").state == "processing"
+        assert agentrt.interrupt_request("outer", ref)
+        result = await agentrt.wait(ref)
+        assert type(result).__name__ == "Failed"
+        agentrt.notify("outer", "ping")
+        agentrt.halt("outer")
+        assert agentrt.status("outer").state == "halted"
+        second = agentrt.tell("outer", "queued")
+        assert agentrt.cancel("outer", second)
+        agentrt.resume("outer")
+        assert not agentrt.interrupt("outer")
+        third = agentrt.tell("outer", "streamed")
+        kinds = [event.kind async for event in agentrt.events(third)]
+        assert kinds == ["text", "result"]
+        await agentrt.reset_session("outer")
+        handle = agentrt.whereis("outer")
+        assert handle is not None
+        assert handle.name == "outer"
+        await agentrt.stop_agent("outer")
+        assert agentrt.whereis("outer") is None
+    with pytest.raises(NoRuntime):
+        agentrt.agents()
+
+
+async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: object) -> None:
+    class Delegator(Agent):
+        async def handle_response(self, ref: agentrt.Ref, response: agentrt.Response) -> None:
+            self.helper = await agentrt.ask("helper", response.text)
+
+    delegator = Delegator()
+    async with open_runtime():
+        await agentrt.start_agent(Agent, name="helper", backend=echo_backend())
+        await agentrt.start_agent(delegator, name="boss", backend=echo_backend())
+        await agentrt.ask("boss", "x")
+    assert delegator.helper.text == "echo echo x"
+
+
+async def test_names_are_unique_and_handles_identify_incarnations(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        first = await rt.start_agent(Agent, name="a", backend=echo_backend())
+        assert first == AgentHandle("a", 1, "scripted")
+        with pytest.raises(AgentAlreadyStarted):
+            await rt.start_agent(Agent, name="a", backend=echo_backend())
+        await rt.start_agent(Agent, name="b", backend=echo_backend())
+        assert rt.agents() == ("a", "b")
+        assert rt.whereis("a") == first
+        assert rt.whereis("nobody") is None
+        await rt.stop_agent("a")
+        second = await rt.start_agent(Agent, name="a", backend=echo_backend())
+        assert second != first
+        assert rt.agents() == ("b", "a")
+
+
+async def test_unknown_agents_are_reported_by_name(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        for call in [
+            lambda: rt.tell("ghost", "x"),
+            lambda: rt.status("ghost"),
+            lambda: rt.notify("ghost", 1),
+            lambda: rt.interrupt("ghost"),
+            lambda: rt.halt("ghost"),
+        ]:
+            with pytest.raises(AgentNotFound) as info:
+                call()
+            assert info.value.name == "ghost"
+        with pytest.raises(AgentNotFound):
+            await rt.stop_agent("ghost")
+
+
+async def test_only_agents_can_be_started() -> None:
+    async with open_runtime() as rt:
+        with pytest.raises(TypeError):
+            await rt.start_agent(object, name="a", backend=echo_backend())  # type: ignore[arg-type]
+        assert rt.agents() == ()
+
+
+async def test_a_closed_runtime_refuses_new_agents() -> None:
+    async with open_runtime() as rt:
+        pass
+    with pytest.raises(NoRuntime):
+        await rt.start_agent(Agent, name="a", backend=echo_backend())
+
+
+async def test_cancelling_the_runtime_block_stops_every_agent(autojump_clock: object) -> None:
+    gate = Gate()
+    with trio.move_on_after(10):
+        async with open_runtime() as rt:
+            await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), watchdog=None)
+            await rt.ask("a", "held forever")
+    assert trio.current_time() == 10.0
+
+
+@pytest.fixture
+def entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    group = EntryPoints(
+        [
+            EntryPoint("fake", "agentrt.testing:ScriptedBackend", _backends.GROUP),
+            EntryPoint("broken", "agentrt_no_such_module:Backend", _backends.GROUP),
+        ]
+    )
+    monkeypatch.setattr(_backends, "entry_points", lambda group: group_of(group))
+    monkeypatch.setattr(_backends, "_loaded", {})
+
+    def group_of(name: str) -> EntryPoints:
+        assert name == _backends.GROUP
+        return group
+
+
+@pytest.mark.usefixtures("entry_points")
+async def test_backends_are_found_by_entry_point_name(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        handle = await rt.start_agent(Agent, name="a", backend="fake")
+        assert handle.backend == "scripted"
+        assert _backends.resolve_backend("fake") is _backends.resolve_backend("fake")
+        with pytest.raises(BackendNotFound) as info:
+            await rt.start_agent(Agent, name="b", backend="nope")
+        assert info.value.known == ("broken", "fake")
+        with pytest.raises(InvalidOptions) as bad:
+            await rt.start_agent(Agent, name="c", backend="broken")
+        assert bad.value.key == "backend"
+        assert isinstance(bad.value.__cause__, ImportError)
+        assert rt.agents() == ("a",)
+
+
+async def test_statistics_without_a_process_limit(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("x")]))
+        await rt.start_agent(Agent, name="b", backend=echo_backend())
+        ref = rt.tell("a", "x")
+        await gate.wait_reached()
+        stats = rt.statistics()
+        assert (stats.agents, stats.processes_in_use, stats.turns_waiting) == (2, 1, 0)
+        gate.release()
+        assert isinstance(await rt.wait(ref), Completed)
+        await settle()
+        assert rt.statistics().processes_in_use == 0
+
+
+async def test_a_backend_object_is_used_as_is(autojump_clock: object) -> None:
+    backend = ScriptedBackend(default=lambda call: [agentrt.ResultEvent(text="ok")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent(), name="a", backend=backend)
+        assert (await rt.ask("a", "x")).text == "ok"
+    assert backend.prompts == ["x"]

@@ -1,0 +1,66 @@
+"""The scripted backend itself: options, recording, gates."""
+
+import pytest
+
+from agentrt import InvalidOptions, ResultEvent, SessionEvent, TextEvent
+from agentrt.backend import Backend, Command, ExitStatus, InProcessBackend
+from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions, reply
+
+
+def test_it_implements_both_backend_protocols() -> None:
+    backend: Backend = ScriptedBackend()
+    assert isinstance(backend, InProcessBackend)
+    assert backend.name == "scripted"
+    assert backend.version_command(ScriptedOptions()) == Command(argv=("scripted", "--version"))
+
+
+def test_options_are_validated_naming_the_key() -> None:
+    backend = ScriptedBackend()
+    assert backend.parse_options({"cwd": "/repo"}) == ScriptedOptions(cwd="/repo")
+    assert backend.parse_options({}) == ScriptedOptions()
+    with pytest.raises(InvalidOptions) as info:
+        backend.parse_options({"cwd": "/repo", "model": "big"})
+    assert (info.value.key, info.value.value) == ("model", "big")
+
+
+def test_reply_makes_a_whole_turn() -> None:
+    assert reply("hi", session_id="s") == [
+        SessionEvent(session_id="s"),
+        TextEvent(text="hi", message_boundary=True),
+        ResultEvent(text="hi", session_id="s"),
+    ]
+
+
+async def test_run_emits_frames_records_calls_and_takes_scripts_in_order() -> None:
+    backend = ScriptedBackend(["frame one"], default=lambda call: [call.prompt.upper()])
+    backend.push("frame two")
+    emitted: list[object] = []
+
+    async def emit(frame: object) -> None:
+        emitted.append(frame)
+
+    options = backend.parse_options({"cwd": "/w"})
+    for prompt, session in [("a", None), ("b", "s1"), ("c", "s2")]:
+        command = backend.command(options, prompt, session_id=session)
+        assert command.cwd == "/w"
+        assert await backend.run(command, emit) == ExitStatus(0)
+    assert emitted == ["frame one", "frame two", "C"]
+    assert backend.prompts == ["a", "b", "c"]
+    assert backend.session_ids == [None, "s1", "s2"]
+    feed = backend.translator(options).feed
+    assert feed("C")[0].kind == "raw"
+    assert feed(TextEvent(text="t")) == (TextEvent(text="t"),)
+
+
+async def test_a_gate_remembers_an_early_release() -> None:
+    gate = Gate()
+    gate.release()
+    backend = ScriptedBackend([gate, "after"])
+    emitted: list[object] = []
+
+    async def emit(frame: object) -> None:
+        emitted.append(frame)
+
+    await backend.run(backend.command(ScriptedOptions(), "x", session_id=None), emit)
+    assert gate.reached
+    assert emitted == ["after"]

@@ -1,0 +1,321 @@
+"""One turn: bounds (watchdog, first event), failures, session ids, the Response."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import trio
+from _helpers import Recorder, echo_backend, settle
+
+from agentrt import (
+    Agent,
+    Completed,
+    ErrorEvent,
+    Failed,
+    RawEvent,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    TurnFailed,
+    Usage,
+    UsageEvent,
+    open_runtime,
+)
+from agentrt.testing import Exit, Fail, Gate, Raise, ScriptedBackend, Sleep, reply
+
+
+async def test_the_watchdog_ends_a_turn_at_its_limit_and_the_agent_goes_on(
+    autojump_clock: object,
+) -> None:
+    agent = Recorder()
+    backend = echo_backend([SessionEvent(session_id="s1"), Gate()])
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="a", backend=backend, watchdog=30)
+        slow = rt.tell("a", "slow")
+        response = await rt.ask("a", "next")
+        assert trio.current_time() == 30.0
+        assert response.text == "echo next"
+        assert response.duration == 0.0
+        result = rt.poll("a", slow)
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.TOTAL_TIMEOUT
+    assert "30 s" in result.error.message
+    assert result.error.session_id == "s1"
+    assert agent.only("error") == [StopReason.TOTAL_TIMEOUT]
+    assert backend.session_ids == [None, "s1"]
+
+
+async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: object) -> None:
+    backend = echo_backend([Sleep(20), *reply("one")], [Sleep(20), *reply("two")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, watchdog=25)
+        first = rt.tell("a", "one")
+        second = rt.tell("a", "two")
+        assert isinstance(await rt.wait(first), Completed)
+        assert isinstance(await rt.wait(second), Completed)
+        assert trio.current_time() == 40.0
+
+
+async def test_no_watchdog(autojump_clock: object) -> None:
+    backend = echo_backend([Sleep(86400 * 7), *reply("a week later")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, watchdog=None)
+        response = await rt.ask("a", "x")
+    assert response.text == "a week later"
+    assert response.duration == 86400 * 7
+
+
+async def test_first_event_bound(autojump_clock: object) -> None:
+    # The session event does not count as content; the bound fires at 5 s.
+    backend = echo_backend([SessionEvent(session_id="s1"), Sleep(10), *reply("late")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, first_event=5)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert info.value.reason is StopReason.FIRST_EVENT_TIMEOUT
+        assert info.value.session_id == "s1"
+        assert trio.current_time() == 5.0
+
+
+async def test_content_lifts_the_first_event_bound(autojump_clock: object) -> None:
+    backend = echo_backend([Sleep(4), TextEvent(text="hi"), Sleep(100), *reply("done")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, first_event=5, watchdog=200)
+        response = await rt.ask("a", "x")
+    assert response.text == "hidone"
+    assert response.duration == 104.0
+
+
+async def test_the_watchdog_still_applies_after_content(autojump_clock: object) -> None:
+    backend = echo_backend([Sleep(4), TextEvent(text="hi"), Gate()])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, first_event=5, watchdog=50)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert info.value.reason is StopReason.TOTAL_TIMEOUT
+        assert trio.current_time() == 50.0
+
+
+@pytest.mark.parametrize(
+    ("script", "reason", "message"),
+    [
+        ([Fail(StopReason.RATE_LIMITED, "slow down")], StopReason.RATE_LIMITED, "slow down"),
+        ([Exit(returncode=3)], StopReason.CLI_ERROR, "exited with status 3"),
+        ([Exit(returncode=None, signal=9)], StopReason.PROCESS_CRASHED, "killed by signal 9"),
+        ([TextEvent(text="half")], StopReason.MALFORMED_OUTPUT, "without a terminal event"),
+        ([Raise(OSError("disk on fire"))], StopReason.TURN_CRASHED, "OSError: disk on fire"),
+    ],
+)
+async def test_failures_reach_the_caller_and_handle_error_and_the_agent_survives(
+    autojump_clock: object, script: list[object], reason: StopReason, message: str
+) -> None:
+    agent = Recorder()
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="a", backend=echo_backend(script))
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert (await rt.ask("a", "y")).text == "echo y"
+    assert info.value.reason is reason
+    assert message in info.value.message
+    assert agent.only("error") == [reason]
+
+
+async def test_a_crash_mid_stream_carries_its_cause(autojump_clock: object) -> None:
+    error = KeyError("frame")
+    backend = echo_backend([SessionEvent(session_id="s9"), TextEvent(text="a"), Raise(error)])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        await rt.ask("a", "y")
+    assert info.value.reason is StopReason.TURN_CRASHED
+    assert info.value.__cause__ is error
+    assert info.value.session_id == "s9"
+    assert backend.session_ids == [None, "s9"]
+
+
+async def test_an_exception_in_handle_stream_event_fails_the_turn(autojump_clock: object) -> None:
+    class Picky(Recorder):
+        def handle_stream_event(self, event: object) -> None:
+            if isinstance(event, TextEvent):
+                raise ValueError("no text please")
+
+    agent = Picky()
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="a", backend=echo_backend())
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert rt.whereis("a") is not None
+    assert info.value.reason is StopReason.TURN_CRASHED
+    assert isinstance(info.value.__cause__, ValueError)
+    assert agent.only("error") == [StopReason.TURN_CRASHED]
+
+
+async def test_a_backend_with_no_script_left_fails_the_turn(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=ScriptedBackend())
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.TURN_CRASHED
+    assert isinstance(info.value.__cause__, LookupError)
+
+
+async def test_failure_messages_are_redacted(autojump_clock: object) -> None:
+    secret = "sk-ant-abcdefghijklmnopqrstuvwx"
+    backend = echo_backend([Fail(message=f"bad key {secret}")], [Raise(ValueError(secret))])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        for _ in range(2):
+            with pytest.raises(TurnFailed) as info:
+                await rt.ask("a", "x")
+            assert secret not in info.value.message
+            assert secret not in str(info.value)
+            assert "[REDACTED]" in info.value.message
+
+
+async def test_session_ids_are_threaded_into_the_next_turn(autojump_clock: object) -> None:
+    backend = ScriptedBackend(
+        reply("one", session_id="s1"),
+        [SessionEvent(session_id="s2"), Fail()],  # a failed turn still moves the session on
+        reply("three"),  # no session event: the id stays
+        [ResultEvent(text="four", session_id="s4")],  # an id on the result alone counts
+        reply("five"),
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        for prompt in ["1", "2", "3", "4", "5"]:
+            with contextlib.suppress(TurnFailed):
+                await rt.ask("a", prompt)
+        assert rt.status("a").session_id == "s4"
+    assert backend.session_ids == [None, "s1", "s2", "s2", "s4"]
+
+
+class Store:
+    """A fake session store: records what the actor writes, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[object, ...]] = []
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str, cwd: str | None
+    ) -> None:
+        self.log.append(("checkpoint", name, backend, session_id, cwd))
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        self.log.append(("turn", name, stop_reason, cost_usd, session_id))
+
+    async def forget(self, name: str) -> bool:
+        self.log.append(("forget", name))
+        return True
+
+
+async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock: object) -> None:
+    gate = Gate()
+    store = Store()
+    backend = ScriptedBackend(
+        [SessionEvent(session_id="s1"), gate, ResultEvent(text="x", cost_usd=0.5)],
+        [SessionEvent(session_id="s1"), Fail()],
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, cwd="/repo")
+        ref = rt.tell("a", "one")
+        await gate.wait_reached()
+        assert store.log == [("checkpoint", "a", "scripted", "s1", "/repo")]
+        gate.release()
+        await rt.wait(ref)
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "two")
+        await rt.reset_session("a")
+    assert store.log == [
+        ("checkpoint", "a", "scripted", "s1", "/repo"),
+        ("turn", "a", "complete", 0.5, "s1"),
+        ("turn", "a", "cli_error", None, "s1"),  # same id: no second checkpoint
+        ("forget", "a"),
+    ]
+
+
+async def test_the_response_is_built_from_the_whole_stream(autojump_clock: object) -> None:
+    usage = Usage(input_tokens=10, output_tokens=5)
+    backend = ScriptedBackend(
+        [
+            SessionEvent(session_id="s1", model="m-1"),
+            TextEvent(text="Hello "),
+            TextEvent(text="world.", message_boundary=True),
+            UsageEvent(usage=usage),
+            {"type": "mystery"},
+            Sleep(3),
+            TextEvent(text=" Bye", message_boundary=True),
+            TextEvent(text=" (trailing)"),
+            ResultEvent(cost_usd=0.25, num_turns=2, raw={"r": 1}),
+        ]
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        response = await rt.ask("a", "x")
+    assert response.text == "Hello world. Bye (trailing)"
+    assert response.final_message == " (trailing)"
+    assert response.usage == usage
+    assert response.cost_usd == 0.25
+    assert response.num_turns == 2
+    assert response.model == "m-1"
+    assert response.session_id == "s1"
+    assert response.duration == 3.0
+    assert response.raw == {"r": 1}
+    assert response.stop_reason is StopReason.COMPLETE
+    raw = [e for e in response.events if isinstance(e, RawEvent)]
+    assert raw == [RawEvent(timestamp=0.0, data={"type": "mystery"}, note="not an event")]
+    assert [e.timestamp for e in response.events] == [0.0] * 5 + [3.0] * 3
+    assert response.terminal.timestamp == 3.0
+
+
+async def test_final_message_prefers_the_result_text(autojump_clock: object) -> None:
+    backend = ScriptedBackend(
+        [TextEvent(text="a", message_boundary=True), ResultEvent(text="the answer")],
+        [TextEvent(text="one", message_boundary=True), TextEvent(text="two"), ResultEvent()],
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        first = await rt.ask("a", "x")
+        second = await rt.ask("a", "y")
+    assert (first.text, first.final_message) == ("a", "the answer")
+    assert (second.text, second.final_message) == ("onetwo", "two")
+
+
+async def test_events_after_the_terminal_are_ignored(autojump_clock: object) -> None:
+    agent = Recorder()
+    backend = ScriptedBackend(
+        [ResultEvent(text="done"), TextEvent(text="late"), ErrorEvent(reason=StopReason.CLI_ERROR)]
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="a", backend=backend)
+        response = await rt.ask("a", "x")
+    assert response.text == "done"
+    assert response.event_coverage.observed == 1
+    assert agent.only("stream") == ["result"]
+
+
+async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: object) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), watchdog=10)
+        ref = rt.tell("a", "x")
+        await gate.wait_reached()
+        await trio.sleep(10 - 1e-3)
+        assert rt.interrupt("a")
+        await settle()
+        assert rt.interrupt("a") is False
+        result = rt.poll("a", ref)
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
