@@ -48,8 +48,11 @@ class _Failure:
     cause: BaseException | None = None
 
 
+_CARRY_SESSION_ID = (SessionEvent, ResultEvent, ErrorEvent)
+
+
 def _session_id_of(event: Event) -> str | None:
-    if isinstance(event, SessionEvent | ResultEvent | ErrorEvent):
+    if isinstance(event, _CARRY_SESSION_ID):
         return event.session_id
     return None
 
@@ -237,11 +240,13 @@ class Turn:
         except Exception as exc:
             self._crash(exc)
             return
+        now = trio.current_time()
         for event in events:
-            await self._on_event(event)
+            await self._on_event(event, now)
 
-    async def _on_event(self, event: Event) -> None:
-        event = msgspec.structs.replace(event, timestamp=trio.current_time())
+    async def _on_event(self, event: Event, now: float | None = None) -> None:
+        stamp = trio.current_time() if now is None else now
+        event = msgspec.structs.replace(event, timestamp=stamp)
         session_id = _session_id_of(event)
         if session_id is not None and session_id != self.session_id:
             self.session_id = session_id
