@@ -36,6 +36,9 @@ from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
+# After the driver's SIGKILL, time for the last lines in the pipe to be read.
+_DRAIN_MARGIN = 1.0
+
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
 _NOT_CONTENT = (SessionEvent, RawEvent)
 
@@ -184,7 +187,7 @@ class Turn:
         limits = ProcessLimits()
         try:
             async with open_cli_process(self.command, limits, tracker=None) as proc:
-                self._drain_bound = limits.interrupt_grace + limits.term_grace
+                self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
                 self._drain_scope = trio.CancelScope()
                 self._interrupt_process = proc.interrupt
                 if self._failure is not None:  # stopped while spawning
@@ -195,7 +198,8 @@ class Turn:
                         async for frame in proc.frames():
                             if isinstance(frame, BadLine):
                                 note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                await self._on_event(RawEvent(data=frame.text, note=note))
+                                raw = RawEvent(data=redact(frame.text), note=note)
+                                await self._on_event(raw)
                             else:
                                 await self._emit(frame)
                     nursery.cancel_scope.cancel()

@@ -1,0 +1,268 @@
+"""The turn's CLI-process path, against a stand-in for agentrt._process that follows
+the seam in SEAMS.md (open_cli_process, frames, interrupt, wait, ProcessFailure, BadLine).
+
+The real driver is tested with real processes in its own tests; these check the turn's
+side: frames become events, bounds and interrupts go through proc.interrupt() while
+reading continues, and driver failures become stop reasons.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from agentrt import (
+    Agent,
+    ErrorEvent,
+    Event,
+    Failed,
+    RawEvent,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    TurnFailed,
+    open_runtime,
+)
+from agentrt.backend import Command, ExitStatus
+
+
+class ProcessFailure(Exception):
+    def __init__(self, reason: StopReason, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(message)
+
+
+@attrs.frozen
+class BadLine:
+    text: str
+    size: int
+    error: str
+
+
+@attrs.frozen
+class ProcessLimits:
+    interrupt_grace: float = 1.0
+    term_grace: float = 2.0
+    stderr_drain: float = 0.5
+
+
+HANG = object()  # frames() blocks here until the process is interrupted
+
+
+class FakeProcess:
+    def __init__(self, script: Sequence[Any], on_interrupt: Sequence[Any]) -> None:
+        self.pid = self.pgid = 4242
+        self.stderr_tail = "stderr tail"
+        self.script = script
+        self.on_interrupt = on_interrupt
+        self.interrupted_at: float | None = None
+        self._interrupted = trio.Event()
+        self.closed = False
+
+    async def frames(self) -> AsyncIterator[Any]:
+        for item in self.script:
+            if item is HANG:
+                await self._interrupted.wait()
+                for frame in self.on_interrupt:  # what the CLI prints as it ends
+                    yield frame
+                return
+            if isinstance(item, float):
+                await trio.sleep(item)
+            elif isinstance(item, ProcessFailure):
+                raise item
+            else:
+                yield item
+
+    def interrupt(self) -> None:
+        self.interrupted_at = trio.current_time()
+        self._interrupted.set()
+
+    async def wait(self) -> ExitStatus:
+        await trio.lowlevel.checkpoint()
+        return ExitStatus(130 if self.interrupted_at is not None else 0)
+
+
+@pytest.fixture
+def driver(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    state = types.SimpleNamespace(script=[], on_interrupt=[], processes=[])
+
+    @asynccontextmanager
+    async def open_cli_process(
+        command: Command, limits: ProcessLimits, *, tracker: object = None
+    ) -> AsyncIterator[FakeProcess]:
+        proc = FakeProcess(state.script, state.on_interrupt)
+        state.processes.append(proc)
+        try:
+            yield proc
+        finally:
+            proc.closed = True
+
+    module = types.ModuleType("agentrt._process")
+    module.__dict__.update(
+        open_cli_process=open_cli_process,
+        ProcessFailure=ProcessFailure,
+        BadLine=BadLine,
+        ProcessLimits=ProcessLimits,
+    )
+    monkeypatch.setitem(sys.modules, "agentrt._process", module)
+    return state
+
+
+class JsonTranslator:
+    def feed(self, frame: Any) -> Sequence[Event]:
+        kind = frame["type"]
+        if kind == "init":
+            return (SessionEvent(session_id=frame["session_id"]),)
+        if kind == "text":
+            return (TextEvent(text=frame["text"]),)
+        if kind == "result":
+            return (ResultEvent(text=frame["text"], session_id=frame.get("session_id")),)
+        return (RawEvent(data=frame),)
+
+    def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
+        return ErrorEvent(reason=StopReason.CLI_ERROR, message=f"exit {exit_status.returncode}")
+
+
+class CliBackend:
+    """A pure backend (no run method): its turns go through the process driver."""
+
+    name = "fake-cli"
+
+    def __init__(self) -> None:
+        self.session_ids: list[str | None] = []
+
+    def parse_options(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(raw)
+
+    def command(self, options: Any, prompt: str, *, session_id: str | None) -> Command:
+        self.session_ids.append(session_id)
+        return Command(argv=("fake-cli", "-p"), stdin=prompt.encode())
+
+    def translator(self, options: Any) -> JsonTranslator:
+        return JsonTranslator()
+
+    def version_command(self, options: Any) -> Command:
+        return Command(argv=("fake-cli", "--version"))
+
+
+INIT = {"type": "init", "session_id": "s1"}
+
+
+async def test_frames_become_a_response(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    secret = "sk-ant-abcdefghijklmnopqrstuvwx"
+    driver.script = [
+        INIT,
+        BadLine(text=f"not json {secret}", size=40, error="invalid JSON"),
+        {"type": "text", "text": "hi"},
+        {"type": "result", "text": "hi", "session_id": "s1"},
+    ]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        response = await rt.ask("a", "x")
+    assert response.text == "hi"
+    assert response.session_id == "s1"
+    raw = [event for event in response.events if isinstance(event, RawEvent)]
+    assert len(raw) == 1
+    assert raw[0].note == "unreadable line (40 bytes): invalid JSON"
+    assert secret not in raw[0].data
+    assert driver.processes[0].closed
+
+
+async def test_interrupt_goes_to_the_process_and_reading_continues(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    backend = CliBackend()
+    driver.script = [{"type": "text", "text": "working"}, HANG]
+    # Interrupted, the CLI still prints its session and a result; the turn is interrupted.
+    driver.on_interrupt = [INIT, {"type": "result", "text": "partial", "session_id": "s1"}]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        ref = rt.tell("a", "long")
+        await trio.sleep(3)
+        assert rt.interrupt("a")
+        result = await rt.wait(ref)
+        proc = driver.processes[0]
+        assert proc.interrupted_at == 3.0
+        driver.script = [{"type": "result", "text": "next"}]
+        await rt.ask("a", "again")
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert result.error.exit_status == ExitStatus(130)
+    assert result.error.stderr_tail == "stderr tail"
+    assert backend.session_ids == [None, "s1"]  # the id printed after the interrupt counts
+
+
+async def test_the_watchdog_interrupts_the_process(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, HANG]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend(), watchdog=20)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.TOTAL_TIMEOUT
+    assert driver.processes[0].interrupted_at == 20.0
+
+
+async def test_the_first_event_bound_interrupts_the_process(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, HANG]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend(), first_event=4)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.FIRST_EVENT_TIMEOUT
+    assert driver.processes[0].interrupted_at == 4.0
+
+
+async def test_driver_failures_are_stop_reasons(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, 2.0, ProcessFailure(StopReason.IDLE_TIMEOUT, "no output for 2 s")]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.IDLE_TIMEOUT
+    assert info.value.message == "no output for 2 s"
+    assert info.value.session_id == "s1"
+    assert isinstance(info.value.__cause__, ProcessFailure)
+
+
+async def test_an_exit_without_a_result_is_classified_by_the_translator(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, {"type": "text", "text": "cut off"}]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.CLI_ERROR
+    assert info.value.message == "exit 0"
+
+
+async def test_stopping_the_agent_leaves_the_driver_to_clean_up(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, HANG]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        rt.tell("a", "x")
+        await trio.sleep(1)
+        await rt.stop_agent("a")
+    proc = driver.processes[0]
+    assert proc.closed
+    assert proc.interrupted_at is None  # plain cancellation: __aexit__ does the killing
