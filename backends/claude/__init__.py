@@ -1,0 +1,3 @@
+"""The Claude Code backend: options, argv, stream-json translation, failure markers."""
+
+from ._translate import ClaudeTranslator as ClaudeTranslator
