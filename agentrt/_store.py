@@ -175,6 +175,8 @@ class MemoryStore:
     that waits on a worker thread lets an autojumping clock run ahead). Its records outlive
     :meth:`aclose`: opening it again, for instance in a second runtime, finds them.
 
+    ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
     Cancellation: each method is one checkpoint followed by the whole change, so a
     cancelled call changes nothing.
     """
@@ -403,6 +405,7 @@ class SQLiteStore:
 
     ``path`` defaults to :func:`default_store_path`; its directory is created (0700) and a
     new file is created 0600, since rows hold working directories and agent state.
+    ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
 
     Opening checks the file before changing anything: a file that is not SQLite, is
     corrupt (``PRAGMA quick_check``), belongs to another application, or has a schema newer
