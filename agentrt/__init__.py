@@ -28,3 +28,8 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._store import MemoryStore as MemoryStore
+from ._store import SessionRecord as SessionRecord
+from ._store import SessionStore as SessionStore
+from ._store import SQLiteStore as SQLiteStore
+from ._store import default_store_path as default_store_path
