@@ -28,6 +28,11 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._process import BadLine as BadLine
+from ._process import ProcessFailure as ProcessFailure
+from ._process import ProcessLimits as ProcessLimits
+from ._process import ProcessTracker as ProcessTracker
+from ._process import open_cli_process as open_cli_process
 from ._store import MemoryStore as MemoryStore
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
