@@ -1,16 +1,15 @@
-import time
-
 import pytest
 
 from agentrt._redact import redact
 
 
-@pytest.mark.parametrize("text", ["x" * 8192, "QUJD" * 2048, "a" * 8191 + " token=abc"])
-def test_redacting_a_full_stderr_ring_is_fast(text: str) -> None:
-    # Quadratic backtracking took ~1.5 s here; linear work takes about a millisecond.
-    start = time.perf_counter()
-    redact(text)
-    assert time.perf_counter() - start < 0.25
+@pytest.mark.parametrize(
+    "text", ["x" * 300_000, "QUJD" * 75_000, "token" * 60_000, "a" * 300_000 + " token=abc"]
+)
+def test_redaction_is_linear_on_long_runs(text: str) -> None:
+    # No timing assertion: a backtracking pattern takes hours on 300 KB (it took 1.5 s on
+    # 8 KiB before the fix); the linear one finishes in tens of milliseconds.
+    assert redact(text).endswith("[REDACTED]") == text.endswith("token=abc")
 
 
 def test_key_value_names_are_still_found_anywhere_in_a_line() -> None:
