@@ -19,8 +19,8 @@ demo: $(STAMP)
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentrt backends tests examples bench
-	$(BIN)/ruff format --check agentrt backends tests examples bench
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -48,6 +48,11 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._process import BadLine as BadLine
+from ._process import ProcessFailure as ProcessFailure
+from ._process import ProcessLimits as ProcessLimits
+from ._process import ProcessTracker as ProcessTracker
+from ._process import open_cli_process as open_cli_process
 from ._requests import Cancelled as Cancelled
 from ._requests import Completed as Completed
 from ._requests import Failed as Failed
@@ -61,4 +66,9 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
+from ._store import MemoryStore as MemoryStore
+from ._store import SessionRecord as SessionRecord
+from ._store import SessionStore as SessionStore
+from ._store import SQLiteStore as SQLiteStore
+from ._store import default_store_path as default_store_path
 from ._stream import EventStream as EventStream

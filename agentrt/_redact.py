@@ -21,11 +21,13 @@ _VALUE_PATTERNS = (
 )
 _PREFIX_PATTERNS = (
     re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*"),
-    # key=value, key: value, "key": "value" where the key names a secret.
+    # key=value, key: value, "key": "value" where the key names a secret. The name is one
+    # possessive run that starts where a run of name characters starts, so each character
+    # is scanned a bounded number of times (stderr tails are untrusted input).
     re.compile(
-        r"""(["']?[A-Za-z0-9_.\-]*"""
+        r"""(?<![A-Za-z0-9_.\-])(["']?(?=[A-Za-z0-9_.\-]*?"""
         + _SECRET_WORD
-        + r"""[A-Za-z0-9_.\-]*["']?\s*[=:]\s*["']?)[^\s"',;&}]+""",
+        + r""")[A-Za-z0-9_.\-]++["']?\s*+[=:]\s*+["']?)[^\s"',;&}]+""",
         re.IGNORECASE,
     ),
 )

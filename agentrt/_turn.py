@@ -176,7 +176,7 @@ class Turn:
 
     async def _run_cli_process(self) -> tuple[ExitStatus | None, str]:
         # The process driver (agentrt._process) is imported only by turns that run a CLI.
-        from ._process import (  # type: ignore[import-not-found]
+        from ._process import (
             BadLine,
             ProcessFailure,
             ProcessLimits,
@@ -185,6 +185,7 @@ class Turn:
 
         # TODO(process issue): limits from the agent's options, and the runtime's tracker.
         limits = ProcessLimits()
+        assert self.command is not None
         try:
             async with open_cli_process(self.command, limits, tracker=None) as proc:
                 self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
@@ -196,10 +197,9 @@ class Turn:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
                         async for frame in proc.frames():
-                            if isinstance(frame, BadLine):
+                            if isinstance(frame, BadLine):  # its text comes redacted
                                 note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                raw = RawEvent(data=redact(frame.text), note=note)
-                                await self._on_event(raw)
+                                await self._on_event(RawEvent(data=frame.text, note=note))
                             else:
                                 await self._emit(frame)
                     nursery.cancel_scope.cancel()

@@ -9,3 +9,5 @@ from ._scripted import ScriptedBackend as ScriptedBackend
 from ._scripted import ScriptedOptions as ScriptedOptions
 from ._scripted import Sleep as Sleep
 from ._scripted import reply as reply
+from .fake_cli import fake_cli_argv as fake_cli_argv
+from .fake_cli import fake_cli_executable as fake_cli_executable

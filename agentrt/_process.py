@@ -1,0 +1,590 @@
+"""The process driver: one CLI process per turn, from spawn to the last member of its tree.
+
+`open_cli_process` spawns a `Command` in a new session with an env marker, feeds it stdin,
+yields decoded stdout lines as frames under the startup/idle/line-size bounds, keeps the
+newest stderr bytes, and on every way out runs the same shielded, bounded kill ladder over
+the whole process tree (`agentrt._proctree`). `ProcessTracker` is the runtime-wide part: it
+makes the runtime a child subreaper and reaps the orphans of its turns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import math
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import attrs
+import msgspec
+import trio
+
+from ._errors import AgentRTError
+from ._events import StopReason
+from ._lines import LineSplitter, LineTooLong
+from ._proctree import (
+    KILL_BOUND,
+    MARKER_ENV,
+    ProcTree,
+    acquire_subreaper,
+    kill_stale_group,
+    kill_tree,
+    new_marker,
+    process_start_time,
+    reap_adopted,
+    release_subreaper,
+    snapshot,
+)
+from ._redact import redact
+from ._secretfiles import materialized_argv
+from .backend import Command, ExitStatus
+
+__all__ = [
+    "BadLine",
+    "CliProcess",
+    "ProcessFailure",
+    "ProcessInfo",
+    "ProcessLimits",
+    "ProcessTracker",
+    "kill_stale_group",
+    "open_cli_process",
+    "process_start_time",
+]
+
+_log = logging.getLogger("agentrt.process")
+
+# stdout is read in large chunks from a pipe enlarged to match, so a fast stream costs few
+# wakeups; small reads still return as soon as anything is there.
+_READ_CHUNK = 256 * 1024
+_PIPE_SIZE = 1024 * 1024
+_STDERR_CHUNK = 64 * 1024
+_BAD_LINE_TEXT = 4096
+_REAP_BOUND = 1.0
+
+_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+@attrs.frozen
+class ProcessLimits:
+    """Bounds on one CLI process. Times are seconds; None turns a bound off."""
+
+    # spawn -> first complete stdout line; past it: StopReason.STARTUP_TIMEOUT
+    startup: float | None = 120.0
+    # longest gap between stdout lines; past it: StopReason.IDLE_TIMEOUT
+    idle: float | None = None
+    # one stdout line, without its newline; past it: StopReason.OUTPUT_LINE_TOO_LONG
+    max_line_bytes: int = 8 * 1024 * 1024
+    # stderr ring; the newest bytes win
+    stderr_bytes: int = 8192
+    # after Command.interrupt_signal, before SIGTERM
+    interrupt_grace: float = 1.0
+    # after SIGTERM, before SIGKILL
+    term_grace: float = 2.0
+    # how long stderr may stay open after the tree is gone (a stranger holding the pipe)
+    stderr_drain: float = 0.5
+    # after the CLI exits, how long one read of stdout may wait: a grandchild that inherited
+    # stdout must not keep the stream open for ever
+    stdout_drain: float = 0.5
+
+
+class ProcessFailure(AgentRTError):
+    """The process driver gave up on a turn's process: it could not start, stayed silent past
+    a bound, or printed a line past the cap. Raised after the kill ladder has run."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{reason.value}: {message}")
+
+
+@attrs.frozen
+class BadLine:
+    """A stdout line that is not valid JSON (or not valid UTF-8): reported, never fatal.
+
+    ``text`` is the start of the line, decoded with replacement characters and redacted.
+    """
+
+    text: str
+    size: int
+    error: str
+
+
+@attrs.frozen
+class ProcessInfo:
+    """Identity of a running turn process, enough to find and kill its tree later."""
+
+    pid: int
+    pgid: int
+    start_time: int
+    marker: str
+
+
+def _peek_exit_status(pid: int) -> ExitStatus:
+    # WNOWAIT: read the status but leave the zombie for trio's Process.wait() to reap.
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+    if info is None:
+        return ExitStatus(None)
+    if info.si_code == os.CLD_EXITED:
+        return ExitStatus(info.si_status)
+    return ExitStatus(None, info.si_status)
+
+
+def _decode(line: bytes) -> Any:
+    try:
+        return _decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
+        return BadLine(text=text, size=len(line), error=str(exc))
+
+
+class _Frames:
+    __slots__ = ("_proc",)
+
+    def __init__(self, proc: CliProcess) -> None:
+        self._proc = proc
+
+    def __aiter__(self) -> _Frames:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._proc._next_frame()
+
+
+class CliProcess:
+    """A running CLI process, as `open_cli_process` yields it."""
+
+    def __init__(
+        self,
+        process: trio.Process,
+        command: Command,
+        limits: ProcessLimits,
+        marker: str,
+    ) -> None:
+        assert process.stdin is not None and process.stderr is not None
+        assert isinstance(process.stdout, trio.lowlevel.FdStream)
+        self.pid: int = process.pid
+        self.pgid: int = process.pid
+        # The process is our unreaped child, so its /proc entry exists here.
+        self.start_time: int = process_start_time(process.pid) or 0
+        self.marker = marker
+        self._process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._stderr_stream = process.stderr
+        self._command = command
+        self._limits = limits
+        self._nursery: trio.Nursery | None = None
+        self._tree = ProcTree(
+            leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker
+        )
+        # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
+        # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
+        # fall back to trio's wait(), which reaps.
+        self._pidfd: int | None = None
+        with suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(self.pid)
+        self._splitter = LineSplitter(limits.max_line_bytes)
+        self._lines: list[bytes] = []
+        self._next = 0
+        self._eof = False
+        self._failure: ProcessFailure | None = None
+        self._spawned_at = trio.current_time()
+        self._last_line_at: float | None = None
+        self._read_scope: trio.CancelScope | None = None
+        self._exited = trio.Event()
+        self._exited_at: float | None = None
+        self._exit_status: ExitStatus | None = None
+        self._stderr = bytearray()
+        self._stderr_done = trio.Event()
+        self._stdin_scope = trio.CancelScope()
+        # Watching for exit and reading stderr must go on while the ladder runs, even when
+        # the block around us was cancelled; they are shielded and stopped explicitly.
+        self._watch_scope = trio.CancelScope(shield=True)
+        self._stderr_scope = trio.CancelScope(shield=True)
+        self._interrupted = False
+        self._shutting_down = False
+        self._shut_down = trio.Event()
+        # Over /proc/sys/fs/pipe-max-size this fails, and the default size works, only slower.
+        with suppress(OSError):
+            fcntl.fcntl(self._stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+
+    @property
+    def stderr_tail(self) -> str:
+        """The newest ``limits.stderr_bytes`` of stderr, decoded and redacted."""
+        return redact(self._stderr.decode("utf-8", "replace"))
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        """How the process ended, or None while it runs."""
+        return self._exit_status
+
+    def frames(self) -> AsyncIterator[Any]:
+        """The decoded stdout lines: JSON values, or `BadLine` for a line that is not JSON.
+
+        Empty lines are skipped; a last line without a newline still counts. The stream ends
+        at stdout EOF, or ``limits.stdout_drain`` after the process exited if something else
+        holds stdout open. A bound crossed (startup, idle, line size) runs the kill ladder and
+        then raises `ProcessFailure`.
+
+        Cancellation: the read stops at once; leaving ``open_cli_process`` then kills the tree.
+        """
+        return _Frames(self)
+
+    async def wait(self) -> ExitStatus:
+        """Wait for the process to exit; return how it did.
+
+        Cancellation: safe; the process is not touched.
+        """
+        await self._exited.wait()
+        assert self._exit_status is not None
+        return self._exit_status
+
+    def interrupt(self) -> None:
+        """Ask the process to stop: ``command.interrupt_signal`` (SIGTERM if None) to its
+        group now, SIGTERM after ``limits.interrupt_grace``, SIGKILL after
+        ``limits.term_grace``, each only if it is still running. Frames can be read meanwhile
+        (a CLI may print its final result on the way out). Idempotent; returns at once."""
+        if self._interrupted or self._exited.is_set() or self._shutting_down:
+            return
+        self._interrupted = True
+        first = self._command.interrupt_signal or signal.SIGTERM
+        self._signal_group(first)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._escalate, first)
+
+    def _start(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        nursery.start_soon(self._watch_exit)
+        nursery.start_soon(self._write_stdin)
+        nursery.start_soon(self._read_stderr)
+
+    def _signal_group(self, sig: int) -> None:
+        with suppress(ProcessLookupError):
+            os.killpg(self.pgid, sig)
+
+    async def _escalate(self, first: signal.Signals) -> None:
+        if first != signal.SIGTERM:
+            with trio.move_on_after(self._limits.interrupt_grace):
+                await self._exited.wait()
+            if self._exited.is_set():
+                return
+            self._signal_group(signal.SIGTERM)
+        with trio.move_on_after(self._limits.term_grace):
+            await self._exited.wait()
+        if not self._exited.is_set():
+            self._signal_group(signal.SIGKILL)
+
+    async def _watch_exit(self) -> None:
+        with self._watch_scope:
+            if self._pidfd is not None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+                status = _peek_exit_status(self.pid)
+            else:
+                code = await self._process.wait()
+                status = ExitStatus(code) if code >= 0 else ExitStatus(None, -code)
+        if self._watch_scope.cancelled_caught:
+            return
+        self._exit_status = status
+        self._exited_at = trio.current_time()
+        self._exited.set()
+        if self._read_scope is not None:
+            self._read_scope.deadline = min(
+                self._read_scope.deadline, self._exited_at + self._limits.stdout_drain
+            )
+
+    async def _write_stdin(self) -> None:
+        with self._stdin_scope:
+            try:
+                if self._command.stdin:
+                    await self._stdin.send_all(self._command.stdin)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the CLI closed stdin or exited before reading it all
+        with trio.CancelScope(shield=True):
+            await self._stdin.aclose()
+
+    async def _read_stderr(self) -> None:
+        keep = self._limits.stderr_bytes
+        try:
+            with self._stderr_scope:
+                while chunk := await self._stderr_stream.receive_some(_STDERR_CHUNK):
+                    self._stderr += chunk
+                    if len(self._stderr) > keep:
+                        del self._stderr[: len(self._stderr) - keep]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+    async def _next_frame(self) -> Any:
+        while True:
+            if self._next < len(self._lines):
+                line = self._lines[self._next]
+                self._next += 1
+                if line and not line.isspace():
+                    return _decode(line)
+            elif self._failure is not None:
+                raise self._failure
+            elif self._eof:
+                raise StopAsyncIteration
+            else:
+                await self._fill()
+
+    def _deadline(self, now: float) -> float:
+        limits = self._limits
+        deadline = math.inf
+        if self._last_line_at is None:
+            if limits.startup is not None:
+                deadline = self._spawned_at + limits.startup
+        elif limits.idle is not None:
+            deadline = self._last_line_at + limits.idle
+        if self._exited_at is not None:
+            deadline = min(deadline, now + limits.stdout_drain)
+        return deadline
+
+    def _read_nowait(self) -> bytes | None:
+        try:
+            return os.read(self._stdout.fileno(), _READ_CHUNK)
+        except BlockingIOError:
+            return None
+
+    async def _fill(self) -> None:
+        now = trio.current_time()
+        deadline = self._deadline(now)
+        chunk: bytes | None = None
+        if deadline <= now:
+            # The bound passed while the consumer was busy with earlier frames: what is already
+            # in the pipe is not silence, so look before declaring a timeout.
+            await trio.lowlevel.checkpoint()
+            chunk = self._read_nowait()
+        if chunk is None:
+            with trio.CancelScope(deadline=deadline) as scope:
+                self._read_scope = scope
+                try:
+                    chunk = await self._stdout.receive_some(_READ_CHUNK)
+                finally:
+                    self._read_scope = None
+        if chunk is None:
+            if self._exited_at is not None:
+                _log.info("pid %d exited; something it started still holds stdout", self.pid)
+                self._end_of_stream()
+            elif self._last_line_at is None:
+                await self._fail(
+                    StopReason.STARTUP_TIMEOUT,
+                    f"no stdout line within {self._limits.startup:g} s of spawn",
+                )
+            else:
+                await self._fail(
+                    StopReason.IDLE_TIMEOUT, f"no stdout line for {self._limits.idle:g} s"
+                )
+        elif not chunk:
+            self._end_of_stream()
+        else:
+            try:
+                lines = self._splitter.feed(chunk)
+            except LineTooLong as exc:
+                await self._fail(
+                    StopReason.OUTPUT_LINE_TOO_LONG,
+                    f"a stdout line exceeded max_line_bytes={exc.limit:,}"
+                    f" ({exc.size:,} bytes read without a newline)",
+                    exc,
+                )
+            if lines:
+                self._last_line_at = trio.current_time()
+                self._lines = lines
+                self._next = 0
+
+    def _end_of_stream(self) -> None:
+        rest = self._splitter.finish()
+        self._lines = [rest] if rest else []
+        self._next = 0
+        self._eof = True
+
+    async def _fail(
+        self, reason: StopReason, message: str, cause: BaseException | None = None
+    ) -> None:
+        self._failure = ProcessFailure(reason, message)
+        self._lines = []
+        await self._shutdown()
+        raise self._failure from cause
+
+    async def _shutdown(self) -> None:
+        """The kill ladder; runs once, shielded and bounded, whoever asks first."""
+        if self._shutting_down:
+            with trio.CancelScope(shield=True):
+                await self._shut_down.wait()
+            return
+        self._shutting_down = True
+        limits = self._limits
+        bound = limits.term_grace + KILL_BOUND + limits.stderr_drain + 2 * _REAP_BOUND
+        try:
+            with trio.move_on_after(bound, shield=True):
+                self._stdin_scope.cancel()
+                await self._stdin.aclose()
+                survivors = await kill_tree(self._tree, term_grace=limits.term_grace)
+                if survivors:
+                    _log.warning(
+                        "pid %d: %d processes of its tree survived SIGKILL",
+                        self.pid,
+                        len(survivors),
+                    )
+                with trio.move_on_after(_REAP_BOUND):
+                    await self._exited.wait()
+                with trio.move_on_after(limits.stderr_drain):
+                    await self._stderr_done.wait()
+                reap_adopted(self._tree)
+                if self._exited.is_set():
+                    with trio.move_on_after(_REAP_BOUND):
+                        await self._process.wait()
+        finally:
+            self._watch_scope.cancel()
+            self._stderr_scope.cancel()
+            self._shut_down.set()
+
+    async def _close(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._stdin.aclose()
+            await self._stdout.aclose()
+            await self._stderr_stream.aclose()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class ProcessTracker:
+    """The runtime-wide side of the process driver; one per runtime.
+
+    It knows the turn processes started with it, and while `run` runs it makes this process a
+    child subreaper (Linux), so orphans of those turns (a CLI killed by SIGKILL leaves its
+    setsid'd tool processes behind) are reparented to us instead of init. Every ``interval``
+    it walks the live turns' trees, so their members are known by pid and start time even
+    after their parent dies, and reaps their zombies. It never waits for any pid it cannot
+    attribute to a turn, so other children of the runtime keep their exit statuses.
+    """
+
+    def __init__(self) -> None:
+        self._trees: dict[int, ProcTree] = {}
+
+    def live(self) -> tuple[ProcessInfo, ...]:
+        """The turn processes running now."""
+        return tuple(
+            ProcessInfo(t.leader, t.pgid, t.start_time, t.marker or "")
+            for t in self._trees.values()
+        )
+
+    def reap(self) -> int:
+        """Walk the live trees once and reap the adopted zombies among them; return how many.
+
+        Synchronous and cheap (one pass over /proc); `run` calls it periodically.
+        """
+        procs = snapshot()
+        for tree in self._trees.values():
+            tree.scan(procs)
+        return sum(reap_adopted(tree) for tree in self._trees.values())
+
+    async def run(
+        self,
+        interval: float = 1.0,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Be the subreaper and reap periodically until cancelled; start it with
+        ``await nursery.start(tracker.run)``. The subreaper flag is restored on the way out.
+
+        Cancellation: this is how it stops; nothing is left half done.
+        """
+        acquired = acquire_subreaper()
+        try:
+            task_status.started()
+            while True:
+                self.reap()
+                await trio.sleep(interval)
+        finally:
+            if acquired:
+                release_subreaper()
+
+    def _add(self, tree: ProcTree) -> None:
+        self._trees[tree.leader] = tree
+
+    def _remove(self, tree: ProcTree) -> None:
+        self._trees.pop(tree.leader, None)
+
+
+_DEFAULT_LIMITS = ProcessLimits()
+
+
+def _spawn_message(argv: tuple[str, ...], cwd: str | None, exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    if cwd is not None and exc.filename == cwd:
+        return f"cannot start {argv[0]!r} in {cwd!r}: {what}"
+    return f"cannot start {argv[0]!r}: {what}"
+
+
+@asynccontextmanager
+async def open_cli_process(
+    command: Command,
+    limits: ProcessLimits = _DEFAULT_LIMITS,
+    *,
+    tracker: ProcessTracker | None = None,
+) -> AsyncIterator[CliProcess]:
+    """Run ``command`` as one turn's CLI process.
+
+    Secret files are written (0600, private directory), the process starts in a new session
+    with ``AGENTRT_TURN=<marker>`` added to ``command.env`` (the child's whole environment),
+    ``command.stdin`` is written and closed, and stdout/stderr are read as `CliProcess`
+    describes. A binary that is missing or not executable raises `ProcessFailure`
+    (``SPAWN_FAILED``, naming the path).
+
+    On the way out, however the block ends: stdin closed, SIGTERM to the group and to every
+    other running member of the tree (found by group, session, env marker and parent pid),
+    SIGKILL after ``limits.term_grace``, rescans until nobody runs (a zombie counts as gone),
+    stderr drained for at most ``limits.stderr_drain``, adopted zombies reaped, secret files
+    removed.
+
+    Cancellation: cancel the block at any time; the cleanup is shielded and bounded by about
+    ``term_grace + 2 s + stderr_drain``, and takes milliseconds when the process exits on
+    SIGTERM.
+    """
+    marker = new_marker()
+    env = {**command.env, MARKER_ENV: marker}
+    with materialized_argv(command) as argv:
+        try:
+            process = await trio.lowlevel.open_process(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=command.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ProcessFailure(
+                StopReason.SPAWN_FAILED, _spawn_message(argv, command.cwd, exc)
+            ) from exc
+        proc = CliProcess(process, command, limits, marker)
+        if tracker is not None:
+            tracker._add(proc._tree)
+        try:
+            async with trio.open_nursery() as nursery:
+                proc._start(nursery)
+                try:
+                    yield proc
+                finally:
+                    await proc._shutdown()
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The background tasks do not raise, so a group of one is the caller's own
+            # exception (ProcessFailure, Cancelled, anything from the block): give it back
+            # unwrapped, keeping its cause.
+            if len(group.exceptions) != 1:
+                raise
+            inner = group.exceptions[0]
+            raise inner from inner.__cause__
+        finally:
+            if tracker is not None:
+                tracker._remove(proc._tree)
+            await proc._close()

@@ -1,0 +1,367 @@
+"""The processes of one turn, found through /proc, and how they are all killed.
+
+A turn's CLI runs as the leader of its own session and process group, but a group kill is
+not enough: the real Claude CLI starts its Bash tool in a *new* session, and a CLI killed by
+SIGKILL orphans whatever it started. So a turn's tree is every process that
+
+- is the leader, or is in the leader's group or session (while that pgid cannot have been
+  reused: the leader is still there, unreaped, or gone without its pid being taken again),
+- carries the turn's env marker (``AGENTRT_TURN=<value>``, inherited unless a descendant
+  clears its environment), or was seen in the tree before (pid and start time), or
+- descends, by parent pid, from any of those.
+
+Linux only; where /proc is missing the tree is just the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import secrets
+import signal
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+
+import attrs
+import trio
+
+MARKER_ENV = "AGENTRT_TURN"
+
+# After SIGKILL, how long members may take to disappear before they are reported as survivors
+# (a process in uninterruptible sleep can outlast any signal).
+KILL_BOUND = 2.0
+
+_PROC = "/proc"
+_GONE_STATES = frozenset("ZXx")
+_POLL_FIRST = 0.005
+_POLL_MAX = 0.05
+
+_log = logging.getLogger("agentrt.process")
+
+
+@attrs.frozen
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` the tree needs. ``start_time`` is in clock ticks
+    since boot: together with the pid it names one process, whatever reuses the pid later."""
+
+    pid: int
+    ppid: int
+    pgrp: int
+    session: int
+    state: str
+    start_time: int
+
+    @property
+    def gone(self) -> bool:
+        return self.state in _GONE_STATES
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """The stat of ``pid``, or None if there is no such process."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
+    fields = data[data.rindex(b")") + 2 :].split()
+    return ProcStat(
+        pid=pid,
+        ppid=int(fields[1]),
+        pgrp=int(fields[2]),
+        session=int(fields[3]),
+        state=fields[0].decode("ascii"),
+        start_time=int(fields[19]),
+    )
+
+
+def process_start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None
+    if it does not exist. Record it with a pid to recognise that process later, not a pid
+    reuse."""
+    st = read_stat(pid)
+    return None if st is None else st.start_time
+
+
+def snapshot() -> dict[int, ProcStat]:
+    """The stat of every process on the machine (only the fields above; no other data)."""
+    procs: dict[int, ProcStat] = {}
+    try:
+        names = os.listdir(_PROC)
+    except OSError:
+        return procs
+    for name in names:
+        if name.isdigit() and (st := read_stat(int(name))) is not None:
+            procs[st.pid] = st
+    return procs
+
+
+def descendants(procs: dict[int, ProcStat], roots: Iterable[int]) -> set[int]:
+    """Every process in ``procs`` below ``roots`` by parent pid (roots excluded)."""
+    children: defaultdict[int, list[int]] = defaultdict(list)
+    for st in procs.values():
+        children[st.ppid].append(st.pid)
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children[stack.pop()]:
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def new_marker() -> str:
+    """A fresh marker value: this process's pid (so a test can find what it started) and a
+    random part (so two turns never share one)."""
+    return f"{os.getpid()}.{secrets.token_hex(8)}"
+
+
+def marker_of(pid: int) -> str | None:
+    """The ``AGENTRT_TURN`` value a process was started with, if any.
+
+    Only our own user's processes are read: the marker is inherited, so anything of ours runs
+    as us, and other users' environments are none of our business.
+    """
+    try:
+        if os.stat(f"{_PROC}/{pid}").st_uid != os.getuid():
+            return None
+        with open(f"{_PROC}/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    prefix = MARKER_ENV.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "replace")
+    return None
+
+
+@attrs.define
+class ProcTree:
+    """The processes of one turn (see the module docstring for who counts)."""
+
+    leader: int
+    start_time: int
+    pgid: int
+    marker: str | None = None
+    # Every process ever seen in the tree, pid -> start time; kept after they die so that a
+    # zombie orphan can be recognised as ours and reaped.
+    members: dict[int, int] = attrs.field(factory=dict)
+
+    def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
+        """Walk /proc (or a `snapshot` just taken): record every member, return the ones
+        still running."""
+        if procs is None:
+            procs = snapshot()
+        me = os.getpid()
+        leader = procs.get(self.leader)
+        # While the leader exists unreaped, its pid (= pgid = sid) cannot be reused; once it is
+        # gone, nothing else can hold that pgid as long as one of our members still does.
+        group_ok = leader is None or leader.start_time == self.start_time
+        found: set[int] = set()
+        for st in procs.values():
+            if st.pid == me:
+                continue
+            known = self.members.get(st.pid)
+            if known == st.start_time or (
+                group_ok
+                and st.start_time >= self.start_time
+                and (st.pid == self.leader or self.pgid in (st.pgrp, st.session))
+            ):
+                found.add(st.pid)
+        if self.marker is not None:
+            for st in procs.values():
+                if st.pid not in found and st.pid != me and marker_of(st.pid) == self.marker:
+                    found.add(st.pid)
+        found |= descendants(procs, found)
+        found.discard(me)
+        for pid in found:
+            self.members[pid] = procs[pid].start_time
+        return [procs[pid] for pid in found if not procs[pid].gone]
+
+    def signal(self, sig: int, live: Iterable[ProcStat]) -> None:
+        """Send ``sig`` to the group (if it has live members) and to every live member
+        outside it, each by pidfd so a pid reused meanwhile is never hit."""
+        outside: list[ProcStat] = []
+        group_live = False
+        for st in live:
+            if st.pgrp == self.pgid:
+                group_live = True
+            else:
+                outside.append(st)
+        if group_live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pgid, sig)
+        for st in outside:
+            _signal_exact(st, sig)
+
+
+def _signal_exact(st: ProcStat, sig: int) -> None:
+    try:
+        fd = os.pidfd_open(st.pid)
+    except OSError:
+        return
+    try:
+        now = read_stat(st.pid)
+        if now is not None and now.start_time == st.start_time:
+            signal.pidfd_send_signal(fd, sig)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def still_running(live: Iterable[ProcStat]) -> list[ProcStat]:
+    """The members of ``live`` that have not exited (a zombie counts as exited)."""
+    out = []
+    for st in live:
+        now = read_stat(st.pid)
+        if now is not None and now.start_time == st.start_time and not now.gone:
+            out.append(now)
+    return out
+
+
+async def wait_gone(live: list[ProcStat], bound: float) -> list[ProcStat]:
+    """Poll until every process in ``live`` has exited or ``bound`` seconds passed; return the
+    ones still running."""
+    delay = _POLL_FIRST
+    with trio.move_on_after(bound):
+        while live:
+            await trio.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+            live = still_running(live)
+    return still_running(live)
+
+
+async def kill_tree(tree: ProcTree, *, term_grace: float) -> list[ProcStat]:
+    """SIGTERM every running member (and SIGCONT, so a stopped one can act on it), wait up to
+    ``term_grace``, then SIGKILL whatever runs and rescan, until a scan finds nobody or
+    `KILL_BOUND` passes. Returns the survivors (normally none).
+
+    Cancellation: not meant to be cancelled; callers run it shielded. Bounded by
+    ``term_grace + KILL_BOUND`` plus the cost of the scans.
+    """
+    live = tree.scan()
+    if live:
+        tree.signal(signal.SIGTERM, live)
+        tree.signal(signal.SIGCONT, live)
+        await wait_gone(live, term_grace)
+    deadline = trio.current_time() + KILL_BOUND
+    while True:
+        # A full rescan, not just the known members: a dying process may have forked.
+        live = tree.scan()
+        if not live or trio.current_time() >= deadline:
+            return live
+        tree.signal(signal.SIGKILL, live)
+        await wait_gone(live, deadline - trio.current_time())
+
+
+def reap_adopted(tree: ProcTree) -> int:
+    """Reap the tree's zombies whose parent is us (orphans adopted as a subreaper).
+
+    Only those exact pids are waited for, never -1, and never the leader, whose exit status
+    belongs to trio's Process object. Returns how many were reaped.
+    """
+    me = os.getpid()
+    reaped = 0
+    for pid, start in list(tree.members.items()):
+        if pid == tree.leader:
+            continue
+        st = read_stat(pid)
+        if st is None or st.start_time != start:
+            del tree.members[pid]
+        elif st.ppid == me and st.state == "Z":
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            del tree.members[pid]
+            reaped += 1
+    return reaped
+
+
+async def kill_stale_group(
+    pgid: int, pid: int, start_time: int, *, marker: str | None = None, term_grace: float = 2.0
+) -> bool:
+    """Kill what is left of a turn that a previous runtime recorded and could not clean up.
+
+    ``pid`` and ``start_time`` are the recorded leader; a process now under that pid with
+    another start time is a stranger and is left alone, as is its group. The turn's marker is
+    read from the leader or a surviving group member when not given, so setsid'd orphans that
+    carry it are found too. Returns True if any process of that turn was still running.
+
+    Cancellation: bounded by ``term_grace`` plus a short kill bound; cancel it and the
+    processes signalled so far stay signalled.
+    """
+    tree = ProcTree(leader=pid, start_time=start_time, pgid=pgid, marker=marker)
+    live = tree.scan()
+    if tree.marker is None:
+        for st in sorted(live, key=lambda st: st.pid != pid):
+            if (found := marker_of(st.pid)) is not None:
+                tree.marker = found
+                live = tree.scan()
+                break
+    if not live:
+        return False
+    survivors = await kill_tree(tree, term_grace=term_grace)
+    if survivors:
+        _log.warning("stale turn group %d: %d processes survived SIGKILL", pgid, len(survivors))
+    reap_adopted(tree)
+    return True
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+_subreaper_lock = threading.Lock()
+_subreaper_users = 0
+_subreaper_before = 0
+
+
+def _prctl(option: int, arg: int | ctypes._CArgObject) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    result: int = libc.prctl(option, arg, 0, 0, 0)
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def acquire_subreaper() -> bool:
+    """Make this process a child subreaper (Linux), so orphans of our turns are reparented to
+    us rather than to init. Counted: the flag is restored when the last user releases it.
+    Returns whether the flag is on."""
+    global _subreaper_users, _subreaper_before
+    with _subreaper_lock:
+        if _subreaper_users == 0:
+            try:
+                before = ctypes.c_int(0)
+                _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(before))
+                _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+            except (OSError, AttributeError):
+                return False
+            _subreaper_before = before.value
+        _subreaper_users += 1
+        return True
+
+
+def release_subreaper() -> None:
+    """Undo one `acquire_subreaper` that returned True."""
+    global _subreaper_users
+    with _subreaper_lock:
+        _subreaper_users -= 1
+        if _subreaper_users == 0 and not _subreaper_before:
+            _prctl(_PR_SET_CHILD_SUBREAPER, 0)
+
+
+def is_subreaper() -> bool:
+    """Whether this process is currently a child subreaper."""
+    value = ctypes.c_int(0)
+    try:
+        _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value))
+    except (OSError, AttributeError):
+        return False
+    return bool(value.value)

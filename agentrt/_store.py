@@ -1,0 +1,634 @@
+"""Durable session records, one per agent name: the SessionStore protocol and its two stores."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar
+
+import attrs
+import trio
+
+from ._errors import StoreError
+from ._events import Usage
+from ._redact import redact
+
+_T = TypeVar("_T")
+
+_NO_USAGE = Usage()
+
+
+@attrs.frozen(kw_only=True)
+class SessionRecord:
+    """What the store keeps about one agent name.
+
+    ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
+    fields and ``runtime_id`` describe the process group of a turn that was running when
+    they were written (``live_start_time`` is the leader's start time in clock ticks, from
+    ``/proc/<pid>/stat``, to tell a reused pid apart); all four are ``None`` when no turn
+    runs. ``state`` is the agent's own checkpoint blob, stored as given.
+    """
+
+    name: str
+    backend: str
+    session_id: str | None
+    cwd: str | None
+    turns: int
+    cost_usd: float
+    usage: Usage
+    last_stop_reason: str | None
+    created_at: float
+    updated_at: float
+    live_pgid: int | None
+    live_pid: int | None
+    live_start_time: int | None
+    runtime_id: str | None
+    state: bytes | None
+
+
+class SessionStore(Protocol):
+    """Where agents' session ids, totals and live process groups survive a restart.
+
+    A store is opened by entering it (``async with store:``) and closed by leaving it or by
+    :meth:`aclose`; ``open_runtime`` does both for the store it is given. Opening a store
+    that is already open raises :class:`StoreError`; a closed store may be opened again and
+    sees what it held. Every other method raises :class:`StoreError` on a store that is not
+    open.
+
+    A row is created by :meth:`checkpoint_session`; :meth:`record_turn`,
+    :meth:`set_live_process` and :meth:`save_state` need that row and raise
+    :class:`StoreError` naming the agent without it.
+
+    Cancellation: a call that is cancelled before its write starts writes nothing; a write
+    that has started is completed (see each implementation), so a checkpoint is never half
+    done.
+    """
+
+    async def __aenter__(self) -> Self:
+        """Open the store; raise :class:`StoreError` naming the file if it cannot be used."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def aclose(self) -> None:
+        """Close the store; idempotent. Bounded and shielded, so safe in cleanup."""
+        ...
+
+    async def load(self, name: str) -> SessionRecord | None:
+        """The record of ``name``, or ``None``."""
+        ...
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        """Create the row of ``name``, or set its backend, session id and cwd.
+
+        ``session_id=None`` records that the agent has no conversation (a fresh start or a
+        reset); turns, totals and state are kept.
+        """
+        ...
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        """Count one finished turn: add its cost and usage, keep its stop reason (redacted).
+
+        A ``session_id`` replaces the stored one; ``None`` keeps it.
+        """
+        ...
+
+    async def set_live_process(
+        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+    ) -> None:
+        """Record the process group of the turn ``name`` is running, for the reaper."""
+        ...
+
+    async def clear_live_process(self, name: str) -> None:
+        """Forget the live process group of ``name``; a no-op without one or without a row."""
+        ...
+
+    async def live_processes(self) -> Sequence[SessionRecord]:
+        """Every record with a live process group, by name."""
+        ...
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        """Store (or with ``None`` drop) the agent's checkpoint blob."""
+        ...
+
+    async def forget(self, name: str) -> bool:
+        """Delete the row of ``name``; whether there was one."""
+        ...
+
+    async def list(self) -> Sequence[SessionRecord]:
+        """Every record, by name."""
+        ...
+
+
+def default_store_path() -> Path:
+    """Where ``SQLiteStore()`` keeps its file when given no path.
+
+    ``$AGENTRT_STORE`` if set; else ``$XDG_STATE_HOME/agentrt/sessions.sqlite3`` (an XDG
+    variable only counts when absolute, as the spec says); else
+    ``~/.local/state/agentrt/sessions.sqlite3``.
+    """
+    override = os.environ.get("AGENTRT_STORE")
+    if override:
+        return Path(override).expanduser()
+    state_home = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
+    return base / "agentrt" / "sessions.sqlite3"
+
+
+def _add_usage(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cache_creation_input_tokens=a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+        cache_read_input_tokens=a.cache_read_input_tokens + b.cache_read_input_tokens,
+    )
+
+
+def _no_row(path: str, name: str) -> StoreError:
+    return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
+
+
+@attrs.define(eq=False)
+class MemoryStore:
+    """A :class:`SessionStore` in this process's memory, for tests.
+
+    It uses no threads, so it keeps exact times under ``trio.testing.MockClock`` (a store
+    that waits on a worker thread lets an autojumping clock run ahead). Its records outlive
+    :meth:`aclose`: opening it again, for instance in a second runtime, finds them.
+
+    ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
+    Cancellation: each method is one checkpoint followed by the whole change, so a
+    cancelled call changes nothing.
+    """
+
+    clock: Callable[[], float] = time.time
+    _records: dict[str, SessionRecord] = attrs.field(factory=dict, init=False, repr=False)
+    _open: bool = attrs.field(default=False, init=False)
+
+    _PATH = "<memory>"
+
+    async def __aenter__(self) -> Self:
+        await trio.lowlevel.checkpoint()
+        if self._open:
+            raise StoreError(self._PATH, "already open")
+        self._open = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._open = False
+        await trio.lowlevel.checkpoint()
+
+    async def _enter(self) -> None:
+        await trio.lowlevel.checkpoint()
+        if not self._open:
+            raise StoreError(self._PATH, "store is not open")
+
+    def _update(self, name: str, **changes: Any) -> None:
+        record = self._records.get(name)
+        if record is None:
+            raise _no_row(self._PATH, name)
+        self._records[name] = attrs.evolve(record, updated_at=self.clock(), **changes)
+
+    async def load(self, name: str) -> SessionRecord | None:
+        await self._enter()
+        return self._records.get(name)
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        await self._enter()
+        if name in self._records:
+            self._update(name, backend=backend, session_id=session_id, cwd=cwd)
+            return
+        now = self.clock()
+        self._records[name] = SessionRecord(
+            name=name,
+            backend=backend,
+            session_id=session_id,
+            cwd=cwd,
+            turns=0,
+            cost_usd=0.0,
+            usage=_NO_USAGE,
+            last_stop_reason=None,
+            created_at=now,
+            updated_at=now,
+            live_pgid=None,
+            live_pid=None,
+            live_start_time=None,
+            runtime_id=None,
+            state=None,
+        )
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        await self._enter()
+        record = self._records.get(name)
+        if record is None:
+            raise _no_row(self._PATH, name)
+        self._update(
+            name,
+            turns=record.turns + 1,
+            cost_usd=record.cost_usd + (cost_usd or 0.0),
+            usage=_add_usage(record.usage, usage or _NO_USAGE),
+            last_stop_reason=redact(str(stop_reason)),
+            session_id=record.session_id if session_id is None else session_id,
+        )
+
+    async def set_live_process(
+        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+    ) -> None:
+        await self._enter()
+        self._update(
+            name, live_pgid=pgid, live_pid=pid, live_start_time=start_time, runtime_id=runtime_id
+        )
+
+    async def clear_live_process(self, name: str) -> None:
+        await self._enter()
+        record = self._records.get(name)
+        if record is not None and record.live_pgid is not None:
+            self._update(name, live_pgid=None, live_pid=None, live_start_time=None, runtime_id=None)
+
+    async def live_processes(self) -> Sequence[SessionRecord]:
+        await self._enter()
+        return tuple(r for _, r in sorted(self._records.items()) if r.live_pgid is not None)
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        await self._enter()
+        self._update(name, state=None if state is None else bytes(state))
+
+    async def forget(self, name: str) -> bool:
+        await self._enter()
+        return self._records.pop(name, None) is not None
+
+    async def list(self) -> Sequence[SessionRecord]:
+        await self._enter()
+        return tuple(r for _, r in sorted(self._records.items()))
+
+
+# "AGRT": marks a SQLite file as ours, so a foreign database is refused rather than altered.
+_APPLICATION_ID = 0x41475254
+
+_CREATE_SESSIONS = """
+CREATE TABLE sessions (
+    name TEXT PRIMARY KEY NOT NULL,
+    backend TEXT NOT NULL,
+    session_id TEXT,
+    cwd TEXT,
+    turns INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0.0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+    last_stop_reason TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    live_pgid INTEGER,
+    live_pid INTEGER,
+    live_start_time INTEGER,
+    runtime_id TEXT,
+    state BLOB
+)
+"""
+
+# _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
+# is an empty file. Each step runs in one transaction with its version bump.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = ((_CREATE_SESSIONS,),)
+
+_COLUMNS = (
+    "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
+    " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
+    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state"
+)
+
+_UPSERT_SESSION = """
+INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET
+    backend = excluded.backend, session_id = excluded.session_id, cwd = excluded.cwd,
+    updated_at = excluded.updated_at
+"""
+
+# One statement, so concurrent writers (other connections too) never lose an increment.
+_RECORD_TURN = """
+UPDATE sessions SET
+    turns = turns + 1, cost_usd = cost_usd + ?,
+    input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+    cache_creation_input_tokens = cache_creation_input_tokens + ?,
+    cache_read_input_tokens = cache_read_input_tokens + ?,
+    last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
+WHERE name = ?
+"""
+
+_SET_LIVE = """
+UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
+    updated_at = ?
+WHERE name = ?
+"""
+
+_CLEAR_LIVE = """
+UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
+    runtime_id = NULL, updated_at = ?
+WHERE name = ? AND live_pgid IS NOT NULL
+"""
+
+
+def _record(row: tuple[Any, ...]) -> SessionRecord:
+    (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
+    (stop, created, updated, pgid, pid, start_time, runtime_id, state) = row[10:]
+    return SessionRecord(
+        name=name,
+        backend=backend,
+        session_id=session_id,
+        cwd=cwd,
+        turns=turns,
+        cost_usd=cost_usd,
+        usage=Usage(
+            input_tokens=inp,
+            output_tokens=out,
+            cache_creation_input_tokens=cache_new,
+            cache_read_input_tokens=cache_read,
+        ),
+        last_stop_reason=stop,
+        created_at=created,
+        updated_at=updated,
+        live_pgid=pgid,
+        live_pid=pid,
+        live_start_time=start_time,
+        runtime_id=runtime_id,
+        state=state,
+    )
+
+
+def _as_path(path: str | os.PathLike[str]) -> Path:
+    return Path(path)
+
+
+@attrs.define(eq=False)
+class SQLiteStore:
+    """The default :class:`SessionStore`: one SQLite file, written durably.
+
+    ``path`` defaults to :func:`default_store_path`; its directory is created (0700) and a
+    new file is created 0600, since rows hold working directories and agent state.
+    ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
+    Opening checks the file before changing anything: a file that is not SQLite, is
+    corrupt (``PRAGMA quick_check``), belongs to another application, or has a schema newer
+    than this agentrt raises :class:`StoreError` naming the file and is left untouched.
+    An older schema is migrated step by step, each step in its own transaction.
+
+    The file is in WAL mode with ``synchronous=FULL``: every write is its own transaction
+    and is fsynced before the call returns. NORMAL would already survive the death of this
+    process (a commit is in the OS's page cache once ``write`` returns), but it may lose
+    the last commits on power loss or a kernel crash; a session id is written a few times
+    per turn, so FULL's one fsync per write costs nothing next to a model call and the
+    checkpoint also survives a machine crash.
+
+    One connection serves the store; calls run in a worker thread one at a time
+    (``trio.to_thread.run_sync`` with a limiter of one). Other processes may use the same
+    file: ``busy_timeout`` seconds bound the wait for their write lock.
+
+    Cancellation: waiting for the connection is cancellable; a statement that has started
+    runs to the end and commits (it is short: at most ``busy_timeout`` of lock waiting),
+    and the cancellation arrives at the caller's next checkpoint.
+    """
+
+    path: Path = attrs.field(factory=default_store_path, converter=_as_path)
+    busy_timeout: float = 5.0
+    clock: Callable[[], float] = time.time
+    _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
+    _opening: bool = attrs.field(default=False, init=False, repr=False)
+    _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
+
+    async def __aenter__(self) -> Self:
+        if self._conn is not None or self._opening:
+            raise StoreError(str(self.path), "already open")
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(1)
+        self._opening = True
+        try:
+            self._conn = await trio.to_thread.run_sync(self._connect, limiter=self._limiter)
+        finally:
+            self._opening = False
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            await trio.lowlevel.checkpoint()
+            return
+        # Closing waits for a statement in flight; past the bound the close is left to the
+        # worker thread (abandoned), and nothing here uses the connection again.
+        with trio.move_on_after(self.busy_timeout + 5.0, shield=True):
+            await trio.to_thread.run_sync(conn.close, limiter=self._limiter, abandon_on_cancel=True)
+
+    def _connect(self) -> sqlite3.Connection:
+        path = str(self.path)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            why = f"cannot create its directory {exc.filename or self.path.parent}"
+            raise StoreError(path, f"{why}: {exc.strerror or exc}") from exc
+        try:
+            # Created here, not by SQLite, to get mode 0600 (SQLite gives its -wal and -shm
+            # files the same mode). O_RDWR also makes an unwritable file fail here, clearly.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        except OSError as exc:
+            raise StoreError(path, f"cannot open: {exc.strerror or exc}") from exc
+        try:
+            conn = sqlite3.connect(
+                path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(path, f"cannot open: {exc}") from exc
+        try:
+            self._prepare(conn)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(path, redact(f"cannot use this file: {exc}")) from exc
+            raise
+        return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        path = str(self.path)
+        self._check_identity(conn)
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise StoreError(path, "corrupt: " + redact("; ".join(map(str, problems[:5]))))
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise StoreError(path, f"cannot switch to WAL journal mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        # IMMEDIATE takes the write lock first, so two processes opening a new file at once
+        # cannot both migrate it; the identity is checked again under the lock.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._check_identity(conn)
+            if version == 0:
+                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            for target in range(version + 1, len(_MIGRATIONS) + 1):
+                for statement in _MIGRATIONS[target - 1]:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {target}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _check_identity(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version, after refusing files that are not ours or too new."""
+        path = str(self.path)
+        (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if app_id == 0 and version == 0:
+            (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if objects:
+                raise StoreError(path, "not an agentrt session store (it has other tables)")
+        elif app_id != _APPLICATION_ID:
+            raise StoreError(path, f"not an agentrt session store (application_id {app_id:#x})")
+        if version > len(_MIGRATIONS):
+            raise StoreError(
+                path,
+                f"schema version {version} is newer than this agentrt supports "
+                f"({len(_MIGRATIONS)}); use a newer agentrt or another store file",
+            )
+        assert isinstance(version, int)
+        return version
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._conn
+        path = str(self.path)
+        if conn is None:
+            raise StoreError(path, "store is not open")
+
+        def run() -> _T:
+            # aclose() may have run while this call waited for the limiter.
+            if self._conn is not conn:
+                raise StoreError(path, "store is not open")
+            try:
+                return work(conn)
+            except sqlite3.Error as exc:
+                raise StoreError(path, redact(str(exc))) from exc
+
+        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+
+    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute(sql, params).rowcount
+
+        if await self._call(work) == 0:
+            raise _no_row(str(self.path), name)
+
+    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
+        sql = f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY name"
+
+        def work(conn: sqlite3.Connection) -> tuple[SessionRecord, ...]:
+            return tuple(_record(row) for row in conn.execute(sql, params))
+
+        return await self._call(work)
+
+    async def load(self, name: str) -> SessionRecord | None:
+        records = await self._select("WHERE name = ?", (name,))
+        return records[0] if records else None
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        now = self.clock()
+        params = (name, backend, session_id, cwd, now, now)
+        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params))
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        u = usage or _NO_USAGE
+        params = (
+            cost_usd or 0.0,
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_read_input_tokens,
+            redact(str(stop_reason)),
+            session_id,
+            self.clock(),
+            name,
+        )
+        await self._update(name, _RECORD_TURN, params)
+
+    async def set_live_process(
+        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+    ) -> None:
+        params = (pgid, pid, start_time, runtime_id, self.clock(), name)
+        await self._update(name, _SET_LIVE, params)
+
+    async def clear_live_process(self, name: str) -> None:
+        params = (self.clock(), name)
+        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params))
+
+    async def live_processes(self) -> Sequence[SessionRecord]:
+        return await self._select("WHERE live_pgid IS NOT NULL", ())
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        blob = None if state is None else bytes(state)
+        sql = "UPDATE sessions SET state = ?, updated_at = ? WHERE name = ?"
+        await self._update(name, sql, (blob, self.clock(), name))
+
+    async def forget(self, name: str) -> bool:
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount
+
+        return await self._call(work) > 0
+
+    async def list(self) -> Sequence[SessionRecord]:
+        return await self._select("", ())

@@ -1,0 +1,34 @@
+"""`ClaudeBackend`: the Claude Code CLI described as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentrt.backend import Command
+
+from ._command import build_command, build_version_command
+from ._options import ClaudeOptions, parse_options
+from ._translate import ClaudeTranslator
+
+
+class ClaudeBackend:
+    """Drives ``claude -p --output-format stream-json``; registered as ``backend="claude"``."""
+
+    name = "claude"
+
+    def parse_options(self, raw: Mapping[str, Any]) -> ClaudeOptions:
+        """Validate options up front; raise `agentrt.InvalidOptions` naming key and value."""
+        return parse_options(raw)
+
+    def command(self, options: ClaudeOptions, prompt: str, *, session_id: str | None) -> Command:
+        """The command for one turn; ``--resume session_id`` when a session id is given."""
+        return build_command(options, prompt, session_id=session_id)
+
+    def translator(self, options: ClaudeOptions) -> ClaudeTranslator:
+        """A fresh translator for one turn."""
+        return ClaudeTranslator()
+
+    def version_command(self, options: ClaudeOptions) -> Command:
+        """``claude --version`` (for doctor and the flag canary)."""
+        return build_version_command(options)

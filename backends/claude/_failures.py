@@ -1,0 +1,65 @@
+"""How a Claude Code failure is classified: HTTP statuses, then the CLI's own wording."""
+
+from __future__ import annotations
+
+import re
+
+from agentrt import StopReason
+
+# Statuses the CLI reports as `api_error_status` / `error_status`.
+_BY_STATUS = {
+    401: StopReason.AUTHENTICATION_FAILED,
+    429: StopReason.RATE_LIMITED,
+    529: StopReason.OVERLOADED,
+}
+
+# Phrases the CLI itself prints (never bare numbers: a model quoting "429" or a line number
+# must not classify a run). Checked in order; the session marker is the most specific.
+_MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
+    (StopReason.SESSION_LOST, re.compile(r"no conversation found", re.IGNORECASE)),
+    (
+        StopReason.AUTHENTICATION_FAILED,
+        re.compile(
+            r"invalid api key|please run /login|not logged in|oauth token (?:has )?expired"
+            r"|oauth token has been revoked|login (?:has )?expired"
+            r"|authentication_error|authentication_failed",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        StopReason.RATE_LIMITED,
+        re.compile(
+            r"usage limit reached|rate_limit_error|hit your [^\n]{0,40}?limit", re.IGNORECASE
+        ),
+    ),
+    (StopReason.OVERLOADED, re.compile(r"overloaded_error", re.IGNORECASE)),
+)
+
+_LOST_ID = re.compile(r"no conversation found with session id:?\s*([A-Za-z0-9._:-]+)", re.I)
+
+RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED})
+
+
+def classify(status: int | None, text: str) -> StopReason | None:
+    """The typed reason for a failure with HTTP ``status`` and message ``text``, if known."""
+    for reason, pattern in _MARKERS:
+        if reason is StopReason.SESSION_LOST and pattern.search(text):
+            return reason
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    for reason, pattern in _MARKERS:
+        if pattern.search(text):
+            return reason
+    return None
+
+
+def lost_session_id(text: str) -> str | None:
+    """The id named in a "No conversation found with session ID: …" message."""
+    match = _LOST_ID.search(text)
+    return match.group(1) if match else None
+
+
+def is_fatal_retry(status: int | None, error: str | None) -> bool:
+    """Whether an ``api_retry`` is one the CLI would retry for minutes in vain: a rejected
+    credential does not start working on the tenth attempt."""
+    return status == 401 or error == "authentication_failed"

@@ -1,0 +1,324 @@
+"""Claude Code stream-json frames -> agentrt events, for one turn.
+
+=====================================  ==================================================
+frame                                  events
+=====================================  ==================================================
+any frame with a new ``session_id``    `SessionEvent` first (checkpoint before going on)
+``system`` / ``init``                  (the session event above; its model is kept)
+``system`` / ``api_retry``, 401 or     terminal `ErrorEvent` AUTHENTICATION_FAILED at once
+``authentication_failed``              (the CLI would retry in vain for ~170 s)
+other ``system`` subtypes              `RawEvent`
+``stream_event`` text delta            `TextEvent` (main thread only)
+other ``stream_event`` deltas          nothing (thinking, signatures, tool-input JSON, ...)
+``assistant`` text block               the part not already streamed, as a `TextEvent`
+                                       with ``message_boundary=True`` (main thread only)
+``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
+``user`` tool_result block             `ToolResultEvent`
+``result``                             `UsageEvent`, then terminal `ResultEvent`, or
+                                       terminal `ErrorEvent` when ``is_error`` is true or
+                                       the subtype is not ``success``
+anything else (valid JSON)             `RawEvent`
+=====================================  ==================================================
+
+Several results in one process. When the model leaves a background task, ``claude -p``
+prints a result, waits for the task, then prints another ``system/init`` and another
+result. Every result is translated into its own terminal event; the turn keeps reading until
+the process exits and the LAST terminal event decides the turn (earlier ones stay in the
+event log). The exception is a terminal `ErrorEvent` the translator raises mid-stream
+(the fatal ``api_retry``): it ends the turn at once, and nothing this translator emits
+afterwards is terminal, so a result the CLI prints when it is then stopped cannot replace it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentrt import (
+    ErrorEvent,
+    Event,
+    RawEvent,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+    UsageEvent,
+)
+from agentrt._redact import redact
+from agentrt.backend import ExitStatus
+
+from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id
+
+_TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
+_MESSAGE_LIMIT = 500
+
+
+class ClaudeTranslator:
+    """Translates the frames of one Claude Code turn. Make a fresh one per turn."""
+
+    def __init__(self) -> None:
+        self._session_id: str | None = None
+        self._model: str | None = None
+        # Text streamed per content-block index for the current main-thread message, and the
+        # indices a completed assistant block has already been matched against.
+        self._streamed: dict[int, str] = {}
+        self._matched: set[int] = set()
+        self._tool_ids: set[str] = set()
+        self._terminal_seen = False
+        self._failed_fast = False
+
+    @property
+    def session_id(self) -> str | None:
+        """The latest session id the CLI reported in this turn."""
+        return self._session_id
+
+    def feed(self, frame: Any) -> Sequence[Event]:
+        """Events for one decoded stdout frame. Never raises on any JSON value."""
+        if not isinstance(frame, Mapping):
+            return [RawEvent(data=frame, note="not a JSON object")]
+        events: list[Event] = []
+        kind = frame.get("type")
+        if kind == "system" and frame.get("subtype") == "init":
+            self._model = _str(frame.get("model")) or self._model
+        sid = _str(frame.get("session_id"))
+        if sid and sid != self._session_id:
+            self._session_id = sid
+            events.append(SessionEvent(session_id=sid, model=self._model))
+        if kind == "system":
+            events += self._system(frame)
+        elif kind == "stream_event":
+            events += self._stream_event(frame)
+        elif kind == "assistant":
+            events += self._assistant(frame)
+        elif kind == "user":
+            events += self._user(frame)
+        elif kind == "result":
+            events += self._result(frame)
+        else:
+            events.append(RawEvent(data=frame))
+        return events
+
+    def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
+        """None if a terminal event was emitted; else the classified end of the stream:
+        a stderr marker's reason, else PROCESS_CRASHED (signal), else MALFORMED_OUTPUT."""
+        if self._terminal_seen:
+            return None
+        tail = redact(stderr_tail)
+        if exit_status.signal is not None:
+            how = f"was killed by {_signal_name(exit_status.signal)}"
+        elif exit_status.returncode is None:
+            how = "ended"
+        else:
+            how = f"exited with code {exit_status.returncode}"
+        last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+        message = f"the CLI {how} without printing its result" + (
+            f": {last_line[-_MESSAGE_LIMIT:]}" if last_line else ""
+        )
+        reason = classify(None, tail)
+        if reason is None:
+            reason = (
+                StopReason.PROCESS_CRASHED
+                if exit_status.signal is not None
+                else StopReason.MALFORMED_OUTPUT
+            )
+        session = lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
+        return ErrorEvent(
+            reason=reason,
+            message=message,
+            retryable=reason in RETRYABLE,
+            session_id=session or self._session_id,
+        )
+
+    def _terminal(self, event: Event) -> Event:
+        if self._failed_fast:
+            return RawEvent(data=getattr(event, "raw", None), note="after the turn had failed")
+        self._terminal_seen = True
+        return event
+
+    def _system(self, frame: Mapping[str, Any]) -> list[Event]:
+        subtype = frame.get("subtype")
+        if subtype == "init":
+            return []
+        if subtype == "api_retry":
+            status = _int(frame.get("error_status"))
+            error = _str(frame.get("error"))
+            if is_fatal_retry(status, error) and not self._failed_fast:
+                event = self._terminal(
+                    ErrorEvent(
+                        reason=StopReason.AUTHENTICATION_FAILED,
+                        message=(
+                            f"the API rejected the credentials ({error or 'error'}, HTTP "
+                            f"{status}); the CLI would keep retrying, so the turn ends now"
+                        ),
+                        status=status,
+                        session_id=self._session_id,
+                        raw=frame,
+                    )
+                )
+                self._failed_fast = True
+                return [event]
+        return [RawEvent(data=frame)]
+
+    def _stream_event(self, frame: Mapping[str, Any]) -> list[Event]:
+        event = frame.get("event")
+        if not isinstance(event, Mapping) or frame.get("parent_tool_use_id") is not None:
+            return []
+        etype = event.get("type")
+        if etype == "message_start":
+            self._streamed.clear()
+            self._matched.clear()
+            message = event.get("message")
+            if isinstance(message, Mapping):
+                self._model = _str(message.get("model")) or self._model
+        elif etype == "content_block_delta":
+            delta = event.get("delta")
+            index = _int(event.get("index")) or 0
+            if isinstance(delta, Mapping) and delta.get("type") == "text_delta":
+                text = _str(delta.get("text"))
+                if text:
+                    self._streamed[index] = self._streamed.get(index, "") + text
+                    return [TextEvent(text=text)]
+        return []
+
+    def _assistant(self, frame: Mapping[str, Any]) -> list[Event]:
+        message = frame.get("message")
+        if not isinstance(message, Mapping):
+            return [RawEvent(data=frame, note="assistant frame without a message")]
+        # A subagent's own text is not this agent's answer (it comes back as a tool result).
+        main_thread = frame.get("parent_tool_use_id") is None
+        events: list[Event] = []
+        for block in _blocks(message.get("content")):
+            btype = block.get("type")
+            if btype == "text" and main_thread:
+                text = _str(block.get("text"))
+                if text:
+                    events.append(TextEvent(text=self._unstreamed(text), message_boundary=True))
+            elif btype in _TOOL_USE_BLOCKS:
+                tool_id = _str(block.get("id"))
+                if tool_id and tool_id not in self._tool_ids:
+                    self._tool_ids.add(tool_id)
+                    events.append(
+                        ToolUseEvent(
+                            id=tool_id, name=_str(block.get("name")) or "", input=block.get("input")
+                        )
+                    )
+        return events
+
+    def _unstreamed(self, text: str) -> str:
+        # The completed block repeats what the deltas already said; only a part the stream
+        # missed is new. Without partial messages nothing was streamed and all of it is new.
+        for index in sorted(self._streamed):
+            streamed = self._streamed[index]
+            if index not in self._matched and text.startswith(streamed):
+                self._matched.add(index)
+                return text[len(streamed) :]
+        return text
+
+    def _user(self, frame: Mapping[str, Any]) -> list[Event]:
+        message = frame.get("message")
+        if not isinstance(message, Mapping):
+            return []
+        return [
+            ToolResultEvent(
+                tool_use_id=_str(block.get("tool_use_id")) or "",
+                content=block.get("content"),
+                is_error=block.get("is_error") is True,
+            )
+            for block in _blocks(message.get("content"))
+            if block.get("type") == "tool_result"
+        ]
+
+    def _result(self, frame: Mapping[str, Any]) -> list[Event]:
+        raw = frame
+        usage = _usage(frame.get("usage"))
+        events: list[Event] = [] if usage is None else [UsageEvent(usage=usage)]
+        session_id = _str(frame.get("session_id")) or self._session_id
+        subtype = _str(frame.get("subtype")) or "unknown"
+        if frame.get("is_error") is True or subtype != "success":
+            status = _int(frame.get("api_error_status"))
+            message = redact(_error_message(frame, subtype))
+            reason = classify(status, message) or StopReason.CLI_ERROR
+            events.append(
+                self._terminal(
+                    ErrorEvent(
+                        reason=reason,
+                        message=message,
+                        status=status,
+                        retryable=reason in RETRYABLE,
+                        session_id=(
+                            lost_session_id(message) or session_id
+                            if reason is StopReason.SESSION_LOST
+                            else session_id
+                        ),
+                        raw=raw,
+                    )
+                )
+            )
+            return events
+        duration_ms = _number(frame.get("duration_ms"))
+        events.append(
+            self._terminal(
+                ResultEvent(
+                    text=_str(frame.get("result")) or "",
+                    session_id=session_id,
+                    cost_usd=_number(frame.get("total_cost_usd")),
+                    duration=None if duration_ms is None else duration_ms / 1000,
+                    num_turns=_int(frame.get("num_turns")),
+                    model_stop_reason=_str(frame.get("stop_reason")),
+                    usage=usage,
+                    model=self._model,
+                    raw=raw,
+                )
+            )
+        )
+        return events
+
+
+def _error_message(frame: Mapping[str, Any], subtype: str) -> str:
+    result = _str(frame.get("result"))
+    if result:
+        return result
+    errors = frame.get("errors")
+    if isinstance(errors, list) and errors:
+        return "; ".join(str(e) for e in errors)
+    return _str(frame.get("error")) or f"the CLI reported {subtype}"
+
+
+def _blocks(content: Any) -> list[Mapping[str, Any]]:
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def _usage(value: Any) -> Usage | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Usage(
+        input_tokens=_int(value.get("input_tokens")) or 0,
+        output_tokens=_int(value.get("output_tokens")) or 0,
+        cache_creation_input_tokens=_int(value.get("cache_creation_input_tokens")) or 0,
+        cache_read_input_tokens=_int(value.get("cache_read_input_tokens")) or 0,
+    )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

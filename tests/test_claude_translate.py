@@ -1,0 +1,737 @@
+"""Claude Code stream-json -> events, on recorded 2.1.x-shaped streams."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import signal
+from typing import Any
+
+import pytest
+from claude_frames import MODEL, SID, frames, run, summaries, text_of, translate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrt import (
+    ErrorEvent,
+    Event,
+    RawEvent,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    ToolUseEvent,
+    Usage,
+    UsageEvent,
+)
+from agentrt.backend import ExitStatus
+from backends.claude import ClaudeTranslator
+
+USAGE = ("usage", 9, 18, 4211, 36120)
+
+
+def result_row(
+    text: str, cost: float, duration: float, turns: int, sid: str = SID
+) -> tuple[Any, ...]:
+    return ("result", text, sid, cost, duration, turns, "end_turn", MODEL)
+
+
+def test_text_with_partial_messages() -> None:
+    events, terminal = run(frames("text_partial.jsonl"))
+    assert summaries(events) == [
+        ("session", SID, MODEL),
+        ("raw", ("system", "status"), None),
+        ("text", "The answer", False),
+        ("text", " is 4", False),
+        ("text", "2.", False),
+        # The completed block repeats the deltas: only its boundary is new.
+        ("text", "", True),
+        ("raw", ("rate_limit_event", None), None),
+        USAGE,
+        result_row("The answer is 42.", 0.0184125, 3.187, 1),
+    ]
+    assert terminal is None
+    result = events[-1]
+    assert isinstance(result, ResultEvent) and result.is_terminal
+    assert result.usage == Usage(
+        input_tokens=9,
+        output_tokens=18,
+        cache_creation_input_tokens=4211,
+        cache_read_input_tokens=36120,
+    )
+    assert isinstance(result.raw, dict) and result.raw["modelUsage"][MODEL]["costUSD"] == 0.0184125
+
+
+def test_tool_use_with_partial_messages() -> None:
+    events, _ = run(frames("tool_use_partial.jsonl"))
+    bash = (
+        "tool_use",
+        "toolu_01JzQ4cR8kYv2mXn6pLwT3sA",
+        "Bash",
+        {"command": "ls | wc -l", "description": "Count files"},
+    )
+    assert summaries(events) == [
+        ("session", SID, MODEL),
+        ("text", "I'll count", False),
+        ("text", " the files.", False),
+        ("text", "", True),
+        bash,
+        ("tool_result", "toolu_01JzQ4cR8kYv2mXn6pLwT3sA", "12", False),
+        ("text", "There are ", False),
+        ("text", "12 files", False),
+        ("text", ".", False),
+        ("text", "", True),
+        ("raw", ("rate_limit_event", None), None),
+        ("usage", 9, 85, 4211, 36120),
+        result_row("There are 12 files.", 0.0412, 7.412, 2),
+    ]
+
+
+def test_without_partial_messages_completed_blocks_are_the_text() -> None:
+    events, _ = run(frames("tool_use_no_partial.jsonl"))
+    assert summaries(events)[:5] == [
+        ("session", SID, MODEL),
+        ("text", "I'll count the files.", True),
+        (
+            "tool_use",
+            "toolu_01JzQ4cR8kYv2mXn6pLwT3sA",
+            "Bash",
+            {"command": "ls | wc -l", "description": "Count files"},
+        ),
+        ("tool_result", "toolu_01JzQ4cR8kYv2mXn6pLwT3sA", "12", False),
+        ("text", "There are 12 files.", True),
+    ]
+
+
+def test_thinking_is_dropped() -> None:
+    events, _ = run(frames("thinking.jsonl"))
+    assert summaries(events) == [
+        ("session", SID, MODEL),
+        ("text", "Autumn ", False),
+        ("text", "moonlight", False),
+        ("text", "", True),
+        USAGE,
+        result_row("Autumn moonlight", 0.0091, 3.187, 1),
+    ]
+
+
+def test_subagent_text_is_not_the_answer_but_its_tools_are_events() -> None:
+    events, _ = run(frames("subagent.jsonl"))
+    assert text_of(events) == "There is one TODO (src/a.py)."
+    assert [s[:3] for s in summaries(events) if s[0] in ("tool_use", "tool_result")] == [
+        ("tool_use", "toolu_01TaskAaaaBbbb", "Task"),
+        ("tool_use", "toolu_01SubGrepCccc", "Grep"),
+        ("tool_result", "toolu_01SubGrepCccc", "src/a.py:3: # TODO fix"),
+        (
+            "tool_result",
+            "toolu_01TaskAaaaBbbb",
+            [{"type": "text", "text": "One TODO, in src/a.py."}],
+        ),
+    ]
+
+
+def test_resumed_turn_with_a_failed_tool_call() -> None:
+    sid = "7d3e2f10-aa55-4b1c-8c9d-0e1f2a3b4c5d"
+    events, _ = run(frames("resumed_tool_error.jsonl"))
+    assert summaries(events) == [
+        ("session", sid, MODEL),
+        ("tool_use", "toolu_01ResumedRead", "Read", {"file_path": "/nope"}),
+        (
+            "tool_result",
+            "toolu_01ResumedRead",
+            "<tool_use_error>File does not exist.</tool_use_error>",
+            True,
+        ),
+        ("text", "That file does not exist.", True),
+        USAGE,
+        result_row("That file does not exist.", 0.0202, 3.187, 2, sid),
+    ]
+
+
+def test_is_error_result_fails_even_with_subtype_success() -> None:
+    events, terminal = run(frames("is_error_success.jsonl"))
+    assert terminal is None
+    assert summaries(events)[-2:] == [
+        USAGE,
+        ("error", StopReason.CLI_ERROR, "Credit balance is too low", 400, False, SID),
+    ]
+    assert isinstance(events[-1], ErrorEvent) and events[-1].raw["subtype"] == "success"
+
+
+def test_rejected_key_fails_on_the_first_api_retry() -> None:
+    stream = frames("auth_retry.jsonl")
+    t = ClaudeTranslator()
+    assert summaries(t.feed(stream[0])) == [("session", SID, MODEL)]
+    first_retry = t.feed(stream[1])
+    assert summaries(first_retry) == [
+        (
+            "error",
+            StopReason.AUTHENTICATION_FAILED,
+            "the API rejected the credentials (authentication_failed, HTTP 401); "
+            "the CLI would keep retrying, so the turn ends now",
+            401,
+            False,
+            SID,
+        )
+    ]
+    assert first_retry[0].is_terminal
+    # Whatever the CLI prints afterwards (more retries, the final result when it is stopped)
+    # is kept but is never terminal, so it cannot replace the classification.
+    later = [e for frame in stream[2:] for e in t.feed(frame)]
+    assert summaries(later) == [
+        ("raw", ("system", "api_retry"), None),
+        ("raw", ("system", "api_retry"), None),
+        USAGE,
+        ("raw", ("result", "success"), "after the turn had failed"),
+    ]
+    assert not any(e.is_terminal for e in later)
+    assert t.finish(ExitStatus(0), "") is None
+
+
+def test_an_interrupt_after_a_fatal_retry_keeps_authentication_failed() -> None:
+    t = ClaudeTranslator()
+    translate(frames("auth_retry.jsonl")[:2], t)
+    aborted = frames("interrupted.jsonl")[-1]
+    assert not any(e.is_terminal for e in t.feed(aborted))
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(401, "authentication_failed"), (401, None), (None, "authentication_failed")],
+)
+def test_fatal_api_retry_variants(status: int | None, error: str | None) -> None:
+    frame: dict[str, Any] = {"type": "system", "subtype": "api_retry", "attempt": 1}
+    if status is not None:
+        frame["error_status"] = status
+    if error is not None:
+        frame["error"] = error
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, ErrorEvent) and event.reason is StopReason.AUTHENTICATION_FAILED
+    assert event.status == status and event.session_id is None
+
+
+@pytest.mark.parametrize(
+    ("status", "error"), [(429, "rate_limit"), (529, "overloaded"), (500, "api_error")]
+)
+def test_retryable_api_retry_is_only_kept_raw(status: int, error: str) -> None:
+    frame = {"type": "system", "subtype": "api_retry", "error_status": status, "error": error}
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, RawEvent) and not event.is_terminal
+
+
+def test_rate_limit_result() -> None:
+    events, _ = run(frames("rate_limited.jsonl"))
+    assert summaries(events)[-1] == (
+        "error",
+        StopReason.RATE_LIMITED,
+        "You've hit your session limit · resets 3:45pm",
+        429,
+        True,
+        SID,
+    )
+
+
+def test_overloaded_result_after_retryable_retries() -> None:
+    events, _ = run(frames("overloaded.jsonl"))
+    kinds = summaries(events)
+    assert kinds[1:3] == [("raw", ("system", "api_retry"), None)] * 2
+    last = events[-1]
+    assert isinstance(last, ErrorEvent)
+    assert (last.reason, last.status, last.retryable) == (StopReason.OVERLOADED, 529, True)
+    assert "overloaded_error" in last.message
+
+
+def test_sigint_result_is_an_error_result() -> None:
+    # The runtime classifies an interrupted turn itself; the translator reports what it saw.
+    events, terminal = run(frames("interrupted.jsonl"))
+    assert summaries(events) == [
+        ("session", SID, MODEL),
+        ("text", "Let me look at", False),
+        USAGE,
+        ("error", StopReason.CLI_ERROR, "Request was aborted.", None, False, SID),
+    ]
+    assert terminal is None
+
+
+def test_error_subtype_without_is_error_is_a_failure() -> None:
+    events, _ = run(frames("max_turns.jsonl"))
+    assert summaries(events)[-1] == (
+        "error",
+        StopReason.CLI_ERROR,
+        "Reached maximum number of turns (1)",
+        None,
+        False,
+        SID,
+    )
+
+
+def test_each_result_of_a_background_task_turn_is_terminal() -> None:
+    events, terminal = run(frames("background_task.jsonl"))
+    terminals = [e for e in events if e.is_terminal]
+    assert [(t.kind, t.text) for t in terminals if isinstance(t, ResultEvent)] == [
+        ("result", "Started it; I'll report back."),
+        ("result", "The task printed done."),
+    ]
+    assert len(terminals) == 2
+    # The second system/init repeats the session id: no second checkpoint.
+    assert [e for e in events if isinstance(e, SessionEvent)] == [
+        SessionEvent(session_id=SID, model=MODEL)
+    ]
+    # Text after the first result is still de-duplicated against its own deltas.
+    second = events[events.index(terminals[0]) + 1 :]
+    assert text_of(second) == "The task printed done."
+    assert terminal is None
+
+
+def test_an_error_result_after_a_success_is_the_last_terminal() -> None:
+    stream = frames("background_task.jsonl")
+    stream[-1] = {**stream[-1], "is_error": True, "result": "Background task failed"}
+    events = translate(stream)
+    last = [e for e in events if e.is_terminal][-1]
+    assert isinstance(last, ErrorEvent) and last.message == "Background task failed"
+
+
+def test_no_conversation_found_in_a_result_is_session_lost() -> None:
+    lost = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+    events = translate(
+        [
+            {
+                "type": "result",
+                "subtype": "error_during_execution",
+                "is_error": True,
+                "errors": [f"No conversation found with session ID: {lost}"],
+                "session_id": SID,
+            }
+        ]
+    )
+    assert summaries(events) == [
+        ("session", SID, None),
+        (
+            "error",
+            StopReason.SESSION_LOST,
+            f"No conversation found with session ID: {lost}",
+            None,
+            False,
+            lost,
+        ),
+    ]
+
+
+def test_error_message_is_redacted_but_raw_is_the_frame() -> None:
+    key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUv"
+    frame = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": True,
+        "result": f"API Error: 400 bad header x-api-key: {key}",
+    }
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, ErrorEvent)
+    assert key not in event.message and "[REDACTED]" in event.message
+    assert event.raw is frame
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (
+            {"type": "result", "subtype": "error_max_budget_usd", "error": "budget spent"},
+            "budget spent",
+        ),
+        (
+            {"type": "result", "subtype": "error_during_execution"},
+            "the CLI reported error_during_execution",
+        ),
+        ({"type": "result", "is_error": True, "result": ""}, "the CLI reported unknown"),
+        ({"type": "result", "is_error": True, "errors": ["a", 2]}, "a; 2"),
+    ],
+)
+def test_error_message_sources(frame: dict[str, Any], message: str) -> None:
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, ErrorEvent) and event.message == message
+    assert event.reason is StopReason.CLI_ERROR
+
+
+def test_result_with_odd_field_types_degrades_to_none() -> None:
+    frame = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": 5,
+        "duration_ms": "slow",
+        "num_turns": True,
+        "total_cost_usd": None,
+        "stop_reason": 3,
+        "usage": {"input_tokens": "many", "output_tokens": 7},
+    }
+    usage, result = ClaudeTranslator().feed(frame)
+    assert isinstance(usage, UsageEvent) and usage.usage == Usage(output_tokens=7)
+    assert isinstance(result, ResultEvent)
+    assert (
+        result.text,
+        result.duration,
+        result.num_turns,
+        result.cost_usd,
+        result.model_stop_reason,
+    ) == ("", None, None, None, None)
+
+
+def test_result_without_usage_has_no_usage_event() -> None:
+    (event,) = ClaudeTranslator().feed({"type": "result", "subtype": "success", "result": "ok"})
+    assert isinstance(event, ResultEvent) and event.usage is None and event.text == "ok"
+
+
+def test_session_event_comes_from_the_first_frame_carrying_an_id() -> None:
+    t = ClaudeTranslator()
+    first = t.feed({"type": "system", "subtype": "status", "session_id": SID})
+    assert summaries(first) == [("session", SID, None), ("raw", ("system", "status"), None)]
+    assert t.feed({"type": "system", "subtype": "init", "session_id": SID, "model": MODEL}) == []
+    other = "11111111-2222-4333-8444-555555555555"
+    assert summaries(t.feed({"type": "system", "subtype": "init", "session_id": other})) == [
+        ("session", other, MODEL)
+    ]
+    assert t.session_id == other
+
+
+def test_tool_use_is_emitted_once_per_id_with_its_full_input() -> None:
+    block = {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "Edit",
+        "input": {"file_path": "a.py", "old_string": "x", "new_string": "y"},
+    }
+    frame = {"type": "assistant", "message": {"id": "m", "content": [block]}}
+    t = ClaudeTranslator()
+    (event,) = t.feed(frame)
+    assert isinstance(event, ToolUseEvent) and event.input == block["input"]
+    assert t.feed(frame) == []
+    server = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "q"},
+    }
+    assert summaries(t.feed({"type": "assistant", "message": {"content": [server, block]}})) == [
+        ("tool_use", "srvtoolu_1", "web_search", {"query": "q"})
+    ]
+
+
+def _delta(text: str, index: int = 0) -> dict[str, Any]:
+    return {
+        "type": "stream_event",
+        "event": {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "text_delta", "text": text},
+        },
+    }
+
+
+def _block(text: str) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}
+
+
+def test_completed_text_adds_only_what_the_stream_missed() -> None:
+    events = translate([_delta("Hello, "), _block("Hello, world")])
+    assert summaries(events) == [("text", "Hello, ", False), ("text", "world", True)]
+
+
+def test_completed_text_the_stream_never_sent_is_emitted_whole() -> None:
+    events = translate([_delta("Hello", 0), _block("Other"), _block("Hello")])
+    assert summaries(events) == [
+        ("text", "Hello", False),
+        ("text", "Other", True),
+        ("text", "", True),
+    ]
+
+
+def test_each_streamed_block_matches_one_completed_block() -> None:
+    stream = [_delta("ok", 0), _block("ok"), _delta("ok", 1), _block("ok"), _block("ok")]
+    assert summaries(translate(stream)) == [
+        ("text", "ok", False),
+        ("text", "", True),
+        ("text", "ok", False),
+        ("text", "", True),
+        ("text", "ok", True),
+    ]
+
+
+def test_a_new_message_forgets_the_previous_stream() -> None:
+    start = {"type": "stream_event", "event": {"type": "message_start", "message": {"model": "m2"}}}
+    events = translate([_delta("same"), start, _block("same")])
+    assert summaries(events) == [("text", "same", False), ("text", "same", True)]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        None,
+        3,
+        "text",
+        [1, 2],
+        {"no": "type"},
+        {"type": 7},
+        {"type": "assistant"},
+        {"type": "assistant", "message": {"content": "plain"}},
+        {"type": "user", "message": "x"},
+        {"type": "user", "message": {"content": [1, {"type": "x"}]}},
+        {"type": "stream_event"},
+        {"type": "stream_event", "event": {"type": "content_block_delta"}},
+        {"type": "system"},
+        {"type": "result", "usage": [1]},
+    ],
+)
+def test_malformed_frames_never_raise(frame: Any) -> None:
+    events = ClaudeTranslator().feed(frame)
+    assert all(isinstance(e, Event) for e in events)
+
+
+def test_non_objects_and_unknown_types_are_kept_raw() -> None:
+    t = ClaudeTranslator()
+    assert summaries(t.feed([1, 2])) == [("raw", [1, 2], "not a JSON object")]
+    assert summaries(t.feed({"type": "tool_progress", "tool_name": "Bash"})) == [
+        ("raw", ("tool_progress", None), None)
+    ]
+    assert summaries(t.feed({"type": "assistant", "message": None})) == [
+        ("raw", ("assistant", None), "assistant frame without a message")
+    ]
+
+
+# --- finish: the stream ended without a terminal event ------------------------------------
+
+
+def test_finish_after_a_result_is_none() -> None:
+    t = ClaudeTranslator()
+    translate(frames("text_partial.jsonl"), t)
+    assert t.finish(ExitStatus(None, signal.SIGKILL), "Killed") is None
+
+
+def test_finish_without_a_result_is_malformed_output() -> None:
+    _, terminal = run(frames("text_partial.jsonl")[:-1], ExitStatus(0), "")
+    assert isinstance(terminal, ErrorEvent) and terminal.is_terminal
+    assert terminal.reason is StopReason.MALFORMED_OUTPUT
+    assert terminal.message == "the CLI exited with code 0 without printing its result"
+    assert terminal.session_id == SID
+
+
+def test_finish_by_signal_is_process_crashed() -> None:
+    _, terminal = run(frames("interrupted.jsonl")[:-1], ExitStatus(None, signal.SIGKILL), "")
+    assert isinstance(terminal, ErrorEvent)
+    assert terminal.reason is StopReason.PROCESS_CRASHED
+    assert terminal.message == "the CLI was killed by SIGKILL without printing its result"
+
+
+def test_finish_with_unknown_exit_and_unknown_signal() -> None:
+    t = ClaudeTranslator()
+    assert isinstance(e := t.finish(ExitStatus(None), ""), ErrorEvent)
+    assert e.message == "the CLI ended without printing its result"
+    assert isinstance(e := t.finish(ExitStatus(None, 200), ""), ErrorEvent)
+    assert "killed by signal 200" in e.message
+
+
+@pytest.mark.parametrize(
+    ("stderr", "reason", "retryable"),
+    [
+        ("Invalid API key · Please run /login\n", StopReason.AUTHENTICATION_FAILED, False),
+        (
+            "OAuth token has expired. Please obtain a new token or refresh your existing token.",
+            StopReason.AUTHENTICATION_FAILED,
+            False,
+        ),
+        ("Error: not logged in", StopReason.AUTHENTICATION_FAILED, False),
+        ("Claude AI usage limit reached|1764460800", StopReason.RATE_LIMITED, True),
+        ("You've hit your weekly limit · resets Mon 9am", StopReason.RATE_LIMITED, True),
+        ('{"type":"overloaded_error","message":"Overloaded"}', StopReason.OVERLOADED, True),
+        ("segfault at line 429", StopReason.MALFORMED_OUTPUT, False),
+        # The CLI prints this on runs that work; it is no failure marker.
+        (
+            "⚠ claude.ai connectors are disabled because ANTHROPIC_API_KEY or another auth\n"
+            "  source is set and takes precedence over your claude.ai login",
+            StopReason.MALFORMED_OUTPUT,
+            False,
+        ),
+    ],
+)
+def test_finish_classifies_stderr_markers(stderr: str, reason: StopReason, retryable: bool) -> None:
+    terminal = ClaudeTranslator().finish(ExitStatus(1), stderr)
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.retryable) == (reason, retryable)
+
+
+def test_finish_markers_win_over_the_signal() -> None:
+    terminal = ClaudeTranslator().finish(ExitStatus(None, signal.SIGTERM), "Invalid API key")
+    assert isinstance(terminal, ErrorEvent)
+    assert terminal.reason is StopReason.AUTHENTICATION_FAILED
+
+
+def test_finish_unknown_resume_id_is_session_lost_with_that_id() -> None:
+    lost = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+    terminal = ClaudeTranslator().finish(
+        ExitStatus(1), f"No conversation found with session ID: {lost}\n"
+    )
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.session_id) == (StopReason.SESSION_LOST, lost)
+    assert terminal.message.endswith(f"No conversation found with session ID: {lost}")
+
+
+def test_finish_message_is_redacted_and_bounded() -> None:
+    token = "sk-ant-oat01-ZZZZZZZZZZZZZZZZZZZZZZ"
+    stderr = "x" * 20000 + f"\nrequest failed: Authorization: Bearer {token}\n\n"
+    terminal = ClaudeTranslator().finish(ExitStatus(1), stderr)
+    assert isinstance(terminal, ErrorEvent)
+    assert token not in terminal.message and "[REDACTED]" in terminal.message
+    assert len(terminal.message) < 700
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+def normalized(events: list[Event]) -> list[tuple[Any, ...]]:
+    """Events with each streamed message's text joined into one row: what must not depend on
+    how the CLI chunked its deltas, nor on whether partial messages were on."""
+    rows: list[tuple[Any, ...]] = []
+    pending = ""
+    for event in events:
+        if isinstance(event, TextEvent):
+            pending += event.text
+            if event.message_boundary:
+                rows.append(("text", pending))
+                pending = ""
+        elif not isinstance(event, RawEvent):
+            rows.append(summaries([event])[0])
+    return rows + ([("open text", pending)] if pending else [])
+
+
+def rechunk(stream: list[Any], data: st.DataObject) -> list[Any]:
+    """The same stream with every run of text deltas re-split at arbitrary points."""
+    out: list[Any] = []
+    i = 0
+    while i < len(stream):
+        frame = stream[i]
+        if not _is_text_delta(frame):
+            out.append(frame)
+            i += 1
+            continue
+        j = i
+        while j < len(stream) and _is_text_delta(stream[j]):
+            j += 1
+        text = "".join(f["event"]["delta"]["text"] for f in stream[i:j])
+        cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=len(text))))
+        bounds = [0, *[c for c in cuts if c < len(text)], len(text)]
+        for a, b in itertools.pairwise(bounds):
+            piece = copy.deepcopy(frame)
+            piece["event"]["delta"]["text"] = text[a:b]
+            out.append(piece)
+        i = j
+    return out
+
+
+def _is_text_delta(frame: Any) -> bool:
+    event = frame.get("event") if frame.get("type") == "stream_event" else None
+    return (
+        isinstance(event, dict)
+        and event.get("type") == "content_block_delta"
+        and event["delta"].get("type") == "text_delta"
+    )
+
+
+STREAMS = [
+    "text_partial.jsonl",
+    "tool_use_partial.jsonl",
+    "thinking.jsonl",
+    "background_task.jsonl",
+    "subagent.jsonl",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(STREAMS), data=st.data())
+def test_any_chunking_of_text_deltas_gives_the_same_events(name: str, data: st.DataObject) -> None:
+    stream = frames(name)
+    assert normalized(translate(rechunk(stream, data))) == normalized(translate(stream))
+
+
+def test_partial_messages_on_or_off_give_the_same_events() -> None:
+    on = normalized(translate(frames("tool_use_partial.jsonl")))
+    off = normalized(translate(frames("tool_use_no_partial.jsonl")))
+    assert on == off
+
+
+NOISE = [
+    {"type": "system", "subtype": "status", "status": "requesting"},
+    {"type": "system", "subtype": "hook_response", "hook_name": "SessionStart"},
+    {"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}},
+    {"type": "tool_progress", "tool_name": "Bash"},
+    {"type": "stream_event", "event": {"type": "ping"}},
+    {
+        "type": "stream_event",
+        "parent_tool_use_id": "toolu_x",
+        "event": {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "subagent chatter"},
+        },
+    },
+    {"type": "system", "subtype": "api_retry", "error_status": 529, "error": "overloaded"},
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from([*STREAMS, "tool_use_no_partial.jsonl"]), data=st.data())
+def test_informational_frames_anywhere_change_nothing_else(name: str, data: st.DataObject) -> None:
+    stream = frames(name)
+    noisy = list(stream)
+    for noise in data.draw(st.lists(st.sampled_from(NOISE), max_size=8)):
+        noisy.insert(data.draw(st.integers(1, len(noisy))), noise)
+    assert normalized(translate(noisy)) == normalized(translate(stream))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+frame_like = st.fixed_dictionaries(
+    {"type": st.sampled_from(["system", "stream_event", "assistant", "user", "result", "x"])},
+    optional={
+        "subtype": st.sampled_from(["init", "api_retry", "success", "status"]) | json_values,
+        "session_id": st.text(max_size=6) | json_values,
+        "message": st.fixed_dictionaries(
+            {},
+            optional={
+                "content": st.lists(
+                    st.fixed_dictionaries(
+                        {"type": st.sampled_from(["text", "tool_use", "tool_result"])},
+                        optional={
+                            "text": json_values,
+                            "id": json_values,
+                            "tool_use_id": json_values,
+                            "input": json_values,
+                        },
+                    ),
+                    max_size=3,
+                )
+                | json_values
+            },
+        )
+        | json_values,
+        "event": json_values,
+        "usage": json_values,
+        "is_error": json_values,
+        "error_status": json_values,
+        "parent_tool_use_id": json_values,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream=st.lists(frame_like | json_values, max_size=12), code=st.integers(-1, 255))
+def test_any_frames_translate_without_raising(stream: list[Any], code: int) -> None:
+    t = ClaudeTranslator()
+    events = translate(stream, t)
+    assert all(isinstance(e, Event) for e in events)
+    terminal = t.finish(ExitStatus(code), "stderr")
+    assert terminal is None or terminal.is_terminal
+    assert (terminal is None) == any(e.is_terminal for e in events)

@@ -1,0 +1,126 @@
+"""Tier 3: the liveness bounds and the drains (real child processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from proc_helpers import FAST, READY, child, fake, running, wait_not_running
+
+from agentrt import ProcessFailure, StopReason, open_cli_process
+from agentrt.backend import ExitStatus
+
+
+async def test_startup_bound_fails_a_silent_process_after_the_ladder() -> None:
+    limits = attrs.evolve(FAST, startup=0.3)
+    start = trio.current_time()
+    async with open_cli_process(fake(["hang"]), limits) as proc:
+        with pytest.raises(ProcessFailure) as info:
+            async for _ in proc.frames():
+                pass
+        took = trio.current_time() - start
+        assert proc.exit_status == ExitStatus(None, signal.SIGTERM)
+    assert info.value.reason is StopReason.STARTUP_TIMEOUT
+    assert "0.3 s" in info.value.message
+    assert 0.3 <= took < 0.8
+
+
+async def test_startup_counts_a_complete_line_not_a_partial_one() -> None:
+    limits = attrs.evolve(FAST, startup=0.3)
+    with pytest.raises(ProcessFailure) as info:
+        async with open_cli_process(fake(["write", '{"partial'], ["hang"]), limits) as proc:
+            async for _ in proc.frames():
+                pass
+    assert info.value.reason is StopReason.STARTUP_TIMEOUT
+
+
+async def test_idle_bound_measures_the_gap_between_lines() -> None:
+    limits = attrs.evolve(FAST, startup=5.0, idle=0.3)
+    command = fake(
+        ["emit", 1], ["sleep", 0.15], ["emit", 2], ["sleep", 0.15], ["emit", 3], ["hang"]
+    )
+    got: list[Any] = []
+    async with open_cli_process(command, limits) as proc:
+        with pytest.raises(ProcessFailure) as info:
+            async for frame in proc.frames():
+                got.append(frame)
+                last = trio.current_time()
+        gap = trio.current_time() - last
+    assert got == [1, 2, 3]
+    assert info.value.reason is StopReason.IDLE_TIMEOUT
+    assert "0.3 s" in info.value.message
+    assert 0.3 <= gap < 0.8
+
+
+async def test_a_slow_consumer_is_not_an_idle_cli() -> None:
+    # The CLI writes its second line at once; the consumer takes longer than the idle bound
+    # before asking for it. Data waiting in the pipe is not silence.
+    limits = attrs.evolve(FAST, idle=0.1)
+    command = fake(["emit", 1], ["sleep", 0.05], ["emit", 2], ["hang"])
+    async with open_cli_process(command, limits) as proc:
+        frames = proc.frames()
+        assert await frames.__anext__() == 1
+        await trio.sleep(0.4)
+        assert await frames.__anext__() == 2
+        with pytest.raises(ProcessFailure) as info:
+            await frames.__anext__()
+    assert info.value.reason is StopReason.IDLE_TIMEOUT
+
+
+async def test_no_bounds_means_no_failure_on_a_slow_stream() -> None:
+    limits = attrs.evolve(FAST, startup=None, idle=None)
+    command = fake(["sleep", 0.2], ["repeat", 3, [["emit", "tick"], ["sleep", 0.1]]], ["exit", 0])
+    async with open_cli_process(command, limits) as proc:
+        assert [f async for f in proc.frames()] == ["tick"] * 3
+        assert await proc.wait() == ExitStatus(0)
+
+
+async def test_a_grandchild_holding_stdout_does_not_hold_the_stream() -> None:
+    # The CLI exits; a helper it started (same group) keeps stdout open and silent.
+    command = fake(child(READY, ["hang"], stderr="null"), ["emit", "result"], ["exit", 0])
+    start = trio.current_time()
+    async with open_cli_process(command, FAST) as proc:
+        frames = [f async for f in proc.frames()]
+        ended = trio.current_time()
+        assert await proc.wait() == ExitStatus(0)
+    helper = frames[0]["pid"]
+    assert {"type": "ready"} in frames and "result" in frames
+    assert ended - start < 1.0  # drain bound 0.3 s after the exit, not the helper's life
+    assert not running(helper)
+
+
+async def test_a_stderr_holder_we_cannot_find_costs_only_the_drain_bound() -> None:
+    # A setsid'd grandchild with a cleared environment, spawned and left behind after the
+    # CLI's last walk: nothing ties it to the turn, so only the time bound protects us.
+    command = fake(
+        child(["sleep", 30], setsid=True, clear_env=True, stdout="null"),
+        ["stderr", "last words\n"],
+        ["exit", 0],
+    )
+    start = trio.current_time()
+    async with open_cli_process(command, FAST) as proc:
+        frames = [f async for f in proc.frames()]
+        assert await proc.wait() == ExitStatus(0)
+    took = trio.current_time() - start
+    stray = frames[0]["pid"]
+    try:
+        assert running(stray)  # it really was out of reach...
+        assert proc.stderr_tail == "last words\n"
+        assert took < 1.5  # ...and cost at most the stderr drain bound
+    finally:
+        os.kill(stray, signal.SIGKILL)
+        await wait_not_running(stray)
+
+
+async def test_a_stderr_holder_in_the_tree_is_killed_without_waiting() -> None:
+    limits = attrs.evolve(FAST, stderr_drain=5.0)
+    command = fake(child(["sleep", 30], setsid=True, stdout="null"), ["exit", 0])
+    start = trio.current_time()
+    async with open_cli_process(command, limits) as proc:
+        frames = [f async for f in proc.frames()]
+    assert trio.current_time() - start < 2.0  # killed via its marker, stderr hit EOF at once
+    assert not running(frames[0]["pid"])

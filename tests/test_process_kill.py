@@ -1,0 +1,297 @@
+"""Tier 3: interrupt, cancellation and the kill ladder over whole trees (real processes)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import attrs
+import trio
+from proc_helpers import (
+    ENV,
+    FAST,
+    IGNORE_INT,
+    IGNORE_TERM,
+    READY,
+    child,
+    fake,
+    running,
+    wait_not_running,
+    wait_until,
+)
+
+from agentrt import ProcessTracker, open_cli_process
+from agentrt._lines import LineSplitter
+from agentrt._process import kill_stale_group, process_start_time
+from agentrt._proctree import MARKER_ENV, ProcTree, is_subreaper, new_marker, read_stat
+from agentrt.backend import ExitStatus
+from agentrt.testing import fake_cli_argv
+
+RESULT = {"type": "result", "subtype": "error_during_execution"}
+
+
+async def frames_until_ready(frames: Any) -> list[Any]:
+    """Read frames up to and including the first {"type": "ready"}."""
+    got = []
+    async for frame in frames:
+        got.append(frame)
+        if frame == {"type": "ready"}:
+            return got
+    raise AssertionError(f"no ready frame in {got}")
+
+
+async def test_interrupt_with_sigint_lets_the_cli_finish_its_turn() -> None:
+    # Claude Code on SIGINT: a final result, exit 0.
+    command = fake(["on", "SIGINT", [["emit", RESULT]]], READY, ["hang"])
+    command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
+    async with open_cli_process(command, FAST) as proc:
+        frames = proc.frames()
+        await frames_until_ready(frames)
+        start = trio.current_time()
+        proc.interrupt()
+        proc.interrupt()  # idempotent
+        rest = [f async for f in frames]
+        assert await proc.wait() == ExitStatus(0)
+        assert trio.current_time() - start < 0.25
+    assert rest == [RESULT]
+
+
+async def test_interrupt_escalates_to_sigterm_after_the_interrupt_grace() -> None:
+    command = attrs.evolve(fake(IGNORE_INT, READY, ["hang"]), interrupt_signal=signal.SIGINT)
+    async with open_cli_process(command, FAST) as proc:
+        await frames_until_ready(proc.frames())
+        start = trio.current_time()
+        proc.interrupt()
+        status = await proc.wait()
+        took = trio.current_time() - start
+    assert status == ExitStatus(None, signal.SIGTERM)
+    assert FAST.interrupt_grace <= took < FAST.interrupt_grace + 0.25
+
+
+async def test_interrupt_escalates_to_sigkill_after_the_term_grace() -> None:
+    command = fake(IGNORE_INT, IGNORE_TERM, READY, ["hang"])
+    command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
+    async with open_cli_process(command, FAST) as proc:
+        frames = proc.frames()
+        await frames_until_ready(frames)
+        start = trio.current_time()
+        proc.interrupt()
+        assert [f async for f in frames] == []  # reading goes on until the stream ends
+        status = await proc.wait()
+        took = trio.current_time() - start
+    assert status == ExitStatus(None, signal.SIGKILL)
+    grace = FAST.interrupt_grace + FAST.term_grace
+    assert grace <= took < grace + 0.25
+
+
+async def test_interrupt_without_an_interrupt_signal_starts_at_sigterm() -> None:
+    async with open_cli_process(fake(READY, ["hang"]), FAST) as proc:
+        await frames_until_ready(proc.frames())
+        proc.interrupt()
+        with trio.fail_after(0.25):
+            assert await proc.wait() == ExitStatus(None, signal.SIGTERM)
+
+
+async def test_cancelling_a_silent_reader_lands_in_under_250_ms() -> None:
+    cancelled_at = 0.0
+    async with trio.open_nursery() as nursery:
+
+        async def turn() -> None:
+            async with open_cli_process(fake(READY, ["hang"]), FAST) as proc:
+                frames = proc.frames()
+                await frames_until_ready(frames)
+                nursery.cancel_scope.cancel()
+                nonlocal cancelled_at
+                cancelled_at = trio.current_time()
+                async for _ in frames:
+                    pass
+            raise AssertionError("not reached")
+
+        nursery.start_soon(turn)
+    # The whole ladder ran inside the cancelled block: SIGTERM, exit, confirm, drain, reap.
+    assert trio.current_time() - cancelled_at < 0.25
+
+
+async def test_cancellation_kills_a_sigterm_ignoring_cli_after_the_term_grace() -> None:
+    statuses: list[ExitStatus | None] = []
+    start = 0.0
+    with trio.move_on_after(5) as scope:
+        async with open_cli_process(fake(IGNORE_TERM, READY, ["hang"]), FAST) as proc:
+            await frames_until_ready(proc.frames())
+            start = trio.current_time()
+            scope.cancel()
+            await trio.sleep_forever()
+    statuses.append(proc.exit_status)
+    took = trio.current_time() - start
+    assert statuses == [ExitStatus(None, signal.SIGKILL)]
+    assert FAST.term_grace <= took < FAST.term_grace + 0.25
+
+
+async def test_the_whole_tree_dies_with_the_turn() -> None:
+    # Same group, ignoring SIGTERM; a setsid'd subtree (as the Claude Bash tool runs) with a
+    # grandchild of its own; and one in a new session with a cleared environment, findable
+    # only by parent pid while the CLI lives.
+    command = fake(
+        child(IGNORE_TERM, READY, ["hang"]),
+        child(child(IGNORE_TERM, READY, ["hang"]), READY, ["hang"], setsid=True),
+        child(IGNORE_TERM, READY, ["hang"], setsid=True, clear_env=True),
+        ["hang"],
+    )
+    pids: list[int] = []
+    ready = 0
+    async with open_cli_process(command, FAST) as proc:
+        async for frame in proc.frames():
+            if frame.get("type") == "spawned":
+                pids.append(frame["pid"])
+            ready += frame == {"type": "ready"}
+            if ready == 4:
+                break
+        assert len(pids) == 4 and all(running(pid) for pid in pids)
+    assert proc.exit_status == ExitStatus(None, signal.SIGTERM)
+    assert not any(running(pid) for pid in pids)
+
+
+async def test_setsid_grandchild_of_a_sigkilled_cli_does_not_survive() -> None:
+    # The CLI dies by SIGKILL with no chance to clean up; its Bash-tool-like grandchild in a
+    # new session ignores SIGTERM. It is found again by its env marker and killed.
+    command = fake(
+        child(IGNORE_TERM, READY, ["hang"], setsid=True, stderr="null"),
+        ["sleep", 0.3],
+        ["kill", "SIGKILL"],
+    )
+    async with open_cli_process(command, FAST) as proc:
+        frames = [f async for f in proc.frames()]
+        assert await proc.wait() == ExitStatus(None, signal.SIGKILL)
+    grandchild = frames[0]["pid"]
+    assert {"type": "ready"} in frames
+    assert not running(grandchild)
+
+
+async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped() -> None:
+    # Worse: the orphan also cleared its environment, so no marker finds it. The tracker makes
+    # us its new parent (subreaper) and its walks knew it by pid and start time.
+    tracker = ProcessTracker()
+    command = fake(
+        child(IGNORE_TERM, READY, ["hang"], setsid=True, clear_env=True, stderr="null"),
+        ["hang"],
+    )
+    assert not is_subreaper()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 0.05)
+        assert is_subreaper()
+        async with open_cli_process(command, FAST, tracker=tracker) as proc:
+            assert [p.pid for p in tracker.live()] == [proc.pid]
+            frames = proc.frames()
+            got = await frames_until_ready(frames)
+            orphan = got[0]["pid"]
+            await trio.sleep(0.15)  # a few tracker walks
+            os.kill(proc.pid, signal.SIGKILL)
+            me = os.getpid()
+            await wait_until(lambda: (st := read_stat(orphan)) is not None and st.ppid == me)
+            assert running(orphan)  # adopted by us, still alive
+            assert [f async for f in frames] == []
+        assert read_stat(orphan) is None  # killed, and reaped: not even a zombie
+        assert tracker.live() == ()
+        nursery.cancel_scope.cancel()
+    assert not is_subreaper()
+
+
+async def test_the_tracker_never_takes_another_childs_exit_status() -> None:
+    tracker = ProcessTracker()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 0.01)
+        async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
+            await frames_until_ready(proc.frames())
+            other = await trio.lowlevel.open_process([sys.executable, "-c", "raise SystemExit(5)"])
+            await wait_until(lambda: not running(other.pid))  # a zombie child of ours now
+            assert tracker.reap() == 0
+            await trio.sleep(0.05)  # and a few periodic walks
+            # Had anyone reaped it, Popen would find no child and report 0.
+            assert await other.wait() == 5
+        nursery.cancel_scope.cancel()
+
+
+async def close(process: trio.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
+    assert process.stdout is not None
+    await process.stdout.aclose()
+
+
+async def start_stale_turn(*steps: Any, ready: int) -> tuple[trio.Process, int]:
+    """A turn as a previous runtime would have left it: its own session, our marker, not
+    driven by open_cli_process. Returns once ``ready`` processes said so."""
+    process = await trio.lowlevel.open_process(
+        fake_cli_argv(*steps),
+        env={**ENV, MARKER_ENV: new_marker()},
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    splitter = LineSplitter(1 << 20)
+    seen = 0
+    with trio.fail_after(5):
+        while seen < ready:
+            lines = splitter.feed(await process.stdout.receive_some())
+            seen += sum(json.loads(line) == {"type": "ready"} for line in lines)
+    start = process_start_time(process.pid)
+    assert start is not None
+    return process, start
+
+
+async def test_kill_stale_group_kills_a_live_leader_and_its_tree() -> None:
+    process, start = await start_stale_turn(
+        child(IGNORE_TERM, READY, ["hang"], setsid=True), READY, ["hang"], ready=2
+    )
+    try:
+        assert await kill_stale_group(process.pid, process.pid, start, term_grace=0.3)
+        assert await process.wait() == -signal.SIGTERM
+        assert not await kill_stale_group(process.pid, process.pid, start, term_grace=0.3)
+    finally:
+        await close(process)
+
+
+async def test_kill_stale_group_finds_the_marker_on_a_surviving_group_member() -> None:
+    # The leader is dead and gone; a group member and a setsid'd grandchild live on.
+    process, start = await start_stale_turn(
+        child(READY, ["hang"]),
+        child(IGNORE_TERM, READY, ["hang"], setsid=True),
+        READY,
+        ["hang"],
+        ready=3,
+    )
+    try:
+        tree = ProcTree(leader=process.pid, start_time=start, pgid=process.pid)
+        members = [st.pid for st in tree.scan()]
+        process.kill()
+        await process.wait()
+        assert (len(members) == 3 and running(members[1])) or running(members[2])
+        assert await kill_stale_group(process.pid, process.pid, start, term_grace=0.3)
+        for pid in members:
+            await wait_not_running(pid)
+    finally:
+        await close(process)
+
+
+async def test_kill_stale_group_leaves_a_reused_pid_alone() -> None:
+    process, start = await start_stale_turn(READY, ["hang"], ready=1)
+    try:
+        # Recorded with another start time: this pid now belongs to somebody else.
+        assert not await kill_stale_group(process.pid, process.pid, start - 1, term_grace=0.3)
+        await trio.sleep(0.05)
+        assert running(process.pid)
+        assert await kill_stale_group(process.pid, process.pid, start, term_grace=0.3)
+    finally:
+        await close(process)
+
+
+def test_process_start_time() -> None:
+    assert isinstance(process_start_time(os.getpid()), int)
+    assert process_start_time(2**22 + 1) is None  # above any pid_max

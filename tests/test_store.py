@@ -1,0 +1,619 @@
+"""Session stores: one conformance suite for both stores, then SQLiteStore's file handling."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import trio
+
+import agentrt
+from agentrt import MemoryStore, SessionStore, SQLiteStore, StopReason, StoreError, Usage, _store
+
+T = TypeVar("T")
+
+
+class FakeClock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
+) -> AsyncIterator[SessionStore]:
+    made: SessionStore
+    if request.param == "memory":
+        made = MemoryStore(clock=clock)
+    else:
+        made = SQLiteStore(tmp_path / "state" / "sessions.sqlite3", clock=clock)
+    async with made:
+        yield made
+
+
+# --- conformance: every SessionStore behaves the same ---
+
+
+async def test_an_empty_store_has_no_records(store: SessionStore) -> None:
+    assert await store.load("coder") is None
+    assert list(await store.list()) == []
+    assert list(await store.live_processes()) == []
+    assert await store.forget("coder") is False
+
+
+async def test_checkpoint_creates_a_row_with_zero_totals(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/repo")
+    record = await store.load("coder")
+    assert record == agentrt.SessionRecord(
+        name="coder",
+        backend="claude",
+        session_id="s-1",
+        cwd="/repo",
+        turns=0,
+        cost_usd=0.0,
+        usage=Usage(),
+        last_stop_reason=None,
+        created_at=1000.0,
+        updated_at=1000.0,
+        live_pgid=None,
+        live_pid=None,
+        live_start_time=None,
+        runtime_id=None,
+        state=None,
+    )
+
+
+async def test_checkpoint_again_updates_identity_and_keeps_totals(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/repo")
+    await store.record_turn(
+        "coder", stop_reason="complete", cost_usd=0.25, usage=Usage(input_tokens=5), session_id=None
+    )
+    await store.save_state("coder", b"state")
+    clock.now = 2000.0
+    await store.checkpoint_session("coder", backend="codex", session_id="s-2", cwd=None)
+    record = await store.load("coder")
+    assert record is not None
+    assert (record.backend, record.session_id, record.cwd) == ("codex", "s-2", None)
+    assert (record.turns, record.cost_usd, record.usage) == (1, 0.25, Usage(input_tokens=5))
+    assert record.state == b"state"
+    assert (record.created_at, record.updated_at) == (1000.0, 2000.0)
+
+    # A fresh start or a reset: no conversation, the rest stays.
+    await store.checkpoint_session("coder", backend="codex", session_id=None, cwd=None)
+    record = await store.load("coder")
+    assert record is not None
+    assert record.session_id is None
+    assert record.turns == 1
+
+
+async def test_record_turn_accumulates_cost_usage_and_keeps_last_reason(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/repo")
+    clock.now = 1001.0
+    await store.record_turn(
+        "coder",
+        stop_reason=StopReason.COMPLETE,
+        cost_usd=0.5,
+        usage=Usage(
+            input_tokens=10,
+            output_tokens=20,
+            cache_creation_input_tokens=30,
+            cache_read_input_tokens=40,
+        ),
+        session_id="s-1",
+    )
+    clock.now = 1002.0
+    await store.record_turn(
+        "coder",
+        stop_reason=StopReason.TOTAL_TIMEOUT,
+        cost_usd=None,
+        usage=None,
+        session_id=None,
+    )
+    clock.now = 1003.0
+    await store.record_turn(
+        "coder",
+        stop_reason="complete",
+        cost_usd=0.125,
+        usage=Usage(input_tokens=1, output_tokens=2),
+        session_id="s-9",
+    )
+    record = await store.load("coder")
+    assert record is not None
+    assert record.turns == 3
+    assert record.cost_usd == 0.625
+    assert record.usage == Usage(
+        input_tokens=11,
+        output_tokens=22,
+        cache_creation_input_tokens=30,
+        cache_read_input_tokens=40,
+    )
+    assert record.last_stop_reason == "complete"
+    assert record.session_id == "s-9"
+    assert (record.created_at, record.updated_at) == (1000.0, 1003.0)
+
+
+async def test_a_stop_reason_is_kept_as_its_plain_value(store: SessionStore) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id=None, cwd=None)
+    await store.record_turn(
+        "coder", stop_reason=StopReason.TOTAL_TIMEOUT, cost_usd=None, usage=None, session_id=None
+    )
+    record = await store.load("coder")
+    assert record is not None
+    assert type(record.last_stop_reason) is str
+    assert record.last_stop_reason == "total_timeout"
+
+
+async def test_stored_text_is_redacted(store: SessionStore) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id=None, cwd=None)
+    secret = "sk-ant-api03-abcdefghijklmnop"
+    await store.record_turn(
+        "coder",
+        stop_reason=f"cli_error: Authorization: Bearer {secret}",
+        cost_usd=None,
+        usage=None,
+        session_id=None,
+    )
+    record = await store.load("coder")
+    assert record is not None and record.last_stop_reason is not None
+    assert secret not in record.last_stop_reason
+    assert record.last_stop_reason.startswith("cli_error: ")
+    assert "[REDACTED]" in record.last_stop_reason
+
+
+async def test_writes_without_a_row_are_refused_naming_the_agent(store: SessionStore) -> None:
+    with pytest.raises(StoreError, match="'ghost'"):
+        await store.record_turn(
+            "ghost", stop_reason="complete", cost_usd=1.0, usage=None, session_id=None
+        )
+    with pytest.raises(StoreError, match="'ghost'"):
+        await store.set_live_process("ghost", pgid=1, pid=1, start_time=1, runtime_id="rt")
+    with pytest.raises(StoreError, match="'ghost'"):
+        await store.save_state("ghost", b"x")
+    await store.clear_live_process("ghost")  # cleanup of nothing is fine
+    assert await store.load("ghost") is None
+
+
+async def test_live_process_is_recorded_listed_and_cleared(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    for name in ("b", "a", "c"):
+        await store.checkpoint_session(name, backend="claude", session_id=None, cwd=None)
+    clock.now = 1005.0
+    await store.set_live_process("c", pgid=300, pid=301, start_time=3000, runtime_id="rt-1")
+    await store.set_live_process("a", pgid=100, pid=100, start_time=1000, runtime_id="rt-2")
+    live = await store.live_processes()
+    assert [r.name for r in live] == ["a", "c"]
+    c = live[1]
+    assert (c.live_pgid, c.live_pid, c.live_start_time, c.runtime_id) == (300, 301, 3000, "rt-1")
+    assert c.updated_at == 1005.0
+
+    clock.now = 1006.0
+    await store.clear_live_process("c")
+    await store.clear_live_process("b")  # had none: nothing changes
+    assert [r.name for r in await store.live_processes()] == ["a"]
+    c_after = await store.load("c")
+    b_after = await store.load("b")
+    assert c_after is not None and b_after is not None
+    assert (c_after.live_pgid, c_after.live_pid, c_after.live_start_time) == (None, None, None)
+    assert c_after.runtime_id is None
+    assert c_after.updated_at == 1006.0
+    assert b_after.updated_at == 1000.0
+
+
+async def test_state_blob_round_trips_and_can_be_dropped(store: SessionStore) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id=None, cwd=None)
+    blob = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    await store.save_state("coder", blob)
+    record = await store.load("coder")
+    assert record is not None and record.state == blob
+    await store.save_state("coder", b"")
+    record = await store.load("coder")
+    assert record is not None and record.state == b""
+    await store.save_state("coder", None)
+    record = await store.load("coder")
+    assert record is not None and record.state is None
+
+
+async def test_forget_removes_one_row_and_list_is_by_name(store: SessionStore) -> None:
+    for name in ("zeta", "alpha", "mid"):
+        await store.checkpoint_session(name, backend="claude", session_id=f"s-{name}", cwd=None)
+    assert [r.name for r in await store.list()] == ["alpha", "mid", "zeta"]
+    assert await store.forget("mid") is True
+    assert await store.forget("mid") is False
+    assert await store.load("mid") is None
+    records = await store.list()
+    assert [(r.name, r.session_id) for r in records] == [
+        ("alpha", "s-alpha"),
+        ("zeta", "s-zeta"),
+    ]
+
+
+async def test_a_closed_store_refuses_calls_and_reopens_with_its_records(
+    store: SessionStore,
+) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/repo")
+    with pytest.raises(StoreError, match="already open"):
+        async with store:
+            pass
+    await store.aclose()
+    await store.aclose()  # idempotent
+    with pytest.raises(StoreError, match="not open"):
+        await store.load("coder")
+    with pytest.raises(StoreError, match="not open"):
+        await store.checkpoint_session("x", backend="claude", session_id=None, cwd=None)
+    async with store:
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+    # The fixture's exit closes it once more, which is allowed.
+
+
+async def test_concurrent_writers_from_many_tasks_are_all_kept(store: SessionStore) -> None:
+    await store.checkpoint_session("shared", backend="claude", session_id=None, cwd=None)
+
+    async def worker(i: int) -> None:
+        name = f"agent-{i:03d}"
+        await store.checkpoint_session(name, backend="claude", session_id=f"s-{i}", cwd=None)
+        await store.record_turn(
+            "shared",
+            stop_reason="complete",
+            cost_usd=0.25,
+            usage=Usage(input_tokens=i),
+            session_id=None,
+        )
+        await store.set_live_process(name, pgid=i, pid=i, start_time=i, runtime_id="rt")
+        mine = await store.load(name)  # each task reads its own writes
+        assert mine is not None and (mine.session_id, mine.live_pgid) == (f"s-{i}", i)
+
+    n = 60
+    async with trio.open_nursery() as nursery:
+        for i in range(n):
+            nursery.start_soon(worker, i)
+    shared = await store.load("shared")
+    assert shared is not None
+    assert shared.turns == n
+    assert shared.cost_usd == 0.25 * n
+    assert shared.usage.input_tokens == sum(range(n))
+    assert len(await store.list()) == n + 1
+    assert [r.live_pgid for r in await store.live_processes()] == list(range(n))
+
+
+# --- SQLiteStore: location, file, schema, durability ---
+
+
+def test_default_store_path_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("AGENTRT_STORE", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    expected = tmp_path / "home" / ".local" / "state" / "agentrt" / "sessions.sqlite3"
+    assert agentrt.default_store_path() == expected
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/is/ignored")
+    assert agentrt.default_store_path() == expected
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert agentrt.default_store_path() == tmp_path / "xdg" / "agentrt" / "sessions.sqlite3"
+    monkeypatch.setenv("AGENTRT_STORE", "~/elsewhere.db")
+    assert agentrt.default_store_path() == tmp_path / "home" / "elsewhere.db"
+    assert SQLiteStore().path == tmp_path / "home" / "elsewhere.db"
+
+
+async def test_new_store_file_is_private_wal_and_current_schema(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s", cwd=None)
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        assert os.stat(path.parent).st_mode & 0o777 == 0o700
+        assert os.stat(f"{path}-wal").st_mode & 0o777 == 0o600
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(_store._MIGRATIONS),)
+        assert conn.execute("PRAGMA application_id").fetchone() == (_store._APPLICATION_ID,)
+    finally:
+        conn.close()
+
+
+async def test_an_empty_v0_file_is_migrated_to_the_current_schema(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    path.touch()
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s", cwd=None)
+    async with SQLiteStore(path) as store:
+        assert [r.name for r in await store.list()] == ["coder"]
+
+
+async def test_an_older_schema_is_migrated_keeping_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    # A later agentrt adds a step; the file on disk is now one version behind.
+    step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "UPDATE sessions SET note = 'migrated'")
+    monkeypatch.setattr(_store, "_MIGRATIONS", (*_store._MIGRATIONS, step))
+    async with SQLiteStore(path) as store:
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("SELECT note FROM sessions").fetchall() == [("migrated",)]
+    finally:
+        conn.close()
+
+
+async def test_a_failing_migration_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "THIS IS NOT SQL")
+    monkeypatch.setattr(_store, "_MIGRATIONS", (*_store._MIGRATIONS, step))
+    with pytest.raises(StoreError, match=str(path)):
+        async with SQLiteStore(path):
+            pass
+    monkeypatch.undo()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
+        assert "note" not in columns
+    finally:
+        conn.close()
+    async with SQLiteStore(path) as store:
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="schema version 99 is newer") as info:
+        async with SQLiteStore(path):
+            pass
+    assert info.value.path == str(path)
+    assert path.read_bytes() == before
+
+
+async def test_another_applications_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (x)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not an agentrt session store"):
+        async with SQLiteStore(path):
+            pass
+    assert path.read_bytes() == before
+    assert not await trio.Path(f"{path}-wal").exists()
+
+
+async def test_a_garbage_file_is_refused_naming_it_and_not_reset(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    garbage = b"this is not a database\n" * 500
+    path.write_bytes(garbage)
+    with pytest.raises(StoreError) as info:
+        async with SQLiteStore(path):
+            pass
+    assert info.value.path == str(path)
+    assert str(path) in str(info.value)
+    assert "not a database" in str(info.value)
+    assert path.read_bytes() == garbage
+
+
+async def test_a_corrupt_page_is_found_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        for i in range(200):  # a few pages of rows
+            await store.checkpoint_session(f"agent-{i}", backend="claude", session_id="s", cwd="/")
+    assert not await trio.Path(
+        f"{path}-wal"
+    ).exists()  # the last close folded the WAL into the file
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) >= 3 * page
+    data[page + 100 : 2 * page] = b"\xa5" * (page - 100)  # scribble over page 2's cells
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=str(path)):
+        async with SQLiteStore(path):
+            pass
+    assert path.read_bytes() == bytes(data)
+
+
+async def test_a_directory_path_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    path.mkdir()
+    with pytest.raises(StoreError, match="Is a directory") as info:
+        async with SQLiteStore(path):
+            pass
+    assert info.value.path == str(path)
+
+
+async def test_a_path_under_a_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    path = tmp_path / "file" / "sessions.sqlite3"
+    with pytest.raises(StoreError, match="cannot create its directory") as info:
+        async with SQLiteStore(path):
+            pass
+    assert info.value.path == str(path)
+    assert str(tmp_path / "file") in info.value.why
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def _drop_file_permission_override() -> None:
+    """In a child about to exec: lose root's power to ignore file modes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+async def test_an_unreadable_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    path.write_bytes(b"")
+    path.chmod(0)
+    code = """
+        import sys, trio, agentrt
+        async def main():
+            try:
+                async with agentrt.SQLiteStore(sys.argv[1]):
+                    pass
+            except agentrt.StoreError as exc:
+                print(f"{exc.path}|{exc}")
+        trio.run(main)
+    """
+    # root reads any file, so as root the child runs without that capability.
+    as_root = os.geteuid() == 0
+    result = await trio.run_process(
+        [*_python(code), str(path)],
+        capture_stdout=True,
+        capture_stderr=True,
+        preexec_fn=_drop_file_permission_override if as_root else None,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    reported_path, message = result.stdout.decode().strip().split("|", 1)
+    assert reported_path == str(path)
+    assert "Permission denied" in message
+    assert str(path) in message
+
+
+async def test_a_checkpoint_survives_sigkill_of_the_writing_process(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    code = """
+        import sys, trio, agentrt
+        async def main():
+            async with agentrt.SQLiteStore(sys.argv[1]) as store:
+                await store.checkpoint_session(
+                    "coder", backend="claude", session_id="s-durable", cwd="/repo")
+                await store.set_live_process(
+                    "coder", pgid=4242, pid=4243, start_time=99, runtime_id="rt-dead")
+                await store.record_turn(
+                    "coder", stop_reason="complete", cost_usd=0.75, usage=None,
+                    session_id=None)
+                sys.stdout.write("checkpointed\\n")
+                sys.stdout.flush()
+                await trio.sleep_forever()
+        trio.run(main)
+    """
+    proc = await trio.lowlevel.open_process([*_python(code), str(path)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        with trio.fail_after(30):
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await proc.stdout.receive_some(64)
+                assert chunk, "the child ended before checkpointing"
+                line += chunk
+        assert line == b"checkpointed\n"
+        # The writer never closes its connection: no WAL checkpoint, no clean shutdown.
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        with trio.CancelScope(shield=True):
+            await proc.wait()
+            if proc.stdout is not None:
+                await proc.stdout.aclose()
+    assert proc.returncode == -signal.SIGKILL
+    assert (await trio.Path(f"{path}-wal").stat()).st_size > 0
+    async with SQLiteStore(path) as store:
+        record = await store.load("coder")
+    assert record is not None
+    assert (record.session_id, record.cwd, record.turns, record.cost_usd) == (
+        "s-durable",
+        "/repo",
+        1,
+        0.75,
+    )
+    assert (record.live_pgid, record.live_pid, record.runtime_id) == (4242, 4243, "rt-dead")
+
+
+async def test_two_stores_on_one_file_share_its_writes(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as one, SQLiteStore(path) as two:
+        await one.checkpoint_session("shared", backend="claude", session_id=None, cwd=None)
+
+        async def turns(store: SQLiteStore, count: int) -> None:
+            for _ in range(count):
+                await store.record_turn(
+                    "shared", stop_reason="complete", cost_usd=1.0, usage=None, session_id=None
+                )
+
+        async with trio.open_nursery() as nursery:
+            for s in (one, two, one, two):
+                nursery.start_soon(turns, s, 10)
+        record = await two.load("shared")
+        assert record is not None
+        assert (record.turns, record.cost_usd) == (40, 40.0)
+
+
+async def test_one_call_at_a_time_runs_on_the_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = threading.Lock()
+    active = 0
+    peak = 0
+    calls = 0
+    real_run_sync = trio.to_thread.run_sync
+
+    async def counting_run_sync(fn: Callable[[], T], **kwargs: Any) -> T:
+        def counted() -> T:
+            nonlocal active, peak, calls
+            with lock:
+                active += 1
+                calls += 1
+                peak = max(peak, active)
+            try:
+                return fn()
+            finally:
+                with lock:
+                    active -= 1
+
+        return await real_run_sync(counted, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting_run_sync)
+    async with SQLiteStore(tmp_path / "sessions.sqlite3") as store:
+        for i in range(100):
+            await store.checkpoint_session(
+                f"agent-{i}", backend="claude", session_id=None, cwd=None
+            )
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(store.list)
+                nursery.start_soon(store.clear_live_process, f"agent-{i}")
+    assert calls >= 1 + 100 + 100 + 1  # open, checkpoints, the concurrent calls, close
+    assert peak == 1
