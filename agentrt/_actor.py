@@ -13,19 +13,20 @@ import logging
 import traceback
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, overridden
 from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
-from ._events import ErrorEvent, Event, Response, StopReason, Usage
+from ._events import ErrorEvent, Event, Response, StopReason
 from ._mailbox import Mailbox
 from ._options import AgentOptions
 from ._redact import redact
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
+from ._store import SessionStore
 from ._stream import EventStream
 from ._turn import Turn
 from .backend import Backend, InProcessBackend
@@ -34,26 +35,6 @@ logger = logging.getLogger("agentrt")
 
 # Bound on terminate_agent: it runs shielded while the agent stops.
 TERMINATE_GRACE = 5.0
-
-
-class SessionSink(Protocol):
-    """The part of the session store the actor writes to (see ``_store.SessionStore``)."""
-
-    async def checkpoint_session(
-        self, name: str, *, backend: str, session_id: str, cwd: str | None
-    ) -> None: ...
-
-    async def record_turn(
-        self,
-        name: str,
-        *,
-        stop_reason: str,
-        cost_usd: float | None,
-        usage: Usage | None,
-        session_id: str | None,
-    ) -> None: ...
-
-    async def forget(self, name: str) -> bool: ...
 
 
 class _AgentCrashed(Exception):
@@ -88,7 +69,7 @@ class Actor:
     # Called once the actor has ended; decides what becomes of the queued requests.
     on_exit: Callable[[Actor, AgentStopped], None]
     limiter: trio.CapacityLimiter | None = None
-    store: SessionSink | None = None
+    store: SessionStore | None = None
     session_id: str | None = None
 
     current: Request | None = None
@@ -105,6 +86,10 @@ class Actor:
     _stop_reason: str = "stopped"
     _exited: trio.Event | None = None
     _done: bool = False
+    # The store has a row for this agent (written by this actor's first checkpoint); turns
+    # are recorded only then, so a row from an earlier run is never overwritten blindly.
+    _stored: bool = False
+    _cwd: str | None = None
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
@@ -202,7 +187,7 @@ class Actor:
         finally:
             self.turn = None
         self.turns += 1
-        if self.store is not None:
+        if self._stored:
             await self._record_turn(outcome)
         ref = request.ref
         if isinstance(outcome, Response):
@@ -222,10 +207,12 @@ class Actor:
         self.session_id = session_id
         if self.store is not None:
             turn = self.turn
-            cwd = turn.command.cwd if turn is not None and turn.command is not None else None
+            if turn is not None and turn.command is not None:
+                self._cwd = turn.command.cwd
             await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=session_id, cwd=cwd
+                self.name, backend=self.backend.name, session_id=session_id, cwd=self._cwd
             )
+            self._stored = True
 
     async def _record_turn(self, outcome: Response | TurnFailed) -> None:
         assert self.store is not None
@@ -411,7 +398,10 @@ class Actor:
             raise AgentBusy(self.name, "processing")
         self.session_id = None
         if self.store is not None:
-            await self.store.forget(self.name)
+            await self.store.checkpoint_session(
+                self.name, backend=self.backend.name, session_id=None, cwd=self._cwd
+            )
+            self._stored = True
 
     def subscribe(self, ref: Ref) -> EventStream:
         request = self.mailbox.find(ref)

@@ -6,13 +6,13 @@ import contextvars
 import inspect
 import itertools
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import attrs
 import trio
 
-from ._actor import Actor, SessionSink
+from ._actor import Actor
 from ._agent import Agent
 from ._backends import resolve_backend
 from ._errors import AgentAlreadyStarted, AgentNotFound, AgentStopped, InvalidOptions, NoRuntime
@@ -21,6 +21,7 @@ from ._mailbox import Mailbox
 from ._options import split_options
 from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
+from ._store import SessionStore
 from ._stream import EventStream
 from .backend import Backend
 
@@ -46,7 +47,7 @@ class Runtime:
     """
 
     _nursery: trio.Nursery
-    _store: SessionSink | None
+    _store: SessionStore | None
     _limiter: trio.CapacityLimiter | None
     _agents: dict[str, Actor] = attrs.field(factory=dict)
     _ids: itertools.count[int] = attrs.field(factory=itertools.count)
@@ -263,12 +264,14 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    *, store: SessionSink | None = None, max_processes: int | None = None
+    *, store: SessionStore | None = None, max_processes: int | None = None
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
-    ``store`` checkpoints session ids and records turns; ``max_processes`` bounds how many
-    turns run at once across all agents (the others wait, shown in `Runtime.status`).
+    ``store`` is opened with the runtime and closed after its agents have stopped; agents
+    checkpoint their session ids into it the moment they appear and record their turns.
+    ``max_processes`` bounds how many turns run at once across all agents (the others
+    wait, shown in `Runtime.status`).
     Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime.
 
     Cancellation: cancelling the block stops every agent; their cleanup is shielded and
@@ -279,11 +282,14 @@ async def open_runtime(
     ):
         raise InvalidOptions("max_processes", max_processes, "must be an int >= 1, or None")
     limiter = None if max_processes is None else trio.CapacityLimiter(max_processes)
-    async with trio.open_nursery() as nursery:
-        runtime = Runtime(nursery, store, limiter)
-        token = _current.set(runtime)
-        try:
-            yield runtime
-        finally:
-            _current.reset(token)
-            runtime._close()
+    async with AsyncExitStack() as stack:
+        if store is not None:
+            await stack.enter_async_context(store)
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(nursery, store, limiter)
+            token = _current.set(runtime)
+            try:
+                yield runtime
+            finally:
+                _current.reset(token)
+                runtime._close()

@@ -13,10 +13,12 @@ from agentrt import (
     Completed,
     ErrorEvent,
     Failed,
+    MemoryStore,
     RawEvent,
     ResultEvent,
     SessionEvent,
     StopReason,
+    StoreError,
     TextEvent,
     TurnFailed,
     Usage,
@@ -193,15 +195,17 @@ async def test_session_ids_are_threaded_into_the_next_turn(autojump_clock: objec
     assert backend.session_ids == [None, "s1", "s2", "s2", "s4"]
 
 
-class Store:
-    """A fake session store: records what the actor writes, in order."""
+class Store(MemoryStore):
+    """A MemoryStore that also logs the actor's writes, in order."""
 
     def __init__(self) -> None:
+        super().__init__(clock=lambda: 0.0)
         self.log: list[tuple[object, ...]] = []
 
     async def checkpoint_session(
-        self, name: str, *, backend: str, session_id: str, cwd: str | None
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
     ) -> None:
+        await super().checkpoint_session(name, backend=backend, session_id=session_id, cwd=cwd)
         self.log.append(("checkpoint", name, backend, session_id, cwd))
 
     async def record_turn(
@@ -213,22 +217,24 @@ class Store:
         usage: Usage | None,
         session_id: str | None,
     ) -> None:
+        await super().record_turn(
+            name, stop_reason=stop_reason, cost_usd=cost_usd, usage=usage, session_id=session_id
+        )
         self.log.append(("turn", name, stop_reason, cost_usd, session_id))
-
-    async def forget(self, name: str) -> bool:
-        self.log.append(("forget", name))
-        return True
 
 
 async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock: object) -> None:
     gate = Gate()
     store = Store()
     backend = ScriptedBackend(
+        [Fail()],  # before any session id: no row yet, so nothing is recorded
         [SessionEvent(session_id="s1"), gate, ResultEvent(text="x", cost_usd=0.5)],
         [SessionEvent(session_id="s1"), Fail()],
     )
     async with open_runtime(store=store) as rt:
         await rt.start_agent(Agent, name="a", backend=backend, cwd="/repo")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "zero")
         ref = rt.tell("a", "one")
         await gate.wait_reached()
         assert store.log == [("checkpoint", "a", "scripted", "s1", "/repo")]
@@ -236,13 +242,28 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock:
         await rt.wait(ref)
         with pytest.raises(TurnFailed):
             await rt.ask("a", "two")
+        record = await store.load("a")
+        assert record is not None
+        assert (record.session_id, record.turns, record.cost_usd) == ("s1", 2, 0.5)
+        assert record.last_stop_reason == "cli_error"
         await rt.reset_session("a")
+        record = await store.load("a")
+        assert record is not None
+        assert record.session_id is None
     assert store.log == [
         ("checkpoint", "a", "scripted", "s1", "/repo"),
         ("turn", "a", "complete", 0.5, "s1"),
         ("turn", "a", "cli_error", None, "s1"),  # same id: no second checkpoint
-        ("forget", "a"),
+        ("checkpoint", "a", "scripted", None, "/repo"),
     ]
+
+
+async def test_the_runtime_opens_and_closes_its_store() -> None:
+    store = MemoryStore()
+    async with open_runtime(store=store):
+        assert list(await store.list()) == []
+    with pytest.raises(StoreError):
+        await store.list()
 
 
 async def test_the_response_is_built_from_the_whole_stream(autojump_clock: object) -> None:
