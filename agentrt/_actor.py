@@ -23,6 +23,7 @@ from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
 from ._events import ErrorEvent, Event, Response, StopReason
 from ._mailbox import Mailbox
 from ._options import AgentOptions
+from ._process import ProcessTracker
 from ._redact import redact
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
@@ -69,6 +70,7 @@ class Actor:
     # Called once the actor has ended; decides what becomes of the queued requests.
     on_exit: Callable[[Actor, AgentStopped], None]
     limiter: trio.CapacityLimiter | None = None
+    tracker: ProcessTracker | None = None
     store: SessionStore | None = None
     session_id: str | None = None
 
@@ -180,6 +182,7 @@ class Actor:
             deliver=self._deliver,
             runner=self._runner,
             limiter=self.limiter,
+            tracker=self.tracker,
             session_id=self.session_id,
         )
         try:

@@ -24,6 +24,12 @@ class AgentOptions:
     # Seconds from the start of a turn to its first content event (anything but session
     # and raw events) before it ends with ``first_event_timeout``; None turns it off.
     first_event: float | None = None
+    # CLI process bounds (see agentrt.ProcessLimits): spawn -> first stdout line, the
+    # longest gap between lines, the longest line, and the SIGTERM -> SIGKILL grace.
+    startup: float | None = 120.0
+    idle: float | None = None
+    max_line_bytes: int = 8 * 1024 * 1024
+    kill_grace: float = 2.0
     retention: Retention = "compact"
     max_events: int = 1000
     max_event_bytes: int = 1024 * 1024
@@ -53,6 +59,19 @@ def _count(key: str, value: object) -> int:
     return value
 
 
+def _positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOptions(key, value, "must be an int >= 1")
+    return value
+
+
+def _seconds(key: str, value: object) -> float:
+    seconds = _seconds_or_none(key, value)
+    if seconds is None:
+        raise InvalidOptions(key, value, "must be a positive number of seconds")
+    return seconds
+
+
 def _retention(key: str, value: object) -> Retention:
     if value == "compact":
         return "compact"
@@ -72,6 +91,10 @@ def _restart(key: str, value: object) -> RestartType:
 _VALIDATORS: dict[str, Callable[[str, object], Any]] = {
     "watchdog": _seconds_or_none,
     "first_event": _seconds_or_none,
+    "startup": _seconds_or_none,
+    "idle": _seconds_or_none,
+    "max_line_bytes": _positive_int,
+    "kill_grace": _seconds,
     "retention": _retention,
     "max_events": _count,
     "max_event_bytes": _count,

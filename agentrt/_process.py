@@ -467,6 +467,8 @@ class ProcessTracker:
 
     def __init__(self) -> None:
         self._trees: dict[int, ProcTree] = {}
+        # Set while a turn process is live; an idle runtime does not walk /proc at all.
+        self._busy = trio.Event()
 
     def live(self) -> tuple[ProcessInfo, ...]:
         """The turn processes running now."""
@@ -500,6 +502,7 @@ class ProcessTracker:
         try:
             task_status.started()
             while True:
+                await self._busy.wait()
                 self.reap()
                 await trio.sleep(interval)
         finally:
@@ -508,9 +511,12 @@ class ProcessTracker:
 
     def _add(self, tree: ProcTree) -> None:
         self._trees[tree.leader] = tree
+        self._busy.set()
 
     def _remove(self, tree: ProcTree) -> None:
         self._trees.pop(tree.leader, None)
+        if not self._trees:
+            self._busy = trio.Event()
 
 
 _DEFAULT_LIMITS = ProcessLimits()

@@ -19,6 +19,7 @@ from ._errors import AgentAlreadyStarted, AgentNotFound, AgentStopped, InvalidOp
 from ._events import Response
 from ._mailbox import Mailbox
 from ._options import split_options
+from ._process import ProcessTracker
 from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import SessionStore
@@ -49,6 +50,7 @@ class Runtime:
     _nursery: trio.Nursery
     _store: SessionStore | None
     _limiter: trio.CapacityLimiter | None
+    _tracker: ProcessTracker
     _agents: dict[str, Actor] = attrs.field(factory=dict)
     _ids: itertools.count[int] = attrs.field(factory=itertools.count)
     _incarnations: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -106,6 +108,7 @@ class Runtime:
             new_id=self._ids.__next__,
             on_exit=self._actor_exited,
             limiter=self._limiter,
+            tracker=self._tracker,
             store=self._store,
         )
         self._agents[name] = actor
@@ -285,11 +288,16 @@ async def open_runtime(
     async with AsyncExitStack() as stack:
         if store is not None:
             await stack.enter_async_context(store)
-        async with trio.open_nursery() as nursery:
-            runtime = Runtime(nursery, store, limiter)
-            token = _current.set(runtime)
-            try:
-                yield runtime
-            finally:
-                _current.reset(token)
-                runtime._close()
+        # The tracker outlives the agents: their turns' cleanup may still need it.
+        async with trio.open_nursery() as services:
+            tracker = ProcessTracker()
+            await services.start(tracker.run)
+            async with trio.open_nursery() as nursery:
+                runtime = Runtime(nursery, store, limiter, tracker)
+                token = _current.set(runtime)
+                try:
+                    yield runtime
+                finally:
+                    _current.reset(token)
+                    runtime._close()
+            services.cancel_scope.cancel()

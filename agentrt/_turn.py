@@ -32,6 +32,7 @@ from ._events import (
     UsageEvent,
 )
 from ._options import AgentOptions
+from ._process import BadLine, ProcessFailure, ProcessLimits, ProcessTracker, open_cli_process
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
@@ -74,6 +75,7 @@ class Turn:
     deliver: Callable[[Event], Awaitable[None]]
     runner: InProcessBackend | None
     limiter: trio.CapacityLimiter | None = None
+    tracker: ProcessTracker | None = None
     session_id: str | None = None
 
     command: Command | None = None
@@ -175,19 +177,16 @@ class Turn:
         return None
 
     async def _run_cli_process(self) -> tuple[ExitStatus | None, str]:
-        # The process driver (agentrt._process) is imported only by turns that run a CLI.
-        from ._process import (
-            BadLine,
-            ProcessFailure,
-            ProcessLimits,
-            open_cli_process,
+        options = self.options
+        limits = ProcessLimits(
+            startup=options.startup,
+            idle=options.idle,
+            max_line_bytes=options.max_line_bytes,
+            term_grace=options.kill_grace,
         )
-
-        # TODO(process issue): limits from the agent's options, and the runtime's tracker.
-        limits = ProcessLimits()
         assert self.command is not None
         try:
-            async with open_cli_process(self.command, limits, tracker=None) as proc:
+            async with open_cli_process(self.command, limits, tracker=self.tracker) as proc:
                 self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
                 self._drain_scope = trio.CancelScope()
                 self._interrupt_process = proc.interrupt

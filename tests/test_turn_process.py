@@ -1,5 +1,5 @@
-"""The turn's CLI-process path, against a stand-in for agentrt._process that follows
-the seam in SEAMS.md (open_cli_process, frames, interrupt, wait, ProcessFailure, BadLine).
+"""The turn's CLI-process path, against a stand-in for `open_cli_process` (frames,
+interrupt, wait) that runs on the mock clock; the failures and bad lines are the real types.
 
 The real driver is tested with real processes in its own tests; these check the turn's
 side: frames become events, bounds and interrupts go through proc.interrupt() while
@@ -8,16 +8,15 @@ reading continues, and driver failures become stop reasons.
 
 from __future__ import annotations
 
-import sys
 import types
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import attrs
 import pytest
 import trio
 
+import agentrt._turn
 from agentrt import (
     Agent,
     ErrorEvent,
@@ -31,29 +30,8 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
+from agentrt._process import BadLine, ProcessFailure, ProcessLimits
 from agentrt.backend import Command, ExitStatus
-
-
-class ProcessFailure(Exception):
-    def __init__(self, reason: StopReason, message: str) -> None:
-        self.reason = reason
-        self.message = message
-        super().__init__(message)
-
-
-@attrs.frozen
-class BadLine:
-    text: str
-    size: int
-    error: str
-
-
-@attrs.frozen
-class ProcessLimits:
-    interrupt_grace: float = 1.0
-    term_grace: float = 2.0
-    stderr_drain: float = 0.5
-
 
 HANG = object()  # frames() blocks here until the process is interrupted
 
@@ -106,14 +84,7 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
         finally:
             proc.closed = True
 
-    module = types.ModuleType("agentrt._process")
-    module.__dict__.update(
-        open_cli_process=open_cli_process,
-        ProcessFailure=ProcessFailure,
-        BadLine=BadLine,
-        ProcessLimits=ProcessLimits,
-    )
-    monkeypatch.setitem(sys.modules, "agentrt._process", module)
+    monkeypatch.setattr(agentrt._turn, "open_cli_process", open_cli_process)
     return state
 
 
