@@ -4,19 +4,20 @@
 
 The first stdout line is ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT``; then one line per
 request goes to stderr. Every model call gets TEXT, or by default an echo of its prompt.
-Ctrl-C stops it. In tests, use `agentrt.testing.open_fake_anthropic` instead.
+Ctrl-C or SIGTERM stops it. In tests, use `agentrt.testing.open_fake_anthropic` instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 from collections.abc import Sequence
 
 import trio
 
-from ._fake_anthropic import AnthropicText, RecordedRequest, open_fake_anthropic
+from ._fake_anthropic import AnthropicText, FakeAnthropic, RecordedRequest, open_fake_anthropic
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -36,15 +37,25 @@ async def _serve(host: str, port: int, reply: str | None) -> None:
             return AnthropicText(reply)
         return AnthropicText(f"You said: {request.last_user_text()}")
 
-    async with open_fake_anthropic(answer, host=host, port=port) as api:
-        print(f"ANTHROPIC_BASE_URL={api.base_url}", flush=True)
-        seen = 0
-        while True:
-            requests = await api.wait_requests(seen + 1)
-            for request in requests[seen:]:
-                stream = " stream" if request.stream else ""
-                print(f"{request.method} {request.path}{stream}", file=sys.stderr, flush=True)
-            seen = len(requests)
+    # Signals arrive as messages, not as KeyboardInterrupt raised in whatever task runs.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_fake_anthropic(answer, host=host, port=port) as api:
+            print(f"ANTHROPIC_BASE_URL={api.base_url}", flush=True)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_log_requests, api)
+                async for _ in signals:
+                    break
+                nursery.cancel_scope.cancel()
+
+
+async def _log_requests(api: FakeAnthropic) -> None:
+    seen = 0
+    while True:
+        requests = await api.wait_requests(seen + 1)
+        for request in requests[seen:]:
+            stream = " stream" if request.stream else ""
+            print(f"{request.method} {request.path}{stream}", file=sys.stderr, flush=True)
+        seen = len(requests)
 
 
 if __name__ == "__main__":
