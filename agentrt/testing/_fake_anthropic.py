@@ -65,10 +65,12 @@ class AnthropicError:
 
     @classmethod
     def authentication(cls) -> AnthropicError:
+        """401 ``authentication_error``, as for a wrong API key."""
         return cls(401, "authentication_error", "invalid x-api-key")
 
     @classmethod
     def rate_limit(cls, retry_after: int = 1) -> AnthropicError:
+        """429 ``rate_limit_error`` with a ``retry-after`` header (seconds)."""
         return cls(
             429,
             "rate_limit_error",
@@ -78,10 +80,12 @@ class AnthropicError:
 
     @classmethod
     def overloaded(cls) -> AnthropicError:
+        """529 ``overloaded_error``."""
         return cls(529, "overloaded_error", "Overloaded")
 
     @classmethod
     def server(cls) -> AnthropicError:
+        """500 ``api_error``."""
         return cls(500, "api_error", "Internal server error")
 
 
@@ -138,10 +142,12 @@ class RecordedRequest:
 
     @property
     def stream(self) -> bool:
+        """The request asked for a streamed (SSE) answer."""
         return isinstance(self.body, dict) and self.body.get("stream") is True
 
     @property
     def messages(self) -> list[Any]:
+        """The body's ``messages`` array (empty if there is none)."""
         messages = self.body.get("messages") if isinstance(self.body, dict) else None
         return messages if isinstance(messages, list) else []
 
@@ -192,7 +198,8 @@ AnthropicScript: TypeAlias = Iterable[AnthropicReply] | Callable[[RecordedReques
 
 @attrs.define(eq=False)
 class FakeAnthropic:
-    """A running fake API. Build it with `open_fake_anthropic`."""
+    """A running fake API; build it with `open_fake_anthropic`. ``base_url`` is what the
+    client needs (``http://127.0.0.1:PORT``); ``requests`` lists every request received."""
 
     base_url: str
     requests: list[RecordedRequest] = attrs.field(factory=list)
