@@ -1,0 +1,583 @@
+"""A loopback fake of the Anthropic Messages API, scripted per test, on trio.
+
+The real ``claude`` binary runs as a subprocess and talks HTTP/1.1 to this server; the
+server lives in the test's own trio loop, so a test scripts replies, starts the CLI and
+asserts on the recorded requests without threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http
+import itertools
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeAlias
+
+import attrs
+import h11
+import msgspec
+import trio
+from trio_util import AsyncValue
+
+from .._redact import redact_mapping
+
+_MAX_BODY_BYTES = 64 * 1024 * 1024
+_REASONS = {s.value: s.phrase for s in http.HTTPStatus} | {529: "Overloaded"}
+_JSON_HEADERS = [("content-type", "application/json")]
+_SSE_HEADERS = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
+
+
+@attrs.frozen
+class AnthropicText:
+    """An assistant message holding one text block (``stop_reason`` ``end_turn``)."""
+
+    text: str
+    input_tokens: int = 10
+    output_tokens: int = 5
+    model: str | None = None  # None: echo the request's model
+
+
+@attrs.frozen
+class AnthropicToolUse:
+    """An assistant message asking for one tool call (``stop_reason`` ``tool_use``), optionally
+    after a text block; the CLI runs the tool and sends the result in its next request."""
+
+    name: str
+    input: Mapping[str, Any]
+    text: str | None = None
+    id: str | None = None  # None: a fresh "toolu_fake_<n>"
+    input_tokens: int = 10
+    output_tokens: int = 5
+    model: str | None = None
+
+
+@attrs.frozen
+class AnthropicError:
+    """An error status with the API's error body; see the constructors for the usual ones."""
+
+    status: int
+    error_type: str
+    message: str
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def authentication(cls) -> AnthropicError:
+        """401 ``authentication_error``, as for a wrong API key."""
+        return cls(401, "authentication_error", "invalid x-api-key")
+
+    @classmethod
+    def rate_limit(cls, retry_after: int = 1) -> AnthropicError:
+        """429 ``rate_limit_error`` with a ``retry-after`` header (seconds)."""
+        return cls(
+            429,
+            "rate_limit_error",
+            "Number of request tokens has exceeded your per-minute rate limit",
+            {"retry-after": str(retry_after)},
+        )
+
+    @classmethod
+    def overloaded(cls) -> AnthropicError:
+        """529 ``overloaded_error``."""
+        return cls(529, "overloaded_error", "Overloaded")
+
+    @classmethod
+    def server(cls) -> AnthropicError:
+        """500 ``api_error``."""
+        return cls(500, "api_error", "Internal server error")
+
+
+@attrs.frozen
+class AnthropicStreamError:
+    """A stream that starts well (status 200) and then carries an ``error`` event, as the real
+    API does when it overloads mid-answer. To a non-streaming request: that status and body."""
+
+    error_type: str = "overloaded_error"
+    message: str = "Overloaded"
+    status: int = 529
+
+
+@attrs.frozen
+class AnthropicCutStream:
+    """The connection closes mid-reply: after the text deltas of ``text`` when streaming (no
+    content_block_stop, no message_stop), after half of the JSON body otherwise."""
+
+    text: str = "Partial ans"
+
+
+@attrs.frozen
+class AnthropicHang:
+    """No reply ever comes: the server holds the connection until the client closes it.
+    ``mid_stream``: first send the status, ``message_start`` and a ``ping``, then go silent
+    (what a stream idle timeout guards against) instead of staying silent from the start."""
+
+    mid_stream: bool = False
+
+
+AnthropicReply: TypeAlias = (
+    AnthropicText
+    | AnthropicToolUse
+    | AnthropicError
+    | AnthropicStreamError
+    | AnthropicCutStream
+    | AnthropicHang
+)
+
+
+@attrs.frozen
+class RecordedRequest:
+    """One request as the server received it; credential headers are redacted."""
+
+    method: str
+    path: str  # with the query string, e.g. "/v1/messages?beta=true"
+    headers: Mapping[str, str]  # names lower-cased
+    body: Any  # the decoded JSON body; the raw text if it was not JSON; None if empty
+
+    @property
+    def is_message(self) -> bool:
+        """A model call (``POST /v1/messages``), the kind of request a script answers."""
+        return self.method == "POST" and self.path.split("?", 1)[0] == "/v1/messages"
+
+    @property
+    def stream(self) -> bool:
+        """The request asked for a streamed (SSE) answer."""
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    @property
+    def messages(self) -> list[Any]:
+        """The body's ``messages`` array (empty if there is none)."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        return messages if isinstance(messages, list) else []
+
+    def texts(self, role: str | None = None) -> list[str]:
+        """Every text in the conversation this request carries, in order: text blocks, string
+        contents and the text of tool results; only the messages of ``role`` if given."""
+        out: list[str] = []
+        for message in self.messages:
+            if isinstance(message, dict) and role in (None, message.get("role")):
+                _collect_texts(message.get("content"), out)
+        return out
+
+    def last_user_text(self) -> str:
+        """The last text of the last user message: usually the prompt of this turn."""
+        for message in reversed(self.messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                texts: list[str] = []
+                _collect_texts(message.get("content"), texts)
+                if texts:
+                    return texts[-1]
+        return ""
+
+    def tool_results(self) -> list[Mapping[str, Any]]:
+        """The ``tool_result`` blocks of the last message (what the CLI sends after a tool ran)."""
+        if not self.messages or not isinstance(self.messages[-1], dict):
+            return []
+        content = self.messages[-1].get("content")
+        if not isinstance(content, list):
+            return []
+        return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def _collect_texts(content: Any, out: list[str]) -> None:
+    if isinstance(content, str):
+        out.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                out.append(str(block.get("text", "")))
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                _collect_texts(block.get("content"), out)
+
+
+# A script is either the replies to successive model calls, in order, or a function that
+# picks the reply for each model call from the request.
+AnthropicScript: TypeAlias = Iterable[AnthropicReply] | Callable[[RecordedRequest], AnthropicReply]
+
+
+@attrs.define(eq=False)
+class FakeAnthropic:
+    """A running fake API; build it with `open_fake_anthropic`. ``base_url`` is what the
+    client needs (``http://127.0.0.1:PORT``); ``requests`` lists every request received."""
+
+    base_url: str
+    requests: list[RecordedRequest] = attrs.field(factory=list)
+    _queue: deque[AnthropicReply] = attrs.field(factory=deque)
+    _picker: Callable[[RecordedRequest], AnthropicReply] | None = None
+    _count: AsyncValue[int] = attrs.field(factory=lambda: AsyncValue(0))
+    _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        """The model calls (``POST /v1/messages``) received so far."""
+        return [r for r in self.requests if r.is_message]
+
+    def set_script(self, script: AnthropicScript) -> None:
+        """Replace the replies still to come."""
+        self._queue.clear()
+        self._picker = None
+        if callable(script):
+            self._picker = script
+        else:
+            self._queue.extend(script)
+
+    def add_replies(self, *replies: AnthropicReply) -> None:
+        """Append replies to a sequence script (e.g. between two turns of one test)."""
+        if self._picker is not None:
+            raise TypeError("this fake answers with a function; use set_script to replace it")
+        self._queue.extend(replies)
+
+    async def wait_requests(self, count: int = 1) -> list[RecordedRequest]:
+        """Wait until at least ``count`` requests of any kind were received; return them all.
+
+        Cancellation: a plain wait, safe to cancel (e.g. under ``trio.fail_after``).
+        """
+        await self._count.wait_value(lambda n: n >= count)
+        return list(self.requests)
+
+    def claude_env(
+        self,
+        home: str,
+        *,
+        api_timeout_ms: int = 10_000,
+        stream_idle_timeout_ms: int = 10_000,
+    ) -> dict[str, str]:
+        """Environment for the real ``claude`` CLI to talk to this fake and nothing else.
+
+        ``home`` must be a fresh directory (the CLI keeps settings and transcripts there). The
+        CLI's own retries are off and its timeouts short, so a failing reply costs seconds.
+        """
+        return {
+            "HOME": home,
+            "ANTHROPIC_BASE_URL": self.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-00000000000000000000",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+            "API_TIMEOUT_MS": str(api_timeout_ms),
+            "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": str(stream_idle_timeout_ms),
+        }
+
+    def _record(self, request: RecordedRequest) -> None:
+        self.requests.append(request)
+        self._count.value = len(self.requests)
+
+    def _next_reply(self, request: RecordedRequest) -> AnthropicReply:
+        if self._picker is not None:
+            return self._picker(request)
+        if self._queue:
+            return self._queue.popleft()
+        used = len(self.message_requests) - 1
+        message = f"fake Anthropic API: script exhausted after {used} replies"
+        return AnthropicError(500, "api_error", message)
+
+    def _next_id(self) -> int:
+        return next(self._ids)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        # A client that goes away mid-reply is owed nothing.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            async with stream:
+                await _Connection(self, stream).run()
+
+
+@asynccontextmanager
+async def open_fake_anthropic(
+    script: AnthropicScript = (), *, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[FakeAnthropic]:
+    """Serve a fake Anthropic Messages API on ``host`` (an ephemeral port by default).
+
+    Model calls are answered from ``script``: a sequence of replies taken in order (one per
+    model call, the CLI's non-streaming retry included), or a function of the request. When a
+    sequence runs out, the fake answers 500 "script exhausted". ``count_tokens`` gets an
+    estimate; any other path a 404. Every request is recorded in ``api.requests``. An
+    exception raised by a script function propagates out of this context manager.
+
+    Cancellation: leaving the block cancels the server and every open connection, including
+    connections held by `AnthropicHang` replies.
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound_host, bound_port = listeners[0].socket.getsockname()[:2]
+    api = FakeAnthropic(base_url=f"http://{bound_host}:{bound_port}")
+    api.set_script(script)
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, api._serve_connection, listeners)
+        try:
+            yield api
+        except BaseException as exc:
+            # Re-raised below, outside the nursery, so that a failing assertion in the body
+            # reaches the test as itself and not wrapped in an ExceptionGroup.
+            body_error = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
+
+
+class _Connection:
+    """One HTTP/1.1 connection: requests in order, keep-alive, until either side closes."""
+
+    def __init__(self, api: FakeAnthropic, stream: trio.SocketStream) -> None:
+        self._api = api
+        self._stream = stream
+        self._h11 = h11.Connection(h11.SERVER)
+        self._head_only = False  # answering a HEAD request: headers as for GET, no body
+
+    async def run(self) -> None:
+        while True:
+            try:
+                request = await self._read_request()
+            except h11.RemoteProtocolError as exc:
+                if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    body = _error_body("invalid_request_error", str(exc), "req_fake_0")
+                    await self._send_json(400, body, "req_fake_0")
+                return
+            if request is None:
+                return
+            if not await self._respond(request):
+                return
+            if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+                return
+            self._h11.start_next_cycle()
+
+    async def _next_event(self) -> object:
+        while True:
+            event = self._h11.next_event()
+            if event is h11.NEED_DATA:
+                self._h11.receive_data(await self._stream.receive_some(65536))
+            else:
+                return event
+
+    async def _read_request(self) -> RecordedRequest | None:
+        event = await self._next_event()
+        if not isinstance(event, h11.Request):
+            return None  # ConnectionClosed (or PAUSED, which cannot happen between cycles)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            part = await self._next_event()
+            if isinstance(part, h11.Data):
+                size += len(part.data)
+                if size > _MAX_BODY_BYTES:
+                    raise h11.RemoteProtocolError(f"request body over {_MAX_BODY_BYTES} bytes")
+                chunks.append(part.data)
+            elif isinstance(part, h11.EndOfMessage):
+                break
+            else:
+                return None
+        raw = b"".join(chunks)
+        body: Any = None
+        if raw:
+            try:
+                body = msgspec.json.decode(raw)
+            except msgspec.DecodeError:
+                body = raw.decode("utf-8", errors="replace")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
+        request = RecordedRequest(
+            method=event.method.decode("ascii"),
+            path=event.target.decode("latin-1"),
+            headers=redact_mapping(headers),
+            body=body,
+        )
+        self._api._record(request)
+        return request
+
+    async def _respond(self, request: RecordedRequest) -> bool:
+        """Answer one request; False when the connection must close afterwards."""
+        n = self._api._next_id()
+        request_id = f"req_fake_{n}"
+        self._head_only = request.method == "HEAD"
+        route = request.path.split("?", 1)[0]
+        if request.method == "POST" and route == "/v1/messages/count_tokens":
+            estimate = max(1, len(msgspec.json.encode(request.body)) // 4)
+            await self._send_json(200, {"input_tokens": estimate}, request_id)
+            return True
+        if not request.is_message:
+            body = _error_body("not_found_error", f"no route {request.path}", request_id)
+            await self._send_json(404, body, request_id)
+            return True
+        reply = self._api._next_reply(request)
+        body_model = request.body.get("model") if isinstance(request.body, dict) else None
+        model = body_model if isinstance(body_model, str) else "claude-fake"
+        match reply:
+            case AnthropicText() | AnthropicToolUse():
+                message = _message(reply, f"msg_fake_{n}", reply.model or model, n)
+                if request.stream:
+                    await self._send_sse(_stream_events(message), request_id)
+                else:
+                    await self._send_json(200, message, request_id)
+                return True
+            case AnthropicError():
+                body = _error_body(reply.error_type, reply.message, request_id)
+                await self._send_json(reply.status, body, request_id, reply.headers)
+                return True
+            case AnthropicStreamError():
+                body = _error_body(reply.error_type, reply.message, request_id)
+                if not request.stream:
+                    await self._send_json(reply.status, body, request_id)
+                    return True
+                start = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
+                events = [*_stream_events(start)[:2], ("error", body)]
+                await self._send_sse(events, request_id)
+                return True
+            case AnthropicCutStream():
+                message = _message(AnthropicText(reply.text), f"msg_fake_{n}", model, n)
+                if request.stream:
+                    events = _stream_events(message)
+                    cut = next(i for i, e in enumerate(events) if e[0] == "content_block_stop")
+                    await self._send_sse(events[:cut], request_id, finish=False)
+                else:
+                    data = msgspec.json.encode(message)
+                    await self._send_head(200, _JSON_HEADERS, request_id, len(data))
+                    await self._send(h11.Data(data=data[: len(data) // 2]))
+                return False
+            case AnthropicHang():
+                if reply.mid_stream and request.stream:
+                    message = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
+                    await self._send_sse(_stream_events(message)[:2], request_id, finish=False)
+                await self._wait_client_gone()
+                return False
+
+    async def _send(self, event: h11.Event) -> None:
+        data = self._h11.send(event)
+        if data:
+            await self._stream.send_all(data)
+
+    async def _send_head(
+        self,
+        status: int,
+        headers: Sequence[tuple[str, str]],
+        request_id: str,
+        length: int | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        all_headers = [*headers, ("request-id", request_id), *(extra or {}).items()]
+        if length is not None:
+            all_headers.append(("content-length", str(length)))
+        reason = _REASONS.get(status, "")
+        await self._send(h11.Response(status_code=status, headers=all_headers, reason=reason))
+
+    async def _send_json(
+        self,
+        status: int,
+        body: Any,
+        request_id: str,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        data = msgspec.json.encode(body)
+        await self._send_head(status, _JSON_HEADERS, request_id, len(data), extra)
+        if not self._head_only:
+            await self._send(h11.Data(data=data))
+        await self._send(h11.EndOfMessage())
+
+    async def _send_sse(
+        self, events: Sequence[tuple[str, Any]], request_id: str, *, finish: bool = True
+    ) -> None:
+        # No content-length: h11 frames the body chunked, one chunk per event, as the API does.
+        await self._send_head(200, _SSE_HEADERS, request_id)
+        for name, data in events:
+            frame = b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
+            await self._send(h11.Data(data=frame))
+        if finish:
+            await self._send(h11.EndOfMessage())
+
+    async def _wait_client_gone(self) -> None:
+        # Whatever the client sends now is ignored; only its EOF (or a reset) ends the wait.
+        try:
+            while await self._stream.receive_some(65536):
+                pass
+        except trio.BrokenResourceError:
+            pass
+
+
+def _error_body(error_type: str, message: str, request_id: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": error_type, "message": message},
+        "request_id": request_id,
+    }
+
+
+def _message(
+    reply: AnthropicText | AnthropicToolUse, message_id: str, model: str, n: int
+) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if isinstance(reply, AnthropicText):
+        content.append({"type": "text", "text": reply.text})
+        stop_reason = "end_turn"
+    else:
+        if reply.text is not None:
+            content.append({"type": "text", "text": reply.text})
+        tool_id = reply.id or f"toolu_fake_{n}"
+        tool = {"type": "tool_use", "id": tool_id, "name": reply.name, "input": reply.input}
+        content.append(tool)
+        stop_reason = "tool_use"
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": reply.input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": reply.output_tokens,
+        },
+    }
+
+
+_TEXT_PIECES = re.compile(r"\s*\S+\s*|\s+")
+
+
+def _stream_events(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The SSE events that stream ``message``: message_start, ping, a start/delta.../stop
+    triple per content block, message_delta (stop reason, output usage), message_stop."""
+    usage = message["usage"]
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**usage, "output_tokens": 1},
+    }
+    events: list[tuple[str, Any]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            empty: dict[str, Any] = {"type": "text", "text": ""}
+            pieces = _TEXT_PIECES.findall(block["text"])
+            deltas = [{"type": "text_delta", "text": t} for t in pieces]
+        else:
+            empty = {**block, "input": {}}
+            encoded = msgspec.json.encode(block["input"]).decode()
+            cut = len(encoded) // 2
+            parts = ["", encoded[:cut], encoded[cut:]]
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in parts]
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": empty},
+            )
+        )
+        events.extend(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events

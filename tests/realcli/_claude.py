@@ -1,0 +1,405 @@
+"""Running the pinned real ``claude`` binary against the fake API, and cleaning up after it.
+
+Every process started here carries an env marker, so a test finds (and kills) exactly its
+own processes, including the Bash tool's, which the CLI starts in a session of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from trio_util import AsyncValue
+
+from agentrt._redact import redact, redact_mapping
+from agentrt.testing import FakeAnthropic
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION_FILE = Path(__file__).with_name("CLAUDE_VERSION")
+MARKER_VAR = "AGENTRT_TEST_MARKER"
+BASE_ARGS = ("-p", "--output-format", "stream-json", "--verbose")
+
+
+def claude_version() -> str:
+    """The pinned version (tests/realcli/CLAUDE_VERSION) unless AGENTRT_CLAUDE_VERSION says."""
+    return os.environ.get("AGENTRT_CLAUDE_VERSION") or VERSION_FILE.read_text().strip()
+
+
+def claude_binary(version: str | None = None) -> Path:
+    """Where ``make claude-cli`` installs that version."""
+    version = version or claude_version()
+    return REPO / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
+
+
+def npm_available() -> bool:
+    return shutil.which("npm") is not None
+
+
+def project_folder_name(cwd: Path | str) -> str:
+    """The CLI's folder name for a working directory: each non-alphanumeric becomes "-"."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+def transcript_path(home: Path, cwd: Path, session_id: str) -> Path:
+    """Where the CLI keeps the transcript of a session run in ``cwd``."""
+    return home / ".claude" / "projects" / project_folder_name(cwd) / f"{session_id}.jsonl"
+
+
+@attrs.frozen
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    cmdline: str
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """One process from /proc, or None if it is gone (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name is in parentheses and may itself hold spaces or parentheses.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], cmdline)
+
+
+def marked_processes(marker: str) -> list[ProcInfo]:
+    """Live processes whose environment carries ``AGENTRT_TEST_MARKER=<marker>``."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if needle in environ and (info := proc_info(int(entry))) is not None:
+            found.append(info)
+    return found
+
+
+async def kill_marked(marker: str) -> list[ProcInfo]:
+    """SIGKILL every marked process until none is left; return those that were alive.
+
+    Cancellation: shielded; bounded (5 s).
+    """
+    killed: list[ProcInfo] = []
+    with trio.move_on_after(5, shield=True):
+        while alive := marked_processes(marker):
+            for info in alive:
+                if info.pid not in {k.pid for k in killed}:
+                    killed.append(info)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info.pid, signal.SIGKILL)
+            await trio.sleep(0.02)
+    return killed
+
+
+@attrs.define
+class ClaudeRun:
+    """One claude process, its decoded stdout frames and its stderr, read as they come."""
+
+    process: trio.Process
+    args: Sequence[str]
+    prompt: str
+    env_changes: Mapping[str, str | None]
+    frames: list[dict[str, Any]] = attrs.field(factory=list)
+    bad_lines: list[bytes] = attrs.field(factory=list)
+    stderr: bytearray = attrs.field(factory=bytearray)
+    started: float = attrs.field(factory=time.monotonic)
+    ended: float | None = None
+    _count: Any = attrs.field(factory=lambda: AsyncValue(0))
+    _eof: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    @property
+    def duration(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        results = self.of_type("result")
+        return results[-1] if results else None
+
+    @property
+    def session_id(self) -> str | None:
+        for frame in self.frames:
+            if isinstance(frame.get("session_id"), str):
+                return str(frame["session_id"])
+        return None
+
+    def of_type(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
+        return [
+            f
+            for f in self.frames
+            if f.get("type") == type_ and (subtype is None or f.get("subtype") == subtype)
+        ]
+
+    async def wait_frame(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Wait for the first frame (seen so far or to come) that satisfies ``predicate``."""
+        checked = 0
+        while True:
+            for frame in self.frames[checked:]:
+                if predicate(frame):
+                    return frame
+            checked = len(self.frames)
+            await self._count.wait_value(lambda n, c=checked: n > c)
+
+    async def wait(self) -> int:
+        """Wait for the exit and for stdout/stderr to be read to their ends."""
+        code = await self.process.wait()
+        await self._eof.wait()
+        return code
+
+    def _add_line(self, line: bytes) -> None:
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            self.bad_lines.append(line)
+            return
+        self.frames.append(frame)
+        self._count.value = len(self.frames)
+
+
+def base_env(api: FakeAnthropic, home: Path, marker: str) -> dict[str, str]:
+    """The whole environment of a test's claude process, before the test's own changes."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(home / "tmp"),
+        MARKER_VAR: marker,
+        **api.claude_env(str(home)),
+    }
+
+
+@asynccontextmanager
+async def open_claude(
+    args: Sequence[str],
+    *,
+    api: FakeAnthropic,
+    home: Path,
+    cwd: Path,
+    prompt: str,
+    marker: str,
+    env: Mapping[str, str | None] | None = None,
+    binary: Path | None = None,
+) -> AsyncIterator[ClaudeRun]:
+    """Start ``claude -p --output-format stream-json --verbose ARGS`` with the prompt on stdin.
+
+    The environment is only PATH, locale, TMPDIR (``home``/tmp: the CLI keeps sockets there
+    and leaves them behind when killed) and ``api.claude_env(home)``, then ``env`` (a None
+    value removes a variable). On leaving, however it is left: SIGKILL to the CLI's group and
+    to every marked process (the Bash tool runs in its own session).
+
+    Cancellation: the cleanup is shielded and bounded.
+    """
+    (home / "tmp").mkdir(exist_ok=True)
+    changed = {**base_env(api, home, marker), **(env or {})}
+    full_env = {k: v for k, v in changed.items() if v is not None}
+    argv = [str(binary or claude_binary()), *BASE_ARGS, *args]
+    process = await trio.lowlevel.open_process(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=full_env,
+        cwd=str(cwd),
+        start_new_session=True,
+    )
+    run = ClaudeRun(process, tuple(args), prompt, dict(env or {}))
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_streams, run)
+            assert process.stdin is not None
+            # The CLI may exit before it reads stdin (e.g. when it refuses its arguments).
+            with contextlib.suppress(trio.BrokenResourceError):
+                await process.stdin.send_all(prompt.encode())
+            await process.stdin.aclose()
+            try:
+                yield run
+            except BaseException as exc:
+                # Re-raised outside the nursery, so a failed assertion is not wrapped in a group.
+                body_error = exc
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            with trio.move_on_after(5):
+                await process.wait()
+            await kill_marked(marker)
+    if body_error is not None:
+        raise body_error
+
+
+async def _read_streams(run: ClaudeRun) -> None:
+    async def stdout() -> None:
+        assert run.process.stdout is not None
+        pending = b""
+        while data := await run.process.stdout.receive_some(65536):
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    run._add_line(line)
+        if pending.strip():
+            run._add_line(pending)
+
+    async def stderr() -> None:
+        assert run.process.stderr is not None
+        while data := await run.process.stderr.receive_some(65536):
+            run.stderr += data
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stdout)
+        nursery.start_soon(stderr)
+    run.ended = time.monotonic()
+    run._eof.set()
+
+
+FIXTURES = REPO / "tests" / "fixtures" / "claude"
+RECORD_VAR = "AGENTRT_RECORD_FIXTURES"
+
+
+@attrs.frozen
+class Claude:
+    """The pinned binary, a fake API, a fresh HOME and project directory, a process marker."""
+
+    binary: Path
+    version: str
+    api: FakeAnthropic
+    home: Path
+    project: Path
+    marker: str
+
+    def open(
+        self, args: Sequence[str] = (), *, prompt: str, env: Mapping[str, str | None] | None = None
+    ) -> contextlib.AbstractAsyncContextManager[ClaudeRun]:
+        return open_claude(
+            args,
+            api=self.api,
+            home=self.home,
+            cwd=self.project,
+            prompt=prompt,
+            marker=self.marker,
+            env=env,
+            binary=self.binary,
+        )
+
+    async def run(
+        self, args: Sequence[str] = (), *, prompt: str, env: Mapping[str, str | None] | None = None
+    ) -> ClaudeRun:
+        """Run to the end. Cancellation: bound it with ``trio.fail_after``."""
+        async with self.open(args, prompt=prompt, env=env) as run:
+            await run.wait()
+        return run
+
+    def transcript(self, session_id: str) -> Path:
+        return transcript_path(self.home, self.project, session_id)
+
+    def record(self, name: str, run: ClaudeRun, *, description: str, script: str) -> None:
+        """With AGENTRT_RECORD_FIXTURES=1, keep this run's stdout as a fixture for backend
+        tests: tests/fixtures/claude/<version>/<name>.jsonl, described in MANIFEST.json.
+        Paths and the fake's port are normalized; credential-shaped text is redacted."""
+        if os.environ.get(RECORD_VAR) != "1":
+            return
+        folder = FIXTURES / self.version
+        folder.mkdir(parents=True, exist_ok=True)
+        # Compact and unescaped, as the CLI itself prints its lines.
+        lines = [
+            json.dumps(self._normalize_strings(frame), separators=(",", ":"), ensure_ascii=False)
+            for frame in run.frames
+        ]
+        (folder / f"{name}.jsonl").write_text("".join(line + "\n" for line in lines), "utf-8")
+        manifest_path = folder / "MANIFEST.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        manifest["claude_version"] = self.version
+        manifest["recorded_by"] = f"{RECORD_VAR}=1 .venv/bin/pytest tests/realcli"
+        manifest["command"] = " ".join(["claude", *BASE_ARGS, "<args>"]) + ", prompt on stdin"
+        env = redact_mapping(base_env(self.api, self.home, "<per test>"))
+        manifest["base_env"] = {k: self._normalize(v) for k, v in env.items() if k != "PATH"}
+        manifest.setdefault("fixtures", {})[name] = {
+            "description": description,
+            "args": [self._normalize(a) for a in run.args],
+            "env_changes": dict(run.env_changes),
+            "prompt": run.prompt,
+            "fake_api_script": script,
+            "exit": run.returncode,
+            "stderr": self._normalize(run.stderr.decode(errors="replace")),
+            "frames": len(lines),
+        }
+        manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
+        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+
+    def _normalize_strings(self, value: Any) -> Any:
+        # String by string: redact() on JSON text would also hit `"input_tokens": 10`.
+        if isinstance(value, str):
+            return self._normalize(value)
+        if isinstance(value, list):
+            return [self._normalize_strings(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._normalize_strings(v) for k, v in value.items()}
+        return value
+
+    def _normalize(self, text: str) -> str:
+        for path, stand_in in ((self.home, "/home/user"), (self.project, "/work/project")):
+            text = text.replace(str(path), stand_in)
+            text = text.replace(project_folder_name(path), project_folder_name(stand_in))
+        text = text.replace(self.api.base_url.removeprefix("http://"), "127.0.0.1:PORT")
+        return redact(text)
+
+
+async def wait_for_process(marker: str, predicate: Callable[[ProcInfo], bool]) -> ProcInfo:
+    """Poll /proc until a marked process satisfies ``predicate`` (no event exists to wait on).
+
+    Cancellation: bound it with ``trio.fail_after``.
+    """
+    while True:
+        for info in marked_processes(marker):
+            if predicate(info):
+                return info
+        await trio.sleep(0.05)
+
+
+async def wait_until_gone(marker: str) -> None:
+    """Poll /proc until no marked process is alive.
+
+    Cancellation: bound it with ``trio.move_on_after`` and look again.
+    """
+    # Polling: nothing signals the exit of a process that is not our child.
+    while True:
+        if not marked_processes(marker):
+            return
+        await trio.sleep(0.05)

@@ -1,0 +1,483 @@
+"""The fake Anthropic Messages API, driven by a plain HTTP/1.1 client (no CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import attrs
+import h11
+import pytest
+import trio
+
+from agentrt.testing import (
+    AnthropicCutStream,
+    AnthropicError,
+    AnthropicHang,
+    AnthropicStreamError,
+    AnthropicText,
+    AnthropicToolUse,
+    FakeAnthropic,
+    RecordedRequest,
+    open_fake_anthropic,
+)
+
+
+@attrs.frozen
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    complete: bool  # False: the server closed the connection mid-body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def events(self) -> list[tuple[str, Any]]:
+        """The SSE events of the body, as (event name, decoded data)."""
+        out = []
+        for frame in self.body.decode().split("\n\n"):
+            if frame:
+                name_line, data_line = frame.split("\n")
+                assert name_line.startswith("event: ") and data_line.startswith("data: ")
+                out.append((name_line[7:], json.loads(data_line[6:])))
+        return out
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection to the fake."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.conn = h11.Connection(h11.CLIENT)
+
+    async def next_event(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            self.conn.receive_data(await self.stream.receive_some(65536))
+
+    async def send(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        all_headers = [("host", "fake"), ("content-length", str(len(data)))]
+        all_headers += list((headers or {}).items())
+        events = [h11.Request(method=method, target=path, headers=all_headers)]
+        events += [h11.Data(data=data), h11.EndOfMessage()] if data else [h11.EndOfMessage()]
+        for event in events:
+            await self.stream.send_all(self.conn.send(event) or b"")
+
+    async def response_head(self) -> h11.Response:
+        event = await self.next_event()
+        assert isinstance(event, h11.Response), event
+        return event
+
+    async def read(self) -> Reply:
+        head = await self.response_head()
+        chunks: list[bytes] = []
+        complete = True
+        try:
+            while True:
+                event = await self.next_event()
+                if isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+        except h11.RemoteProtocolError:
+            complete = False  # "peer closed connection without sending complete message body"
+        if complete and self.conn.our_state is h11.DONE:
+            self.conn.start_next_cycle()
+        headers = {k.decode(): v.decode() for k, v in head.headers}
+        return Reply(head.status_code, headers, b"".join(chunks), complete)
+
+    async def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Reply:
+        await self.send(method, path, body, headers)
+        return await self.read()
+
+
+async def connect(api: FakeAnthropic) -> Client:
+    host, port = api.base_url.removeprefix("http://").rsplit(":", 1)
+    return Client(await trio.open_tcp_stream(host, int(port)))
+
+
+def message_body(prompt: str = "hi", *, stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": "claude-test-1",
+        "max_tokens": 100,
+        "stream": stream,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+    }
+
+
+async def post_message(
+    api: FakeAnthropic, prompt: str = "hi", *, stream: bool = True, **kw: Any
+) -> Reply:
+    client = await connect(api)
+    async with client.stream:
+        return await client.request(
+            "POST", "/v1/messages?beta=true", message_body(prompt, stream=stream), **kw
+        )
+
+
+def joined_text(events: list[tuple[str, Any]], index: int) -> str:
+    return "".join(
+        d["delta"]["text"]
+        for n, d in events
+        if n == "content_block_delta" and d["index"] == index and d["delta"]["type"] == "text_delta"
+    )
+
+
+async def test_text_reply_streams_in_the_real_event_order() -> None:
+    text = "Hello there, this is a longer answer."
+    async with open_fake_anthropic([AnthropicText(text, input_tokens=12, output_tokens=7)]) as api:
+        assert api.base_url.startswith("http://127.0.0.1:")
+        reply = await post_message(api)
+    assert reply.status == 200 and reply.complete
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    assert reply.headers["transfer-encoding"] == "chunked"
+    assert reply.headers["request-id"].startswith("req_")
+    events = reply.events()
+    names = [n for n, _ in events]
+    deltas = names.count("content_block_delta")
+    assert deltas > 1  # the text arrives in pieces, as from the real API
+    assert names == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        *["content_block_delta"] * deltas,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    start = events[0][1]["message"]
+    assert start["model"] == "claude-test-1"  # echoed from the request
+    assert start["role"] == "assistant" and start["content"] == [] and start["stop_reason"] is None
+    assert start["usage"]["input_tokens"] == 12
+    assert events[2][1]["content_block"] == {"type": "text", "text": ""}
+    assert joined_text(events, 0) == text
+    delta = events[-2][1]
+    assert delta["delta"]["stop_reason"] == "end_turn"
+    assert delta["usage"] == {"output_tokens": 7}
+
+
+async def test_tool_use_streams_its_input_as_json_deltas() -> None:
+    tool = AnthropicToolUse("Bash", {"command": "echo start; sleep 300"}, text="Running it.")
+    async with open_fake_anthropic([tool]) as api:
+        reply = await post_message(api)
+    events = reply.events()
+    starts = [d["content_block"] for n, d in events if n == "content_block_start"]
+    assert starts[0] == {"type": "text", "text": ""}
+    assert starts[1] == {"type": "tool_use", "id": "toolu_fake_1", "name": "Bash", "input": {}}
+    assert joined_text(events, 0) == "Running it."
+    partial = [
+        d["delta"]["partial_json"]
+        for n, d in events
+        if n == "content_block_delta" and d["index"] == 1
+    ]
+    assert all(
+        d["delta"]["type"] == "input_json_delta"
+        for n, d in events
+        if n == "content_block_delta" and d["index"] == 1
+    )
+    assert len(partial) > 1
+    assert json.loads("".join(partial)) == {"command": "echo start; sleep 300"}
+    assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+async def test_non_streaming_request_gets_the_whole_message_as_json() -> None:
+    tool = AnthropicToolUse("Bash", {"command": "ls"}, id="toolu_given")
+    async with open_fake_anthropic([AnthropicText("plain", model="claude-x"), tool]) as api:
+        first = await post_message(api, stream=False)
+        second = await post_message(api, stream=False)
+    assert first.status == 200
+    assert first.headers["content-type"] == "application/json"
+    message = first.json()
+    assert message["model"] == "claude-x"
+    assert message["content"] == [{"type": "text", "text": "plain"}]
+    assert message["stop_reason"] == "end_turn"
+    assert message["usage"]["output_tokens"] == 5
+    assert second.json()["content"] == [
+        {"type": "tool_use", "id": "toolu_given", "name": "Bash", "input": {"command": "ls"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "error_type"),
+    [
+        (AnthropicError.authentication(), 401, "authentication_error"),
+        (AnthropicError.rate_limit(retry_after=7), 429, "rate_limit_error"),
+        (AnthropicError.overloaded(), 529, "overloaded_error"),
+        (AnthropicError.server(), 500, "api_error"),
+    ],
+)
+async def test_http_errors_carry_the_api_error_body(
+    error: AnthropicError, status: int, error_type: str
+) -> None:
+    async with open_fake_anthropic([error]) as api:
+        reply = await post_message(api)
+    assert reply.status == status and reply.complete
+    body = reply.json()
+    assert body["type"] == "error"
+    assert body["error"]["type"] == error_type
+    assert body["request_id"] == reply.headers["request-id"]
+    if status == 429:
+        assert reply.headers["retry-after"] == "7"
+
+
+async def test_stream_error_event_after_a_good_start() -> None:
+    async with open_fake_anthropic([AnthropicStreamError(), AnthropicStreamError()]) as api:
+        streamed = await post_message(api)
+        plain = await post_message(api, stream=False)
+    assert streamed.status == 200 and streamed.complete
+    events = streamed.events()
+    assert [n for n, _ in events] == ["message_start", "ping", "error"]
+    assert events[-1][1]["error"] == {"type": "overloaded_error", "message": "Overloaded"}
+    assert plain.status == 529
+    assert plain.json()["error"]["type"] == "overloaded_error"
+
+
+async def test_cut_stream_closes_the_connection_mid_reply() -> None:
+    script = [AnthropicCutStream("Partial answer"), AnthropicCutStream()]
+    async with open_fake_anthropic(script) as api:
+        streamed = await post_message(api)
+        plain = await post_message(api, stream=False)
+    assert streamed.status == 200 and not streamed.complete
+    # The body breaks off after the text deltas: no block stop, no message_delta/stop.
+    events = streamed.events()
+    assert [n for n, _ in events][-1] == "content_block_delta"
+    assert joined_text(events, 0) == "Partial answer"
+    assert plain.status == 200 and not plain.complete
+    assert len(plain.body) < int(plain.headers["content-length"])
+
+
+async def test_hang_sends_nothing_until_the_client_leaves() -> None:
+    async with open_fake_anthropic([AnthropicHang()]) as api:
+        client = await connect(api)
+        async with client.stream:
+            await client.send("POST", "/v1/messages", message_body())
+            # The request is recorded at once; the answer never comes.
+            await api.wait_requests(1)
+            with trio.move_on_after(0.3) as scope:
+                await client.stream.receive_some(1)
+            assert scope.cancelled_caught
+
+
+async def test_hang_mid_stream_sends_the_start_then_goes_silent() -> None:
+    async with open_fake_anthropic([AnthropicHang(mid_stream=True)]) as api:
+        client = await connect(api)
+        async with client.stream:
+            await client.send("POST", "/v1/messages", message_body())
+            head = await client.response_head()
+            assert head.status_code == 200
+            received = b""
+            with trio.move_on_after(0.3) as scope:
+                while True:
+                    event = await client.next_event()
+                    assert isinstance(event, h11.Data), event
+                    received += event.data
+            assert scope.cancelled_caught
+    assert b"event: message_start" in received and b"event: ping" in received
+    assert b"content_block" not in received
+
+
+async def test_leaving_the_fake_ends_hanging_connections() -> None:
+    with trio.fail_after(5):
+        async with open_fake_anthropic([AnthropicHang()]) as api:
+            client = await connect(api)
+            await client.send("POST", "/v1/messages", message_body())
+            await api.wait_requests(1)
+        # The server side of the held connection is closed: the client reads EOF.
+        assert await client.stream.receive_some(1) == b""
+        await client.stream.aclose()
+
+
+async def test_requests_are_recorded_with_credentials_redacted() -> None:
+    async with open_fake_anthropic([AnthropicText("a")]) as api:
+        reply = await post_message(
+            api,
+            "my prompt",
+            headers={
+                "x-api-key": "sk-ant-api03-verysecretvalue",
+                "authorization": "Bearer abcdefghijkl",
+                "anthropic-version": "2023-06-01",
+            },
+        )
+    assert reply.status == 200
+    (request,) = api.requests
+    assert request.method == "POST"
+    assert request.path == "/v1/messages?beta=true"
+    assert request.is_message and request.stream
+    assert request.headers["x-api-key"] == "[REDACTED]"
+    assert request.headers["authorization"] == "[REDACTED]"
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "verysecret" not in repr(api.requests)
+    assert request.body == message_body("my prompt")
+
+
+async def test_request_helpers_read_the_conversation() -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": "first prompt"},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "first answer"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "tool output"},
+                    {"type": "text", "text": "second prompt"},
+                ],
+            },
+        ]
+    }
+    request = RecordedRequest("POST", "/v1/messages", {}, body)
+    assert request.texts() == [
+        "first prompt",
+        "# Environment",
+        "first answer",
+        "tool output",
+        "second prompt",
+    ]
+    assert request.texts("assistant") == ["first answer"]
+    assert request.last_user_text() == "second prompt"
+    assert [r["tool_use_id"] for r in request.tool_results()] == ["t1"]
+    empty = RecordedRequest("GET", "/", {}, None)
+    assert empty.messages == [] and empty.texts() == [] and empty.last_user_text() == ""
+    assert not empty.stream and not empty.is_message
+
+
+async def test_script_function_decides_from_the_request() -> None:
+    seen: list[str] = []
+
+    def answer(request: RecordedRequest) -> AnthropicText:
+        seen.append(request.last_user_text())
+        return AnthropicText(f"echo: {request.last_user_text()}")
+
+    async with open_fake_anthropic(answer) as api:
+        one = await post_message(api, "one", stream=False)
+        two = await post_message(api, "two", stream=False)
+        with pytest.raises(TypeError):
+            api.add_replies(AnthropicText("x"))
+    assert seen == ["one", "two"]
+    assert one.json()["content"][0]["text"] == "echo: one"
+    assert two.json()["content"][0]["text"] == "echo: two"
+
+
+async def test_script_function_error_propagates_out_of_the_fake() -> None:
+    def broken(request: RecordedRequest) -> AnthropicText:
+        raise ValueError("script bug")
+
+    with pytest.RaisesGroup(ValueError, flatten_subgroups=True):
+        async with open_fake_anthropic(broken) as api:
+            await post_message(api)
+
+
+async def test_body_errors_leave_the_fake_unwrapped() -> None:
+    with pytest.raises(KeyError):
+        async with open_fake_anthropic():
+            raise KeyError("from the test body")
+
+
+async def test_script_runs_out_then_answers_500_and_can_be_extended() -> None:
+    async with open_fake_anthropic([AnthropicText("one")]) as api:
+        assert (await post_message(api, stream=False)).status == 200
+        exhausted = await post_message(api, stream=False)
+        api.add_replies(AnthropicText("two"))
+        extended = await post_message(api, stream=False)
+        api.set_script([AnthropicText("three")])
+        replaced = await post_message(api, stream=False)
+    assert exhausted.status == 500
+    assert "script exhausted after 1 replies" in exhausted.json()["error"]["message"]
+    assert extended.json()["content"][0]["text"] == "two"
+    assert replaced.json()["content"][0]["text"] == "three"
+
+
+async def test_other_endpoints_keep_alive_and_do_not_use_the_script() -> None:
+    async with open_fake_anthropic([AnthropicText("only")]) as api:
+        client = await connect(api)
+        async with client.stream:
+            counted = await client.request(
+                "POST", "/v1/messages/count_tokens?beta=true", message_body()
+            )
+            missing = await client.request("GET", "/v1/models")
+            head = await client.request("HEAD", "/api/hello")
+            answered = await client.request("POST", "/v1/messages", message_body(stream=False))
+    assert counted.status == 200 and counted.json()["input_tokens"] > 0
+    assert missing.status == 404 and missing.json()["error"]["type"] == "not_found_error"
+    assert head.status == 404 and head.body == b""
+    assert answered.json()["content"][0]["text"] == "only"
+    assert len(api.requests) == 4
+    assert [r.path for r in api.message_requests] == ["/v1/messages"]
+
+
+async def test_malformed_request_gets_400() -> None:
+    async with open_fake_anthropic() as api:
+        host, port = api.base_url.removeprefix("http://").rsplit(":", 1)
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            await stream.send_all(b"NOT HTTP AT ALL\r\n\r\n")
+            data = b""
+            while chunk := await stream.receive_some(65536):
+                data += chunk
+    assert data.startswith(b"HTTP/1.1 400 ")
+    assert api.requests == []
+
+
+async def test_wait_requests_returns_once_enough_arrived() -> None:
+    script = [AnthropicText("a"), AnthropicText("b")]
+    async with open_fake_anthropic(script) as api, trio.open_nursery() as nursery:
+        nursery.start_soon(post_message, api)
+        first = await api.wait_requests(1)
+        assert len(first) == 1
+        nursery.start_soon(post_message, api)
+        both = await api.wait_requests(2)
+    assert len(both) == 2
+
+
+def test_claude_env_points_the_cli_at_the_fake_only() -> None:
+    api = FakeAnthropic(base_url="http://127.0.0.1:4567")
+    env = api.claude_env("/tmp/home", api_timeout_ms=3000)
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4567"
+    assert env["HOME"] == "/tmp/home"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert env["API_TIMEOUT_MS"] == "3000"
+    assert env["CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"] == "10000"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+
+
+async def test_command_line_prints_its_url_and_echoes_prompts() -> None:
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "agentrt.testing.fake_anthropic", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        with trio.fail_after(20):
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await proc.stdout.receive_some(1)
+            name, url = line.decode().strip().split("=", 1)
+            assert name == "ANTHROPIC_BASE_URL"
+            api = FakeAnthropic(base_url=url)  # only for connect(); the server is the child
+            reply = await post_message(api, "ping me", stream=False)
+            assert reply.json()["content"][0]["text"] == "You said: ping me"
+            log = b""
+            while b"\n" not in log:
+                log += await proc.stderr.receive_some(65536)
+            assert log.decode().startswith("POST /v1/messages?beta=true")
+        proc.send_signal(signal.SIGINT)
+        with trio.fail_after(10):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            with trio.CancelScope(shield=True):
+                await proc.wait()
