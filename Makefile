@@ -5,7 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest clean codex-cli
+
+# The codex CLI the real-binary tests drive: the version pinned in tests/realcli/CODEX_VERSION
+# (or $AGENTRT_CODEX_VERSION), from the npm registry, in a project-local folder (gitignored).
+AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
+export AGENTRT_CODEX_VERSION
+CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +22,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m agentrt demo
 
-test: $(STAMP) lint typecheck pytest
+test: $(STAMP) codex-cli lint typecheck pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentrt backends tests examples bench
@@ -27,6 +33,18 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+codex-cli:
+	@if [ -x $(CODEX_DIR)/node_modules/.bin/codex ]; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then \
+	  echo "npm not found: not installing codex $(AGENTRT_CODEX_VERSION); its realcli tests will skip"; \
+	else \
+	  echo "installing @openai/codex@$(AGENTRT_CODEX_VERSION) into $(CODEX_DIR)"; \
+	  rm -rf $(CODEX_DIR).partial && \
+	  npm install --prefix $(CODEX_DIR).partial --no-save --no-audit --no-fund --ignore-scripts \
+	    --loglevel=error @openai/codex@$(AGENTRT_CODEX_VERSION) && \
+	  mv $(CODEX_DIR).partial $(CODEX_DIR); \
+	fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
