@@ -206,6 +206,13 @@ async def test_http_error_has_an_openai_error_body_and_retry_after() -> None:
     }
 
 
+async def test_http_error_with_a_status_the_stdlib_does_not_name() -> None:
+    async with open_fake_openai([OpenAIError(529, "overloaded", type="overloaded_error")]) as api:
+        answer = await (await client(api.port)).request(body={})
+    assert answer.status == 529 and "retry-after" not in answer.headers
+    assert json.loads(answer.body)["error"]["type"] == "overloaded_error"
+
+
 async def test_cut_stream_closes_the_connection_after_n_events() -> None:
     async with open_fake_openai([OpenAIReply((OpenAIMessage("a b c d"),), cut_after=3)]) as api:
         answer = await (await client(api.port)).request(body={})

@@ -52,7 +52,10 @@ class ResponseWriter:
     async def _head(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         assert not self.started, "one response per request"
         self.started = True
-        reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:  # 529 and other codes the stdlib does not name
+            reason = ""
         lines = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers)]
         await self._stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
