@@ -299,6 +299,17 @@ _json = st.recursive(
     ),
     max_leaves=10,
 )
+_item = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            [
+                *("agent_message", "reasoning", "command_execution", "file_change"),
+                *("mcp_tool_call", "web_search", "todo_list", "error"),
+            ]
+        )
+    },
+    optional={k: _json for k in ("id", "text", "status", "server", "tool", "command")},
+)
 _typed = st.fixed_dictionaries(
     {
         "type": st.sampled_from(
@@ -308,7 +319,13 @@ _typed = st.fixed_dictionaries(
             ]
         )
     },
-    optional={"item": _json, "usage": _json, "error": _json, "thread_id": _json, "message": _json},
+    optional={
+        "item": _item | _json,
+        "usage": _json,
+        "error": _json,
+        "thread_id": _json,
+        "message": _json,
+    },
 )
 
 

@@ -276,7 +276,7 @@ def _tool_name(item: Mapping[str, Any]) -> str:
     kind = item.get("type")
     if kind == "mcp_tool_call":
         return f"mcp__{item.get('server')}__{item.get('tool')}"
-    return str(kind) if kind in _TOOL_ITEMS else ""
+    return kind if isinstance(kind, str) and kind in _TOOL_ITEMS else ""
 
 
 def _signal_name(number: int) -> str:
