@@ -159,6 +159,7 @@ class FakeOpenAI:
 
     @property
     def model_calls(self) -> list[OpenAIRequest]:
+        """The recorded ``POST .../responses`` requests, in order."""
         return [r for r in self.requests if _is_model_call(r)]
 
     @property
