@@ -1,0 +1,154 @@
+"""Option checks shared by the backends, and the cattrs structuring that turns the first
+unknown key or bad value into an `agentrt.InvalidOptions`."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, override
+
+from agentrt import InvalidOptions
+
+T = TypeVar("T")
+Check = Callable[[Any], Any]
+
+
+class Bad(ValueError):
+    """A check's verdict: why a value is refused (the parser adds the key and the value)."""
+
+
+def string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Bad(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def text(value: Any) -> str:
+    if not string(value):
+        raise Bad("expected a non-empty string")
+    return value  # type: ignore[no-any-return]
+
+
+def path(value: Any) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise Bad("expected a path (a non-empty str or os.PathLike)")
+    if "\0" in value:
+        raise Bad("a path cannot contain a NUL byte")
+    return value
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Bad(f"expected True or False, got {type(value).__name__}")
+    return value
+
+
+def suggest(value: str, known: tuple[str, ...]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known``, or nothing."""
+    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def choice(allowed: tuple[str, ...]) -> Check:
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or value not in allowed:
+            hint = suggest(value, allowed) if isinstance(value, str) else ""
+            raise Bad(f"expected one of {', '.join(map(repr, allowed))}{hint}")
+        return value
+
+    return check
+
+
+def strings(value: Any) -> tuple[str, ...]:
+    # A bare string is refused: iterating it would pass one character per item.
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise Bad("expected a list of non-empty strings")
+    return tuple(value)
+
+
+def paths(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    try:
+        return tuple(path(v) for v in items)
+    except Bad:
+        raise Bad("expected a path or a list of paths (str or os.PathLike)") from None
+
+
+def env_mapping(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise Bad("expected a mapping of variable names to string values")
+    for name, val in value.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise Bad(f"variable name {name!r} is not a valid environment variable name")
+        if not isinstance(val, str) or "\0" in val:
+            # Named by its variable only: the value may well be a credential.
+            raise Bad(f"the value of {name} must be a str with no NUL byte")
+    return dict(value)
+
+
+def make_parser(
+    cls: type[T],
+    checks: Mapping[str, Check],
+    *,
+    shown: Callable[[str, Any], Any] = lambda key, value: value,
+) -> Callable[[Mapping[str, Any]], T]:
+    """A function from raw options to ``cls`` that runs ``checks[field]`` on each given value.
+
+    A ``None`` value means "unset". The first unknown key is reported with the closest known
+    one; a bad value with its key, the value as ``shown(key, value)`` lets an error show it,
+    and why. Each attrs field of ``cls`` needs exactly one check."""
+    assert set(checks) == {a.name for a in attrs.fields(cls)}  # type: ignore[arg-type]
+    known = tuple(checks)
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    overrides = {name: override(struct_hook=_hook(check)) for name, check in checks.items()}
+    converter.register_structure_hook(
+        cls,
+        # mypy cannot tell these per-attribute overrides from the function's own keywords.
+        make_dict_structure_fn(
+            cls,
+            converter,
+            _cattrs_forbid_extra_keys=True,
+            **overrides,  # type: ignore[arg-type]
+        ),
+    )
+
+    def parse(raw: Mapping[str, Any]) -> T:
+        if not isinstance(raw, Mapping):
+            raise InvalidOptions("options", raw, "expected a mapping of option names to values")
+        given = {k: v for k, v in raw.items() if v is not None}
+        try:
+            return converter.structure(given, cls)
+        except cattrs.ClassValidationError as exc:
+            raise _invalid(exc, given, known, shown) from exc
+
+    return parse
+
+
+def _hook(check: Check) -> Callable[[Any, Any], Any]:
+    return lambda value, _type: check(value)
+
+
+def _invalid(
+    exc: cattrs.ClassValidationError,
+    given: Mapping[str, Any],
+    known: tuple[str, ...],
+    shown: Callable[[str, Any], Any],
+) -> InvalidOptions:
+    for sub in exc.exceptions:
+        if isinstance(sub, cattrs.ForbiddenExtraKeysError):
+            key = sorted(map(str, sub.extra_fields))[0]
+            hint = suggest(key, known) or f"; known options: {', '.join(known)}"
+            return InvalidOptions(key, shown(key, given.get(key)), f"unknown option{hint}")
+    for sub in exc.exceptions:
+        for note in getattr(sub, "__notes__", ()):
+            name = getattr(note, "name", None)
+            if name in known:
+                return InvalidOptions(name, shown(name, given.get(name)), str(sub))
+    raise AssertionError("cattrs reported an error for no option") from exc

@@ -1,0 +1,43 @@
+"""`CodexBackend`: OpenAI's codex CLI described as pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentrt import Usage
+from agentrt.backend import Command
+
+from ._command import build_command, build_version_command
+from ._options import CodexOptions, parse_options
+from ._translate import CodexTranslator
+
+
+class CodexBackend:
+    """Drives ``codex exec --json`` (``exec resume`` for later turns); registered as
+    ``backend="codex"``. ``environ`` stands in for ``os.environ`` (for tests)."""
+
+    name = "codex"
+
+    def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = environ
+
+    def parse_options(self, raw: Mapping[str, Any]) -> CodexOptions:
+        """Validate options up front; raise `agentrt.InvalidOptions` naming key and value."""
+        return parse_options(raw)
+
+    def command(self, options: CodexOptions, prompt: str, *, session_id: str | None) -> Command:
+        """The command for one turn; ``exec resume session_id`` when a session id is given."""
+        return build_command(options, prompt, session_id=session_id, environ=self._environ)
+
+    def translator(
+        self, options: CodexOptions, *, usage_baseline: Usage | None = None
+    ) -> CodexTranslator:
+        """A fresh translator for one turn. ``usage_baseline``: the usage already recorded
+        for the session being resumed, so the turn reports its own share of codex's running
+        thread totals (see `CodexTranslator`)."""
+        return CodexTranslator(model=options.model, usage_baseline=usage_baseline)
+
+    def version_command(self, options: CodexOptions) -> Command:
+        """``codex --version`` (for doctor and the flag canary)."""
+        return build_version_command(options, environ=self._environ)

@@ -1,0 +1,183 @@
+"""Driving the pinned codex binary against the fake OpenAI API, for the smoke tests and the
+fixture capture script (see CODEX.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from agentrt import Event
+from agentrt.backend import Command, ExitStatus
+from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
+from backends.codex import CodexBackend, CodexOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+# Set in every codex process a test starts: how the sweep finds what codex left behind,
+# including its sandbox helpers, which run in sessions (and PID namespaces) of their own.
+MARKER_VAR = "AGENTRT_TEST_RUN"
+FAKE_KEY = "sk-fake-0000000000000000"
+
+
+def codex_version() -> str:
+    """The pinned version: $AGENTRT_CODEX_VERSION, else tests/realcli/CODEX_VERSION."""
+    pinned = (ROOT / "tests" / "realcli" / "CODEX_VERSION").read_text().strip()
+    return os.environ.get("AGENTRT_CODEX_VERSION") or pinned
+
+
+def codex_binary() -> Path | None:
+    """The codex that `make codex-cli` installed for the pinned version, if it did."""
+    path = ROOT / ".cache" / "npm" / f"codex-{codex_version()}" / "node_modules" / ".bin" / "codex"
+    return path if path.exists() else None
+
+
+@attrs.frozen
+class Place:
+    """Directories of one test: CODEX_HOME, HOME and the working directory."""
+
+    codex_home: Path
+    home: Path
+    cwd: Path
+    marker: str
+
+    def options(self, binary: Path, **extra: Any) -> CodexOptions:
+        env = {"HOME": str(self.home), FAKE_OPENAI_KEY_VAR: FAKE_KEY, MARKER_VAR: self.marker}
+        env.update(extra.pop("env", {}))
+        raw = {
+            "binary": str(binary),
+            "cwd": str(self.cwd),
+            "codex_home": str(self.codex_home),
+            "env_policy": "isolated",
+            "env": env,
+            **extra,
+        }
+        return CodexBackend().parse_options(raw)
+
+
+@asynccontextmanager
+async def codex_place(api: FakeOpenAI, **config: Any) -> AsyncIterator[Place]:
+    """Fresh directories with a config.toml pointing at ``api``. On the way out, every
+    process that carries this place's marker is killed, then the directories are removed.
+
+    They live in the project's .cache, not /tmp: codex 0.171.0 refuses to create its helper
+    aliases under a temporary directory and says so on stderr every run."""
+    base = ROOT / ".cache" / "realcli"
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=base, prefix="codex-") as root:
+        place = Place(Path(root, "codex-home"), Path(root, "home"), Path(root, "work"), root)
+        for path in (place.codex_home, place.home, place.cwd):
+            path.mkdir()
+        (place.codex_home / "config.toml").write_text(api.codex_config_toml(**config))
+        try:
+            yield place
+        finally:
+            with trio.CancelScope(shield=True):
+                await kill_marked(place.marker)
+
+
+@attrs.frozen
+class Turn:
+    """One finished codex process: its frames, exit and stderr, and their translation."""
+
+    frames: list[Any]
+    exit_status: ExitStatus
+    stderr: str
+    events: list[Event]
+
+    @property
+    def terminal(self) -> Event:
+        return self.events[-1]
+
+
+def exit_status(returncode: int) -> ExitStatus:
+    return ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode)
+
+
+def translate(
+    frames: Sequence[Any], status: ExitStatus, stderr: str, **translator: Any
+) -> list[Event]:
+    """Every event the backend's translator makes of one turn, the terminal one last."""
+    t = CodexBackend().translator(CodexBackend().parse_options({}), **translator)
+    events = [event for frame in frames for event in t.feed(frame)]
+    end = t.finish(status, stderr)
+    return events + ([end] if end is not None else [])
+
+
+def decode(stdout: bytes) -> list[Any]:
+    return [json.loads(line) for line in stdout.decode().splitlines() if line.strip()]
+
+
+async def run_turn(command: Command, **translator: Any) -> Turn:
+    """Run one turn's command to its end (at most 60 s) and translate it."""
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [str(a) for a in command.argv],
+            stdin=command.stdin,
+            env=dict(command.env),
+            cwd=command.cwd,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            start_new_session=True,
+        )
+    frames = decode(done.stdout)
+    status = exit_status(done.returncode)
+    stderr = done.stderr.decode(errors="replace")
+    return Turn(frames, status, stderr, translate(frames, status, stderr, **translator))
+
+
+def _marked(marker: str) -> list[int]:
+    needle = f"{MARKER_VAR}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path("/proc", entry, "environ").read_bytes()
+            state = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def find_marked(marker: str, comm: str) -> list[int]:
+    """Live processes carrying ``marker`` whose command name is ``comm``."""
+    pids = []
+    for pid in _marked(marker):
+        try:
+            if Path("/proc", str(pid), "comm").read_text().strip() == comm:
+                pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+async def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every live process carrying ``marker`` until none is left (a zombie counts as
+    gone; at most 5 s); returns the pids that were still alive."""
+    survivors = _marked(marker)
+    with trio.fail_after(5):
+        while pids := _marked(marker):
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            await trio.sleep(0.02)
+    return survivors
+
+
+def redact_paths(text: str, place: Place, api: FakeOpenAI) -> str:
+    """``text`` with the test's directories and port replaced by stable placeholders."""
+    for path, name in ((place.cwd, "$CWD"), (place.codex_home, "$CODEX_HOME")):
+        text = text.replace(str(path), name)
+    text = text.replace(str(place.home), "$HOME").replace(str(place.marker), "$ROOT")
+    return text.replace(f"127.0.0.1:{api.port}", "127.0.0.1:$PORT")
