@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _codex import Place, codex_binary, codex_place, kill_marked, run_turn
 
 from agentrt import (
     ErrorEvent,
@@ -22,6 +21,8 @@ from agentrt import (
 from agentrt.backend import Command, ExitStatus
 from agentrt.testing import OpenAIError, OpenAIReply, OpenAIUsage, open_fake_openai
 from backends.codex import CodexBackend
+
+from ._codex import Place, codex_binary, codex_place, kill_marked, run_turn
 
 BINARY = codex_binary()
 pytestmark = [
