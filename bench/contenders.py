@@ -55,7 +55,7 @@ FLOOR = "trio-floor"
 AGENTRT = "agentrt"
 # A turn's prompt; every fake ignores it (the SDK fake reads and drops it).
 PROMPT = "bench"
-_CHUNK = 1 << 20
+_CHUNK = 65536
 
 
 @attrs.frozen
