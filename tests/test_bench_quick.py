@@ -117,3 +117,50 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     assert text.count("<!-- bench:results:begin") == 1
     assert "### Throughput: the realistic mix" not in text
     assert "### Idle agents and round trips" in text
+
+
+def test_targets_are_judged_on_the_agentrt_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from bench import report
+    from bench.generate import Fixture
+
+    fixtures = {
+        name: Fixture(name, "f.jsonl", "f.cli", "f.sdk-cli", 100_000_000, 1000, 300, 900)
+        for name in ("mix", "small", "tiny", "turn1m")
+    }
+
+    def rec(scenario: str, contender: str, rnd: int = 0, **data: object) -> dict[str, object]:
+        return {"scenario": scenario, "contender": contender, "round": rnd, **data}
+
+    records = [
+        # Ratios are taken round by round: 80 % and 50 % of the floor give a 65 % median
+        # (the ratio of the two rates' medians would say 70 %).
+        rec("mix", "trio-floor", 0, wall=1.0, growth_kib=0),
+        rec("mix", "agentrt", 0, wall=1.25, growth_kib=20 * 1024),
+        rec("mix", "trio-floor", 1, wall=2.0, growth_kib=0),
+        rec("mix", "agentrt", 1, wall=4.0, growth_kib=40 * 1024),
+        rec("small", "trio-floor", 0, wall=1.0),
+        rec("small", "agentrt", 0, wall=1.25),
+        rec("small", "trio-floor", 1, wall=1.0),
+        rec("small", "agentrt", 1, wall=1.25),
+        rec("tiny", "trio-floor", 0, wall=1.0),
+        rec("tiny", "agentrt", 0, wall=1.25),
+        rec("concurrent", "trio-floor", 0, wall=1.0, maxrss_kib=40 * 1024),
+        rec("concurrent", "agentrt", 0, wall=1.1, maxrss_kib=70 * 1024),
+        rec("idle", "agentrt", 0, agents=10_000, kib_per_agent=8.0),
+        rec("asks", "agentrt", 0, asks=1000, per_second=25_000.0),
+        rec("interrupt", "agentrt", 0, latencies=[0.01] * 197 + [0.2, 0.3, 0.4]),
+    ]
+    rows = report.targets_table(report.Results(records, fixtures))[4:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == [
+        "**missed**",  # throughput: mix 65 %, small 80 %
+        "met",  # compact: median growth 30 MiB
+        "met",  # tiny: 1.25x
+        "**missed**",  # concurrency: 1.1x but 70 MiB
+        "met",  # 8 KiB per agent, 25,000 asks/s
+        "**missed**",  # p99 is the 198th of 200: 200 ms
+    ]
+    assert "| 65 % / 80 % |" in rows[0]
+
+    without = report.targets_table(report.Results(records[4:6], fixtures))[4:]
+    assert all("not measured yet" in row for row in without)
