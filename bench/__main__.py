@@ -1,0 +1,198 @@
+"""Run every benchmark and print the tables (``bench/run`` calls this in bench/.venv).
+
+Each figure comes from its own fresh process (bench.measure); within a round every
+contender of a scenario runs once, one after another, so a contender and the trio floor
+it is compared with are measured under the same conditions ("pair by pair").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import report
+from .contenders import INTERRUPT_CONTENDERS, SCALE_CONTENDERS, TURN_CONTENDERS
+from .generate import Fixture, ensure
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+FULL = {
+    "mode": "full",
+    "rounds": 5,
+    "tiny_turns": 200,
+    "slots": 100,
+    "interrupt_turns": 200,
+    "idle_agents": 10_000,
+    "asks": 50_000,
+}
+QUICK = {
+    "mode": "quick",
+    "rounds": 1,
+    "tiny_turns": 5,
+    "slots": 10,
+    "interrupt_turns": 10,
+    "idle_agents": 500,
+    "asks": 1_000,
+}
+SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks")
+# Which fixture each turn scenario streams.
+_FIXTURE = {"mix": "mix", "small": "small", "tiny": "tiny", "concurrent": "turn1m"}
+
+
+def _measure(spec: dict[str, Any]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.measure", json.dumps(spec)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        sys.exit(
+            f"bench: {spec['scenario']} / {spec['contender']} failed "
+            f"(exit {done.returncode}):\n{done.stderr}"
+        )
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> str:
+    if "latencies" in result:
+        return f"p50 {sorted(result['latencies'])[len(result['latencies']) // 2] * 1000:.2f} ms"
+    if "kib_per_agent" in result:
+        return f"{result['kib_per_agent']:.2f} KiB/agent"
+    if "per_second" in result:
+        return f"{result['per_second']:,.0f}/s"
+    if scenario in ("mix", "small") and fixture is not None:
+        return f"{fixture.bytes / result['wall'] / 1e6:.1f} MB/s"
+    return f"{result['wall']:.3f} s"
+
+
+def _plan(
+    params: dict[str, Any], fixtures: dict[str, Fixture], only: set[str]
+) -> list[dict[str, Any]]:
+    specs = []
+    for scenario in SCENARIOS:
+        if scenario not in only:
+            continue
+        rounds = 1 if scenario == "interrupt" else params["rounds"]
+        for rnd in range(rounds):
+            if scenario in _FIXTURE:
+                for c in TURN_CONTENDERS.values():
+                    if scenario in c.scenarios:
+                        specs.append(
+                            {
+                                "scenario": scenario,
+                                "contender": c.name,
+                                "round": rnd,
+                                "fixture": fixtures[_FIXTURE[scenario]].to_json(),
+                                "turns": params["tiny_turns"] if scenario == "tiny" else 1,
+                                "slots": params["slots"] if scenario == "concurrent" else 1,
+                            }
+                        )
+            elif scenario == "interrupt":
+                for name in INTERRUPT_CONTENDERS:
+                    specs.append(
+                        {
+                            "scenario": scenario,
+                            "contender": name,
+                            "round": rnd,
+                            "turns": params["interrupt_turns"],
+                        }
+                    )
+            else:
+                for name in SCALE_CONTENDERS:
+                    specs.append(
+                        {
+                            "scenario": scenario,
+                            "contender": name,
+                            "round": rnd,
+                            "agents": params["idle_agents"],
+                            "asks": params["asks"],
+                        }
+                    )
+    return specs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny fixtures, one round (CI keeps it working)"
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per figure (default 5; quick 1)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="markdown file whose results section is rewritten "
+        "(default bench/README.md; quick mode: none)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the raw records here")
+    parser.add_argument("--fixtures", type=Path, help="fixture folder (default bench/fixtures)")
+    parser.add_argument(
+        "--only", help=f"comma-separated scenarios to run (of {', '.join(SCENARIOS)})"
+    )
+    args = parser.parse_args()
+
+    params = dict(QUICK if args.quick else FULL)
+    if args.rounds is not None:
+        params["rounds"] = args.rounds
+    only = set(args.only.split(",")) if args.only else set(SCENARIOS)
+    if unknown := only - set(SCENARIOS):
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    out = args.out if args.out is not None else (None if args.quick else HERE / "README.md")
+    folder = args.fixtures or (HERE / "fixtures" / ("quick" if args.quick else "full"))
+
+    about = report.machine(ROOT)
+    started = time.monotonic()
+    print(f"bench: fixtures in {folder}", file=sys.stderr)
+    fixtures = ensure(folder, quick=args.quick)
+    for fx in fixtures.values():
+        # Into the page cache, so no run pays for the disk (in chunks: the measurement
+        # processes are forked from this one, so it stays small).
+        with open(fx.path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+    records = []
+    specs = _plan(params, fixtures, only)
+    for i, spec in enumerate(specs, 1):
+        result = _measure(spec)
+        fixture = Fixture.from_json(spec["fixture"]) if "fixture" in spec else None
+        print(
+            f"bench: [{i}/{len(specs)}] {spec['scenario']} round {spec['round'] + 1} "
+            f"{spec['contender']}: {_summary(spec['scenario'], result, fixture)}",
+            file=sys.stderr,
+        )
+        records.append(
+            {"scenario": spec["scenario"], "contender": spec["contender"], "round": spec["round"]}
+            | result
+        )
+
+    about["wall time of this run"] = f"{time.monotonic() - started:.0f} s"
+    text = report.section(report.Results(records, fixtures), about, params)
+    print(text)
+    if out is not None:
+        report.write_section(out, text)
+        print(f"bench: results written to {out}", file=sys.stderr)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": about,
+                    "params": params,
+                    "fixtures": {n: f.to_json() for n, f in fixtures.items()},
+                    "records": records,
+                },
+                indent=1,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

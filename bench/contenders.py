@@ -1,0 +1,434 @@
+"""Who is measured: the floors, claude-agent-sdk, and the places where agentrt plugs in.
+
+Three registries, one per kind of measurement. A contender only says how to run; the
+harness (bench.measure) times it, in a fresh process per measurement.
+
+- `TURN_CONTENDERS`: stream one fixture turn (scenarios ``mix``, ``small``, ``tiny``,
+  ``concurrent``). ``run(fixture, slots, body)`` sets up what it needs for ``slots``
+  concurrent turns (untimed), then awaits ``body(turn)``; the harness times the calls
+  ``await turn(slot)`` it makes inside ``body``. ``turn`` returns True when the turn ended
+  with the fixture's ``result`` (the harness refuses a run that did not).
+- `INTERRUPT_CONTENDERS`: ``run(cli, body)`` awaits ``body(start)``; ``await
+  start(nursery)`` begins one turn of the fake CLI tree ``cli`` in ``nursery`` and returns
+  the function the harness calls to interrupt it (its result is awaited if awaitable).
+- `SCALE_CONTENDERS`: ``idle(n, checkpoint)`` starts ``n`` idle agents and awaits
+  ``checkpoint()`` while they are all alive; ``asks(body)`` awaits ``body(ask)`` where each
+  ``await ask()`` is one round trip.
+
+The agentrt contenders are not here yet: they plug in at the marked spots below once the
+runtime core lands. Each is one small function; the tables and the targets pick them up
+by the name "agentrt".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+import attrs
+import msgspec
+import trio
+import trio.testing
+
+from .generate import Fixture
+
+Loop = Literal["trio", "asyncio"]
+Turn = Callable[[int], Awaitable[bool]]
+TurnBody = Callable[[Turn], Awaitable[None]]
+TurnRun = Callable[[Fixture, int, TurnBody], Awaitable[None]]
+Interrupt = Callable[[], object]
+Start = Callable[[trio.Nursery], Awaitable[Interrupt]]
+InterruptRun = Callable[[str, Callable[[Start], Awaitable[None]]], Awaitable[None]]
+Ask = Callable[[], Awaitable[object]]
+IdleRun = Callable[[int, Callable[[], Awaitable[None]]], Awaitable[None]]
+AsksRun = Callable[[Callable[[Ask], Awaitable[None]]], Awaitable[None]]
+
+THROUGHPUT = ("mix", "small")
+TURN_SCENARIOS = (*THROUGHPUT, "tiny", "concurrent")
+# Every pairwise ratio is against this one: open_process + receive_some + split + msgspec.
+FLOOR = "trio-floor"
+AGENTRT = "agentrt"
+# A turn's prompt; every fake ignores it (the SDK fake reads and drops it).
+PROMPT = "bench"
+_CHUNK = 65536
+
+
+@attrs.frozen
+class TurnContender:
+    name: str
+    label: str
+    loop: Loop
+    scenarios: tuple[str, ...]
+    run: TurnRun
+
+
+@attrs.frozen
+class InterruptContender:
+    name: str
+    label: str
+    run: InterruptRun
+
+
+@attrs.frozen
+class ScaleContender:
+    name: str
+    label: str
+    idle: IdleRun
+    asks: AsksRun
+
+
+TURN_CONTENDERS: dict[str, TurnContender] = {}
+INTERRUPT_CONTENDERS: dict[str, InterruptContender] = {}
+SCALE_CONTENDERS: dict[str, ScaleContender] = {}
+
+
+def turn_contender(
+    name: str,
+    label: str,
+    *,
+    loop: Loop = "trio",
+    scenarios: tuple[str, ...] = TURN_SCENARIOS,
+) -> Callable[[TurnRun], TurnRun]:
+    """Register a turn contender (the decorated function is its ``run``)."""
+
+    def register(run: TurnRun) -> TurnRun:
+        TURN_CONTENDERS[name] = TurnContender(name, label, loop, scenarios, run)
+        return run
+
+    return register
+
+
+# --- floors ------------------------------------------------------------------------------
+# The first three block on purpose: nothing else runs in their process, and what they show
+# is the cost with no event loop at all.
+
+
+@turn_contender("raw", "raw pipe read, no parsing", scenarios=(*THROUGHPUT, "tiny"))
+async def _raw(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # Blocking reads with no event loop in the way: the pipe itself.
+    async def turn(slot: int) -> bool:
+        return _raw_read([fixture.cli], b"")
+
+    await body(turn)
+
+
+@turn_contender(
+    "raw-sdk-fake",
+    "raw pipe read, SDK fake (handshake)",
+    scenarios=(*THROUGHPUT, "tiny"),
+)
+async def _raw_sdk_fake(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # The SDK's fake CLI served to a reader that does the handshake by hand: shows the fake
+    # (a shell answering the initialize request, then cat) is not what limits the SDK.
+    handshake = (
+        b'{"type": "control_request", "request_id": "req_1_0a1b2c3d", "request": '
+        b'{"subtype": "initialize", "hooks": null}}\n'
+        b'{"type": "user", "session_id": "", "message": {"role": "user", "content": "bench"}, '
+        b'"parent_tool_use_id": null}\n'
+    )
+
+    async def turn(slot: int) -> bool:
+        return _raw_read([fixture.sdk_cli], handshake)
+
+    await body(turn)
+
+
+def _raw_read(argv: list[str], stdin: bytes) -> bool:
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        fd = proc.stdout.fileno()
+        tail = b""
+        while chunk := os.read(fd, _CHUNK):
+            tail = chunk
+    return b'"type":"result"' in tail[-2048:]
+
+
+@turn_contender("subprocess-run", "bare subprocess.run", scenarios=("tiny",))
+async def _subprocess_run(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    async def turn(slot: int) -> bool:
+        return _bare_run(fixture.cli)
+
+    await body(turn)
+
+
+def _bare_run(cli: str) -> bool:
+    done = subprocess.run([cli], stdin=subprocess.DEVNULL, capture_output=True, check=True)
+    return b'"type":"result"' in done.stdout[-2048:]
+
+
+@turn_contender(FLOOR, "trio floor: open_process + receive_some + split + msgspec")
+async def _trio_floor(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    decoder = msgspec.json.Decoder()
+
+    async def turn(slot: int) -> bool:
+        last: Any = None
+        async for line in _trio_lines(fixture.cli):
+            last = decoder.decode(line)
+        return isinstance(last, dict) and last.get("type") == "result"
+
+    await body(turn)
+
+
+@turn_contender(
+    "trio-translate",
+    "trio floor + agentrt's ClaudeTranslator.feed per frame",
+)
+async def _trio_translate(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # What the claude backend's pure translation costs on top of the floor: a bound on how
+    # close ask() can come to the floor, available before the runtime core exists.
+    from agentrt import ResultEvent
+    from backends.claude import ClaudeTranslator
+
+    decoder = msgspec.json.Decoder()
+
+    async def turn(slot: int) -> bool:
+        translator = ClaudeTranslator()
+        terminal = None
+        async for line in _trio_lines(fixture.cli):
+            for event in translator.feed(decoder.decode(line)):
+                if isinstance(event, ResultEvent):
+                    terminal = event
+        return terminal is not None
+
+    await body(turn)
+
+
+async def _trio_lines(cli: str) -> AsyncIterator[bytes]:
+    """The stdout lines of one run of ``cli``; callers read to the end."""
+    proc = await trio.lowlevel.open_process(
+        [cli], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        pending: list[bytes] = []
+        while chunk := await proc.stdout.receive_some(_CHUNK):
+            if b"\n" not in chunk:
+                # Part of a long line: join once, when its newline arrives (linear, not
+                # quadratic, in the line's length).
+                pending.append(chunk)
+                continue
+            lines = chunk.split(b"\n")
+            if pending:
+                pending.append(lines[0])
+                lines[0] = b"".join(pending)
+                pending.clear()
+            pending.append(lines.pop())
+            for line in lines:
+                if line:
+                    yield line
+        if rest := b"".join(pending):
+            yield rest
+        await proc.wait()
+    finally:
+        await _close(proc)
+
+
+# --- claude-agent-sdk ----------------------------------------------------------------------
+
+
+async def _sdk(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # The SDK's defaults, as a Python user would call it; only cli_path points at the fake.
+    from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+    options = ClaudeAgentOptions(cli_path=fixture.sdk_cli)
+
+    async def turn(slot: int) -> bool:
+        last = None
+        async for message in query(prompt=PROMPT, options=options):
+            last = message
+        return isinstance(last, ResultMessage)
+
+    await body(turn)
+
+
+# The SDK runs on anyio, so the same code serves both event loops.
+turn_contender("sdk-asyncio", "claude_agent_sdk.query() on asyncio", loop="asyncio")(_sdk)
+turn_contender("sdk-trio", "claude_agent_sdk.query() on trio (anyio)", loop="trio")(_sdk)
+
+
+# --- agentrt: turn contender (plug in here) -------------------------------------------------
+# Once the runtime core lands, register ask() on the claude backend with the fake CLI as
+# its binary. A sketch (names as in DESIGN.md; adjust to the merged API):
+#
+#   @turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
+#   async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
+#       import agentrt
+#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+#           for slot in range(slots):
+#               await rt.start_agent(agentrt.Agent, name=f"a{slot}", backend="claude",
+#                                    binary=fixture.cli, retention="compact")
+#
+#           async def turn(slot: int) -> bool:
+#               response = await rt.ask(f"a{slot}", PROMPT)
+#               return response.stop_reason is agentrt.StopReason.COMPLETE
+#
+#           await body(turn)
+
+
+# --- interrupt latency ---------------------------------------------------------------------
+
+
+def interrupt_contender(name: str, label: str) -> Callable[[InterruptRun], InterruptRun]:
+    """Register an interrupt contender (the decorated function is its ``run``)."""
+
+    def register(run: InterruptRun) -> InterruptRun:
+        INTERRUPT_CONTENDERS[name] = InterruptContender(name, label, run)
+        return run
+
+    return register
+
+
+@interrupt_contender(FLOOR, "floor: SIGTERM to the group and to the known tree")
+async def _interrupt_floor(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    # The floor is told the tree (the fake prints its pids on its first line) and signals
+    # every member at once; what remains is signal delivery, exit and our noticing it.
+    # Orphans come back to us (subreaper) and are reaped by pid, so nothing outlives us.
+    _become_subreaper()
+    adopted: list[int] = []
+
+    async def start(nursery: trio.Nursery) -> Interrupt:
+        _reap(adopted)
+        proc = await trio.lowlevel.open_process(
+            [cli], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True
+        )
+        assert proc.stdout is not None
+        first = b""
+        while b"\n" not in first:
+            chunk = await proc.stdout.receive_some(_CHUNK)
+            if not chunk:
+                raise RuntimeError(f"{cli} ended before printing its tree")
+            first += chunk
+        tree: list[int] = msgspec.json.decode(first.split(b"\n", 1)[0])["pids"]
+        adopted.extend(pid for pid in tree if pid != proc.pid)
+        nursery.start_soon(_drain, proc)
+
+        def interrupt() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+
+        return interrupt
+
+    try:
+        await body(start)
+    finally:
+        _reap(adopted)
+
+
+async def _drain(proc: trio.Process) -> None:
+    assert proc.stdout is not None
+    try:
+        while await proc.stdout.receive_some(_CHUNK):
+            pass
+        await proc.wait()
+    finally:
+        await _close(proc)
+
+
+async def _close(proc: trio.Process) -> None:
+    # Normally a no-op past EOF and exit; on an error or cancellation, nothing outlives us.
+    with trio.CancelScope(shield=True):
+        if proc.stdout is not None:
+            await proc.stdout.aclose()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _reap(pids: list[int]) -> None:
+    # Called once the harness has seen every one of them exit: none can block.
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    pids.clear()
+
+
+# --- agentrt: interrupt contender (plug in here) --------------------------------------------
+#   @interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
+#   async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+#           await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
+#
+#           async def start(nursery: trio.Nursery) -> Interrupt:
+#               nursery.start_soon(_ask_expecting_interrupt, rt)   # ask("a", PROMPT)
+#               return lambda: rt.interrupt("a")
+#
+#           await body(start)
+
+
+# --- idle agents and scripted round trips ---------------------------------------------------
+
+
+async def _idle_floor(n: int, checkpoint: Callable[[], Awaitable[None]]) -> None:
+    # An actor's least possible state: one task blocked on its own bounded mailbox.
+    async def actor(mailbox: trio.MemoryReceiveChannel[object]) -> None:
+        async for _ in mailbox:
+            pass
+
+    senders = []
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            send, receive = trio.open_memory_channel[object](16)
+            senders.append(send)
+            nursery.start_soon(actor, receive)
+        await trio.testing.wait_all_tasks_blocked()
+        await checkpoint()
+        nursery.cancel_scope.cancel()
+
+
+async def _asks_floor(body: Callable[[Ask], Awaitable[None]]) -> None:
+    # One round trip through an actor task: request on its mailbox, reply on a channel.
+    requests_send, requests = trio.open_memory_channel[object](16)
+    replies_send, replies = trio.open_memory_channel[object](1)
+
+    async def actor() -> None:
+        async for prompt in requests:
+            await replies_send.send(prompt)
+
+    async def ask() -> object:
+        await requests_send.send(PROMPT)
+        return await replies.receive()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor)
+        await body(ask)
+        nursery.cancel_scope.cancel()
+
+
+SCALE_CONTENDERS[FLOOR] = ScaleContender(
+    FLOOR, "floor: trio task + memory channel per agent", _idle_floor, _asks_floor
+)
+
+# --- agentrt: scale contender (plug in here) ------------------------------------------------
+#   async def _agentrt_idle(n, checkpoint):  # n agents on agentrt.testing.ScriptedBackend
+#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+#           for i in range(n):
+#               await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=scripted)
+#           await checkpoint()
+#
+#   async def _agentrt_asks(body):           # body(ask): ask = lambda: rt.ask("a", PROMPT)
+#       ...
+#
+#   SCALE_CONTENDERS[AGENTRT] = ScaleContender(
+#       AGENTRT, "agentrt, scripted backend", _agentrt_idle, _agentrt_asks
+#   )

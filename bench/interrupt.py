@@ -1,0 +1,102 @@
+"""Interrupt latency: from the interrupt call to every process of a fake CLI's tree gone.
+
+The fake CLI is a shell that starts two children and then waits: one ``sleep`` in its own
+process group and one ``setsid sleep`` in a session of its own (as Claude Code's Bash tool
+does, so a group kill misses it). It writes the tree's pids to a file, prints an init line
+carrying them, and waits. Like Claude Code it ends on SIGINT (exit 130); SIGTERM kills it;
+its children, started as background jobs of a non-interactive shell, ignore SIGINT and die
+on SIGTERM.
+
+Per turn the harness waits for the pid file, opens a pidfd on every member (so "gone" is
+seen the moment the kernel reports the exit, without polling; a zombie counts as gone),
+takes T0, calls the contender's interrupt, and takes T1 when the last pidfd is readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import shlex
+import signal
+import tempfile
+import time
+
+import trio
+
+from .contenders import InterruptContender, Start
+
+_TREE = """#!/bin/sh
+# Fake CLI tree for the interrupt benchmark (see bench/interrupt.py).
+trap 'exit 130' INT
+sleep 1000 &
+a=$!
+setsid sleep 1000 &
+b=$!
+printf '%s %s %s\\n' "$$" "$a" "$b" > {pidfile}
+printf '{{"type":"system","subtype":"init","session_id":"t","pids":[%s,%s,%s]}}\\n' "$$" "$a" "$b"
+wait
+"""
+_TREE_SIZE = 3
+# Bounds so a contender that never kills the tree fails the run instead of hanging it.
+_READY_TIMEOUT = 10.0
+_GONE_TIMEOUT = 30.0
+
+
+async def measure(contender: InterruptContender, turns: int) -> list[float]:
+    """Latencies in seconds, one per turn."""
+    latencies: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-interrupt-") as tmp:
+        pidfile = trio.Path(tmp, "tree.pids")
+        cli = trio.Path(tmp, "tree.cli")
+        await cli.write_text(_TREE.format(pidfile=shlex.quote(str(pidfile))))
+        await cli.chmod(0o755)
+
+        async def body(start: Start) -> None:
+            for _ in range(turns):
+                latencies.append(await _one_turn(start, pidfile))
+
+        await contender.run(str(cli), body)
+    return latencies
+
+
+async def _one_turn(start: Start, pidfile: trio.Path) -> float:
+    await pidfile.unlink(missing_ok=True)
+    pidfds: list[int] = []
+    gone = False
+    try:
+        async with trio.open_nursery() as nursery:
+            interrupt = await start(nursery)
+            with trio.fail_after(_READY_TIMEOUT):
+                pids = await _wait_tree(pidfile)
+            pidfds = [os.pidfd_open(pid) for pid in pids]
+            t0 = time.perf_counter()
+            result = interrupt()
+            if inspect.isawaitable(result):
+                await result
+            with trio.fail_after(_GONE_TIMEOUT):
+                for fd in pidfds:
+                    await trio.lowlevel.wait_readable(fd)
+            t1 = time.perf_counter()
+            gone = True
+        return t1 - t0
+    finally:
+        for fd in pidfds:
+            # Only after a failure can one still be alive: leave nothing behind. A pidfd
+            # names the process itself, so a reused pid is never hit.
+            if not gone:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+
+
+async def _wait_tree(pidfile: trio.Path) -> list[int]:
+    # Before T0, so polling costs nothing that is measured.
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            text = await pidfile.read_text()
+            if text.endswith("\n"):
+                pids = [int(p) for p in text.split()]
+                if len(pids) == _TREE_SIZE:
+                    return pids
+        await trio.sleep(0.001)

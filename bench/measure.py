@@ -1,0 +1,207 @@
+"""One measurement, in the fresh process the harness starts for it.
+
+``python -m bench.measure SPEC`` (SPEC is JSON) runs one scenario for one contender and
+prints one JSON object: wall seconds, CPU seconds (user + system of this process and of its
+reaped children, such as the fake CLIs), peak RSS of this process and its growth over the
+measured part, plus what the scenario adds. Setup (imports, the contender's
+untimed preparation) happens before the clock starts. A fresh process per measurement
+keeps one run's memory peak and allocator state out of the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import trio
+
+from . import interrupt
+from .contenders import (
+    INTERRUPT_CONTENDERS,
+    SCALE_CONTENDERS,
+    TURN_CONTENDERS,
+    Ask,
+    Loop,
+    Turn,
+)
+from .generate import Fixture
+
+Result = dict[str, Any]
+
+
+class IncompleteTurn(Exception):
+    """A contender's turn did not end with the fixture's result: its figures would lie."""
+
+
+@contextlib.contextmanager
+def _usage(out: Result) -> Iterator[None]:
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak0 = _status_kib("VmHWM")
+    t0 = time.perf_counter()
+    yield
+    t1 = time.perf_counter()
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out["wall"] = t1 - t0
+    out["cpu"] = sum(
+        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        for before, after in ((self0, self1), (kids0, kids1))
+    )
+    # The peak RSS is VmHWM, the high-water mark of this process's own address space; it is
+    # what ru_maxrss reports, except that Linux carries into ru_maxrss the peak of the
+    # process that exec'd us (the harness, forked) and would report that instead.
+    out["maxrss_kib"] = _status_kib("VmHWM")
+    out["growth_kib"] = out["maxrss_kib"] - peak0
+
+
+def _run(loop: Loop, main: Callable[[], Awaitable[None]]) -> None:
+    if loop == "trio":
+        trio.run(main)
+    else:
+
+        async def wrapped() -> None:
+            await main()
+
+        asyncio.run(wrapped())
+
+
+async def _concurrently(loop: Loop, turn: Turn, slots: int) -> list[bool]:
+    if loop == "asyncio":
+        return list(await asyncio.gather(*(turn(slot) for slot in range(slots))))
+    done = [False] * slots
+
+    async def one(slot: int) -> None:
+        done[slot] = await turn(slot)
+
+    async with trio.open_nursery() as nursery:
+        for slot in range(slots):
+            nursery.start_soon(one, slot)
+    return done
+
+
+def _turns(spec: dict[str, Any]) -> Result:
+    contender = TURN_CONTENDERS[spec["contender"]]
+    fixture = Fixture.from_json(spec["fixture"])
+    scenario = spec["scenario"]
+    slots = spec.get("slots", 1)
+    turns = spec.get("turns", 1)
+    out: Result = {}
+
+    def check(ok: bool | list[bool]) -> None:
+        if not (all(ok) if isinstance(ok, list) else ok):
+            raise IncompleteTurn(f"{contender.name}: a turn of {fixture.name} saw no result")
+
+    async def body(turn: Turn) -> None:
+        if scenario == "concurrent":
+            with _usage(out):
+                oks = await _concurrently(contender.loop, turn, slots)
+            check(oks)
+        elif scenario == "tiny":
+            check(await turn(0))  # warm-up: first spawn, first import paths
+            oks = []
+            with _usage(out):
+                for _ in range(turns):
+                    oks.append(await turn(0))
+            check(oks)
+        else:
+            with _usage(out):
+                ok = await turn(0)
+            check(ok)
+
+    async def main() -> None:
+        await contender.run(fixture, slots, body)
+
+    _run(contender.loop, main)
+    return out
+
+
+def _interrupt(spec: dict[str, Any]) -> Result:
+    contender = INTERRUPT_CONTENDERS[spec["contender"]]
+    out: Result = {}
+
+    async def main() -> None:
+        out["latencies"] = await interrupt.measure(contender, spec["turns"])
+
+    trio.run(main)
+    return out
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _idle(spec: dict[str, Any]) -> Result:
+    contender = SCALE_CONTENDERS[spec["contender"]]
+    n = spec["agents"]
+    out: Result = {"agents": n}
+
+    async def checkpoint() -> None:
+        gc.collect()
+        out["rss_after_kib"] = _status_kib("VmRSS")
+
+    async def main() -> None:
+        gc.collect()
+        out["rss_before_kib"] = _status_kib("VmRSS")
+        await contender.idle(n, checkpoint)
+
+    trio.run(main)
+    if "rss_after_kib" not in out:
+        raise RuntimeError(f"{contender.name}: idle run never reached its checkpoint")
+    out["kib_per_agent"] = (out["rss_after_kib"] - out["rss_before_kib"]) / n
+    return out
+
+
+def _asks(spec: dict[str, Any]) -> Result:
+    contender = SCALE_CONTENDERS[spec["contender"]]
+    n = spec["asks"]
+    # "On one core": pin this process, so a runtime cannot borrow the second one.
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    out: Result = {"asks": n}
+
+    async def body(ask: Ask) -> None:
+        for _ in range(min(n, 200)):
+            await ask()
+        with _usage(out):
+            for _ in range(n):
+                await ask()
+
+    async def main() -> None:
+        await contender.asks(body)
+
+    trio.run(main)
+    out["per_second"] = n / out["wall"]
+    return out
+
+
+_SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
+    "mix": _turns,
+    "small": _turns,
+    "tiny": _turns,
+    "concurrent": _turns,
+    "interrupt": _interrupt,
+    "idle": _idle,
+    "asks": _asks,
+}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    result = _SCENARIOS[spec["scenario"]](spec)
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,409 @@
+"""Tables from raw measurements, the machine description, the targets, the README section."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import math
+import os
+import platform
+import statistics
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .contenders import (
+    AGENTRT,
+    FLOOR,
+    INTERRUPT_CONTENDERS,
+    SCALE_CONTENDERS,
+    THROUGHPUT,
+    TURN_CONTENDERS,
+    InterruptContender,
+    ScaleContender,
+    TurnContender,
+)
+from .generate import Fixture
+
+BEGIN = "<!-- bench:results:begin (written by bench/run; edits inside are overwritten) -->"
+END = "<!-- bench:results:end -->"
+MIB = 1024 * 1024
+
+Record = dict[str, Any]
+
+_TITLES = {
+    "mix": "Throughput: the realistic mix (one turn)",
+    "small": "Throughput: small lines (one turn)",
+    "tiny": "Per-turn overhead: the tiny turn",
+    "concurrent": "Concurrent turns",
+}
+
+
+def machine(root: Path) -> dict[str, str]:
+    """What the figures were measured on."""
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    versions = []
+    for dist in ("agentrt", "trio", "msgspec", "anyio", "claude-agent-sdk"):
+        try:
+            versions.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{dist} (not installed)")
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": f"{os.cpu_count()} ({len(os.sched_getaffinity(0))} usable)",
+        "memory": f"{mem_kib / MIB:.1f} GiB",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "versions": ", ".join(versions),
+        "commit": _commit(root),
+        "load average at start": load,
+    }
+
+
+def _commit(root: Path) -> str:
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else math.nan
+
+
+def _nearest_rank(xs: Sequence[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    if math.isnan(x):
+        return "—"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def _range(xs: Sequence[float], digits: int = 1) -> str:
+    return f"{_fmt(min(xs), digits)}-{_fmt(max(xs), digits)}" if xs else "—"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+class Results:
+    """The raw records of one run, grouped for the tables."""
+
+    def __init__(self, records: Sequence[Record], fixtures: dict[str, Fixture]) -> None:
+        self.records = records
+        self.fixtures = fixtures
+
+    def of(self, scenario: str, contender: str) -> list[Record]:
+        return [
+            r for r in self.records if r["scenario"] == scenario and r["contender"] == contender
+        ]
+
+    def contenders(self, scenario: str) -> list[str]:
+        seen: list[str] = []
+        for r in self.records:
+            if r["scenario"] == scenario and r["contender"] not in seen:
+                seen.append(r["contender"])
+        return seen
+
+    def metric(self, scenario: str, contender: str, f: Callable[[Record], float]) -> list[float]:
+        return [f(r) for r in self.of(scenario, contender)]
+
+    def paired(self, scenario: str, contender: str, f: Callable[[Record], float]) -> list[float]:
+        """f(contender) / f(trio floor), round by round (both measured in the same round)."""
+        floor = {r["round"]: f(r) for r in self.of(scenario, FLOOR)}
+        return [
+            f(r) / floor[r["round"]] for r in self.of(scenario, contender) if r["round"] in floor
+        ]
+
+
+def _rate(r: Record, fixture: Fixture) -> float:
+    return fixture.bytes / r["wall"] / 1e6
+
+
+def _label(
+    name: str,
+    registry: Mapping[str, TurnContender | InterruptContender | ScaleContender] = TURN_CONTENDERS,
+) -> str:
+    return registry[name].label if name in registry else name
+
+
+def throughput_table(res: Results, scenario: str) -> list[str]:
+    fx = res.fixtures[scenario]
+    rows = []
+    for c in res.contenders(scenario):
+        mbs = res.metric(scenario, c, lambda r: _rate(r, fx))
+        ratio = res.paired(scenario, c, lambda r: _rate(r, fx))
+        rows.append(
+            [
+                _label(c),
+                _fmt(_median(mbs)),
+                _range(mbs),
+                _fmt(_median(res.metric(scenario, c, lambda r: fx.lines / r["wall"])), 0),
+                _fmt(_median(res.metric(scenario, c, lambda r: r["cpu"])), 2),
+                _fmt(_median(res.metric(scenario, c, lambda r: r["maxrss_kib"] / 1024))),
+                _fmt(_median(res.metric(scenario, c, lambda r: r["growth_kib"] / 1024))),
+                f"{_median(ratio) * 100:.0f} %" if ratio else "—",
+            ]
+        )
+    header = [
+        "contender",
+        "MB/s (median)",
+        "min-max",
+        "lines/s",
+        "CPU s",
+        "peak RSS MiB",
+        "RSS growth MiB",
+        "of trio floor",
+    ]
+    return [f"### {_TITLES[scenario]}", "", _fixture_line(fx), "", *_table(header, rows)]
+
+
+def tiny_table(res: Results, turns: int) -> list[str]:
+    fx = res.fixtures["tiny"]
+    rows = []
+    for c in res.contenders("tiny"):
+        ms = res.metric("tiny", c, lambda r: r["wall"] / turns * 1000)
+        ratio = res.paired("tiny", c, lambda r: r["wall"])
+        rows.append(
+            [
+                _label(c),
+                _fmt(_median(ms), 2),
+                _range(ms, 2),
+                _fmt(_median(res.metric("tiny", c, lambda r: r["cpu"] / turns * 1000)), 2),
+                f"{_median(ratio):.2f}x" if ratio else "—",
+            ]
+        )
+    header = ["contender", "ms per turn (median)", "min-max", "CPU ms per turn", "x trio floor"]
+    return [
+        f"### {_TITLES['tiny']}",
+        "",
+        _fixture_line(fx) + f"; {turns} turns one after another per run, after one warm-up turn.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def concurrent_table(res: Results, slots: int) -> list[str]:
+    fx = res.fixtures["turn1m"]
+    rows = []
+    for c in res.contenders("concurrent"):
+        wall = res.metric("concurrent", c, lambda r: r["wall"])
+        ratio = res.paired("concurrent", c, lambda r: r["wall"])
+        rows.append(
+            [
+                _label(c),
+                _fmt(_median(wall), 2),
+                _range(wall, 2),
+                _fmt(_median([slots * fx.bytes / w / 1e6 for w in wall])),
+                _fmt(_median(res.metric("concurrent", c, lambda r: r["cpu"])), 2),
+                _fmt(_median(res.metric("concurrent", c, lambda r: r["maxrss_kib"] / 1024))),
+                f"{_median(ratio):.2f}x" if ratio else "—",
+            ]
+        )
+    header = [
+        "contender",
+        "wall s (median)",
+        "min-max",
+        "MB/s total",
+        "CPU s",
+        "peak RSS MiB",
+        "x trio floor (wall)",
+    ]
+    return [
+        f"### {_TITLES['concurrent']}: {slots} at once",
+        "",
+        _fixture_line(fx) + f"; {slots} turns started together in one process.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def interrupt_table(res: Results) -> list[str]:
+    rows = []
+    for c in res.contenders("interrupt"):
+        lat = [x * 1000 for r in res.of("interrupt", c) for x in r["latencies"]]
+        rows.append(
+            [
+                _label(c, INTERRUPT_CONTENDERS),
+                str(len(lat)),
+                _fmt(_nearest_rank(lat, 0.5), 2),
+                _fmt(_nearest_rank(lat, 0.99), 2),
+                _fmt(max(lat), 2),
+            ]
+        )
+    header = ["contender", "turns", "p50 ms", "p99 ms", "max ms"]
+    return [
+        "### Interrupt latency",
+        "",
+        "From the interrupt call to every process of the fake CLI's tree gone (a shell, a "
+        "child in its group, a child in its own session); see bench/interrupt.py.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def scale_table(res: Results) -> list[str]:
+    rows = []
+    for c in dict.fromkeys(res.contenders("idle") + res.contenders("asks")):
+        per_agent = res.metric("idle", c, lambda r: r["kib_per_agent"])
+        agents = res.of("idle", c)
+        per_second = res.metric("asks", c, lambda r: r["per_second"])
+        rows.append(
+            [
+                _label(c, SCALE_CONTENDERS),
+                f"{agents[0]['agents']:,}" if agents else "—",
+                _fmt(_median(per_agent), 2),
+                _fmt(_median(per_second), 0),
+                _range(per_second, 0),
+            ]
+        )
+    header = ["contender", "idle agents", "KiB per agent", "round trips/s, one core", "min-max"]
+    return [
+        "### Idle agents and round trips",
+        "",
+        "Memory: VmRSS growth after gc while every agent is alive, divided by their number. "
+        "Round trips: one after another, the process pinned to one core.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def _fixture_line(fx: Fixture) -> str:
+    return (
+        f"Fixture `{fx.name}`: {fx.bytes:,} B, {fx.lines:,} lines, median line "
+        f"{fx.median_line:,} B, longest {fx.max_line:,} B"
+    )
+
+
+def targets_table(res: Results) -> list[str]:
+    """The issue's targets, judged on the agentrt rows when they exist."""
+    rows: list[list[str]] = []
+
+    def row(number: str, target: str, measured: str | None, met: bool | None) -> None:
+        if measured is None:
+            rows.append([number, target, "—", "not measured yet: agentrt not plugged in"])
+        else:
+            rows.append([number, target, measured, "met" if met else "**missed**"])
+
+    shares = {}
+    for scenario in THROUGHPUT:
+        fx = res.fixtures[scenario]
+        ratio = res.paired(scenario, AGENTRT, lambda r, fx=fx: _rate(r, fx))
+        shares[scenario] = _median(ratio) if ratio else None
+    if all(v is not None for v in shares.values()):
+        mix, small = shares["mix"], shares["small"]
+        assert mix is not None and small is not None
+        row(
+            "1",
+            "ask() throughput ≥ 75 % of the trio floor, mix and small lines",
+            f"{mix * 100:.0f} % / {small * 100:.0f} %",
+            min(mix, small) >= 0.75,
+        )
+    else:
+        row("1", "ask() throughput ≥ 75 % of the trio floor, mix and small lines", None, None)
+    growth = res.metric("mix", AGENTRT, lambda r: r["growth_kib"] / 1024)
+    row(
+        "1",
+        "retention compact: peak RSS growth of the 100 MB turn < 32 MiB",
+        f"{_median(growth):.1f} MiB" if growth else None,
+        bool(growth) and _median(growth) < 32,
+    )
+    tiny = res.paired("tiny", AGENTRT, lambda r: r["wall"])
+    row(
+        "2",
+        "per-turn overhead on the tiny turn ≤ 1.3x the trio floor",
+        f"{_median(tiny):.2f}x" if tiny else None,
+        bool(tiny) and _median(tiny) <= 1.3,
+    )
+    wall = res.paired("concurrent", AGENTRT, lambda r: r["wall"])
+    rss = res.metric("concurrent", AGENTRT, lambda r: r["maxrss_kib"] / 1024)
+    row(
+        "3",
+        "100 concurrent 1 MB turns: wall ≤ 1.2x plain trio tasks, peak RSS ≤ 60 MiB",
+        f"{_median(wall):.2f}x, {_median(rss):.0f} MiB" if wall and rss else None,
+        bool(wall and rss) and _median(wall) <= 1.2 and _median(rss) <= 60,
+    )
+    idle = res.metric("idle", AGENTRT, lambda r: r["kib_per_agent"])
+    asks = res.metric("asks", AGENTRT, lambda r: r["per_second"])
+    row(
+        "4",
+        "10,000 idle agents ≤ 10 KiB each; scripted ask() ≥ 20,000/s on one core",
+        f"{_median(idle):.1f} KiB, {_median(asks):,.0f}/s" if idle and asks else None,
+        bool(idle and asks) and _median(idle) <= 10 and _median(asks) >= 20_000,
+    )
+    lat = [x * 1000 for r in res.of("interrupt", AGENTRT) for x in r["latencies"]]
+    row(
+        "5",
+        "interrupt → whole tree gone: p99 ≤ 100 ms over 200 turns",
+        f"p50 {_nearest_rank(lat, 0.5):.1f} ms, p99 {_nearest_rank(lat, 0.99):.1f} ms"
+        if lat
+        else None,
+        bool(lat) and _nearest_rank(lat, 0.99) <= 100,
+    )
+    return ["### Targets (issue 8)", "", *_table(["#", "target", "agentrt", "status"], rows)]
+
+
+def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
+    """The generated part of bench/README.md (markdown), also what bench/run prints."""
+    lines = [
+        f"## Results ({params['mode']} run, {params['rounds']} round(s) per figure)",
+        "",
+        *[f"- {k}: {v}" for k, v in about.items()],
+        "",
+    ]
+    for scenario in THROUGHPUT:
+        if res.contenders(scenario):
+            lines += [*throughput_table(res, scenario), ""]
+    if res.contenders("tiny"):
+        lines += [*tiny_table(res, params["tiny_turns"]), ""]
+    if res.contenders("concurrent"):
+        lines += [*concurrent_table(res, params["slots"]), ""]
+    if res.contenders("interrupt"):
+        lines += [*interrupt_table(res), ""]
+    if res.contenders("idle") or res.contenders("asks"):
+        lines += [*scale_table(res), ""]
+    lines += targets_table(res)
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace what lies between the markers in ``path`` (appending them if absent)."""
+    old = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n{text}{END}\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1].lstrip("\n")
+        new = head + block + tail
+    else:
+        new = old + ("\n" if old and not old.endswith("\n\n") else "") + block
+    path.write_text(new)
