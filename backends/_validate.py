@@ -81,6 +81,21 @@ def paths(value: Any) -> tuple[str, ...]:
         raise Bad("expected a path or a list of paths (str or os.PathLike)") from None
 
 
+def args_without(reserved: tuple[str, ...]) -> Check:
+    """A check for ``extra_args``: a list of strings with none of the ``reserved`` flags
+    (``--flag`` or ``--flag=value``), which the backend sets itself."""
+
+    def check(value: Any) -> tuple[str, ...]:
+        args = strings(value)
+        for arg in args:
+            flag = arg.split("=", 1)[0]
+            if flag in reserved:
+                raise Bad(f"{flag} is set by the backend and cannot be passed in extra_args")
+        return args
+
+    return check
+
+
 def env_mapping(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise Bad("expected a mapping of variable names to string values")
@@ -98,16 +113,22 @@ def make_parser(
     checks: Mapping[str, Check],
     *,
     shown: Callable[[str, Any], Any] = lambda key, value: value,
+    keys: Mapping[str, str] | None = None,
 ) -> Callable[[Mapping[str, Any]], T]:
     """A function from raw options to ``cls`` that runs ``checks[field]`` on each given value.
 
     A ``None`` value means "unset". The first unknown key is reported with the closest known
     one; a bad value with its key, the value as ``shown(key, value)`` lets an error show it,
-    and why. Each attrs field of ``cls`` needs exactly one check."""
+    and why. Each attrs field of ``cls`` needs exactly one check. ``keys`` maps a field to
+    the key callers spell it with, where the two differ (a field cannot be named
+    ``continue``)."""
     assert set(checks) == {a.name for a in attrs.fields(cls)}  # type: ignore[arg-type]
-    known = tuple(checks)
+    spelled = {name: (keys or {}).get(name, name) for name in checks}
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-    overrides = {name: override(struct_hook=_hook(check)) for name, check in checks.items()}
+    overrides = {
+        name: override(rename=spelled[name], struct_hook=_hook(check))
+        for name, check in checks.items()
+    }
     converter.register_structure_hook(
         cls,
         # mypy cannot tell these per-attribute overrides from the function's own keywords.
@@ -126,7 +147,7 @@ def make_parser(
         try:
             return converter.structure(given, cls)
         except cattrs.ClassValidationError as exc:
-            raise _invalid(exc, given, known, shown) from exc
+            raise _invalid(exc, given, spelled, shown) from exc
 
     return parse
 
@@ -138,9 +159,10 @@ def _hook(check: Check) -> Callable[[Any, Any], Any]:
 def _invalid(
     exc: cattrs.ClassValidationError,
     given: Mapping[str, Any],
-    known: tuple[str, ...],
+    spelled: Mapping[str, str],
     shown: Callable[[str, Any], Any],
 ) -> InvalidOptions:
+    known = tuple(spelled.values())
     for sub in exc.exceptions:
         if isinstance(sub, cattrs.ForbiddenExtraKeysError):
             key = sorted(map(str, sub.extra_fields))[0]
@@ -149,6 +171,7 @@ def _invalid(
     for sub in exc.exceptions:
         for note in getattr(sub, "__notes__", ()):
             name = getattr(note, "name", None)
-            if name in known:
-                return InvalidOptions(name, shown(name, given.get(name)), str(sub))
+            if isinstance(name, str) and name in spelled:
+                key = spelled[name]
+                return InvalidOptions(key, shown(key, given.get(key)), str(sub))
     raise AssertionError("cattrs reported an error for no option") from exc

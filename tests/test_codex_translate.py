@@ -271,13 +271,42 @@ def test_a_rejected_flag_is_invalid_options() -> None:
     assert "unknown variant" in other.message
 
 
-def test_a_baseline_from_another_thread_is_ignored() -> None:
-    usage = {"input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 5}
-    frames = [{"type": "turn.completed", "usage": usage}]
+def completed(input_tokens: int, cached: int, output: int) -> dict[str, Any]:
+    usage = {"input_tokens": input_tokens, "cached_input_tokens": cached, "output_tokens": output}
+    return {"type": "turn.completed", "usage": usage}
+
+
+def test_per_turn_usage_chains_through_the_sum_of_what_was_reported() -> None:
+    # Totals as measured (tests/realcli/CODEX.md), in/cached/out: turn one made calls of
+    # 3/1/2 and 30/10/20; an interrupted turn made one of 300/100/200, which codex kept; the
+    # next completed turn made one of 3000/1000/2000 and reports it with the interrupted
+    # one. The baseline is the sum of what the earlier turns reported.
+    reported: list[Usage] = []
+    for totals in (completed(33, 11, 22), completed(3333, 1111, 2222)):
+        baseline = sum_usage(reported) if reported else None
+        (_, result) = run([totals], usage_baseline=baseline)
+        assert isinstance(result, ResultEvent) and result.usage is not None
+        reported.append(result.usage)
+    assert reported == [
+        Usage(input_tokens=22, output_tokens=22, cache_read_input_tokens=11),
+        Usage(input_tokens=2200, output_tokens=2200, cache_read_input_tokens=1100),
+    ]
+
+
+def sum_usage(usages: list[Usage]) -> Usage:
+    return Usage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        cache_creation_input_tokens=sum(u.cache_creation_input_tokens for u in usages),
+        cache_read_input_tokens=sum(u.cache_read_input_tokens for u in usages),
+    )
+
+
+def test_a_count_below_its_baseline_reports_zero() -> None:
     big = Usage(input_tokens=1000, output_tokens=1)
-    (_, result) = run(frames, usage_baseline=big)
+    (_, result) = run([completed(10, 0, 5)], usage_baseline=big)
     assert isinstance(result, ResultEvent)
-    assert result.usage == Usage(input_tokens=10, output_tokens=5)
+    assert result.usage == Usage(input_tokens=0, output_tokens=4)
 
 
 def test_model_comes_from_the_options() -> None:

@@ -143,6 +143,18 @@ async def test_a_fake_cli_executable_takes_any_argv(tmp_path: Path) -> None:
     assert seen["stdin"] == "hi"
 
 
+async def test_by_run_plays_one_program_per_run(tmp_path: Path) -> None:
+    counter = str(tmp_path / "runs")
+    programs = [[["emit", "first"]], [["emit", "second"], ["exit", 3]]]
+    binary = fake_cli_executable(str(tmp_path), ["by_run", counter, programs])
+    outcomes = [await read_all(Command(argv=(binary,), env=ENV)) for _ in range(3)]
+    assert [(frames, status) for frames, status, _ in outcomes] == [
+        (["first"], ExitStatus(0)),
+        (["second"], ExitStatus(3)),
+        (["second"], ExitStatus(3)),  # the last program again
+    ]
+
+
 @pytest.fixture
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Secret files land here instead of the system temp dir, so a leftover is visible."""

@@ -35,6 +35,7 @@ from .._events import (
     SessionEvent,
     StopReason,
     TextEvent,
+    Usage,
 )
 from ..backend import Command, ExitStatus
 
@@ -192,7 +193,10 @@ class ScriptedBackend:
         self._pending[self._ids] = call
         return Command(argv=("scripted", str(self._ids)), cwd=options.cwd)
 
-    def translator(self, options: ScriptedOptions) -> _Translator:
+    def translator(
+        self, options: ScriptedOptions, *, usage_baseline: Usage | None = None
+    ) -> _Translator:
+        # Scripted events carry each turn's own usage: nothing to subtract.
         return _TRANSLATOR
 
     def version_command(self, options: ScriptedOptions) -> Command:

@@ -22,6 +22,9 @@ The program is a JSON list of steps, each ``[op, *args]``::
                                unless "announce" is false
     ["exit", code]
     ["kill", signal]           send a signal to itself (crash by SIGKILL, SIGSEGV...)
+    ["by_run", path, programs] the n-th run of the program runs programs[n] (a list of steps;
+                               the last one again from then on), n counted in the file at
+                               path: one executable plays a session's turns one by one
 
 Only the standard library is used and nothing of agentrt is imported, so it starts fast with
 ``python -I -S``. `fake_cli_argv` builds an argv for a `Command`; `fake_cli_executable` writes
@@ -128,6 +131,17 @@ def _spawn(options: dict[str, Any]) -> None:
         _emit({"type": "spawned", "pid": child.pid, "setsid": bool(options.get("setsid"))})
 
 
+def _by_run(path: str, programs: Sequence[Sequence[Step]], args: Sequence[str]) -> None:
+    try:
+        with open(path) as f:
+            runs = int(f.read())
+    except FileNotFoundError:
+        runs = 0
+    with open(path, "w") as f:
+        f.write(str(runs + 1))
+    run(programs[min(runs, len(programs) - 1)], args)
+
+
 def run(steps: Sequence[Step], args: Sequence[str]) -> None:
     """Run a program's steps in order."""
     for step in steps:
@@ -178,6 +192,8 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             os._exit(rest[0])
         elif op == "kill":
             os.kill(os.getpid(), _signal(rest[0]))
+        elif op == "by_run":
+            _by_run(rest[0], rest[1], args)
         else:
             raise SystemExit(f"fake_cli: unknown step {op!r}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentrt import Usage
 from agentrt.backend import Command
 
 from ._command import build_command, build_version_command
@@ -25,8 +26,11 @@ class ClaudeBackend:
         """The command for one turn; ``--resume session_id`` when a session id is given."""
         return build_command(options, prompt, session_id=session_id)
 
-    def translator(self, options: ClaudeOptions) -> ClaudeTranslator:
-        """A fresh translator for one turn."""
+    def translator(
+        self, options: ClaudeOptions, *, usage_baseline: Usage | None = None
+    ) -> ClaudeTranslator:
+        """A fresh translator for one turn. ``usage_baseline`` is not needed: a result's
+        usage is already that of its own process, i.e. its turn."""
         return ClaudeTranslator()
 
     def version_command(self, options: ClaudeOptions) -> Command:

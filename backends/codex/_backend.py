@@ -33,9 +33,10 @@ class CodexBackend:
     def translator(
         self, options: CodexOptions, *, usage_baseline: Usage | None = None
     ) -> CodexTranslator:
-        """A fresh translator for one turn. ``usage_baseline``: the usage already recorded
-        for the session being resumed, so the turn reports its own share of codex's running
-        thread totals (see `CodexTranslator`)."""
+        """A fresh translator for one turn. ``usage_baseline``: the sum of the usage already
+        reported for the thread this turn resumes (None for a new thread); codex prints the
+        thread's running totals, and the turn reports them minus this (see
+        `backends.codex._translate`)."""
         return CodexTranslator(model=options.model, usage_baseline=usage_baseline)
 
     def version_command(self, options: CodexOptions) -> Command:

@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Mapping
 
 from agentrt import InvalidOptions
+from agentrt._env import child_env
 from agentrt.backend import Command, SecretFile
 
-from ._env import child_env
 from ._options import CodexOptions, toml_value
 
 _PREFIX = ("exec", "--json", "--skip-git-repo-check")

@@ -16,10 +16,10 @@ from typing import Any, Literal, get_args
 import attrs
 
 from agentrt import InvalidOptions
+from agentrt._env import ENV_POLICIES, EnvPolicy, default_env_policy
 from agentrt._redact import REDACTED, is_secret_name
 
 from .. import _validate as v
-from ._env import ENV_POLICIES, EnvPolicy, default_env_policy
 
 Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
 # `codex exec` never asks (its approval policy is always "never"); these are the two flags
@@ -157,15 +157,6 @@ def _output_schema(value: Any) -> str | JsonObject:
         raise v.Bad("expected a path to a JSON schema file, or a schema dict") from None
 
 
-def _extra_args(value: Any) -> tuple[str, ...]:
-    args = v.strings(value)
-    for arg in args:
-        flag = arg.split("=", 1)[0]
-        if flag in _RESERVED_FLAGS:
-            raise v.Bad(f"{flag} is set by the backend and cannot be passed in extra_args")
-    return args
-
-
 def _shown(key: str, value: Any) -> Any:
     """``value`` as an error or repr may show it: env values and secret-named config values
     may be credentials."""
@@ -216,7 +207,7 @@ _CHECKS = {
     "env_policy": v.choice(ENV_POLICIES),
     "images": _images,
     "output_schema": _output_schema,
-    "extra_args": _extra_args,
+    "extra_args": v.args_without(_RESERVED_FLAGS),
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_CHECKS)
 _structure = v.make_parser(CodexOptions, _CHECKS, shown=_shown)

@@ -24,15 +24,25 @@ a second ``turn.*`` verdict        `RawEvent` (one exec runs one turn)
 anything else                      `RawEvent`
 =================================  ======================================================
 
-Usage. codex reports the THREAD's running totals in ``turn.completed`` (every model call
-since the thread began, across resumed processes), not the turn's. The translator reports
-the turn's share: the totals minus ``usage_baseline``, the totals at the end of the previous
-turn. The runtime keeps that baseline as the sum of the usage it recorded for this session
-id (SessionRecord.usage), which is exactly the previous totals. Without a baseline (a new
-thread, or one the runtime never saw) the totals are reported as they are; a baseline larger
-than the totals in any count belongs to another thread and is ignored. Tokens of a turn
-that never completed (interrupted) are counted in the next completed turn, when codex kept
-them. ``ResultEvent.raw`` is the ``turn.completed`` frame, running totals included.
+Usage. codex's ``turn.completed`` usage is the THREAD's running total, not the turn's: the
+sum of every model call since the thread began, across ``exec resume`` processes (measured
+with 0.171.0, see tests/realcli/CODEX.md). The translator reports the turn's own share: the
+totals minus ``usage_baseline``, each count floored at 0. The baseline is what the runtime
+has already reported for this thread: the sum of the usage of the thread's earlier turns
+(`agentrt.backend.Backend.translator`). That sum equals codex's totals after the previous
+turn, so each turn gets exactly its own calls, and the runtime keeps a plain sum per session:
+
+- Without a baseline (a new thread) the totals are the turn's own usage.
+- A turn that ends without ``turn.completed`` reports no usage. After SIGINT (the
+  interrupt) codex keeps the tokens of its calls, and the next completed turn reports them;
+  after SIGTERM or SIGKILL codex loses them, and nobody reports them.
+- A turn whose usage the runtime never recorded (it crashed first) is counted in the next
+  turn, which sees a smaller baseline.
+- A count never goes negative: where codex's total is below the baseline (not seen; it
+  would take codex losing a completed turn's tokens) the turn reports 0, and the sum over
+  the thread stays codex's highest total, never counting a token twice.
+
+``ResultEvent.raw`` is the ``turn.completed`` frame, running totals included.
 
 Counts are mapped onto agentrt's (Anthropic-shaped) `Usage`: ``input_tokens`` is codex's
 input minus its cached input, ``cache_read_input_tokens`` the cached input,
@@ -46,8 +56,6 @@ import re
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import msgspec
 
 from agentrt import (
     ErrorEvent,
@@ -249,16 +257,16 @@ class CodexTranslator:
         base = self._baseline
         if base is None:
             return totals
-        delta = Usage(
-            input_tokens=totals.input_tokens - base.input_tokens,
-            output_tokens=totals.output_tokens - base.output_tokens,
-            cache_creation_input_tokens=(
-                totals.cache_creation_input_tokens - base.cache_creation_input_tokens
+        return Usage(
+            input_tokens=max(totals.input_tokens - base.input_tokens, 0),
+            output_tokens=max(totals.output_tokens - base.output_tokens, 0),
+            cache_creation_input_tokens=max(
+                totals.cache_creation_input_tokens - base.cache_creation_input_tokens, 0
             ),
-            cache_read_input_tokens=totals.cache_read_input_tokens - base.cache_read_input_tokens,
+            cache_read_input_tokens=max(
+                totals.cache_read_input_tokens - base.cache_read_input_tokens, 0
+            ),
         )
-        counts = msgspec.structs.astuple(delta)
-        return delta if min(counts) >= 0 else totals
 
     def _error(self, message: str) -> ErrorEvent:
         message = redact(message)

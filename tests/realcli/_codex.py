@@ -48,10 +48,11 @@ class Place:
     cwd: Path
     marker: str
 
-    def options(self, binary: Path, **extra: Any) -> CodexOptions:
+    def raw_options(self, binary: Path, **extra: Any) -> dict[str, Any]:
+        """Backend options (as ``start_agent`` takes them) for codex in this place."""
         env = {"HOME": str(self.home), FAKE_OPENAI_KEY_VAR: FAKE_KEY, MARKER_VAR: self.marker}
         env.update(extra.pop("env", {}))
-        raw = {
+        return {
             "binary": str(binary),
             "cwd": str(self.cwd),
             "codex_home": str(self.codex_home),
@@ -59,7 +60,9 @@ class Place:
             "env": env,
             **extra,
         }
-        return CodexBackend().parse_options(raw)
+
+    def options(self, binary: Path, **extra: Any) -> CodexOptions:
+        return CodexBackend().parse_options(self.raw_options(binary, **extra))
 
 
 @asynccontextmanager
@@ -134,7 +137,8 @@ async def run_turn(command: Command, **translator: Any) -> Turn:
     return Turn(frames, status, stderr, translate(frames, status, stderr, **translator))
 
 
-def _marked(marker: str) -> list[int]:
+def marked(marker: str) -> list[int]:
+    """Live processes (not zombies) carrying ``marker`` in their environment."""
     needle = f"{MARKER_VAR}={marker}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -153,7 +157,7 @@ def _marked(marker: str) -> list[int]:
 def find_marked(marker: str, comm: str) -> list[int]:
     """Live processes carrying ``marker`` whose command name is ``comm``."""
     pids = []
-    for pid in _marked(marker):
+    for pid in marked(marker):
         try:
             if Path("/proc", str(pid), "comm").read_text().strip() == comm:
                 pids.append(pid)
@@ -165,9 +169,9 @@ def find_marked(marker: str, comm: str) -> list[int]:
 async def kill_marked(marker: str) -> list[int]:
     """SIGKILL every live process carrying ``marker`` until none is left (a zombie counts as
     gone; at most 5 s); returns the pids that were still alive."""
-    survivors = _marked(marker)
+    survivors = marked(marker)
     with trio.fail_after(5):
-        while pids := _marked(marker):
+        while pids := marked(marker):
             for pid in pids:
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)

@@ -89,6 +89,42 @@ async def test_resume_keeps_the_thread_and_resends_the_history() -> None:
     ]
 
 
+def call_usage(power: int) -> OpenAIUsage:
+    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
+    return OpenAIUsage(
+        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
+    )
+
+
+async def test_usage_is_the_threads_running_total_and_reported_per_turn() -> None:
+    script = [
+        OpenAIReply.exec_command("true", usage=call_usage(0)),
+        OpenAIReply.text("one", usage=call_usage(1)),
+        OpenAIReply.text("two", usage=call_usage(2)),
+    ]
+    async with open_fake_openai(script) as api, codex_place(api) as place:
+        first = await run_turn(command(place, "Turn one"))
+        assert isinstance(first.terminal, ResultEvent), first.stderr
+        thread = first.terminal.session_id
+        second = await run_turn(
+            command(place, "Turn two", thread), usage_baseline=first.terminal.usage
+        )
+    # What codex printed: every call of the thread so far, not the turn's or the last call's.
+    printed = [t.frames[-1]["usage"] for t in (first, second)]
+    assert [(u["input_tokens"], u["cached_input_tokens"], u["output_tokens"]) for u in printed] == [
+        (33, 11, 22),
+        (333, 111, 222),
+    ]
+    # What the turns report: their own calls (input without its cached part).
+    assert first.terminal.usage == Usage(
+        input_tokens=22, output_tokens=22, cache_read_input_tokens=11
+    )
+    assert isinstance(second.terminal, ResultEvent)
+    assert second.terminal.usage == Usage(
+        input_tokens=200, output_tokens=200, cache_read_input_tokens=100
+    )
+
+
 async def test_shell_tool_runs_and_its_output_goes_back_to_the_model() -> None:
     script = [OpenAIReply.exec_command("echo from-the-tool"), OpenAIReply.text("Done")]
     async with open_fake_openai(script) as api, codex_place(api) as place:
