@@ -93,6 +93,8 @@ def reply(prompt: str, history: Sequence[str], *, tool_seconds: float) -> Reply:
     if prompt == REMEMBER_PROMPT:
         return Say("Noted.")
     if prompt == MIGRATE_PROMPT:
+        if MIGRATE_PROMPT in history:  # asked again after the crash: do not hang again
+            return Say("The migration was cut short last time; it is done now. migrated")
         return UseTool(
             text="Starting the migration.",
             command="echo migrating; sleep 30; echo done",

@@ -22,7 +22,10 @@ def assert_story(agents: dict[str, dict[str, object]]) -> None:
     assert agents["sleepy"]["stop_reasons"] == {"total_timeout": 1, "complete": 1}
     fragile = agents["fragile"]
     if SUPERVISED:
-        assert fragile["stop_reasons"] == {"complete": 2, "process_crashed": 1}
+        # Noted 42, killed mid-migration, recalled 42 (and the migration again, if the
+        # supervisor hands the interrupted request to the new instance).
+        assert fragile["stop_reasons"]["process_crashed"] == 1
+        assert fragile["stop_reasons"]["complete"] in (2, 3)
         assert fragile["restarts"] == 1
     else:
         assert fragile["stop_reasons"] == {"complete": 1, "process_crashed": 1}
