@@ -28,6 +28,7 @@ from ._cli_render import Output
 from ._env import ENV_POLICIES, EnvPolicy, child_env
 from ._env import _log as env_log
 from ._errors import AgentRTError, StoreError, TurnFailed
+from ._redact import redact
 from ._runtime import open_runtime
 from ._store import MemoryStore, SQLiteStore
 from .backend import Backend
@@ -205,7 +206,8 @@ async def _version(backend: Backend, options: Any) -> tuple[str | None, str]:
             check=False,
             stdin=b"",
         )
-        text = (result.stdout or result.stderr).decode(errors="replace").strip()
+        # Whatever a CLI prints is redacted before it is shown.
+        text = redact((result.stdout or result.stderr).decode(errors="replace").strip())
         if result.returncode != 0:
             return None, f"`{' '.join(argv)}` exited with {result.returncode}: {text[:200]}"
         match = _VERSION.search(text)
