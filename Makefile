@@ -14,16 +14,17 @@ AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
 export AGENTRT_CODEX_VERSION
 CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis
+.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,cli]'
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/python -m agentrt demo
+# The demo runs the pinned claude binary when npm could install it, else a bundled fake CLI.
+demo: $(STAMP) claude-cli
+	$(BIN)/agentrt demo
 
 test: $(STAMP) clis lint typecheck pytest
 
@@ -37,8 +38,12 @@ typecheck: $(STAMP)
 pytest: $(STAMP) clis
 	$(BIN)/pytest -q
 
-clis:
+clis: claude-cli codex-cli
+
+claude-cli:
 	tools/install-npm-cli @anthropic-ai/claude-code $(CLAUDE_VERSION) $(CLAUDE_DIR) claude
+
+codex-cli:
 	tools/install-npm-cli @openai/codex $(AGENTRT_CODEX_VERSION) $(CODEX_DIR) codex
 
 clean:

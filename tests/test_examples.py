@@ -1,10 +1,21 @@
-"""Every example runs, on the mock clock so its sleeps cost nothing."""
+"""Every example runs: the scripted one on the mock clock, the others on the fake model API."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+from realcli._claude import claude_binary, npm_available
+
+from agentrt import SQLiteStore
+from agentrt._env import AMBIENT_AUTH_VARS
+from agentrt.testing import AnthropicText, AnthropicToolUse, FakeAnthropic, open_fake_anthropic
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -35,3 +46,124 @@ async def test_scripted_team(autojump_clock: object) -> None:
         "[ 1.20s] flaky answered 'done: try again' on its next turn",
         "[ 1.20s] writer's session: writer-1",
     ]
+
+
+# The examples written for the real claude CLI run here with the pinned binary against the
+# fake Anthropic API: the model's side is scripted, everything else is real.
+
+
+@pytest.fixture
+async def fake_claude(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> AsyncIterator[FakeAnthropic]:
+    binary = claude_binary()
+    if not binary.exists():
+        if not npm_available():
+            pytest.skip("npm not found, so the pinned claude is not installed")
+        pytest.fail(f"the pinned claude is not installed at {binary}: run `make claude-cli`")
+    home = tmp_path / "home"
+    (home / "tmp").mkdir(parents=True)
+    for name in AMBIENT_AUTH_VARS | {"CLAUDE_CONFIG_DIR", "CLAUDECODE"}:
+        monkeypatch.delenv(name, raising=False)
+    async with open_fake_anthropic() as api:
+        settings = {
+            **api.claude_env(str(home)),
+            "CLAUDE_CLI": str(binary),
+            "TMPDIR": str(home / "tmp"),
+            "AGENTRT_STORE": str(tmp_path / "sessions.sqlite3"),
+        }
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        yield api
+
+
+def prompts(api: FakeAnthropic) -> list[str]:
+    """The prompt of each model call that started a turn (tool follow-ups left out)."""
+    return [r.last_user_text() for r in api.message_requests if not r.tool_results()]
+
+
+@pytest.mark.realcli
+async def test_quickstart(fake_claude: FakeAnthropic, tmp_path: Path, capsys: Any) -> None:
+    fake_claude.set_script([AnthropicText("A README and a Makefile.")])
+    response = await load("quickstart").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert response.text == "A README and a Makefile."
+    assert prompts(fake_claude) == ["In one sentence: what is in this directory?"]
+    out = capsys.readouterr().out
+    assert out.startswith("A README and a Makefile.\n(") and "complete, session " in out
+    async with SQLiteStore(Path(os.environ["AGENTRT_STORE"])) as store:
+        record = await store.load("quickstart")
+    assert record is not None and record.session_id == response.session_id
+
+
+@pytest.mark.realcli
+async def test_poll(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
+    fake_claude.set_script(
+        [AnthropicText("Two files."), AnthropicText("notes.md: it has the plan.")]
+    )
+    lines = await load("poll").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert lines[0] == "told twice; poll says Pending()"
+    assert lines[1].startswith("first (after ") and lines[1].endswith("our own work): Two files.")
+    assert lines[2:] == ["second: notes.md: it has the plan.", "both turns in one session: True"]
+
+
+@pytest.mark.realcli
+async def test_reviewer(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
+    source = tmp_path / "calc.py"
+    source.write_text("def ratio(a, b):\n    return a / b\n")
+    fake_claude.set_script(
+        [
+            AnthropicToolUse("Read", {"file_path": str(source)}, text="Reading."),
+            AnthropicText("calc.py: ratio() divides by zero when b == 0."),
+        ]
+    )
+    text, read = await load("reviewer").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert text == "Reading.calc.py: ratio() divides by zero when b == 0."
+    assert read == [str(source)]
+    first, second = fake_claude.message_requests
+    # The CLI adds a placeholder it marks "never call this tool" (defer_loading).
+    offered = {t["name"] for t in first.body["tools"] if not t.get("defer_loading")}
+    assert offered == {"Read", "Grep", "Glob"}
+    assert "never change files" in json.dumps(first.body["system"])
+    assert "return a / b" in json.dumps(second.tool_results())
+
+
+@pytest.mark.realcli
+async def test_chain(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
+    fake_claude.set_script(
+        [
+            AnthropicText("Agents that crash, restart and remember where they were."),
+            AnthropicText("Crash, restart, remember."),
+            AnthropicText("Punchy, but say what it supervises."),
+        ]
+    )
+    drafts, verdict = await load("chain").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert drafts == [
+        "Agents that crash, restart and remember where they were.",
+        "Crash, restart, remember.",
+    ]
+    assert verdict == "Punchy, but say what it supervises."
+    writer_1, writer_2, critic = fake_claude.message_requests
+    assert prompts(fake_claude)[1:] == [
+        "Tighten that to at most eight words.",
+        "Critique this tagline in one sentence: Crash, restart, remember.",
+    ]
+    # The chained turn resumed the writer's session; the critic has its own.
+    assert (
+        writer_2.headers["x-claude-code-session-id"] == writer_1.headers["x-claude-code-session-id"]
+    )
+    assert (
+        critic.headers["x-claude-code-session-id"] != writer_1.headers["x-claude-code-session-id"]
+    )
+
+
+@pytest.mark.realcli
+async def test_pool(fake_claude: FakeAnthropic, tmp_path: Path, capsys: Any) -> None:
+    fake_claude.set_script(
+        lambda request: AnthropicText(f"Docstring for: {request.last_user_text()}")
+    )
+    module = load("pool")
+    done = await module.main(str(tmp_path), agents=4, max_processes=2)  # type: ignore[attr-defined]
+    assert sorted(done) == sorted(module.JOBS)  # type: ignore[attr-defined]
+    assert len(set(done.values())) >= 2
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith("6 jobs on ") and summary.endswith(" at most 2 CLIs at once")

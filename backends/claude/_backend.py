@@ -12,11 +12,17 @@ from ._command import build_command, build_version_command
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator
 
+# The Claude Code release whose flags and stream-json this backend was written and checked
+# against (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier
+# pins its own copy in tests/realcli/CLAUDE_VERSION; a test keeps the two equal.
+WRITTEN_FOR_VERSION = "2.1.332"
+
 
 class ClaudeBackend:
     """Drives ``claude -p --output-format stream-json``; registered as ``backend="claude"``."""
 
     name = "claude"
+    written_for_version = WRITTEN_FOR_VERSION
 
     def parse_options(self, raw: Mapping[str, Any]) -> ClaudeOptions:
         """Validate options up front; raise `agentrt.InvalidOptions` naming key and value."""

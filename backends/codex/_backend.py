@@ -12,12 +12,18 @@ from ._command import build_command, build_version_command
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
 
+# The codex release whose flags and JSONL this backend was written and checked against
+# (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier pins its
+# own copy in tests/realcli/CODEX_VERSION; a test keeps the two equal.
+WRITTEN_FOR_VERSION = "0.171.0"
+
 
 class CodexBackend:
     """Drives ``codex exec --json`` (``exec resume`` for later turns); registered as
     ``backend="codex"``. ``environ`` stands in for ``os.environ`` (for tests)."""
 
     name = "codex"
+    written_for_version = WRITTEN_FOR_VERSION
 
     def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
         self._environ = environ

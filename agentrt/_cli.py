@@ -1,0 +1,244 @@
+"""The ``agentrt`` command: argument parsing, dispatch, and how failures are reported.
+
+Exit codes: 0 success (``doctor``: healthy), 1 failure (a failed turn, an unhealthy set-up,
+any error), 2 a usage error, 130 interrupted by Ctrl+C. An error is one line saying what
+went wrong and how to fix it; ``--debug`` adds the traceback and the runtime's debug log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import trio
+
+from ._cli_agent import add_agent_arguments, run_ask, turn_failed
+from ._cli_render import CliError, Output
+from ._errors import (
+    AgentRTError,
+    AgentStopped,
+    BackendNotFound,
+    InvalidOptions,
+    SessionMismatch,
+    StoreError,
+    TurnFailed,
+)
+
+Command = Callable[[argparse.Namespace, Output], Awaitable[int]]
+
+
+async def _run_demo(args: argparse.Namespace, out: Output) -> int:
+    from ._cli_demo import run_demo
+
+    return await run_demo(args, out)
+
+
+async def _run_doctor(args: argparse.Namespace, out: Output) -> int:
+    from ._cli_doctor import run_doctor
+
+    return await run_doctor(args, out)
+
+
+async def _run_chat(args: argparse.Namespace, out: Output) -> int:
+    from ._cli_chat import run_chat
+
+    return await run_chat(args, out)
+
+
+async def _run_sessions(args: argparse.Namespace, out: Output) -> int:
+    from ._cli_sessions import run_sessions
+
+    return await run_sessions(args, out)
+
+
+def _agentrt_version() -> str:
+    try:
+        return version("agentrt")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _json_parser(default: Any) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--json", action="store_true", default=default, help="print JSON")
+    return parser
+
+
+def _store_parser(default: Any) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        default=default,
+        help="the session store (default: $AGENTRT_STORE, else "
+        "~/.local/state/agentrt/sessions.sqlite3)",
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand."""
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subcommand's default must not undo `agentrt --debug <command>`.
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and logs"
+    )
+    with_json = _json_parser(False)
+    with_store = _store_parser(None)
+    # The actions of `sessions` take the same options; SUPPRESS keeps `sessions --json list`.
+    nested = [common, _json_parser(argparse.SUPPRESS), _store_parser(argparse.SUPPRESS)]
+
+    parser = argparse.ArgumentParser(
+        prog="agentrt",
+        description="Supervised coding-CLI agents: demo, health check, chat, one-shot asks, "
+        "stored sessions.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and logs")
+    parser.add_argument("--version", action="version", version=f"agentrt {_agentrt_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[common, with_json],
+        help="several supervised agents at work, on a fake model API (no credentials)",
+        description="Run agents on the real process path against agentrt's fake model API: "
+        "queued work, a watchdog, a crash and a resumed session, then a summary.",
+    )
+    demo.add_argument(
+        "--backend",
+        choices=["claude"],
+        help="use your logged-in claude and a real model instead of the fake API (costs tokens)",
+    )
+    demo.add_argument(
+        "--fake-cli",
+        action="store_true",
+        help="use the bundled fake CLI even when the pinned claude binary is installed",
+    )
+    demo.add_argument("--quick", action="store_true", help="less work, shorter bounds")
+    demo.add_argument(
+        "--store",
+        metavar="PATH",
+        help="keep the demo's sessions in this store (default: a temporary one)",
+    )
+    demo.set_defaults(run=_run_demo)
+
+    doctor = commands.add_parser(
+        "doctor",
+        parents=[common, with_json, with_store],
+        help="check CLIs, credentials, the store and process limits",
+        description="Check that agents can run here. Exit 0 when healthy, 1 otherwise; every "
+        "problem is printed with its fix. Secret values are never printed.",
+    )
+    doctor.add_argument(
+        "--backend", choices=["claude", "codex"], help="check this backend only (default: all)"
+    )
+    doctor.add_argument("--smoke", action="store_true", help="also run one real turn")
+    doctor.set_defaults(run=_run_doctor)
+
+    chat = commands.add_parser(
+        "chat",
+        parents=[common, with_store],
+        help="talk to one agent interactively; its session is kept for next time",
+        description="Interactive chat with one named agent. Ctrl+C interrupts the running "
+        "turn; at the prompt, Ctrl+C twice or Ctrl+D leaves.",
+    )
+    add_agent_arguments(chat)
+    chat.set_defaults(run=_run_chat)
+
+    ask = commands.add_parser(
+        "ask",
+        parents=[common, with_json, with_store],
+        help="send one prompt to a named agent and print the answer",
+    )
+    add_agent_arguments(ask)
+    ask.add_argument("prompt", help="the prompt; - reads it from stdin")
+    ask.set_defaults(run=run_ask)
+
+    sessions = commands.add_parser(
+        "sessions",
+        parents=[common, with_json, with_store],
+        help="list, show or forget stored sessions",
+    )
+    actions = sessions.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("list", parents=nested, help="every stored session")
+    for action, text in (("show", "one session in full"), ("forget", "delete a session's row")):
+        sub = actions.add_parser(action, parents=nested, help=text)
+        sub.add_argument("session_name", metavar="NAME")
+    sessions.set_defaults(run=_run_sessions)
+    return parser
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def describe(error: BaseException) -> CliError | None:
+    """The one-line report of a known failure; None for a bug."""
+    if isinstance(error, CliError):
+        return error
+    if isinstance(error, TurnFailed):
+        return turn_failed(None, error)
+    if isinstance(error, BackendNotFound):
+        return CliError(str(error), "pass --backend claude or --backend codex")
+    if isinstance(error, InvalidOptions):
+        return CliError(str(error), "check the -o KEY=VALUE options (README: configuration)")
+    if isinstance(error, StoreError):
+        return CliError(
+            str(error), "move that file aside, or use another store with --store or AGENTRT_STORE"
+        )
+    if isinstance(error, SessionMismatch):
+        return CliError(
+            str(error),
+            "pass --cwd with the stored directory (`agentrt sessions show NAME`), or --new",
+        )
+    if isinstance(error, AgentStopped):
+        return CliError(str(error), "rerun with --debug to see why it stopped")
+    if isinstance(error, AgentRTError):
+        return CliError(str(error), "rerun with --debug for details")
+    return None
+
+
+def report(error: BaseException, out: Output, *, debug: bool) -> int:
+    """Print ``error`` as the command's last word; return the exit code."""
+    leaves = _leaves(error)
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        out.say("interrupted", err=True)
+        return 130
+    known = [d for d in map(describe, leaves) if d is not None]
+    if debug or not known:
+        traceback.print_exception(error, file=sys.stderr)
+    if known:
+        out.error(known[0])
+        return known[0].code
+    out.error(
+        CliError(
+            f"unexpected error: {type(leaves[0]).__name__}: {leaves[0]}",
+            "this is a bug in agentrt; please report it with the traceback above",
+        )
+    )
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``agentrt`` command; returns its exit code."""
+    args = build_parser().parse_args(argv)
+    debug: bool = getattr(args, "debug", False)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(name)s: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    out = Output(json_mode=getattr(args, "json", False))
+    run: Command = args.run
+    try:
+        result: Any = trio.run(run, args, out)
+    except BaseException as error:
+        return report(error, out, debug=debug)
+    return int(result)

@@ -1,0 +1,281 @@
+"""``agentrt ask`` and what it shares with ``agentrt chat``: one named agent in a runtime
+whose SQLite store keeps its session between runs of the command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ._agent import Agent
+from ._cli_render import CliError, Output, money, seconds, short
+from ._errors import TurnFailed
+from ._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
+from ._options import AgentOptions
+from ._requests import Completed, Failed, Ref
+from ._runtime import Runtime, open_runtime
+from ._store import SessionRecord, SQLiteStore, default_store_path
+
+DEFAULT_BACKEND = "claude"
+
+# What to do about a failed turn, by its stop reason; the sentence follows "Fix:".
+_FIXES: dict[StopReason, str] = {
+    StopReason.AUTHENTICATION_FAILED: (
+        "log the CLI in (`claude` then /login, or `codex login`); `agentrt doctor` shows "
+        "which credentials each env policy would use"
+    ),
+    StopReason.RATE_LIMITED: "wait for the provider's limit to reset, then try again",
+    StopReason.OVERLOADED: "the provider is overloaded; try again in a minute",
+    StopReason.SPAWN_FAILED: (
+        "install the CLI, or point CLAUDE_CLI / CODEX_CLI (or -o binary=PATH) at it; "
+        "`agentrt doctor` checks"
+    ),
+    StopReason.SESSION_LOST: "the CLI no longer has this conversation; pass --new to start over",
+    StopReason.TOTAL_TIMEOUT: "allow the turn more time with -o watchdog=SECONDS",
+    StopReason.STARTUP_TIMEOUT: "the CLI printed nothing; `agentrt doctor --smoke` tries a turn",
+    StopReason.FIRST_EVENT_TIMEOUT: "raise -o first_event=SECONDS, or check the provider",
+    StopReason.IDLE_TIMEOUT: "raise -o idle=SECONDS, or check the provider",
+    StopReason.INVALID_OPTIONS: "check the -o KEY=VALUE options",
+    StopReason.CLI_ERROR: "the CLI's own message is above; `agentrt doctor` checks the set-up",
+}
+_DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
+
+
+def runtime_resumes() -> bool:
+    """Whether ``start_agent`` resumes a stored session by itself (its ``resume`` option,
+    added with supervision). Until it does, each run of the command starts a new session."""
+    return "resume" in attrs.fields_dict(AgentOptions)
+
+
+def turn_failed(name: str | None, error: TurnFailed) -> CliError:
+    """A failed turn as one sentence and its fix."""
+    message = f"the turn failed ({error.reason.value})"
+    if name is not None:
+        message = f"agent {name!r}: {message}"
+    if error.message:
+        message += f": {short(error.message, 300).rstrip('.')}"
+    tail = error.stderr_tail.strip()
+    if tail and error.reason in (StopReason.PROCESS_CRASHED, StopReason.MALFORMED_OUTPUT):
+        message += f"; the CLI's last words: {short(tail.splitlines()[-1], 200)}"
+    return CliError(message, _FIXES.get(error.reason, _DEFAULT_FIX))
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` from the command line; VALUE is JSON when it parses as JSON (numbers,
+    lists, true/false, objects), else the string itself."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``ask`` and ``chat`` share."""
+    parser.add_argument("name", help="the agent's name: its session is stored under it")
+    parser.add_argument(
+        "--backend", help=f"claude or codex (default: the stored one, else {DEFAULT_BACKEND})"
+    )
+    parser.add_argument(
+        "--cwd", help="the agent's working directory (default: the stored one, else here)"
+    )
+    parser.add_argument("--model", help="the model the CLI should use")
+    parser.add_argument(
+        "--new", action="store_true", help="start a new session instead of resuming the stored one"
+    )
+    parser.add_argument(
+        "-o",
+        "--option",
+        dest="options",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="any start_agent option (runtime or backend), e.g. -o watchdog=900 "
+        "-o 'allowed_tools=[\"Read\"]'",
+    )
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store).expanduser() if args.store else default_store_path()
+
+
+@attrs.frozen
+class Started:
+    """The agent a command talks to, and the stored session it continues (if any)."""
+
+    name: str
+    backend: str
+    cwd: str
+    resumed: SessionRecord | None
+
+
+def _working_directory(given: str | None) -> str:
+    cwd = os.path.abspath(given or os.getcwd())
+    if not os.path.isdir(cwd):
+        raise CliError(f"the working directory {cwd} does not exist", "pass --cwd DIR")
+    return cwd
+
+
+@asynccontextmanager
+async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, Started]]:
+    """A runtime on the SQLite store with the agent ``args.name`` started in it.
+
+    The backend and cwd default to the stored session's, so ``agentrt ask NAME`` from any
+    directory continues where the conversation was.
+
+    Cancellation: leaving the block stops the agent; its cleanup is shielded.
+    """
+    store = SQLiteStore(store_path(args))
+    async with open_runtime(store=store) as rt:
+        record = await store.load(args.name)
+        if args.new:
+            record = None
+        backend = args.backend or (record.backend if record else DEFAULT_BACKEND)
+        if record is not None and args.backend and args.backend != record.backend:
+            raise CliError(
+                f"agent {args.name!r} has a {record.backend} session, not a {args.backend} one",
+                f"pass --backend {record.backend}, or --new to start over with {args.backend}",
+            )
+        cwd = _working_directory(args.cwd or (record.cwd if record else None))
+        options: dict[str, Any] = dict(args.options)
+        if args.model:
+            options["model"] = args.model
+        if runtime_resumes() and args.new:
+            options["resume"] = False
+        await rt.start_agent(Agent, name=args.name, backend=backend, cwd=cwd, **options)
+        resumed = record if record is not None and record.session_id and runtime_resumes() else None
+        yield rt, Started(args.name, backend, cwd, resumed)
+
+
+@attrs.define
+class TurnWatch:
+    """What a running turn has shown so far, for the progress line."""
+
+    started: float = attrs.field(factory=trio.current_time)
+    tools: int = 0
+    tokens: int = 0
+    last_tool: str | None = None
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, ToolUseEvent):
+            self.tools += 1
+            self.last_tool = event.name
+        elif isinstance(event, UsageEvent):
+            self.tokens = event.usage.input_tokens + event.usage.output_tokens
+
+    def line(self, name: str) -> str:
+        parts = [name, seconds(trio.current_time() - self.started)]
+        if self.tools:
+            parts.append(f"{self.tools} tool call{'s' if self.tools != 1 else ''}")
+        if self.tokens:
+            parts.append(f"{self.tokens} tokens")
+        return " · ".join(parts)
+
+
+def response_data(name: str, response: Response) -> dict[str, Any]:
+    """The JSON shape of a successful turn."""
+    usage = response.usage
+    return {
+        "agent": name,
+        "text": response.text,
+        "final_message": response.final_message,
+        "stop_reason": response.stop_reason.value,
+        "session_id": response.session_id,
+        "model": response.model,
+        "cost_usd": response.cost_usd,
+        "duration": round(response.duration, 3),
+        "num_turns": response.num_turns,
+        "usage": None
+        if usage is None
+        else {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+        },
+    }
+
+
+def footer(response: Response) -> str:
+    """One dim line under an answer: time, tokens, cost, session."""
+    parts = [seconds(response.duration)]
+    if response.usage is not None:
+        parts.append(f"{response.usage.input_tokens} in / {response.usage.output_tokens} out")
+    if response.cost_usd is not None:
+        parts.append(money(response.cost_usd))
+    if response.session_id:
+        parts.append(f"session {response.session_id}")
+    return " · ".join(parts)
+
+
+async def _watch(rt: Runtime, ref: Ref, out: Output, watch: TurnWatch) -> None:
+    with out.progress(err=True) as progress:
+        progress.show(watch.line(ref.name))
+        async with trio.open_nursery() as nursery:
+
+            async def tick() -> None:
+                while True:
+                    progress.update(watch.line(ref.name))
+                    await trio.sleep(0.1)
+
+            nursery.start_soon(tick)
+            async for event in rt.events(ref):
+                watch.see(event)
+            nursery.cancel_scope.cancel()
+
+
+async def run_ask(args: argparse.Namespace, out: Output) -> int:
+    """``agentrt ask NAME PROMPT``: one turn; the answer on stdout, exit 0 on success,
+    1 on a failed turn, 130 when Ctrl+C interrupted it."""
+    prompt = args.prompt
+    if prompt == "-":
+        prompt = await trio.to_thread.run_sync(sys.stdin.read)
+    if not prompt.strip():
+        raise CliError("the prompt is empty", "pass the prompt as an argument, or - for stdin")
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with open_agent(args) as (rt, _), trio.open_nursery() as nursery:
+            ref = rt.tell(args.name, prompt)
+            watch = TurnWatch()
+
+            async def on_sigint() -> None:
+                nonlocal interrupted
+                async for _ in signals:
+                    if interrupted:  # a second Ctrl+C: stop waiting for the CLI to end
+                        raise KeyboardInterrupt
+                    interrupted = True
+                    rt.interrupt_request(args.name, ref)
+
+            nursery.start_soon(on_sigint)
+            await _watch(rt, ref, out, watch)
+            outcome = await rt.wait(ref)
+            nursery.cancel_scope.cancel()
+    if isinstance(outcome, Completed):
+        response = outcome.response
+        if out.json_mode:
+            out.data(response_data(args.name, response))
+        else:
+            out.say(response.text)
+            out.say(footer(response), style="dim", err=True)
+        return 0
+    if interrupted:
+        out.say("interrupted", err=True)
+        return 130
+    if isinstance(outcome, Failed):
+        if isinstance(outcome.error, TurnFailed):
+            raise turn_failed(args.name, outcome.error)
+        raise outcome.error
+    raise CliError(f"agent {args.name!r}: the request ended as {outcome!r}", _DEFAULT_FIX)

@@ -1,0 +1,598 @@
+"""``agentrt demo``: supervised agents at work, shown live, on a machine with no credentials.
+
+Five agents share one runtime with a SQLite store and a process limit, on the real process
+path. By default the model is agentrt's fake Anthropic API and the CLI the pinned
+``claude`` binary (``make claude-cli``), else a bundled fake CLI; ``--backend claude``
+uses the logged-in ``claude`` and a real model instead. The story:
+
+- workers w1..wN take the jobs queued in their mailboxes, a few CLIs at a time;
+- ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn, and its
+  next job continues the same session;
+- ``fragile`` notes a number, then its CLI is SIGKILLed mid-turn; the agent lets it crash,
+  its supervisor starts a new instance, which resumes the stored session and recalls
+  the number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AsyncExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from . import _proctree
+from ._agent import Agent
+from ._backends import resolve_backend
+from ._cli_agent import runtime_resumes
+from ._cli_demo_model import (
+    HANG_PROMPT,
+    MIGRATE_PROMPT,
+    RECALL_PROMPT,
+    REMEMBER_PROMPT,
+    FakeClaude,
+    anthropic_script,
+    job_prompt,
+)
+from ._cli_render import CliError, Output, money, plain_table, rich_table, seconds, short
+from ._errors import AgentNotFound, AgentRTError, TurnFailed
+from ._events import Event, Response, StopReason, TextEvent, ToolUseEvent
+from ._requests import Completed, Failed, Ref
+from ._runtime import Runtime, open_runtime
+from ._store import SessionRecord, SQLiteStore
+from .testing import open_fake_anthropic
+
+_REPO = Path(__file__).resolve().parents[1]
+# How long the demo waits for a supervisor to bring a crashed agent back.
+_RESTART_BOUND = 10.0
+
+
+@attrs.frozen
+class Plan:
+    """How much the demo does; ``--quick`` halves it."""
+
+    workers: int
+    jobs_each: int
+    tool_seconds: float
+    watchdog: float
+    max_processes: int
+
+    @classmethod
+    def make(cls, *, quick: bool, real: bool) -> Plan:
+        # sleepy's watchdog also bounds its second, ordinary turn: a few times a normal
+        # turn's length, so a busy machine does not fire it there too.
+        if real:  # a real model takes a minute over the essay, seconds over a job
+            workers = 2 if quick else 3
+            return cls(workers, jobs_each=2, tool_seconds=0, watchdog=12.0, max_processes=3)
+        if quick:
+            return cls(workers=2, jobs_each=2, tool_seconds=0.1, watchdog=3.0, max_processes=3)
+        return cls(workers=3, jobs_each=3, tool_seconds=0.5, watchdog=4.0, max_processes=4)
+
+
+@attrs.frozen
+class TurnRecord:
+    stop_reason: str
+    tokens: int
+    session_id: str | None
+    seconds: float
+
+
+@attrs.define
+class Row:
+    """One agent on the board."""
+
+    name: str
+    role: str
+    task: str | None = None
+    activity: str = ""
+    turns: list[TurnRecord] = attrs.field(factory=list)
+    restarts: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.turns)
+
+
+@attrs.define(eq=False)
+class Board:
+    """What the demo shows: a row per agent and a log, printed as it happens off a
+    terminal and redrawn live on one."""
+
+    out: Output
+    rows: dict[str, Row] = attrs.field(factory=dict)
+    log: list[tuple[float, str, str]] = attrs.field(factory=list)
+    fakes: dict[str, FakeClaude] = attrs.field(factory=dict)
+    started: float = attrs.field(factory=time.monotonic)
+
+    def add(self, name: str, role: str) -> None:
+        self.rows[name] = Row(name, role)
+
+    def note(self, text: str, style: str = "") -> None:
+        at = time.monotonic() - self.started
+        self.log.append((at, text, style))
+        if not self.out.fancy and not self.out.json_mode:
+            self.out.say(f"[{at:5.1f}s] {text}")
+
+    def turn_started(self, name: str, prompt: str) -> None:
+        row = self.rows[name]
+        row.task, row.activity = prompt, "thinking"
+        if name in self.fakes:
+            self.fakes[name].prepare(prompt)
+        self.note(f"{name} took {short(prompt, 60)!r}")
+
+    def stream_event(self, name: str, event: Event) -> None:
+        if isinstance(event, ToolUseEvent):
+            self.rows[name].activity = f"⚙ {event.name}"
+        elif isinstance(event, TextEvent):
+            self.rows[name].activity = "answering"
+
+    def turn_ended(self, name: str, outcome: Response | TurnFailed) -> None:
+        row = self.rows[name]
+        if isinstance(outcome, Response):
+            usage, reason, session = outcome.usage, "complete", outcome.session_id
+            took = outcome.duration
+        else:
+            usage, reason, session = outcome.usage, outcome.reason.value, outcome.session_id
+            took = 0.0
+        tokens = 0 if usage is None else usage.input_tokens + usage.output_tokens
+        row.turns.append(TurnRecord(reason, tokens, session, took))
+        task = short(row.task or "", 40)
+        row.task, row.activity = None, ""
+        if isinstance(outcome, Response):
+            answer = short(outcome.final_message, 50)
+            self.note(
+                f"{name} finished {task!r}: {answer!r} ({seconds(took)}, {tokens} tokens)", "green"
+            )
+        elif outcome.reason is StopReason.TOTAL_TIMEOUT:
+            self.note(
+                f"{name}: the watchdog fired (total_timeout); the CLI was stopped, "
+                f"its session {short(session or '-', 13)} kept",
+                "yellow",
+            )
+        else:
+            self.note(f"{name}: the turn failed with {reason}: {short(outcome.message, 70)}", "red")
+
+
+class DemoAgent(Agent):
+    """Reports each turn to the board; everything else is the default behaviour."""
+
+    board: Board
+    label: str
+
+    def init_agent(self, **options: Any) -> Mapping[str, Any]:
+        # The demo's own keywords; the rest are the backend's options.
+        self.board, self.label = options.pop("board"), options.pop("label")
+        return options
+
+    def pre_turn(self, prompt: str) -> None:
+        self.board.turn_started(self.label, prompt)
+
+    def handle_stream_event(self, event: Event) -> None:
+        self.board.stream_event(self.label, event)
+
+    def post_turn(self, ref: Ref, outcome: Response | TurnFailed) -> None:
+        self.board.turn_ended(self.label, outcome)
+
+
+class Fragile(DemoAgent):
+    """Lets it crash: a turn whose CLI died is not handled here, so the agent raises, and
+    its supervisor starts a new instance, which resumes the stored session."""
+
+    def post_turn(self, ref: Ref, outcome: Response | TurnFailed) -> None:
+        super().post_turn(ref, outcome)
+        if isinstance(outcome, TurnFailed) and outcome.reason is StopReason.PROCESS_CRASHED:
+            self.board.note(f"{self.label}: post_turn raises (let it crash)", "red")
+            raise RuntimeError(f"{self.label}: my CLI was killed mid-turn")
+
+
+def pinned_claude() -> Path | None:
+    """The claude binary ``make claude-cli`` installs in this checkout, if it is there."""
+    written_for: str = getattr(resolve_backend("claude"), "written_for_version", "")
+    version = os.environ.get("AGENTRT_CLAUDE_VERSION") or written_for
+    path = _REPO / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
+    return path if path.exists() else None
+
+
+def _cli_pid(cwd: str) -> int | None:
+    """Our child process running in ``cwd``: the CLI of the agent that works there."""
+    me, want = os.getpid(), os.path.realpath(cwd)
+    for st in _proctree.snapshot().values():
+        if st.ppid == me and not st.gone:
+            try:
+                if os.path.realpath(os.readlink(f"/proc/{st.pid}/cwd")) == want:
+                    return st.pid
+            except OSError:
+                continue
+    return None
+
+
+def _store_file(given: str | None, scratch: str) -> Path:
+    return Path(given).expanduser() if given else Path(scratch) / "sessions.sqlite3"
+
+
+def _leftover_processes() -> int:
+    procs = _proctree.snapshot()
+    return sum(1 for pid in _proctree.descendants(procs, [os.getpid()]) if not procs[pid].gone)
+
+
+@attrs.define(eq=False)
+class Demo:
+    rt: Runtime
+    board: Board
+    plan: Plan
+    cwds: dict[str, str]
+    checks: dict[str, bool] = attrs.field(factory=dict)
+
+    async def workers(self) -> None:
+        names = [f"w{i + 1}" for i in range(self.plan.workers)]
+        refs: list[Ref] = []
+        number = 1
+        for _ in range(self.plan.jobs_each):
+            for name in names:
+                refs.append(self.rt.tell(name, job_prompt(number)))
+                number += 1
+        self.board.note(
+            f"queued {len(refs)} jobs in the mailboxes of {', '.join(names)}; at most "
+            f"{self.plan.max_processes} CLIs run at once (max_processes)",
+            "bold",
+        )
+        outcomes = [await self.rt.wait(ref) for ref in refs]
+        self.checks["queued work done"] = all(isinstance(o, Completed) for o in outcomes)
+
+    async def sleepy(self) -> None:
+        first = self.rt.tell("sleepy", HANG_PROMPT)
+        second = self.rt.tell("sleepy", job_prompt(self.plan.workers * self.plan.jobs_each + 1))
+        hung, after = await self.rt.wait(first), await self.rt.wait(second)
+        fired = (
+            isinstance(hung, Failed)
+            and isinstance(hung.error, TurnFailed)
+            and hung.error.reason is StopReason.TOTAL_TIMEOUT
+        )
+        self.checks["watchdog fired"] = fired
+        same = (
+            fired
+            and isinstance(after, Completed)
+            and isinstance(hung, Failed)
+            and isinstance(hung.error, TurnFailed)
+            and after.response.session_id == hung.error.session_id
+        )
+        self.checks["next turn after the watchdog resumed"] = same
+        if same:
+            self.board.note("sleepy's next turn continued the same session", "green")
+
+    async def fragile(self) -> None:
+        rt, board = self.rt, self.board
+        try:
+            noted = await rt.ask("fragile", REMEMBER_PROMPT)
+        except AgentRTError as exc:
+            board.note(f"fragile could not take its first prompt: {exc}", "red")
+            self.checks["crash and resume"] = False
+            return
+        session = noted.session_id
+        before = rt.whereis("fragile")
+        ref = rt.tell("fragile", MIGRATE_PROMPT)
+        killed = False
+        async with rt.events(ref) as events:
+            async for event in events:
+                if isinstance(event, ToolUseEvent | TextEvent) and (
+                    pid := _cli_pid(self.cwds["fragile"])
+                ):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+                    board.note(
+                        f"chaos: SIGKILL to fragile's CLI (pid {pid}) in the middle of its turn",
+                        "bold red",
+                    )
+                    break
+        await rt.wait(ref)
+        self.checks["CLI killed mid-turn"] = killed
+        if not runtime_resumes():
+            board.note(
+                "fragile stays down: this agentrt build has no supervisor yet, so the "
+                "restart-and-resume step is skipped",
+                "bold yellow",
+            )
+            return
+        handle = None
+        with trio.move_on_after(_RESTART_BOUND):
+            while (handle := rt.whereis("fragile")) is None or handle == before:  # noqa: ASYNC110
+                await trio.sleep(0.05)  # a restart has no event to wait on from outside
+        if handle is None or handle == before:
+            board.note(f"fragile was not restarted within {_RESTART_BOUND:g} s", "bold red")
+            self.checks["restarted"] = False
+            return
+        board.rows["fragile"].restarts += 1
+        self.checks["restarted"] = True
+        board.note(
+            f"supervisor restarted fragile: a new instance (incarnation {handle.incarnation}), "
+            "its session taken from the store",
+            "bold",
+        )
+        recalled = await rt.ask("fragile", RECALL_PROMPT)
+        same = recalled.session_id == session
+        self.checks["resumed the same session"] = same
+        self.checks["remembered"] = "42" in recalled.text
+        where = short(recalled.session_id or "-", 13)
+        board.note(
+            f"fragile recalled {short(recalled.text, 40)!r} in session {where}"
+            f" ({'the same session, resumed' if same else 'a NEW session'})",
+            "bold green" if same else "bold red",
+        )
+
+
+def _live_view(board: Board, rt: Runtime) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    rows = []
+    for row in board.rows.values():
+        try:
+            status = rt.status(row.name)
+        except AgentNotFound:
+            state, queued, elapsed = "down", "-", ""
+        else:
+            current = status.current
+            if current is None:
+                state = status.state
+            elif current.waiting_for_process:
+                state = "waiting for a slot"
+            else:
+                state = row.activity or "working"
+            queued = str(status.queued)
+            elapsed = seconds(current.elapsed) if current else ""
+        last = row.turns[-1].stop_reason if row.turns else "-"
+        rows.append(
+            [
+                row.name,
+                state,
+                queued,
+                short(row.task or "", 44),
+                elapsed,
+                str(len(row.turns)),
+                str(row.tokens),
+                last,
+            ]
+        )
+    table = rich_table(
+        ["AGENT", "STATE", "QUEUED", "WORKING ON", "TIME", "TURNS", "TOKENS", "LAST STOP"], rows
+    )
+    log = Text()
+    for at, text, style in board.log[-10:]:
+        log.append(f"{at:5.1f}s ", style="dim")
+        log.append(text + "\n", style=style)
+    return Group(table, log)
+
+
+@contextmanager
+def _quiet_crash_logs(debug: bool) -> Iterator[None]:
+    # The demo reports fragile's crash itself; the runtime's traceback would tear the view.
+    logger = logging.getLogger("agentrt")
+    level = logger.level
+    if not debug:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _summary_rows(board: Board, records: Mapping[str, SessionRecord]) -> list[dict[str, Any]]:
+    rows = []
+    for row in board.rows.values():
+        record = records.get(row.name)
+        reasons = collections.Counter(t.stop_reason for t in row.turns)
+        rows.append(
+            {
+                "name": row.name,
+                "role": row.role,
+                "turns": len(row.turns),
+                "stop_reasons": dict(reasons),
+                "tokens": row.tokens,
+                "cost_usd": None if record is None else record.cost_usd,
+                "session_id": None if record is None else record.session_id,
+                "restarts": row.restarts,
+            }
+        )
+    return rows
+
+
+async def run_demo(args: argparse.Namespace, out: Output) -> int:
+    """Run the demo; exit 0 when everything happened as scripted."""
+    real = args.backend == "claude"
+    plan = Plan.make(quick=args.quick, real=real)
+    board = Board(out)
+    names = [f"w{i + 1}" for i in range(plan.workers)]
+    for name in names:
+        board.add(name, "worker")
+    board.add("sleepy", f"watchdog {plan.watchdog:g}s")
+    board.add("fragile", "crashes")
+    begun = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="agentrt-demo-") as scratch,
+        _quiet_crash_logs(getattr(args, "debug", False)),
+    ):
+        store_file = _store_file(args.store, scratch)
+        cwds = {name: os.path.join(scratch, "projects", name) for name in board.rows}
+        for cwd in cwds.values():
+            os.makedirs(cwd)
+        async with AsyncExitStack() as stack:
+            options, model, cli = await _setup(stack, args, scratch, plan, board, real)
+            lines = [
+                f"agentrt demo: {len(board.rows)} supervised agents on the real process path",
+                f"model: {model}",
+                f"CLI:   {cli}",
+                f"store: {store_file}"
+                + ("" if args.store else " (temporary; --store PATH keeps it)"),
+            ]
+            for line in lines:
+                out.say(line, style="bold" if line is lines[0] else "")
+            out.say()
+            store = SQLiteStore(store_file)
+            rt = await stack.enter_async_context(
+                open_runtime(store=store, max_processes=plan.max_processes)
+            )
+            for name in board.rows:
+                agent = Fragile if name == "fragile" else DemoAgent
+                extra = {"watchdog": plan.watchdog} if name == "sleepy" else {}
+                await rt.start_agent(
+                    agent,
+                    name=name,
+                    backend="claude",
+                    restart="permanent",
+                    board=board,
+                    label=name,
+                    cwd=cwds[name],
+                    **options(name),
+                    **extra,
+                )
+            demo = Demo(rt, board, plan, cwds)
+            async with trio.open_nursery() as nursery:
+                if out.fancy:
+
+                    async def redraw() -> None:
+                        with out.live() as live:
+                            while True:
+                                live.update(_live_view(board, rt))
+                                await trio.sleep(0.125)
+
+                    nursery.start_soon(redraw)
+                async with trio.open_nursery() as work:
+                    work.start_soon(demo.workers)
+                    work.start_soon(demo.sleepy)
+                    work.start_soon(demo.fragile)
+                await trio.sleep(0.15 if out.fancy else 0)  # one last frame
+                nursery.cancel_scope.cancel()
+            records = {r.name: r for r in await store.list()}
+        left = _leftover_processes()
+    took = time.monotonic() - begun
+    summary = _summary_rows(board, records)
+    demo.checks["no process left behind"] = left == 0
+    ok = all(demo.checks.values())
+    if out.json_mode:
+        out.data(
+            {
+                "ok": ok,
+                "model": model,
+                "cli": cli,
+                "supervision": runtime_resumes(),
+                "seconds": round(took, 1),
+                "checks": demo.checks,
+                "agents": summary,
+            }
+        )
+    else:
+        _print_summary(out, summary, demo.checks, took)
+    if not ok:
+        failed = ", ".join(k for k, v in demo.checks.items() if not v)
+        raise CliError(
+            f"the demo did not go as scripted ({failed})",
+            "rerun with --debug to see the runtime's log",
+        )
+    return 0
+
+
+def _print_summary(
+    out: Output, summary: list[dict[str, Any]], checks: Mapping[str, bool], took: float
+) -> None:
+    rows = [
+        [
+            a["name"],
+            a["role"],
+            str(a["turns"]),
+            ", ".join(f"{r} ({n})" if n > 1 else r for r, n in a["stop_reasons"].items()) or "-",
+            str(a["tokens"]),
+            money(a["cost_usd"]),
+            a["session_id"] or "-",
+            str(a["restarts"]),
+        ]
+        for a in summary
+    ]
+    headers = ["AGENT", "ROLE", "TURNS", "STOP REASONS", "TOKENS", "COST", "SESSION", "RESTARTS"]
+    out.say()
+    if out.fancy:
+        out.console.print(rich_table(headers, rows, title=f"Summary ({seconds(took)})"))
+    else:
+        out.say(f"Summary ({seconds(took)})")
+        out.say(plain_table(headers, rows))
+    out.say()
+    for check, passed in checks.items():
+        out.say(f"  {'✓' if passed else '✗'} {check}", style="green" if passed else "bold red")
+    if not runtime_resumes():
+        out.say(
+            "  - restart and resume: skipped (no supervisor in this agentrt build)", style="yellow"
+        )
+
+
+async def _setup(
+    stack: AsyncExitStack,
+    args: argparse.Namespace,
+    scratch: str,
+    plan: Plan,
+    board: Board,
+    real: bool,
+) -> tuple[Any, str, str]:
+    """Per-agent backend options, and what runs as the model and as the CLI."""
+    if real:
+
+        def real_options(name: str) -> dict[str, Any]:
+            if name == "fragile":
+                return {"tools": ["Bash"], "allowed_tools": ["Bash(echo:*)", "Bash(sleep:*)"]}
+            return {"tools": []}
+
+        return (
+            real_options,
+            "your logged-in claude and a real model (this costs tokens)",
+            "claude on PATH (or $CLAUDE_CLI)",
+        )
+    binary = None if args.fake_cli else pinned_claude()
+    if binary is None:
+        folder = os.path.join(scratch, "bin")
+        os.makedirs(folder)
+        for name in board.rows:
+            board.fakes[name] = FakeClaude(folder, name, plan.tool_seconds)
+        why = (
+            "--fake-cli"
+            if args.fake_cli
+            else "the pinned claude is not installed; `make claude-cli` installs it"
+        )
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+        def fake_options(name: str) -> dict[str, Any]:
+            return {"binary": board.fakes[name].binary, "env_policy": "isolated", "env": env}
+
+        return (
+            fake_options,
+            "scripted replies inside the bundled fake CLI",
+            f"bundled fake CLI ({why})",
+        )
+    api = await stack.enter_async_context(
+        open_fake_anthropic(anthropic_script(tool_seconds=plan.tool_seconds))
+    )
+    home = os.path.join(scratch, "home")
+    os.makedirs(os.path.join(home, "tmp"))
+    env = {
+        **api.claude_env(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TMPDIR": os.path.join(home, "tmp"),
+    }
+
+    def claude_options(name: str) -> dict[str, Any]:
+        return {"binary": str(binary), "env_policy": "isolated", "env": env}
+
+    shown = binary.relative_to(_REPO) if binary.is_relative_to(_REPO) else binary
+    version = binary.parent.parent.parent.name.removeprefix("claude-")
+    return (
+        claude_options,
+        f"agentrt's fake Anthropic API at {api.base_url} (no credentials, no network)",
+        f"claude {version} (pinned, {shown})",
+    )

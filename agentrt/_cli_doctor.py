@@ -1,0 +1,464 @@
+"""``agentrt doctor``: can agents run here? Binaries, versions, credentials under each env
+policy, the session store, process limits; ``--smoke`` runs one real turn.
+
+Only names and paths are ever printed: never the value of a credential.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import resource
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from ._agent import Agent
+from ._backends import resolve_backend
+from ._cli_agent import footer, store_path, turn_failed
+from ._cli_render import Output
+from ._env import ENV_POLICIES, EnvPolicy, child_env
+from ._env import _log as env_log
+from ._errors import AgentRTError, StoreError, TurnFailed
+from ._redact import redact
+from ._runtime import open_runtime
+from ._store import MemoryStore, SQLiteStore
+from .backend import Backend
+
+Status = Literal["ok", "warn", "fail", "skip"]
+BACKENDS = ("claude", "codex")
+
+# Measured with claude 2.1.332 on Linux: one turn is a ~210 MB process with 9 threads (its
+# tools add more), and holds about 8 file descriptors in the runtime's own process.
+_MEMORY_PER_TURN = 250 * 1024 * 1024
+_TASKS_PER_TURN = 16
+_FDS_PER_TURN = 16
+_VERSION_BOUND = 20.0
+_SMOKE_BOUND = 180.0
+_SMOKE_PROMPT = "Reply with the single word: pong"
+_SMOKE_OPTIONS: dict[str, dict[str, Any]] = {
+    "claude": {"tools": [], "max_turns": 1},
+    "codex": {"sandbox": "read-only"},
+}
+_INSTALL = {
+    "claude": "install Claude Code (npm install -g @anthropic-ai/claude-code) or set "
+    "CLAUDE_CLI to the binary",
+    "codex": "install codex (npm install -g @openai/codex) or set CODEX_CLI to the binary",
+}
+
+
+@attrs.frozen
+class Check:
+    area: str
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+@attrs.frozen
+class Credential:
+    """One way a CLI can authenticate: an environment variable or a file."""
+
+    label: str  # "ANTHROPIC_API_KEY", "credentials file ~/.claude/.credentials.json"
+    env_var: str | None = None
+    note: str = ""
+
+
+# Claude Code's order: cloud routing, then bearer token, API key, headless OAuth token, and
+# last the login that `claude` + /login stores. A variable is named only when it is set.
+_CLAUDE_VARS = (
+    ("CLAUDE_CODE_USE_BEDROCK", "Amazon Bedrock (cloud credentials not checked)"),
+    ("CLAUDE_CODE_USE_VERTEX", "Google Vertex AI (cloud credentials not checked)"),
+    ("ANTHROPIC_AUTH_TOKEN", "bearer token"),
+    ("ANTHROPIC_API_KEY", "API key, billed to the API account"),
+    ("CLAUDE_CODE_OAUTH_TOKEN", "headless subscription token"),
+)
+_CODEX_VARS = (
+    ("CODEX_API_KEY", "API key"),
+    ("OPENAI_API_KEY", "API key"),
+)
+
+
+class _NotStripped(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+def _child_environ(policy: EnvPolicy, environ: Mapping[str, str]) -> Mapping[str, str]:
+    # The policy's own warning about stripped credentials is what the doctor reports anyway.
+    quiet = _NotStripped()
+    env_log.addFilter(quiet)
+    try:
+        return child_env(policy, environ=environ)
+    finally:
+        env_log.removeFilter(quiet)
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or Path.home())
+
+
+def _shown(path: Path, environ: Mapping[str, str]) -> str:
+    home = str(_home(environ))
+    text = str(path)
+    return "~" + text[len(home) :] if home != "/" and text.startswith(home + "/") else text
+
+
+def credentials(backend: str, policy: EnvPolicy, environ: Mapping[str, str]) -> list[Credential]:
+    """What the CLI would authenticate with under ``policy``, in its order of preference."""
+    child = _child_environ(policy, environ)
+    found: list[Credential] = []
+    if backend == "claude":
+        variables: Sequence[tuple[str, str]] = _CLAUDE_VARS
+        config = child.get("CLAUDE_CONFIG_DIR")
+        folder = Path(config) if config else _home(child) / ".claude"
+        login = folder / ".credentials.json"
+    else:
+        variables = _CODEX_VARS
+        config = child.get("CODEX_HOME")
+        folder = Path(config) if config else _home(child) / ".codex"
+        login = folder / "auth.json"
+    for name, note in variables:
+        if child.get(name):
+            found.append(Credential(name, env_var=name, note=note))
+    if login.is_file():
+        found.append(
+            Credential(f"login file {_shown(login, environ)}", note="from the CLI's login")
+        )
+    elif backend == "claude" and sys.platform == "darwin":
+        found.append(Credential("the macOS Keychain login", note="not checked"))
+    return found
+
+
+def _auth_checks(backend: str, environ: Mapping[str, str]) -> list[Check]:
+    by_policy = {policy: credentials(backend, policy, environ) for policy in ENV_POLICIES}
+    checks: list[Check] = []
+    login = "`claude`, then /login" if backend == "claude" else "`codex login`"
+    if not any(by_policy.values()):
+        token = (
+            "; or `claude setup-token` and set CLAUDE_CODE_OAUTH_TOKEN"
+            if backend == "claude"
+            else ""
+        )
+        checks.append(
+            Check(
+                backend, "auth", "fail", "no credential under any env policy", f"run {login}{token}"
+            )
+        )
+        return checks
+    stripped = sorted(
+        {c.env_var for c in by_policy["inherit"] if c.env_var}
+        - {c.env_var for c in by_policy["profile"] if c.env_var}
+    )
+    for policy, found in by_policy.items():
+        if found:
+            first = found[0]
+            detail = f"{first.label} ({first.note})" if first.note else first.label
+            others = [c.label for c in found[1:]]
+            if others:
+                detail += f"; also {', '.join(others)}"
+            if policy != "inherit" and stripped:
+                detail += f"; {', '.join(stripped)} not passed"
+            checks.append(Check(backend, f"auth ({policy})", "ok", detail))
+        else:
+            why = f"this policy drops {', '.join(stripped)}" if stripped else "nothing is passed"
+            checks.append(
+                Check(
+                    backend,
+                    f"auth ({policy})",
+                    "warn",
+                    f"agents with env_policy={policy!r} cannot authenticate: {why}",
+                    f"run {login}, or give the agent its credential with env={{...}}",
+                )
+            )
+    return checks
+
+
+def _find_binary(binary: str) -> str | None:
+    if os.sep in binary:
+        return binary if os.access(binary, os.X_OK) and os.path.isfile(binary) else None
+    return shutil.which(binary)
+
+
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
+
+
+async def _version(backend: Backend, options: Any) -> tuple[str | None, str]:
+    """The CLI's version and its raw answer (or why there is none)."""
+    command = backend.version_command(options)
+    argv = [str(a) for a in command.argv]
+    with trio.move_on_after(_VERSION_BOUND):
+        result = await trio.run_process(
+            argv,
+            env=dict(command.env),
+            cwd=command.cwd,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=b"",
+        )
+        # Whatever a CLI prints is redacted before it is shown.
+        text = redact((result.stdout or result.stderr).decode(errors="replace").strip())
+        if result.returncode != 0:
+            return None, f"`{' '.join(argv)}` exited with {result.returncode}: {text[:200]}"
+        match = _VERSION.search(text)
+        return (match.group(0) if match else None), text
+    return None, f"`{' '.join(argv)}` did not answer within {_VERSION_BOUND:g} s"
+
+
+def _newer(a: str, b: str) -> bool:
+    return tuple(map(int, a.split("."))) > tuple(map(int, b.split(".")))
+
+
+async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str]) -> list[Check]:
+    """Binary, version and credentials of one backend."""
+    try:
+        backend = resolve_backend(name)
+        options = backend.parse_options({})
+    except AgentRTError as exc:
+        return [Check(name, "backend", "fail", str(exc), "reinstall agentrt (pip install -e .)")]
+    binary: str = options.binary
+    path = _find_binary(binary)
+    if path is None:
+        # Without --backend, a CLI that is not installed is not a problem by itself.
+        status: Status = "fail" if explicit else "skip"
+        return [Check(name, "binary", status, f"{binary!r} not found on PATH", _INSTALL[name])]
+    checks = [Check(name, "binary", "ok", path)]
+    written_for: str | None = getattr(backend, "written_for_version", None)
+    found, raw = await _version(backend, options)
+    if found is None:
+        checks.append(Check(name, "version", "fail", raw, f"check that {path} runs"))
+    elif written_for is None or found == written_for:
+        checks.append(
+            Check(name, "version", "ok", f"{found} (the version agentrt was written for)")
+        )
+    else:
+        side = "newer" if _newer(found, written_for) else "older"
+        checks.append(
+            Check(
+                name,
+                "version",
+                "warn",
+                f"{found} is {side} than {written_for}, the version agentrt's {name} backend "
+                "was written for",
+                "`agentrt doctor --smoke` runs a real turn to confirm it works",
+            )
+        )
+    return checks + _auth_checks(name, environ)
+
+
+def _store_by_permissions(path: Path) -> Check | None:
+    """The verdict on ``path`` from its permissions alone; None when the file must be opened."""
+    if path.exists():
+        if os.access(path, os.R_OK | os.W_OK):
+            return None
+        return Check(
+            "store",
+            "file",
+            "fail",
+            f"{path} is not readable and writable",
+            "fix its permissions, or use --store",
+        )
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if os.access(parent, os.W_OK | os.X_OK):
+        return Check("store", "file", "ok", f"{path} (created on first use)")
+    return Check(
+        "store",
+        "file",
+        "fail",
+        f"{path} cannot be created ({parent} is not writable)",
+        "set AGENTRT_STORE or pass --store with a writable path",
+    )
+
+
+async def store_checks(path: Path) -> list[Check]:
+    """The session store: readable, writable, or creatable."""
+    verdict = _store_by_permissions(path)
+    if verdict is not None:
+        return [verdict]
+    try:
+        async with SQLiteStore(path) as store:
+            count = len(await store.list())
+    except StoreError as exc:
+        return [Check("store", "file", "fail", str(exc), "move the file aside, or use --store")]
+    return [Check("store", "file", "ok", f"{path} ({count} session{'s' if count != 1 else ''})")]
+
+
+def _limit(which: int) -> int | None:
+    soft, _hard = resource.getrlimit(which)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def limit_checks() -> list[Check]:
+    """The platform, and how many turns at once these limits leave room for."""
+    checks: list[Check] = []
+    if sys.platform != "linux" or not os.path.isdir("/proc/self"):
+        checks.append(
+            Check(
+                "system",
+                "platform",
+                "warn",
+                f"{sys.platform}: no /proc, so process trees are cleaned up by process group only",
+                "run agents on Linux for the full guarantee",
+            )
+        )
+    nproc, nofile, memory = (
+        _limit(resource.RLIMIT_NPROC),
+        _limit(resource.RLIMIT_NOFILE),
+        _available_memory(),
+    )
+    fits = [
+        n
+        for n in (
+            None if memory is None else memory // _MEMORY_PER_TURN,
+            None if nproc is None else nproc // _TASKS_PER_TURN,
+            None if nofile is None else nofile // _FDS_PER_TURN,
+        )
+        if n is not None
+    ]
+    room = min(fits) if fits else None
+    shown = ", ".join(
+        f"{label} {'unlimited' if value is None else value}"
+        for label, value in (("ulimit -u", nproc), ("ulimit -n", nofile))
+    )
+    if memory is not None:
+        shown += f", {memory / 2**30:.1f} GiB available"
+    if room is not None and room < 2:
+        checks.append(
+            Check(
+                "system",
+                "limits",
+                "warn",
+                f"{shown}: room for {room} turn(s) at once",
+                "raise `ulimit -n` / `ulimit -u` or free memory; keep max_processes at 1",
+            )
+        )
+    else:
+        hint = (
+            ""
+            if room is None
+            else f"; about {room} turns fit at once: open_runtime(max_processes<={room})"
+        )
+        checks.append(Check("system", "limits", "ok", shown + hint))
+    return checks
+
+
+async def smoke_check(name: str) -> Check:
+    """One real turn, in a scratch directory, with no tools."""
+    with tempfile.TemporaryDirectory(prefix="agentrt-doctor-") as scratch:
+        async with open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(
+                Agent,
+                name=f"doctor-{name}",
+                backend=name,
+                cwd=scratch,
+                watchdog=_SMOKE_BOUND,
+                **_SMOKE_OPTIONS[name],
+            )
+            try:
+                response = await rt.ask(f"doctor-{name}", _SMOKE_PROMPT)
+            except TurnFailed as exc:
+                error = turn_failed(name, exc)
+                return Check(name, "smoke turn", "fail", error.message, error.fix)
+    reply = " ".join(response.text.split())[:60]
+    return Check(name, "smoke turn", "ok", f"answered {reply!r} ({footer(response)})")
+
+
+_MARK = {"ok": "ok", "warn": "WARN", "fail": "FAIL", "skip": "--"}
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def _print(checks: Sequence[Check], out: Output, healthy: bool) -> None:
+    if out.fancy:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, show_header=False, pad_edge=False)
+        for check in checks:
+            detail = Text(check.detail)
+            if check.fix:
+                detail.append(f"\nfix: {check.fix}", style="italic")
+            mark = Text(_MARK[check.status], style=_STYLE[check.status])
+            table.add_row(mark, Text(f"{check.area} {check.name}", style="bold"), detail)
+        out.console.print(table)
+    else:
+        width = max(len(f"{c.area} {c.name}") for c in checks)
+        for check in checks:
+            label = f"{check.area} {check.name}".ljust(width)
+            out.say(f"[{_MARK[check.status]:>4}] {label}  {check.detail}")
+            if check.fix:
+                out.say(f"       {' ' * width}  fix: {check.fix}")
+    out.say()
+    out.say("healthy" if healthy else "NOT healthy: fix the problems above", style="bold")
+
+
+async def run_doctor(args: argparse.Namespace, out: Output) -> int:
+    """Exit 0 when healthy: no check failed, and at least one backend is installed."""
+    environ = dict(os.environ)
+    names = [args.backend] if args.backend else list(BACKENDS)
+    checks: list[Check] = []
+    installed: list[str] = []
+    for name in names:
+        found = await backend_checks(name, explicit=bool(args.backend), environ=environ)
+        checks += found
+        if found[0].status == "ok":
+            installed.append(name)
+    ready = [n for n in installed if not any(c.area == n and c.status == "fail" for c in checks)]
+    if ready and not args.backend:
+        # Unasked for, a backend that cannot run is a warning as long as another one can.
+        checks = [
+            attrs.evolve(c, status="warn") if c.area in BACKENDS and c.status == "fail" else c
+            for c in checks
+        ]
+    if not installed and not args.backend:
+        checks.append(
+            Check(
+                "agentrt", "backends", "fail", "no supported CLI is installed", _INSTALL["claude"]
+            )
+        )
+    checks += await store_checks(store_path(args))
+    checks += limit_checks()
+    if args.smoke:
+        ready = [
+            n for n in installed if not any(c.area == n and c.status == "fail" for c in checks)
+        ]
+        if not ready:
+            checks.append(
+                Check(
+                    "agentrt",
+                    "smoke turn",
+                    "fail",
+                    "no backend is ready for a turn",
+                    "fix the problems above first",
+                )
+            )
+        for name in ready:
+            checks.append(await smoke_check(name))
+    healthy = not any(c.status == "fail" for c in checks)
+    if out.json_mode:
+        out.data({"healthy": healthy, "checks": [attrs.asdict(c) for c in checks]})
+    else:
+        _print(checks, out, healthy)
+    return 0 if healthy else 1

@@ -1,0 +1,123 @@
+"""`agentrt ask`: the pinned claude against the fake API, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt._cli_agent import runtime_resumes
+from agentrt.testing import (
+    AnthropicError,
+    AnthropicHang,
+    AnthropicText,
+    AnthropicToolUse,
+    FakeAnthropic,
+    RecordedRequest,
+)
+
+from ._run import agentrt, open_agentrt
+
+pytestmark = pytest.mark.realcli
+
+
+def echo(request: RecordedRequest) -> AnthropicText:
+    earlier = [t for t in request.texts("user")[:-1] if not t.startswith("<system-reminder>")]
+    return AnthropicText(f"You said: {request.last_user_text()} | earlier: {' / '.join(earlier)}")
+
+
+async def test_ask_prints_the_answer_and_stores_the_session(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(echo)
+    project = tmp_path / "project"
+    project.mkdir()
+    run = await agentrt("ask", "bob", "hello there", "--cwd", str(project), env=claude_env)
+    assert run.code == 0, run.stderr
+    assert run.stdout == "You said: hello there | earlier: \n"
+    assert "session " in run.stderr  # the footer, on stderr so stdout pipes cleanly
+    [record] = json.loads((await agentrt("sessions", "--json", env=claude_env)).stdout)
+    assert record["name"] == "bob" and record["backend"] == "claude"
+    assert record["cwd"] == str(project) and record["turns"] == 1
+    assert record["last_stop_reason"] == "complete" and record["session_id"]
+
+
+async def test_ask_json_and_prompt_from_stdin(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(echo)
+    run = await agentrt(
+        "ask", "bob", "-", "--json", "--cwd", str(tmp_path), env=claude_env, stdin=b"from stdin\n"
+    )
+    assert run.code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["text"].startswith("You said: from stdin")
+    assert data["stop_reason"] == "complete" and data["agent"] == "bob"
+    assert data["usage"]["input_tokens"] == 10 and data["session_id"]
+
+
+async def test_a_failed_turn_exits_1_with_its_fix(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script([AnthropicError.authentication()])
+    run = await agentrt("ask", "bob", "hello", "--cwd", str(tmp_path), env=claude_env)
+    assert run.code == 1 and run.stdout == ""
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("agentrt: agent 'bob': the turn failed (authentication_failed)")
+    assert "Fix: log the CLI in" in line
+
+
+@pytest.mark.skipif(not runtime_resumes(), reason="needs start_agent(resume=...) (supervision)")
+async def test_a_second_ask_continues_the_conversation(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(echo)
+    first = await agentrt("ask", "bob", "remember: blue", "--cwd", str(tmp_path), env=claude_env)
+    assert first.code == 0, first.stderr
+    # From another directory: the stored cwd is used.
+    second = await agentrt("ask", "bob", "what colour?", env=claude_env)
+    assert second.code == 0, second.stderr
+    assert "earlier: remember: blue" in second.stdout
+    fresh = await agentrt("ask", "bob", "and now?", "--new", env=claude_env)
+    assert fresh.code == 0 and "earlier: \n" in fresh.stdout
+
+
+async def test_ctrl_c_interrupts_the_turn_and_exits_130(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script([AnthropicHang()])
+    args = ("ask", "bob", "take your time", "--cwd", str(tmp_path))
+    with trio.fail_after(30):
+        async with open_agentrt(*args, env=claude_env, stderr=subprocess.PIPE) as process:
+            await api.wait_requests(1)
+            process.send_signal(signal.SIGINT)
+            assert process.stderr is not None
+            err = b""
+            while chunk := await process.stderr.receive_some():
+                err += chunk
+            assert await process.wait() == 130
+    assert err.decode().strip() == "interrupted"
+    [record] = json.loads((await agentrt("sessions", "--json", env=claude_env)).stdout)
+    assert record["last_stop_reason"] == "interrupted" and record["session_id"]
+
+
+async def test_tool_calls_run_and_the_answer_follows(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(
+        [
+            AnthropicToolUse("Bash", {"command": "echo from-the-tool"}, text="Let me look."),
+            AnthropicText("The tool said hello."),
+        ]
+    )
+    run = await agentrt(
+        "ask", "bob", "use a tool", "--json", "--cwd", str(tmp_path), env=claude_env
+    )
+    assert run.code == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["final_message"] == "The tool said hello."
+    assert api.message_requests[-1].tool_results()[0]["content"] == "from-the-tool"

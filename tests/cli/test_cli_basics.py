@@ -1,0 +1,136 @@
+"""The command's surface: help, usage errors, exit codes, one-line errors, `sessions`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+from agentrt import SQLiteStore, Usage
+
+from ._run import agentrt
+
+
+async def test_help_and_version(base_env: dict[str, str]) -> None:
+    run = await agentrt("--help", env=base_env)
+    assert run.code == 0
+    for command in ("demo", "doctor", "chat", "ask", "sessions"):
+        assert command in run.stdout
+    run = await agentrt("--version", env=base_env)
+    assert run.code == 0 and run.stdout.startswith("agentrt ")
+
+
+async def test_console_script_is_installed(base_env: dict[str, str]) -> None:
+    script = Path(sys.executable).with_name("agentrt")
+    result = await trio.run_process(
+        [str(script), "sessions"], env=base_env, capture_stdout=True, check=False
+    )
+    assert result.returncode == 0
+    assert b"No sessions yet" in result.stdout
+
+
+async def test_usage_errors_exit_2(base_env: dict[str, str]) -> None:
+    assert (await agentrt(env=base_env)).code == 2
+    run = await agentrt("ask", "only-a-name", env=base_env)
+    assert run.code == 2 and "PROMPT" in run.stderr.upper()
+    assert (await agentrt("ask", "a", "b", "-o", "no-equals", env=base_env)).code == 2
+
+
+async def seed(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        for name, backend in (("alpha", "claude"), ("beta", "codex")):
+            await store.checkpoint_session(
+                name, backend=backend, session_id=f"{name}-session", cwd=f"/work/{name}"
+            )
+        await store.record_turn(
+            "alpha",
+            stop_reason="complete",
+            cost_usd=0.25,
+            usage=Usage(input_tokens=100, output_tokens=7),
+            session_id=None,
+        )
+
+
+async def test_sessions_list_show_forget(base_env: dict[str, str], tmp_path: Path) -> None:
+    store = Path(base_env["AGENTRT_STORE"])
+    run = await agentrt("sessions", env=base_env)
+    assert run.code == 0 and "No sessions yet" in run.stdout
+    assert not await trio.Path(store).exists(), "reading must not create the store"
+    await seed(store)
+
+    run = await agentrt("sessions", "list", env=base_env)
+    assert run.code == 0
+    header, alpha, beta = run.stdout.splitlines()[1:4]
+    assert header.split()[:4] == ["NAME", "BACKEND", "SESSION", "TURNS"]
+    assert alpha.split()[:6] == ["alpha", "claude", "alpha-session", "1", "$0.2500", "complete"]
+    assert beta.split()[:4] == ["beta", "codex", "beta-session", "0"]
+
+    listed = json.loads((await agentrt("sessions", "--json", env=base_env)).stdout)
+    assert [r["name"] for r in listed] == ["alpha", "beta"]
+    assert listed[0]["usage"]["input_tokens"] == 100 and listed[0]["cwd"] == "/work/alpha"
+
+    run = await agentrt("sessions", "show", "alpha", env=base_env)
+    assert run.code == 0 and "alpha-session" in run.stdout and "100 in / 7 out" in run.stdout
+    shown = json.loads((await agentrt("sessions", "show", "beta", "--json", env=base_env)).stdout)
+    assert shown["backend"] == "codex" and shown["session_id"] == "beta-session"
+
+    run = await agentrt("sessions", "forget", "alpha", env=base_env)
+    assert run.code == 0 and "Forgot agent 'alpha'" in run.stdout
+    run = await agentrt("sessions", "forget", "alpha", env=base_env)
+    assert run.code == 1
+    assert run.stderr.strip().splitlines() == [
+        f"agentrt: no stored session named 'alpha' in {store}. Fix: `agentrt sessions` lists "
+        "the stored names (--store picks another store)"
+    ]
+    other = tmp_path / "other.sqlite3"
+    run = await agentrt("sessions", "show", "beta", "--store", str(other), env=base_env)
+    assert run.code == 1 and str(other) in run.stderr
+
+
+async def test_errors_are_one_line_unless_debug(base_env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-store.sqlite3"
+    bad.write_text("this is not SQLite")
+    run = await agentrt("sessions", "--store", str(bad), env=base_env)
+    assert run.code == 1
+    assert "Traceback" not in run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(f"agentrt: session store {bad}")
+    assert line.endswith(
+        "Fix: move that file aside, or use another store with --store or AGENTRT_STORE"
+    )
+    assert bad.read_text() == "this is not SQLite"
+
+    run = await agentrt("--debug", "sessions", "--store", str(bad), env=base_env)
+    assert run.code == 1
+    assert "Traceback" in run.stderr and run.stderr.strip().splitlines()[-1] == line
+
+
+async def test_ask_refuses_a_session_of_another_backend(base_env: dict[str, str]) -> None:
+    await seed(Path(base_env["AGENTRT_STORE"]))
+    run = await agentrt("ask", "beta", "hello", "--backend", "claude", env=base_env)
+    assert run.code == 1
+    assert run.stderr.strip() == (
+        "agentrt: agent 'beta' has a codex session, not a claude one. "
+        "Fix: pass --backend codex, or --new to start over with claude"
+    )
+
+
+async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
+    run = await agentrt("ask", "x", "hi", "--backend", "nope", "--cwd", "/", env=base_env)
+    assert run.code == 1
+    assert "no backend named 'nope'" in run.stderr
+    assert "Fix: pass --backend claude or --backend codex" in run.stderr
+    run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
+    assert run.code == 1
+    assert "option 'watchdog'=-1" in run.stderr and "Fix: check the -o KEY=VALUE" in run.stderr
+
+
+async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str]) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
+    run = await agentrt("ask", "x", "hi", "--cwd", "/", env=env)
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert "the turn failed (spawn_failed)" in line and "/nonexistent/claude" in line
+    assert "point CLAUDE_CLI / CODEX_CLI" in line

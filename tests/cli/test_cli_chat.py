@@ -1,0 +1,164 @@
+"""`agentrt chat` in a pseudo-terminal, as a person types it: streaming text and tool
+calls, Ctrl+C interrupting a turn, Ctrl+C twice leaving; and with piped stdin."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import termios
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from agentrt._cli_agent import runtime_resumes
+from agentrt.testing import (
+    AnthropicHang,
+    AnthropicReply,
+    AnthropicText,
+    AnthropicToolUse,
+    FakeAnthropic,
+    RecordedRequest,
+)
+
+from ._run import agentrt, open_agentrt, plain
+
+pytestmark = pytest.mark.realcli
+
+
+def model(request: RecordedRequest) -> AnthropicReply:
+    if request.tool_results():
+        return AnthropicText("All done.")
+    prompt = request.last_user_text()
+    if prompt == "run something":
+        return AnthropicToolUse("Bash", {"command": "echo tool-output-here"}, text="Running it.")
+    if prompt == "take forever":
+        return AnthropicHang()
+    earlier = [t for t in request.texts("user")[:-1] if not t.startswith("<system-reminder>")]
+    return AnthropicText(f"Hi there. Earlier: {' / '.join(earlier) or 'nothing'}.")
+
+
+def _own_terminal() -> None:
+    # In the child: a session of its own with the pty as its controlling terminal, so a
+    # Ctrl+C typed into the pty reaches it as SIGINT (as in a real terminal).
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@attrs.define
+class Terminal:
+    """The test's side of the pty: what it typed and what the command printed."""
+
+    stream: trio.lowlevel.FdStream
+    seen: str = ""
+
+    async def type(self, text: str) -> None:
+        await self.stream.send_all(text.encode())
+
+    async def expect(self, needle: str, bound: float = 20.0) -> str:
+        """Read until ``needle`` appears in the (escape-free) output after what was
+        expected before; return that new output."""
+        with trio.fail_after(bound):
+            while needle not in plain(self.seen):
+                try:
+                    data = await self.stream.receive_some(65536)
+                except (OSError, trio.BrokenResourceError):  # EIO: the command has exited
+                    data = b""
+                if not data:
+                    raise AssertionError(f"{needle!r} never came; output:\n{plain(self.seen)}")
+                self.seen += data.decode(errors="replace")
+        text = plain(self.seen)
+        end = text.index(needle) + len(needle)
+        self.seen = text[end:]
+        return text[:end]
+
+
+@asynccontextmanager
+async def open_chat(
+    env: dict[str, str], *args: str
+) -> AsyncIterator[tuple[Terminal, trio.Process]]:
+    main, tty = pty.openpty()
+    fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    stream = trio.lowlevel.FdStream(main)
+    try:
+        async with open_agentrt(
+            "chat",
+            *args,
+            env={**env, "TERM": "xterm-256color"},
+            stdin=tty,
+            stdout=tty,
+            stderr=tty,
+            preexec_fn=_own_terminal,
+        ) as process:
+            os.close(tty)
+            tty = -1
+            yield Terminal(stream), process
+    finally:
+        if tty >= 0:
+            os.close(tty)
+        await stream.aclose()
+
+
+async def test_chat_in_a_terminal(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    with trio.fail_after(60):
+        async with open_chat(claude_env, "bob", "--cwd", str(tmp_path)) as (term, process):
+            await term.expect("a new session")
+            await term.expect("you> ")
+            await term.type("hello\n")
+            said = await term.expect("you> ")
+            assert "bob> Hi there. Earlier: nothing." in said
+            assert "10 in / 5 out" in said
+
+            await term.type("run something\n")
+            said = await term.expect("you> ")
+            assert "bob> Running it." in said
+            assert "⚙ Bash: echo tool-output-here" in said
+            assert "↳ tool-output-here" in said
+            assert said.index("Running it.") < said.index("⚙ Bash") < said.index("All done.")
+
+            await term.type("take forever\n")
+            await api.wait_requests(4)  # the model call that never gets an answer
+            await term.type("\x03")  # Ctrl+C: the tty sends SIGINT to the chat
+            said = await term.expect("you> ")
+            assert "(interrupting the turn)" in said and "(interrupted)" in said
+
+            await term.type("\x03")
+            await term.expect("(Ctrl+C again, Ctrl+D or /exit to leave)")
+            await term.type("\x03")
+            assert await process.wait() == 0
+    [record] = json.loads((await agentrt("sessions", "--json", env=claude_env)).stdout)
+    assert record["turns"] == 3 and record["last_stop_reason"] == "interrupted"
+
+
+async def test_chat_from_piped_stdin(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    run = await agentrt(
+        "chat", "bob", "--cwd", str(tmp_path), env=claude_env, stdin=b"hello\n\n/exit\nignored\n"
+    )
+    assert run.code == 0, run.stderr
+    assert "bob> Hi there. Earlier: nothing.\n" in run.stdout
+    assert "ignored" not in run.stdout and len(api.message_requests) == 1
+
+
+@pytest.mark.skipif(not runtime_resumes(), reason="needs start_agent(resume=...) (supervision)")
+async def test_chat_continues_next_time(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    first = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=claude_env, stdin=b"hello\n")
+    assert first.code == 0, first.stderr
+    second = await agentrt("chat", "bob", env=claude_env, stdin=b"again\n")
+    assert second.code == 0, second.stderr
+    assert "continuing session" in second.stdout
+    assert "bob> Hi there. Earlier: hello" in second.stdout

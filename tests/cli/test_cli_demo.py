@@ -1,0 +1,88 @@
+"""`agentrt demo`: the README's first command, with the pinned claude and with the bundled
+fake CLI; what it shows and what it checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrt._cli_agent import runtime_resumes
+
+from ._run import agentrt
+
+SUPERVISED = runtime_resumes()
+
+
+def assert_story(agents: dict[str, dict[str, object]]) -> None:
+    for name in ("w1", "w2"):
+        assert agents[name]["stop_reasons"] == {"complete": 2}
+        assert agents[name]["session_id"]
+    assert agents["sleepy"]["stop_reasons"] == {"total_timeout": 1, "complete": 1}
+    fragile = agents["fragile"]
+    if SUPERVISED:
+        # Noted 42, killed mid-migration, recalled 42 (and the migration again, if the
+        # supervisor hands the interrupted request to the new instance).
+        assert fragile["stop_reasons"]["process_crashed"] == 1
+        assert fragile["stop_reasons"]["complete"] in (2, 3)
+        assert fragile["restarts"] == 1
+    else:
+        assert fragile["stop_reasons"] == {"complete": 1, "process_crashed": 1}
+        assert fragile["restarts"] == 0
+
+
+@pytest.mark.realcli
+async def test_demo_with_the_pinned_claude(base_env: dict[str, str], claude_bin: Path) -> None:
+    run = await agentrt("demo", "--quick", "--json", env=base_env)
+    assert run.code == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["ok"] is True and report["supervision"] is SUPERVISED
+    assert report["model"].startswith("agentrt's fake Anthropic API at http://127.0.0.1:")
+    assert report["cli"].startswith("claude 2.1.332 (pinned, ")
+    expected = {
+        "queued work done",
+        "watchdog fired",
+        "next turn after the watchdog resumed",
+        "CLI killed mid-turn",
+        "no process left behind",
+    }
+    if SUPERVISED:
+        expected |= {"restarted", "resumed the same session", "remembered"}
+    assert report["checks"] == dict.fromkeys(expected, True)
+    assert_story({a["name"]: a for a in report["agents"]})
+    assert report["seconds"] < 60
+
+
+async def test_demo_with_the_fake_cli_keeps_its_store(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "demo.sqlite3"
+    run = await agentrt("demo", "--quick", "--fake-cli", "--store", str(store), env=base_env)
+    assert run.code == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert "CLI:   bundled fake CLI (--fake-cli)" in out
+    assert f"store: {store}\n" in out
+    for line in (
+        "queued 4 jobs in the mailboxes of w1, w2; at most 3 CLIs run at once",
+        "sleepy: the watchdog fired (total_timeout)",
+        "sleepy's next turn continued the same session",
+        "chaos: SIGKILL to fragile's CLI (pid ",
+        "fragile: post_turn raises (let it crash)",
+        "Summary (",
+        "  ✓ no process left behind",
+    ):
+        assert line in out
+    if SUPERVISED:
+        assert "fragile recalled '42'" in out and "(the same session, resumed)" in out
+    else:
+        assert "restart and resume: skipped (no supervisor in this agentrt build)" in out
+    stored = json.loads(
+        (await agentrt("sessions", "--json", "--store", str(store), env=base_env)).stdout
+    )
+    agents = {r["name"]: r for r in stored}
+    assert sorted(agents) == ["fragile", "sleepy", "w1", "w2"]
+    assert agents["sleepy"]["turns"] == 2 and agents["sleepy"]["last_stop_reason"] == "complete"
+    summary = out[out.index("Summary (") :]
+    for name, record in agents.items():
+        assert f"{name} " in summary and record["session_id"] in summary
