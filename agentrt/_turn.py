@@ -6,6 +6,15 @@ early (interrupt, a bound, a lossless overflow, a crash in the translator or a s
 callback) stops it the same way: the in-process run is cancelled, a CLI process is
 interrupted and its remaining output drained only for session ids. The turn then fails
 with that reason, whatever the backend printed afterwards.
+
+Terminal events. A terminal `ResultEvent` does not end the reading: a CLI may print a
+result and go on (Claude Code waits for a background task, then prints another init and
+another result), so the turn reads until the process exits and a later terminal event
+replaces the earlier one; the Response is built from the last result and the text of its
+segment (what came after the previous terminal), and earlier results stay in its events.
+A terminal `ErrorEvent` ends the turn at once, like a stop with the event's own reason:
+the CLI is interrupted (Claude Code would otherwise retry a rejected key for minutes) and
+drained, and nothing it prints afterwards changes the outcome.
 """
 
 from __future__ import annotations
@@ -85,6 +94,8 @@ class Turn:
     final: Event | None = None
     _failure: _Failure | None = None
     _terminal: Event | None = None
+    # A terminal ErrorEvent ended the turn: the rest is read for session ids only.
+    _ended: bool = False
     _scope: trio.CancelScope | None = None
     _interrupt_process: Callable[[], None] | None = None
     _drain_scope: trio.CancelScope | None = None
@@ -93,9 +104,13 @@ class Turn:
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
     _log: EventLog | None = None
+    # Text of the current segment (since the previous terminal result), and of the segment
+    # the latest result closed.
     _texts: list[str] = attrs.field(factory=list)
     _message: list[str] = attrs.field(factory=list)
     _last_message: str | None = None
+    _result_text: str = ""
+    _result_message: str = ""
     _usage: Usage | None = None
     _model: str | None = None
 
@@ -107,10 +122,17 @@ class Turn:
         detail: dict[str, Any] | None = None,
         cause: BaseException | None = None,
     ) -> None:
-        """End the turn early with ``reason``; the first stop wins."""
-        if self._failure is not None:
-            return
-        self._failure = _Failure(reason, message, detail, cause)
+        """End the turn early with ``reason``; the first stop wins, and a terminal error
+        event seen before it."""
+        if not self._ended:
+            self._stop(_Failure(reason, message, detail, cause))
+
+    def _stop(self, failure: _Failure) -> None:
+        if self._failure is None:
+            self._failure = failure
+            self._end_run()
+
+    def _end_run(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
         if self._interrupt_process is not None:
@@ -207,12 +229,18 @@ class Turn:
         except* ProcessFailure as group:
             # The process is gone already (the driver cleaned up before raising).
             for failure in group.exceptions:
-                if isinstance(failure, ProcessFailure) and self._failure is None:
+                if (
+                    isinstance(failure, ProcessFailure)
+                    and self._failure is None
+                    and not self._ended
+                ):
                     self._failure = _Failure(failure.reason, failure.message, cause=failure)
+        finally:
+            self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
         return None, ""
 
     async def _watch_bounds(self) -> None:
-        while self._failure is None:
+        while self._failure is None and not self._ended:
             await trio.sleep_until(self._deadline())
             self._stop_for_bound(trio.current_time())
 
@@ -233,8 +261,9 @@ class Turn:
             )
 
     def _crash(self, exc: Exception) -> None:
+        # A bug on our side wins even over a terminal error event: it must not go unseen.
         message = redact(f"{type(exc).__name__}: {exc}")
-        self.stop(StopReason.TURN_CRASHED, message, cause=exc)
+        self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     async def _emit(self, frame: Any) -> None:
         assert self.translator is not None
@@ -258,8 +287,8 @@ class Turn:
             except Exception as exc:
                 self._crash(exc)
                 return
-        if self._failure is not None or self._terminal is not None:
-            return  # stopped or finished: the rest is read for session ids only
+        if self._failure is not None or self._ended:
+            return  # stopped: the rest is read for session ids only
         if self._first_deadline != math.inf and not isinstance(event, _NOT_CONTENT):
             self._first_deadline = math.inf
             if self._scope is not None:
@@ -283,10 +312,24 @@ class Turn:
             self._model = event.model or self._model
         elif event.is_terminal:
             self._terminal = event
+            if isinstance(event, ResultEvent):
+                self._close_segment()
+            else:
+                self._ended = True
         try:
             await self.deliver(event)
         except Exception as exc:
             self._crash(exc)
+        if self._ended and event is self._terminal:
+            # After delivery: cancelling first would cut an async handler's checkpoint.
+            self._end_run()
+
+    def _close_segment(self) -> None:
+        self._result_text = "".join(self._texts)
+        self._result_message = self._last_message_text()
+        self._texts.clear()
+        self._message.clear()
+        self._last_message = None
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
@@ -310,8 +353,8 @@ class Turn:
             log = self._log
             assert log is not None
             return Response(
-                text="".join(self._texts) or terminal.text,
-                final_message=terminal.text or self._last_message_text(),
+                text=self._result_text or terminal.text,
+                final_message=terminal.text or self._result_message,
                 events=tuple(log.events),
                 terminal=terminal,
                 event_coverage=log.coverage(),
