@@ -24,9 +24,10 @@ Several results in one process. When the model leaves a background task, ``claud
 prints a result, waits for the task, then prints another ``system/init`` and another
 result. Every result is translated into its own terminal event; the turn keeps reading until
 the process exits and the LAST terminal event decides the turn (earlier ones stay in the
-event log). The exception is a terminal `ErrorEvent` the translator raises mid-stream
-(the fatal ``api_retry``): it ends the turn at once, and nothing this translator emits
-afterwards is terminal, so a result the CLI prints when it is then stopped cannot replace it.
+event log). A terminal `ErrorEvent` (an error result, or the fatal ``api_retry`` the
+translator raises mid-stream) ends the turn at once: the turn interrupts the CLI with SIGINT
+and keeps the event's reason. After the fatal ``api_retry`` nothing this translator emits is
+terminal either, so the result the CLI prints on that SIGINT cannot replace it.
 """
 
 from __future__ import annotations
