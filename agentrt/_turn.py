@@ -20,7 +20,7 @@ drained, and nothing it prints afterwards changes the outcome.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -62,12 +62,6 @@ class _Failure:
 
 
 _CARRY_SESSION_ID = (SessionEvent, ResultEvent, ErrorEvent)
-
-
-def _session_id_of(event: Event) -> str | None:
-    if isinstance(event, _CARRY_SESSION_ID):
-        return event.session_id
-    return None
 
 
 @attrs.define(eq=False)
@@ -220,9 +214,9 @@ class Turn:
                         async for frame in proc.frames():
                             if isinstance(frame, BadLine):  # its text comes redacted
                                 note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                await self._on_event(RawEvent(data=frame.text, note=note))
-                            else:
-                                await self._emit(frame)
+                                await self._on_events((RawEvent(data=frame.text, note=note),))
+                            elif events := self._translate(frame):
+                                await self._on_events(events)
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail
@@ -266,29 +260,47 @@ class Turn:
         self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     async def _emit(self, frame: Any) -> None:
+        events = self._translate(frame)
+        if events:
+            await self._on_events(events)
+
+    def _translate(self, frame: Any) -> Sequence[Event]:
         assert self.translator is not None
         try:
-            events = self.translator.feed(frame)
+            return self.translator.feed(frame)
         except Exception as exc:
             self._crash(exc)
-            return
+            return ()
+
+    async def _on_events(self, events: Sequence[Event]) -> None:
+        # This runs for every line of a stream, so per event the only await is delivery
+        # (and the checkpoint, when the session id changes).
         now = trio.current_time()
         for event in events:
-            await self._on_event(event, now)
-
-    async def _on_event(self, event: Event, now: float | None = None) -> None:
-        stamp = trio.current_time() if now is None else now
-        event = msgspec.structs.replace(event, timestamp=stamp)
-        session_id = _session_id_of(event)
-        if session_id is not None and session_id != self.session_id:
-            self.session_id = session_id
+            event = msgspec.structs.replace(event, timestamp=now)
+            if isinstance(event, _CARRY_SESSION_ID):
+                session_id = event.session_id
+                if session_id is not None and session_id != self.session_id:
+                    self.session_id = session_id
+                    try:
+                        await self.on_session(session_id)
+                    except Exception as exc:
+                        self._crash(exc)
+                        return
+            if self._failure is not None or self._ended:
+                continue  # stopped: the rest is read for session ids only
+            if not self._record(event):
+                continue
             try:
-                await self.on_session(session_id)
+                await self.deliver(event)
             except Exception as exc:
                 self._crash(exc)
-                return
-        if self._failure is not None or self._ended:
-            return  # stopped: the rest is read for session ids only
+            if self._ended and event is self._terminal:
+                # After delivery: cancelling first would cut an async handler's checkpoint.
+                self._end_run()
+
+    def _record(self, event: Event) -> bool:
+        """Log ``event`` and fold it into the turn's state; False if it stopped the turn."""
         if self._first_deadline != math.inf and not isinstance(event, _NOT_CONTENT):
             self._first_deadline = math.inf
             if self._scope is not None:
@@ -299,7 +311,7 @@ class Turn:
         except CaptureOverflow as overflow:
             reason = StopReason.EVENT_CAPTURE_OVERFLOW
             self.stop(reason, str(overflow), detail=overflow.detail)
-            return
+            return False
         if isinstance(event, TextEvent):
             self._texts.append(event.text)
             self._message.append(event.text)
@@ -316,13 +328,7 @@ class Turn:
                 self._close_segment()
             else:
                 self._ended = True
-        try:
-            await self.deliver(event)
-        except Exception as exc:
-            self._crash(exc)
-        if self._ended and event is self._terminal:
-            # After delivery: cancelling first would cut an async handler's checkpoint.
-            self._end_run()
+        return True
 
     def _close_segment(self) -> None:
         self._result_text = "".join(self._texts)
@@ -340,7 +346,7 @@ class Turn:
                 self._crash(exc)
             else:
                 if last is not None and last.is_terminal:
-                    await self._on_event(last)
+                    await self._on_events((last,))
         now = trio.current_time()
         terminal = self._terminal
         failure = self._failure
