@@ -61,10 +61,19 @@ class ProcStat:
 
 def read_stat(pid: int) -> ProcStat | None:
     """The stat of ``pid``, or None if there is no such process."""
+    # os.read, not open(): a turn's scan reads this for every process on the machine, and the
+    # buffered file object costs more than the read. One read returns the whole line.
     try:
-        with open(f"{_PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
+        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not data:
         return None
     # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
     fields = data[data.rindex(b")") + 2 :].split()
@@ -174,8 +183,15 @@ class ProcTree:
             ):
                 found.add(st.pid)
         if self.marker is not None:
+            # The marker is new with this turn, so only a process started since the leader can
+            # carry it: the environ of older ones (most of the machine) is never read.
             for st in procs.values():
-                if st.pid not in found and st.pid != me and marker_of(st.pid) == self.marker:
+                if (
+                    st.start_time >= self.start_time
+                    and st.pid not in found
+                    and st.pid != me
+                    and marker_of(st.pid) == self.marker
+                ):
                     found.add(st.pid)
         found |= descendants(procs, found)
         found.discard(me)
@@ -246,10 +262,11 @@ async def kill_tree(tree: ProcTree, *, term_grace: float) -> list[ProcStat]:
     ``term_grace + KILL_BOUND`` plus the cost of the scans.
     """
     live = tree.scan()
-    if live:
-        tree.signal(signal.SIGTERM, live)
-        tree.signal(signal.SIGCONT, live)
-        await wait_gone(live, term_grace)
+    if not live:
+        return []  # nobody runs, so nobody can have forked since: no rescan needed
+    tree.signal(signal.SIGTERM, live)
+    tree.signal(signal.SIGCONT, live)
+    await wait_gone(live, term_grace)
     deadline = trio.current_time() + KILL_BOUND
     while True:
         # A full rescan, not just the known members: a dying process may have forked.

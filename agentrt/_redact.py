@@ -7,9 +7,19 @@ from collections.abc import Mapping
 
 REDACTED = "[REDACTED]"
 
-# "auth" alone, not "author"; "authorization" is a header that carries credentials.
-_SECRET_WORD = r"(?:key|token|secret|passw(?:or)?d|credential|authorization|auth(?![a-z]))"
-_SECRET_NAME = re.compile(_SECRET_WORD, re.IGNORECASE)
+# A name is secret when its LAST word is one of these ("api_key", "AUTH_TOKEN", "apiKey",
+# "client_secret"), so counts and limits about secrets are not ("input_tokens",
+# "max_tokens", "token_count"), nor words that merely contain one ("keyboard", "monkey").
+# A few compounds are written as one word ("apikey", "accesstoken"). "auth" alone, not
+# "author"; "authorization" is a header that carries credentials.
+_SECRET_WORD = re.compile(
+    r"(?:api|access|auth|bearer|client|id|private|refresh|secret|session)?(?:key|token|secret)"
+    r"|secrets|passw(?:or)?ds?|passphrase|credentials?|authorization|auth"
+)
+# Words of a name: runs of lower case (an optional capital first: camelCase), runs of
+# capitals not followed by lower case (ACRONYMS, SHOUTING_CASE). Digits and separators
+# ("_", "-", ".") are not words, so "api_key_2" ends with "key".
+_WORDS = re.compile(r"[A-Z]++(?![a-z])|[A-Z]?[a-z]++")
 
 # Each pattern's whole match is replaced, except the ones whose group 1 is a prefix to keep.
 _VALUE_PATTERNS = (
@@ -19,32 +29,52 @@ _VALUE_PATTERNS = (
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
 )
-_PREFIX_PATTERNS = (
-    re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*"),
-    # key=value, key: value, "key": "value" where the key names a secret. The name is one
-    # possessive run that starts where a run of name characters starts, so each character
-    # is scanned a bounded number of times (stderr tails are untrusted input).
-    re.compile(
-        r"""(?<![A-Za-z0-9_.\-])(["']?(?=[A-Za-z0-9_.\-]*?"""
-        + _SECRET_WORD
-        + r""")[A-Za-z0-9_.\-]++["']?\s*+[=:]\s*+["']?)[^\s"',;&}]+""",
-        re.IGNORECASE,
-    ),
-)
+_BEARER = re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*")
+
+# key=value, key: value, "key": "value". The name is one possessive run that starts where a
+# run of name characters starts, so each character is scanned a bounded number of times
+# (stderr tails are untrusted input); whether it names a secret is decided in Python, and
+# only a secret's value is consumed, so "url=https://h/?api_key=v" still finds api_key.
+_ASSIGNMENT = re.compile(r"""(?<![A-Za-z0-9_.\-])["']?+([A-Za-z0-9_.\-]++)["']?+\s*+[=:]\s*+""")
+# An HTTP auth scheme is part of the value: "Authorization: Basic <credentials>".
+_VALUE = re.compile(r"""["']?+(?:(?i:basic|bearer|digest|token)\s++)?+[^\s"',;&}]++""")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an env var, option key or header names a secret: its last word is one
+    (``ANTHROPIC_API_KEY``, ``x-api-key``, ``apiKey``, ``access_token``, ``password``,
+    ``Authorization``), not ``input_tokens``, ``max_tokens``, ``token_count`` or ``keyboard``.
+    """
+    words = _WORDS.findall(name)
+    return bool(words) and _SECRET_WORD.fullmatch(words[-1].lower()) is not None
+
+
+def _redact_assignments(text: str) -> str:
+    parts: list[str] = []
+    done = 0
+    pos = 0
+    while (match := _ASSIGNMENT.search(text, pos)) is not None:
+        pos = match.end()
+        if not is_secret_name(match.group(1)):
+            continue
+        value = _VALUE.match(text, pos)
+        if value is None:
+            continue
+        quote = text[pos] if text[pos] in "\"'" else ""
+        parts += (text[done:pos], quote, REDACTED)
+        done = pos = value.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def redact(text: str) -> str:
     """Replace credential-shaped substrings of ``text`` with ``[REDACTED]``."""
     for pattern in _VALUE_PATTERNS:
         text = pattern.sub(REDACTED, text)
-    for pattern in _PREFIX_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an env var or option key names a secret (``ANTHROPIC_API_KEY``, ``token``...)."""
-    return _SECRET_NAME.search(name) is not None
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _redact_assignments(text)
 
 
 def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:

@@ -6,12 +6,21 @@ early (interrupt, a bound, a lossless overflow, a crash in the translator or a s
 callback) stops it the same way: the in-process run is cancelled, a CLI process is
 interrupted and its remaining output drained only for session ids. The turn then fails
 with that reason, whatever the backend printed afterwards.
+
+Terminal events. A terminal `ResultEvent` does not end the reading: a CLI may print a
+result and go on (Claude Code waits for a background task, then prints another init and
+another result), so the turn reads until the process exits and a later terminal event
+replaces the earlier one; the Response is built from the last result and the text of its
+segment (what came after the previous terminal), and earlier results stay in its events.
+A terminal `ErrorEvent` ends the turn at once, like a stop with the event's own reason:
+the CLI is interrupted (Claude Code would otherwise retry a rejected key for minutes) and
+drained, and nothing it prints afterwards changes the outcome.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -55,12 +64,6 @@ class _Failure:
 _CARRY_SESSION_ID = (SessionEvent, ResultEvent, ErrorEvent)
 
 
-def _session_id_of(event: Event) -> str | None:
-    if isinstance(event, _CARRY_SESSION_ID):
-        return event.session_id
-    return None
-
-
 @attrs.define(eq=False)
 class Turn:
     """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early."""
@@ -85,6 +88,8 @@ class Turn:
     final: Event | None = None
     _failure: _Failure | None = None
     _terminal: Event | None = None
+    # A terminal ErrorEvent ended the turn: the rest is read for session ids only.
+    _ended: bool = False
     _scope: trio.CancelScope | None = None
     _interrupt_process: Callable[[], None] | None = None
     _drain_scope: trio.CancelScope | None = None
@@ -93,9 +98,13 @@ class Turn:
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
     _log: EventLog | None = None
+    # Text of the current segment (since the previous terminal result), and of the segment
+    # the latest result closed.
     _texts: list[str] = attrs.field(factory=list)
     _message: list[str] = attrs.field(factory=list)
     _last_message: str | None = None
+    _result_text: str = ""
+    _result_message: str = ""
     _usage: Usage | None = None
     _model: str | None = None
 
@@ -107,10 +116,17 @@ class Turn:
         detail: dict[str, Any] | None = None,
         cause: BaseException | None = None,
     ) -> None:
-        """End the turn early with ``reason``; the first stop wins."""
-        if self._failure is not None:
-            return
-        self._failure = _Failure(reason, message, detail, cause)
+        """End the turn early with ``reason``; the first stop wins, and a terminal error
+        event seen before it."""
+        if not self._ended:
+            self._stop(_Failure(reason, message, detail, cause))
+
+    def _stop(self, failure: _Failure) -> None:
+        if self._failure is None:
+            self._failure = failure
+            self._end_run()
+
+    def _end_run(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
         if self._interrupt_process is not None:
@@ -198,21 +214,27 @@ class Turn:
                         async for frame in proc.frames():
                             if isinstance(frame, BadLine):  # its text comes redacted
                                 note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                await self._on_event(RawEvent(data=frame.text, note=note))
-                            else:
-                                await self._emit(frame)
+                                await self._on_events((RawEvent(data=frame.text, note=note),))
+                            elif events := self._translate(frame):
+                                await self._on_events(events)
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail
         except* ProcessFailure as group:
             # The process is gone already (the driver cleaned up before raising).
             for failure in group.exceptions:
-                if isinstance(failure, ProcessFailure) and self._failure is None:
+                if (
+                    isinstance(failure, ProcessFailure)
+                    and self._failure is None
+                    and not self._ended
+                ):
                     self._failure = _Failure(failure.reason, failure.message, cause=failure)
+        finally:
+            self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
         return None, ""
 
     async def _watch_bounds(self) -> None:
-        while self._failure is None:
+        while self._failure is None and not self._ended:
             await trio.sleep_until(self._deadline())
             self._stop_for_bound(trio.current_time())
 
@@ -233,33 +255,52 @@ class Turn:
             )
 
     def _crash(self, exc: Exception) -> None:
+        # A bug on our side wins even over a terminal error event: it must not go unseen.
         message = redact(f"{type(exc).__name__}: {exc}")
-        self.stop(StopReason.TURN_CRASHED, message, cause=exc)
+        self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     async def _emit(self, frame: Any) -> None:
+        events = self._translate(frame)
+        if events:
+            await self._on_events(events)
+
+    def _translate(self, frame: Any) -> Sequence[Event]:
         assert self.translator is not None
         try:
-            events = self.translator.feed(frame)
+            return self.translator.feed(frame)
         except Exception as exc:
             self._crash(exc)
-            return
+            return ()
+
+    async def _on_events(self, events: Sequence[Event]) -> None:
+        # This runs for every line of a stream, so per event the only await is delivery
+        # (and the checkpoint, when the session id changes).
         now = trio.current_time()
         for event in events:
-            await self._on_event(event, now)
-
-    async def _on_event(self, event: Event, now: float | None = None) -> None:
-        stamp = trio.current_time() if now is None else now
-        event = msgspec.structs.replace(event, timestamp=stamp)
-        session_id = _session_id_of(event)
-        if session_id is not None and session_id != self.session_id:
-            self.session_id = session_id
+            event = msgspec.structs.replace(event, timestamp=now)
+            if isinstance(event, _CARRY_SESSION_ID):
+                session_id = event.session_id
+                if session_id is not None and session_id != self.session_id:
+                    self.session_id = session_id
+                    try:
+                        await self.on_session(session_id)
+                    except Exception as exc:
+                        self._crash(exc)
+                        return
+            if self._failure is not None or self._ended:
+                continue  # stopped: the rest is read for session ids only
+            if not self._record(event):
+                continue
             try:
-                await self.on_session(session_id)
+                await self.deliver(event)
             except Exception as exc:
                 self._crash(exc)
-                return
-        if self._failure is not None or self._terminal is not None:
-            return  # stopped or finished: the rest is read for session ids only
+            if self._ended and event is self._terminal:
+                # After delivery: cancelling first would cut an async handler's checkpoint.
+                self._end_run()
+
+    def _record(self, event: Event) -> bool:
+        """Log ``event`` and fold it into the turn's state; False if it stopped the turn."""
         if self._first_deadline != math.inf and not isinstance(event, _NOT_CONTENT):
             self._first_deadline = math.inf
             if self._scope is not None:
@@ -270,7 +311,7 @@ class Turn:
         except CaptureOverflow as overflow:
             reason = StopReason.EVENT_CAPTURE_OVERFLOW
             self.stop(reason, str(overflow), detail=overflow.detail)
-            return
+            return False
         if isinstance(event, TextEvent):
             self._texts.append(event.text)
             self._message.append(event.text)
@@ -283,10 +324,18 @@ class Turn:
             self._model = event.model or self._model
         elif event.is_terminal:
             self._terminal = event
-        try:
-            await self.deliver(event)
-        except Exception as exc:
-            self._crash(exc)
+            if isinstance(event, ResultEvent):
+                self._close_segment()
+            else:
+                self._ended = True
+        return True
+
+    def _close_segment(self) -> None:
+        self._result_text = "".join(self._texts)
+        self._result_message = self._last_message_text()
+        self._texts.clear()
+        self._message.clear()
+        self._last_message = None
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
@@ -297,7 +346,7 @@ class Turn:
                 self._crash(exc)
             else:
                 if last is not None and last.is_terminal:
-                    await self._on_event(last)
+                    await self._on_events((last,))
         now = trio.current_time()
         terminal = self._terminal
         failure = self._failure
@@ -310,8 +359,8 @@ class Turn:
             log = self._log
             assert log is not None
             return Response(
-                text="".join(self._texts) or terminal.text,
-                final_message=terminal.text or self._last_message_text(),
+                text=self._result_text or terminal.text,
+                final_message=terminal.text or self._result_message,
                 events=tuple(log.events),
                 terminal=terminal,
                 event_coverage=log.coverage(),

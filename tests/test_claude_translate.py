@@ -456,6 +456,17 @@ def test_each_streamed_block_matches_one_completed_block() -> None:
     ]
 
 
+def test_a_long_streamed_message_costs_linear_time() -> None:
+    # 40,000 deltas of 64 characters (2.5 MB): concatenated per delta, the copies grow with
+    # the square of the length (1.3 s here, against 0.1 s when the deltas are joined once,
+    # as the completed block arrives).
+    piece = "x" * 63 + " "
+    stream = [_delta(piece) for _ in range(40_000)]
+    events = translate([*stream, _block(piece * 40_000 + "tail")])
+    assert len(events) == 40_001
+    assert summaries(events[-1:]) == [("text", "tail", True)]
+
+
 def test_a_new_message_forgets_the_previous_stream() -> None:
     start = {"type": "stream_event", "event": {"type": "message_start", "message": {"model": "m2"}}}
     events = translate([_delta("same"), start, _block("same")])

@@ -313,17 +313,51 @@ async def test_final_message_prefers_the_result_text(autojump_clock: object) -> 
     assert (second.text, second.final_message) == ("onetwo", "two")
 
 
-async def test_events_after_the_terminal_are_ignored(autojump_clock: object) -> None:
+async def test_a_later_terminal_replaces_an_earlier_result(autojump_clock: object) -> None:
     agent = Recorder()
     backend = ScriptedBackend(
         [ResultEvent(text="done"), TextEvent(text="late"), ErrorEvent(reason=StopReason.CLI_ERROR)]
     )
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=backend)
-        response = await rt.ask("a", "x")
-    assert response.text == "done"
-    assert response.event_coverage.observed == 1
-    assert agent.only("stream") == ["result"]
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.CLI_ERROR
+    assert agent.only("stream") == ["result", "text", "error"]
+
+
+async def test_a_terminal_error_ends_the_turn_at_once(autojump_clock: object) -> None:
+    agent = Recorder()
+    backend = ScriptedBackend(
+        [
+            ErrorEvent(reason=StopReason.AUTHENTICATION_FAILED, message="401"),
+            Sleep(100),
+            TextEvent(text="late"),
+            ResultEvent(text="late result"),
+        ]
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="a", backend=backend, watchdog=50)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert trio.current_time() == 0.0  # the run was cancelled, not slept out
+    assert info.value.reason is StopReason.AUTHENTICATION_FAILED
+    assert info.value.message == "401"
+    assert agent.only("stream") == ["error"]
+
+
+async def test_a_crashing_handler_wins_over_a_terminal_error(autojump_clock: object) -> None:
+    class Crashing(Agent):
+        def handle_stream_event(self, event: object) -> None:
+            if isinstance(event, ErrorEvent):
+                raise RuntimeError("handler bug")
+
+    backend = ScriptedBackend([Fail(StopReason.RATE_LIMITED)])
+    async with open_runtime() as rt:
+        await rt.start_agent(Crashing, name="a", backend=backend)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.TURN_CRASHED
 
 
 async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: object) -> None:

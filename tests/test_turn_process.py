@@ -50,9 +50,15 @@ class FakeProcess:
         for item in self.script:
             if item is HANG:
                 await self._interrupted.wait()
-                for frame in self.on_interrupt:  # what the CLI prints as it ends
+                # What the CLI prints as it ends.
+                async for frame in self._play(self.on_interrupt):
                     yield frame
                 return
+            async for frame in self._play([item]):
+                yield frame
+
+    async def _play(self, items: Sequence[Any]) -> AsyncIterator[Any]:
+        for item in items:
             if isinstance(item, float):
                 await trio.sleep(item)
             elif isinstance(item, ProcessFailure):
@@ -96,7 +102,16 @@ class JsonTranslator:
         if kind == "text":
             return (TextEvent(text=frame["text"]),)
         if kind == "result":
-            return (ResultEvent(text=frame["text"], session_id=frame.get("session_id")),)
+            return (
+                ResultEvent(
+                    text=frame["text"],
+                    session_id=frame.get("session_id"),
+                    cost_usd=frame.get("cost"),
+                    num_turns=frame.get("turns"),
+                ),
+            )
+        if kind == "error":
+            return (ErrorEvent(reason=StopReason(frame["reason"]), message=frame["message"]),)
         return (RawEvent(data=frame),)
 
     def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
@@ -236,3 +251,115 @@ async def test_stopping_the_agent_leaves_the_driver_to_clean_up(
     proc = driver.processes[0]
     assert proc.closed
     assert proc.interrupted_at is None  # plain cancellation: __aexit__ does the killing
+
+
+async def test_the_last_of_several_results_decides_and_reading_goes_on_until_exit(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    # A background task: a result, the CLI waits for the task, then a second init and result.
+    driver.script = [
+        INIT,
+        {"type": "text", "text": "Started it."},
+        {"type": "result", "text": "Started it.", "session_id": "s1", "cost": 0.5, "turns": 2},
+        30.0,
+        INIT,
+        {"type": "text", "text": "The task "},
+        {"type": "text", "text": "printed done."},
+        {
+            "type": "result",
+            "text": "It printed done.",
+            "session_id": "s1",
+            "cost": 0.25,
+            "turns": 1,
+        },
+    ]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        response = await rt.ask("a", "x")
+    assert response.duration == 30.0
+    assert response.text == "The task printed done."
+    assert response.final_message == "It printed done."
+    assert (response.cost_usd, response.num_turns) == (0.25, 1)
+    assert isinstance(response.terminal, ResultEvent)
+    assert response.terminal.text == "It printed done."
+    results = [e for e in response.events if isinstance(e, ResultEvent)]
+    assert [r.text for r in results] == ["Started it.", "It printed done."]
+    assert response.events[-1] is response.terminal
+    assert driver.processes[0].interrupted_at is None
+
+
+async def test_an_empty_last_result_falls_back_to_the_text_after_the_previous_terminal(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [
+        {"type": "text", "text": "first"},
+        {"type": "result", "text": "first"},
+        {"type": "text", "text": "second"},
+        {"type": "result", "text": ""},
+    ]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        response = await rt.ask("a", "x")
+    assert (response.text, response.final_message) == ("second", "second")
+
+
+async def test_a_terminal_error_interrupts_the_cli_at_once_and_keeps_its_reason(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    backend = CliBackend()
+    driver.script = [
+        INIT,
+        5.0,
+        {"type": "error", "reason": "authentication_failed", "message": "401"},
+        HANG,  # the CLI would retry for minutes
+    ]
+    # Interrupted, it prints its own result, another session id, then the driver gives up on
+    # an idle bound: none of it changes the outcome, and the session id is still taken.
+    driver.on_interrupt = [
+        {"type": "init", "session_id": "s2"},
+        {"type": "result", "text": "aborted", "session_id": "s2"},
+        {"type": "error", "reason": "cli_error", "message": "later"},
+        1.0,
+        ProcessFailure(StopReason.IDLE_TIMEOUT, "no output for 1 s"),
+    ]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, watchdog=5.5)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+        assert trio.current_time() == 6.0
+        driver.script = [{"type": "result", "text": "next"}]
+        await rt.ask("a", "again")
+    assert info.value.reason is StopReason.AUTHENTICATION_FAILED
+    assert info.value.message == "401"
+    assert info.value.session_id == "s2"
+    assert driver.processes[0].interrupted_at == 5.0
+    assert backend.session_ids == [None, "s2"]
+
+
+async def test_an_interrupt_stays_interrupted_whatever_error_the_cli_prints_then(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, HANG]
+    # Claude Code on SIGINT: a result with subtype error_during_execution.
+    driver.on_interrupt = [{"type": "error", "reason": "cli_error", "message": "ede"}]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        ref = rt.tell("a", "x")
+        await trio.sleep(2)
+        assert rt.interrupt("a")
+        result = await rt.wait(ref)
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+
+
+async def test_the_watchdog_bounds_the_wait_after_a_first_result(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, {"type": "result", "text": "started", "session_id": "s1"}, HANG]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend(), watchdog=60)
+        with pytest.raises(TurnFailed) as info:
+            await rt.ask("a", "x")
+    assert info.value.reason is StopReason.TOTAL_TIMEOUT
+    assert driver.processes[0].interrupted_at == 60.0

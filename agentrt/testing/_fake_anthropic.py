@@ -207,6 +207,10 @@ class FakeAnthropic:
     _picker: Callable[[RecordedRequest], AnthropicReply] | None = None
     _count: AsyncValue[int] = attrs.field(factory=lambda: AsyncValue(0))
     _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
+    # The first exception a connection handler raised (a script function's, say), raised in
+    # open_fake_anthropic's own nursery by _raise_failure.
+    _failure: Exception | None = None
+    _failed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
@@ -278,7 +282,20 @@ class FakeAnthropic:
         # A client that goes away mid-reply is owed nothing.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             async with stream:
-                await _Connection(self, stream).run()
+                try:
+                    await _Connection(self, stream).run()
+                except Exception as exc:
+                    # Not raised here: trio closes a handler's stream in a cancelled scope,
+                    # and a client that sees the close and ends the block around the fake
+                    # first would turn that into a Cancelled that replaces this error.
+                    if self._failure is None:
+                        self._failure = exc
+                        self._failed.set()
+
+    async def _raise_failure(self) -> None:
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
 
 
 @asynccontextmanager
@@ -302,6 +319,7 @@ async def open_fake_anthropic(
     api.set_script(script)
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(api._raise_failure)
         await nursery.start(trio.serve_listeners, api._serve_connection, listeners)
         try:
             yield api

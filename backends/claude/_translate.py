@@ -24,9 +24,10 @@ Several results in one process. When the model leaves a background task, ``claud
 prints a result, waits for the task, then prints another ``system/init`` and another
 result. Every result is translated into its own terminal event; the turn keeps reading until
 the process exits and the LAST terminal event decides the turn (earlier ones stay in the
-event log). The exception is a terminal `ErrorEvent` the translator raises mid-stream
-(the fatal ``api_retry``): it ends the turn at once, and nothing this translator emits
-afterwards is terminal, so a result the CLI prints when it is then stopped cannot replace it.
+event log). A terminal `ErrorEvent` (an error result, or the fatal ``api_retry`` the
+translator raises mid-stream) ends the turn at once: the turn interrupts the CLI with SIGINT
+and keeps the event's reason. After the fatal ``api_retry`` nothing this translator emits is
+terminal either, so the result the CLI prints on that SIGINT cannot replace it.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ class ClaudeTranslator:
     def __init__(self) -> None:
         self._session_id: str | None = None
         self._model: str | None = None
-        # Text streamed per content-block index for the current main-thread message, and the
-        # indices a completed assistant block has already been matched against.
-        self._streamed: dict[int, str] = {}
+        # Text streamed per content-block index for the current main-thread message (its
+        # deltas, joined only when a completed block is matched), and the indices a
+        # completed assistant block has already been matched against.
+        self._streamed: dict[int, list[str]] = {}
         self._matched: set[int] = set()
         self._tool_ids: set[str] = set()
         self._terminal_seen = False
@@ -78,29 +80,31 @@ class ClaudeTranslator:
 
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame. Never raises on any JSON value."""
-        if not isinstance(frame, Mapping):
+        # This runs once per stdout line: exact type checks first (the driver decodes JSON
+        # objects to dicts), the ABC check only for other mappings; stream deltas first.
+        if type(frame) is not dict and not isinstance(frame, Mapping):
             return [RawEvent(data=frame, note="not a JSON object")]
-        events: list[Event] = []
         kind = frame.get("type")
-        if kind == "system" and frame.get("subtype") == "init":
-            self._model = _str(frame.get("model")) or self._model
-        sid = _str(frame.get("session_id"))
-        if sid and sid != self._session_id:
+        sid = frame.get("session_id")
+        if sid != self._session_id and sid and type(sid) is str:
+            if kind == "system" and frame.get("subtype") == "init":
+                self._model = _str(frame.get("model")) or self._model
             self._session_id = sid
-            events.append(SessionEvent(session_id=sid, model=self._model))
+            return [SessionEvent(session_id=sid, model=self._model), *self._dispatch(kind, frame)]
+        return self._dispatch(kind, frame)
+
+    def _dispatch(self, kind: Any, frame: Mapping[str, Any]) -> list[Event]:
+        if kind == "stream_event":
+            return self._stream_event(frame)
+        if kind == "assistant":
+            return self._assistant(frame)
+        if kind == "user":
+            return self._user(frame)
         if kind == "system":
-            events += self._system(frame)
-        elif kind == "stream_event":
-            events += self._stream_event(frame)
-        elif kind == "assistant":
-            events += self._assistant(frame)
-        elif kind == "user":
-            events += self._user(frame)
-        elif kind == "result":
-            events += self._result(frame)
-        else:
-            events.append(RawEvent(data=frame))
-        return events
+            return self._system(frame)
+        if kind == "result":
+            return self._result(frame)
+        return [RawEvent(data=frame)]
 
     def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
         """None if a terminal event was emitted; else the classified end of the stream:
@@ -142,6 +146,7 @@ class ClaudeTranslator:
     def _system(self, frame: Mapping[str, Any]) -> list[Event]:
         subtype = frame.get("subtype")
         if subtype == "init":
+            self._model = _str(frame.get("model")) or self._model
             return []
         if subtype == "api_retry":
             status = _int(frame.get("error_status"))
@@ -165,23 +170,32 @@ class ClaudeTranslator:
 
     def _stream_event(self, frame: Mapping[str, Any]) -> list[Event]:
         event = frame.get("event")
-        if not isinstance(event, Mapping) or frame.get("parent_tool_use_id") is not None:
+        if type(event) is not dict and not isinstance(event, Mapping):
+            return []
+        if frame.get("parent_tool_use_id") is not None:
             return []
         etype = event.get("type")
-        if etype == "message_start":
+        if etype == "content_block_delta":
+            delta = event.get("delta")
+            if type(delta) is not dict and not isinstance(delta, Mapping):
+                return []
+            text = delta.get("text")
+            if delta.get("type") == "text_delta" and text and type(text) is str:
+                index = event.get("index")
+                if type(index) is not int:
+                    index = 0
+                parts = self._streamed.get(index)
+                if parts is None:
+                    self._streamed[index] = [text]
+                else:
+                    parts.append(text)
+                return [TextEvent(text=text)]
+        elif etype == "message_start":
             self._streamed.clear()
             self._matched.clear()
             message = event.get("message")
             if isinstance(message, Mapping):
                 self._model = _str(message.get("model")) or self._model
-        elif etype == "content_block_delta":
-            delta = event.get("delta")
-            index = _int(event.get("index")) or 0
-            if isinstance(delta, Mapping) and delta.get("type") == "text_delta":
-                text = _str(delta.get("text"))
-                if text:
-                    self._streamed[index] = self._streamed.get(index, "") + text
-                    return [TextEvent(text=text)]
         return []
 
     def _assistant(self, frame: Mapping[str, Any]) -> list[Event]:
@@ -212,8 +226,10 @@ class ClaudeTranslator:
         # The completed block repeats what the deltas already said; only a part the stream
         # missed is new. Without partial messages nothing was streamed and all of it is new.
         for index in sorted(self._streamed):
-            streamed = self._streamed[index]
-            if index not in self._matched and text.startswith(streamed):
+            if index in self._matched:
+                continue
+            streamed = "".join(self._streamed[index])
+            if text.startswith(streamed):
                 self._matched.add(index)
                 return text[len(streamed) :]
         return text
