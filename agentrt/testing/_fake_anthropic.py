@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 import attrs
 import msgspec
+import trio
 from trio_util import AsyncValue
 
 from .._redact import redact_mapping
@@ -96,9 +97,12 @@ class AnthropicStreamError:
 @attrs.frozen
 class AnthropicCutStream:
     """The connection closes mid-reply: after the text deltas of ``text`` when streaming (no
-    content_block_stop, no message_stop), after half of the JSON body otherwise."""
+    content_block_stop, no message_stop), after half of the JSON body otherwise. ``linger``:
+    seconds between the last bytes and the close; with 0 the client may see the close before
+    it has handled what came just ahead of it."""
 
     text: str = "Partial ans"
+    linger: float = 0.0
 
 
 @attrs.frozen
@@ -241,10 +245,14 @@ class FakeAnthropic:
 
         ``home`` must be a fresh directory (the CLI keeps settings and transcripts there). The
         CLI's own retries are off and its timeouts short, so a failing reply costs seconds.
+        The loopback addresses bypass any proxy the environment names (the CLI honours
+        HTTP(S)_PROXY even for 127.0.0.1).
         """
         return {
             "HOME": home,
             "ANTHROPIC_BASE_URL": self.base_url,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
             "ANTHROPIC_API_KEY": "sk-ant-fake-00000000000000000000",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "0",
@@ -326,10 +334,11 @@ class FakeAnthropic:
                     events = _stream_events(message)
                     cut = next(i for i, e in enumerate(events) if e[0] == "content_block_stop")
                     await _send_sse(writer, events[:cut], id_header, finish=False)
-                    await writer.abort()
                 else:
                     data = msgspec.json.encode(message)
                     await writer.send(200, data, headers=id_header, cut=len(data) // 2)
+                # The response is unfinished: the server closes the connection after this.
+                await trio.sleep(reply.linger)
             case AnthropicHang():
                 if reply.mid_stream and request.stream:
                     message = _message(AnthropicText(""), f"msg_fake_{n}", model, n)

@@ -73,15 +73,15 @@ class ResponseWriter:
         headers: Sequence[tuple[str, str]] = (),
         cut: int | None = None,
     ) -> None:
-        """A whole response. ``cut``: send only that many bytes of the body, then close the
-        connection (the Content-Length still announces all of it)."""
+        """A whole response. ``cut``: send only that many bytes of the body (the
+        Content-Length still announces all of it); the response stays unfinished, so the
+        connection is closed once the handler returns."""
         await self._head(
             status,
             [("content-type", content_type), ("content-length", str(len(body))), *headers],
         )
         if cut is not None:
             await self._stream.send_all(body[:cut])
-            await self.abort()
             return
         if not self._head_only:
             await self._stream.send_all(body)
@@ -223,10 +223,12 @@ async def open_http_server(
     """Serve ``handler`` on ``host`` and yield the port (a fresh one by default).
 
     Each request is handed to ``handler`` with a `ResponseWriter`; a handler that returns
-    without answering gets a 500, a malformed request a 400. A client that goes away
-    mid-response is not an error. An exception raised by ``handler`` (a fake's script bug)
-    cancels the server and the block using it, and is raised by this context manager as
-    itself; an exception raised in the block also leaves it as itself, not in a group.
+    without answering gets a 500, a malformed request a 400; after a response left
+    unfinished (a stream not ended, a body cut short) the connection is closed. A client
+    that goes away mid-response is not an error. An exception raised by ``handler`` (a
+    fake's script bug) cancels the server and the block using it, and is raised by this
+    context manager as itself; an exception raised in the block also leaves it as itself,
+    not in a group.
 
     Cancellation: leaving the block cancels every connection, including handlers that hang.
     """

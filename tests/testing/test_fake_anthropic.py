@@ -181,6 +181,20 @@ async def test_cut_stream_closes_the_connection_mid_reply() -> None:
     assert len(plain.body) < int(plain.headers["content-length"])
 
 
+async def test_cut_stream_can_linger_before_the_close() -> None:
+    async with open_fake_anthropic([AnthropicCutStream("Partial answer", linger=0.3)]) as api:
+        client = await connect(api)
+        async with client.stream:
+            await client.send("/v1/messages", message_body())
+            await client.head()
+            while b"answer" not in client.buf:
+                assert await client._fill()
+            sent = trio.current_time()
+            while await client._fill():  # to the close
+                pass
+            assert trio.current_time() - sent >= 0.3
+
+
 async def test_hang_sends_nothing_until_the_client_leaves() -> None:
     async with open_fake_anthropic([AnthropicHang()]) as api:
         client = await connect(api)
@@ -371,6 +385,7 @@ def test_claude_env_points_the_cli_at_the_fake_only() -> None:
     assert env["API_TIMEOUT_MS"] == "3000"
     assert env["CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"] == "10000"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert env["NO_PROXY"] == env["no_proxy"] == "127.0.0.1,localhost"
 
 
 async def test_command_line_prints_its_url_and_echoes_prompts() -> None:
