@@ -136,8 +136,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     (
         "permission_mode",
         "accept_edits",
-        "expected one of 'default', 'acceptEdits', 'bypassPermissions', 'plan', 'dontAsk', 'auto'; "
-        "did you mean 'acceptEdits'?",
+        "expected one of 'default', 'manual', 'acceptEdits', 'bypassPermissions', 'plan', "
+        "'dontAsk', 'auto'; did you mean 'acceptEdits'?",
     ),
     ("dangerously_skip_permissions", "yes", "expected True or False, got str"),
     ("add_dir", ["/a", 2], "expected a path or a list of paths"),

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import tomllib
-from typing import Any
 
-import attrs
 import pytest
 import trio
+from http_client import Client, connect
 
 from agentrt.testing import (
     OpenAIError,
@@ -23,102 +22,10 @@ from agentrt.testing import (
 )
 
 
-@attrs.frozen
-class Answer:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    complete: bool  # the body ended as framed (not cut by a closed connection)
-
-    def events(self) -> list[tuple[str, dict[str, Any]]]:
-        out = []
-        for block in self.body.decode().split("\n\n"):
-            if block.strip():
-                name, data = block.split("\n", 1)
-                out.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
-        return out
-
-
-class Client:
-    """Just enough HTTP/1.1 client to see exactly what the fake sends."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.buf = bytearray()
-
-    async def _fill(self) -> bool:
-        chunk = await self.stream.receive_some(65536)
-        self.buf += chunk
-        return bool(chunk)
-
-    async def _line(self) -> bytes | None:
-        while (end := self.buf.find(b"\r\n")) < 0:
-            if not await self._fill():
-                return None
-        line = bytes(self.buf[:end])
-        del self.buf[: end + 2]
-        return line
-
-    async def _exactly(self, size: int) -> bytes | None:
-        while len(self.buf) < size:
-            if not await self._fill():
-                return None
-        data = bytes(self.buf[:size])
-        del self.buf[:size]
-        return data
-
-    async def request(
-        self,
-        path: str = "/v1/responses",
-        body: Any = None,
-        *,
-        method: str = "POST",
-        headers: dict[str, str] | None = None,
-        chunked: bool = False,
-    ) -> Answer:
-        payload = b"" if body is None else json.dumps(body).encode()
-        head = {"host": "127.0.0.1", "authorization": "Bearer sk-test-1234567890abcdef"}
-        head.update(headers or {})
-        if chunked:
-            head["transfer-encoding"] = "chunked"
-            payload = (
-                b"%x\r\n%s\r\n0\r\n\r\n" % (len(payload), payload) if payload else b"0\r\n\r\n"
-            )
-        else:
-            head["content-length"] = str(len(payload))
-        lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in head.items())]
-        await self.stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
-        return await self.answer()
-
-    async def answer(self) -> Answer:
-        status_line = await self._line()
-        assert status_line is not None
-        headers = {}
-        while line := await self._line():
-            name, value = line.decode().split(":", 1)
-            headers[name.lower()] = value.strip()
-        if headers.get("transfer-encoding") == "chunked":
-            body = bytearray()
-            while True:
-                size_line = await self._line()
-                if size_line is None:
-                    return Answer(int(status_line.split()[1]), headers, bytes(body), False)
-                size = int(size_line, 16)
-                chunk = await self._exactly(size + 2)
-                if chunk is None:
-                    return Answer(int(status_line.split()[1]), headers, bytes(body), False)
-                if size == 0:
-                    break
-                body += chunk[:-2]
-        else:
-            data = await self._exactly(int(headers["content-length"]))
-            assert data is not None
-            body = bytearray(data)
-        return Answer(int(status_line.split()[1]), headers, bytes(body), True)
-
-
 async def client(port: int) -> Client:
-    return Client(await trio.open_tcp_stream("127.0.0.1", port))
+    return await connect(
+        port, path="/v1/responses", headers={"authorization": "Bearer sk-test-1234567890abcdef"}
+    )
 
 
 async def test_text_reply_streams_the_responses_event_sequence() -> None:

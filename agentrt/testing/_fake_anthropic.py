@@ -7,8 +7,6 @@ asserts on the recorded requests without threads.
 
 from __future__ import annotations
 
-import contextlib
-import http
 import itertools
 import re
 from collections import deque
@@ -17,17 +15,14 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 import attrs
-import h11
 import msgspec
 import trio
 from trio_util import AsyncValue
 
 from .._redact import redact_mapping
+from ._http import HttpRequest, ResponseWriter, open_http_server
 
-_MAX_BODY_BYTES = 64 * 1024 * 1024
-_REASONS = {s.value: s.phrase for s in http.HTTPStatus} | {529: "Overloaded"}
-_JSON_HEADERS = [("content-type", "application/json")]
-_SSE_HEADERS = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
+_SSE_TYPE = "text/event-stream; charset=utf-8"
 
 
 @attrs.frozen
@@ -102,9 +97,12 @@ class AnthropicStreamError:
 @attrs.frozen
 class AnthropicCutStream:
     """The connection closes mid-reply: after the text deltas of ``text`` when streaming (no
-    content_block_stop, no message_stop), after half of the JSON body otherwise."""
+    content_block_stop, no message_stop), after half of the JSON body otherwise. ``linger``:
+    seconds between the last bytes and the close; with 0 the client may see the close before
+    it has handled what came just ahead of it."""
 
     text: str = "Partial ans"
+    linger: float = 0.0
 
 
 @attrs.frozen
@@ -207,10 +205,6 @@ class FakeAnthropic:
     _picker: Callable[[RecordedRequest], AnthropicReply] | None = None
     _count: AsyncValue[int] = attrs.field(factory=lambda: AsyncValue(0))
     _ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
-    # The first exception a connection handler raised (a script function's, say), raised in
-    # open_fake_anthropic's own nursery by _raise_failure.
-    _failure: Exception | None = None
-    _failed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
@@ -251,10 +245,14 @@ class FakeAnthropic:
 
         ``home`` must be a fresh directory (the CLI keeps settings and transcripts there). The
         CLI's own retries are off and its timeouts short, so a failing reply costs seconds.
+        The loopback addresses bypass any proxy the environment names (the CLI honours
+        HTTP(S)_PROXY even for 127.0.0.1).
         """
         return {
             "HOME": home,
             "ANTHROPIC_BASE_URL": self.base_url,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
             "ANTHROPIC_API_KEY": "sk-ant-fake-00000000000000000000",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "0",
@@ -278,24 +276,74 @@ class FakeAnthropic:
     def _next_id(self) -> int:
         return next(self._ids)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
-        # A client that goes away mid-reply is owed nothing.
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            async with stream:
-                try:
-                    await _Connection(self, stream).run()
-                except Exception as exc:
-                    # Not raised here: trio closes a handler's stream in a cancelled scope,
-                    # and a client that sees the close and ends the block around the fake
-                    # first would turn that into a Cancelled that replaces this error.
-                    if self._failure is None:
-                        self._failure = exc
-                        self._failed.set()
+    def _record_http(self, request: HttpRequest) -> RecordedRequest:
+        body: Any = None
+        if request.body:
+            try:
+                body = msgspec.json.decode(request.body)
+            except msgspec.DecodeError:
+                body = request.body.decode("utf-8", errors="replace")
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            headers=redact_mapping(dict(request.headers)),
+            body=body,
+        )
+        self._record(recorded)
+        return recorded
 
-    async def _raise_failure(self) -> None:
-        await self._failed.wait()
-        assert self._failure is not None
-        raise self._failure
+    async def _handle(self, http_request: HttpRequest, writer: ResponseWriter) -> None:
+        request = self._record_http(http_request)
+        n = self._next_id()
+        request_id = f"req_fake_{n}"
+        id_header = [("request-id", request_id)]
+        route = request.path.split("?", 1)[0]
+        if request.method == "POST" and route == "/v1/messages/count_tokens":
+            estimate = max(1, len(msgspec.json.encode(request.body)) // 4)
+            await writer.send_json(200, {"input_tokens": estimate}, headers=id_header)
+            return
+        if not request.is_message:
+            body = _error_body("not_found_error", f"no route {request.path}", request_id)
+            await writer.send_json(404, body, headers=id_header)
+            return
+        reply = self._next_reply(request)
+        body_model = request.body.get("model") if isinstance(request.body, dict) else None
+        model = body_model if isinstance(body_model, str) else "claude-fake"
+        match reply:
+            case AnthropicText() | AnthropicToolUse():
+                message = _message(reply, f"msg_fake_{n}", reply.model or model, n)
+                if request.stream:
+                    await _send_sse(writer, _stream_events(message), id_header)
+                else:
+                    await writer.send_json(200, message, headers=id_header)
+            case AnthropicError():
+                body = _error_body(reply.error_type, reply.message, request_id)
+                headers = [*id_header, *reply.headers.items()]
+                await writer.send_json(reply.status, body, headers=headers)
+            case AnthropicStreamError():
+                body = _error_body(reply.error_type, reply.message, request_id)
+                if not request.stream:
+                    await writer.send_json(reply.status, body, headers=id_header)
+                    return
+                start = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
+                events = [*_stream_events(start)[:2], ("error", body)]
+                await _send_sse(writer, events, id_header)
+            case AnthropicCutStream():
+                message = _message(AnthropicText(reply.text), f"msg_fake_{n}", model, n)
+                if request.stream:
+                    events = _stream_events(message)
+                    cut = next(i for i, e in enumerate(events) if e[0] == "content_block_stop")
+                    await _send_sse(writer, events[:cut], id_header, finish=False)
+                else:
+                    data = msgspec.json.encode(message)
+                    await writer.send(200, data, headers=id_header, cut=len(data) // 2)
+                # The response is unfinished: the server closes the connection after this.
+                await trio.sleep(reply.linger)
+            case AnthropicHang():
+                if reply.mid_stream and request.stream:
+                    message = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
+                    await _send_sse(writer, _stream_events(message)[:2], id_header, finish=False)
+                await writer.hang()
 
 
 @asynccontextmanager
@@ -308,205 +356,32 @@ async def open_fake_anthropic(
     model call, the CLI's non-streaming retry included), or a function of the request. When a
     sequence runs out, the fake answers 500 "script exhausted". ``count_tokens`` gets an
     estimate; any other path a 404. Every request is recorded in ``api.requests``. An
-    exception raised by a script function propagates out of this context manager.
+    exception raised by a script function cancels the block and is raised by this context
+    manager as itself.
 
     Cancellation: leaving the block cancels the server and every open connection, including
     connections held by `AnthropicHang` replies.
     """
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    bound_host, bound_port = listeners[0].socket.getsockname()[:2]
-    api = FakeAnthropic(base_url=f"http://{bound_host}:{bound_port}")
+    api = FakeAnthropic(base_url="")
     api.set_script(script)
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(api._raise_failure)
-        await nursery.start(trio.serve_listeners, api._serve_connection, listeners)
-        try:
-            yield api
-        except BaseException as exc:
-            # Re-raised below, outside the nursery, so that a failing assertion in the body
-            # reaches the test as itself and not wrapped in an ExceptionGroup.
-            body_error = exc
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
+    async with open_http_server(api._handle, host=host, port=port) as bound_port:
+        api.base_url = f"http://{host}:{bound_port}"
+        yield api
 
 
-class _Connection:
-    """One HTTP/1.1 connection: requests in order, keep-alive, until either side closes."""
-
-    def __init__(self, api: FakeAnthropic, stream: trio.SocketStream) -> None:
-        self._api = api
-        self._stream = stream
-        self._h11 = h11.Connection(h11.SERVER)
-        self._head_only = False  # answering a HEAD request: headers as for GET, no body
-
-    async def run(self) -> None:
-        while True:
-            try:
-                request = await self._read_request()
-            except h11.RemoteProtocolError as exc:
-                if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    body = _error_body("invalid_request_error", str(exc), "req_fake_0")
-                    await self._send_json(400, body, "req_fake_0")
-                return
-            if request is None:
-                return
-            if not await self._respond(request):
-                return
-            if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
-                return
-            self._h11.start_next_cycle()
-
-    async def _next_event(self) -> object:
-        while True:
-            event = self._h11.next_event()
-            if event is h11.NEED_DATA:
-                self._h11.receive_data(await self._stream.receive_some(65536))
-            else:
-                return event
-
-    async def _read_request(self) -> RecordedRequest | None:
-        event = await self._next_event()
-        if not isinstance(event, h11.Request):
-            return None  # ConnectionClosed (or PAUSED, which cannot happen between cycles)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            part = await self._next_event()
-            if isinstance(part, h11.Data):
-                size += len(part.data)
-                if size > _MAX_BODY_BYTES:
-                    raise h11.RemoteProtocolError(f"request body over {_MAX_BODY_BYTES} bytes")
-                chunks.append(part.data)
-            elif isinstance(part, h11.EndOfMessage):
-                break
-            else:
-                return None
-        raw = b"".join(chunks)
-        body: Any = None
-        if raw:
-            try:
-                body = msgspec.json.decode(raw)
-            except msgspec.DecodeError:
-                body = raw.decode("utf-8", errors="replace")
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-        request = RecordedRequest(
-            method=event.method.decode("ascii"),
-            path=event.target.decode("latin-1"),
-            headers=redact_mapping(headers),
-            body=body,
-        )
-        self._api._record(request)
-        return request
-
-    async def _respond(self, request: RecordedRequest) -> bool:
-        """Answer one request; False when the connection must close afterwards."""
-        n = self._api._next_id()
-        request_id = f"req_fake_{n}"
-        self._head_only = request.method == "HEAD"
-        route = request.path.split("?", 1)[0]
-        if request.method == "POST" and route == "/v1/messages/count_tokens":
-            estimate = max(1, len(msgspec.json.encode(request.body)) // 4)
-            await self._send_json(200, {"input_tokens": estimate}, request_id)
-            return True
-        if not request.is_message:
-            body = _error_body("not_found_error", f"no route {request.path}", request_id)
-            await self._send_json(404, body, request_id)
-            return True
-        reply = self._api._next_reply(request)
-        body_model = request.body.get("model") if isinstance(request.body, dict) else None
-        model = body_model if isinstance(body_model, str) else "claude-fake"
-        match reply:
-            case AnthropicText() | AnthropicToolUse():
-                message = _message(reply, f"msg_fake_{n}", reply.model or model, n)
-                if request.stream:
-                    await self._send_sse(_stream_events(message), request_id)
-                else:
-                    await self._send_json(200, message, request_id)
-                return True
-            case AnthropicError():
-                body = _error_body(reply.error_type, reply.message, request_id)
-                await self._send_json(reply.status, body, request_id, reply.headers)
-                return True
-            case AnthropicStreamError():
-                body = _error_body(reply.error_type, reply.message, request_id)
-                if not request.stream:
-                    await self._send_json(reply.status, body, request_id)
-                    return True
-                start = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
-                events = [*_stream_events(start)[:2], ("error", body)]
-                await self._send_sse(events, request_id)
-                return True
-            case AnthropicCutStream():
-                message = _message(AnthropicText(reply.text), f"msg_fake_{n}", model, n)
-                if request.stream:
-                    events = _stream_events(message)
-                    cut = next(i for i, e in enumerate(events) if e[0] == "content_block_stop")
-                    await self._send_sse(events[:cut], request_id, finish=False)
-                else:
-                    data = msgspec.json.encode(message)
-                    await self._send_head(200, _JSON_HEADERS, request_id, len(data))
-                    await self._send(h11.Data(data=data[: len(data) // 2]))
-                return False
-            case AnthropicHang():
-                if reply.mid_stream and request.stream:
-                    message = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
-                    await self._send_sse(_stream_events(message)[:2], request_id, finish=False)
-                await self._wait_client_gone()
-                return False
-
-    async def _send(self, event: h11.Event) -> None:
-        data = self._h11.send(event)
-        if data:
-            await self._stream.send_all(data)
-
-    async def _send_head(
-        self,
-        status: int,
-        headers: Sequence[tuple[str, str]],
-        request_id: str,
-        length: int | None = None,
-        extra: Mapping[str, str] | None = None,
-    ) -> None:
-        all_headers = [*headers, ("request-id", request_id), *(extra or {}).items()]
-        if length is not None:
-            all_headers.append(("content-length", str(length)))
-        reason = _REASONS.get(status, "")
-        await self._send(h11.Response(status_code=status, headers=all_headers, reason=reason))
-
-    async def _send_json(
-        self,
-        status: int,
-        body: Any,
-        request_id: str,
-        extra: Mapping[str, str] | None = None,
-    ) -> None:
-        data = msgspec.json.encode(body)
-        await self._send_head(status, _JSON_HEADERS, request_id, len(data), extra)
-        if not self._head_only:
-            await self._send(h11.Data(data=data))
-        await self._send(h11.EndOfMessage())
-
-    async def _send_sse(
-        self, events: Sequence[tuple[str, Any]], request_id: str, *, finish: bool = True
-    ) -> None:
-        # No content-length: h11 frames the body chunked, one chunk per event, as the API does.
-        await self._send_head(200, _SSE_HEADERS, request_id)
-        for name, data in events:
-            frame = b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
-            await self._send(h11.Data(data=frame))
-        if finish:
-            await self._send(h11.EndOfMessage())
-
-    async def _wait_client_gone(self) -> None:
-        # Whatever the client sends now is ignored; only its EOF (or a reset) ends the wait.
-        try:
-            while await self._stream.receive_some(65536):
-                pass
-        except trio.BrokenResourceError:
-            pass
+async def _send_sse(
+    writer: ResponseWriter,
+    events: Sequence[tuple[str, Any]],
+    headers: Sequence[tuple[str, str]],
+    *,
+    finish: bool = True,
+) -> None:
+    # Chunked, one chunk per event, as the API does.
+    await writer.start_stream(content_type=_SSE_TYPE, headers=headers)
+    for name, data in events:
+        await writer.send_event(name, data)
+    if finish:
+        await writer.end_stream()
 
 
 def _error_body(error_type: str, message: str, request_id: str) -> dict[str, Any]:

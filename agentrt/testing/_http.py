@@ -1,13 +1,14 @@
 """A small HTTP/1.1 server on trio, shared by the loopback fake model APIs.
 
 It speaks just enough HTTP for a CLI's HTTP client on 127.0.0.1: keep-alive, request bodies
-by Content-Length or chunked, whole responses, and chunked server-sent-event streams that a
-test can end cleanly, cut mid-body or leave hanging.
+by Content-Length or chunked, whole responses (HEAD answered without a body), chunked
+server-sent-event streams, and the failures a fake needs to stage: a body cut short, a
+stream cut mid-way, a reply that never comes.
 """
 
 from __future__ import annotations
 
-import functools
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from http import HTTPStatus
@@ -21,6 +22,7 @@ _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 _READ_SIZE = 64 * 1024
 _encoder = msgspec.json.Encoder()
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class _BadRequest(Exception):
@@ -32,7 +34,7 @@ class HttpRequest:
     """One request as received: header names lower-cased, in arrival order."""
 
     method: str
-    path: str
+    path: str  # the request target, query string included
     headers: tuple[tuple[str, str], ...]
     body: bytes = attrs.field(repr=False)
 
@@ -42,12 +44,15 @@ class HttpRequest:
 
 
 class ResponseWriter:
-    """Sends the one response to one request: whole, or as a chunked event stream."""
+    """Sends the one response to one request: whole, or as a chunked event stream; or cuts
+    the connection, or holds it without answering."""
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(self, stream: trio.abc.Stream, *, head_only: bool = False) -> None:
         self._stream = stream
+        self._head_only = head_only  # a HEAD request: headers as for GET, no body
         self.started = False
         self.finished = False
+        self.closed = False
 
     async def _head(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         assert not self.started, "one response per request"
@@ -66,12 +71,20 @@ class ResponseWriter:
         *,
         content_type: str = "application/json",
         headers: Sequence[tuple[str, str]] = (),
+        cut: int | None = None,
     ) -> None:
+        """A whole response. ``cut``: send only that many bytes of the body (the
+        Content-Length still announces all of it); the response stays unfinished, so the
+        connection is closed once the handler returns."""
         await self._head(
             status,
             [("content-type", content_type), ("content-length", str(len(body))), *headers],
         )
-        await self._stream.send_all(body)
+        if cut is not None:
+            await self._stream.send_all(body[:cut])
+            return
+        if not self._head_only:
+            await self._stream.send_all(body)
         self.finished = True
 
     async def send_json(
@@ -97,7 +110,7 @@ class ResponseWriter:
         )
 
     async def send_event(self, event: str, data: Any) -> None:
-        """One server-sent event; ``data`` is encoded as JSON."""
+        """One server-sent event in a chunk of its own; ``data`` is encoded as JSON."""
         payload = b"event: " + event.encode() + b"\ndata: " + _encoder.encode(data) + b"\n\n"
         await self._stream.send_all(b"%x\r\n%s\r\n" % (len(payload), payload))
 
@@ -106,8 +119,19 @@ class ResponseWriter:
         self.finished = True
 
     async def abort(self) -> None:
-        """Close the connection where it stands: a response cut mid-body."""
+        """Close the connection where it stands: a response cut mid-body (or never sent)."""
+        self.closed = True
         await self._stream.aclose()
+
+    async def hang(self) -> None:
+        """Send nothing more; return once the client has closed the connection (or the server
+        is closed). Whatever the client sends meanwhile is read and ignored."""
+        try:
+            while await self._stream.receive_some(_READ_SIZE):
+                pass
+        except trio.BrokenResourceError:
+            pass
+        await self.abort()
 
 
 async def _read_request(stream: trio.abc.Stream, buf: bytearray) -> HttpRequest | None:
@@ -124,7 +148,9 @@ async def _read_request(stream: trio.abc.Stream, buf: bytearray) -> HttpRequest 
     del buf[: end + 4]
     request_line, *header_lines = head.split("\r\n")
     try:
-        method, path, _version = request_line.split(" ", 2)
+        method, path, version = request_line.split(" ", 2)
+        if not _TOKEN.fullmatch(method) or not path or version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise ValueError(request_line)
         headers = tuple(
             (name.strip().lower(), value.strip())
             for name, value in (line.split(":", 1) for line in header_lines)
@@ -135,7 +161,11 @@ async def _read_request(stream: trio.abc.Stream, buf: bytearray) -> HttpRequest 
     if (request.header("transfer-encoding") or "").lower() == "chunked":
         body = await _read_chunked(stream, buf)
     else:
-        body = await _read_exactly(stream, buf, int(request.header("content-length") or 0))
+        try:
+            size = int(request.header("content-length") or 0)
+        except ValueError as exc:
+            raise _BadRequest(f"bad content-length: {request.header('content-length')!r}") from exc
+        body = await _read_exactly(stream, buf, size)
     return attrs.evolve(request, body=body)
 
 
@@ -154,6 +184,8 @@ async def _read_exactly(stream: trio.abc.Stream, buf: bytearray, size: int) -> b
 
 async def _read_line(stream: trio.abc.Stream, buf: bytearray) -> bytes:
     while (end := buf.find(b"\r\n")) < 0:
+        if len(buf) > _MAX_HEAD:
+            raise _BadRequest("chunk size line too long")
         chunk = await stream.receive_some(_READ_SIZE)
         if not chunk:
             raise _BadRequest("connection closed inside a chunked body")
@@ -166,7 +198,11 @@ async def _read_line(stream: trio.abc.Stream, buf: bytearray) -> bytes:
 async def _read_chunked(stream: trio.abc.Stream, buf: bytearray) -> bytes:
     body = bytearray()
     while True:
-        size = int((await _read_line(stream, buf)).split(b";", 1)[0], 16)
+        line = await _read_line(stream, buf)
+        try:
+            size = int(line.split(b";", 1)[0], 16)
+        except ValueError as exc:
+            raise _BadRequest(f"bad chunk size line: {line[:100]!r}") from exc
         if size == 0:
             while await _read_line(stream, buf):  # trailers, up to the empty line
                 pass
@@ -181,16 +217,26 @@ Handler = Callable[[HttpRequest, ResponseWriter], Awaitable[None]]
 
 
 @asynccontextmanager
-async def open_http_server(handler: Handler, *, host: str = "127.0.0.1") -> AsyncIterator[int]:
-    """Serve ``handler`` on a fresh loopback port; yields the port.
+async def open_http_server(
+    handler: Handler, *, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[int]:
+    """Serve ``handler`` on ``host`` and yield the port (a fresh one by default).
 
     Each request is handed to ``handler`` with a `ResponseWriter`; a handler that returns
-    without answering gets a 500. A client that goes away mid-response is not an error.
+    without answering gets a 500, a malformed request a 400; after a response left
+    unfinished (a stream not ended, a body cut short) the connection is closed. A client
+    that goes away mid-response is not an error. An exception raised by ``handler`` (a
+    fake's script bug) cancels the server and the block using it, and is raised by this
+    context manager as itself; an exception raised in the block also leaves it as itself,
+    not in a group.
 
     Cancellation: leaving the block cancels every connection, including handlers that hang.
     """
+    handler_error: Exception | None = None
+    body_error: BaseException | None = None
 
     async def serve_connection(stream: trio.SocketStream) -> None:
+        nonlocal handler_error
         buf = bytearray()
         try:
             async with stream:
@@ -204,22 +250,39 @@ async def open_http_server(handler: Handler, *, host: str = "127.0.0.1") -> Asyn
                         return
                     if request is None:
                         return
-                    writer = ResponseWriter(stream)
-                    await handler(request, writer)
+                    writer = ResponseWriter(stream, head_only=request.method == "HEAD")
+                    try:
+                        await handler(request, writer)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        raise
+                    except Exception as exc:
+                        # Cancel the block before this connection closes: whoever waits on
+                        # it must see the cancellation, never a connection closed first.
+                        if handler_error is None:
+                            handler_error = exc
+                        nursery.cancel_scope.cancel()
+                        return
+                    if writer.closed or (writer.started and not writer.finished):
+                        return
                     if not writer.started:
                         await writer.send(
                             500, b"handler sent no response", content_type="text/plain"
                         )
-                    if not writer.finished:
-                        return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return  # the client hung up, or the handler cut the stream on purpose
 
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, serve_connection, 0, host=host)
-        )
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        bound_port: int = listeners[0].socket.getsockname()[1]
+        await nursery.start(trio.serve_listeners, serve_connection, listeners)
         try:
-            yield listeners[0].socket.getsockname()[1]
+            yield bound_port
+        except BaseException as exc:
+            # Re-raised below, outside the nursery, so that it is not wrapped in a group.
+            body_error = exc
         finally:
             nursery.cancel_scope.cancel()
+    if handler_error is not None:
+        raise handler_error
+    if body_error is not None:
+        raise body_error

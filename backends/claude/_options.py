@@ -18,7 +18,11 @@ from agentrt._redact import REDACTED
 from .. import _validate as v
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
-PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk", "auto"]
+# The choices of claude 2.1.332's --permission-mode, plus "default", which it still accepts
+# (tests/realcli/test_claude_flags.py hands each one to the pinned binary).
+PermissionMode = Literal[
+    "default", "manual", "acceptEdits", "bypassPermissions", "plan", "dontAsk", "auto"
+]
 SettingSource = Literal["user", "project", "local"]
 Hermetic = Literal["full", "project"]
 # An MCP config or settings value: a path (passed through) or an inline JSON object

@@ -38,7 +38,7 @@ def claude_version() -> str:
 
 
 def claude_binary(version: str | None = None) -> Path:
-    """Where ``make claude-cli`` installs that version."""
+    """Where ``make clis`` installs that version."""
     version = version or claude_version()
     return REPO / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
 
@@ -328,6 +328,27 @@ class Claude:
 
     def transcript(self, session_id: str) -> Path:
         return transcript_path(self.home, self.project, session_id)
+
+    def agent_options(
+        self, env: Mapping[str, str | None] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """``start_agent`` keywords for an agent on the claude backend that runs this pinned
+        binary in the project directory against this fake, and nothing else.
+
+        The environment is ``env_policy="isolated"`` (PATH, HOME, locale, proxies, TLS) plus
+        `base_env` (the fake's URL, a dummy key, fresh HOME and TMPDIR, the test's marker),
+        then ``env`` (a None value removes a variable). The key travels in the environment:
+        a Command's argv is readable by every local user through /proc.
+        """
+        (self.home / "tmp").mkdir(exist_ok=True)
+        changed = {**base_env(self.api, self.home, self.marker), **(env or {})}
+        return {
+            "binary": str(self.binary),
+            "cwd": str(self.project),
+            "env_policy": "isolated",
+            "env": {k: v for k, v in changed.items() if v is not None},
+            **options,
+        }
 
     def record(self, name: str, run: ClaudeRun, *, description: str, script: str) -> None:
         """With AGENTRT_RECORD_FIXTURES=1, keep this run's stdout as a fixture for backend

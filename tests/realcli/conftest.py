@@ -15,14 +15,14 @@ from ._claude import Claude, claude_binary, claude_version, kill_marked, npm_ava
 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    """The pinned binary that `make claude-cli` installed; a skip only when npm is absent."""
+    """The pinned binary that `make clis` installed; a skip only when npm is absent."""
     version = claude_version()
     binary = claude_binary(version)
     if binary.exists():
         return binary
     if not npm_available():
         pytest.skip(f"npm not found, so claude {version} is not installed: real-CLI tier skipped")
-    pytest.fail(f"claude {version} is not installed at {binary}: run `make claude-cli`")
+    pytest.fail(f"claude {version} is not installed at {binary}: run `make clis`")
 
 
 @pytest.fixture
