@@ -311,12 +311,6 @@ def always(reply: AnthropicReply) -> Callable[[RecordedRequest], AnthropicReply]
     return lambda request: reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agentrt/_turn.py reads on after a terminal ErrorEvent until the CLI exits, so the "
-    "translator's fail-fast on the first api_retry 401 frame does not end the turn; the turn "
-    "change that ends it at once is in progress elsewhere (remove this mark when it lands)",
-)
 async def test_401_fails_fast_with_the_cli_retries_on(claude: Claude) -> None:
     """CLAUDE_CODE_MAX_RETRIES unset: the CLI would retry a bad key for minutes; the turn
     ends as authentication_failed at its first api_retry frame."""
