@@ -227,8 +227,8 @@ class CliProcess:
 
         Empty lines are skipped; a last line without a newline still counts. The stream ends
         at stdout EOF, or ``limits.stdout_drain`` after the process exited if something else
-        holds stdout open. A bound crossed (startup, idle, line size) runs the kill ladder and
-        then raises `ProcessFailure`.
+        holds stdout open (after `interrupt`, as soon as the pipe is empty). A bound crossed
+        (startup, idle, line size) runs the kill ladder and then raises `ProcessFailure`.
 
         Cancellation: the read stops at once; leaving ``open_cli_process`` then kills the tree.
         """
@@ -293,8 +293,13 @@ class CliProcess:
         self._exited.set()
         if self._read_scope is not None:
             self._read_scope.deadline = min(
-                self._read_scope.deadline, self._exited_at + self._limits.stdout_drain
+                self._read_scope.deadline, self._exited_at + self._stdout_drain()
             )
+
+    def _stdout_drain(self) -> float:
+        # After an interrupt the CLI has said its last word when it exits: what it wrote is
+        # in the pipe and still read, but a child holding stdout open is not waited for.
+        return 0.0 if self._interrupted else self._limits.stdout_drain
 
     async def _write_stdin(self) -> None:
         with self._stdin_scope:
@@ -342,7 +347,7 @@ class CliProcess:
         elif limits.idle is not None:
             deadline = self._last_line_at + limits.idle
         if self._exited_at is not None:
-            deadline = min(deadline, now + limits.stdout_drain)
+            deadline = min(deadline, now + self._stdout_drain())
         return deadline
 
     def _read_nowait(self) -> bytes | None:
