@@ -410,6 +410,10 @@ class CliProcess:
                     chunk = await self._stdout.receive_some(_READ_CHUNK)
                 finally:
                     self._read_scope = None
+            if chunk is None:
+                # The deadline may have passed while this task waited its turn to run (many
+                # busy turns): bytes already in the pipe are not silence either.
+                chunk = self._read_nowait()
         if chunk is None:
             if self._exited_at is not None:
                 _log.info("pid %d exited; something it started still holds stdout", self.pid)
