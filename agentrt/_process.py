@@ -133,25 +133,54 @@ def _peek_exit_status(pid: int) -> ExitStatus:
     return ExitStatus(None, info.si_status)
 
 
-def _decode(line: bytes) -> Any:
-    try:
-        return _decoder.decode(line)
-    except msgspec.DecodeError as exc:
-        text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
-        return BadLine(text=text, size=len(line), error=str(exc))
+def _decode(lines: list[bytes]) -> list[Any]:
+    # One pass per read chunk: this runs for every stdout line, so the decoder and the list
+    # append are bound once, and an empty or blank line costs one test.
+    frames: list[Any] = []
+    add = frames.append
+    decode = _decoder.decode
+    for line in lines:
+        if not line or line.isspace():
+            continue
+        try:
+            add(decode(line))
+        except msgspec.DecodeError as exc:
+            text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
+            add(BadLine(text=text, size=len(line), error=str(exc)))
+    return frames
 
 
 class _Frames:
-    __slots__ = ("_proc",)
+    __slots__ = ("_batch", "_index", "_proc")
 
     def __init__(self, proc: CliProcess) -> None:
         self._proc = proc
+        self._batch: list[Any] = []
+        self._index = 0
 
     def __aiter__(self) -> _Frames:
         return self
 
     async def __anext__(self) -> Any:
-        return await self._proc._next_frame()
+        if self._index >= len(self._batch):
+            self._batch = await self._proc._next_batch()
+            self._index = 0
+        frame = self._batch[self._index]
+        self._index += 1
+        return frame
+
+
+class _Batches:
+    __slots__ = ("_proc",)
+
+    def __init__(self, proc: CliProcess) -> None:
+        self._proc = proc
+
+    def __aiter__(self) -> _Batches:
+        return self
+
+    async def __anext__(self) -> list[Any]:
+        return await self._proc._next_batch()
 
 
 class CliProcess:
@@ -179,7 +208,7 @@ class CliProcess:
         self._limits = limits
         self._nursery: trio.Nursery | None = None
         self._tree = ProcTree(
-            leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker
+            leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker, local=True
         )
         # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
         # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
@@ -188,8 +217,8 @@ class CliProcess:
         with suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(self.pid)
         self._splitter = LineSplitter(limits.max_line_bytes)
+        # The lines of the last read, not yet decoded.
         self._lines: list[bytes] = []
-        self._next = 0
         self._eof = False
         self._failure: ProcessFailure | None = None
         self._spawned_at = trio.current_time()
@@ -227,12 +256,21 @@ class CliProcess:
 
         Empty lines are skipped; a last line without a newline still counts. The stream ends
         at stdout EOF, or ``limits.stdout_drain`` after the process exited if something else
-        holds stdout open. A bound crossed (startup, idle, line size) runs the kill ladder and
-        then raises `ProcessFailure`.
+        holds stdout open (after `interrupt`, as soon as the pipe is empty). A bound crossed
+        (startup, idle, line size) runs the kill ladder and then raises `ProcessFailure`.
 
         Cancellation: the read stops at once; leaving ``open_cli_process`` then kills the tree.
         """
         return _Frames(self)
+
+    def batches(self) -> AsyncIterator[list[Any]]:
+        """The frames of `frames`, one non-empty list per read of stdout (up to 256 KiB of
+        lines): a consumer that handles each frame without awaiting pays one ``await`` per
+        read instead of one per line. Same end, bounds and failures as `frames`.
+
+        Cancellation: as for `frames`.
+        """
+        return _Batches(self)
 
     async def wait(self) -> ExitStatus:
         """Wait for the process to exit; return how it did.
@@ -293,8 +331,13 @@ class CliProcess:
         self._exited.set()
         if self._read_scope is not None:
             self._read_scope.deadline = min(
-                self._read_scope.deadline, self._exited_at + self._limits.stdout_drain
+                self._read_scope.deadline, self._exited_at + self._stdout_drain()
             )
+
+    def _stdout_drain(self) -> float:
+        # After an interrupt the CLI has said its last word when it exits: what it wrote is
+        # in the pipe and still read, but a child holding stdout open is not waited for.
+        return 0.0 if self._interrupted else self._limits.stdout_drain
 
     async def _write_stdin(self) -> None:
         with self._stdin_scope:
@@ -319,13 +362,13 @@ class CliProcess:
         finally:
             self._stderr_done.set()
 
-    async def _next_frame(self) -> Any:
+    async def _next_batch(self) -> list[Any]:
         while True:
-            if self._next < len(self._lines):
-                line = self._lines[self._next]
-                self._next += 1
-                if line and not line.isspace():
-                    return _decode(line)
+            if self._lines:
+                lines = self._lines
+                self._lines = []
+                if frames := _decode(lines):
+                    return frames
             elif self._failure is not None:
                 raise self._failure
             elif self._eof:
@@ -342,7 +385,7 @@ class CliProcess:
         elif limits.idle is not None:
             deadline = self._last_line_at + limits.idle
         if self._exited_at is not None:
-            deadline = min(deadline, now + limits.stdout_drain)
+            deadline = min(deadline, now + self._stdout_drain())
         return deadline
 
     def _read_nowait(self) -> bytes | None:
@@ -367,6 +410,10 @@ class CliProcess:
                     chunk = await self._stdout.receive_some(_READ_CHUNK)
                 finally:
                     self._read_scope = None
+            if chunk is None:
+                # The deadline may have passed while this task waited its turn to run (many
+                # busy turns): bytes already in the pipe are not silence either.
+                chunk = self._read_nowait()
         if chunk is None:
             if self._exited_at is not None:
                 _log.info("pid %d exited; something it started still holds stdout", self.pid)
@@ -395,12 +442,10 @@ class CliProcess:
             if lines:
                 self._last_line_at = trio.current_time()
                 self._lines = lines
-                self._next = 0
 
     def _end_of_stream(self) -> None:
         rest = self._splitter.finish()
         self._lines = [rest] if rest else []
-        self._next = 0
         self._eof = True
 
     async def _fail(

@@ -108,6 +108,42 @@ def snapshot() -> dict[int, ProcStat]:
     return procs
 
 
+def _children(pid: int) -> list[int]:
+    # The kernel's list of a process's children, per thread (a child belongs to the thread
+    # that forked it). Empty for a zombie, whose children have been reparented already.
+    try:
+        tids = os.listdir(f"{_PROC}/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        try:
+            fd = os.open(f"{_PROC}/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            data = b""
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        found.extend(int(child) for child in data.split())
+    return found
+
+
+def subtree(root: int, into: dict[int, ProcStat]) -> None:
+    """Add the stat of ``root`` and of every process below it (by parent pid) to ``into``."""
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        if pid in into or (st := read_stat(pid)) is None:
+            continue
+        into[pid] = st
+        stack.extend(_children(pid))
+
+
 def descendants(procs: dict[int, ProcStat], roots: Iterable[int]) -> set[int]:
     """Every process in ``procs`` below ``roots`` by parent pid (roots excluded)."""
     children: defaultdict[int, list[int]] = defaultdict(list)
@@ -160,12 +196,15 @@ class ProcTree:
     # Every process ever seen in the tree, pid -> start time; kept after they die so that a
     # zombie orphan can be recognised as ours and reaped.
     members: dict[int, int] = attrs.field(factory=dict)
+    # The leader is our own child: while we are the subreaper, a scan walks only the
+    # leader's subtree and our children instead of the whole machine.
+    local: bool = False
 
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
         """Walk /proc (or a `snapshot` just taken): record every member, return the ones
         still running."""
         if procs is None:
-            procs = snapshot()
+            procs = self._local_snapshot() if self.local and _subreaper_users else snapshot()
         me = os.getpid()
         leader = procs.get(self.leader)
         # While the leader exists unreaped, its pid (= pgid = sid) cannot be reused; once it is
@@ -198,6 +237,28 @@ class ProcTree:
         for pid in found:
             self.members[pid] = procs[pid].start_time
         return [procs[pid] for pid in found if not procs[pid].gone]
+
+    def _local_snapshot(self) -> dict[int, ProcStat]:
+        # While we are the subreaper, every process of the tree descends from the leader or,
+        # once orphaned, from us: walking those two subtrees finds what a walk of the whole
+        # machine would, at a cost proportional to the turn's own tree. Our other children
+        # (other turns) are looked at, not descended into.
+        procs: dict[int, ProcStat] = {}
+        subtree(self.leader, procs)
+        for pid in _children(os.getpid()):
+            if pid in procs or (st := read_stat(pid)) is None:
+                continue
+            if (
+                self.members.get(pid) == st.start_time
+                or self.pgid in (st.pgrp, st.session)
+                or (
+                    self.marker is not None
+                    and st.start_time >= self.start_time
+                    and marker_of(pid) == self.marker
+                )
+            ):
+                subtree(pid, procs)
+        return procs
 
     def signal(self, sig: int, live: Iterable[ProcStat]) -> None:
         """Send ``sig`` to the group (if it has live members) and to every live member

@@ -211,12 +211,15 @@ class Turn:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
-                        async for frame in proc.frames():
-                            if isinstance(frame, BadLine):  # its text comes redacted
-                                note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                await self._on_events((RawEvent(data=frame.text, note=note),))
-                            elif events := self._translate(frame):
-                                await self._on_events(events)
+                        # One await per read; each frame is translated and its events
+                        # handled (a new session id checkpointed) before the next frame.
+                        async for batch in proc.batches():
+                            for frame in batch:
+                                if isinstance(frame, BadLine):  # its text comes redacted
+                                    note = f"unreadable line ({frame.size} bytes): {frame.error}"
+                                    await self._on_events((RawEvent(data=frame.text, note=note),))
+                                elif events := self._translate(frame):
+                                    await self._on_events(events)
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail

@@ -15,9 +15,8 @@ harness (bench.measure) times it, in a fresh process per measurement.
   ``checkpoint()`` while they are all alive; ``asks(body)`` awaits ``body(ask)`` where each
   ``await ask()`` is one round trip.
 
-The agentrt contenders are not here yet: they plug in at the marked spots below once the
-runtime core lands. Each is one small function; the tables and the targets pick them up
-by the name "agentrt".
+The agentrt contenders are registered under the name "agentrt"; the tables and the targets
+pick them up by that name.
 """
 
 from __future__ import annotations
@@ -255,23 +254,31 @@ turn_contender("sdk-asyncio", "claude_agent_sdk.query() on asyncio", loop="async
 turn_contender("sdk-trio", "claude_agent_sdk.query() on trio (anyio)", loop="trio")(_sdk)
 
 
-# --- agentrt: turn contender (plug in here) -------------------------------------------------
-# Once the runtime core lands, register ask() on the claude backend with the fake CLI as
-# its binary. A sketch (names as in DESIGN.md; adjust to the merged API):
-#
-#   @turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
-#   async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
-#       import agentrt
-#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-#           for slot in range(slots):
-#               await rt.start_agent(agentrt.Agent, name=f"a{slot}", backend="claude",
-#                                    binary=fixture.cli, retention="compact")
-#
-#           async def turn(slot: int) -> bool:
-#               response = await rt.ask(f"a{slot}", PROMPT)
-#               return response.stop_reason is agentrt.StopReason.COMPLETE
-#
-#           await body(turn)
+# --- agentrt: turns ---------------------------------------------------------------------
+
+
+@turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
+async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # One claude agent per slot with the fake as its binary; starting them is untimed. Each
+    # turn is a whole ask(): spawn, the driver's bounds, translation, events, retention,
+    # the Response, and the kill ladder's check that the tree is gone.
+    import agentrt
+
+    async with agentrt.open_runtime() as rt:
+        for slot in range(slots):
+            await rt.start_agent(
+                agentrt.Agent,
+                name=f"a{slot}",
+                backend="claude",
+                binary=fixture.cli,
+                retention="compact",
+            )
+
+        async def turn(slot: int) -> bool:
+            response = await rt.ask(f"a{slot}", PROMPT)
+            return response.stop_reason is agentrt.StopReason.COMPLETE
+
+        await body(turn)
 
 
 # --- interrupt latency ---------------------------------------------------------------------
@@ -363,17 +370,33 @@ def _reap(pids: list[int]) -> None:
     pids.clear()
 
 
-# --- agentrt: interrupt contender (plug in here) --------------------------------------------
-#   @interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
-#   async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
-#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-#           await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
-#
-#           async def start(nursery: trio.Nursery) -> Interrupt:
-#               nursery.start_soon(_ask_expecting_interrupt, rt)   # ask("a", PROMPT)
-#               return lambda: rt.interrupt("a")
-#
-#           await body(start)
+@interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
+async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    # rt.interrupt() sends the claude backend's SIGINT to the group, then the turn's kill
+    # ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs it.
+    import agentrt
+
+    async with agentrt.open_runtime() as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
+
+        async def ask() -> None:
+            try:
+                await rt.ask("a", PROMPT)
+            except agentrt.TurnFailed as failed:
+                if failed.reason is not agentrt.StopReason.INTERRUPTED:
+                    raise
+            else:
+                raise RuntimeError("an interrupted turn completed")
+
+        def interrupt() -> None:
+            if not rt.interrupt("a"):
+                raise RuntimeError("interrupt() found no running turn")
+
+        async def start(nursery: trio.Nursery) -> Interrupt:
+            nursery.start_soon(ask)
+            return interrupt
+
+        await body(start)
 
 
 # --- idle agents and scripted round trips ---------------------------------------------------
@@ -419,16 +442,48 @@ SCALE_CONTENDERS[FLOOR] = ScaleContender(
     FLOOR, "floor: trio task + memory channel per agent", _idle_floor, _asks_floor
 )
 
-# --- agentrt: scale contender (plug in here) ------------------------------------------------
-#   async def _agentrt_idle(n, checkpoint):  # n agents on agentrt.testing.ScriptedBackend
-#       async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-#           for i in range(n):
-#               await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=scripted)
-#           await checkpoint()
-#
-#   async def _agentrt_asks(body):           # body(ask): ask = lambda: rt.ask("a", PROMPT)
-#       ...
-#
-#   SCALE_CONTENDERS[AGENTRT] = ScaleContender(
-#       AGENTRT, "agentrt, scripted backend", _agentrt_idle, _agentrt_asks
-#   )
+# --- agentrt: idle agents and scripted round trips -------------------------------------
+
+
+def _scripted() -> Any:
+    # A short Claude-like reply: a session event, a text event, a result. One backend object
+    # serves every agent; record=False keeps it from growing with the asks.
+    from agentrt.testing import ScriptedBackend, reply
+
+    script = reply("ok", session_id="s-1")
+    return ScriptedBackend(default=lambda call: script, record=False)
+
+
+async def _agentrt_idle(n: int, checkpoint: Callable[[], Awaitable[None]]) -> None:
+    # Plain agents with the default options, each after one ask (so it holds a session id).
+    import agentrt
+
+    backend = _scripted()
+    async with agentrt.open_runtime() as rt:
+        await rt.start_agent(agentrt.Agent, name="warm", backend=backend)
+        await rt.ask("warm", PROMPT)
+        for i in range(n):
+            await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
+        for i in range(n):
+            await rt.ask(f"a{i}", PROMPT)
+        await trio.testing.wait_all_tasks_blocked()
+        await checkpoint()
+
+
+async def _agentrt_asks(body: Callable[[Ask], Awaitable[None]]) -> None:
+    # Each ask is a whole turn: mailbox, backend.command, the scripted run, three events
+    # translated, stamped, retained and delivered, the Response, the caller woken.
+    import agentrt
+
+    async with agentrt.open_runtime() as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=_scripted())
+
+        async def ask() -> object:
+            return await rt.ask("a", PROMPT)
+
+        await body(ask)
+
+
+SCALE_CONTENDERS[AGENTRT] = ScaleContender(
+    AGENTRT, "agentrt, scripted backend", _agentrt_idle, _agentrt_asks
+)

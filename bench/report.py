@@ -311,7 +311,7 @@ def targets_table(res: Results) -> list[str]:
 
     def row(number: str, target: str, measured: str | None, met: bool | None) -> None:
         if measured is None:
-            rows.append([number, target, "—", "not measured yet: agentrt not plugged in"])
+            rows.append([number, target, "—", "not measured yet: not in this run"])
         else:
             rows.append([number, target, measured, "met" if met else "**missed**"])
 

@@ -81,6 +81,9 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         "| claude_agent_sdk.query() on asyncio | ",
         "| claude_agent_sdk.query() on trio (anyio) | ",
         "| bare subprocess.run | ",
+        "| agentrt ask(), claude backend, retention compact | ",
+        "| agentrt interrupt(), claude backend | ",
+        "| agentrt, scripted backend | ",
     ):
         assert row in text
     assert "| 100 % |" in text  # the trio floor against itself, pair by pair
@@ -89,10 +92,14 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     records = json.loads(raw.read_text())["records"]
     seen = {(r["scenario"], r["contender"]) for r in records}
     for scenario in ("mix", "small", "tiny", "concurrent"):
-        assert {(scenario, "trio-floor"), (scenario, "sdk-asyncio"), (scenario, "sdk-trio")} <= seen
-    assert {("interrupt", "trio-floor"), ("idle", "trio-floor"), ("asks", "trio-floor")} <= seen
-    latencies = next(r["latencies"] for r in records if r["scenario"] == "interrupt")
-    assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)
+        for contender in ("trio-floor", "sdk-asyncio", "sdk-trio", "agentrt"):
+            assert (scenario, contender) in seen
+    for scenario in ("interrupt", "idle", "asks"):
+        assert {(scenario, "trio-floor"), (scenario, "agentrt")} <= seen
+    for record in (r for r in records if r["scenario"] == "interrupt"):
+        latencies = record["latencies"]
+        assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)
+    assert "not measured yet" not in text
     assert all(r["wall"] > 0 and r["maxrss_kib"] > 0 for r in records if "wall" in r)
 
     # A second run replaces the section instead of adding another.

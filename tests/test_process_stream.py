@@ -43,6 +43,23 @@ async def test_frames_are_decoded_in_order_and_blank_lines_skipped() -> None:
     assert status == ExitStatus(0)
 
 
+async def test_batches_hold_the_frames_of_one_read_in_order() -> None:
+    # One write of three lines (one blank, one not JSON) arrives as one read: one batch.
+    command = fake(
+        ["write", '{"n": 1}\n\nnot json\n{"n": 2}\n'],
+        ["sleep", 0.2],
+        ["emit", {"n": 3}],
+        ["exit", 0],
+    )
+    async with open_cli_process(command, FAST) as proc:
+        batches = [batch async for batch in proc.batches()]
+    assert [len(batch) for batch in batches] == [3, 1]
+    first, bad, second = batches[0]
+    assert (first, second) == ({"n": 1}, {"n": 2})
+    assert isinstance(bad, BadLine)
+    assert batches[1] == [{"n": 3}]
+
+
 async def test_invalid_utf8_and_invalid_json_are_bad_lines_not_failures() -> None:
     frames, status, _ = await read_all(
         fake(

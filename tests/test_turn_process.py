@@ -57,6 +57,11 @@ class FakeProcess:
             async for frame in self._play([item]):
                 yield frame
 
+    async def batches(self) -> AsyncIterator[list[Any]]:
+        # One frame per read: the turn must handle each before it asks for the next.
+        async for frame in self.frames():
+            yield [frame]
+
     async def _play(self, items: Sequence[Any]) -> AsyncIterator[Any]:
         for item in items:
             if isinstance(item, float):
