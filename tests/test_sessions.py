@@ -16,8 +16,10 @@ from _helpers import echo, settle
 from agentrt import (
     Agent,
     AgentStopped,
+    Completed,
     ErrorEvent,
     Event,
+    Failed,
     InvalidOptions,
     MemoryStore,
     Ref,
@@ -332,7 +334,8 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
         kinds = [event.kind async for event in stream]
         result = await rt.wait(ref)
         assert kinds == ["session_lost", "error"]
-        error = result.error  # type: ignore[union-attr]
+        assert isinstance(result, Failed)
+        error = result.error
         assert isinstance(error, TurnFailed) and error.reason is StopReason.SESSION_LOST
         assert error.session_id == "s1"
         assert rt.status("a").session_id == "s1"
@@ -357,7 +360,8 @@ async def test_session_lost_fresh_retries_once_on_a_new_session(
         kinds = [event.kind async for event in rt.events(ref)]
         result = await rt.wait(ref)
         assert kinds == ["session_lost", "session", "text", "result"]
-        response = result.response  # type: ignore[union-attr]
+        assert isinstance(result, Completed)
+        response = result.response
         assert (response.text, response.session_id) == ("again", "s2")
         assert rt.status("a").turns == 3
     assert agent.errors == []
