@@ -3,8 +3,10 @@ and a way to find the processes a (possibly dead) runtime's turns started."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,20 @@ def result_frame(text: str, session_id: str = SID) -> dict[str, Any]:
 
 
 # A turn that reports its session, starts a tool in a new session (as Claude's Bash tool
-# does; it carries the turn's env marker) and never ends.
+# does; it carries the turn's env marker) and never ends. It prints nothing after the
+# session: once its runtime is SIGKILLed, a write would kill it by SIGPIPE.
 HANG: list[Any] = [
     ["emit", init_frame()],
-    ["spawn", {"steps": [["hang"]], "setsid": True, "stdout": "null", "stderr": "null"}],
+    [
+        "spawn",
+        {
+            "steps": [["hang"]],
+            "setsid": True,
+            "stdout": "null",
+            "stderr": "null",
+            "announce": False,
+        },
+    ],
     ["hang"],
 ]
 
@@ -71,6 +83,13 @@ class FakeClaude:
     def resumed(self) -> str | None:
         argv = self.argv()
         return argv[argv.index("--resume") + 1] if "--resume" in argv else None
+
+
+def kill_marked(prefix: str) -> None:
+    """SIGKILL what `marked_processes` finds: cleanup after a test that failed half-way."""
+    for pid in marked_processes(prefix):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def marked_processes(prefix: str) -> list[int]:

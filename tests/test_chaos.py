@@ -22,7 +22,7 @@ import pytest
 import trio
 from cli_programs import SID, FakeClaude, marked_processes
 from proc_helpers import running, wait_until
-from test_durable_cli import CHILD, _start_and_kill_child
+from test_durable_cli import CHILD, killed_child
 
 from agentrt import (
     Agent,
@@ -81,9 +81,11 @@ async def mid_turn(rt: Runtime, name: str, agent: Agent) -> tuple[Ref, int]:
     with trio.fail_after(10):
         await agent.session_seen.wait()
     agent.session_seen = trio.Event()
-    [pid] = [r.live_pid for r in await rt.store.live_processes() if r.name == name]
-    assert pid is not None
-    return ref, pid
+    [live] = [r for r in await rt.store.live_processes() if r.name == name]
+    assert live.live_pid is not None and live.live_marker is not None
+    marker = live.live_marker
+    await wait_until(lambda: len(marked_processes(marker)) == 2)  # the CLI and its tool
+    return ref, live.live_pid
 
 
 async def answers_on_its_session(rt: Runtime, name: str, cli: FakeClaude) -> None:
@@ -216,16 +218,15 @@ async def test_i_the_whole_program_is_sigkilled_mid_turn_and_started_again(
     tmp_path: Path,
 ) -> None:
     cli = FakeClaude(tmp_path / "cli")
-    store_path, prefix = await _start_and_kill_child(tmp_path, cli)
-    orphans = marked_processes(prefix)
-    assert len(orphans) == 2  # the CLI and its tool, orphaned
-    cli.answer("resumed")
-    argv = [sys.executable, str(CHILD), str(store_path), cli.binary, str(tmp_path), "ask"]
-    with trio.fail_after(60):
-        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True)
-    out = done.stdout.decode()
-    assert "killed process group" in out, out + done.stderr.decode()
-    assert f"ANSWER resumed {SID}" in out
-    assert cli.resumed() == SID
-    await wait_until(lambda: marked_processes(prefix) == [], bound=5)
-    assert not any(running(pid) for pid in orphans)
+    async with killed_child(tmp_path, cli) as (store_path, prefix):
+        orphans = marked_processes(prefix)  # the CLI and its tool
+        cli.answer("resumed")
+        argv = [sys.executable, str(CHILD), str(store_path), cli.binary, str(tmp_path), "ask"]
+        with trio.fail_after(60):
+            done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True)
+        out = done.stdout.decode()
+        assert "killed process group" in out, out + done.stderr.decode()
+        assert f"ANSWER resumed {SID}" in out
+        assert cli.resumed() == SID
+        await wait_until(lambda: marked_processes(prefix) == [], bound=5)
+        assert not any(running(pid) for pid in orphans)

@@ -10,12 +10,14 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from cli_programs import SID, FakeClaude, marked_processes
+from cli_programs import SID, FakeClaude, kill_marked, marked_processes
 from proc_helpers import wait_until
 
 from agentrt import (
@@ -60,7 +62,7 @@ async def test_a_running_turn_is_recorded_with_its_process_and_cleared(tmp_path:
         assert live.live_pid == live.live_pgid
         assert live.live_marker is not None and live.live_marker.startswith(f"{os.getpid()}.")
         # Two processes carry the marker: the CLI and the tool it started in a new session.
-        assert len(marked_processes(live.live_marker)) == 2
+        await wait_until(lambda: len(marked_processes(live.live_marker or "-")) == 2)
         assert rt.interrupt("coder")
         await rt.wait(ref)
         assert await rt.store.live_processes() == ()
@@ -103,9 +105,11 @@ async def test_which_session_a_turn_resumes(tmp_path: Path) -> None:
         assert cli.resumed() is None
 
 
-async def _start_and_kill_child(tmp_path: Path, cli: FakeClaude) -> tuple[Path, str]:
-    """Run crash_child.py until its turn is under way, then SIGKILL it; return the store
-    and the marker prefix of its turns."""
+@asynccontextmanager
+async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
+    """Run crash_child.py until its turn is under way and its CLI has started its tool, then
+    SIGKILL it; give the store and the marker prefix of its turns. Whatever of its turns
+    is still running at the end is killed (the test has failed by then)."""
     store = tmp_path / "s.sqlite3"
     argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
     process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
@@ -122,7 +126,13 @@ async def _start_and_kill_child(tmp_path: Path, cli: FakeClaude) -> tuple[Path, 
         await process.wait()
         await process.stdout.aclose()
     assert process.returncode == -signal.SIGKILL
-    return store, f"{process.pid}."
+    prefix = f"{process.pid}."
+    try:
+        # The CLI and its setsid'd tool outlive their runtime.
+        await wait_until(lambda: len(marked_processes(prefix)) == 2, bound=10)
+        yield store, prefix
+    finally:
+        kill_marked(prefix)
 
 
 async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
@@ -130,16 +140,14 @@ async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
 ) -> None:
     caplog.set_level(logging.INFO, logger="agentrt")
     cli = FakeClaude(tmp_path / "cli")
-    store_path, prefix = await _start_and_kill_child(tmp_path, cli)
-    # The CLI and its setsid'd tool outlived their runtime.
-    assert len(marked_processes(prefix)) == 2
-    store = SQLiteStore(store_path)
-    async with open_runtime(store=store):
-        [record] = await store.list()
-        assert (record.live_pgid, record.runtime_id) == (None, None)
-        assert (record.session_id, record.last_stop_reason) == (SID, "process_crashed")
-        assert record.turns == 1
-    await wait_until(lambda: marked_processes(prefix) == [], bound=5)
+    async with killed_child(tmp_path, cli) as (store_path, prefix):
+        store = SQLiteStore(store_path)
+        async with open_runtime(store=store):
+            [record] = await store.list()
+            assert (record.live_pgid, record.runtime_id) == (None, None)
+            assert (record.session_id, record.last_stop_reason) == (SID, "process_crashed")
+            assert record.turns == 1
+        await wait_until(lambda: marked_processes(prefix) == [], bound=5)
     [kill] = [r.getMessage() for r in caplog.records if "killed process group" in r.getMessage()]
     assert "'coder'" in kill and f":{prefix.rstrip('.')}:" in kill  # the dead runtime's id
 
@@ -159,7 +167,7 @@ async def test_rows_of_a_live_runtime_are_left_alone(tmp_path: Path) -> None:
             assert await reap_stale_turns(other.store) == 0
         [live] = await rt.store.live_processes()
         assert live.live_marker is not None
-        assert len(marked_processes(live.live_marker)) == 2
+        await wait_until(lambda: len(marked_processes(live.live_marker or "-")) == 2)
 
 
 def test_which_runtimes_count_as_gone() -> None:

@@ -360,10 +360,13 @@ async def test_queued_asks_wait_for_the_new_instance(restart: str, autojump_cloc
 
 
 async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: object) -> None:
+    gate = Gate()
     async with open_runtime() as rt:
-        await rt.start_agent(Worker, name="a", backend=echo_backend())
-        crash = rt.tell("a", "crash")
-        rt.halt("a")
+        await rt.start_agent(Worker, name="a", backend=echo_backend([gate, *reply("crash")]))
+        crash = rt.tell("a", "go")
+        await gate.wait_reached()
+        rt.halt("a")  # while processing: it halts once this request is done
+        gate.release()
         await rt.wait(crash)
         queued = rt.tell("a", "later")
         await trio.sleep(1)
