@@ -62,7 +62,8 @@ class Agent:
 
     Durable state: override ``checkpoint_state`` to return what must survive a crash or a
     restart of the whole program (any value msgspec encodes as JSON: builtins, msgspec
-    Structs, dataclasses, attrs classes); it is saved to the session store after every turn
+    Structs, dataclasses, attrs classes; ``bytes`` with ``state_type = bytes``), or None
+    for nothing to keep; it is saved to the session store after every turn
     and every ``handle_event``, and given back to ``restore_state`` (decoded as
     ``state_type``) after ``init_agent`` whenever the agent resumes its session.
 
@@ -76,8 +77,9 @@ class Agent:
     on_session_lost: ClassVar[SessionLostPolicy] = "fail"
 
     def init_agent(self, **options: Any) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
-        """Called once by ``start_agent`` with the options the runtime does not consume;
-        returns the backend's options (by default, the options as given)."""
+        """Called by ``start_agent`` (and again on each restart) with the options the
+        runtime does not consume; returns the backend's options (by default, the options as
+        given)."""
         return options
 
     def pre_turn(self, prompt: str) -> Reaction | Awaitable[Reaction]:

@@ -121,11 +121,11 @@ class Runtime:
         try:
             async with trio.open_nursery() as nursery:
                 supervisor = Supervisor(context, nursery, chosen, intensity)
-                await nursery.start(supervisor.run)
+                await nursery.start(supervisor._run)
                 try:
                     yield supervisor
                 finally:
-                    supervisor.close("supervisor closed")
+                    supervisor._close("supervisor closed")
         except BaseExceptionGroup as group:
             limit = escalated(group)
             if limit is None:
@@ -254,7 +254,7 @@ class Runtime:
 
         Cancellation: the agent still stops; only the wait for it is cut short."""
         child = self._child(name)
-        actor = child.supervisor.discard(child, "stopped")
+        actor = child.supervisor._discard(child, "stopped")
         if actor is not None:
             await actor.wait_exited()
         else:
@@ -275,11 +275,11 @@ class Runtime:
 
     def _close(self) -> None:
         self._context.closed = True
-        self._root.close("runtime closed")
+        self._root._close("runtime closed")
         # Agents of nested supervisors whose blocks are still open; reverse start order,
         # as OTP stops children. Each actor's cleanup is shielded.
         for child in reversed(list(self._context.children.values())):
-            child.supervisor.discard(child, "runtime closed")
+            child.supervisor._discard(child, "runtime closed")
 
 
 @asynccontextmanager
@@ -341,7 +341,7 @@ async def open_runtime(
                 async with trio.open_nursery() as nursery:
                     context = Context(opened, runtime_id, limiter, tracker)
                     root = Supervisor(context, nursery, chosen, intensity)
-                    await nursery.start(root.run)
+                    await nursery.start(root._run)
                     runtime = Runtime(context, root)
                     token = _current.set(runtime)
                     try:

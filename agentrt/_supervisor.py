@@ -19,7 +19,6 @@ import functools
 import inspect
 import itertools
 import logging
-import math
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -43,6 +42,8 @@ from ._errors import (
 from ._events import ErrorEvent, StopReason
 from ._mailbox import Mailbox
 from ._options import AgentOptions, split_options
+from ._options import _count as count
+from ._options import _seconds as seconds
 from ._process import ProcessTracker
 from ._requests import Origin, Ref, Request
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
@@ -68,27 +69,17 @@ def strategy_option(value: object) -> Strategy:
 def intensity_option(
     max_restarts: object, period: object, backoff: object, max_backoff: object
 ) -> RestartIntensity:
-    """A `RestartIntensity` from validated arguments (`InvalidOptions` names a bad one)."""
-    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
-        raise InvalidOptions("max_restarts", max_restarts, "must be an int >= 0")
-    seconds: dict[str, float] = {}
-    for key, value, zero_ok in (
-        ("period", period, False),
-        ("backoff", backoff, True),
-        ("max_backoff", max_backoff, True),
-    ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-            or (value == 0 and not zero_ok)
-        ):
-            bound = ">= 0" if zero_ok else "> 0"
-            raise InvalidOptions(key, value, f"must be a finite number of seconds {bound}")
-        seconds[key] = float(value)
+    """A `RestartIntensity` from validated arguments (`InvalidOptions` names a bad one); a
+    backoff of 0 restarts at once."""
+
+    def delay(key: str, value: object) -> float:
+        return 0.0 if value == 0 and not isinstance(value, bool) else seconds(key, value)
+
     return RestartIntensity(
-        max_restarts, seconds["period"], seconds["backoff"], seconds["max_backoff"]
+        count("max_restarts", max_restarts),
+        seconds("period", period),
+        delay("backoff", backoff),
+        delay("max_backoff", max_backoff),
     )
 
 
@@ -203,7 +194,7 @@ class Child:
         if actor is not None:
             return actor.submit(prompt, origin)
         # Restarting: the prompt waits in the mailbox for the next instance.
-        ref = Ref(self.name, self.supervisor.context.new_id())
+        ref = Ref(self.name, self.supervisor._context.new_id())
         request = Request(ref, prompt, len(prompt.encode()), origin)
         self.mailbox.admit(request, idle=not self.mailbox.queue)
         return request
@@ -259,7 +250,7 @@ class Child:
             await self.actor.reset_session()
             return
         self.session_id = None
-        await self.supervisor.context.store.checkpoint_session(
+        await self.supervisor._context.store.checkpoint_session(
             self.name, backend=self.spec.backend.name, session_id=None, cwd=self.cwd
         )
 
@@ -338,7 +329,7 @@ class Supervisor:
         strategy: Strategy,
         intensity: RestartIntensity,
     ) -> None:
-        self.context = context
+        self._context = context
         self.strategy = strategy
         self._nursery = nursery
         self._intensity = intensity
@@ -399,7 +390,7 @@ class Supervisor:
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).
         """
-        context = self.context
+        context = self._context
         self._check_open()
         if not isinstance(name, str) or not name:
             raise InvalidOptions("name", name, "must be a non-empty string")
@@ -449,13 +440,13 @@ class Supervisor:
         return actor.handle
 
     def _check_open(self) -> None:
-        if self.context.closed:
+        if self._context.closed:
             raise NoRuntime("this runtime is closed")
         if self._closed:
             raise NoRuntime("this supervisor is closed")
 
     def _launch(self, child: Child, instance: Agent, backend_options: Any) -> Actor:
-        context = self.context
+        context = self._context
         spec = child.spec
         actor = Actor(
             name=child.name,
@@ -494,7 +485,7 @@ class Supervisor:
         if (
             child.removed
             or self._closed
-            or self.context.closed
+            or self._context.closed
             or exit.kind == "stopped"
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
@@ -506,12 +497,12 @@ class Supervisor:
 
     def _remove(self, child: Child) -> None:
         child.removed = True
-        if self.context.children.get(child.name) is child:
-            del self.context.children[child.name]
+        if self._context.children.get(child.name) is child:
+            del self._context.children[child.name]
         if child in self._children:
             self._children.remove(child)
 
-    def discard(
+    def _discard(
         self, child: Child, reason: str, cause: BaseException | None = None
     ) -> Actor | None:
         """Take ``child`` out for good: its actor stops (returned, to wait for), its queued
@@ -526,16 +517,16 @@ class Supervisor:
             child.mailbox.fail_queued(error)
         return actor
 
-    def close(self, reason: str) -> None:
+    def _close(self, reason: str) -> None:
         """Stop every agent of this supervisor (in reverse start order) and its own task;
         returns at once (the owner's nursery waits for them)."""
         self._closed = True
         self._scope.cancel()
         for child in reversed(self._children):
-            self.discard(child, reason)
+            self._discard(child, reason)
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Handle the exits of this supervisor's agents until `close`; start it with
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Handle the exits of this supervisor's agents until `_close`; start it with
         ``nursery.start``. Raises `RestartLimitExceeded` when it gives up.
 
         Cancellation: this is how it stops; a restart under way is abandoned (the agents
@@ -560,7 +551,7 @@ class Supervisor:
         why = f"restarting with {crashed.name!r}, which ended ({reason})"
         for sibling in reversed(siblings):
             if sibling.spec.options.restart is RestartType.TEMPORARY:
-                actor = self.discard(sibling, f"{why}; a temporary agent is not restarted")
+                actor = self._discard(sibling, f"{why}; a temporary agent is not restarted")
                 if actor is not None:
                     await actor.wait_exited()
             else:
@@ -610,7 +601,7 @@ class Supervisor:
             log_error(f"agent {child.name!r} could not be restarted", exc)
             self._pending.append((child, f"restart failed: {type(exc).__name__}: {exc}"))
             return
-        if child.removed or self._closed or self.context.closed:
+        if child.removed or self._closed or self._context.closed:
             return
         child.restarts += 1
         self._launch(child, instance, backend_options)
@@ -620,7 +611,7 @@ class Supervisor:
         logger.error("supervisor gives up: %s", error)
         self._closed = True
         reason = f"its supervisor gave up ({error})"
-        actors = [self.discard(child, reason, error) for child in reversed(self._children)]
+        actors = [self._discard(child, reason, error) for child in reversed(self._children)]
         with trio.CancelScope(shield=True):
             for actor in actors:
                 if actor is not None:
