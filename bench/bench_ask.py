@@ -25,7 +25,7 @@ def backend() -> ScriptedBackend:
 
 async def sequential(asks: int) -> float:
     """One caller, one agent: every ask waits for the previous answer."""
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="a", backend=backend())
         await rt.ask("a", "warm up")
         start = time.perf_counter()
@@ -37,7 +37,7 @@ async def sequential(asks: int) -> float:
 async def concurrent(asks: int, agents: int) -> float:
     """``agents`` agents, one caller each, all at once."""
     per_agent = asks // agents
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         shared = backend()
         for i in range(agents):
             await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=shared)

@@ -35,7 +35,7 @@ async def measure(agents: int, trace: bool) -> float:
     itself costs memory per allocation, so the two are measured in separate runs)."""
     script = reply("ok", session_id="s-1")
     backend = ScriptedBackend(default=lambda call: script, record=False)
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="warm", backend=backend)
         await rt.ask("warm", "hi")
         gc.collect()
