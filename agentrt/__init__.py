@@ -3,6 +3,7 @@
 from ._agent import Agent as Agent
 from ._agent import Halt as Halt
 from ._agent import Prompt as Prompt
+from ._agent import Stop as Stop
 from ._api import agents as agents
 from ._api import ask as ask
 from ._api import cancel as cancel
@@ -60,6 +61,9 @@ from ._requests import NotFound as NotFound
 from ._requests import Pending as Pending
 from ._requests import PollResult as PollResult
 from ._requests import Ref as Ref
+from ._restart import Crash as Crash
+from ._restart import RestartType as RestartType
+from ._restart import Strategy as Strategy
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
 from ._status import AgentHandle as AgentHandle
@@ -72,3 +76,4 @@ from ._store import SessionStore as SessionStore
 from ._store import SQLiteStore as SQLiteStore
 from ._store import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
+from ._supervisor import Supervisor as Supervisor

@@ -1,9 +1,15 @@
-"""The actor: one task per agent that takes prompts from its mailbox and runs turns.
+"""The actor: one task per agent incarnation, taking prompts from its mailbox and running turns.
 
 States: ``idle`` (parked, nothing to do), ``processing`` (one request taken: pre_turn, the
 turn, the callbacks), ``halted`` (no new turns until ``resume``). Notifications wait
 while a request is processed and are applied before the next one; prompts an agent
 chains to itself run before queued work.
+
+An actor ends when it is stopped, when a handler returns `Stop`, or when it crashes (a
+decision callback raised or returned something invalid). It then fails the request it was
+processing and its chained prompts, runs ``terminate_agent``, and reports an `Exit` to its
+supervisor, which decides about the queued work: the mailbox belongs to the agent's name,
+so a restarted instance takes it over.
 """
 
 from __future__ import annotations
@@ -13,22 +19,22 @@ import logging
 import traceback
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
+import msgspec
 import trio
 
-from ._agent import Agent, Halt, Prompt, Reaction, overridden
+from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
 from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
-from ._events import ErrorEvent, Event, Response, StopReason
+from ._events import ErrorEvent, Event, Response, SessionLostEvent, StopReason
 from ._mailbox import Mailbox
-from ._options import AgentOptions
-from ._process import ProcessTracker
+from ._options import AgentOptions, SessionLostPolicy
+from ._process import CliProcess, ProcessTracker
 from ._redact import redact
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
 from ._store import SessionStore
-from ._stream import EventStream
 from ._turn import Turn
 from .backend import Backend, InProcessBackend
 
@@ -36,6 +42,10 @@ logger = logging.getLogger("agentrt")
 
 # Bound on terminate_agent: it runs shielded while the agent stops.
 TERMINATE_GRACE = 5.0
+# Bound on the store write that clears a live process record after a stopped turn.
+STORE_GRACE = 10.0
+
+_state_encoder = msgspec.json.Encoder()
 
 
 class _AgentCrashed(Exception):
@@ -45,16 +55,42 @@ class _AgentCrashed(Exception):
         super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
 
 
-def _log_error(message: str, error: BaseException) -> None:
-    # The traceback goes into the message, redacted: an exception's text may carry secrets.
+def log_error(message: str, error: BaseException) -> None:
+    """Log ``message`` with ``error``'s traceback, redacted (an exception's text may carry
+    secrets)."""
     trace = "".join(traceback.format_exception(error))
     logger.error("%s\n%s", message, redact(trace.rstrip()))
 
 
 def _reaction(callback: str, value: object) -> Reaction:
-    if value is None or isinstance(value, Prompt | Halt):
+    if value is None or isinstance(value, Prompt | Halt | Stop):
         return value
-    raise TypeError(f"{callback} returned {value!r}; expected Prompt, Halt or None")
+    raise TypeError(f"{callback} returned {value!r}; expected Prompt, Halt, Stop or None")
+
+
+def encode_state(value: Any) -> bytes | None:
+    """The store blob of what ``checkpoint_state`` returned (None: nothing to keep)."""
+    return None if value is None else _state_encoder.encode(value)
+
+
+async def restore_state(agent: Agent, blob: bytes) -> None:
+    """Give ``agent`` its checkpointed state back, decoded as its ``state_type``."""
+    if "restore_state" in overridden(type(agent)):
+        result = agent.restore_state(msgspec.json.decode(blob, type=type(agent).state_type))
+        if inspect.isawaitable(result):
+            await result
+
+
+ExitKind = Literal["crashed", "normal", "stopped"]
+
+
+@attrs.frozen
+class Exit:
+    """How one actor ended: ``crashed`` (a callback failed), ``normal`` (it returned `Stop`)
+    or ``stopped`` (from outside). ``error`` is what its unfinished requests got."""
+
+    kind: ExitKind
+    error: AgentStopped
 
 
 @attrs.define(eq=False)
@@ -67,12 +103,18 @@ class Actor:
     mailbox: Mailbox
     handle: AgentHandle
     new_id: Callable[[], int]
-    # Called once the actor has ended; decides what becomes of the queued requests.
-    on_exit: Callable[[Actor, AgentStopped], None]
+    # Called once the actor has ended; the supervisor decides what becomes of the queue.
+    on_exit: Callable[[Actor, Exit], None]
+    store: SessionStore
+    runtime_id: str
+    # The working directory the CLI runs in (absolute): where it keeps the transcript.
+    cwd: str | None = None
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
-    store: SessionStore | None = None
     session_id: str | None = None
+    # The last state blob saved (restored or checkpointed), so unchanged state is not
+    # written again and a restart can hand it to the next instance.
+    state_blob: bytes | None = None
 
     current: Request | None = None
     turn: Turn | None = None
@@ -82,25 +124,28 @@ class Actor:
     _current_since: float = 0.0
     _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
+    _on_session_lost: SessionLostPolicy = attrs.field(init=False)
     _chained: deque[Request] | None = None
     _parked: trio.lowlevel.Task | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _stop_reason: str = "stopped"
+    _stop_cause: BaseException | None = None
+    _stop_normally: bool = False
     _exited: trio.Event | None = None
     _done: bool = False
-    # The store has a row for this agent (written by this actor's first checkpoint); turns
-    # are recorded only then, so a row from an earlier run is never overwritten blindly.
-    _stored: bool = False
-    _cwd: str | None = None
+    # A live process record is in the store for the running turn.
+    _live: bool = False
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
         self._overrides = overridden(type(self.agent))
+        self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
 
     # --- the task -------------------------------------------------------------------
 
     async def run(self) -> None:
-        """The actor's task: runs until stopped or until a callback crashes it.
+        """The actor's task: runs until stopped, until a handler returns `Stop`, or until a
+        callback crashes it.
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: _AgentCrashed | None = None
@@ -109,14 +154,14 @@ class Actor:
                 await self._loop()
         except _AgentCrashed as exc:
             crash = exc
-            _log_error(f"agent {self.name!r} stopped: {crash}", crash.error)
+            log_error(f"agent {self.name!r} crashed: {crash}", crash.error)
         finally:
             with trio.CancelScope(shield=True):
                 await self._shutdown(crash)
 
     async def _loop(self) -> None:
         mailbox = self.mailbox
-        while True:
+        while not self._stop_normally:
             if self.current is None and mailbox.notifications:
                 await self._apply(mailbox.notifications.popleft())
                 continue
@@ -163,16 +208,44 @@ class Actor:
         prompt = request.prompt
         if "pre_turn" in self._overrides:
             decision = await self._decide("pre_turn", prompt)
-            if isinstance(decision, Halt):
+            if isinstance(decision, Halt | Stop):
                 self.current = None
                 if request.origin == "self_chain":
                     self._chain(request, front=True)
                 else:
                     self.mailbox.push_front(request)
-                self.halted = True
+                if isinstance(decision, Stop):
+                    self._stop_normally = True
+                else:
+                    self.halted = True
                 return
             if isinstance(decision, Prompt):
                 prompt = decision.text
+        outcome, final = await self._run_turn(prompt)
+        if (
+            isinstance(outcome, TurnFailed)
+            and outcome.reason is StopReason.SESSION_LOST
+            and self._on_session_lost == "fresh"
+        ):
+            # Once, on a new session; the caller (same ref) gets this answer instead.
+            await self._forget_session()
+            outcome, final = await self._run_turn(prompt)
+        ref = request.ref
+        if isinstance(outcome, Response):
+            reaction = await self._decide("handle_response", ref, outcome)
+        else:
+            reaction = await self._contained("handle_error", ref, outcome)
+        if "post_turn" in self._overrides:
+            await self._decide("post_turn", ref, outcome)
+        await self._save_state()
+        self.current = None
+        self._settle(request, outcome, final)
+        self._react(reaction)
+        if self.halt_pending:
+            self.halt_pending = False
+            self.halted = True
+
+    async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         self.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
@@ -184,41 +257,61 @@ class Actor:
             limiter=self.limiter,
             tracker=self.tracker,
             session_id=self.session_id,
+            on_spawn=self._on_spawn,
         )
         try:
             outcome = await turn.run()
         finally:
             self.turn = None
+            if self._live:
+                await self._clear_live()
         self.turns += 1
-        if self._stored:
-            await self._record_turn(outcome)
-        ref = request.ref
-        if isinstance(outcome, Response):
-            reaction = await self._decide("handle_response", ref, outcome)
-        else:
-            reaction = await self._contained("handle_error", ref, outcome)
-        if "post_turn" in self._overrides:
-            await self._decide("post_turn", ref, outcome)
-        self.current = None
-        self._settle(request, outcome, turn.final)
-        self._react(reaction)
-        if self.halt_pending:
-            self.halt_pending = False
-            self.halted = True
+        await self._record_turn(outcome)
+        return outcome, turn.final
 
     async def _on_session(self, session_id: str) -> None:
         self.session_id = session_id
-        if self.store is not None:
-            turn = self.turn
-            if turn is not None and turn.command is not None:
-                self._cwd = turn.command.cwd
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
+        )
+
+    async def _forget_session(self) -> None:
+        self.session_id = None
+        try:
             await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=session_id, cwd=self._cwd
+                self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
             )
-            self._stored = True
+        except Exception as exc:
+            # The next session id overwrites the stored one anyway.
+            log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
+
+    async def _on_spawn(self, proc: CliProcess) -> None:
+        # Set first: a cancelled write may still have reached the store, and clearing a
+        # record that is not there is harmless.
+        self._live = True
+        try:
+            await self.store.set_live_process(
+                self.name,
+                pgid=proc.pgid,
+                pid=proc.pid,
+                start_time=proc.start_time,
+                runtime_id=self.runtime_id,
+                marker=proc.marker,
+            )
+        except Exception as exc:
+            # The turn goes on; only a reaper after a crash of this program would miss it.
+            log_error(f"agent {self.name!r}: the session store could not record a process", exc)
+
+    async def _clear_live(self) -> None:
+        self._live = False
+        # Also after a stop: the process is gone, so its record must go too.
+        with trio.move_on_after(STORE_GRACE, shield=True):
+            try:
+                await self.store.clear_live_process(self.name)
+            except Exception as exc:
+                log_error(f"agent {self.name!r}: the session store could not clear a process", exc)
 
     async def _record_turn(self, outcome: Response | TurnFailed) -> None:
-        assert self.store is not None
         if isinstance(outcome, Response):
             stop_reason, cost, usage = outcome.stop_reason, outcome.cost_usd, outcome.usage
         else:
@@ -233,9 +326,34 @@ class Actor:
             )
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
-            _log_error(f"agent {self.name!r}: the session store could not record a turn", exc)
+            log_error(f"agent {self.name!r}: the session store could not record a turn", exc)
+
+    async def _save_state(self) -> None:
+        if "checkpoint_state" not in self._overrides:
+            return
+        try:
+            blob = encode_state(await self._callback("checkpoint_state"))
+        except Exception as exc:
+            raise _AgentCrashed("checkpoint_state", exc) from exc
+        if blob == self.state_blob:
+            return
+        self.state_blob = blob
+        try:
+            await self.store.save_state(self.name, blob)
+        except Exception as exc:
+            # A restart in this program still gets the state (state_blob); a new program not.
+            log_error(f"agent {self.name!r}: the session store could not save its state", exc)
 
     async def _deliver(self, event: Event) -> None:
+        if isinstance(event, ErrorEvent) and event.reason is StopReason.SESSION_LOST:
+            lost = event.session_id or self.session_id
+            if lost is not None:
+                await self._deliver_one(
+                    SessionLostEvent(timestamp=event.timestamp, session_id=lost)
+                )
+        await self._deliver_one(event)
+
+    async def _deliver_one(self, event: Event) -> None:
         if "handle_stream_event" in self._overrides:
             result = self.agent.handle_stream_event(event)
             if inspect.isawaitable(result):
@@ -250,6 +368,7 @@ class Actor:
     async def _apply(self, event: Any) -> None:
         if "handle_event" in self._overrides:
             self._react(await self._decide("handle_event", event))
+            await self._save_state()
 
     def _react(self, reaction: Reaction) -> None:
         if isinstance(reaction, Prompt):
@@ -259,6 +378,8 @@ class Actor:
             self._chain(request, front=False)
         elif isinstance(reaction, Halt):
             self.halted = True
+        elif isinstance(reaction, Stop):
+            self._stop_normally = True
 
     def _chain(self, request: Request, *, front: bool) -> None:
         if self._chained is None:
@@ -275,7 +396,7 @@ class Actor:
         return result
 
     async def _decide(self, name: str, *args: Any) -> Reaction:
-        """Call a callback whose failure stops the agent."""
+        """Call a callback whose failure crashes the agent."""
         if name not in self._overrides:
             return None
         try:
@@ -290,7 +411,7 @@ class Actor:
         try:
             return _reaction(name, await self._callback(name, *args))
         except Exception as exc:
-            _log_error(f"agent {self.name!r}: {name} raised; the agent goes on", exc)
+            log_error(f"agent {self.name!r}: {name} raised; the agent goes on", exc)
             return None
 
     def _settle(
@@ -303,9 +424,20 @@ class Actor:
         self.mailbox.settle(request, terminal)
 
     async def _shutdown(self, crash: _AgentCrashed | None) -> None:
-        error = AgentStopped(self.name, self._stop_reason if crash is None else str(crash))
+        kind: ExitKind
+        reason: str | BaseException
         if crash is not None:
+            kind, reason = "crashed", crash.error
+            error = AgentStopped(self.name, str(crash))
             error.__cause__ = crash.error
+        elif self._stop_normally and not self._scope.cancel_called:
+            kind = "normal"
+            reason = self._stop_reason = "normal"
+            error = AgentStopped(self.name, "normal")
+        else:
+            kind, reason = "stopped", self._stop_reason
+            error = AgentStopped(self.name, self._stop_reason)
+            error.__cause__ = self._stop_cause
         requests = [self.current] if self.current is not None else []
         if self._chained:
             requests.extend(self._chained)
@@ -315,13 +447,12 @@ class Actor:
             if not request.settled:
                 self.mailbox.fail(request, error)
         if "terminate_agent" in self._overrides:
-            reason = self._stop_reason if crash is None else crash.error
             with trio.move_on_after(TERMINATE_GRACE):
                 try:
                     await self._callback("terminate_agent", reason)
                 except Exception as exc:
-                    _log_error(f"agent {self.name!r}: terminate_agent raised", exc)
-        self.on_exit(self, error)
+                    log_error(f"agent {self.name!r}: terminate_agent raised", exc)
+        self.on_exit(self, Exit(kind, error))
         self._done = True
         if self._exited is not None:
             self._exited.set()
@@ -400,23 +531,11 @@ class Actor:
         if self.current is not None:
             raise AgentBusy(self.name, "processing")
         self.session_id = None
-        if self.store is not None:
-            await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=None, cwd=self._cwd
-            )
-            self._stored = True
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
+        )
 
-    def subscribe(self, ref: Ref) -> EventStream:
-        request = self.mailbox.find(ref)
-        if request is None:
-            return EventStream(None)
-        stream, subscription = EventStream.open()
-        if request.subscriptions is None:
-            request.subscriptions = []
-        request.subscriptions.append(subscription)
-        return stream
-
-    def status(self) -> AgentStatus:
+    def status(self, restarts: int) -> AgentStatus:
         current = self.current
         info: CurrentRequest | None = None
         state: AgentState
@@ -443,10 +562,12 @@ class Actor:
             current=info,
             turns=self.turns,
             session_id=self.session_id,
+            restarts=restarts,
         )
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, cause: BaseException | None = None) -> None:
         self._stop_reason = reason
+        self._stop_cause = cause
         self._scope.cancel()
 
     async def wait_exited(self) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from ._errors import TurnFailed
 from ._events import Event, Response
+from ._options import SessionLostPolicy
 from ._requests import Ref
 
 
@@ -27,7 +28,17 @@ class Halt:
     """Returned by a handler: stop taking turns (queued work waits) until ``resume``."""
 
 
-Reaction = Prompt | Halt | None
+@attrs.frozen
+class Stop:
+    """Returned by a handler: this agent ends normally once the current request is answered.
+
+    A normal end, unlike a crash: a ``permanent`` agent is restarted (its queued work waits
+    for the new instance), a ``transient`` or ``temporary`` one leaves the runtime and its
+    queued work fails with `AgentStopped` (reason ``"normal"``). ``terminate_agent``
+    receives ``"normal"``."""
+
+
+Reaction = Prompt | Halt | Stop | None
 
 
 class Agent:
@@ -36,25 +47,45 @@ class Agent:
     A callback may be a plain or an ``async`` method. All of them run in the agent's own
     task, one at a time, so state kept on the instance needs no locking. The decision
     callbacks (``handle_response``, ``handle_error``, ``handle_event``) may return
-    `Prompt` (chain another turn, ahead of queued work), `Halt`, or None.
+    `Prompt` (chain another turn, ahead of queued work), `Halt`, `Stop`, or None.
 
     Errors: an exception in ``handle_stream_event`` fails the turn (``turn_crashed``,
     reported to ``handle_error``); in ``handle_error`` or ``terminate_agent`` it is
-    logged (logger ``"agentrt"``, redacted) and the agent goes on; in any other callback
-    (or a return value that is not `Prompt`, `Halt` or None) it stops the agent: the
-    exception is logged, the agent leaves the registry, every waiting ask and tell fails
-    with `AgentStopped` whose cause is the exception, and ``terminate_agent`` receives
-    the exception.
+    logged (logger ``"agentrt"``, redacted) and the agent goes on. In any other callback
+    (or a return value that is not `Prompt`, `Halt`, `Stop` or None, or a state that
+    cannot be checkpointed) the agent *crashes*: the exception is logged, the request it
+    was processing (and any prompt it chained) fails with `AgentStopped` whose cause is the
+    exception, ``terminate_agent`` receives the exception, and its supervisor decides what
+    follows (see ``start_agent``'s ``restart``): a restarted agent is a new instance (for a
+    class or factory; a given instance is reused) that gets ``init_agent`` again, its
+    checkpointed state and its conversation; queued work waits for it.
+
+    Durable state: override ``checkpoint_state`` to return what must survive a crash or a
+    restart of the whole program (any value msgspec encodes as JSON: builtins, msgspec
+    Structs, dataclasses, attrs classes; ``bytes`` with ``state_type = bytes``), or None
+    for nothing to keep; it is saved to the session store after every turn
+    and every ``handle_event``, and given back to ``restore_state`` (decoded as
+    ``state_type``) after ``init_agent`` whenever the agent resumes its session.
+
+    ``on_session_lost`` is the default policy when the CLI no longer knows the session the
+    agent resumes (``start_agent(on_session_lost=...)`` overrides it): ``"fail"`` fails
+    that turn with ``session_lost`` and keeps the stored id (``reset_session`` starts
+    afresh), ``"fresh"`` runs the same prompt once more on a new session.
     """
 
+    state_type: ClassVar[Any] = Any
+    on_session_lost: ClassVar[SessionLostPolicy] = "fail"
+
     def init_agent(self, **options: Any) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
-        """Called once by ``start_agent`` with the options the runtime does not consume;
-        returns the backend's options (by default, the options as given)."""
+        """Called by ``start_agent`` (and again on each restart) with the options the
+        runtime does not consume; returns the backend's options (by default, the options as
+        given)."""
         return options
 
-    def pre_turn(self, prompt: str) -> Prompt | Halt | Awaitable[Prompt | Halt | None] | None:
-        """Before each turn: return `Prompt` to rewrite the prompt, `Halt` to halt with the
-        request left at the head of the queue, or None to run it as is."""
+    def pre_turn(self, prompt: str) -> Reaction | Awaitable[Reaction]:
+        """Before each turn: return `Prompt` to rewrite the prompt, `Halt` (or `Stop`) to
+        halt (or end) with the request left at the head of the queue, or None to run it as
+        is."""
         return None
 
     def handle_stream_event(self, event: Event) -> Awaitable[None] | None:
@@ -78,8 +109,18 @@ class Agent:
         return None
 
     def terminate_agent(self, reason: str | BaseException) -> Awaitable[None] | None:
-        """The agent is stopping: ``"stopped"``, ``"runtime closed"``, or the exception
-        that stopped it. Bounded in time; not called if the process itself dies."""
+        """The agent is stopping: ``"stopped"``, ``"runtime closed"``, ``"normal"`` (it
+        returned `Stop`), ``"restarting: ..."`` (its supervisor restarts it with a crashed
+        sibling), or the exception it crashed with. Bounded in time; not called if the
+        process itself dies."""
+        return None
+
+    def checkpoint_state(self) -> Any:
+        """The agent's durable state (see the class docstring), or None: nothing to keep."""
+        return None
+
+    def restore_state(self, state: Any) -> Awaitable[None] | None:
+        """Take back what ``checkpoint_state`` returned before, decoded as ``state_type``."""
         return None
 
 
@@ -91,6 +132,8 @@ CALLBACKS = (
     "post_turn",
     "handle_event",
     "terminate_agent",
+    "checkpoint_state",
+    "restore_state",
 )
 
 _overrides: dict[type, frozenset[str]] = {}

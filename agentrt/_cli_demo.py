@@ -442,7 +442,7 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             )
             for name in board.rows:
                 agent = Fragile if name == "fragile" else DemoAgent
-                extra = {"watchdog": plan.watchdog} if name == "sleepy" else {}
+                extra: dict[str, Any] = {"watchdog": plan.watchdog} if name == "sleepy" else {}
                 await rt.start_agent(
                     agent,
                     name=name,

@@ -12,6 +12,7 @@ from ._errors import InvalidOptions
 from ._restart import RestartType
 
 Retention = Literal["compact", "lossless"]
+SessionLostPolicy = Literal["fail", "fresh"]
 
 
 @attrs.frozen
@@ -38,6 +39,9 @@ class AgentOptions:
     max_results: int = 100
     max_result_bytes: int = 8 * 1024 * 1024
     restart: RestartType = RestartType.PERMANENT
+    # When the CLI no longer knows the resumed session: None follows the agent class's
+    # ``on_session_lost``; "fail" or "fresh" override it.
+    on_session_lost: SessionLostPolicy | None = None
 
 
 def _seconds_or_none(key: str, value: object) -> float | None:
@@ -80,6 +84,14 @@ def _retention(key: str, value: object) -> Retention:
     raise InvalidOptions(key, value, "must be 'compact' or 'lossless'")
 
 
+def _session_lost(key: str, value: object) -> SessionLostPolicy:
+    if value == "fail":
+        return "fail"
+    if value == "fresh":
+        return "fresh"
+    raise InvalidOptions(key, value, "must be 'fail' or 'fresh'")
+
+
 def _restart(key: str, value: object) -> RestartType:
     for restart in RestartType:
         if value == restart.value:
@@ -103,6 +115,7 @@ _VALIDATORS: dict[str, Callable[[str, object], Any]] = {
     "max_results": _count,
     "max_result_bytes": _count,
     "restart": _restart,
+    "on_session_lost": _session_lost,
 }
 
 _DEFAULT = AgentOptions()

@@ -8,7 +8,9 @@ import attrs
 
 from ._requests import Origin, Ref
 
-AgentState = Literal["idle", "processing", "halted"]
+# "restarting": crashed, its supervisor starts a new instance (after a backoff delay); work
+# sent meanwhile queues for it.
+AgentState = Literal["idle", "processing", "halted", "restarting"]
 
 
 @attrs.frozen
@@ -41,6 +43,7 @@ class AgentStatus:
     current: CurrentRequest | None
     turns: int  # turns finished, successful or not
     session_id: str | None
+    restarts: int = 0  # how often its supervisor has started a new instance of it
 
 
 @attrs.frozen

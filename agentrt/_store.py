@@ -29,8 +29,10 @@ class SessionRecord:
     ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
     fields and ``runtime_id`` describe the process group of a turn that was running when
     they were written (``live_start_time`` is the leader's start time in clock ticks, from
-    ``/proc/<pid>/stat``, to tell a reused pid apart); all four are ``None`` when no turn
-    runs. ``state`` is the agent's own checkpoint blob, stored as given.
+    ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
+    ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
+    all of them are ``None`` when no turn runs. ``state`` is the agent's own checkpoint blob,
+    stored as given.
     """
 
     name: str
@@ -48,6 +50,7 @@ class SessionRecord:
     live_start_time: int | None
     runtime_id: str | None
     state: bytes | None
+    live_marker: str | None = None
 
 
 class SessionStore(Protocol):
@@ -113,9 +116,17 @@ class SessionStore(Protocol):
         ...
 
     async def set_live_process(
-        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+        self,
+        name: str,
+        *,
+        pgid: int,
+        pid: int,
+        start_time: int,
+        runtime_id: str,
+        marker: str | None = None,
     ) -> None:
-        """Record the process group of the turn ``name`` is running, for the reaper."""
+        """Record the process group (and env marker) of the turn ``name`` is running, for
+        the reaper."""
         ...
 
     async def clear_live_process(self, name: str) -> None:
@@ -270,18 +281,37 @@ class MemoryStore:
         )
 
     async def set_live_process(
-        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+        self,
+        name: str,
+        *,
+        pgid: int,
+        pid: int,
+        start_time: int,
+        runtime_id: str,
+        marker: str | None = None,
     ) -> None:
         await self._enter()
         self._update(
-            name, live_pgid=pgid, live_pid=pid, live_start_time=start_time, runtime_id=runtime_id
+            name,
+            live_pgid=pgid,
+            live_pid=pid,
+            live_start_time=start_time,
+            runtime_id=runtime_id,
+            live_marker=marker,
         )
 
     async def clear_live_process(self, name: str) -> None:
         await self._enter()
         record = self._records.get(name)
         if record is not None and record.live_pgid is not None:
-            self._update(name, live_pgid=None, live_pid=None, live_start_time=None, runtime_id=None)
+            self._update(
+                name,
+                live_pgid=None,
+                live_pid=None,
+                live_start_time=None,
+                runtime_id=None,
+                live_marker=None,
+            )
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         await self._enter()
@@ -328,12 +358,16 @@ CREATE TABLE sessions (
 
 # _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
 # is an empty file. Each step runs in one transaction with its version bump.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = ((_CREATE_SESSIONS,),)
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (_CREATE_SESSIONS,),
+    # 2: the env marker of a live turn, so the reaper finds setsid'd orphans of a dead leader.
+    ("ALTER TABLE sessions ADD COLUMN live_marker TEXT",),
+)
 
 _COLUMNS = (
     "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
     " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
-    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state"
+    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker"
 )
 
 _UPSERT_SESSION = """
@@ -357,20 +391,20 @@ WHERE name = ?
 
 _SET_LIVE = """
 UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
-    updated_at = ?
+    live_marker = ?, updated_at = ?
 WHERE name = ?
 """
 
 _CLEAR_LIVE = """
 UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
-    runtime_id = NULL, updated_at = ?
+    runtime_id = NULL, live_marker = NULL, updated_at = ?
 WHERE name = ? AND live_pgid IS NOT NULL
 """
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
     (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
-    (stop, created, updated, pgid, pid, start_time, runtime_id, state) = row[10:]
+    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:]
     return SessionRecord(
         name=name,
         backend=backend,
@@ -392,6 +426,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         live_start_time=start_time,
         runtime_id=runtime_id,
         state=state,
+        live_marker=marker,
     )
 
 
@@ -607,9 +642,16 @@ class SQLiteStore:
         await self._update(name, _RECORD_TURN, params)
 
     async def set_live_process(
-        self, name: str, *, pgid: int, pid: int, start_time: int, runtime_id: str
+        self,
+        name: str,
+        *,
+        pgid: int,
+        pid: int,
+        start_time: int,
+        runtime_id: str,
+        marker: str | None = None,
     ) -> None:
-        params = (pgid, pid, start_time, runtime_id, self.clock(), name)
+        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
         await self._update(name, _SET_LIVE, params)
 
     async def clear_live_process(self, name: str) -> None:

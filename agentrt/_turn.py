@@ -41,7 +41,14 @@ from ._events import (
     UsageEvent,
 )
 from ._options import AgentOptions
-from ._process import BadLine, ProcessFailure, ProcessLimits, ProcessTracker, open_cli_process
+from ._process import (
+    BadLine,
+    CliProcess,
+    ProcessFailure,
+    ProcessLimits,
+    ProcessTracker,
+    open_cli_process,
+)
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
@@ -80,6 +87,9 @@ class Turn:
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
     session_id: str | None = None
+    # Called once the CLI process is running, before its first frame is read (the actor
+    # records its process group for the reaper).
+    on_spawn: Callable[[CliProcess], Awaitable[None]] | None = None
 
     command: Command | None = None
     translator: Translator | None = None
@@ -203,6 +213,8 @@ class Turn:
         assert self.command is not None
         try:
             async with open_cli_process(self.command, limits, tracker=self.tracker) as proc:
+                if self.on_spawn is not None:
+                    await self.on_spawn(proc)
                 self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
                 self._drain_scope = trio.CancelScope()
                 self._interrupt_process = proc.interrupt

@@ -264,7 +264,7 @@ async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
     # the Response, and the kill ladder's check that the tree is gone.
     import agentrt
 
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         for slot in range(slots):
             await rt.start_agent(
                 agentrt.Agent,
@@ -376,7 +376,7 @@ async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]])
     # ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs it.
     import agentrt
 
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
 
         async def ask() -> None:
@@ -459,7 +459,7 @@ async def _agentrt_idle(n: int, checkpoint: Callable[[], Awaitable[None]]) -> No
     import agentrt
 
     backend = _scripted()
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="warm", backend=backend)
         await rt.ask("warm", PROMPT)
         for i in range(n):
@@ -475,7 +475,7 @@ async def _agentrt_asks(body: Callable[[Ask], Awaitable[None]]) -> None:
     # translated, stamped, retained and delivered, the Response, the caller woken.
     import agentrt
 
-    async with agentrt.open_runtime() as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="a", backend=_scripted())
 
         async def ask() -> object:

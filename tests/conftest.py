@@ -1,4 +1,5 @@
-"""After every test, no process this test session started may be left running."""
+"""After every test, no process this test session started may be left running; and no test
+writes a session store into the user's home."""
 
 from __future__ import annotations
 
@@ -6,10 +7,33 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from agentrt import _proctree
+from agentrt import MemoryStore, SessionStore, _proctree, _runtime
+
+REAL_DEFAULT_STORE = _runtime._default_store
+
+
+@pytest.fixture(autouse=True)
+def private_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``open_runtime()`` without a store gets a MemoryStore here: the SQLite default waits
+    on a worker thread, which lets an autojumping MockClock run ahead of the test. Anything
+    that still asks for the default path (child processes, `default_store` below) gets one
+    in the test's own directory."""
+    monkeypatch.setenv("AGENTRT_STORE", str(tmp_path / "agentrt-store" / "sessions.sqlite3"))
+    monkeypatch.setattr(_runtime, "_default_store", MemoryStore)
+
+
+@pytest.fixture
+def default_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give ``open_runtime()`` its real default (SQLite at ``$AGENTRT_STORE``) back."""
+
+    def real() -> SessionStore:
+        return REAL_DEFAULT_STORE()
+
+    monkeypatch.setattr(_runtime, "_default_store", real)
 
 
 def leftover_processes() -> list[_proctree.ProcStat]:

@@ -338,14 +338,16 @@ class BrokenResponse(Agent):
         self.reasons.append(reason)
 
 
-async def test_an_exception_in_handle_response_stops_the_agent(
+async def test_an_exception_in_handle_response_stops_a_temporary_agent(
     autojump_clock: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = Gate()
     agent = BrokenResponse()
     caplog.set_level(logging.ERROR, logger="agentrt")
     async with open_runtime() as rt:
-        await rt.start_agent(agent, name="a", backend=echo_backend([gate, *reply("one")]))
+        await rt.start_agent(
+            agent, name="a", backend=echo_backend([gate, *reply("one")]), restart="temporary"
+        )
         errors: list[AgentStopped] = []
         async with trio.open_nursery() as nursery:
 
@@ -370,7 +372,7 @@ async def test_an_exception_in_handle_response_stops_the_agent(
     records = [r for r in caplog.records if r.name == "agentrt"]
     assert len(records) == 1
     message = records[0].getMessage()
-    assert "agent 'a' stopped: handle_response raised ValueError" in message
+    assert "agent 'a' crashed: handle_response raised ValueError" in message
     assert "Traceback" in message
     assert "hunter2" not in message
 
@@ -380,9 +382,9 @@ class BadReturn(Agent):
         return "not a reaction"
 
 
-async def test_a_malformed_return_stops_the_agent(autojump_clock: object) -> None:
+async def test_a_malformed_return_stops_a_temporary_agent(autojump_clock: object) -> None:
     async with open_runtime() as rt:
-        await rt.start_agent(BadReturn, name="a", backend=echo_backend())
+        await rt.start_agent(BadReturn, name="a", backend=echo_backend(), restart="temporary")
         with pytest.raises(AgentStopped) as info:
             await rt.ask("a", "x")
         assert isinstance(info.value.__cause__, TypeError)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from realcli._claude import claude_binary, npm_available
 
+import agentrt
 from agentrt import SQLiteStore
 from agentrt._env import AMBIENT_AUTH_VARS
 from agentrt.testing import AnthropicText, AnthropicToolUse, FakeAnthropic, open_fake_anthropic
@@ -46,6 +47,44 @@ async def test_scripted_team(autojump_clock: object) -> None:
         "[ 1.20s] flaky answered 'done: try again' on its next turn",
         "[ 1.20s] writer's session: writer-1",
     ]
+
+
+async def test_restart_resume_on_its_sqlite_store() -> None:
+    module = load("restart_resume")
+    out: list[str] = []
+    await module.main(out)  # type: ignore[attr-defined]
+    # Real time: the same story, the same lines after the timestamps.
+    assert [line[9:] for line in out] == [line[9:] for line in RESTART_RESUME]
+
+
+async def test_restart_resume(autojump_clock: object) -> None:
+    module = load("restart_resume")
+    out: list[str] = []
+    await module.main(out, agentrt.MemoryStore())  # type: ignore[attr-defined]
+    assert out == RESTART_RESUME
+
+
+# The crash is at 0 s; the supervisor restarts the ledger after its 0.1 s backoff, with its
+# state and its session, and the queued prompt runs on the new instance.
+RESTART_RESUME = [
+    "[ 0.00s] init_agent: a new Ledger instance",
+    "[ 0.00s] CLI turn for 'coffee 3.50' (a new session)",
+    "[ 0.00s] answer: 'filed: coffee 3.50'",
+    "[ 0.00s] CLI turn for '??? smudged receipt' (--resume ledger-1)",
+    "[ 0.00s] the agent crashed: agent 'ledger' stopped: handle_response raised"
+    " ValueError: cannot read this entry",
+    "[ 0.00s] status: restarting, 1 prompt queued",
+    "[ 0.10s] init_agent: a new Ledger instance",
+    "[ 0.10s] restore_state: entries filed so far: 1",
+    "[ 0.10s] CLI turn for 'lunch 12.00' (--resume ledger-1)",
+    "[ 0.10s] answer: 'filed: lunch 12.00' (after 1 restart)",
+    "[ 0.10s] -- the program exits and starts again --",
+    "[ 0.10s] init_agent: a new Ledger instance",
+    "[ 0.10s] restore_state: entries filed so far: 2",
+    "[ 0.10s] CLI turn for 'train 7.20' (--resume ledger-1)",
+    "[ 0.10s] answer: 'filed: train 7.20' on session ledger-1",
+    "[ 0.10s] the store: 4 turns, last one complete",
+]
 
 
 # The examples written for the real claude CLI run here with the pinned binary against the

@@ -205,12 +205,15 @@ async def test_live_process_is_recorded_listed_and_cleared(
     for name in ("b", "a", "c"):
         await store.checkpoint_session(name, backend="claude", session_id=None, cwd=None)
     clock.now = 1005.0
-    await store.set_live_process("c", pgid=300, pid=301, start_time=3000, runtime_id="rt-1")
+    await store.set_live_process(
+        "c", pgid=300, pid=301, start_time=3000, runtime_id="rt-1", marker="7.abc"
+    )
     await store.set_live_process("a", pgid=100, pid=100, start_time=1000, runtime_id="rt-2")
     live = await store.live_processes()
     assert [r.name for r in live] == ["a", "c"]
     c = live[1]
     assert (c.live_pgid, c.live_pid, c.live_start_time, c.runtime_id) == (300, 301, 3000, "rt-1")
+    assert (c.live_marker, live[0].live_marker) == ("7.abc", None)
     assert c.updated_at == 1005.0
 
     clock.now = 1006.0
@@ -221,7 +224,7 @@ async def test_live_process_is_recorded_listed_and_cleared(
     b_after = await store.load("b")
     assert c_after is not None and b_after is not None
     assert (c_after.live_pgid, c_after.live_pid, c_after.live_start_time) == (None, None, None)
-    assert c_after.runtime_id is None
+    assert c_after.runtime_id is None and c_after.live_marker is None
     assert c_after.updated_at == 1006.0
     assert b_after.updated_at == 1000.0
 
@@ -353,6 +356,7 @@ async def test_an_older_schema_is_migrated_keeping_its_rows(
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
     # A later agentrt adds a step; the file on disk is now one version behind.
+    current = len(_store._MIGRATIONS)
     step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "UPDATE sessions SET note = 'migrated'")
     monkeypatch.setattr(_store, "_MIGRATIONS", (*_store._MIGRATIONS, step))
     async with SQLiteStore(path) as store:
@@ -360,10 +364,29 @@ async def test_an_older_schema_is_migrated_keeping_its_rows(
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (current + 1,)
         assert conn.execute("SELECT note FROM sessions").fetchall() == [("migrated",)]
     finally:
         conn.close()
+
+
+async def test_a_version_1_file_gains_the_live_marker_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    with monkeypatch.context() as patch:
+        patch.setattr(_store, "_MIGRATIONS", _store._MIGRATIONS[:1])
+        async with SQLiteStore(path) as store:
+            await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    async with SQLiteStore(path) as store:
+        record = await store.load("coder")
+        assert record is not None
+        assert (record.session_id, record.live_marker) == ("s-1", None)
+        await store.set_live_process(
+            "coder", pgid=5, pid=5, start_time=50, runtime_id="rt", marker="9.ff"
+        )
+        live = await store.live_processes()
+        assert [r.live_marker for r in live] == ["9.ff"]
 
 
 async def test_a_failing_migration_changes_nothing(
@@ -372,6 +395,7 @@ async def test_a_failing_migration_changes_nothing(
     path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    current = len(_store._MIGRATIONS)
     step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "THIS IS NOT SQL")
     monkeypatch.setattr(_store, "_MIGRATIONS", (*_store._MIGRATIONS, step))
     with pytest.raises(StoreError, match=str(path)):
@@ -380,7 +404,7 @@ async def test_a_failing_migration_changes_nothing(
     monkeypatch.undo()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (current,)
         columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
         assert "note" not in columns
     finally:

@@ -227,7 +227,7 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock:
     gate = Gate()
     store = Store()
     backend = ScriptedBackend(
-        [Fail()],  # before any session id: no row yet, so nothing is recorded
+        [Fail()],  # before any session id: the row (made at start) has none yet
         [SessionEvent(session_id="s1"), gate, ResultEvent(text="x", cost_usd=0.5)],
         [SessionEvent(session_id="s1"), Fail()],
     )
@@ -237,20 +237,22 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock:
             await rt.ask("a", "zero")
         ref = rt.tell("a", "one")
         await gate.wait_reached()
-        assert store.log == [("checkpoint", "a", "scripted", "s1", "/repo")]
+        assert store.log[-1] == ("checkpoint", "a", "scripted", "s1", "/repo")
         gate.release()
         await rt.wait(ref)
         with pytest.raises(TurnFailed):
             await rt.ask("a", "two")
         record = await store.load("a")
         assert record is not None
-        assert (record.session_id, record.turns, record.cost_usd) == ("s1", 2, 0.5)
+        assert (record.session_id, record.turns, record.cost_usd) == ("s1", 3, 0.5)
         assert record.last_stop_reason == "cli_error"
         await rt.reset_session("a")
         record = await store.load("a")
         assert record is not None
         assert record.session_id is None
     assert store.log == [
+        ("checkpoint", "a", "scripted", None, "/repo"),  # start_agent: a new session
+        ("turn", "a", "cli_error", None, None),
         ("checkpoint", "a", "scripted", "s1", "/repo"),
         ("turn", "a", "complete", 0.5, "s1"),
         ("turn", "a", "cli_error", None, "s1"),  # same id: no second checkpoint

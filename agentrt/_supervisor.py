@@ -1,0 +1,619 @@
+"""Supervisors: which agents come back after a crash, with which siblings, how often, how soon.
+
+Every agent name has a `Child` slot that outlives the agent's instances: its mailbox (so
+queued work waits through a restart), its session id, cwd and state blob, its turn count.
+An `Actor` is one instance; when it ends, its supervisor applies OTP's rules (agentrt's
+`RestartType`, `Strategy`, `RestartIntensity`): it stops the affected siblings in reverse
+start order, sleeps the backoff delay, and starts new instances in start order. Past the
+intensity it stops all its agents and raises `RestartLimitExceeded` out of the block that
+owns it: the supervisor's task fails, trio cancels its owner's block, and the error
+surfaces there, as OTP escalates to the parent.
+
+The runtime is the root supervisor (its strategy and intensity are `open_runtime`'s
+arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that opens them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+import attrs
+import msgspec
+import trio
+
+from ._actor import Actor, Exit, log_error, restore_state
+from ._agent import Agent
+from ._backends import resolve_backend
+from ._errors import (
+    AgentAlreadyStarted,
+    AgentStopped,
+    InvalidOptions,
+    NoRuntime,
+    RestartLimitExceeded,
+    SessionMismatch,
+)
+from ._events import ErrorEvent, StopReason
+from ._mailbox import Mailbox
+from ._options import AgentOptions, split_options
+from ._options import _count as count
+from ._options import _seconds as seconds
+from ._process import ProcessTracker
+from ._requests import Origin, Ref, Request
+from ._restart import Crash, RestartIntensity, RestartType, Strategy
+from ._status import AgentHandle, AgentStatus
+from ._store import SessionRecord, SessionStore
+from ._stream import EventStream
+from .backend import Backend
+
+logger = logging.getLogger("agentrt")
+
+AgentFactory = type[Agent] | Callable[[], Agent] | Agent
+
+
+def strategy_option(value: object) -> Strategy:
+    """``value`` as a `Strategy`, or `InvalidOptions` naming the choices."""
+    for strategy in Strategy:
+        if value == strategy.value:
+            return strategy
+    choices = ", ".join(repr(s.value) for s in Strategy)
+    raise InvalidOptions("strategy", value, f"must be one of {choices}")
+
+
+def intensity_option(
+    max_restarts: object, period: object, backoff: object, max_backoff: object
+) -> RestartIntensity:
+    """A `RestartIntensity` from validated arguments (`InvalidOptions` names a bad one); a
+    backoff of 0 restarts at once."""
+
+    def delay(key: str, value: object) -> float:
+        return 0.0 if value == 0 and not isinstance(value, bool) else seconds(key, value)
+
+    return RestartIntensity(
+        count("max_restarts", max_restarts),
+        seconds("period", period),
+        delay("backoff", backoff),
+        delay("max_backoff", max_backoff),
+    )
+
+
+def resume_option(value: object) -> str | bool:
+    if value is False:
+        return False
+    if isinstance(value, str) and value:
+        return value
+    raise InvalidOptions(
+        "resume", value, "must be 'auto', False (a new session) or a session id to resume"
+    )
+
+
+def escalated(group: BaseExceptionGroup[BaseException]) -> RestartLimitExceeded | None:
+    """The `RestartLimitExceeded` a group of nursery errors holds, if it holds nothing else."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    if len(leaves) == 1 and isinstance(leaves[0], RestartLimitExceeded):
+        return leaves[0]
+    return None
+
+
+def working_directory(backend_options: Any) -> str:
+    """Where the CLI of these options runs: their ``cwd`` (a mapping key or an attribute,
+    as both built-in backends have) or ours, resolved as the CLI sees it."""
+    raw = (
+        backend_options.get("cwd")
+        if isinstance(backend_options, Mapping)
+        else getattr(backend_options, "cwd", None)
+    )
+    return os.path.realpath(raw if isinstance(raw, str) and raw else os.getcwd())
+
+
+@attrs.frozen
+class AgentSpec:
+    """How to start one more instance of an agent."""
+
+    agent: AgentFactory
+    backend: Backend
+    init_options: Mapping[str, Any]
+    options: AgentOptions
+
+    async def instantiate(self) -> tuple[Agent, Any]:
+        """A new instance (a given one is reused) after ``init_agent``, and its backend
+        options."""
+        agent = self.agent
+        instance = agent if isinstance(agent, Agent) else agent()
+        if not isinstance(instance, Agent):
+            raise TypeError(f"{instance!r} is not an agentrt.Agent")
+        raw = instance.init_agent(**self.init_options)
+        if inspect.isawaitable(raw):
+            raw = await raw
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
+        return instance, self.backend.parse_options(raw)
+
+
+@attrs.define(eq=False)
+class Context:
+    """What the supervisors of one runtime share."""
+
+    store: SessionStore
+    runtime_id: str
+    limiter: trio.CapacityLimiter | None
+    tracker: ProcessTracker
+    # Every agent name of the runtime, in start order, under whichever supervisor.
+    children: dict[str, Child] = attrs.field(factory=dict)
+    # Names whose start_agent is under way (it awaits the store and init_agent).
+    starting: set[str] = attrs.field(factory=set)
+    ids: itertools.count[int] = attrs.field(factory=itertools.count)
+    incarnations: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    closed: bool = False
+
+    def new_id(self) -> int:
+        return next(self.ids)
+
+
+@attrs.define(eq=False)
+class Child:
+    """One agent name under a supervisor, across its instances."""
+
+    name: str
+    spec: AgentSpec
+    supervisor: Supervisor
+    mailbox: Mailbox
+    cwd: str
+    session_id: str | None
+    state_blob: bytes | None
+    actor: Actor | None = None
+    turns: int = 0
+    restarts: int = 0
+    halted: bool = False
+    # Out for good (stopped, or its supervisor closed or gave up).
+    removed: bool = False
+    # Being stopped by its supervisor to be restarted with a sibling: its exit is expected.
+    stopping: bool = False
+
+    @property
+    def handle(self) -> AgentHandle | None:
+        return None if self.actor is None else self.actor.handle
+
+    def submit(self, prompt: str, origin: Origin) -> Request:
+        actor = self.actor
+        if actor is not None:
+            return actor.submit(prompt, origin)
+        # Restarting: the prompt waits in the mailbox for the next instance.
+        ref = Ref(self.name, self.supervisor._context.new_id())
+        request = Request(ref, prompt, len(prompt.encode()), origin)
+        self.mailbox.admit(request, idle=not self.mailbox.queue)
+        return request
+
+    def withdraw(self, request: Request) -> None:
+        if self.actor is not None:
+            self.actor.withdraw(request)
+        elif not request.settled and self.mailbox.remove(request):
+            request.cancelled = True
+
+    def cancel(self, ref: Ref) -> bool:
+        if self.actor is not None:
+            return self.actor.cancel(ref)
+        request = self.mailbox.find(ref)
+        if request is None or not self.mailbox.remove(request):
+            return False
+        request.cancelled = True
+        terminal = ErrorEvent(
+            timestamp=trio.current_time(),
+            reason=StopReason.CANCELLED,
+            message="cancelled while queued",
+            session_id=self.session_id,
+        )
+        self.mailbox.settle(request, terminal)
+        return True
+
+    def notify(self, event: Any) -> None:
+        if self.actor is not None:
+            self.actor.notify(event)
+        else:
+            self.mailbox.notify(event)
+
+    def interrupt(self) -> bool:
+        return self.actor is not None and self.actor.interrupt()
+
+    def interrupt_request(self, ref: Ref) -> bool:
+        return self.actor is not None and self.actor.interrupt_request(ref)
+
+    def halt(self) -> None:
+        if self.actor is not None:
+            self.actor.halt()
+        else:
+            self.halted = True
+
+    def resume(self) -> None:
+        if self.actor is not None:
+            self.actor.resume()
+        else:
+            self.halted = False
+
+    async def reset_session(self) -> None:
+        if self.actor is not None:
+            await self.actor.reset_session()
+            return
+        self.session_id = None
+        await self.supervisor._context.store.checkpoint_session(
+            self.name, backend=self.spec.backend.name, session_id=None, cwd=self.cwd
+        )
+
+    def subscribe(self, ref: Ref) -> EventStream:
+        request = self.mailbox.find(ref)
+        if request is None:
+            return EventStream(None)
+        stream, subscription = EventStream.open()
+        if request.subscriptions is None:
+            request.subscriptions = []
+        request.subscriptions.append(subscription)
+        return stream
+
+    def status(self) -> AgentStatus:
+        if self.actor is not None:
+            return self.actor.status(self.restarts)
+        notifications = self.mailbox.notifications
+        return AgentStatus(
+            name=self.name,
+            state="restarting",
+            halt_pending=False,
+            queued=self.mailbox.queued,
+            queued_bytes=self.mailbox.queued_bytes,
+            chained=0,
+            pending_notifications=len(notifications) if notifications else 0,
+            current=None,
+            turns=self.turns,
+            session_id=self.session_id,
+            restarts=self.restarts,
+        )
+
+    def busy(self) -> bool:
+        return self.actor is not None and self.actor.turn is not None
+
+
+def _resumed(
+    name: str, backend: Backend, cwd: str, record: SessionRecord | None, resume: str | bool
+) -> tuple[str | None, bytes | None]:
+    """The session id and state blob a start resumes, or `SessionMismatch`."""
+    if resume is False:
+        return None, None
+    session_id = (record.session_id if record is not None else None) if resume == "auto" else resume
+    assert session_id is None or isinstance(session_id, str)
+    if record is None:
+        return session_id, None
+    if session_id is not None and session_id == record.session_id:
+        fresh = "or start it with resume=False for a new session"
+        if record.backend != backend.name:
+            raise SessionMismatch(
+                name,
+                f"its stored session {session_id} belongs to backend {record.backend!r}, "
+                f"not {backend.name!r}; {fresh}",
+            )
+        if record.cwd is not None and record.cwd != cwd:
+            raise SessionMismatch(
+                name,
+                f"its stored session {session_id} was made in {record.cwd!r}, not {cwd!r}: "
+                f"the CLI finds a transcript by its working directory; start it with "
+                f"cwd={record.cwd!r} to resume, {fresh}",
+            )
+    return session_id, record.state
+
+
+class Supervisor:
+    """A set of agents restarted by one strategy within one restart intensity.
+
+    Made by `open_runtime` (the root) and `Runtime.open_supervisor` (nested). Names are
+    unique across the whole runtime, and every `Runtime` method works on an agent under
+    any supervisor.
+    """
+
+    def __init__(
+        self,
+        context: Context,
+        nursery: trio.Nursery,
+        strategy: Strategy,
+        intensity: RestartIntensity,
+    ) -> None:
+        self._context = context
+        self.strategy = strategy
+        self._nursery = nursery
+        self._intensity = intensity
+        self._children: list[Child] = []
+        self._pending: deque[tuple[Child, str]] = deque()
+        self._wakeup = trio.Event()
+        self._scope = trio.CancelScope()
+        self._closed = False
+
+    @property
+    def max_restarts(self) -> int:
+        return self._intensity.max_restarts
+
+    @property
+    def period(self) -> float:
+        return self._intensity.period
+
+    def agents(self) -> tuple[str, ...]:
+        """The names of this supervisor's agents, in start order (restarting ones too)."""
+        return tuple(child.name for child in self._children)
+
+    async def start_agent(
+        self,
+        agent: AgentFactory,
+        *,
+        name: str,
+        backend: str | Backend,
+        resume: str | bool = "auto",
+        **options: Any,
+    ) -> AgentHandle:
+        """Start an agent named ``name`` under this supervisor and return its handle.
+
+        ``agent`` is an `Agent` subclass or a zero-argument factory (called again for each
+        restart: a new instance), or an instance (reused by restarts: ``init_agent`` runs on
+        it again and ``restore_state`` gives it back what it checkpointed, but attributes
+        it does not checkpoint keep their values from before the crash).
+        ``backend`` is a backend name (entry point group ``agentrt.backends``) or a backend
+        object.
+
+        ``resume`` picks the conversation: ``"auto"`` resumes the session the store holds
+        for ``name`` (with its checkpointed state), if any; ``False`` starts a new session
+        (the stored id and state are dropped; turn and cost totals stay); a session id
+        resumes that session. The stored session is refused with `SessionMismatch` when it
+        belongs to another backend or was made in another working directory (the CLI
+        finds its transcript by cwd); ``resume=False`` is the way past that. The runtime's
+        session id always wins over a backend's own first-turn option (Claude's
+        ``resume``/``session_id``, which only ``init_agent`` can still return).
+
+        The runtime's own options are ``watchdog``, ``first_event``, ``startup``, ``idle``,
+        ``max_line_bytes``, ``kill_grace``, ``retention``, ``max_events``,
+        ``max_event_bytes``, ``max_pending``, ``max_pending_bytes``, ``max_results``,
+        ``max_result_bytes``, ``restart`` (``"permanent"``: restarted after a crash and
+        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never) and
+        ``on_session_lost``; every other keyword goes to ``init_agent``, whose result the
+        backend validates. Raises `InvalidOptions` naming the offending key,
+        `AgentAlreadyStarted`, `BackendNotFound`, `SessionMismatch`, `StoreError`.
+
+        Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
+        its row already).
+        """
+        context = self._context
+        self._check_open()
+        if not isinstance(name, str) or not name:
+            raise InvalidOptions("name", name, "must be a non-empty string")
+        if name in context.children or name in context.starting:
+            raise AgentAlreadyStarted(name)
+        resume = resume_option(resume)
+        agent_options, rest = split_options(options)
+        spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
+        store = context.store
+        context.starting.add(name)
+        try:
+            record = None if resume is False else await store.load(name)
+            instance, backend_options = await spec.instantiate()
+            cwd = working_directory(backend_options)
+            session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            if blob is not None:
+                try:
+                    await restore_state(instance, blob)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise SessionMismatch(
+                        name,
+                        f"its stored state does not decode as {type(instance).__name__}"
+                        f".state_type ({exc}); start it with resume=False to drop it",
+                    ) from exc
+            await store.checkpoint_session(
+                name, backend=spec.backend.name, session_id=session_id, cwd=cwd
+            )
+            if resume is False and record is not None and record.state is not None:
+                await store.save_state(name, None)
+            self._check_open()
+            child = Child(
+                name=name,
+                spec=spec,
+                supervisor=self,
+                mailbox=Mailbox(name, agent_options),
+                cwd=cwd,
+                session_id=session_id,
+                state_blob=blob,
+            )
+            context.children[name] = child
+            self._children.append(child)
+            actor = self._launch(child, instance, backend_options)
+        finally:
+            context.starting.discard(name)
+        # The agent is started: a cancellation arriving now must not hide that.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return actor.handle
+
+    def _check_open(self) -> None:
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        if self._closed:
+            raise NoRuntime("this supervisor is closed")
+
+    def _launch(self, child: Child, instance: Agent, backend_options: Any) -> Actor:
+        context = self._context
+        spec = child.spec
+        actor = Actor(
+            name=child.name,
+            agent=instance,
+            backend=spec.backend,
+            backend_options=backend_options,
+            options=spec.options,
+            mailbox=child.mailbox,
+            handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
+            new_id=context.new_id,
+            on_exit=functools.partial(self._exited, child),
+            store=context.store,
+            runtime_id=context.runtime_id,
+            cwd=child.cwd,
+            limiter=context.limiter,
+            tracker=context.tracker,
+            session_id=child.session_id,
+            state_blob=child.state_blob,
+            turns=child.turns,
+            halted=child.halted,
+        )
+        child.actor = actor
+        self._nursery.start_soon(actor.run, name=f"agentrt agent {child.name!r}")
+        return actor
+
+    def _exited(self, child: Child, actor: Actor, exit: Exit) -> None:
+        # What outlives the instance goes back to the name.
+        child.session_id = actor.session_id
+        child.state_blob = actor.state_blob
+        child.turns = actor.turns
+        child.halted = actor.halted or actor.halt_pending
+        if child.actor is actor:
+            child.actor = None
+        if child.stopping:
+            return  # the supervisor restarts it; its queue waits
+        if (
+            child.removed
+            or self._closed
+            or self._context.closed
+            or exit.kind == "stopped"
+            or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
+        ):
+            self._remove(child)
+            child.mailbox.fail_queued(exit.error)
+            return
+        self._pending.append((child, exit.error.reason))
+        self._wakeup.set()
+
+    def _remove(self, child: Child) -> None:
+        child.removed = True
+        if self._context.children.get(child.name) is child:
+            del self._context.children[child.name]
+        if child in self._children:
+            self._children.remove(child)
+
+    def _discard(
+        self, child: Child, reason: str, cause: BaseException | None = None
+    ) -> Actor | None:
+        """Take ``child`` out for good: its actor stops (returned, to wait for), its queued
+        work fails with `AgentStopped` (``reason``)."""
+        self._remove(child)
+        actor = child.actor
+        if actor is not None:
+            actor.stop(reason, cause)  # its exit fails the queue
+        else:
+            error = AgentStopped(child.name, reason)
+            error.__cause__ = cause
+            child.mailbox.fail_queued(error)
+        return actor
+
+    def _close(self, reason: str) -> None:
+        """Stop every agent of this supervisor (in reverse start order) and its own task;
+        returns at once (the owner's nursery waits for them)."""
+        self._closed = True
+        self._scope.cancel()
+        for child in reversed(self._children):
+            self._discard(child, reason)
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Handle the exits of this supervisor's agents until `_close`; start it with
+        ``nursery.start``. Raises `RestartLimitExceeded` when it gives up.
+
+        Cancellation: this is how it stops; a restart under way is abandoned (the agents
+        it had not started yet stay out, and their queued work is failed by `close`)."""
+        with self._scope:
+            task_status.started()
+            while True:
+                while not self._pending:
+                    self._wakeup = trio.Event()
+                    await self._wakeup.wait()
+                child, reason = self._pending.popleft()
+                if not child.removed:
+                    await self._restart(child, reason)
+
+    async def _restart(self, crashed: Child, reason: str) -> None:
+        delay = self._intensity.record(Crash(crashed.name, trio.current_time(), reason))
+        if delay is None:
+            await self._give_up(crashed)
+        names = set(self.strategy.affected(self.agents(), crashed.name))
+        affected = [child for child in self._children if child.name in names]
+        siblings = [child for child in affected if child is not crashed]
+        why = f"restarting with {crashed.name!r}, which ended ({reason})"
+        for sibling in reversed(siblings):
+            if sibling.spec.options.restart is RestartType.TEMPORARY:
+                actor = self._discard(sibling, f"{why}; a temporary agent is not restarted")
+                if actor is not None:
+                    await actor.wait_exited()
+            else:
+                await self._stop_for_restart(sibling, why)
+        # Their own exits, if any are waiting, are handled by this restart.
+        self._pending = deque(item for item in self._pending if item[0] not in affected)
+        logger.warning(
+            "agent %r ended (%s); restarting %s in %g s (%d of at most %d restarts in %g s)",
+            crashed.name,
+            reason,
+            ", ".join(repr(child.name) for child in affected if not child.removed),
+            delay,
+            len(self._intensity.history),
+            self._intensity.max_restarts,
+            self._intensity.period,
+        )
+        await trio.sleep(delay)
+        for child in affected:
+            if not child.removed:
+                await self._start_again(child)
+
+    async def _stop_for_restart(self, child: Child, reason: str) -> None:
+        actor = child.actor
+        if actor is None:
+            return
+        child.stopping = True
+        try:
+            actor.stop(reason)
+            await actor.wait_exited()
+        finally:
+            child.stopping = False
+
+    async def _start_again(self, child: Child) -> None:
+        try:
+            instance, backend_options = await child.spec.instantiate()
+            cwd = working_directory(backend_options)
+            if child.session_id is not None and cwd != child.cwd:
+                raise SessionMismatch(
+                    child.name,
+                    f"init_agent moved it from {child.cwd!r} to {cwd!r}, away from its "
+                    f"session {child.session_id}",
+                )
+            if child.state_blob is not None:
+                await restore_state(instance, child.state_blob)
+        except Exception as exc:
+            # A backend or an agent that cannot start is one more crash.
+            log_error(f"agent {child.name!r} could not be restarted", exc)
+            self._pending.append((child, f"restart failed: {type(exc).__name__}: {exc}"))
+            return
+        if child.removed or self._closed or self._context.closed:
+            return
+        child.restarts += 1
+        self._launch(child, instance, backend_options)
+
+    async def _give_up(self, crashed: Child) -> NoReturn:
+        error = RestartLimitExceeded(crashed.name, self._intensity.history)
+        logger.error("supervisor gives up: %s", error)
+        self._closed = True
+        reason = f"its supervisor gave up ({error})"
+        actors = [self._discard(child, reason, error) for child in reversed(self._children)]
+        with trio.CancelScope(shield=True):
+            for actor in actors:
+                if actor is not None:
+                    await actor.wait_exited()
+        raise error
