@@ -43,6 +43,7 @@ from ._events import Response as Response
 from ._events import ResultEvent as ResultEvent
 from ._events import SessionEvent as SessionEvent
 from ._events import SessionLostEvent as SessionLostEvent
+from ._events import SessionTotals as SessionTotals
 from ._events import StopReason as StopReason
 from ._events import TextEvent as TextEvent
 from ._events import ToolResultEvent as ToolResultEvent

@@ -27,7 +27,15 @@ import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
 from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
-from ._events import ErrorEvent, Event, Response, SessionLostEvent, StopReason
+from ._events import (
+    NO_TOTALS,
+    ErrorEvent,
+    Event,
+    Response,
+    SessionLostEvent,
+    SessionTotals,
+    StopReason,
+)
 from ._mailbox import Mailbox
 from ._options import AgentOptions, SessionLostPolicy
 from ._process import CliProcess, ProcessTracker
@@ -112,6 +120,8 @@ class Actor:
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
     session_id: str | None = None
+    # What this session's turns reported so far; zero for a new session.
+    session_totals: SessionTotals = NO_TOTALS
     # The last state blob saved (restored or checkpointed), so unchanged state is not
     # written again and a restart can hand it to the next instance.
     state_blob: bytes | None = None
@@ -257,6 +267,7 @@ class Actor:
             limiter=self.limiter,
             tracker=self.tracker,
             session_id=self.session_id,
+            baseline=self.session_totals if self.session_id is not None else None,
             on_spawn=self._on_spawn,
         )
         try:
@@ -270,6 +281,8 @@ class Actor:
         return outcome, turn.final
 
     async def _on_session(self, session_id: str) -> None:
+        if session_id != self.session_id:
+            self.session_totals = NO_TOTALS
         self.session_id = session_id
         await self.store.checkpoint_session(
             self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
@@ -277,6 +290,7 @@ class Actor:
 
     async def _forget_session(self) -> None:
         self.session_id = None
+        self.session_totals = NO_TOTALS
         try:
             await self.store.checkpoint_session(
                 self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
@@ -316,6 +330,7 @@ class Actor:
             stop_reason, cost, usage = outcome.stop_reason, outcome.cost_usd, outcome.usage
         else:
             stop_reason, cost, usage = outcome.reason, None, outcome.usage
+        self.session_totals = self.session_totals.add(usage, cost)
         try:
             await self.store.record_turn(
                 self.name,
@@ -531,6 +546,7 @@ class Actor:
         if self.current is not None:
             raise AgentBusy(self.name, "processing")
         self.session_id = None
+        self.session_totals = NO_TOTALS
         await self.store.checkpoint_session(
             self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
         )

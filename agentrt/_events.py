@@ -42,6 +42,33 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
 
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class SessionTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """What the turns of one CLI session have reported so far, summed (each turn's own
+    figures). Backends whose CLI reports running totals per session subtract it."""
+
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+
+    def add(self, usage: Usage | None, cost_usd: float | None) -> SessionTotals:
+        return SessionTotals(
+            usage=self.usage if usage is None else self.usage.plus(usage),
+            cost_usd=self.cost_usd + (cost_usd or 0.0),
+        )
+
+
+# A new session's totals (immutable, so one object serves every agent).
+NO_TOTALS = SessionTotals()
+
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     """Base of every event. ``kind`` is the tag; ``timestamp`` is ``trio.current_time()``."""

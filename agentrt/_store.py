@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._errors import StoreError
-from ._events import Usage
+from ._events import NO_TOTALS, SessionTotals, Usage
 from ._redact import redact
 
 _T = TypeVar("_T")
@@ -51,6 +51,9 @@ class SessionRecord:
     runtime_id: str | None
     state: bytes | None
     live_marker: str | None = None
+    # The figures the turns of the current session reported, summed; zero when the session
+    # id changes. A backend whose CLI reports running session totals subtracts them.
+    session_totals: SessionTotals = NO_TOTALS
 
 
 class SessionStore(Protocol):
@@ -165,15 +168,6 @@ def default_store_path() -> Path:
     return base / "agentrt" / "sessions.sqlite3"
 
 
-def _add_usage(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        cache_creation_input_tokens=a.cache_creation_input_tokens + b.cache_creation_input_tokens,
-        cache_read_input_tokens=a.cache_read_input_tokens + b.cache_read_input_tokens,
-    )
-
-
 def _no_row(path: str, name: str) -> StoreError:
     return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
 
@@ -236,8 +230,12 @@ class MemoryStore:
         self, name: str, *, backend: str, session_id: str | None, cwd: str | None
     ) -> None:
         await self._enter()
-        if name in self._records:
-            self._update(name, backend=backend, session_id=session_id, cwd=cwd)
+        record = self._records.get(name)
+        if record is not None:
+            totals = record.session_totals if record.session_id == session_id else NO_TOTALS
+            self._update(
+                name, backend=backend, session_id=session_id, cwd=cwd, session_totals=totals
+            )
             return
         now = self.clock()
         self._records[name] = SessionRecord(
@@ -275,7 +273,8 @@ class MemoryStore:
             name,
             turns=record.turns + 1,
             cost_usd=record.cost_usd + (cost_usd or 0.0),
-            usage=_add_usage(record.usage, usage or _NO_USAGE),
+            usage=record.usage.plus(usage or _NO_USAGE),
+            session_totals=record.session_totals.add(usage, cost_usd),
             last_stop_reason=redact(str(stop_reason)),
             session_id=record.session_id if session_id is None else session_id,
         )
@@ -362,12 +361,25 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (_CREATE_SESSIONS,),
     # 2: the env marker of a live turn, so the reaper finds setsid'd orphans of a dead leader.
     ("ALTER TABLE sessions ADD COLUMN live_marker TEXT",),
+    # 3: the current session's own totals, for CLIs that report running session totals.
+    tuple(
+        f"ALTER TABLE sessions ADD COLUMN session_{column} NOT NULL DEFAULT 0"
+        for column in (
+            "cost_usd REAL",
+            "input_tokens INTEGER",
+            "output_tokens INTEGER",
+            "cache_creation_input_tokens INTEGER",
+            "cache_read_input_tokens INTEGER",
+        )
+    ),
 )
 
 _COLUMNS = (
     "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
     " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
-    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker"
+    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
+    " session_cost_usd, session_input_tokens, session_output_tokens,"
+    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
 )
 
 _UPSERT_SESSION = """
@@ -375,7 +387,14 @@ INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET
     backend = excluded.backend, session_id = excluded.session_id, cwd = excluded.cwd,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at,
+    session_cost_usd = IIF(session_id IS excluded.session_id, session_cost_usd, 0),
+    session_input_tokens = IIF(session_id IS excluded.session_id, session_input_tokens, 0),
+    session_output_tokens = IIF(session_id IS excluded.session_id, session_output_tokens, 0),
+    session_cache_creation_input_tokens = IIF(
+        session_id IS excluded.session_id, session_cache_creation_input_tokens, 0),
+    session_cache_read_input_tokens = IIF(
+        session_id IS excluded.session_id, session_cache_read_input_tokens, 0)
 """
 
 # One statement, so concurrent writers (other connections too) never lose an increment.
@@ -385,6 +404,11 @@ UPDATE sessions SET
     input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
     cache_creation_input_tokens = cache_creation_input_tokens + ?,
     cache_read_input_tokens = cache_read_input_tokens + ?,
+    session_cost_usd = session_cost_usd + ?,
+    session_input_tokens = session_input_tokens + ?,
+    session_output_tokens = session_output_tokens + ?,
+    session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
+    session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
     last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
 WHERE name = ?
 """
@@ -402,9 +426,19 @@ WHERE name = ? AND live_pgid IS NOT NULL
 """
 
 
+def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        cache_creation_input_tokens=cache_new,
+        cache_read_input_tokens=cache_read,
+    )
+
+
 def _record(row: tuple[Any, ...]) -> SessionRecord:
     (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
-    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:]
+    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
+    (session_cost, *session_tokens) = row[19:]
     return SessionRecord(
         name=name,
         backend=backend,
@@ -412,12 +446,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         cwd=cwd,
         turns=turns,
         cost_usd=cost_usd,
-        usage=Usage(
-            input_tokens=inp,
-            output_tokens=out,
-            cache_creation_input_tokens=cache_new,
-            cache_read_input_tokens=cache_read,
-        ),
+        usage=_usage(inp, out, cache_new, cache_read),
         last_stop_reason=stop,
         created_at=created,
         updated_at=updated,
@@ -427,6 +456,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         runtime_id=runtime_id,
         state=state,
         live_marker=marker,
+        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
     )
 
 
@@ -628,12 +658,16 @@ class SQLiteStore:
         session_id: str | None,
     ) -> None:
         u = usage or _NO_USAGE
-        params = (
+        figures = (
             cost_usd or 0.0,
             u.input_tokens,
             u.output_tokens,
             u.cache_creation_input_tokens,
             u.cache_read_input_tokens,
+        )
+        params = (
+            *figures,
+            *figures,
             redact(str(stop_reason)),
             session_id,
             self.clock(),

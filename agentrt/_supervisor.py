@@ -39,7 +39,7 @@ from ._errors import (
     RestartLimitExceeded,
     SessionMismatch,
 )
-from ._events import ErrorEvent, StopReason
+from ._events import NO_TOTALS, ErrorEvent, SessionTotals, StopReason
 from ._mailbox import Mailbox
 from ._options import AgentOptions, split_options
 from ._options import _count as count
@@ -176,6 +176,7 @@ class Child:
     cwd: str
     session_id: str | None
     state_blob: bytes | None
+    session_totals: SessionTotals = NO_TOTALS
     actor: Actor | None = None
     turns: int = 0
     restarts: int = 0
@@ -250,6 +251,7 @@ class Child:
             await self.actor.reset_session()
             return
         self.session_id = None
+        self.session_totals = NO_TOTALS
         await self.supervisor._context.store.checkpoint_session(
             self.name, backend=self.spec.backend.name, session_id=None, cwd=self.cwd
         )
@@ -406,6 +408,8 @@ class Supervisor:
             instance, backend_options = await spec.instantiate()
             cwd = working_directory(backend_options)
             session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            resumes_record = record is not None and session_id == record.session_id
+            totals = record.session_totals if record and resumes_record else NO_TOTALS
             if blob is not None:
                 try:
                     await restore_state(instance, blob)
@@ -429,6 +433,7 @@ class Supervisor:
                 cwd=cwd,
                 session_id=session_id,
                 state_blob=blob,
+                session_totals=totals,
             )
             context.children[name] = child
             self._children.append(child)
@@ -464,6 +469,7 @@ class Supervisor:
             limiter=context.limiter,
             tracker=context.tracker,
             session_id=child.session_id,
+            session_totals=child.session_totals,
             state_blob=child.state_blob,
             turns=child.turns,
             halted=child.halted,
@@ -475,6 +481,7 @@ class Supervisor:
     def _exited(self, child: Child, actor: Actor, exit: Exit) -> None:
         # What outlives the instance goes back to the name.
         child.session_id = actor.session_id
+        child.session_totals = actor.session_totals
         child.state_blob = actor.state_blob
         child.turns = actor.turns
         child.halted = actor.halted or actor.halt_pending

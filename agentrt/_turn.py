@@ -35,6 +35,7 @@ from ._events import (
     Response,
     ResultEvent,
     SessionEvent,
+    SessionTotals,
     StopReason,
     TextEvent,
     Usage,
@@ -87,6 +88,8 @@ class Turn:
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
     session_id: str | None = None
+    # What the resumed session's earlier turns reported (see Backend.translator).
+    baseline: SessionTotals | None = None
     # Called once the CLI process is running, before its first frame is read (the actor
     # records its process group for the reaper).
     on_spawn: Callable[[CliProcess], Awaitable[None]] | None = None
@@ -184,7 +187,7 @@ class Turn:
                 self.command = backend.command(
                     self.backend_options, self.prompt, session_id=self.session_id
                 )
-                self.translator = backend.translator(self.backend_options)
+                self.translator = backend.translator(self.backend_options, baseline=self.baseline)
                 if self.runner is not None:
                     status = await self._run_in_process(self.runner)
                 else:

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._events import Event, Usage
+from ._events import Event, SessionTotals
 
 __all__ = [
     "Backend",
@@ -89,15 +89,13 @@ class Backend(Protocol):
         """The command for one turn; ``session_id`` is the id to resume, if any."""
         ...
 
-    def translator(self, options: Any, *, usage_baseline: Usage | None = None) -> Translator:
+    def translator(self, options: Any, *, baseline: SessionTotals | None = None) -> Translator:
         """A fresh translator for one turn.
 
-        ``usage_baseline`` is the usage already reported for the session this turn resumes:
-        the sum of the usage of that session's earlier turns (each `Response.usage`, or
-        `TurnFailed.usage`, on the same session id); None when the turn starts a new
-        session. A backend whose CLI reports running totals per session (codex) reports
-        each turn's usage as its totals minus this; one whose CLI reports each turn's own
-        usage (Claude Code) ignores it."""
+        ``baseline`` is what the earlier turns of the session this turn resumes reported,
+        summed (each turn's own usage and cost); None when the turn starts a new session.
+        A CLI that prints running totals per session (codex's usage, Claude Code's
+        ``total_cost_usd``) is reported per turn as its totals minus this."""
         ...
 
     def version_command(self, options: Any) -> Command:

@@ -18,6 +18,7 @@ from agentrt import (
     RawEvent,
     ResultEvent,
     SessionEvent,
+    SessionTotals,
     StopReason,
     TextEvent,
     ToolUseEvent,
@@ -25,7 +26,8 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt.backend import ExitStatus
-from backends.claude import ClaudeTranslator
+from backends.claude import ClaudeBackend, ClaudeTranslator
+from backends.claude._options import parse_options
 
 USAGE = ("usage", 9, 18, 4211, 36120)
 
@@ -746,3 +748,14 @@ def test_any_frames_translate_without_raising(stream: list[Any], code: int) -> N
     terminal = t.finish(ExitStatus(code), "stderr")
     assert terminal is None or terminal.is_terminal
     assert (terminal is None) == any(e.is_terminal for e in events)
+
+
+@pytest.mark.parametrize(("baseline", "expected"), [(None, 0.6), (0.4, 0.2), (0.9, 0.0)])
+def test_a_resumed_turn_reports_its_own_cost(baseline: float | None, expected: float) -> None:
+    # total_cost_usd is the session's running total; the turn's cost is the rest, never < 0.
+    stream = frames("text_partial.jsonl")
+    stream[-1] = {**stream[-1], "total_cost_usd": 0.6}
+    totals = None if baseline is None else SessionTotals(cost_usd=baseline)
+    translator = ClaudeBackend().translator(parse_options({}), baseline=totals)
+    (result,) = [e for e in translate(stream, translator) if isinstance(e, ResultEvent)]
+    assert result.cost_usd == pytest.approx(expected)

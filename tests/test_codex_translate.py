@@ -17,6 +17,7 @@ from agentrt import (
     RawEvent,
     ResultEvent,
     SessionEvent,
+    SessionTotals,
     StopReason,
     TextEvent,
     ToolResultEvent,
@@ -46,9 +47,14 @@ OK = ExitStatus(0)
 
 
 def run(
-    frames: list[Any], status: ExitStatus = OK, stderr: str = "", **translator: Any
+    frames: list[Any],
+    status: ExitStatus = OK,
+    stderr: str = "",
+    *,
+    usage_baseline: Usage | None = None,
 ) -> list[Event]:
-    t = CodexBackend().translator(CodexBackend().parse_options({}), **translator)
+    baseline = None if usage_baseline is None else SessionTotals(usage=usage_baseline)
+    t = CodexBackend().translator(CodexBackend().parse_options({}), baseline=baseline)
     events = [event for frame in frames for event in t.feed(frame)]
     end = t.finish(status, stderr)
     return events + ([end] if end is not None else [])

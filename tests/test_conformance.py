@@ -286,14 +286,7 @@ async def test_the_session_is_threaded_across_two_turns(kit: Kit) -> None:
     [
         "scripted",
         "claude",
-        pytest.param(
-            "codex",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the turn does not pass Backend.translator(usage_baseline=) yet, so "
-                "codex's second turn reports the thread's running totals",
-            ),
-        ),
+        "codex",
     ],
     indirect=True,
 )

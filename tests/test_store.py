@@ -18,7 +18,16 @@ import pytest
 import trio
 
 import agentrt
-from agentrt import MemoryStore, SessionStore, SQLiteStore, StopReason, StoreError, Usage, _store
+from agentrt import (
+    MemoryStore,
+    SessionStore,
+    SessionTotals,
+    SQLiteStore,
+    StopReason,
+    StoreError,
+    Usage,
+    _store,
+)
 
 T = TypeVar("T")
 
@@ -108,6 +117,38 @@ async def test_checkpoint_again_updates_identity_and_keeps_totals(
     assert record is not None
     assert record.session_id is None
     assert record.turns == 1
+
+
+async def test_session_totals_sum_one_session_and_restart_with_a_new_id(
+    store: SessionStore,
+) -> None:
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    for cost in (0.25, 0.5):
+        await store.record_turn(
+            "coder",
+            stop_reason="complete",
+            cost_usd=cost,
+            usage=Usage(output_tokens=2),
+            session_id="s-1",
+        )
+    # The same id again (a restart resuming it) keeps the session's totals.
+    await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    record = await store.load("coder")
+    assert record is not None
+    assert record.session_totals == SessionTotals(usage=Usage(output_tokens=4), cost_usd=0.75)
+    # A new session (or none, after a reset) starts from zero; the agent's totals go on.
+    await store.checkpoint_session("coder", backend="claude", session_id="s-2", cwd="/r")
+    await store.record_turn(
+        "coder", stop_reason="complete", cost_usd=1.0, usage=None, session_id="s-2"
+    )
+    record = await store.load("coder")
+    assert record is not None
+    assert record.session_totals == SessionTotals(cost_usd=1.0)
+    assert record.cost_usd == 1.75
+    await store.checkpoint_session("coder", backend="claude", session_id=None, cwd="/r")
+    record = await store.load("coder")
+    assert record is not None
+    assert record.session_totals == SessionTotals()
 
 
 async def test_record_turn_accumulates_cost_usage_and_keeps_last_reason(
@@ -370,23 +411,38 @@ async def test_an_older_schema_is_migrated_keeping_its_rows(
         conn.close()
 
 
-async def test_a_version_1_file_gains_the_live_marker_column(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_version_1_file_gains_the_later_columns(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
-    with monkeypatch.context() as patch:
-        patch.setattr(_store, "_MIGRATIONS", _store._MIGRATIONS[:1])
-        async with SQLiteStore(path) as store:
-            await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
+    conn = sqlite3.connect(path)
+    conn.executescript(_store._CREATE_SESSIONS)
+    conn.execute(
+        "INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)"
+        " VALUES ('coder', 'claude', 's-1', '/r', 0, 0)"
+    )
+    conn.execute(f"PRAGMA application_id = {_store._APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
     async with SQLiteStore(path) as store:
         record = await store.load("coder")
         assert record is not None
         assert (record.session_id, record.live_marker) == ("s-1", None)
+        assert record.session_totals == SessionTotals()
         await store.set_live_process(
             "coder", pgid=5, pid=5, start_time=50, runtime_id="rt", marker="9.ff"
         )
         live = await store.live_processes()
         assert [r.live_marker for r in live] == ["9.ff"]
+        await store.record_turn(
+            "coder",
+            stop_reason="complete",
+            cost_usd=0.5,
+            usage=Usage(input_tokens=3),
+            session_id="s-1",
+        )
+        record = await store.load("coder")
+        assert record is not None
+        assert record.session_totals == SessionTotals(usage=Usage(input_tokens=3), cost_usd=0.5)
 
 
 async def test_a_failing_migration_changes_nothing(

@@ -138,7 +138,7 @@ class CliBackend:
         self.session_ids.append(session_id)
         return Command(argv=("fake-cli", "-p"), stdin=prompt.encode())
 
-    def translator(self, options: Any, *, usage_baseline: Any = None) -> JsonTranslator:
+    def translator(self, options: Any, *, baseline: Any = None) -> JsonTranslator:
         return JsonTranslator()
 
     def version_command(self, options: Any) -> Command:

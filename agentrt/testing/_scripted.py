@@ -33,9 +33,9 @@ from .._events import (
     RawEvent,
     ResultEvent,
     SessionEvent,
+    SessionTotals,
     StopReason,
     TextEvent,
-    Usage,
 )
 from ..backend import Command, ExitStatus
 
@@ -194,7 +194,7 @@ class ScriptedBackend:
         return Command(argv=("scripted", str(self._ids)), cwd=options.cwd)
 
     def translator(
-        self, options: ScriptedOptions, *, usage_baseline: Usage | None = None
+        self, options: ScriptedOptions, *, baseline: SessionTotals | None = None
     ) -> _Translator:
         # Scripted events carry each turn's own usage: nothing to subtract.
         return _TRANSLATOR

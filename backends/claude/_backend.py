@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import Usage
+from agentrt import SessionTotals
 from agentrt.backend import Command
 
 from ._command import build_command, build_version_command
@@ -33,11 +33,12 @@ class ClaudeBackend:
         return build_command(options, prompt, session_id=session_id)
 
     def translator(
-        self, options: ClaudeOptions, *, usage_baseline: Usage | None = None
+        self, options: ClaudeOptions, *, baseline: SessionTotals | None = None
     ) -> ClaudeTranslator:
-        """A fresh translator for one turn. ``usage_baseline`` is not needed: a result's
-        usage is already that of its own process, i.e. its turn."""
-        return ClaudeTranslator()
+        """A fresh translator for one turn. A result's usage is already its own turn's, but
+        its ``total_cost_usd`` is the session's running total: the turn reports it minus
+        ``baseline.cost_usd``."""
+        return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
 
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""

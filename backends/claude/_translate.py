@@ -61,7 +61,9 @@ _MESSAGE_LIMIT = 500
 class ClaudeTranslator:
     """Translates the frames of one Claude Code turn. Make a fresh one per turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cost_baseline: float = 0.0) -> None:
+        # total_cost_usd is the session's running total, across --resume.
+        self._cost_baseline = cost_baseline
         self._session_id: str | None = None
         self._model: str | None = None
         # Text streamed per content-block index for the current main-thread message (its
@@ -136,6 +138,11 @@ class ClaudeTranslator:
             retryable=reason in RETRYABLE,
             session_id=session or self._session_id,
         )
+
+    def _turn_cost(self, frame: Mapping[str, Any]) -> float | None:
+        total = _number(frame.get("total_cost_usd"))
+        # Floored at 0: a baseline from a store that missed a turn must not go negative.
+        return None if total is None else max(total - self._cost_baseline, 0.0)
 
     def _terminal(self, event: Event) -> Event:
         if self._failed_fast:
@@ -281,7 +288,7 @@ class ClaudeTranslator:
                 ResultEvent(
                     text=_str(frame.get("result")) or "",
                     session_id=session_id,
-                    cost_usd=_number(frame.get("total_cost_usd")),
+                    cost_usd=self._turn_cost(frame),
                     duration=None if duration_ms is None else duration_ms / 1000,
                     num_turns=_int(frame.get("num_turns")),
                     model_stop_reason=_str(frame.get("stop_reason")),

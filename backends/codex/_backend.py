@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import Usage
+from agentrt import SessionTotals
 from agentrt.backend import Command
 
 from ._command import build_command, build_version_command
@@ -37,13 +37,13 @@ class CodexBackend:
         return build_command(options, prompt, session_id=session_id, environ=self._environ)
 
     def translator(
-        self, options: CodexOptions, *, usage_baseline: Usage | None = None
+        self, options: CodexOptions, *, baseline: SessionTotals | None = None
     ) -> CodexTranslator:
-        """A fresh translator for one turn. ``usage_baseline``: the sum of the usage already
-        reported for the thread this turn resumes (None for a new thread); codex prints the
-        thread's running totals, and the turn reports them minus this (see
-        `backends.codex._translate`)."""
-        return CodexTranslator(model=options.model, usage_baseline=usage_baseline)
+        """A fresh translator for one turn. codex prints the thread's running usage totals;
+        the turn reports them minus ``baseline.usage``, what the thread's earlier turns
+        reported (see `backends.codex._translate`)."""
+        usage = None if baseline is None else baseline.usage
+        return CodexTranslator(model=options.model, usage_baseline=usage)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""

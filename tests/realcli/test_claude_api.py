@@ -113,6 +113,27 @@ async def test_two_asks_continue_one_session(claude: Claude) -> None:
     assert all(r.headers["x-api-key"] == "[REDACTED]" for r in claude.api.requests)
 
 
+async def test_each_response_costs_its_own_turn_across_program_runs(
+    claude: Claude, tmp_path: Path
+) -> None:
+    """The CLI's total_cost_usd is the session's running total across --resume; every
+    Response reports its own turn's cost, also in a new runtime resuming from the store."""
+    claude.api.set_script([AnthropicText("same", input_tokens=10, output_tokens=5)] * 3)
+    path = tmp_path / "sessions.sqlite3"
+    costs = []
+    for _ in range(3):  # three programs, one turn each, on one stored session
+        async with runtime(SQLiteStore(path)) as rt:
+            await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
+            with trio.fail_after(TURN_BOUND):
+                costs.append((await rt.ask("coder", "same question")).cost_usd)
+    assert costs[0] is not None and costs[0] > 0
+    assert costs[1] == pytest.approx(costs[0]) and costs[2] == pytest.approx(costs[0])
+    async with SQLiteStore(path) as store:
+        record = await store.load("coder")
+    assert record is not None and record.turns == 3
+    assert record.cost_usd == pytest.approx(3 * costs[0])
+
+
 # --- 2 and 3. restarts (need the supervision issue) --------------------------------------
 
 # Supervision (issue 4) gives Runtime.start_agent a ``resume`` argument ("auto": resume the

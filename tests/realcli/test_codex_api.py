@@ -159,11 +159,6 @@ def call_usage(power: int) -> OpenAIUsage:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the turn does not pass Backend.translator(usage_baseline=) yet, so a resumed "
-    "codex turn reports the thread's running totals",
-)
 async def test_each_response_reports_its_turns_own_usage() -> None:
     script = [
         OpenAIReply.text("one", usage=call_usage(0)),
