@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
@@ -210,11 +211,14 @@ class EventCoverage:
 
 @attrs.frozen
 class Response:
-    """What a successful turn returns."""
+    """What a successful turn returns.
+
+    ``events`` is an immutable sequence of the retained events (see ``event_coverage``),
+    kept compact and decoded on access; it compares equal to the tuple of its events."""
 
     text: str
     final_message: str
-    events: tuple[Event, ...]
+    events: Sequence[Event]
     terminal: Event
     event_coverage: EventCoverage
     usage: Usage | None

@@ -4,17 +4,28 @@ At most ``max_events`` events and ``max_event_bytes`` bytes (JSON encoding) are 
 ``compact`` keeps the longest prefix that fits and reports exactly what it left out;
 ``lossless`` refuses the first event over a limit (the turn then fails with
 ``event_capture_overflow``).
+
+Retained events are kept as their JSON encoding, one line each in one buffer: that
+encoding is what sizing needs anyway, and bytes cost a fraction of the objects (a turn
+keeps up to a thousand events, a runtime hundreds of turns' Responses). `RetainedEvents`
+decodes them when they are read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal, overload
 
 import attrs
+import msgspec
 
-from ._events import Event, EventCoverage, Omission, event_size
+from ._events import AnyEvent, Event, EventCoverage, Omission
 
 Limit = Literal["max_events", "max_event_bytes"]
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
 
 
 class CaptureOverflow(Exception):
@@ -29,35 +40,117 @@ class CaptureOverflow(Exception):
         )
 
 
+class RetainedEvents(Sequence[Event]):
+    """``Response.events``: an immutable sequence of events stored as JSON lines, each
+    decoded on first access and cached. ``len``, equality (with another one or a tuple)
+    and hashing behave as for the tuple of its events.
+
+    Events come back as their JSON decodes: equal to what was delivered for everything a
+    CLI prints (JSON values); a Python-only value an in-process backend put in an ``Any``
+    field comes back as its JSON form (a tuple as a list). ``pinned`` events (the turn's
+    terminal) are returned as the very objects, so ``events[-1] is terminal`` holds.
+    """
+
+    __slots__ = ("_cache", "_data", "_ends")
+
+    def __init__(
+        self,
+        data: bytes = b"",
+        ends: Sequence[int] = (),
+        pinned: Mapping[int, Event] | None = None,
+    ) -> None:
+        # ``ends[i]`` is where event i's encoding ends; a newline separates encodings.
+        self._data = data
+        self._ends = ends
+        self._cache: list[Event | None] = [None] * len(ends)
+        for index, event in (pinned or {}).items():
+            self._cache[index] = event
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        cache = self._cache
+        event = cache[index]  # raises IndexError as a tuple would; normalises negatives below
+        if event is None:
+            index %= len(cache)
+            start = self._ends[index - 1] + 1 if index else 0
+            event = cache[index] = _decoder.decode(
+                memoryview(self._data)[start : self._ends[index]]
+            )
+        return event
+
+    def __iter__(self) -> Iterator[Event]:
+        cache = self._cache
+        if None in cache:
+            # One pass over the whole buffer is cheaper than one decode call per event.
+            for index, event in enumerate(_decoder.decode_lines(self._data)):
+                if cache[index] is None:
+                    cache[index] = event
+        return iter(cache)  # type: ignore[arg-type]  # no None left
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RetainedEvents):
+            return self._data == other._data or tuple(self) == tuple(other)
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RetainedEvents({tuple(self)!r})"
+
+
 @attrs.define
 class EventLog:
     mode: Literal["compact", "lossless"]
     max_events: int
     max_event_bytes: int
-    events: list[Event] = attrs.field(factory=list)
     observed: int = 0
     retained_bytes: int = 0
     first_omission: Omission | None = None
+    # The retained events' JSON, newline-terminated, and where each one ends.
+    _data: bytearray = attrs.field(factory=bytearray)
+    _ends: array[int] = attrs.field(factory=lambda: array("q"))
 
-    def add(self, event: Event) -> None:
-        """Count ``event`` and keep it if it fits; lossless raises `CaptureOverflow` instead
-        of omitting (the refused event is then not counted as observed)."""
+    @property
+    def retained(self) -> int:
+        return len(self._ends)
+
+    def add(self, event: Event) -> bool:
+        """Count ``event`` and keep it if it fits (True if kept); lossless raises
+        `CaptureOverflow` instead of omitting (the refused event is then not counted)."""
         index = self.observed
         if self.first_omission is not None:
-            # The kept events are a prefix: after the first omission nothing is kept.
+            # The kept events are a prefix: after the first omission nothing is kept, so
+            # nothing is encoded either.
             self.observed = index + 1
-            return
-        size = event_size(event)
+            return False
+        data = self._data
+        start = len(data)
+        # Encoded straight into the retained buffer: the size is what it took there.
+        _encoder.encode_into(event, data, start)
+        size = len(data) - start
         limit: Limit
-        if len(self.events) >= self.max_events:
+        if len(self._ends) >= self.max_events:
             limit = "max_events"
         elif self.retained_bytes + size > self.max_event_bytes:
             limit = "max_event_bytes"
         else:
             self.observed = index + 1
-            self.events.append(event)
+            self._ends.append(len(data))
+            data += b"\n"
             self.retained_bytes += size
-            return
+            return True
+        del data[start:]
         if self.mode == "lossless":
             raise CaptureOverflow(
                 {
@@ -65,7 +158,7 @@ class EventLog:
                     "max_events": self.max_events,
                     "max_event_bytes": self.max_event_bytes,
                     "observed_events": index,
-                    "retained_events": len(self.events),
+                    "retained_events": len(self._ends),
                     "retained_bytes": self.retained_bytes,
                     "rejected_event_kind": event.kind,
                     "rejected_event_bytes": size,
@@ -73,9 +166,15 @@ class EventLog:
             )
         self.observed = index + 1
         self.first_omission = Omission(index=index, kind=event.kind, size=size, limit=limit)
+        return False
+
+    def events(self, pinned: Mapping[int, Event] | None = None) -> RetainedEvents:
+        """The retained events, as ``Response.events``; ``pinned`` maps indices to the
+        objects to hand back for them."""
+        return RetainedEvents(bytes(self._data), array("q", self._ends), pinned)
 
     def coverage(self) -> EventCoverage:
-        retained = len(self.events)
+        retained = len(self._ends)
         return EventCoverage(
             mode=self.mode,
             observed=self.observed,

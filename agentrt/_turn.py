@@ -101,6 +101,8 @@ class Turn:
     final: Event | None = None
     _failure: _Failure | None = None
     _terminal: Event | None = None
+    # Where the terminal event sits in the retained events, if it was retained.
+    _terminal_index: int | None = None
     # A terminal ErrorEvent ended the turn: the rest is read for session ids only.
     _ended: bool = False
     _scope: trio.CancelScope | None = None
@@ -325,7 +327,7 @@ class Turn:
                 self._scope.deadline = self._total_deadline
         assert self._log is not None
         try:
-            self._log.add(event)
+            retained = self._log.add(event)
         except CaptureOverflow as overflow:
             reason = StopReason.EVENT_CAPTURE_OVERFLOW
             self.stop(reason, str(overflow), detail=overflow.detail)
@@ -342,6 +344,7 @@ class Turn:
             self._model = event.model or self._model
         elif event.is_terminal:
             self._terminal = event
+            self._terminal_index = self._log.retained - 1 if retained else None
             if isinstance(event, ResultEvent):
                 self._close_segment()
             else:
@@ -379,7 +382,9 @@ class Turn:
             return Response(
                 text=self._result_text or terminal.text,
                 final_message=terminal.text or self._result_message,
-                events=tuple(log.events),
+                events=log.events(
+                    None if self._terminal_index is None else {self._terminal_index: terminal}
+                ),
                 terminal=terminal,
                 event_coverage=log.coverage(),
                 usage=terminal.usage or self._usage,

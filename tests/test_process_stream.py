@@ -52,7 +52,7 @@ async def test_batches_hold_the_frames_of_one_read_in_order() -> None:
         ["exit", 0],
     )
     async with open_cli_process(command, FAST) as proc:
-        batches = [batch async for batch in proc.batches()]
+        batches = [list(batch) async for batch in proc.batches()]
     assert [len(batch) for batch in batches] == [3, 1]
     first, bad, second = batches[0]
     assert (first, second) == ({"n": 1}, {"n": 2})

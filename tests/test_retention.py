@@ -29,7 +29,7 @@ def test_compact_keeps_a_prefix_by_count_and_reports_exactly() -> None:
     events = texts(1, 2, 3, 4, 5)
     for event in events:
         log.add(event)
-    assert log.events == events[:3]
+    assert log.events() == tuple(events[:3])
     assert log.coverage() == EventCoverage(
         mode="compact",
         observed=5,
@@ -169,3 +169,30 @@ async def test_lossless_overflow_fails_the_turn_keeps_the_checkpoint(
     assert agent.only("error") == [StopReason.EVENT_CAPTURE_OVERFLOW]
     # The session id survived the failed turn: the next turn resumes it.
     assert backend.session_ids == [None, "s1"]
+
+
+def test_retained_events_read_like_the_tuple_of_the_events() -> None:
+    tool = ToolUseEvent(id="t1", name="Bash", input={"command": "ls\n", "n": [1, 2.5, None]})
+    result = ResultEvent(text="done", session_id="s1", raw={"type": "result"})
+    events = [SESSION, *texts(3, 1), tool, result]
+    log = EventLog("compact", max_events=10, max_event_bytes=10**6)
+    for event in events:
+        assert log.add(event)
+    retained = log.events({4: result})
+    assert len(retained) == 5
+    # One event decoded alone, then the rest in one pass: the same values either way.
+    assert retained[-2] == tool and retained[3] is retained[-2]
+    assert retained[4] is result  # pinned: the very object
+    assert retained == tuple(events) and tuple(events) == retained
+    assert list(retained) == events
+    assert retained[1:3] == tuple(events[1:3])
+    assert retained != tuple(events[:4]) and retained != events  # a list is not a tuple
+    assert retained == log.events()  # a second copy, nothing decoded yet
+    with pytest.raises(IndexError):
+        retained[5]
+    with pytest.raises(TypeError):  # as a tuple holding a dict
+        hash(retained)
+    plain = EventLog("compact", max_events=10, max_event_bytes=10**6)
+    plain.add(SESSION)
+    assert hash(plain.events()) == hash((SESSION,))
+    assert EventLog("compact", 1, 1).events() == ()
