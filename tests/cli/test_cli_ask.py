@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt._cli_agent import runtime_resumes
 from agentrt.testing import (
     AnthropicError,
     AnthropicHang,
@@ -71,7 +70,6 @@ async def test_a_failed_turn_exits_1_with_its_fix(
     assert "Fix: log the CLI in" in line
 
 
-@pytest.mark.skipif(not runtime_resumes(), reason="needs start_agent(resume=...) (supervision)")
 async def test_a_second_ask_continues_the_conversation(
     claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
 ) -> None:
