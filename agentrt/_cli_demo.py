@@ -9,7 +9,7 @@ uses the logged-in ``claude`` and a real model instead. The story:
 - ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn, and its
   next job continues the same session;
 - ``fragile`` notes a number, then its CLI is SIGKILLed mid-turn; the agent lets it crash,
-  its supervisor starts a new instance, which resumes the stored session and recalls
+  its supervisor starts a new instance, which continues its session and recalls
   the number.
 """
 
@@ -196,7 +196,7 @@ class DemoAgent(Agent):
 
 class Fragile(DemoAgent):
     """Lets it crash: a turn whose CLI died is not handled here, so the agent raises, and
-    its supervisor starts a new instance, which resumes the stored session."""
+    its supervisor starts a new instance, which continues its session."""
 
     def post_turn(self, ref: Ref, outcome: Response | TurnFailed) -> None:
         super().post_turn(ref, outcome)
