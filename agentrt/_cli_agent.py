@@ -20,7 +20,6 @@ from ._agent import Agent
 from ._cli_render import CliError, Output, money, seconds, short
 from ._errors import TurnFailed
 from ._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
-from ._options import AgentOptions
 from ._requests import Completed, Failed, Ref
 from ._runtime import Runtime, open_runtime
 from ._store import SessionRecord, SQLiteStore, default_store_path
@@ -48,12 +47,6 @@ _FIXES: dict[StopReason, str] = {
     StopReason.CLI_ERROR: "the CLI's own message is above; `agentrt doctor` checks the set-up",
 }
 _DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
-
-
-def runtime_resumes() -> bool:
-    """Whether ``start_agent`` resumes a stored session by itself (its ``resume`` option,
-    added with supervision). Until it does, each run of the command starts a new session."""
-    return "resume" in attrs.fields_dict(AgentOptions)
 
 
 def turn_failed(name: str | None, error: TurnFailed) -> CliError:
@@ -153,10 +146,12 @@ async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, S
         options: dict[str, Any] = dict(args.options)
         if args.model:
             options["model"] = args.model
-        if runtime_resumes() and args.new:
-            options["resume"] = False
-        await rt.start_agent(Agent, name=args.name, backend=backend, cwd=cwd, **options)
-        resumed = record if record is not None and record.session_id and runtime_resumes() else None
+        # start_agent resumes the stored session itself ("auto"); --new drops it.
+        resume = False if args.new else "auto"
+        await rt.start_agent(
+            Agent, name=args.name, backend=backend, cwd=cwd, resume=resume, **options
+        )
+        resumed = record if record is not None and record.session_id else None
         yield rt, Started(args.name, backend, cwd, resumed)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from ._cli_agent import TurnWatch, footer, open_agent, runtime_resumes, turn_failed
+from ._cli_agent import TurnWatch, footer, open_agent, turn_failed
 from ._cli_render import Output, Progress, short
 from ._errors import TurnFailed
 from ._events import Event, StopReason, TextEvent, ToolResultEvent, ToolUseEvent
@@ -186,10 +186,8 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
             if started.resumed is not None:
                 record = started.resumed
                 session = f"continuing session {record.session_id} ({record.turns} turns so far)"
-            elif runtime_resumes():
-                session = "a new session"
             else:
-                session = "a new session (this agentrt does not resume stored sessions yet)"
+                session = "a new session"
             out.say(f"Chat with {started.name!r}: {where}, {session}.", style="bold")
             out.say(_HELP, style="dim")
             with out.progress() as progress:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt._cli_agent import runtime_resumes
 from agentrt.testing import (
     AnthropicError,
     AnthropicHang,
@@ -71,7 +70,6 @@ async def test_a_failed_turn_exits_1_with_its_fix(
     assert "Fix: log the CLI in" in line
 
 
-@pytest.mark.skipif(not runtime_resumes(), reason="needs start_agent(resume=...) (supervision)")
 async def test_a_second_ask_continues_the_conversation(
     claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
 ) -> None:
@@ -121,3 +119,18 @@ async def test_tool_calls_run_and_the_answer_follows(
     data = json.loads(run.stdout)
     assert data["final_message"] == "The tool said hello."
     assert api.message_requests[-1].tool_results()[0]["content"] == "from-the-tool"
+
+
+async def test_a_stored_session_is_not_resumed_from_another_directory(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(echo)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = await agentrt("ask", "bob", "hi", "--cwd", str(tmp_path / "a"), env=claude_env)
+    assert first.code == 0, first.stderr
+    moved = await agentrt("ask", "bob", "hi", "--cwd", str(tmp_path / "b"), env=claude_env)
+    assert moved.code == 1 and moved.stdout == ""
+    assert "was made in" in moved.stderr
+    assert "Fix: pass --cwd with the stored directory" in moved.stderr
+    assert len(api.message_requests) == 1

@@ -17,7 +17,6 @@ import attrs
 import pytest
 import trio
 
-from agentrt._cli_agent import runtime_resumes
 from agentrt.testing import (
     AnthropicHang,
     AnthropicReply,
@@ -151,7 +150,6 @@ async def test_chat_from_piped_stdin(
     assert "ignored" not in run.stdout and len(api.message_requests) == 1
 
 
-@pytest.mark.skipif(not runtime_resumes(), reason="needs start_agent(resume=...) (supervision)")
 async def test_chat_continues_next_time(
     claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
 ) -> None:
