@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from agentrt import Event
+from agentrt import Event, SessionTotals, Usage
 from agentrt.backend import Command, ExitStatus
 from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
 from backends.codex import CodexBackend, CodexOptions
@@ -105,10 +105,11 @@ def exit_status(returncode: int) -> ExitStatus:
 
 
 def translate(
-    frames: Sequence[Any], status: ExitStatus, stderr: str, **translator: Any
+    frames: Sequence[Any], status: ExitStatus, stderr: str, *, usage_baseline: Usage | None = None
 ) -> list[Event]:
     """Every event the backend's translator makes of one turn, the terminal one last."""
-    t = CodexBackend().translator(CodexBackend().parse_options({}), **translator)
+    baseline = None if usage_baseline is None else SessionTotals(usage=usage_baseline)
+    t = CodexBackend().translator(CodexBackend().parse_options({}), baseline=baseline)
     events = [event for frame in frames for event in t.feed(frame)]
     end = t.finish(status, stderr)
     return events + ([end] if end is not None else [])
