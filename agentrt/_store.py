@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import os
 import sqlite3
 import time
@@ -172,8 +173,23 @@ def _no_row(path: str, name: str) -> StoreError:
     return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
 
 
+class _ClosedOnExit(abc.ABC):
+    """Leaving ``async with store:`` closes the store."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
 @attrs.define(eq=False)
-class MemoryStore:
+class MemoryStore(_ClosedOnExit):
     """A :class:`SessionStore` in this process's memory, for tests.
 
     It uses no threads, so it keeps exact times under ``trio.testing.MockClock`` (a store
@@ -198,14 +214,6 @@ class MemoryStore:
             raise StoreError(self._PATH, "already open")
         self._open = True
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         self._open = False
@@ -465,7 +473,7 @@ def _as_path(path: str | os.PathLike[str]) -> Path:
 
 
 @attrs.define(eq=False)
-class SQLiteStore:
+class SQLiteStore(_ClosedOnExit):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`; its directory is created (0700) and a
@@ -511,14 +519,6 @@ class SQLiteStore:
         finally:
             self._opening = False
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
