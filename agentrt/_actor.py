@@ -18,7 +18,7 @@ import inspect
 import logging
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import attrs
@@ -359,26 +359,33 @@ class Actor:
             # A restart in this program still gets the state (state_blob); a new program not.
             log_error(f"agent {self.name!r}: the session store could not save its state", exc)
 
-    async def _deliver(self, event: Event) -> None:
-        if isinstance(event, ErrorEvent) and event.reason is StopReason.SESSION_LOST:
-            lost = event.session_id or self.session_id
-            if lost is not None:
-                await self._deliver_one(
-                    SessionLostEvent(timestamp=event.timestamp, session_id=lost)
-                )
-        await self._deliver_one(event)
-
-    async def _deliver_one(self, event: Event) -> None:
-        if "handle_stream_event" in self._overrides:
-            result = self.agent.handle_stream_event(event)
-            if inspect.isawaitable(result):
-                await result
-        request = self.current
-        subscriptions = request.subscriptions if request is not None else None
-        if subscriptions and not event.is_terminal:
-            for subscription in tuple(subscriptions):
-                if not await subscription.send(event):
-                    subscriptions.remove(subscription)
+    async def _deliver(self, events: Iterator[Event]) -> None:
+        # The events of one read: each is handled before the next is taken, and this awaits
+        # only what must be waited for (an async handler, a full subscriber), so a read
+        # costs one await however many lines it held.
+        handler = (
+            self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
+        )
+        for event in events:
+            if isinstance(event, ErrorEvent) and event.reason is StopReason.SESSION_LOST:
+                lost = event.session_id or self.session_id
+                if lost is not None:
+                    await self._deliver(
+                        iter((SessionLostEvent(timestamp=event.timestamp, session_id=lost),))
+                    )
+            if handler is not None:
+                result = handler(event)
+                if inspect.isawaitable(result):
+                    await result
+            request = self.current
+            subscriptions = request.subscriptions if request is not None else None
+            if subscriptions and not event.is_terminal:
+                for subscription in tuple(subscriptions):
+                    sent = subscription.send_nowait(event)
+                    if sent is None:  # its buffer is full: the turn waits for the reader
+                        sent = await subscription.send(event)
+                    if not sent:
+                        subscriptions.remove(subscription)
 
     async def _apply(self, event: Any) -> None:
         if "handle_event" in self._overrides:

@@ -22,8 +22,21 @@ class Subscription:
     send_channel: trio.MemorySendChannel[Event]
     terminal: Event | None = None
 
+    def send_nowait(self, event: Event) -> bool | None:
+        """Deliver one event if there is room: True if delivered, False once the reader has
+        gone away, None if its buffer is full (then `send` waits for room)."""
+        try:
+            self.send_channel.send_nowait(event)
+        except trio.WouldBlock:
+            return None
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
     async def send(self, event: Event) -> bool:
-        """Deliver one event; False once the reader has gone away."""
+        """Deliver one event, waiting for room; False once the reader has gone away.
+
+        Cancellation: safe; the event is not delivered."""
         try:
             await self.send_channel.send(event)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -19,8 +19,9 @@ drained, and nothing it prints afterwards changes the outcome.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -71,6 +72,9 @@ class _Failure:
 
 _CARRY_SESSION_ID = (SessionEvent, ResultEvent, ErrorEvent)
 
+# The end of a read's frames (None may be a frame).
+_NO_FRAME = object()
+
 
 @attrs.define(eq=False)
 class Turn:
@@ -82,8 +86,10 @@ class Turn:
     options: AgentOptions
     # Called with each new session id before the next frame is fed (the checkpoint).
     on_session: Callable[[str], Awaitable[None]]
-    # handle_stream_event and subscribers; an exception fails the turn (turn_crashed).
-    deliver: Callable[[Event], Awaitable[None]]
+    # handle_stream_event and subscribers, for the events of one read at once: it iterates
+    # the iterator to its end (each step translates and records the next event, so a stop
+    # mid-way delivers nothing further); an exception fails the turn (turn_crashed).
+    deliver: Callable[[Iterator[Event]], Awaitable[None]]
     runner: InProcessBackend | None
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
@@ -113,6 +119,12 @@ class Turn:
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
     _log: EventLog | None = None
+    # What `_handle` has not handled yet: the frames of the current read, and the events of
+    # the frame being handled. A new session id makes the event iterator pause for the
+    # checkpoint; `_checkpoint` holds that id meanwhile.
+    _frames: Iterator[Any] = attrs.field(factory=lambda: iter(()))
+    _pending: Iterator[Event] = attrs.field(factory=lambda: iter(()))
+    _checkpoint: str | None = None
     # Text of the current segment (since the previous terminal result), and of the segment
     # the latest result closed.
     _texts: list[str] = attrs.field(factory=list)
@@ -228,15 +240,10 @@ class Turn:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
-                        # One await per read; each frame is translated and its events
-                        # handled (a new session id checkpointed) before the next frame.
+                        # One read, one delivery (unless a checkpoint or a full subscriber
+                        # has to be waited for).
                         async for batch in proc.batches():
-                            for frame in batch:
-                                if isinstance(frame, BadLine):  # its text comes redacted
-                                    note = f"unreadable line ({frame.size} bytes): {frame.error}"
-                                    await self._on_events((RawEvent(data=frame.text, note=note),))
-                                elif events := self._translate(frame):
-                                    await self._on_events(events)
+                            await self._handle(batch)
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail
@@ -280,11 +287,12 @@ class Turn:
         self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     async def _emit(self, frame: Any) -> None:
-        events = self._translate(frame)
-        if events:
-            await self._on_events(events)
+        await self._handle((frame,))
 
     def _translate(self, frame: Any) -> Sequence[Event]:
+        if isinstance(frame, BadLine):  # its text comes redacted
+            note = f"unreadable line ({frame.size} bytes): {frame.error}"
+            return (RawEvent(data=frame.text, note=note),)
         assert self.translator is not None
         try:
             return self.translator.feed(frame)
@@ -292,32 +300,59 @@ class Turn:
             self._crash(exc)
             return ()
 
-    async def _on_events(self, events: Sequence[Event]) -> None:
-        # This runs for every line of a stream, so per event the only await is delivery
-        # (and the checkpoint, when the session id changes).
-        now = trio.current_time()
-        for event in events:
-            event = msgspec.structs.replace(event, timestamp=now)
-            if isinstance(event, _CARRY_SESSION_ID):
-                session_id = event.session_id
-                if session_id is not None and session_id != self.session_id:
-                    self.session_id = session_id
-                    try:
-                        await self.on_session(session_id)
-                    except Exception as exc:
-                        self._crash(exc)
-                        return
-            if self._failure is not None or self._ended:
-                continue  # stopped: the rest is read for session ids only
-            if not self._record(event):
-                continue
+    async def _handle(self, frames: Iterable[Any], events: Sequence[Event] = ()) -> None:
+        """Translate ``frames`` (after ``events``) and deliver their events in order, each
+        new session id checkpointed before its event and everything after it."""
+        self._frames = iter(frames)
+        self._pending = iter(events)
+        while True:
+            handled = self._events(trio.current_time())
             try:
-                await self.deliver(event)
+                await self.deliver(handled)
             except Exception as exc:
                 self._crash(exc)
-            if self._ended and event is self._terminal:
-                # After delivery: cancelling first would cut an async handler's checkpoint.
-                self._end_run()
+                for _ in handled:  # stopped: it yields nothing, and pauses for session ids
+                    pass
+            finally:
+                handled.close()
+            session_id = self._checkpoint
+            if session_id is None:
+                return
+            self._checkpoint = None
+            try:
+                await self.on_session(session_id)
+            except Exception as exc:
+                self._crash(exc)
+                self._pending = iter(())  # as before: the rest of that frame is dropped
+
+    def _events(self, now: float) -> Generator[Event]:
+        # This runs for every line of a stream: the only work per event is translating,
+        # recording and the delivery the consumer does between two steps.
+        pending = self._pending
+        while True:
+            for event in pending:
+                if isinstance(event, _CARRY_SESSION_ID):
+                    session_id = event.session_id
+                    if session_id is not None and session_id != self.session_id:
+                        self.session_id = session_id
+                        # Paused for the checkpoint; this event is handled after it.
+                        self._checkpoint = session_id
+                        self._pending = itertools.chain((event,), pending)
+                        return
+                if self._failure is not None or self._ended:
+                    continue  # stopped: the rest is read for session ids only
+                event = msgspec.structs.replace(event, timestamp=now)
+                if not self._record(event):
+                    continue
+                yield event
+                if self._ended and event is self._terminal:
+                    # After delivery: cancelling first would cut an async handler's checkpoint.
+                    self._end_run()
+            frame = next(self._frames, _NO_FRAME)
+            if frame is _NO_FRAME:
+                return
+            pending = iter(self._translate(frame))
+            self._pending = pending
 
     def _record(self, event: Event) -> bool:
         """Log ``event`` and fold it into the turn's state; False if it stopped the turn."""
@@ -367,7 +402,7 @@ class Turn:
                 self._crash(exc)
             else:
                 if last is not None and last.is_terminal:
-                    await self._on_events((last,))
+                    await self._handle((), (last,))
         now = trio.current_time()
         terminal = self._terminal
         failure = self._failure

@@ -22,6 +22,7 @@ from agentrt import (
     ErrorEvent,
     Event,
     Failed,
+    MemoryStore,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -37,8 +38,11 @@ HANG = object()  # frames() blocks here until the process is interrupted
 
 
 class FakeProcess:
-    def __init__(self, script: Sequence[Any], on_interrupt: Sequence[Any]) -> None:
+    def __init__(
+        self, script: Sequence[Any], on_interrupt: Sequence[Any], *, one_read: bool = False
+    ) -> None:
         self.pid = self.pgid = 4242
+        self.one_read = one_read
         self.stderr_tail = "stderr tail"
         self.script = script
         self.on_interrupt = on_interrupt
@@ -58,6 +62,10 @@ class FakeProcess:
                 yield frame
 
     async def batches(self) -> AsyncIterator[list[Any]]:
+        if self.one_read:  # the whole script (frames only) in one read
+            await trio.lowlevel.checkpoint()
+            yield list(self.script)
+            return
         # One frame per read: the turn must handle each before it asks for the next.
         async for frame in self.frames():
             yield [frame]
@@ -82,13 +90,13 @@ class FakeProcess:
 
 @pytest.fixture
 def driver(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
-    state = types.SimpleNamespace(script=[], on_interrupt=[], processes=[])
+    state = types.SimpleNamespace(script=[], on_interrupt=[], processes=[], one_read=False)
 
     @asynccontextmanager
     async def open_cli_process(
         command: Command, limits: ProcessLimits, *, tracker: object = None
     ) -> AsyncIterator[FakeProcess]:
-        proc = FakeProcess(state.script, state.on_interrupt)
+        proc = FakeProcess(state.script, state.on_interrupt, one_read=state.one_read)
         state.processes.append(proc)
         try:
             yield proc
@@ -368,3 +376,108 @@ async def test_the_watchdog_bounds_the_wait_after_a_first_result(
             await rt.ask("a", "x")
     assert info.value.reason is StopReason.TOTAL_TIMEOUT
     assert driver.processes[0].interrupted_at == 60.0
+
+
+class CheckpointLog(MemoryStore):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        await super().checkpoint_session(name, backend=backend, session_id=session_id, cwd=cwd)
+        self.log.append(f"checkpoint {session_id}")
+
+
+class Recorder(Agent):
+    def __init__(self, log: list[str], fail_on: str | None = None) -> None:
+        self.log = log
+        self.fail_on = fail_on
+
+    def handle_stream_event(self, event: Event) -> None:
+        if isinstance(event, SessionEvent):
+            self.log.append(f"session {event.session_id}")
+        elif isinstance(event, TextEvent):
+            self.log.append(f"text {event.text}")
+            if event.text == self.fail_on:
+                raise RuntimeError("handler failed")
+
+
+ONE_READ = [
+    INIT,
+    {"type": "text", "text": "a"},
+    {"type": "init", "session_id": "s2"},
+    {"type": "text", "text": "b"},
+    {"type": "init", "session_id": "s3"},
+    {"type": "result", "text": "ab", "session_id": "s3"},
+]
+
+
+async def test_events_of_one_read_are_delivered_in_order_each_session_checkpointed_first(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script, driver.one_read = ONE_READ, True
+    log: list[str] = []
+    async with open_runtime(store=CheckpointLog(log)) as rt:
+        await rt.start_agent(Recorder(log), name="a", backend=CliBackend())
+        log.clear()
+        async with rt.events(rt.tell("a", "x")) as stream:
+            streamed = [event async for event in stream]
+    assert log == [
+        "checkpoint s1",
+        "session s1",
+        "text a",
+        "checkpoint s2",
+        "session s2",
+        "text b",
+        "checkpoint s3",
+        "session s3",
+    ]
+    kinds = [(type(event).__name__, getattr(event, "session_id", None)) for event in streamed]
+    assert kinds == [
+        ("SessionEvent", "s1"),
+        ("TextEvent", None),
+        ("SessionEvent", "s2"),
+        ("TextEvent", None),
+        ("SessionEvent", "s3"),
+        ("ResultEvent", "s3"),
+    ]
+
+
+async def test_a_handler_failing_mid_read_delivers_nothing_further_but_session_ids_count(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script, driver.one_read = ONE_READ, True
+    log: list[str] = []
+    async with open_runtime(store=CheckpointLog(log)) as rt:
+        await rt.start_agent(Recorder(log, fail_on="a"), name="a", backend=CliBackend())
+        log.clear()
+        result = await rt.wait(rt.tell("a", "x"))
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.TURN_CRASHED
+    # Stopped at "a": the later session ids of the same read are still checkpointed.
+    assert log == ["checkpoint s1", "session s1", "text a", "checkpoint s2", "checkpoint s3"]
+    assert result.error.session_id == "s3"
+
+
+async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    texts = [str(i) for i in range(200)]  # far more than a subscriber's buffer
+    driver.script = [INIT, *({"type": "text", "text": t} for t in texts)]
+    driver.script.append({"type": "result", "text": "done", "session_id": "s1"})
+    driver.one_read = True
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        ref = rt.tell("a", "x")
+        seen: list[str] = []
+        async with rt.events(ref) as stream:
+            async for event in stream:
+                await trio.sleep(1)  # the turn waits for this reader (backpressure)
+                if isinstance(event, TextEvent):
+                    seen.append(event.text)
+        result = await rt.wait(ref)
+    assert seen == texts
+    assert not isinstance(result, Failed)
