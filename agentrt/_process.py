@@ -15,7 +15,7 @@ import math
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -134,6 +134,11 @@ def _peek_exit_status(pid: int) -> ExitStatus:
     return ExitStatus(None, info.si_status)
 
 
+def _bad_line(line: bytes, exc: msgspec.DecodeError) -> BadLine:
+    text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
+    return BadLine(text=text, size=len(line), error=str(exc))
+
+
 class FrameBatch:
     """The frames of one read of stdout, decoded one by one as they are iterated.
 
@@ -141,25 +146,42 @@ class FrameBatch:
     (a 256 KiB read of small lines is ~800 dicts, several MB as objects): with a hundred
     turns reading at once that difference is most of the runtime's memory, and the
     garbage collector's work grows with it.
+
+    ``decode``, if given, is tried first on each line (a backend's typed decoder for its
+    common frames); a line it rejects with `msgspec.DecodeError` (which includes
+    `msgspec.ValidationError`) is decoded generically, so it still becomes a JSON value or
+    a `BadLine`.
     """
 
-    __slots__ = ("_lines",)
+    __slots__ = ("_decode", "_lines")
 
-    def __init__(self, lines: list[bytes]) -> None:
+    def __init__(self, lines: list[bytes], decode: Callable[[bytes], Any] | None = None) -> None:
         self._lines = lines
+        self._decode = decode
 
     def __len__(self) -> int:
         return len(self._lines)
 
     def __iter__(self) -> Iterator[Any]:
-        # This runs for every stdout line, so the decoder is bound once.
-        decode = _decoder.decode
+        # This runs for every stdout line, so the decoders are bound once.
+        generic = _decoder.decode
+        typed = self._decode
+        if typed is None:
+            for line in self._lines:
+                try:
+                    frame = generic(line)
+                except msgspec.DecodeError as exc:
+                    frame = _bad_line(line, exc)
+                yield frame
+            return
         for line in self._lines:
             try:
-                frame = decode(line)
-            except msgspec.DecodeError as exc:
-                text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
-                frame = BadLine(text=text, size=len(line), error=str(exc))
+                frame = typed(line)
+            except msgspec.DecodeError:
+                try:
+                    frame = generic(line)
+                except msgspec.DecodeError as exc:
+                    frame = _bad_line(line, exc)
             yield frame
 
 
@@ -181,16 +203,17 @@ class _Frames:
 
 
 class _Batches:
-    __slots__ = ("_proc",)
+    __slots__ = ("_decode", "_proc")
 
-    def __init__(self, proc: CliProcess) -> None:
+    def __init__(self, proc: CliProcess, decode: Callable[[bytes], Any] | None) -> None:
         self._proc = proc
+        self._decode = decode
 
     def __aiter__(self) -> _Batches:
         return self
 
     async def __anext__(self) -> FrameBatch:
-        return await self._proc._next_batch()
+        return await self._proc._next_batch(self._decode)
 
 
 class CliProcess:
@@ -273,15 +296,16 @@ class CliProcess:
         """
         return _Frames(self)
 
-    def batches(self) -> AsyncIterator[FrameBatch]:
+    def batches(self, decode: Callable[[bytes], Any] | None = None) -> AsyncIterator[FrameBatch]:
         """The frames of `frames`, one non-empty `FrameBatch` per read of stdout (up to
         256 KiB of lines), decoded as it is iterated: a consumer that handles each frame
         without awaiting pays one ``await`` per read instead of one per line. Same end,
-        bounds and failures as `frames`.
+        bounds and failures as `frames`. ``decode`` is tried first on each line, with the
+        generic decoder as fallback (see `FrameBatch`).
 
         Cancellation: as for `frames`.
         """
-        return _Batches(self)
+        return _Batches(self, decode)
 
     async def wait(self) -> ExitStatus:
         """Wait for the process to exit; return how it did.
@@ -373,14 +397,14 @@ class CliProcess:
         finally:
             self._stderr_done.set()
 
-    async def _next_batch(self) -> FrameBatch:
+    async def _next_batch(self, decode: Callable[[bytes], Any] | None = None) -> FrameBatch:
         while True:
             if self._lines:
                 # Blank lines are skipped here, so a batch is never empty.
                 lines = [line for line in self._lines if line and not line.isspace()]
                 self._lines = []
                 if lines:
-                    return FrameBatch(lines)
+                    return FrameBatch(lines, decode)
             elif self._failure is not None:
                 raise self._failure
             elif self._eof:

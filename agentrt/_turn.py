@@ -237,12 +237,14 @@ class Turn:
                 self._interrupt_process = proc.interrupt
                 if self._failure is not None:  # stopped while spawning
                     self._interrupt_cli()
+                # A translator may bring its own typed line decoder (see Translator).
+                decode = getattr(self.translator, "decode", None)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
                         # One read, one delivery (unless a checkpoint or a full subscriber
                         # has to be waited for).
-                        async for batch in proc.batches():
+                        async for batch in proc.batches(decode):
                             await self._handle(batch)
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()

@@ -65,7 +65,14 @@ class ExitStatus:
 
 
 class Translator(Protocol):
-    """Turns the frames of one turn into events. Pure, stateful within one turn."""
+    """Turns the frames of one turn into events. Pure, stateful within one turn.
+
+    A translator may also have a ``decode`` attribute, ``Callable[[bytes], Any]``: the turn
+    then tries it first on each stdout line (typed msgspec Structs for the common frames
+    are cheaper than dicts), and a line it rejects with `msgspec.DecodeError` or
+    `msgspec.ValidationError` is decoded generically as before. ``feed`` gets whichever
+    value came out. Without the attribute every line is decoded generically.
+    """
 
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame (a JSON value)."""

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 from proc_helpers import ENV, FAST, fake
 
 from agentrt import BadLine, ProcessFailure, StopReason, open_cli_process
+from agentrt._process import FrameBatch
 from agentrt.backend import Command, ExitStatus, SecretFile
 from agentrt.testing import fake_cli_argv, fake_cli_executable
 
@@ -265,3 +267,18 @@ async def test_frames_after_a_failure_raise_it_again() -> None:
         with pytest.raises(ProcessFailure) as again:
             await frames.__anext__()
         assert again.value is first.value
+
+
+class _Delta(msgspec.Struct, tag_field="type", tag="delta"):
+    text: str
+
+
+def test_a_typed_decoder_falls_back_to_generic_frames_and_bad_lines() -> None:
+    typed = msgspec.json.Decoder(_Delta)
+    lines = [b'{"type": "delta", "text": "hi"}', b'{"type": "other", "n": 1}', b"not json"]
+    frames = list(FrameBatch(lines, typed.decode))
+    assert frames[0] == _Delta(text="hi")
+    assert frames[1] == {"type": "other", "n": 1}
+    assert isinstance(frames[2], BadLine) and frames[2].size == len(b"not json")
+    # Without a typed decoder every line is a plain JSON value.
+    assert list(FrameBatch(lines[:2])) == [{"type": "delta", "text": "hi"}, frames[1]]

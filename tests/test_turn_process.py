@@ -61,7 +61,7 @@ class FakeProcess:
             async for frame in self._play([item]):
                 yield frame
 
-    async def batches(self) -> AsyncIterator[list[Any]]:
+    async def batches(self, decode: Any = None) -> AsyncIterator[list[Any]]:
         if self.one_read:  # the whole script (frames only) in one read
             await trio.lowlevel.checkpoint()
             yield list(self.script)

@@ -36,6 +36,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from agentrt import (
     ErrorEvent,
     Event,
@@ -58,6 +60,64 @@ _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
 
 
+# Most lines of a streamed turn are stream events (text deltas above all), so those get a
+# typed decoding, cheaper than dicts. Any other frame, or a stream event of a shape not
+# listed here, fails this schema early and is decoded generically by the driver: the
+# events keep those frames as dicts (``raw``, ``data``). Fields not named are skipped.
+class _TextDelta(msgspec.Struct, gc=False, tag="text_delta"):
+    text: str
+
+
+class _InputJsonDelta(msgspec.Struct, gc=False, tag="input_json_delta"):
+    pass
+
+
+class _ThinkingDelta(msgspec.Struct, gc=False, tag="thinking_delta"):
+    pass
+
+
+class _SignatureDelta(msgspec.Struct, gc=False, tag="signature_delta"):
+    pass
+
+
+class _BlockDelta(msgspec.Struct, gc=False, tag="content_block_delta"):
+    delta: _TextDelta | _InputJsonDelta | _ThinkingDelta | _SignatureDelta
+    index: int = 0
+
+
+class _Message(msgspec.Struct, gc=False):
+    model: Any = None
+
+
+class _MessageStart(msgspec.Struct, gc=False, tag="message_start"):
+    message: _Message
+
+
+class _BlockStart(msgspec.Struct, gc=False, tag="content_block_start"):
+    pass
+
+
+class _BlockStop(msgspec.Struct, gc=False, tag="content_block_stop"):
+    pass
+
+
+class _MessageDelta(msgspec.Struct, gc=False, tag="message_delta"):
+    pass
+
+
+class _MessageStop(msgspec.Struct, gc=False, tag="message_stop"):
+    pass
+
+
+class _StreamEvent(msgspec.Struct, gc=False, tag_field="type", tag="stream_event"):
+    event: _BlockDelta | _MessageStart | _BlockStart | _BlockStop | _MessageDelta | _MessageStop
+    session_id: str | None = None
+    parent_tool_use_id: Any = None
+
+
+_decode_stream_event = msgspec.json.Decoder(_StreamEvent).decode
+
+
 class ClaudeTranslator:
     """Translates the frames of one Claude Code turn. Make a fresh one per turn."""
 
@@ -74,6 +134,8 @@ class ClaudeTranslator:
         self._tool_ids: set[str] = set()
         self._terminal_seen = False
         self._failed_fast = False
+        # The driver tries this first on each line (see agentrt.Translator).
+        self.decode = _decode_stream_event
 
     @property
     def session_id(self) -> str | None:
@@ -82,8 +144,15 @@ class ClaudeTranslator:
 
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame. Never raises on any JSON value."""
-        # This runs once per stdout line: exact type checks first (the driver decodes JSON
-        # objects to dicts), the ABC check only for other mappings; stream deltas first.
+        # This runs once per stdout line: exact type checks first (the driver decodes most
+        # stream events to _StreamEvent, other JSON objects to dicts), the ABC check only for
+        # other mappings; stream events first.
+        if type(frame) is _StreamEvent:
+            sid = frame.session_id
+            if sid != self._session_id and sid:
+                self._session_id = sid
+                return [SessionEvent(session_id=sid, model=self._model), *self._typed(frame)]
+            return self._typed(frame)
         if type(frame) is not dict and not isinstance(frame, Mapping):
             return [RawEvent(data=frame, note="not a JSON object")]
         kind = frame.get("type")
@@ -189,21 +258,37 @@ class ClaudeTranslator:
             text = delta.get("text")
             if delta.get("type") == "text_delta" and text and type(text) is str:
                 index = event.get("index")
-                if type(index) is not int:
-                    index = 0
-                parts = self._streamed.get(index)
-                if parts is None:
-                    self._streamed[index] = [text]
-                else:
-                    parts.append(text)
-                return [TextEvent(text=text)]
+                return self._text_delta(index if type(index) is int else 0, text)
         elif etype == "message_start":
-            self._streamed.clear()
-            self._matched.clear()
             message = event.get("message")
-            if isinstance(message, Mapping):
-                self._model = _str(message.get("model")) or self._model
+            self._message_start(message.get("model") if isinstance(message, Mapping) else None)
         return []
+
+    def _message_start(self, model: Any) -> None:
+        self._streamed.clear()
+        self._matched.clear()
+        self._model = _str(model) or self._model
+
+    def _typed(self, frame: _StreamEvent) -> list[Event]:
+        # The same as _stream_event, for the typed frames.
+        if frame.parent_tool_use_id is not None:
+            return []
+        event = frame.event
+        if type(event) is _BlockDelta:
+            delta = event.delta
+            if type(delta) is _TextDelta and delta.text:
+                return self._text_delta(event.index, delta.text)
+        elif type(event) is _MessageStart:
+            self._message_start(event.message.model)
+        return []
+
+    def _text_delta(self, index: int, text: str) -> list[Event]:
+        parts = self._streamed.get(index)
+        if parts is None:
+            self._streamed[index] = [text]
+        else:
+            parts.append(text)
+        return [TextEvent(text=text)]
 
     def _assistant(self, frame: Mapping[str, Any]) -> list[Event]:
         message = frame.get("message")
