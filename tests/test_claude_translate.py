@@ -7,8 +7,9 @@ import itertools
 import signal
 from typing import Any
 
+import msgspec
 import pytest
-from claude_frames import MODEL, SID, frames, run, summaries, text_of, translate
+from claude_frames import FIXTURES, MODEL, SID, frames, run, summaries, text_of, translate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
+from agentrt._process import FrameBatch
 from agentrt.backend import ExitStatus
 from backends.claude import ClaudeBackend, ClaudeTranslator
 from backends.claude._options import parse_options
@@ -759,3 +761,77 @@ def test_a_resumed_turn_reports_its_own_cost(baseline: float | None, expected: f
     translator = ClaudeBackend().translator(parse_options({}), baseline=totals)
     (result,) = [e for e in translate(stream, translator) if isinstance(e, ResultEvent)]
     assert result.cost_usd == pytest.approx(expected)
+
+
+# The driver hands feed() typed frames for the lines ClaudeTranslator.decode accepts and
+# dicts for the rest; both must translate alike.
+RECORDED = sorted(str(path.relative_to(FIXTURES)) for path in FIXTURES.rglob("*.jsonl"))
+
+
+def typed_frames(lines: list[bytes]) -> list[Any]:
+    return list(FrameBatch(lines, ClaudeTranslator().decode))
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_typed_decoding_translates_as_generic_decoding(name: str) -> None:
+    lines = [line for line in (FIXTURES / name).read_bytes().splitlines() if line]
+    typed = typed_frames(lines)
+    assert translate(typed) == translate(frames(name))
+
+
+def test_stream_assistant_and_user_frames_are_decoded_typed() -> None:
+    # Otherwise the test above compares the generic path with itself.
+    lines = (FIXTURES / "tool_use_partial.jsonl").read_bytes().splitlines()
+    kinds = {
+        msgspec.json.decode(line)["type"]
+        for line, frame in zip(lines, typed_frames(lines), strict=True)
+        if type(frame) is not dict
+    }
+    assert kinds == {"stream_event", "assistant", "user"}
+
+
+stream_event_like = st.fixed_dictionaries(
+    {"type": st.just("stream_event")},
+    optional={
+        "session_id": st.sampled_from([SID, "other"]) | json_values,
+        "parent_tool_use_id": st.none() | json_values,
+        "event": st.fixed_dictionaries(
+            {
+                "type": st.sampled_from(
+                    ["content_block_delta", "message_start", "content_block_stop", "other"]
+                )
+            },
+            optional={
+                "index": st.integers(0, 3) | json_values,
+                "delta": st.fixed_dictionaries(
+                    {"type": st.sampled_from(["text_delta", "input_json_delta", "other"])},
+                    optional={"text": st.text(max_size=4) | json_values},
+                )
+                | json_values,
+                "message": st.fixed_dictionaries({}, optional={"model": json_values}) | json_values,
+            },
+        )
+        | json_values,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=st.lists(frame_like | stream_event_like, max_size=8))
+def test_any_frame_translates_the_same_typed_or_not(stream: list[Any]) -> None:
+    lines = [msgspec.json.encode(frame) for frame in stream]
+    generic = [msgspec.json.decode(line) for line in lines]  # as JSON has it (no inf)
+    assert translate(typed_frames(lines)) == translate(generic)
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        [_delta("ok", 0), _block("ok"), _delta("ok", 1), _block("ok"), _block("ok")],
+        [_delta("Hello", 0), _block("Other"), _block("Hello")],
+        [_delta("a", 1), _delta("b", 0), _block("b"), _block("a")],
+    ],
+)
+def test_streamed_blocks_match_alike_typed_or_not(stream: list[Any]) -> None:
+    lines = [msgspec.json.encode(frame) for frame in stream]
+    assert translate(typed_frames(lines)) == translate(stream)

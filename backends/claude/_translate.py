@@ -33,7 +33,7 @@ terminal either, so the result the CLI prints on that SIGINT cannot replace it.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -60,10 +60,12 @@ _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
 
 
-# Most lines of a streamed turn are stream events (text deltas above all), so those get a
-# typed decoding, cheaper than dicts. Any other frame, or a stream event of a shape not
-# listed here, fails this schema early and is decoded generically by the driver: the
-# events keep those frames as dicts (``raw``, ``data``). Fields not named are skipped.
+# Most lines of a streamed turn are stream events (text deltas above all), then assistant
+# and user messages: those get a typed decoding, which skips every field the translator does
+# not read (a tool result's ``tool_use_result`` echo, often as big as the result itself,
+# is never built). Any other frame, or one of an unexpected shape, fails this schema early
+# and is decoded generically by the driver; ``feed`` handles those dicts the same way
+# (system and result frames are always dicts: their events keep the frame itself).
 class _TextDelta(msgspec.Struct, gc=False, tag="text_delta"):
     text: str
 
@@ -115,7 +117,59 @@ class _StreamEvent(msgspec.Struct, gc=False, tag_field="type", tag="stream_event
     parent_tool_use_id: Any = None
 
 
-_decode_stream_event = msgspec.json.Decoder(_StreamEvent).decode
+# Content blocks. Decoded JSON values cannot form reference cycles, so none of these needs
+# the garbage collector's attention, even those holding a dict.
+class _TextBlock(msgspec.Struct, gc=False, tag="text"):
+    text: str | None = None
+
+
+class _ToolUseBlock(msgspec.Struct, gc=False, tag="tool_use"):
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+
+
+class _ServerToolUseBlock(_ToolUseBlock, gc=False, tag="server_tool_use"):
+    pass
+
+
+class _ThinkingBlock(msgspec.Struct, gc=False, tag="thinking"):
+    pass
+
+
+class _RedactedThinkingBlock(msgspec.Struct, gc=False, tag="redacted_thinking"):
+    pass
+
+
+class _ToolResultBlock(msgspec.Struct, gc=False, tag="tool_result"):
+    tool_use_id: str | None = None
+    content: Any = None
+    is_error: Any = None
+
+
+class _AssistantMessage(msgspec.Struct, gc=False):
+    content: list[
+        _TextBlock | _ToolUseBlock | _ServerToolUseBlock | _ThinkingBlock | _RedactedThinkingBlock
+    ] = []
+
+
+class _Assistant(msgspec.Struct, gc=False, tag_field="type", tag="assistant"):
+    message: _AssistantMessage
+    session_id: str | None = None
+    parent_tool_use_id: Any = None
+
+
+class _UserMessage(msgspec.Struct, gc=False):
+    content: list[_ToolResultBlock | _TextBlock] = []
+
+
+class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
+    message: _UserMessage
+    session_id: str | None = None
+
+
+_decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
+_NO_EVENTS: tuple[Event, ...] = ()
 
 
 class ClaudeTranslator:
@@ -134,8 +188,14 @@ class ClaudeTranslator:
         self._tool_ids: set[str] = set()
         self._terminal_seen = False
         self._failed_fast = False
-        # The driver tries this first on each line (see agentrt.Translator).
-        self.decode = _decode_stream_event
+        # The driver tries this first on each line (see agentrt.Translator); what it makes
+        # is handled here.
+        self.decode = _decode_frame
+        self._typed: dict[type, Callable[[Any], Sequence[Event]]] = {
+            _StreamEvent: self._typed_stream_event,
+            _Assistant: self._typed_assistant,
+            _User: self._typed_user,
+        }
 
     @property
     def session_id(self) -> str | None:
@@ -145,14 +205,15 @@ class ClaudeTranslator:
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame. Never raises on any JSON value."""
         # This runs once per stdout line: exact type checks first (the driver decodes most
-        # stream events to _StreamEvent, other JSON objects to dicts), the ABC check only for
-        # other mappings; stream events first.
-        if type(frame) is _StreamEvent:
+        # frames to the typed structs above, other JSON objects to dicts), the ABC check only
+        # for other mappings; stream events first.
+        typed = self._typed.get(type(frame))
+        if typed is not None:
             sid = frame.session_id
             if sid != self._session_id and sid:
                 self._session_id = sid
-                return [SessionEvent(session_id=sid, model=self._model), *self._typed(frame)]
-            return self._typed(frame)
+                return [SessionEvent(session_id=sid, model=self._model), *typed(frame)]
+            return typed(frame)
         if type(frame) is not dict and not isinstance(frame, Mapping):
             return [RawEvent(data=frame, note="not a JSON object")]
         kind = frame.get("type")
@@ -269,10 +330,10 @@ class ClaudeTranslator:
         self._matched.clear()
         self._model = _str(model) or self._model
 
-    def _typed(self, frame: _StreamEvent) -> list[Event]:
-        # The same as _stream_event, for the typed frames.
+    def _typed_stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
+        # What _stream_event does, for the typed frames.
         if frame.parent_tool_use_id is not None:
-            return []
+            return _NO_EVENTS
         event = frame.event
         if type(event) is _BlockDelta:
             delta = event.delta
@@ -280,7 +341,29 @@ class ClaudeTranslator:
                 return self._text_delta(event.index, delta.text)
         elif type(event) is _MessageStart:
             self._message_start(event.message.model)
-        return []
+        return _NO_EVENTS
+
+    def _typed_assistant(self, frame: _Assistant) -> Sequence[Event]:
+        # What _assistant does, for the typed frames.
+        main_thread = frame.parent_tool_use_id is None
+        events: list[Event] = []
+        for block in frame.message.content:
+            if type(block) is _TextBlock:
+                if main_thread and block.text:
+                    events.append(self._message_text(block.text))
+            elif isinstance(block, _ToolUseBlock):
+                tool_use = self._tool_use(block.id, block.name, block.input)
+                if tool_use is not None:
+                    events.append(tool_use)
+        return events
+
+    def _typed_user(self, frame: _User) -> Sequence[Event]:
+        # What _user does, for the typed frames.
+        return [
+            _tool_result(block.tool_use_id, block.content, block.is_error)
+            for block in frame.message.content
+            if type(block) is _ToolResultBlock
+        ]
 
     def _text_delta(self, index: int, text: str) -> list[Event]:
         parts = self._streamed.get(index)
@@ -302,17 +385,24 @@ class ClaudeTranslator:
             if btype == "text" and main_thread:
                 text = _str(block.get("text"))
                 if text:
-                    events.append(TextEvent(text=self._unstreamed(text), message_boundary=True))
+                    events.append(self._message_text(text))
             elif btype in _TOOL_USE_BLOCKS:
-                tool_id = _str(block.get("id"))
-                if tool_id and tool_id not in self._tool_ids:
-                    self._tool_ids.add(tool_id)
-                    events.append(
-                        ToolUseEvent(
-                            id=tool_id, name=_str(block.get("name")) or "", input=block.get("input")
-                        )
-                    )
+                event = self._tool_use(
+                    _str(block.get("id")), _str(block.get("name")), block.get("input")
+                )
+                if event is not None:
+                    events.append(event)
         return events
+
+    def _message_text(self, text: str) -> TextEvent:
+        return TextEvent(text=self._unstreamed(text), message_boundary=True)
+
+    def _tool_use(self, tool_id: str | None, name: str | None, tool_input: Any) -> Event | None:
+        # A tool call is announced once, with its full input.
+        if not tool_id or tool_id in self._tool_ids:
+            return None
+        self._tool_ids.add(tool_id)
+        return ToolUseEvent(id=tool_id, name=name or "", input=tool_input)
 
     def _unstreamed(self, text: str) -> str:
         # The completed block repeats what the deltas already said; only a part the stream
@@ -331,10 +421,8 @@ class ClaudeTranslator:
         if not isinstance(message, Mapping):
             return []
         return [
-            ToolResultEvent(
-                tool_use_id=_str(block.get("tool_use_id")) or "",
-                content=block.get("content"),
-                is_error=block.get("is_error") is True,
+            _tool_result(
+                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error")
             )
             for block in _blocks(message.get("content"))
             if block.get("type") == "tool_result"
@@ -394,6 +482,12 @@ def _error_message(frame: Mapping[str, Any], subtype: str) -> str:
     if isinstance(errors, list) and errors:
         return "; ".join(str(e) for e in errors)
     return _str(frame.get("error")) or f"the CLI reported {subtype}"
+
+
+def _tool_result(tool_use_id: str | None, content: Any, is_error: Any) -> ToolResultEvent:
+    return ToolResultEvent(
+        tool_use_id=tool_use_id or "", content=content, is_error=is_error is True
+    )
 
 
 def _blocks(content: Any) -> list[Mapping[str, Any]]:
