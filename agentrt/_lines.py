@@ -32,9 +32,12 @@ class LineSplitter:
                 self._partial += lines[0]
                 lines[0] = bytes(self._partial)
                 self._partial.clear()
-            for line in lines:
-                if len(line) > self._max:
-                    raise LineTooLong(len(line), self._max)
+            if len(lines[0]) > self._max:
+                raise LineTooLong(len(lines[0]), self._max)
+            if len(chunk) > self._max:  # only then can a line inside the chunk be too long
+                for line in lines:
+                    if len(line) > self._max:
+                        raise LineTooLong(len(line), self._max)
         self._partial += tail
         if len(self._partial) > self._max:
             raise LineTooLong(len(self._partial), self._max)

@@ -150,7 +150,7 @@ class FrameBatch:
     ``decode``, if given, is tried first on each line (a backend's typed decoder for its
     common frames); a line it rejects with `msgspec.DecodeError` (which includes
     `msgspec.ValidationError`) is decoded generically, so it still becomes a JSON value or
-    a `BadLine`.
+    a `BadLine`. Blank lines are skipped, so a batch may hold no frame at all.
     """
 
     __slots__ = ("_decode", "_lines")
@@ -159,30 +159,31 @@ class FrameBatch:
         self._lines = lines
         self._decode = decode
 
-    def __len__(self) -> int:
-        return len(self._lines)
-
     def __iter__(self) -> Iterator[Any]:
-        # This runs for every stdout line, so the decoders are bound once.
-        generic = _decoder.decode
-        typed = self._decode
-        if typed is None:
-            for line in self._lines:
-                try:
-                    frame = generic(line)
-                except msgspec.DecodeError as exc:
-                    frame = _bad_line(line, exc)
-                yield frame
-            return
+        # This runs for every stdout line: the common case is one call of the decoder.
+        decode = self._decode or _decoder.decode
         for line in self._lines:
             try:
-                frame = typed(line)
+                frame = decode(line)
             except msgspec.DecodeError:
-                try:
-                    frame = generic(line)
-                except msgspec.DecodeError as exc:
-                    frame = _bad_line(line, exc)
+                frame = _decode_generic(line)
+                if frame is _BLANK:
+                    continue
             yield frame
+
+
+def _decode_generic(line: bytes) -> Any:
+    """A line the first decoder refused: a JSON value, a `BadLine`, or ``_BLANK``."""
+    try:
+        return _decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        if not line or line.isspace():
+            return _BLANK
+        return _bad_line(line, exc)
+
+
+# A blank line: skipped (not a frame, not a BadLine).
+_BLANK = object()
 
 
 class _Frames:
@@ -196,10 +197,10 @@ class _Frames:
         return self
 
     async def __anext__(self) -> Any:
-        for frame in self._batch:
-            return frame
-        self._batch = iter(await self._proc._next_batch())
-        return next(self._batch)  # a batch is never empty
+        while True:  # a batch of blank lines holds no frame
+            for frame in self._batch:
+                return frame
+            self._batch = iter(await self._proc._next_batch())
 
 
 class _Batches:
@@ -297,7 +298,7 @@ class CliProcess:
         return _Frames(self)
 
     def batches(self, decode: Callable[[bytes], Any] | None = None) -> AsyncIterator[FrameBatch]:
-        """The frames of `frames`, one non-empty `FrameBatch` per read of stdout (up to
+        """The frames of `frames`, one `FrameBatch` per read of stdout (up to
         256 KiB of lines), decoded as it is iterated: a consumer that handles each frame
         without awaiting pays one ``await`` per read instead of one per line. Same end,
         bounds and failures as `frames`. ``decode`` is tried first on each line, with the
@@ -400,11 +401,9 @@ class CliProcess:
     async def _next_batch(self, decode: Callable[[bytes], Any] | None = None) -> FrameBatch:
         while True:
             if self._lines:
-                # Blank lines are skipped here, so a batch is never empty.
-                lines = [line for line in self._lines if line and not line.isspace()]
+                lines = self._lines
                 self._lines = []
-                if lines:
-                    return FrameBatch(lines, decode)
+                return FrameBatch(lines, decode)
             elif self._failure is not None:
                 raise self._failure
             elif self._eof:

@@ -59,7 +59,7 @@ from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 _DRAIN_MARGIN = 1.0
 
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
-_NOT_CONTENT = (SessionEvent, RawEvent)
+_NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, RawEvent))
 
 
 @attrs.define
@@ -70,10 +70,7 @@ class _Failure:
     cause: BaseException | None = None
 
 
-_CARRY_SESSION_ID = (SessionEvent, ResultEvent, ErrorEvent)
-
-# The end of a read's frames (None may be a frame).
-_NO_FRAME = object()
+_CARRY_SESSION_ID: frozenset[type[Event]] = frozenset((SessionEvent, ResultEvent, ErrorEvent))
 
 
 @attrs.define(eq=False)
@@ -118,6 +115,7 @@ class Turn:
     _started: float = 0.0
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
+    _awaiting_content: bool = False
     _log: EventLog | None = None
     # What `_handle` has not handled yet: the frames of the current read, and the events of
     # the frame being handled. A new session id makes the event iterator pause for the
@@ -192,6 +190,7 @@ class Turn:
             self._total_deadline = now + options.watchdog
         if options.first_event is not None:
             self._first_deadline = now + options.first_event
+            self._awaiting_content = True
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
         status: ExitStatus | None = None
         stderr_tail = ""
@@ -291,16 +290,10 @@ class Turn:
     async def _emit(self, frame: Any) -> None:
         await self._handle((frame,))
 
-    def _translate(self, frame: Any) -> Sequence[Event]:
-        if isinstance(frame, BadLine):  # its text comes redacted
-            note = f"unreadable line ({frame.size} bytes): {frame.error}"
-            return (RawEvent(data=frame.text, note=note),)
-        assert self.translator is not None
-        try:
-            return self.translator.feed(frame)
-        except Exception as exc:
-            self._crash(exc)
-            return ()
+    def _bad_line(self, frame: BadLine) -> Sequence[Event]:
+        # Its text comes redacted.
+        note = f"unreadable line ({frame.size} bytes): {frame.error}"
+        return (RawEvent(data=frame.text, note=note),)
 
     async def _handle(self, frames: Iterable[Any], events: Sequence[Event] = ()) -> None:
         """Translate ``frames`` (after ``events``) and deliver their events in order, each
@@ -328,13 +321,19 @@ class Turn:
                 self._pending = iter(())  # as before: the rest of that frame is dropped
 
     def _events(self, now: float) -> Generator[Event]:
-        # This runs for every line of a stream: the only work per event is translating,
-        # recording and the delivery the consumer does between two steps.
+        # This runs for every line of a stream: the only work per line is translating, and
+        # per event recording and the delivery the consumer does between two steps. Event
+        # classes are compared by identity (they are not subclassed): an isinstance check
+        # on a msgspec Struct class takes its metaclass's slow path.
+        assert self.translator is not None
+        feed = self.translator.feed
+        frames = self._frames
         pending = self._pending
         while True:
             for event in pending:
-                if isinstance(event, _CARRY_SESSION_ID):
-                    session_id = event.session_id
+                kind = type(event)
+                if kind in _CARRY_SESSION_ID:
+                    session_id = event.session_id  # type: ignore[attr-defined]
                     if session_id is not None and session_id != self.session_id:
                         self.session_id = session_id
                         # Paused for the checkpoint; this event is handled after it.
@@ -344,21 +343,31 @@ class Turn:
                 if self._failure is not None or self._ended:
                     continue  # stopped: the rest is read for session ids only
                 event = msgspec.structs.replace(event, timestamp=now)
-                if not self._record(event):
+                if not self._record(event, kind):
                     continue
                 yield event
                 if self._ended and event is self._terminal:
                     # After delivery: cancelling first would cut an async handler's checkpoint.
                     self._end_run()
-            frame = next(self._frames, _NO_FRAME)
-            if frame is _NO_FRAME:
+            for frame in frames:
+                if type(frame) is BadLine:
+                    events = self._bad_line(frame)
+                else:
+                    try:
+                        events = feed(frame)
+                    except Exception as exc:
+                        self._crash(exc)
+                        continue
+                if events:
+                    break
+            else:
                 return
-            pending = iter(self._translate(frame))
-            self._pending = pending
+            pending = self._pending = iter(events)
 
-    def _record(self, event: Event) -> bool:
+    def _record(self, event: Event, kind: type[Event]) -> bool:
         """Log ``event`` and fold it into the turn's state; False if it stopped the turn."""
-        if self._first_deadline != math.inf and not isinstance(event, _NOT_CONTENT):
+        if self._awaiting_content and kind not in _NOT_CONTENT:
+            self._awaiting_content = False
             self._first_deadline = math.inf
             if self._scope is not None:
                 self._scope.deadline = self._total_deadline
@@ -369,20 +378,23 @@ class Turn:
             reason = StopReason.EVENT_CAPTURE_OVERFLOW
             self.stop(reason, str(overflow), detail=overflow.detail)
             return False
-        if isinstance(event, TextEvent):
+        if kind is TextEvent:
+            assert isinstance(event, TextEvent)
             self._texts.append(event.text)
             self._message.append(event.text)
             if event.message_boundary:
                 self._last_message = "".join(self._message)
                 self._message.clear()
-        elif isinstance(event, UsageEvent):
+        elif kind is UsageEvent:
+            assert isinstance(event, UsageEvent)
             self._usage = event.usage
-        elif isinstance(event, SessionEvent):
+        elif kind is SessionEvent:
+            assert isinstance(event, SessionEvent)
             self._model = event.model or self._model
         elif event.is_terminal:
             self._terminal = event
             self._terminal_index = self._log.retained - 1 if retained else None
-            if isinstance(event, ResultEvent):
+            if kind is ResultEvent:
                 self._close_segment()
             else:
                 self._ended = True
