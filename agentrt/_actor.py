@@ -366,8 +366,15 @@ class Actor:
         handler = (
             self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
         )
+        request = self.current
+        if handler is None and (request is None or not request.subscriptions):
+            # Nobody looks at these events (and nothing here awaits, so no subscriber can
+            # come meanwhile): the turn only has to record them, without a loop body here.
+            deque(events, maxlen=0)
+            return
         for event in events:
-            if isinstance(event, ErrorEvent) and event.reason is StopReason.SESSION_LOST:
+            # By identity: isinstance on a msgspec Struct class is slow, and this is per event.
+            if type(event) is ErrorEvent and event.reason is StopReason.SESSION_LOST:
                 lost = event.session_id or self.session_id
                 if lost is not None:
                     await self._deliver(

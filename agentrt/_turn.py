@@ -123,10 +123,10 @@ class Turn:
     _frames: Iterator[Any] = attrs.field(factory=lambda: iter(()))
     _pending: Iterator[Event] = attrs.field(factory=lambda: iter(()))
     _checkpoint: str | None = None
-    # Text of the current segment (since the previous terminal result), and of the segment
-    # the latest result closed.
+    # Text of the current segment (since the previous terminal result), where its open
+    # message starts in it, and the segment's last complete message.
     _texts: list[str] = attrs.field(factory=list)
-    _message: list[str] = attrs.field(factory=list)
+    _message_start: int = 0
     _last_message: str | None = None
     _result_text: str = ""
     _result_message: str = ""
@@ -321,12 +321,15 @@ class Turn:
                 self._pending = iter(())  # as before: the rest of that frame is dropped
 
     def _events(self, now: float) -> Generator[Event]:
-        # This runs for every line of a stream: the only work per line is translating, and
-        # per event recording and the delivery the consumer does between two steps. Event
-        # classes are compared by identity (they are not subclassed): an isinstance check
-        # on a msgspec Struct class takes its metaclass's slow path.
-        assert self.translator is not None
+        # This runs for every line of a stream, so the common case (a text event) is handled
+        # inline: translate, stamp, log, fold into the turn's text, yield to the consumer.
+        # Event classes are compared by identity (they are not subclassed): an isinstance
+        # check on a msgspec Struct class takes its metaclass's slow path.
+        assert self.translator is not None and self._log is not None
         feed = self.translator.feed
+        log = self._log.add
+        texts = self._texts
+        replace = msgspec.structs.replace
         frames = self._frames
         pending = self._pending
         while True:
@@ -342,9 +345,22 @@ class Turn:
                         return
                 if self._failure is not None or self._ended:
                     continue  # stopped: the rest is read for session ids only
-                event = msgspec.structs.replace(event, timestamp=now)
-                if not self._record(event, kind):
+                event = replace(event, timestamp=now)
+                if self._awaiting_content and kind not in _NOT_CONTENT:
+                    self._content_arrived()
+                try:
+                    retained = log(event)
+                except CaptureOverflow as overflow:
+                    reason = StopReason.EVENT_CAPTURE_OVERFLOW
+                    self.stop(reason, str(overflow), detail=overflow.detail)
                     continue
+                if kind is TextEvent:
+                    texts.append(event.text)  # type: ignore[attr-defined]
+                    if event.message_boundary:  # type: ignore[attr-defined]
+                        self._last_message = "".join(texts[self._message_start :])
+                        self._message_start = len(texts)
+                else:
+                    self._fold(event, kind, retained)
                 yield event
                 if self._ended and event is self._terminal:
                     # After delivery: cancelling first would cut an async handler's checkpoint.
@@ -364,28 +380,16 @@ class Turn:
                 return
             pending = self._pending = iter(events)
 
-    def _record(self, event: Event, kind: type[Event]) -> bool:
-        """Log ``event`` and fold it into the turn's state; False if it stopped the turn."""
-        if self._awaiting_content and kind not in _NOT_CONTENT:
-            self._awaiting_content = False
-            self._first_deadline = math.inf
-            if self._scope is not None:
-                self._scope.deadline = self._total_deadline
-        assert self._log is not None
-        try:
-            retained = self._log.add(event)
-        except CaptureOverflow as overflow:
-            reason = StopReason.EVENT_CAPTURE_OVERFLOW
-            self.stop(reason, str(overflow), detail=overflow.detail)
-            return False
-        if kind is TextEvent:
-            assert isinstance(event, TextEvent)
-            self._texts.append(event.text)
-            self._message.append(event.text)
-            if event.message_boundary:
-                self._last_message = "".join(self._message)
-                self._message.clear()
-        elif kind is UsageEvent:
+    def _content_arrived(self) -> None:
+        # The first content event lifts the first-event bound.
+        self._awaiting_content = False
+        self._first_deadline = math.inf
+        if self._scope is not None:
+            self._scope.deadline = self._total_deadline
+
+    def _fold(self, event: Event, kind: type[Event], retained: bool) -> None:
+        """Fold a logged event other than text into the turn's state."""
+        if kind is UsageEvent:
             assert isinstance(event, UsageEvent)
             self._usage = event.usage
         elif kind is SessionEvent:
@@ -393,18 +397,18 @@ class Turn:
             self._model = event.model or self._model
         elif event.is_terminal:
             self._terminal = event
+            assert self._log is not None
             self._terminal_index = self._log.retained - 1 if retained else None
             if kind is ResultEvent:
                 self._close_segment()
             else:
                 self._ended = True
-        return True
 
     def _close_segment(self) -> None:
         self._result_text = "".join(self._texts)
         self._result_message = self._last_message_text()
         self._texts.clear()
-        self._message.clear()
+        self._message_start = 0
         self._last_message = None
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
@@ -472,6 +476,6 @@ class Turn:
         return error
 
     def _last_message_text(self) -> str:
-        if self._message:  # a message still open at the end is the last one
-            return "".join(self._message)
+        if self._message_start < len(self._texts):  # a message still open is the last one
+            return "".join(self._texts[self._message_start :])
         return self._last_message or ""

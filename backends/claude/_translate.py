@@ -10,6 +10,8 @@ any frame with a new ``session_id``    `SessionEvent` first (checkpoint before g
 other ``system`` subtypes              `RawEvent`
 ``stream_event`` text delta            `TextEvent` (main thread only)
 other ``stream_event`` deltas          nothing (thinking, signatures, tool-input JSON, ...)
+``stream_event`` of an unexpected      nothing (the typed schema below decides)
+shape
 ``assistant`` text block               the part not already streamed, as a `TextEvent`
                                        with ``message_boundary=True`` (main thread only)
 ``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
@@ -192,7 +194,7 @@ class ClaudeTranslator:
         # is handled here.
         self.decode = _decode_frame
         self._typed: dict[type, Callable[[Any], Sequence[Event]]] = {
-            _StreamEvent: self._typed_stream_event,
+            _StreamEvent: self._stream_event,
             _Assistant: self._typed_assistant,
             _User: self._typed_user,
         }
@@ -225,9 +227,9 @@ class ClaudeTranslator:
             return [SessionEvent(session_id=sid, model=self._model), *self._dispatch(kind, frame)]
         return self._dispatch(kind, frame)
 
-    def _dispatch(self, kind: Any, frame: Mapping[str, Any]) -> list[Event]:
+    def _dispatch(self, kind: Any, frame: Mapping[str, Any]) -> Sequence[Event]:
         if kind == "stream_event":
-            return self._stream_event(frame)
+            return self._stream_event_dict(frame)
         if kind == "assistant":
             return self._assistant(frame)
         if kind == "user":
@@ -305,43 +307,35 @@ class ClaudeTranslator:
                 return [event]
         return [RawEvent(data=frame)]
 
-    def _stream_event(self, frame: Mapping[str, Any]) -> list[Event]:
-        event = frame.get("event")
-        if type(event) is not dict and not isinstance(event, Mapping):
-            return []
-        if frame.get("parent_tool_use_id") is not None:
-            return []
-        etype = event.get("type")
-        if etype == "content_block_delta":
-            delta = event.get("delta")
-            if type(delta) is not dict and not isinstance(delta, Mapping):
-                return []
-            text = delta.get("text")
-            if delta.get("type") == "text_delta" and text and type(text) is str:
-                index = event.get("index")
-                return self._text_delta(index if type(index) is int else 0, text)
-        elif etype == "message_start":
-            message = event.get("message")
-            self._message_start(message.get("model") if isinstance(message, Mapping) else None)
-        return []
-
-    def _message_start(self, model: Any) -> None:
-        self._streamed.clear()
-        self._matched.clear()
-        self._model = _str(model) or self._model
-
-    def _typed_stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
-        # What _stream_event does, for the typed frames.
+    def _stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
+        # Most lines of a turn: text deltas are handled here without a further call.
         if frame.parent_tool_use_id is not None:
             return _NO_EVENTS
         event = frame.event
         if type(event) is _BlockDelta:
             delta = event.delta
             if type(delta) is _TextDelta and delta.text:
-                return self._text_delta(event.index, delta.text)
+                text = delta.text
+                parts = self._streamed.get(event.index)
+                if parts is None:
+                    self._streamed[event.index] = [text]
+                else:
+                    parts.append(text)
+                return [TextEvent(text=text)]
         elif type(event) is _MessageStart:
-            self._message_start(event.message.model)
+            self._streamed.clear()
+            self._matched.clear()
+            self._model = _str(event.message.model) or self._model
         return _NO_EVENTS
+
+    def _stream_event_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # A stream event the typed decoding refused (or a dict from an in-process feeder):
+        # the same schema decides, so one of any other shape is ignored like unknown ones.
+        try:
+            typed = msgspec.convert(frame, _StreamEvent)
+        except msgspec.ValidationError:
+            return _NO_EVENTS
+        return self._stream_event(typed)
 
     def _typed_assistant(self, frame: _Assistant) -> Sequence[Event]:
         # What _assistant does, for the typed frames.
@@ -364,14 +358,6 @@ class ClaudeTranslator:
             for block in frame.message.content
             if type(block) is _ToolResultBlock
         ]
-
-    def _text_delta(self, index: int, text: str) -> list[Event]:
-        parts = self._streamed.get(index)
-        if parts is None:
-            self._streamed[index] = [text]
-        else:
-            parts.append(text)
-        return [TextEvent(text=text)]
 
     def _assistant(self, frame: Mapping[str, Any]) -> list[Event]:
         message = frame.get("message")
