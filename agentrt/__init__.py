@@ -46,6 +46,7 @@ from ._events import SessionLostEvent as SessionLostEvent
 from ._events import SessionTotals as SessionTotals
 from ._events import StopReason as StopReason
 from ._events import TextEvent as TextEvent
+from ._events import TextRetractedEvent as TextRetractedEvent
 from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage

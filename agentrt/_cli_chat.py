@@ -20,7 +20,14 @@ import trio
 from ._cli_agent import TurnWatch, footer, open_agent, turn_failed
 from ._cli_render import Output, Progress, short
 from ._errors import TurnFailed
-from ._events import Event, StopReason, TextEvent, ToolResultEvent, ToolUseEvent
+from ._events import (
+    Event,
+    StopReason,
+    TextEvent,
+    TextRetractedEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+)
 from ._requests import Completed, Failed, Ref
 from ._runtime import Runtime
 
@@ -136,6 +143,13 @@ class _Chat:
             self._end_line()
             self.out.say(f"  ⚙ {tool_summary(event)}", style="magenta")
             self._wait(f"running {event.name}")
+        elif isinstance(event, TextRetractedEvent):
+            # Printed text cannot be unprinted: say that it no longer counts.
+            self._end_line()
+            self.out.say(
+                f"  (the CLI abandoned that reply, {len(event.text)} characters; retrying)",
+                style="dim",
+            )
         elif isinstance(event, ToolResultEvent):
             self._end_line()
             lines = result_text(event.content).strip().splitlines() or [""]

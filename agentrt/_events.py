@@ -101,6 +101,15 @@ class TextEvent(Event, frozen=True, kw_only=True, tag="text"):
     message_boundary: bool = False
 
 
+class TextRetractedEvent(Event, frozen=True, kw_only=True, tag="text_retracted"):
+    """The CLI abandoned text it had already streamed: ``text``, the end of the current
+    message's streamed text, is not part of the answer (Claude Code retries a model reply
+    cut mid-stream, and the retry's answer comes as new text). Consumers that showed the
+    text should take it back; ``Response.text`` and ``final_message`` leave it out."""
+
+    text: str
+
+
 class ToolUseEvent(Event, frozen=True, kw_only=True, tag="tool_use"):
     id: str
     name: str
@@ -166,6 +175,7 @@ class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
 AnyEvent = (
     SessionEvent
     | TextEvent
+    | TextRetractedEvent
     | ToolUseEvent
     | ToolResultEvent
     | UsageEvent

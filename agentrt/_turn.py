@@ -39,6 +39,7 @@ from ._events import (
     SessionTotals,
     StopReason,
     TextEvent,
+    TextRetractedEvent,
     Usage,
     UsageEvent,
 )
@@ -395,6 +396,9 @@ class Turn:
         elif kind is SessionEvent:
             assert isinstance(event, SessionEvent)
             self._model = event.model or self._model
+        elif kind is TextRetractedEvent:
+            assert isinstance(event, TextRetractedEvent)
+            self._retract(event.text)
         elif event.is_terminal:
             self._terminal = event
             assert self._log is not None
@@ -403,6 +407,15 @@ class Turn:
                 self._close_segment()
             else:
                 self._ended = True
+
+    def _retract(self, text: str) -> None:
+        # The retracted text ends the open message; anything else is not ours to take back.
+        start = self._message_start
+        message = "".join(self._texts[start:])
+        if text and message.endswith(text):
+            del self._texts[start:]
+            if kept := message[: -len(text)]:
+                self._texts.append(kept)
 
     def _close_segment(self) -> None:
         self._result_text = "".join(self._texts)

@@ -179,11 +179,13 @@ async def _trio_floor(fixture: Fixture, slots: int, body: TurnBody) -> None:
 
 @turn_contender(
     "trio-translate",
-    "trio floor + agentrt's ClaudeTranslator.feed per frame",
+    "trio floor + agentrt's ClaudeTranslator (its decode, then feed) per line",
 )
 async def _trio_translate(fixture: Fixture, slots: int, body: TurnBody) -> None:
     # What the claude backend's pure translation costs on top of the floor: a bound on how
     # close ask() can come to the floor, available before the runtime core exists.
+    # Lines are decoded as the driver does: the translator's typed decoder first, the
+    # generic one for the lines it refuses.
     from agentrt import ResultEvent
     from backends.claude import ClaudeTranslator
 
@@ -191,10 +193,15 @@ async def _trio_translate(fixture: Fixture, slots: int, body: TurnBody) -> None:
 
     async def turn(slot: int) -> bool:
         translator = ClaudeTranslator()
+        typed = translator.decode
         terminal = None
         async for line in _trio_lines(fixture.cli):
-            for event in translator.feed(decoder.decode(line)):
-                if isinstance(event, ResultEvent):
+            try:
+                frame = typed(line)
+            except msgspec.DecodeError:
+                frame = decoder.decode(line)
+            for event in translator.feed(frame):
+                if type(event) is ResultEvent:
                     terminal = event
         return terminal is not None
 

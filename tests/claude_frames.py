@@ -15,6 +15,7 @@ from agentrt import (
     ResultEvent,
     SessionEvent,
     TextEvent,
+    TextRetractedEvent,
     ToolResultEvent,
     ToolUseEvent,
     UsageEvent,
@@ -57,6 +58,8 @@ def summary(event: Event) -> tuple[Any, ...]:
             return ("session", event.session_id, event.model)
         case TextEvent():
             return ("text", event.text, event.message_boundary)
+        case TextRetractedEvent():
+            return ("text_retracted", event.text)
         case ToolUseEvent():
             return ("tool_use", event.id, event.name, event.input)
         case ToolResultEvent():

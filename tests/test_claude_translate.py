@@ -471,6 +471,37 @@ def test_a_long_streamed_message_costs_linear_time() -> None:
     assert summaries(events[-1:]) == [("text", "tail", True)]
 
 
+def _abandoned(from_block_index: int) -> dict[str, Any]:
+    # How Claude Code closes a reply it gives up mid-stream (it then retries unstreamed).
+    abandoned = {"api_message_id": "msg_1", "from_block_index": from_block_index}
+    return {
+        "type": "stream_event",
+        "event": {"type": "message_stop"},
+        "abandoned_blocks": abandoned,
+    }
+
+
+def test_an_abandoned_reply_takes_its_streamed_text_back() -> None:
+    stream = [_delta("Partial "), _delta("ans"), _abandoned(0), _block("Whole answer.")]
+    assert summaries(translate(stream)) == [
+        ("text", "Partial ", False),
+        ("text", "ans", False),
+        ("text_retracted", "Partial ans"),
+        ("text", "Whole answer.", True),
+    ]
+
+
+def test_only_the_abandoned_blocks_are_taken_back() -> None:
+    stream = [_delta("kept", 0), _delta("cut", 1), _abandoned(1), _abandoned(0), _block("kept")]
+    assert summaries(translate(stream)) == [
+        ("text", "kept", False),
+        ("text", "cut", False),
+        ("text_retracted", "cut"),
+        ("text_retracted", "kept"),
+        ("text", "kept", True),
+    ]
+
+
 def test_a_new_message_forgets_the_previous_stream() -> None:
     start = {"type": "stream_event", "event": {"type": "message_start", "message": {"model": "m2"}}}
     events = translate([_delta("same"), start, _block("same")])
@@ -830,6 +861,7 @@ def test_any_frame_translates_the_same_typed_or_not(stream: list[Any]) -> None:
         [_delta("ok", 0), _block("ok"), _delta("ok", 1), _block("ok"), _block("ok")],
         [_delta("Hello", 0), _block("Other"), _block("Hello")],
         [_delta("a", 1), _delta("b", 0), _block("b"), _block("a")],
+        [_delta("a", 0), _delta("b", 1), _abandoned(1), _block("a"), _abandoned(0)],
     ],
 )
 def test_streamed_blocks_match_alike_typed_or_not(stream: list[Any]) -> None:

@@ -20,6 +20,7 @@ from agentrt import (
     StopReason,
     StoreError,
     TextEvent,
+    TextRetractedEvent,
     TurnFailed,
     Usage,
     UsageEvent,
@@ -313,6 +314,35 @@ async def test_final_message_prefers_the_result_text(autojump_clock: object) -> 
         second = await rt.ask("a", "y")
     assert (first.text, first.final_message) == ("a", "the answer")
     assert (second.text, second.final_message) == ("onetwo", "two")
+
+
+async def test_retracted_text_leaves_the_answer(autojump_clock: object) -> None:
+    # An attempt abandoned mid-stream is taken back from the end of the open message; a
+    # retraction that does not end the open message takes nothing.
+    backend = ScriptedBackend(
+        [
+            TextEvent(text="Done.", message_boundary=True),
+            TextEvent(text="Partial "),
+            TextEvent(text="ans"),
+            TextRetractedEvent(text="Partial ans"),
+            TextRetractedEvent(text="Done."),
+            TextEvent(text="Whole answer.", message_boundary=True),
+            ResultEvent(),
+        ],
+        [
+            TextEvent(text="keep "),
+            TextEvent(text="cut"),
+            TextRetractedEvent(text="cut"),
+            ResultEvent(),
+        ],
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        first = await rt.ask("a", "x")
+        second = await rt.ask("a", "y")
+    assert (first.text, first.final_message) == ("Done.Whole answer.", "Whole answer.")
+    assert [type(e) for e in first.events].count(TextRetractedEvent) == 2  # kept as events
+    assert (second.text, second.final_message) == ("keep ", "keep ")
 
 
 async def test_a_later_terminal_replaces_an_earlier_result(autojump_clock: object) -> None:

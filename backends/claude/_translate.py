@@ -10,6 +10,8 @@ any frame with a new ``session_id``    `SessionEvent` first (checkpoint before g
 other ``system`` subtypes              `RawEvent`
 ``stream_event`` text delta            `TextEvent` (main thread only)
 other ``stream_event`` deltas          nothing (thinking, signatures, tool-input JSON, ...)
+``stream_event`` message_stop with     `TextRetractedEvent` with the text streamed for the
+``abandoned_blocks``                   abandoned blocks (the CLI retries the reply)
 ``stream_event`` of an unexpected      nothing (the typed schema below decides)
 shape
 ``assistant`` text block               the part not already streamed, as a `TextEvent`
@@ -48,6 +50,7 @@ from agentrt import (
     SessionEvent,
     StopReason,
     TextEvent,
+    TextRetractedEvent,
     ToolResultEvent,
     ToolUseEvent,
     Usage,
@@ -109,6 +112,10 @@ class _MessageDelta(msgspec.Struct, gc=False, tag="message_delta"):
     pass
 
 
+class _AbandonedBlocks(msgspec.Struct, gc=False):
+    from_block_index: int = 0
+
+
 class _MessageStop(msgspec.Struct, gc=False, tag="message_stop"):
     pass
 
@@ -117,6 +124,8 @@ class _StreamEvent(msgspec.Struct, gc=False, tag_field="type", tag="stream_event
     event: _BlockDelta | _MessageStart | _BlockStart | _BlockStop | _MessageDelta | _MessageStop
     session_id: str | None = None
     parent_tool_use_id: Any = None
+    # Set (on a message_stop) when the CLI gave up this reply mid-stream and retries it.
+    abandoned_blocks: _AbandonedBlocks | None = None
 
 
 # Content blocks. Decoded JSON values cannot form reference cycles, so none of these needs
@@ -326,7 +335,16 @@ class ClaudeTranslator:
             self._streamed.clear()
             self._matched.clear()
             self._model = _str(event.message.model) or self._model
+        if frame.abandoned_blocks is not None:
+            return self._abandon(frame.abandoned_blocks.from_block_index)
         return _NO_EVENTS
+
+    def _abandon(self, first: int) -> Sequence[Event]:
+        # The text streamed for the abandoned blocks is taken back; they no longer wait for
+        # a completed block to match (the retry's answer is a new message).
+        abandoned = sorted(i for i in self._streamed if i >= first and i not in self._matched)
+        text = "".join("".join(self._streamed.pop(i)) for i in abandoned)
+        return [TextRetractedEvent(text=text)] if text else _NO_EVENTS
 
     def _stream_event_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
         # A stream event the typed decoding refused (or a dict from an in-process feeder):

@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from agentrt.testing import (
+    AnthropicCutStream,
     AnthropicHang,
     AnthropicReply,
     AnthropicText,
@@ -39,6 +40,12 @@ def model(request: RecordedRequest) -> AnthropicReply:
         return AnthropicToolUse("Bash", {"command": "echo tool-output-here"}, text="Running it.")
     if prompt == "take forever":
         return AnthropicHang()
+    if prompt == "cut once":  # the CLI retries a cut stream once, without streaming
+        return (
+            AnthropicCutStream("Partial ans", linger=0.3)
+            if request.stream
+            else AnthropicText("Whole.")
+        )
     earlier = [t for t in request.texts("user")[:-1] if not t.startswith("<system-reminder>")]
     return AnthropicText(f"Hi there. Earlier: {' / '.join(earlier) or 'nothing'}.")
 
@@ -160,3 +167,15 @@ async def test_chat_continues_next_time(
     assert second.code == 0, second.stderr
     assert "continuing session" in second.stdout
     assert "bob> Hi there. Earlier: hello" in second.stdout
+
+
+async def test_chat_says_when_the_cli_abandons_a_reply(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    run = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=claude_env, stdin=b"cut once\n")
+    assert run.code == 0, run.stderr
+    shown = run.stdout
+    assert "bob> Partial ans" in shown
+    assert "(the CLI abandoned that reply, 11 characters; retrying)" in shown
+    assert shown.index("Partial ans") < shown.index("abandoned") < shown.index("bob> Whole.")

@@ -10,7 +10,6 @@ tool's, which the CLI starts in a session of its own.
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from agentrt import (
     SQLiteStore,
     StopReason,
     TextEvent,
+    TextRetractedEvent,
     TurnFailed,
     Usage,
     open_runtime,
@@ -136,16 +136,6 @@ async def test_each_response_costs_its_own_turn_across_program_runs(
 
 # --- 2 and 3. restarts (need the supervision issue) --------------------------------------
 
-# Supervision (issue 4) gives Runtime.start_agent a ``resume`` argument ("auto": resume the
-# session stored under the agent's name) and restarts crashed agents; until it lands, the
-# two scenarios below are skipped.
-SUPERVISION = "resume" in inspect.signature(Runtime.start_agent).parameters
-needs_supervision = pytest.mark.skipif(
-    not SUPERVISION,
-    reason="needs supervision (issue 4): Runtime.start_agent(resume='auto') and restarts of "
-    "crashed agents are not in this agentrt yet",
-)
-
 
 class CrashOnNotify(Agent):
     """Crashes (an exception escaping a decision callback) when notified."""
@@ -160,7 +150,6 @@ class CrashOnNotify(Agent):
         raise RuntimeError(f"crash on purpose: {event}")
 
 
-@needs_supervision
 async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> None:
     """A permanent agent crashes after turn 1; its next ask, taken by the restarted
     instance, resumes the same session and the fake sees turn 1's messages."""
@@ -187,7 +176,6 @@ async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> Non
     assert "Before the crash." in claude.api.message_requests[1].texts()
 
 
-@needs_supervision
 async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: Path) -> None:
     """A program runs turn 1 and is SIGKILLed while turn 2 runs a Bash tool; a new runtime
     on the same store kills what the dead one left and resumes its session."""
@@ -357,7 +345,12 @@ async def cut_once(claude: Claude) -> Response:
     cut = AnthropicCutStream("Partial ans", linger=0.3)
     claude.api.set_script([cut, AnthropicText("Whole answer.")])
     async with runtime() as rt:
-        await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            **{**claude.agent_options(), "binary": "/tmp/pf/tee-claude"},
+        )
         with trio.fail_after(TURN_BOUND):
             return await rt.ask("coder", "go")
 
@@ -373,17 +366,20 @@ async def test_stream_cut_once_is_retried_without_streaming(claude: Claude) -> N
     assert "".join(streamed).startswith("Partial ans")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Claude translator streams a text delta as a TextEvent at once, and the turn "
-    "joins every TextEvent into Response.text; the CLI marks an abandoned attempt only "
-    "afterwards (stream_event message_stop with abandoned_blocks), and no event can take "
-    "streamed text back",
-)
 async def test_an_abandoned_attempt_is_not_part_of_the_answer(claude: Claude) -> None:
-    """Response.text is the answer, without the text of the attempt the CLI abandoned."""
+    """Response.text is the answer, without the text of the attempt the CLI abandoned;
+    the events show the streamed text and its retraction."""
     response = await cut_once(claude)
+    print(
+        "EVENTS",
+        [
+            (type(e).__name__, getattr(e, "text", None), getattr(e, "data", None))
+            for e in response.events
+        ],
+    )
     assert response.text == "Whole answer."
+    (retracted,) = [e for e in response.events if isinstance(e, TextRetractedEvent)]
+    assert retracted.text.startswith("Partial ans")
 
 
 async def test_stream_cut_twice_fails_within_the_idle_bound(claude: Claude) -> None:
