@@ -246,6 +246,9 @@ class Turn:
                         # has to be waited for).
                         async for batch in proc.batches(decode):
                             await self._handle(batch)
+                            # Not kept while waiting for the next read: with many turns
+                            # waiting on their pipes, a read's lines each add up.
+                            del batch
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail

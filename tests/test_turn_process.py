@@ -9,16 +9,19 @@ reading continues, and driver failures become stop reasons.
 from __future__ import annotations
 
 import types
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import agentrt._turn
 from agentrt import (
     Agent,
+    Completed,
     ErrorEvent,
     Event,
     Failed,
@@ -481,3 +484,43 @@ async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
         result = await rt.wait(ref)
     assert seen == texts
     assert not isinstance(result, Failed)
+
+
+class _Read(list[Any]):
+    """A read's frames, as a batch a weak reference can follow."""
+
+
+async def test_a_handled_read_is_released_before_the_turn_waits_for_the_next(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    # With a hundred turns waiting on their pipes at once, a read each kept alive while
+    # waiting is a hundred reads' worth of lines (25 MiB in the concurrency benchmark).
+    reads: list[weakref.ref[_Read]] = []
+    more = trio.Event()
+
+    class Process(FakeProcess):
+        async def batches(self, decode: Any = None) -> AsyncIterator[list[Any]]:
+            first = _Read([INIT, {"type": "text", "text": "a"}])
+            reads.append(weakref.ref(first))
+            yield first
+            del first
+            await more.wait()
+            yield _Read([{"type": "result", "text": "a", "session_id": "s1"}])
+
+    @asynccontextmanager
+    async def open_cli_process(
+        command: Command, limits: ProcessLimits, *, tracker: object = None
+    ) -> AsyncIterator[FakeProcess]:
+        yield Process([], [])
+
+    monkeypatch.setattr(agentrt._turn, "open_cli_process", open_cli_process)
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        ref = rt.tell("a", "x")
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(reads) == 1
+        assert reads[0]() is None  # handled, and nothing holds it while the turn waits
+        more.set()
+        result = await rt.wait(ref)
+    assert isinstance(result, Completed)
+    assert result.response.text == "a"
