@@ -129,12 +129,14 @@ class Turn:
     # the latest result closed. The segment's text is `_folded` (UTF-8, lone surrogates
     # passed through) followed by `_texts`, the deltas since the last read: a str per delta
     # costs ~60 B of header besides its text for as long as the turn runs (a hundred turns
-    # of 1,500 deltas each: ~11 MiB), so each read's deltas are folded after the read.
+    # of 1,500 deltas each: ~11 MiB), so each read's deltas are folded after the read. A
+    # closed segment stays UTF-8 until the Response is built (a str of non-ASCII text takes
+    # 2-4 bytes a character).
     _texts: list[str] = attrs.field(factory=list)
     _folded: bytearray = attrs.field(factory=bytearray)
+    _result_text: bytearray = attrs.field(factory=bytearray)
     _message: list[str] = attrs.field(factory=list)
     _last_message: str | None = None
-    _result_text: str = ""
     _result_message: str = ""
     _usage: Usage | None = None
     _model: str | None = None
@@ -402,11 +404,9 @@ class Turn:
             self._texts.clear()
 
     def _close_segment(self) -> None:
-        folded = self._folded.decode("utf-8", "surrogatepass")
-        self._result_text = folded + "".join(self._texts) if self._texts else folded
+        self._fold_texts()
+        self._result_text, self._folded = self._folded, bytearray()
         self._result_message = self._last_message_text()
-        self._texts.clear()
-        self._folded = bytearray()
         self._message.clear()
         self._last_message = None
 
@@ -435,7 +435,7 @@ class Turn:
             self.final = terminal
             assert log is not None
             return Response(
-                text=self._result_text or terminal.text,
+                text=self._result_text.decode("utf-8", "surrogatepass") or terminal.text,
                 final_message=terminal.text or self._result_message,
                 events=log.events(
                     None if self._terminal_index is None else {self._terminal_index: terminal}
