@@ -38,6 +38,8 @@ from ._proctree import (
     reap_adopted,
     release_subreaper,
     snapshot,
+    track_leader,
+    untrack_leader,
 )
 from ._redact import redact
 from ._secretfiles import materialized_argv
@@ -247,6 +249,7 @@ class CliProcess:
         self._tree = ProcTree(
             leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker, local=True
         )
+        track_leader(self.pid, self.start_time)
         # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
         # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
         # fall back to trio's wait(), which reaps.
@@ -533,6 +536,7 @@ class CliProcess:
             self._shut_down.set()
 
     async def _close(self) -> None:
+        untrack_leader(self.pid, self.start_time)
         with trio.CancelScope(shield=True):
             await self._stdin.aclose()
             await self._stdout.aclose()

@@ -185,6 +185,25 @@ def marker_of(pid: int) -> str | None:
     return None
 
 
+# The leaders of the turns running in this process (pid -> start time), whatever runtime
+# started them. Each was exec'd with its own turn's marker, so a scan for another turn passes
+# them by without reading their environ: with a hundred turns at once, the end of each would
+# otherwise read the environ of every other.
+_live_leaders: dict[int, int] = {}
+
+
+def track_leader(pid: int, start_time: int) -> None:
+    """Note a turn's leader (our child, exec'd with its turn's marker) while it runs."""
+    if start_time:
+        _live_leaders[pid] = start_time
+
+
+def untrack_leader(pid: int, start_time: int) -> None:
+    """Undo `track_leader` (only that very process: pid and start time)."""
+    if _live_leaders.get(pid) == start_time:
+        del _live_leaders[pid]
+
+
 @attrs.define
 class ProcTree:
     """The processes of one turn (see the module docstring for who counts)."""
@@ -248,6 +267,8 @@ class ProcTree:
         for pid in _children(os.getpid()):
             if pid in procs or (st := read_stat(pid)) is None:
                 continue
+            if _live_leaders.get(pid) == st.start_time:
+                continue  # another turn's leader, so not of this tree (see _live_leaders)
             if (
                 self.members.get(pid) == st.start_time
                 or self.pgid in (st.pgrp, st.session)
