@@ -249,13 +249,14 @@ class CliProcess:
         self._tree = ProcTree(
             leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker, local=True
         )
-        track_leader(self.pid, self.start_time)
         # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
         # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
         # fall back to trio's wait(), which reaps.
         self._pidfd: int | None = None
         with suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(self.pid)
+        if self._pidfd is not None:
+            track_leader(self.pid)  # until it is reaped (in _shutdown)
         self._splitter = LineSplitter(limits.max_line_bytes)
         self._chunk = _FIRST_READ
         # The lines of the last read, not yet decoded.
@@ -528,6 +529,7 @@ class CliProcess:
                     await self._stderr_done.wait()
                 reap_adopted(self._tree)
                 if self._exited.is_set():
+                    untrack_leader(self.pid)
                     with trio.move_on_after(_REAP_BOUND):
                         await self._process.wait()
         finally:
@@ -536,7 +538,7 @@ class CliProcess:
             self._shut_down.set()
 
     async def _close(self) -> None:
-        untrack_leader(self.pid, self.start_time)
+        untrack_leader(self.pid)
         with trio.CancelScope(shield=True):
             await self._stdin.aclose()
             await self._stdout.aclose()
