@@ -38,6 +38,8 @@ from ._proctree import (
     reap_adopted,
     release_subreaper,
     snapshot,
+    track_leader,
+    untrack_leader,
 )
 from ._redact import redact
 from ._secretfiles import materialized_argv
@@ -59,7 +61,11 @@ __all__ = [
 _log = logging.getLogger("agentrt.process")
 
 # stdout is read in large chunks from a pipe enlarged to match, so a fast stream costs few
-# wakeups; small reads still return as soon as anything is there.
+# wakeups; small reads still return as soon as anything is there. A turn's first read is
+# small and each read that fills its chunk doubles the next, up to the largest: a turn
+# pauses on its first read (the session checkpoint on the CLI's first line) holding that
+# read's lines, and a hundred turns starting together held a hundred 256 KiB reads.
+_FIRST_READ = 16 * 1024
 _READ_CHUNK = 256 * 1024
 _PIPE_SIZE = 1024 * 1024
 _STDERR_CHUNK = 64 * 1024
@@ -250,7 +256,10 @@ class CliProcess:
         self._pidfd: int | None = None
         with suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(self.pid)
+        if self._pidfd is not None:
+            track_leader(self.pid)  # until it is reaped (in _shutdown)
         self._splitter = LineSplitter(limits.max_line_bytes)
+        self._chunk = _FIRST_READ
         # The lines of the last read, not yet decoded.
         self._lines: list[bytes] = []
         self._eof = False
@@ -425,7 +434,7 @@ class CliProcess:
 
     def _read_nowait(self) -> bytes | None:
         try:
-            return os.read(self._stdout.fileno(), _READ_CHUNK)
+            return os.read(self._stdout.fileno(), self._chunk)
         except BlockingIOError:
             return None
 
@@ -442,7 +451,7 @@ class CliProcess:
             with trio.CancelScope(deadline=deadline) as scope:
                 self._read_scope = scope
                 try:
-                    chunk = await self._stdout.receive_some(_READ_CHUNK)
+                    chunk = await self._stdout.receive_some(self._chunk)
                 finally:
                     self._read_scope = None
             if chunk is None:
@@ -465,6 +474,8 @@ class CliProcess:
         elif not chunk:
             self._end_of_stream()
         else:
+            if len(chunk) == self._chunk and self._chunk < _READ_CHUNK:
+                self._chunk *= 2
             try:
                 lines = self._splitter.feed(chunk)
             except LineTooLong as exc:
@@ -517,6 +528,7 @@ class CliProcess:
                     await self._stderr_done.wait()
                 reap_adopted(self._tree)
                 if self._exited.is_set():
+                    untrack_leader(self.pid)
                     with trio.move_on_after(_REAP_BOUND):
                         await self._process.wait()
         finally:
@@ -525,6 +537,7 @@ class CliProcess:
             self._shut_down.set()
 
     async def _close(self) -> None:
+        untrack_leader(self.pid)
         with trio.CancelScope(shield=True):
             await self._stdin.aclose()
             await self._stdout.aclose()

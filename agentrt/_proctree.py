@@ -185,6 +185,25 @@ def marker_of(pid: int) -> str | None:
     return None
 
 
+# The leaders of the turns running in this process, whatever runtime started them, each
+# noted only while its pid is pinned (our child, exited or not, but not reaped), so the pid
+# alone names it. Each was exec'd with its own turn's marker, so a scan for another turn
+# passes them by without reading their stat or environ: with a hundred turns at once, the
+# end of each would otherwise read those of every other.
+_live_leaders: set[int] = set()
+
+
+def track_leader(pid: int) -> None:
+    """Note a turn's leader: our child, exec'd with its turn's marker, not to be reaped
+    before `untrack_leader`."""
+    _live_leaders.add(pid)
+
+
+def untrack_leader(pid: int) -> None:
+    """Undo `track_leader`; call it before the leader is reaped."""
+    _live_leaders.discard(pid)
+
+
 @attrs.define
 class ProcTree:
     """The processes of one turn (see the module docstring for who counts)."""
@@ -246,7 +265,9 @@ class ProcTree:
         procs: dict[int, ProcStat] = {}
         subtree(self.leader, procs)
         for pid in _children(os.getpid()):
-            if pid in procs or (st := read_stat(pid)) is None:
+            if pid in procs or pid in _live_leaders:  # ours, or another turn's leader
+                continue
+            if (st := read_stat(pid)) is None:
                 continue
             if (
                 self.members.get(pid) == st.start_time

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import abc
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import attrs
 import trio
@@ -17,6 +16,10 @@ import trio
 from ._errors import StoreError
 from ._events import NO_TOTALS, SessionTotals, Usage
 from ._redact import redact
+
+if TYPE_CHECKING:
+    # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
+    import sqlite3
 
 _T = TypeVar("_T")
 
@@ -531,6 +534,8 @@ class SQLiteStore(_ClosedOnExit):
             await trio.to_thread.run_sync(conn.close, limiter=self._limiter, abandon_on_cancel=True)
 
     def _connect(self) -> sqlite3.Connection:
+        import sqlite3
+
         path = str(self.path)
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -610,6 +615,8 @@ class SQLiteStore(_ClosedOnExit):
         path = str(self.path)
         if conn is None:
             raise StoreError(path, "store is not open")
+
+        import sqlite3
 
         def run() -> _T:
             # aclose() may have run while this call waited for the limiter.

@@ -54,6 +54,7 @@ from ._process import (
 )
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
+from ._segment import SegmentText, decode_text
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
 # After the driver's SIGKILL, time for the last lines in the pipe to be read.
@@ -124,12 +125,10 @@ class Turn:
     _frames: Iterator[Any] = attrs.field(factory=lambda: iter(()))
     _pending: Iterator[Event] = attrs.field(factory=lambda: iter(()))
     _checkpoint: str | None = None
-    # Text of the current segment (since the previous terminal result), where its open
-    # message starts in it, and the segment's last complete message.
-    _texts: list[str] = attrs.field(factory=list)
-    _message_start: int = 0
-    _last_message: str | None = None
-    _result_text: str = ""
+    # Text of the current segment (since the previous terminal result), and what the
+    # latest result closed: its text (UTF-8 until the Response is built) and last message.
+    _segment: SegmentText = attrs.field(factory=SegmentText)
+    _result_text: bytearray = attrs.field(factory=bytearray)
     _result_message: str = ""
     _usage: Usage | None = None
     _model: str | None = None
@@ -246,6 +245,10 @@ class Turn:
                         # has to be waited for).
                         async for batch in proc.batches(decode):
                             await self._handle(batch)
+                            self._segment.fold()
+                            # Not kept while waiting for the next read: with many turns
+                            # waiting on their pipes, a read's lines each add up.
+                            del batch
                     nursery.cancel_scope.cancel()
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail
@@ -329,7 +332,7 @@ class Turn:
         assert self.translator is not None and self._log is not None
         feed = self.translator.feed
         log = self._log.add
-        texts = self._texts
+        texts = self._segment.parts
         replace = msgspec.structs.replace
         frames = self._frames
         pending = self._pending
@@ -358,8 +361,7 @@ class Turn:
                 if kind is TextEvent:
                     texts.append(event.text)  # type: ignore[attr-defined]
                     if event.message_boundary:  # type: ignore[attr-defined]
-                        self._last_message = "".join(texts[self._message_start :])
-                        self._message_start = len(texts)
+                        self._segment.end_message()
                 else:
                     self._fold(event, kind, retained)
                 yield event
@@ -398,31 +400,15 @@ class Turn:
             self._model = event.model or self._model
         elif kind is TextRetractedEvent:
             assert isinstance(event, TextRetractedEvent)
-            self._retract(event.text)
+            self._segment.retract(event.text)
         elif event.is_terminal:
             self._terminal = event
             assert self._log is not None
             self._terminal_index = self._log.retained - 1 if retained else None
             if kind is ResultEvent:
-                self._close_segment()
+                self._result_text, self._result_message = self._segment.close()
             else:
                 self._ended = True
-
-    def _retract(self, text: str) -> None:
-        # The retracted text ends the open message; anything else is not ours to take back.
-        start = self._message_start
-        message = "".join(self._texts[start:])
-        if text and message.endswith(text):
-            del self._texts[start:]
-            if kept := message[: -len(text)]:
-                self._texts.append(kept)
-
-    def _close_segment(self) -> None:
-        self._result_text = "".join(self._texts)
-        self._result_message = self._last_message_text()
-        self._texts.clear()
-        self._message_start = 0
-        self._last_message = None
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
@@ -437,16 +423,19 @@ class Turn:
         now = trio.current_time()
         terminal = self._terminal
         failure = self._failure
+        # The log is done: the Response takes a copy of its events, and the buffer goes now
+        # rather than with the Turn (the actor keeps that through the store writes that
+        # follow, and turns that end together would each hold both).
+        log, self._log = self._log, None
         if failure is None and terminal is None:
             failure = _Failure(
                 StopReason.MALFORMED_OUTPUT, "the stream ended without a terminal event"
             )
         if failure is None and isinstance(terminal, ResultEvent):
             self.final = terminal
-            log = self._log
             assert log is not None
             return Response(
-                text=self._result_text or terminal.text,
+                text=decode_text(self._result_text) or terminal.text,
                 final_message=terminal.text or self._result_message,
                 events=log.events(
                     None if self._terminal_index is None else {self._terminal_index: terminal}
@@ -487,8 +476,3 @@ class Turn:
         )
         error.__cause__ = failure.cause
         return error
-
-    def _last_message_text(self) -> str:
-        if self._message_start < len(self._texts):  # a message still open is the last one
-            return "".join(self._texts[self._message_start :])
-        return self._last_message or ""

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import attrs
+import pytest
 import trio
 from proc_helpers import (
     ENV,
@@ -25,6 +26,7 @@ from proc_helpers import (
     wait_until,
 )
 
+import agentrt._proctree
 from agentrt import ProcessTracker, open_cli_process
 from agentrt._lines import LineSplitter
 from agentrt._process import kill_stale_group, process_start_time
@@ -199,6 +201,41 @@ async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped() -
         assert tracker.live() == ()
         nursery.cancel_scope.cancel()
     assert not is_subreaper()
+
+
+async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_leaders_by(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With many turns at once, the end of each would read the environ of every other turn's
+    # leader (all children of ours) looking for its marker; they carry their own, so they are
+    # passed by, while an orphan of the ending turn is still found by its marker.
+    read: list[int] = []
+    original = agentrt._proctree.marker_of
+
+    def marker_of(pid: int) -> str | None:
+        read.append(pid)
+        return original(pid)
+
+    monkeypatch.setattr(agentrt._proctree, "marker_of", marker_of)
+    tracker = ProcessTracker()
+    ending = fake(child(READY, ["hang"], setsid=True, stderr="null"), ["hang"])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 60.0)
+        async with open_cli_process(ending, FAST, tracker=tracker) as first:
+            frames = first.frames()
+            orphan = (await frames_until_ready(frames))[0]["pid"]
+            async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as other:
+                await frames_until_ready(other.frames())
+                os.kill(first.pid, signal.SIGKILL)
+                me = os.getpid()
+                await wait_until(lambda: (st := read_stat(orphan)) is not None and st.ppid == me)
+                assert [f async for f in frames] == []
+                read.clear()
+                await first._shutdown()  # what leaving its block runs
+                assert read_stat(orphan) is None  # found by its marker, killed, reaped
+                assert orphan in read and other.pid not in read
+                assert running(other.pid)
+        nursery.cancel_scope.cancel()
 
 
 async def test_the_tracker_never_takes_another_childs_exit_status() -> None:

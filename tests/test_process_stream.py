@@ -62,6 +62,19 @@ async def test_batches_hold_the_frames_of_one_read_in_order() -> None:
     assert batches[1] == [{"n": 3}]
 
 
+async def test_the_first_read_is_small_and_full_reads_double_up_to_256_kib() -> None:
+    # A turn pauses on its first read (the session checkpoint on the CLI's first line)
+    # holding that read's lines, so it is small; a fast stream soon gets big reads. Lines of
+    # exactly 1 KiB, all in the pipe before the first read: each read ends on a line.
+    line = '{"pad": "' + "x" * (1023 - 11) + '"}\n'
+    assert len(line) == 1024
+    command = fake(["repeat", 880, [["write", line]]], ["exit", 0])
+    async with open_cli_process(command, FAST) as proc:
+        await proc.wait()
+        sizes = [len(list(batch)) async for batch in proc.batches()]
+    assert sizes == [16, 32, 64, 128, 256, 256, 128]
+
+
 async def test_invalid_utf8_and_invalid_json_are_bad_lines_not_failures() -> None:
     frames, status, _ = await read_all(
         fake(

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 import trio
 from _helpers import Recorder
@@ -196,3 +198,15 @@ def test_retained_events_read_like_the_tuple_of_the_events() -> None:
     plain.add(SESSION)
     assert hash(plain.events()) == hash((SESSION,))
     assert EventLog("compact", 1, 1).events() == ()
+
+
+def test_a_full_log_holds_little_more_than_its_events() -> None:
+    # A turn's log lives as long as the turn: with a hundred turns in flight, spare capacity
+    # in each buffer adds up, so the buffer is not grown by half again at each step.
+    log = EventLog("compact", max_events=1000, max_event_bytes=10**6)
+    for event in texts(*range(50, 150)) * 10:
+        assert log.add(event)
+    assert log.retained_bytes == sum(event_size(event) for event in texts(*range(50, 150))) * 10
+    held = log._data
+    assert len(held) == log.retained_bytes + 1000  # one newline each
+    assert sys.getsizeof(held) < len(held) * 1.15

@@ -697,3 +697,10 @@ async def test_one_call_at_a_time_runs_on_the_connection(
                 nursery.start_soon(store.clear_live_process, f"agent-{i}")
     assert calls >= 1 + 100 + 100 + 1  # open, checkpoints, the concurrent calls, close
     assert peak == 1
+
+
+def test_sqlite3_is_imported_only_when_a_sqlite_store_opens() -> None:
+    # ~1 MiB of a process's memory that a runtime on a MemoryStore never needs.
+    probe = "import sys, agentrt; print('sqlite3' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr

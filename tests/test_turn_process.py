@@ -9,16 +9,19 @@ reading continues, and driver failures become stop reasons.
 from __future__ import annotations
 
 import types
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import agentrt._turn
 from agentrt import (
     Agent,
+    Completed,
     ErrorEvent,
     Event,
     Failed,
@@ -32,6 +35,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._process import BadLine, ProcessFailure, ProcessLimits
+from agentrt._retention import EventLog
 from agentrt.backend import Command, ExitStatus
 
 HANG = object()  # frames() blocks here until the process is interrupted
@@ -481,3 +485,105 @@ async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
         result = await rt.wait(ref)
     assert seen == texts
     assert not isinstance(result, Failed)
+
+
+class _Read(list[Any]):
+    """A read's frames, as a batch a weak reference can follow."""
+
+
+async def test_a_handled_read_is_released_before_the_turn_waits_for_the_next(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    # With a hundred turns waiting on their pipes at once, a read each kept alive while
+    # waiting is a hundred reads' worth of lines (25 MiB in the concurrency benchmark).
+    reads: list[weakref.ref[_Read]] = []
+    more = trio.Event()
+
+    class Process(FakeProcess):
+        async def batches(self, decode: Any = None) -> AsyncIterator[list[Any]]:
+            first = _Read([INIT, {"type": "text", "text": "a"}])
+            reads.append(weakref.ref(first))
+            yield first
+            del first
+            await more.wait()
+            yield _Read([{"type": "result", "text": "a", "session_id": "s1"}])
+
+    @asynccontextmanager
+    async def open_cli_process(
+        command: Command, limits: ProcessLimits, *, tracker: object = None
+    ) -> AsyncIterator[FakeProcess]:
+        yield Process([], [])
+
+    monkeypatch.setattr(agentrt._turn, "open_cli_process", open_cli_process)
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        ref = rt.tell("a", "x")
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(reads) == 1
+        assert reads[0]() is None  # handled, and nothing holds it while the turn waits
+        more.set()
+        result = await rt.wait(ref)
+    assert isinstance(result, Completed)
+    assert result.response.text == "a"
+
+
+async def test_text_across_reads_keeps_every_character_and_its_segment(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    # A segment's text is folded into UTF-8 after each read; non-ASCII text, a result in
+    # the middle of a read and even lone surrogates (no JSON decoder makes one, a translator
+    # could; retention off, as JSON cannot encode them) all come through.
+    def text(value: str) -> dict[str, str]:
+        return {"type": "text", "text": value}
+
+    reads = [
+        [INIT, text("a\ud800"), text("é")],
+        [text("日本\r\n"), {"type": "result", "text": "", "session_id": "s1"}, text("next")],
+        [text(" \udfff😀"), {"type": "result", "text": "", "session_id": "s1"}],
+    ]
+
+    class Process(FakeProcess):
+        async def batches(self, decode: Any = None) -> AsyncIterator[list[Any]]:
+            for read in reads:
+                await trio.lowlevel.checkpoint()
+                yield read
+
+    @asynccontextmanager
+    async def open_cli_process(
+        command: Command, limits: ProcessLimits, *, tracker: object = None
+    ) -> AsyncIterator[FakeProcess]:
+        yield Process([], [])
+
+    monkeypatch.setattr(agentrt._turn, "open_cli_process", open_cli_process)
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend(), max_events=0)
+        response = await rt.ask("a", "x")
+    assert response.text == "next \udfff😀"
+    assert response.event_coverage.observed == 8
+
+
+async def test_a_finished_turn_lets_go_of_its_event_log_before_the_store_writes(
+    driver: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    # The Response has its own copy of the events; turns that end together and wait on the
+    # store must not each hold their log's buffer as well.
+    logs: list[weakref.ref[EventLog]] = []
+    alive_at_record: list[bool] = []
+
+    class Log(EventLog):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            logs.append(weakref.ref(self))
+
+    class Store(MemoryStore):
+        async def record_turn(self, name: str, **fields: Any) -> None:
+            alive_at_record.append(logs[-1]() is not None)
+            await super().record_turn(name, **fields)
+
+    monkeypatch.setattr(agentrt._turn, "EventLog", Log)
+    driver.script = [INIT, {"type": "text", "text": "hi"}, {"type": "result", "text": "hi"}]
+    async with open_runtime(store=Store()) as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        response = await rt.ask("a", "x")
+    assert alive_at_record == [False]
+    assert len(response.events) == 3 and response.event_coverage.retained == 3
