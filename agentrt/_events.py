@@ -72,7 +72,11 @@ NO_TOTALS = SessionTotals()
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
-    """Base of every event. ``kind`` is the tag; ``timestamp`` is ``trio.current_time()``."""
+    """Base of every event. ``kind`` is the tag; ``timestamp`` is ``trio.current_time()``.
+
+    Backends make events of the classes below, not of subclasses of them: the turn tells
+    events apart by their exact class (the events of one stream are handled at the rate
+    the CLI prints them)."""
 
     timestamp: float = 0.0
 
