@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._errors import AgentRTError, AgentStopped, Overloaded
-from ._events import ErrorEvent, Event, Response, StopReason
+from ._events import ErrorEvent, Event, Response, StopReason, text_size
 from ._options import AgentOptions
 from ._requests import NotFound, Pending, PollResult, Ref, Request, Settled
 
@@ -28,7 +28,7 @@ def result_size(outcome: Response | AgentRTError) -> int:
     if isinstance(outcome, Response):
         return (
             outcome.event_coverage.retained_bytes
-            + len(outcome.text.encode())
+            + text_size(outcome)  # not decoded to be measured
             + len(outcome.final_message.encode())
         )
     return len(str(outcome).encode())

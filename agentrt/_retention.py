@@ -51,7 +51,7 @@ class RetainedEvents(Sequence[Event]):
     terminal) are returned as the very objects, so ``events[-1] is terminal`` holds.
     """
 
-    __slots__ = ("_cache", "_data", "_ends")
+    __slots__ = ("_cache", "_data", "_ends", "_pinned")
 
     def __init__(
         self,
@@ -62,9 +62,17 @@ class RetainedEvents(Sequence[Event]):
         # ``ends[i]`` is where event i's encoding ends; a newline separates encodings.
         self._data = data
         self._ends = ends
-        self._cache: list[Event | None] = [None] * len(ends)
-        for index, event in (pinned or {}).items():
-            self._cache[index] = event
+        self._pinned = tuple(pinned.items()) if pinned else ()
+        # Made on first access: 8 bytes an event in every Response nobody reads the events of.
+        self._cache: list[Event | None] | None = None
+
+    def _events(self) -> list[Event | None]:
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = [None] * len(self._ends)
+            for index, event in self._pinned:
+                cache[index] = event
+        return cache
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -76,7 +84,7 @@ class RetainedEvents(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        cache = self._cache
+        cache = self._events()
         event = cache[index]  # raises IndexError as a tuple would; normalises negatives below
         if event is None:
             index %= len(cache)
@@ -87,7 +95,7 @@ class RetainedEvents(Sequence[Event]):
         return event
 
     def __iter__(self) -> Iterator[Event]:
-        cache = self._cache
+        cache = self._events()
         if None in cache:
             # One pass over the whole buffer is cheaper than one decode call per event.
             for index, event in enumerate(_decoder.decode_lines(self._data)):
@@ -174,7 +182,10 @@ class EventLog:
     def events(self, pinned: Mapping[int, Event] | None = None) -> RetainedEvents:
         """The retained events, as ``Response.events``; ``pinned`` maps indices to the
         objects to hand back for them."""
-        return RetainedEvents(bytes(self._data), array("q", self._ends), pinned)
+        data = bytes(self._data)
+        # 4 bytes an offset where they fit (they do unless max_event_bytes is over 4 GiB).
+        ends = array("I" if len(data) < 2**32 else "q", self._ends)
+        return RetainedEvents(data, ends, pinned)
 
     def coverage(self) -> EventCoverage:
         retained = len(self._ends)

@@ -5,13 +5,13 @@ A segment is the text since the previous terminal result (a CLI may print severa
 in one turn; the last one's segment is the answer). Text arrives as many small deltas. A
 str per delta costs ~60 B of header besides its text for as long as the turn runs (a
 hundred turns of 1,500 deltas each: ~11 MiB), so the deltas of each read are folded into
-one UTF-8 buffer (lone surrogates passed through), and a closed segment stays UTF-8 until
-the Response is built (a str of non-ASCII text takes 2-4 bytes a character).
+one UTF-8 buffer (lone surrogates passed through), and a closed segment stays UTF-8 in
+the Response until its text is read (a str of non-ASCII text takes 2-4 bytes a character).
 """
 
 from __future__ import annotations
 
-_CODEC = ("utf-8", "surrogatepass")
+from ._events import TEXT_CODEC as _CODEC
 
 
 class SegmentText:
@@ -55,15 +55,12 @@ class SegmentText:
             return self._folded[self._message_start :].decode(*_CODEC)
         return self._last_message or ""
 
-    def close(self) -> tuple[bytearray, str]:
+    def close(self) -> tuple[bytes, str]:
         """End the segment: its text (UTF-8) and its last message; the next starts empty."""
         last = self.last_message()
-        text, self._folded = self._folded, bytearray()
+        # bytes, to go into the Response as is: no spare capacity, and immutable.
+        text = bytes(self._folded)
+        self._folded = bytearray()
         self._message_start = 0
         self._last_message = None
         return text, last
-
-
-def decode_text(data: bytearray) -> str:
-    """A closed segment's text as a str."""
-    return data.decode(*_CODEC)

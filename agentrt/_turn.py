@@ -30,6 +30,7 @@ import trio
 
 from ._errors import TurnFailed
 from ._events import (
+    TEXT_CODEC,
     ErrorEvent,
     Event,
     RawEvent,
@@ -42,6 +43,7 @@ from ._events import (
     TextRetractedEvent,
     Usage,
     UsageEvent,
+    response_with_text,
 )
 from ._options import AgentOptions
 from ._process import (
@@ -54,7 +56,7 @@ from ._process import (
 )
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
-from ._segment import SegmentText, decode_text
+from ._segment import SegmentText
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
 # After the driver's SIGKILL, time for the last lines in the pipe to be read.
@@ -126,9 +128,9 @@ class Turn:
     _pending: Iterator[Event] = attrs.field(factory=lambda: iter(()))
     _checkpoint: str | None = None
     # Text of the current segment (since the previous terminal result), and what the
-    # latest result closed: its text (UTF-8 until the Response is built) and last message.
+    # latest result closed: its text (UTF-8, as the Response keeps it) and last message.
     _segment: SegmentText = attrs.field(factory=SegmentText)
-    _result_text: bytearray = attrs.field(factory=bytearray)
+    _result_text: bytes = b""
     _result_message: str = ""
     _usage: Usage | None = None
     _model: str | None = None
@@ -434,8 +436,12 @@ class Turn:
         if failure is None and isinstance(terminal, ResultEvent):
             self.final = terminal
             assert log is not None
-            return Response(
-                text=decode_text(self._result_text) or terminal.text,
+            text: str | bytes = self._result_text
+            if not text or text == terminal.text.encode(*TEXT_CODEC):
+                # The result's own text (a one-message answer): the same str, not a copy.
+                text = terminal.text
+            return response_with_text(
+                text,
                 final_message=terminal.text or self._result_message,
                 events=log.events(
                     None if self._terminal_index is None else {self._terminal_index: terminal}

@@ -1,5 +1,5 @@
-"""Option checks shared by the backends, and the cattrs structuring that turns the first
-unknown key or bad value into an `agentrt.InvalidOptions`."""
+"""Option checks shared by the backends, and the parser that turns the first unknown key
+or bad value into an `agentrt.InvalidOptions`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, override
 
 from agentrt import InvalidOptions
 
@@ -121,57 +119,34 @@ def make_parser(
     one; a bad value with its key, the value as ``shown(key, value)`` lets an error show it,
     and why. Each attrs field of ``cls`` needs exactly one check. ``keys`` maps a field to
     the key callers spell it with, where the two differ (a field cannot be named
-    ``continue``)."""
-    assert set(checks) == {a.name for a in attrs.fields(cls)}  # type: ignore[arg-type]
-    spelled = {name: (keys or {}).get(name, name) for name in checks}
-    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-    overrides = {
-        name: override(rename=spelled[name], struct_hook=_hook(check))
-        for name, check in checks.items()
-    }
-    converter.register_structure_hook(
-        cls,
-        # mypy cannot tell these per-attribute overrides from the function's own keywords.
-        make_dict_structure_fn(
-            cls,
-            converter,
-            _cattrs_forbid_extra_keys=True,
-            **overrides,  # type: ignore[arg-type]
-        ),
-    )
+    ``continue``).
+
+    A plain loop rather than a cattrs converter: every agent's start parses its options,
+    and cattrs would be imported (~0.8 MiB) by every process that starts one."""
+    # In the fields' order: the first bad value reported is the first field's.
+    names = [a.name for a in attrs.fields(cls)]  # type: ignore[arg-type]
+    assert set(checks) == set(names)
+    spelled = {name: (keys or {}).get(name, name) for name in names}
+    field_of = {key: name for name, key in spelled.items()}
+    known = tuple(spelled.values())
 
     def parse(raw: Mapping[str, Any]) -> T:
         if not isinstance(raw, Mapping):
             raise InvalidOptions("options", raw, "expected a mapping of option names to values")
         given = {k: v for k, v in raw.items() if v is not None}
-        try:
-            return converter.structure(given, cls)
-        except cattrs.ClassValidationError as exc:
-            raise _invalid(exc, given, spelled, shown) from exc
+        unknown = sorted(str(k) for k in given if k not in field_of)
+        if unknown:
+            key = unknown[0]
+            hint = suggest(key, known) or f"; known options: {', '.join(known)}"
+            raise InvalidOptions(key, shown(key, given.get(key)), "unknown option" + hint)
+        values: dict[str, Any] = {}
+        for name in names:
+            key = spelled[name]
+            if key in given:
+                try:
+                    values[name] = checks[name](given[key])
+                except Exception as exc:  # a check's verdict, or its failure on the value
+                    raise InvalidOptions(key, shown(key, given[key]), str(exc)) from exc
+        return cls(**values)
 
     return parse
-
-
-def _hook(check: Check) -> Callable[[Any, Any], Any]:
-    return lambda value, _type: check(value)
-
-
-def _invalid(
-    exc: cattrs.ClassValidationError,
-    given: Mapping[str, Any],
-    spelled: Mapping[str, str],
-    shown: Callable[[str, Any], Any],
-) -> InvalidOptions:
-    known = tuple(spelled.values())
-    for sub in exc.exceptions:
-        if isinstance(sub, cattrs.ForbiddenExtraKeysError):
-            key = sorted(map(str, sub.extra_fields))[0]
-            hint = suggest(key, known) or f"; known options: {', '.join(known)}"
-            return InvalidOptions(key, shown(key, given.get(key)), f"unknown option{hint}")
-    for sub in exc.exceptions:
-        for note in getattr(sub, "__notes__", ()):
-            name = getattr(note, "name", None)
-            if isinstance(name, str) and name in spelled:
-                key = spelled[name]
-                return InvalidOptions(key, shown(key, given.get(key)), str(sub))
-    raise AssertionError("cattrs reported an error for no option") from exc

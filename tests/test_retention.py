@@ -1,4 +1,5 @@
 import sys
+import tracemalloc
 
 import pytest
 import trio
@@ -17,7 +18,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._events import event_size
+from agentrt._events import Event, event_size
 from agentrt._retention import CaptureOverflow, EventLog
 from agentrt.testing import ScriptedBackend
 
@@ -210,3 +211,24 @@ def test_a_full_log_holds_little_more_than_its_events() -> None:
     held = log._data
     assert len(held) == log.retained_bytes + 1000  # one newline each
     assert sys.getsizeof(held) < len(held) * 1.15
+
+
+def test_retained_events_cost_their_json_and_an_offset_each_until_read() -> None:
+    # A Response's events are often never read, and a runtime keeps many Responses: no
+    # per-event slot exists before the first access, and the offsets take 4 bytes each.
+    events: list[Event] = [*texts(*range(50, 150)) * 10]
+    events[-1] = result = ResultEvent(text="done", session_id="s1")
+    log = EventLog("compact", max_events=1000, max_event_bytes=10**6)
+    for event in events:
+        assert log.add(event)
+    tracemalloc.start()
+    try:
+        retained = log.events({999: result})
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < log.retained_bytes + 1000 + 4 * 1000 + 512  # JSON, newlines, offsets
+    assert retained == log.events()  # compared by their JSON: still nothing decoded
+    assert retained[999] is result  # pinned before the first access, the very object after
+    assert retained[-2] == events[-2]
+    assert list(retained) == events and retained[999] is result
