@@ -206,7 +206,10 @@ class MemoryStore(_ClosedOnExit):
     """
 
     clock: Callable[[], float] = time.time
-    _records: dict[str, SessionRecord] = attrs.field(factory=dict, init=False, repr=False)
+    # Each record's fields as a dict: a turn's updates are dict updates, and a SessionRecord
+    # is made only when one is read (attrs.evolve per update cost more than a scripted turn's
+    # mailbox round trip).
+    _records: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False, repr=False)
     _open: bool = attrs.field(default=False, init=False)
 
     _PATH = "<memory>"
@@ -223,7 +226,9 @@ class MemoryStore(_ClosedOnExit):
         await trio.lowlevel.checkpoint()
 
     async def _enter(self) -> None:
-        await trio.lowlevel.checkpoint()
+        # A cancellation point, not a schedule point: nothing here waits, and a turn makes
+        # several store calls.
+        await trio.lowlevel.checkpoint_if_cancelled()
         if not self._open:
             raise StoreError(self._PATH, "store is not open")
 
@@ -231,11 +236,12 @@ class MemoryStore(_ClosedOnExit):
         record = self._records.get(name)
         if record is None:
             raise _no_row(self._PATH, name)
-        self._records[name] = attrs.evolve(record, updated_at=self.clock(), **changes)
+        record.update(changes, updated_at=self.clock())
 
     async def load(self, name: str) -> SessionRecord | None:
         await self._enter()
-        return self._records.get(name)
+        record = self._records.get(name)
+        return None if record is None else SessionRecord(**record)
 
     async def checkpoint_session(
         self, name: str, *, backend: str, session_id: str | None, cwd: str | None
@@ -243,13 +249,14 @@ class MemoryStore(_ClosedOnExit):
         await self._enter()
         record = self._records.get(name)
         if record is not None:
-            totals = record.session_totals if record.session_id == session_id else NO_TOTALS
+            same = record["session_id"] == session_id
+            totals = record["session_totals"] if same else NO_TOTALS
             self._update(
                 name, backend=backend, session_id=session_id, cwd=cwd, session_totals=totals
             )
             return
         now = self.clock()
-        self._records[name] = SessionRecord(
+        new = SessionRecord(
             name=name,
             backend=backend,
             session_id=session_id,
@@ -266,6 +273,7 @@ class MemoryStore(_ClosedOnExit):
             runtime_id=None,
             state=None,
         )
+        self._records[name] = attrs.asdict(new, recurse=False)
 
     async def record_turn(
         self,
@@ -282,12 +290,12 @@ class MemoryStore(_ClosedOnExit):
             raise _no_row(self._PATH, name)
         self._update(
             name,
-            turns=record.turns + 1,
-            cost_usd=record.cost_usd + (cost_usd or 0.0),
-            usage=record.usage.plus(usage or _NO_USAGE),
-            session_totals=record.session_totals.add(usage, cost_usd),
+            turns=record["turns"] + 1,
+            cost_usd=record["cost_usd"] + (cost_usd or 0.0),
+            usage=record["usage"].plus(usage or _NO_USAGE),
+            session_totals=record["session_totals"].add(usage, cost_usd),
             last_stop_reason=redact(str(stop_reason)),
-            session_id=record.session_id if session_id is None else session_id,
+            session_id=record["session_id"] if session_id is None else session_id,
         )
 
     async def set_live_process(
@@ -313,7 +321,7 @@ class MemoryStore(_ClosedOnExit):
     async def clear_live_process(self, name: str) -> None:
         await self._enter()
         record = self._records.get(name)
-        if record is not None and record.live_pgid is not None:
+        if record is not None and record["live_pgid"] is not None:
             self._update(
                 name,
                 live_pgid=None,
@@ -325,7 +333,7 @@ class MemoryStore(_ClosedOnExit):
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         await self._enter()
-        return tuple(r for _, r in sorted(self._records.items()) if r.live_pgid is not None)
+        return tuple(r for r in await self.list() if r.live_pgid is not None)
 
     async def save_state(self, name: str, state: bytes | None) -> None:
         await self._enter()
@@ -337,7 +345,7 @@ class MemoryStore(_ClosedOnExit):
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
-        return tuple(r for _, r in sorted(self._records.items()))
+        return tuple(SessionRecord(**r) for _, r in sorted(self._records.items()))
 
 
 # "AGRT": marks a SQLite file as ours, so a foreign database is refused rather than altered.

@@ -117,6 +117,9 @@ def reply(text: str, *, session_id: str | None = None) -> list[Step]:
     return steps
 
 
+_CONTROL_STEPS = (Gate, Sleep, Fail, Exit, Raise)
+
+
 class _Translator:
     def feed(self, frame: Any) -> Sequence[Event]:
         if isinstance(frame, Event):
@@ -211,7 +214,9 @@ class ScriptedBackend:
         else:
             raise LookupError(f"no script left for the turn with prompt {call.prompt!r}")
         for step in script:
-            if isinstance(step, Gate):
+            if not isinstance(step, _CONTROL_STEPS):  # most steps are frames
+                await emit(step)
+            elif isinstance(step, Gate):
                 await step._pass()
             elif isinstance(step, Sleep):
                 await trio.sleep(step.seconds)
@@ -220,8 +225,7 @@ class ScriptedBackend:
                 return ExitStatus(1)
             elif isinstance(step, Exit):
                 return ExitStatus(step.returncode, step.signal)
-            elif isinstance(step, Raise):
-                raise step.error
             else:
-                await emit(step)
+                assert isinstance(step, Raise)
+                raise step.error
         return ExitStatus(0)
