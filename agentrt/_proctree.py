@@ -117,20 +117,38 @@ def _children(pid: int) -> list[int]:
         return []
     found: list[int] = []
     for tid in tids:
-        try:
-            fd = os.open(f"{_PROC}/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            data = b""
-            while chunk := os.read(fd, 65536):
-                data += chunk
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        found.extend(int(child) for child in data.split())
+        found.extend(_thread_children(pid, tid))
     return found
+
+
+def _thread_children(pid: int, tid: int | str) -> list[int]:
+    try:
+        fd = os.open(f"{_PROC}/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return [int(child) for child in data.split()]
+
+
+def _adopted() -> list[int]:
+    """Our children that may be orphans of a turn's tree.
+
+    The kernel hands an orphan to the subreaper's first thread that is not exiting: our
+    main thread while it runs. Reading only its list matters because our other threads
+    (trio's worker threads, which spawn the CLIs) are many, and every turn's end reads
+    this; the turns' leaders, under those threads, are reached from each turn's leader.
+    Once the main thread has finished, orphans may go to any thread: all are read."""
+    pid = os.getpid()
+    if threading.main_thread().is_alive():
+        return _thread_children(pid, pid)
+    return _children(pid)
 
 
 def subtree(root: int, into: dict[int, ProcStat]) -> None:
@@ -264,7 +282,7 @@ class ProcTree:
         # (other turns) are looked at, not descended into.
         procs: dict[int, ProcStat] = {}
         subtree(self.leader, procs)
-        for pid in _children(os.getpid()):
+        for pid in _adopted():
             if pid in procs or pid in _live_leaders:  # ours, or another turn's leader
                 continue
             if (st := read_stat(pid)) is None:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import attrs
@@ -332,3 +333,27 @@ async def test_kill_stale_group_leaves_a_reused_pid_alone() -> None:
 def test_process_start_time() -> None:
     assert isinstance(process_start_time(os.getpid()), int)
     assert process_start_time(2**22 + 1) is None  # above any pid_max
+
+
+def test_adopted_reads_every_thread_once_the_main_thread_has_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Orphans go to the subreaper's first live thread: the main thread while it runs; after
+    # it, to any thread, so all their child lists are read.
+    finished = threading.Thread(target=lambda: None)
+    finished.start()
+    finished.join()
+    reads: list[object] = []
+    original = agentrt._proctree._thread_children
+
+    def thread_children(pid: int, tid: int | str) -> list[int]:
+        reads.append(tid)
+        return original(pid, tid)
+
+    monkeypatch.setattr(agentrt._proctree, "_thread_children", thread_children)
+    agentrt._proctree._adopted()
+    assert reads == [os.getpid()]
+    reads.clear()
+    monkeypatch.setattr(threading, "main_thread", lambda: finished)
+    agentrt._proctree._adopted()
+    assert sorted(map(int, reads)) == sorted(map(int, os.listdir(f"/proc/{os.getpid()}/task")))
