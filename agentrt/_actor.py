@@ -263,6 +263,7 @@ class Actor:
             options=self.options,
             on_session=self._on_session,
             deliver=self._deliver,
+            watched=self._watched,
             runner=self._runner,
             limiter=self.limiter,
             tracker=self.tracker,
@@ -359,19 +360,25 @@ class Actor:
             # A restart in this program still gets the state (state_blob); a new program not.
             log_error(f"agent {self.name!r}: the session store could not save its state", exc)
 
+    def _watched(self) -> bool:
+        """Whether anything looks at the current turn's events as they come."""
+        if "handle_stream_event" in self._overrides:
+            return True
+        request = self.current
+        return request is not None and bool(request.subscriptions)
+
     async def _deliver(self, events: Iterator[Event]) -> None:
         # The events of one read: each is handled before the next is taken, and this awaits
         # only what must be waited for (an async handler, a full subscriber), so a read
         # costs one await however many lines it held.
-        handler = (
-            self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
-        )
-        request = self.current
-        if handler is None and (request is None or not request.subscriptions):
+        if not self._watched():
             # Nobody looks at these events (and nothing here awaits, so no subscriber can
             # come meanwhile): the turn only has to record them, without a loop body here.
             deque(events, maxlen=0)
             return
+        handler = (
+            self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
+        )
         for event in events:
             # By identity: isinstance on a msgspec Struct class is slow, and this is per event.
             if type(event) is ErrorEvent and event.reason is StopReason.SESSION_LOST:

@@ -133,6 +133,18 @@ class EventLog:
     def retained(self) -> int:
         return len(self._ends)
 
+    @property
+    def keeping(self) -> bool:
+        """False once compact retention has left an event out: from then on `add` only
+        counts, and `skipped` may count instead."""
+        return self.first_omission is None
+
+    def skipped(self, count: int) -> None:
+        """Count ``count`` events that were not offered to `add` (only once not `keeping`:
+        they would not have been kept)."""
+        assert self.first_omission is not None
+        self.observed += count
+
     def add(self, event: Event) -> bool:
         """Count ``event`` and keep it if it fits (True if kept); lossless raises
         `CaptureOverflow` instead of omitting (the refused event is then not counted)."""

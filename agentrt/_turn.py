@@ -91,6 +91,9 @@ class Turn:
     # the iterator to its end (each step translates and records the next event, so a stop
     # mid-way delivers nothing further); an exception fails the turn (turn_crashed).
     deliver: Callable[[Iterator[Event]], Awaitable[None]]
+    # Whether anyone looks at delivered events (handle_stream_event, subscribers); asked
+    # once per read: while nobody does, `deliver` does not await, so it cannot change.
+    watched: Callable[[], bool]
     runner: InProcessBackend | None
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
@@ -333,57 +336,77 @@ class Turn:
         # check on a msgspec Struct class takes its metaclass's slow path.
         assert self.translator is not None and self._log is not None
         feed = self.translator.feed
-        log = self._log.add
+        log = self._log
         texts = self._segment.parts
         replace = msgspec.structs.replace
         frames = self._frames
         pending = self._pending
-        while True:
-            for event in pending:
-                kind = type(event)
-                if kind in _CARRY_SESSION_ID:
-                    session_id = event.session_id  # type: ignore[attr-defined]
-                    if session_id is not None and session_id != self.session_id:
-                        self.session_id = session_id
-                        # Paused for the checkpoint; this event is handled after it.
-                        self._checkpoint = session_id
-                        self._pending = itertools.chain((event,), pending)
-                        return
-                if self._failure is not None or self._ended:
-                    continue  # stopped: the rest is read for session ids only
-                event = replace(event, timestamp=now)
-                if self._awaiting_content and kind not in _NOT_CONTENT:
-                    self._content_arrived()
-                try:
-                    retained = log(event)
-                except CaptureOverflow as overflow:
-                    reason = StopReason.EVENT_CAPTURE_OVERFLOW
-                    self.stop(reason, str(overflow), detail=overflow.detail)
-                    continue
-                if kind is TextEvent:
-                    texts.append(event.text)  # type: ignore[attr-defined]
-                    if event.message_boundary:  # type: ignore[attr-defined]
-                        self._segment.end_message()
-                else:
-                    self._fold(event, kind, retained)
-                yield event
-                if self._ended and event is self._terminal:
-                    # After delivery: cancelling first would cut an async handler's checkpoint.
-                    self._end_run()
-            for frame in frames:
-                if type(frame) is BadLine:
-                    events = self._bad_line(frame)
-                else:
-                    try:
-                        events = feed(frame)
-                    except Exception as exc:
-                        self._crash(exc)
+        # A text event that nobody will see and retention will not keep only adds to the
+        # turn's text and to the count of events: no timestamp, no log entry, no delivery.
+        unseen = 0
+        skip_text = not (self.watched() or log.keeping or self._awaiting_content)
+        try:
+            while True:
+                for event in pending:
+                    kind = type(event)
+                    if (
+                        kind is TextEvent
+                        and skip_text
+                        and self._failure is None
+                        and not self._ended
+                    ):
+                        unseen += 1
+                        texts.append(event.text)  # type: ignore[attr-defined]
+                        if event.message_boundary:  # type: ignore[attr-defined]
+                            self._segment.end_message()
                         continue
-                if events:
-                    break
-            else:
-                return
-            pending = self._pending = iter(events)
+                    if kind in _CARRY_SESSION_ID:
+                        session_id = event.session_id  # type: ignore[attr-defined]
+                        if session_id is not None and session_id != self.session_id:
+                            self.session_id = session_id
+                            # Paused for the checkpoint; this event is handled after it.
+                            self._checkpoint = session_id
+                            self._pending = itertools.chain((event,), pending)
+                            return
+                    if self._failure is not None or self._ended:
+                        continue  # stopped: the rest is read for session ids only
+                    event = replace(event, timestamp=now)
+                    if self._awaiting_content and kind not in _NOT_CONTENT:
+                        self._content_arrived()
+                    try:
+                        retained = log.add(event)
+                    except CaptureOverflow as overflow:
+                        reason = StopReason.EVENT_CAPTURE_OVERFLOW
+                        self.stop(reason, str(overflow), detail=overflow.detail)
+                        continue
+                    if kind is TextEvent:
+                        texts.append(event.text)  # type: ignore[attr-defined]
+                        if event.message_boundary:  # type: ignore[attr-defined]
+                            self._segment.end_message()
+                    else:
+                        self._fold(event, kind, retained)
+                    yield event
+                    if self._ended and event is self._terminal:
+                        # After delivery: cancelling first would cut an async handler's
+                        # checkpoint.
+                        self._end_run()
+                for frame in frames:
+                    if type(frame) is BadLine:
+                        events = self._bad_line(frame)
+                    else:
+                        try:
+                            events = feed(frame)
+                        except Exception as exc:
+                            self._crash(exc)
+                            continue
+                    if events:
+                        break
+                else:
+                    return
+                pending = self._pending = iter(events)
+        finally:
+            if unseen:
+                log.skipped(unseen)
 
     def _content_arrived(self) -> None:
         # The first content event lifts the first-event bound.

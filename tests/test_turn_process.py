@@ -587,3 +587,46 @@ async def test_a_finished_turn_lets_go_of_its_event_log_before_the_store_writes(
         response = await rt.ask("a", "x")
     assert alive_at_record == [False]
     assert len(response.events) == 3 and response.event_coverage.retained == 3
+
+
+class _Watcher(Agent):
+    def __init__(self) -> None:
+        self.seen: list[Event] = []
+
+    def handle_stream_event(self, event: Event) -> None:
+        self.seen.append(event)
+
+
+@pytest.mark.parametrize("one_read", [True, False])
+async def test_events_nobody_watches_count_and_fold_as_watched_ones(
+    driver: types.SimpleNamespace, autojump_clock: object, one_read: bool
+) -> None:
+    # Past what compact retention keeps, a text event nobody watches is only folded into
+    # the text and counted; the Response must not tell the difference.
+    texts = [f"t{i} " for i in range(40)]
+    driver.script = [INIT, *({"type": "text", "text": t} for t in texts), {"type": "x"}]
+    driver.script.append({"type": "result", "text": "", "session_id": "s1"})
+    driver.one_read = one_read
+    responses = []
+    async with open_runtime() as rt:
+        watcher = _Watcher()
+        await rt.start_agent(lambda: watcher, name="w", backend=CliBackend(), max_events=5)
+        await rt.start_agent(Agent, name="s", backend=CliBackend(), max_events=5)
+        await rt.start_agent(Agent, name="u", backend=CliBackend(), max_events=5)
+        responses.append(await rt.ask("w", "x"))
+        ref = rt.tell("s", "x")
+        async with rt.events(ref) as stream:
+            streamed = [event async for event in stream]
+        result = await rt.wait(ref)
+        assert isinstance(result, Completed)
+        responses.append(result.response)
+        responses.append(await rt.ask("u", "x"))
+    watched, subscribed, unwatched = responses
+    assert unwatched.text == "".join(texts)
+    assert unwatched.event_coverage.observed == 1 + 40 + 1 + 1  # session, texts, raw, result
+    for other in (watched, subscribed):
+        assert (other.text, other.final_message) == (unwatched.text, unwatched.final_message)
+        assert other.event_coverage == unwatched.event_coverage
+        assert [type(e) for e in other.events] == [type(e) for e in unwatched.events]
+    assert [e.text for e in watcher.seen if isinstance(e, TextEvent)] == texts
+    assert [e.text for e in streamed if isinstance(e, TextEvent)] == texts
