@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from ._errors import StoreError
-from ._events import NO_TOTALS, SessionTotals, Usage
+from ._events import NO_TOTALS, SessionTotals, StopReason, Usage
 from ._redact import redact
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ class MemoryStore(_ClosedOnExit):
             cost_usd=record["cost_usd"] + (cost_usd or 0.0),
             usage=record["usage"].plus(usage or _NO_USAGE),
             session_totals=record["session_totals"].add(usage, cost_usd),
-            last_stop_reason=redact(str(stop_reason)),
+            last_stop_reason=_stored_reason(stop_reason),
             session_id=record["session_id"] if session_id is None else session_id,
         )
 
@@ -346,6 +346,14 @@ class MemoryStore(_ClosedOnExit):
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return tuple(SessionRecord(**r) for _, r in sorted(self._records.items()))
+
+
+_STOP_REASONS = frozenset(reason.value for reason in StopReason)
+
+
+def _stored_reason(stop_reason: str) -> str:
+    # A StopReason's value carries nothing to redact; anything else is redacted.
+    return str(stop_reason) if stop_reason in _STOP_REASONS else redact(str(stop_reason))
 
 
 # "AGRT": marks a SQLite file as ours, so a foreign database is refused rather than altered.
@@ -683,7 +691,7 @@ class SQLiteStore(_ClosedOnExit):
         params = (
             *figures,
             *figures,
-            redact(str(stop_reason)),
+            _stored_reason(stop_reason),
             session_id,
             self.clock(),
             name,

@@ -104,6 +104,11 @@ class Turn:
     # records its process group for the reaper).
     on_spawn: Callable[[CliProcess], Awaitable[None]] | None = None
 
+    # trio.current_time(), from the run's clock without the per-call wrapper (a scripted
+    # turn asks it several times).
+    _now: Callable[[], float] = attrs.field(
+        init=False, factory=lambda: trio.lowlevel.current_clock().current_time
+    )
     command: Command | None = None
     translator: Translator | None = None
     waiting_for_process: bool = False
@@ -190,7 +195,7 @@ class Turn:
 
     async def _run(self) -> Response | TurnFailed:
         options = self.options
-        self._started = now = trio.current_time()
+        self._started = now = self._now()
         if options.watchdog is not None:
             self._total_deadline = now + options.watchdog
         if options.first_event is not None:
@@ -310,7 +315,7 @@ class Turn:
         self._frames = iter(frames)
         self._pending = iter(events)
         while True:
-            handled = self._events(trio.current_time())
+            handled = self._events(self._now())
             try:
                 await self.deliver(handled)
             except Exception as exc:
@@ -344,7 +349,7 @@ class Turn:
         # A text event that nobody will see and retention will not keep only adds to the
         # turn's text and to the count of events: no timestamp, no log entry, no delivery.
         unseen = 0
-        skip_text = not (self.watched() or log.keeping or self._awaiting_content)
+        skip_text = not (log.keeping or self._awaiting_content or self.watched())
         try:
             while True:
                 for event in pending:
@@ -445,7 +450,7 @@ class Turn:
             else:
                 if last is not None and last.is_terminal:
                     await self._handle((), (last,))
-        now = trio.current_time()
+        now = self._now()
         terminal = self._terminal
         failure = self._failure
         # The log is done: the Response takes a copy of its events, and the buffer goes now
