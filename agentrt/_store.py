@@ -333,7 +333,7 @@ class MemoryStore(_ClosedOnExit):
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         await self._enter()
-        return tuple(r for r in await self.list() if r.live_pgid is not None)
+        return tuple(r for r in self._all() if r.live_pgid is not None)
 
     async def save_state(self, name: str, state: bytes | None) -> None:
         await self._enter()
@@ -345,6 +345,9 @@ class MemoryStore(_ClosedOnExit):
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
+        return self._all()
+
+    def _all(self) -> tuple[SessionRecord, ...]:
         return tuple(SessionRecord(**r) for _, r in sorted(self._records.items()))
 
 
