@@ -349,7 +349,7 @@ async def cut_once(claude: Claude) -> Response:
             Agent,
             name="coder",
             backend="claude",
-            **{**claude.agent_options(), "binary": "/tmp/pf/tee-claude"},
+            **claude.agent_options(),
         )
         with trio.fail_after(TURN_BOUND):
             return await rt.ask("coder", "go")
@@ -370,13 +370,6 @@ async def test_an_abandoned_attempt_is_not_part_of_the_answer(claude: Claude) ->
     """Response.text is the answer, without the text of the attempt the CLI abandoned;
     the events show the streamed text and its retraction."""
     response = await cut_once(claude)
-    print(
-        "EVENTS",
-        [
-            (type(e).__name__, getattr(e, "text", None), getattr(e, "data", None))
-            for e in response.events
-        ],
-    )
     assert response.text == "Whole answer."
     (retracted,) = [e for e in response.events if isinstance(e, TextRetractedEvent)]
     assert retracted.text.startswith("Partial ans")
