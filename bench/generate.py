@@ -169,7 +169,7 @@ class _Stream:
             {
                 "type": "system",
                 "subtype": "init",
-                "cwd": "/home/ada/proj",
+                "cwd": "/work/ada/proj",
                 "session_id": SESSION_ID,
                 "tools": ["Task", "Bash", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"],
                 "mcp_servers": [],

@@ -265,8 +265,8 @@ def test_env_inherit_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_config_dir_sets_the_env_and_strips_ambient_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-ambient-00000000")
     monkeypatch.setenv("AGENTRT_PROBE", "1")
-    env = command({"config_dir": "/home/ada/.claude-work"}).env
-    assert env["CLAUDE_CONFIG_DIR"] == "/home/ada/.claude-work"
+    env = command({"config_dir": "/users/ada/.claude-work"}).env
+    assert env["CLAUDE_CONFIG_DIR"] == "/users/ada/.claude-work"
     assert "ANTHROPIC_API_KEY" not in env and env["AGENTRT_PROBE"] == "1"
     tenant = command({"config_dir": "/c", "env": {"ANTHROPIC_API_KEY": "sk-ant-tenant-1111"}}).env
     assert tenant["ANTHROPIC_API_KEY"] == "sk-ant-tenant-1111"

@@ -102,8 +102,8 @@ def test_unknown_keys_are_reported_before_bad_values() -> None:
 BAD_VALUES: list[tuple[str, Any, str]] = [
     ("binary", "", "expected a path"),
     ("binary", 5, "expected a path"),
-    ("cwd", b"/tmp", "expected a path"),
-    ("cwd", "/tmp/\0x", "NUL byte"),
+    ("cwd", b"/srv", "expected a path"),
+    ("cwd", "/srv/\0x", "NUL byte"),
     ("config_dir", [], "expected a path"),
     ("model", "", "expected a non-empty string"),
     ("model", 4, "expected a string, got int"),
@@ -243,9 +243,9 @@ def test_config_dir_agreeing_with_env_is_fine() -> None:
     ("raw", "policy"),
     [
         ({}, "inherit"),
-        ({"config_dir": "/home/ada/.claude-work"}, "profile"),
-        ({"env": {"CLAUDE_CONFIG_DIR": "/home/ada/.claude-work"}}, "profile"),
-        ({"config_dir": "/home/ada/.claude-work", "env_policy": "inherit"}, "inherit"),
+        ({"config_dir": "/users/ada/.claude-work"}, "profile"),
+        ({"env": {"CLAUDE_CONFIG_DIR": "/users/ada/.claude-work"}}, "profile"),
+        ({"config_dir": "/users/ada/.claude-work", "env_policy": "inherit"}, "inherit"),
         ({"env_policy": "isolated"}, "isolated"),
     ],
 )

@@ -17,7 +17,7 @@ FIRST = ("codex", "exec", "--json", "--skip-git-repo-check")
 RESUME = (*FIRST, "resume", THREAD)
 ENVIRON = {
     "PATH": "/usr/bin",
-    "HOME": "/home/u",
+    "HOME": "/users/u",
     "LANG": "C.UTF-8",
     "OPENAI_API_KEY": "sk-ambient",
     "CODEX_API_KEY": "ambient",
@@ -193,7 +193,7 @@ def test_codex_home_sets_the_variable_and_leaves_ambient_keys_out() -> None:
 
 def test_env_isolated_keeps_only_the_basics() -> None:
     got = env({"env_policy": "isolated", "env": {"KEY_VAR": "v"}})
-    assert got == {"PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "KEY_VAR": "v"}
+    assert got == {"PATH": "/usr/bin", "HOME": "/users/u", "LANG": "C.UTF-8", "KEY_VAR": "v"}
 
 
 def test_version_command() -> None:

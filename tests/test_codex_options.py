@@ -57,7 +57,7 @@ def test_unknown_key_names_it_and_suggests_the_closest() -> None:
         ({"model": ""}, "model", "non-empty"),
         ({"profile": 3}, "profile", "expected a string"),
         ({"cwd": ""}, "cwd", "path"),
-        ({"images": ["/tmp/a,b.png"]}, "images", "comma"),
+        ({"images": ["/srv/a,b.png"]}, "images", "comma"),
         ({"images": [""]}, "images", "path"),
         ({"config": {"a": None}}, "config", "no TOML form"),
         ({"config": {"a=b": 1}}, "config", "no '='"),

@@ -7,7 +7,7 @@ from agentrt._env import AMBIENT_AUTH_VARS, child_env, default_env_policy
 
 AMBIENT = {
     "PATH": "/usr/bin:/bin",
-    "HOME": "/home/ada",
+    "HOME": "/users/ada",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
     "LC_TIME": "en_GB.UTF-8",
@@ -53,7 +53,7 @@ def test_isolated_keeps_only_path_home_locale_proxies_tls() -> None:
     env = child_env("isolated", {"CLAUDE_CONFIG_DIR": "/cfg"}, environ=AMBIENT)
     assert env == {
         "PATH": "/usr/bin:/bin",
-        "HOME": "/home/ada",
+        "HOME": "/users/ada",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "LC_TIME": "en_GB.UTF-8",
@@ -114,4 +114,4 @@ def test_unknown_policy_is_refused() -> None:
 def test_default_policy_is_profile_only_with_a_config_dir() -> None:
     assert default_env_policy(config_dir=None) == "inherit"
     assert default_env_policy(config_dir="") == "inherit"
-    assert default_env_policy(config_dir="/home/ada/.claude-work") == "profile"
+    assert default_env_policy(config_dir="/users/ada/.claude-work") == "profile"

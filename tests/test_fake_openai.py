@@ -64,7 +64,7 @@ async def test_text_reply_streams_the_responses_event_sequence() -> None:
 
 
 async def test_function_call_streams_its_arguments() -> None:
-    reply = OpenAIReply.exec_command("ls -la", workdir="/tmp")
+    reply = OpenAIReply.exec_command("ls -la", workdir="/srv/app")
     async with open_fake_openai([reply]) as api:
         events = (await (await client(api.port)).request(body={"input": []})).events()
     names = [name for name, _ in events]
@@ -75,11 +75,11 @@ async def test_function_call_streams_its_arguments() -> None:
     ]
     added, delta, done = (data for _, data in events[1:-1])
     assert added["item"]["arguments"] == "" and added["item"]["status"] == "in_progress"
-    assert json.loads(delta["delta"]) == {"cmd": "ls -la", "workdir": "/tmp"}
+    assert json.loads(delta["delta"]) == {"cmd": "ls -la", "workdir": "/srv/app"}
     item = done["item"]
     assert item["type"] == "function_call" and item["name"] == "exec_command"
     assert item["call_id"] == added["item"]["call_id"] and item["status"] == "completed"
-    assert json.loads(item["arguments"]) == {"cmd": "ls -la", "workdir": "/tmp"}
+    assert json.loads(item["arguments"]) == {"cmd": "ls -la", "workdir": "/srv/app"}
 
 
 async def test_several_output_items_and_verbatim_items() -> None:

@@ -75,7 +75,7 @@ async def test_each_bad_option_is_refused_naming_its_key(key: str, value: object
 async def test_unknown_keys_go_to_init_agent_and_the_backend_names_them() -> None:
     async with open_runtime() as rt:
         with pytest.raises(InvalidOptions) as info:
-            await rt.start_agent(Agent, name="a", backend=echo_backend(), cwd="/tmp", colour=3)
+            await rt.start_agent(Agent, name="a", backend=echo_backend(), cwd=".", colour=3)
         assert info.value.key == "colour"
         assert info.value.value == 3
         assert "scripted backend" in str(info.value)

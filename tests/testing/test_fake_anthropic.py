@@ -378,9 +378,9 @@ async def test_wait_requests_returns_once_enough_arrived() -> None:
 
 def test_claude_env_points_the_cli_at_the_fake_only() -> None:
     api = FakeAnthropic(base_url="http://127.0.0.1:4567")
-    env = api.claude_env("/tmp/home", api_timeout_ms=3000)
+    env = api.claude_env("/srv/home", api_timeout_ms=3000)
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4567"
-    assert env["HOME"] == "/tmp/home"
+    assert env["HOME"] == "/srv/home"
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
     assert env["API_TIMEOUT_MS"] == "3000"
     assert env["CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"] == "10000"
