@@ -70,6 +70,22 @@ def log_error(message: str, error: BaseException) -> None:
     logger.error("%s\n%s", message, redact(trace.rstrip()))
 
 
+def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
+    # Content-free: the outcome's reason and figures, never the prompt or the answer.
+    if isinstance(outcome, Response):
+        reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
+    else:
+        reason, detail = outcome.reason.value, outcome.message
+    logger.debug(
+        "agent %r: turn ended, %s (%s), session %s",
+        agent,
+        reason,
+        detail,
+        outcome.session_id,
+        extra={"agent": agent, "session_id": outcome.session_id, "outcome": reason},
+    )
+
+
 def _reaction(callback: str, value: object) -> Reaction:
     if value is None or isinstance(value, Prompt | Halt | Stop):
         return value
@@ -271,6 +287,14 @@ class Actor:
             baseline=self.session_totals if self.session_id is not None else None,
             on_spawn=self._on_spawn,
         )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "agent %r: turn starts on %s, session %s",
+                self.name,
+                self.backend.name,
+                self.session_id or "(new)",
+                extra={"agent": self.name, "session_id": self.session_id},
+            )
         try:
             outcome = await turn.run()
         finally:
@@ -278,6 +302,8 @@ class Actor:
             if self._live:
                 await self._clear_live()
         self.turns += 1
+        if logger.isEnabledFor(logging.DEBUG):
+            _log_turn_end(self.name, outcome)
         await self._record_turn(outcome)
         return outcome, turn.final
 
@@ -304,6 +330,9 @@ class Actor:
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
         self._live = True
+        logger.debug(
+            "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
+        )
         try:
             await self.store.set_live_process(
                 self.name,

@@ -6,8 +6,8 @@ path. By default the model is agentrt's fake Anthropic API and the CLI the pinne
 uses the logged-in ``claude`` and a real model instead. The story:
 
 - workers w1..wN take the jobs queued in their mailboxes, a few CLIs at a time;
-- ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn, and its
-  next job continues the same session;
+- ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn; sleepy is
+  started again without that watchdog, and its next job continues the same session;
 - ``fragile`` notes a number, then its CLI is SIGKILLed mid-turn; the agent lets it crash,
   its supervisor starts a new instance, which continues its session and recalls
   the number.
@@ -23,7 +23,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -79,14 +79,15 @@ class Plan:
 
     @classmethod
     def make(cls, *, quick: bool, real: bool) -> Plan:
-        # sleepy's watchdog also bounds its second, ordinary turn: a few times a normal
-        # turn's length, so a busy machine does not fire it there too.
-        if real:  # a real model takes a minute over the essay, seconds over a job
+        # sleepy's watchdog bounds only the turn that hangs (its next turn runs on an agent
+        # started again without it), but that turn must still get its session id from the
+        # CLI first: several times the CLI's start-up on a busy machine.
+        if real:  # a real model takes a minute over the essay
             workers = 2 if quick else 3
             return cls(workers, jobs_each=2, tool_seconds=0, watchdog=12.0, max_processes=3)
         if quick:
-            return cls(workers=2, jobs_each=2, tool_seconds=0.1, watchdog=3.0, max_processes=3)
-        return cls(workers=3, jobs_each=3, tool_seconds=0.5, watchdog=4.0, max_processes=4)
+            return cls(workers=2, jobs_each=2, tool_seconds=0.1, watchdog=5.0, max_processes=3)
+        return cls(workers=3, jobs_each=3, tool_seconds=0.5, watchdog=6.0, max_processes=4)
 
 
 @attrs.frozen
@@ -119,6 +120,9 @@ class Board:
     terminal and redrawn live on one."""
 
     out: Output
+    # Redrawn live (on a terminal) or printed line by line (elsewhere, and with --debug,
+    # where the runtime's log goes between the lines).
+    live: bool
     rows: dict[str, Row] = attrs.field(factory=dict)
     log: list[tuple[float, str, str]] = attrs.field(factory=list)
     fakes: dict[str, FakeClaude] = attrs.field(factory=dict)
@@ -130,7 +134,7 @@ class Board:
     def note(self, text: str, style: str = "") -> None:
         at = time.monotonic() - self.started
         self.log.append((at, text, style))
-        if not self.out.fancy and not self.out.json_mode:
+        if not self.live and not self.out.json_mode:
             self.out.say(f"[{at:5.1f}s] {text}")
 
     def turn_started(self, name: str, prompt: str) -> None:
@@ -230,6 +234,14 @@ def _store_file(given: str | None, scratch: str) -> Path:
     return Path(given).expanduser() if given else Path(scratch) / "sessions.sqlite3"
 
 
+def _outcome(result: object) -> str:
+    if isinstance(result, Failed) and isinstance(result.error, TurnFailed):
+        return f"{result.error.reason.value}: {short(result.error.message, 90)}"
+    if isinstance(result, Failed):
+        return short(str(result.error), 90)
+    return "complete" if isinstance(result, Completed) else type(result).__name__.lower()
+
+
 def _leftover_processes() -> int:
     procs = _proctree.snapshot()
     return sum(1 for pid in _proctree.descendants(procs, [os.getpid()]) if not procs[pid].gone)
@@ -241,7 +253,14 @@ class Demo:
     board: Board
     plan: Plan
     cwds: dict[str, str]
+    start: Callable[[str], Awaitable[object]]
     checks: dict[str, bool] = attrs.field(factory=lambda: dict.fromkeys(CHECKS, False))
+    # Why a check failed, where the demo knows more than that it did not happen.
+    why: dict[str, str] = attrs.field(factory=dict)
+
+    def fail(self, check: str, why: str) -> None:
+        self.why[check] = why
+        self.board.note(f"✗ {check}: {why}", "bold red")
 
     async def workers(self) -> None:
         names = [f"w{i + 1}" for i in range(self.plan.workers)]
@@ -257,27 +276,41 @@ class Demo:
             "bold",
         )
         outcomes = [await self.rt.wait(ref) for ref in refs]
-        self.checks["queued work done"] = all(isinstance(o, Completed) for o in outcomes)
+        failed = [o for o in outcomes if not isinstance(o, Completed)]
+        self.checks["queued work done"] = not failed
+        if failed:
+            self.fail(
+                "queued work done", f"{len(failed)} jobs did not complete: {_outcome(failed[0])}"
+            )
 
     async def sleepy(self) -> None:
-        first = self.rt.tell("sleepy", HANG_PROMPT)
-        second = self.rt.tell("sleepy", job_prompt(self.plan.workers * self.plan.jobs_each + 1))
-        hung, after = await self.rt.wait(first), await self.rt.wait(second)
-        fired = (
-            isinstance(hung, Failed)
-            and isinstance(hung.error, TurnFailed)
-            and hung.error.reason is StopReason.TOTAL_TIMEOUT
-        )
-        self.checks["watchdog fired"] = fired
-        same = (
-            fired
-            and isinstance(after, Completed)
-            and isinstance(hung, Failed)
-            and isinstance(hung.error, TurnFailed)
-            and after.response.session_id == hung.error.session_id
-        )
-        self.checks["next turn after the watchdog resumed"] = same
-        if same:
+        hung = await self.rt.wait(self.rt.tell("sleepy", HANG_PROMPT))
+        error = hung.error if isinstance(hung, Failed) else None
+        if not isinstance(error, TurnFailed) or error.reason is not StopReason.TOTAL_TIMEOUT:
+            self.fail("watchdog fired", f"sleepy's turn ended with {_outcome(hung)}")
+            return
+        self.checks["watchdog fired"] = True
+        if error.session_id is None:
+            self.fail(
+                "next turn after the watchdog resumed",
+                "the CLI reported no session id before the watchdog fired",
+            )
+            return
+        # Its next turn gets the default watchdog: a tight one would bound ordinary work too.
+        await self.rt.stop_agent("sleepy")
+        await self.start("sleepy")
+        self.board.note("sleepy started again, with the default watchdog, on its session")
+        job = job_prompt(self.plan.workers * self.plan.jobs_each + 1)
+        after = await self.rt.wait(self.rt.tell("sleepy", job))
+        if not isinstance(after, Completed):
+            self.fail("next turn after the watchdog resumed", f"it ended with {_outcome(after)}")
+        elif after.response.session_id != error.session_id:
+            self.fail(
+                "next turn after the watchdog resumed",
+                f"it ran in session {after.response.session_id}, not {error.session_id}",
+            )
+        else:
+            self.checks["next turn after the watchdog resumed"] = True
             self.board.note("sleepy's next turn continued the same session", "green")
 
     async def fragile(self) -> None:
@@ -285,7 +318,7 @@ class Demo:
         try:
             noted = await rt.ask("fragile", REMEMBER_PROMPT)
         except AgentRTError as exc:
-            board.note(f"fragile could not take its first prompt: {exc}", "red")
+            self.fail("CLI killed mid-turn", f"fragile could not take its first prompt: {exc}")
             return
         session = noted.session_id
         before = rt.whereis("fragile")
@@ -303,14 +336,17 @@ class Demo:
                         "bold red",
                     )
                     break
-        await rt.wait(ref)
+        killed_turn = await rt.wait(ref)
         self.checks["CLI killed mid-turn"] = killed
+        if not killed:
+            self.fail("CLI killed mid-turn", f"the turn ended first, with {_outcome(killed_turn)}")
+            return
         handle = None
         with trio.move_on_after(_RESTART_BOUND):
             while (handle := rt.whereis("fragile")) is None or handle == before:  # noqa: ASYNC110
                 await trio.sleep(0.05)  # a restart has no event to wait on from outside
         if handle is None or handle == before:
-            board.note(f"fragile was not restarted within {_RESTART_BOUND:g} s", "bold red")
+            self.fail("restarted", f"fragile was not restarted within {_RESTART_BOUND:g} s")
             return
         self.checks["restarted"] = True
         restarts, where = rt.status("fragile").restarts, short(session or "-", 13)
@@ -322,11 +358,13 @@ class Demo:
         try:
             recalled = await rt.ask("fragile", RECALL_PROMPT)
         except AgentRTError as exc:
-            board.note(f"fragile's restarted instance could not answer: {exc}", "bold red")
+            self.fail("resumed the same session", f"the restarted fragile failed: {exc}")
             return
         same = recalled.session_id == session
         self.checks["resumed the same session"] = same
         self.checks["remembered"] = "42" in recalled.text
+        if "42" not in recalled.text:
+            self.fail("remembered", f"it answered {short(recalled.text, 40)!r}")
         where = short(recalled.session_id or "-", 13)
         board.note(
             f"fragile recalled {short(recalled.text, 40)!r} in session {where}"
@@ -415,16 +453,17 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
     """Run the demo; exit 0 when everything happened as scripted."""
     real = args.backend == "claude"
     plan = Plan.make(quick=args.quick, real=real)
-    board = Board(out)
+    debug = getattr(args, "debug", False)
+    board = Board(out, live=out.fancy and not debug)
     names = [f"w{i + 1}" for i in range(plan.workers)]
     for name in names:
         board.add(name, "worker")
-    board.add("sleepy", f"watchdog {plan.watchdog:g}s")
+    board.add("sleepy", f"hangs, watchdog {plan.watchdog:g}s")
     board.add("fragile", "crashes")
     begun = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="agentrt-demo-") as scratch,
-        _quiet_crash_logs(getattr(args, "debug", False)),
+        _quiet_crash_logs(debug),
     ):
         store_file = _store_file(args.store, scratch)
         cwds = {name: os.path.join(scratch, "projects", name) for name in board.rows}
@@ -446,11 +485,10 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             rt = await stack.enter_async_context(
                 open_runtime(store=store, max_processes=plan.max_processes)
             )
-            for name in board.rows:
-                agent = Fragile if name == "fragile" else DemoAgent
-                extra: dict[str, Any] = {"watchdog": plan.watchdog} if name == "sleepy" else {}
-                await rt.start_agent(
-                    agent,
+
+            async def start(name: str, **extra: Any) -> object:
+                return await rt.start_agent(
+                    Fragile if name == "fragile" else DemoAgent,
                     name=name,
                     backend="claude",
                     restart="permanent",
@@ -460,9 +498,12 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                     **options(name),
                     **extra,
                 )
-            demo = Demo(rt, board, plan, cwds)
+
+            for name in board.rows:
+                await start(name, **({"watchdog": plan.watchdog} if name == "sleepy" else {}))
+            demo = Demo(rt, board, plan, cwds, start)
             async with trio.open_nursery() as nursery:
-                if out.fancy:
+                if board.live:
 
                     async def redraw() -> None:
                         with out.live() as live:
@@ -475,7 +516,7 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                     work.start_soon(demo.workers)
                     work.start_soon(demo.sleepy)
                     work.start_soon(demo.fragile)
-                await trio.sleep(0.15 if out.fancy else 0)  # one last frame
+                await trio.sleep(0.15 if board.live else 0)  # one last frame
                 nursery.cancel_scope.cancel()
             for row in board.rows.values():
                 # The supervisor's count, for the summary (the runtime closes next).
@@ -486,6 +527,8 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
     took = time.monotonic() - begun
     summary = _summary_rows(board, records)
     demo.checks["no process left behind"] = left == 0
+    if left:
+        demo.why["no process left behind"] = f"{left} processes of the demo still run"
     ok = all(demo.checks.values())
     if out.json_mode:
         out.data(
@@ -495,11 +538,12 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                 "cli": cli,
                 "seconds": round(took, 1),
                 "checks": demo.checks,
+                "why": demo.why,
                 "agents": summary,
             }
         )
     else:
-        _print_summary(out, summary, demo.checks, took)
+        _print_summary(out, summary, demo.checks, demo.why, took)
     if not ok:
         failed = ", ".join(k for k, v in demo.checks.items() if not v)
         raise CliError(
@@ -510,7 +554,11 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
 
 
 def _print_summary(
-    out: Output, summary: list[dict[str, Any]], checks: Mapping[str, bool], took: float
+    out: Output,
+    summary: list[dict[str, Any]],
+    checks: Mapping[str, bool],
+    why: Mapping[str, str],
+    took: float,
 ) -> None:
     rows = [
         [
@@ -534,7 +582,12 @@ def _print_summary(
         out.say(plain_table(headers, rows))
     out.say()
     for check, passed in checks.items():
-        out.say(f"  {'✓' if passed else '✗'} {check}", style="green" if passed else "bold red")
+        line = (
+            f"  ✓ {check}"
+            if passed
+            else f"  ✗ {check}" + (f": {why[check]}" if check in why else "")
+        )
+        out.say(line, style="green" if passed else "bold red")
 
 
 async def _setup(

@@ -70,3 +70,14 @@ async def test_demo_with_the_fake_cli_keeps_its_store(
     summary = out[out.index("Summary (") :]
     for name, record in agents.items():
         assert f"{name} " in summary and record["session_id"] in summary
+
+
+async def test_demo_with_debug_shows_the_runtimes_log(base_env: dict[str, str]) -> None:
+    run = await agentrt("--debug", "demo", "--quick", "--fake-cli", env=base_env)
+    assert run.code == 0, run.stdout + run.stderr
+    log = run.stderr
+    assert "agentrt: DEBUG: agent 'sleepy': turn starts on claude, session (new)" in log
+    assert "agent 'sleepy': turn ended, total_timeout (the turn ran longer than its watchdog" in log
+    assert "agent 'fragile': turn ended, process_crashed" in log
+    # The board prints line by line between the log records, not as a live view.
+    assert "sleepy started again, with the default watchdog, on its session" in run.stdout
