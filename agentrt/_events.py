@@ -156,13 +156,16 @@ class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
 
 
 class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
-    """Terminal failure, as the backend classified it."""
+    """Terminal failure, as the backend classified it. ``cost_usd`` and ``usage`` are what
+    the failed turn spent, where the CLI reported it (a failed turn is billed too)."""
 
     reason: StopReason
     message: str = ""
     status: int | None = None
     retryable: bool = False
     session_id: str | None = None
+    cost_usd: float | None = None
+    usage: Usage | None = None
     raw: Any = None
 
     @property

@@ -794,6 +794,22 @@ def test_a_resumed_turn_reports_its_own_cost(baseline: float | None, expected: f
     assert result.cost_usd == pytest.approx(expected)
 
 
+def test_a_failed_turn_reports_its_own_cost_and_usage() -> None:
+    # An error result is billed like a success: the share of the running total since the
+    # baseline, and this run's usage, on the terminal ErrorEvent.
+    stream = frames("max_turns.jsonl")
+    stream[-1] = {**stream[-1], "total_cost_usd": 0.6}
+    translator = ClaudeBackend().translator(parse_options({}), baseline=SessionTotals(cost_usd=0.4))
+    (error,) = [e for e in translate(stream, translator) if isinstance(e, ErrorEvent)]
+    assert error.cost_usd == pytest.approx(0.2)
+    assert error.usage == Usage(
+        input_tokens=9,
+        output_tokens=18,
+        cache_creation_input_tokens=4211,
+        cache_read_input_tokens=36120,
+    )
+
+
 # The driver hands feed() typed frames for the lines ClaudeTranslator.decode accepts and
 # dicts for the rest; both must translate alike.
 RECORDED = sorted(str(path.relative_to(FIXTURES)) for path in FIXTURES.rglob("*.jsonl"))

@@ -454,6 +454,8 @@ class ClaudeTranslator:
                             if reason is StopReason.SESSION_LOST
                             else session_id
                         ),
+                        cost_usd=self._turn_cost(frame),
+                        usage=usage,
                         raw=raw,
                     )
                 )
