@@ -32,6 +32,7 @@ from backends.claude import ClaudeBackend, ClaudeTranslator
 from backends.claude._options import parse_options
 
 USAGE = ("usage", 9, 18, 4211, 36120)
+INIT_FRAME = frames("text_partial.jsonl")[0]
 
 
 def result_row(
@@ -354,6 +355,86 @@ def test_error_message_sources(frame: dict[str, Any], message: str) -> None:
     (event,) = ClaudeTranslator().feed(frame)
     assert isinstance(event, ErrorEvent) and event.message == message
     assert event.reason is StopReason.CLI_ERROR
+
+
+def silent_error(status: int | None, errors: Any = ()) -> dict[str, Any]:
+    """An error result that says nothing itself (the SDK's fixtures have these)."""
+    frame = {"type": "result", "subtype": "success", "is_error": True, "result": ""}
+    frame["errors"] = list(errors) if isinstance(errors, tuple) else errors
+    return frame if status is None else {**frame, "api_error_status": status}
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason", "message", "retryable"),
+    [
+        (silent_error(529), StopReason.OVERLOADED, "the API is overloaded (HTTP 529)", True),
+        (
+            silent_error(429, ["", "  "]),
+            StopReason.RATE_LIMITED,
+            "the API's rate limit was reached (HTTP 429)",
+            True,
+        ),
+        (
+            silent_error(500, "not a list"),
+            StopReason.CLI_ERROR,
+            "the API call failed (HTTP 500)",
+            False,
+        ),
+        (
+            silent_error(None, [None]),
+            StopReason.CLI_ERROR,
+            "the CLI reported an error without a message",
+            False,
+        ),
+    ],
+)
+def test_an_error_result_that_says_nothing_is_worded_from_its_api_status(
+    frame: dict[str, Any], reason: StopReason, message: str, retryable: bool
+) -> None:
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, ErrorEvent)
+    assert (event.reason, event.message, event.retryable) == (reason, message, retryable)
+
+
+def rate_limit(status: str) -> dict[str, Any]:
+    info = {"status": status, "resetsAt": 1700003600, "rateLimitType": "seven_day"}
+    return {"type": "rate_limit_event", "rate_limit_info": info, "session_id": SID}
+
+
+UNCLEAR = {"type": "result", "subtype": "success", "is_error": True, "result": "Stopped."}
+
+
+@pytest.mark.parametrize(
+    ("stream", "reason"),
+    [
+        ([rate_limit("rejected"), UNCLEAR], StopReason.RATE_LIMITED),
+        ([rate_limit("rejected"), silent_error(None)], StopReason.RATE_LIMITED),
+        ([rate_limit("allowed_warning"), UNCLEAR], StopReason.CLI_ERROR),
+        # The latest one counts: the limit was lifted before the turn ended.
+        ([rate_limit("rejected"), rate_limit("allowed"), UNCLEAR], StopReason.CLI_ERROR),
+        # The CLI's own words are more precise than the rejection.
+        ([rate_limit("rejected"), silent_error(529)], StopReason.OVERLOADED),
+    ],
+)
+def test_a_rejected_rate_limit_that_ends_the_turn_is_rate_limited(
+    stream: list[Any], reason: StopReason
+) -> None:
+    events = translate(stream)
+    assert [type(e) for e in events[:-1]] == [SessionEvent, *[RawEvent] * (len(stream) - 1)]
+    assert isinstance(events[-1], ErrorEvent) and events[-1].reason is reason
+
+
+def test_a_rejected_rate_limit_then_the_end_of_the_stream_is_rate_limited() -> None:
+    _, terminal = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(1))
+    assert isinstance(terminal, ErrorEvent) and terminal.reason is StopReason.RATE_LIMITED
+    assert terminal.retryable and "rate limit" in terminal.message
+    _, crashed = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(None, signal.SIGKILL))
+    assert isinstance(crashed, ErrorEvent) and crashed.reason is StopReason.PROCESS_CRASHED
+
+
+def test_a_success_after_a_rejected_rate_limit_stands() -> None:
+    events = translate([rate_limit("rejected"), *frames("text_partial.jsonl")[1:]])
+    assert isinstance(events[-1], ResultEvent)
 
 
 def test_result_with_odd_field_types_degrades_to_none() -> None:

@@ -18,9 +18,13 @@ shape
                                        with ``message_boundary=True`` (main thread only)
 ``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
 ``user`` tool_result block             `ToolResultEvent`
+``rate_limit_event``                   `RawEvent`; while the latest one says
+                                       ``rejected``, an error ending the turn is
+                                       RATE_LIMITED (unless it says something more precise)
 ``result``                             `UsageEvent`, then terminal `ResultEvent`, or
                                        terminal `ErrorEvent` when ``is_error`` is true or
-                                       the subtype is not ``success``
+                                       the subtype is not ``success`` (its message: the
+                                       result, the ``errors``, else the API status's)
 anything else (valid JSON)             `RawEvent`
 =====================================  ==================================================
 
@@ -59,7 +63,7 @@ from agentrt import (
 from agentrt._redact import redact
 from agentrt.backend import ExitStatus
 
-from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id
+from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id, status_message
 
 _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
@@ -199,6 +203,9 @@ class ClaudeTranslator:
         self._tool_ids: set[str] = set()
         self._terminal_seen = False
         self._failed_fast = False
+        # The latest rate_limit_event said the API refuses requests: a turn that then ends
+        # in an error ended for that.
+        self._rate_limit_rejected = False
         # The driver tries this first on each line (see agentrt.Translator); what it makes
         # is handled here.
         self.decode = _decode_frame
@@ -247,6 +254,11 @@ class ClaudeTranslator:
             return self._system(frame)
         if kind == "result":
             return self._result(frame)
+        if kind == "rate_limit_event":
+            info = frame.get("rate_limit_info")
+            self._rate_limit_rejected = (
+                isinstance(info, Mapping) and info.get("status") == "rejected"
+            )
         return [RawEvent(data=frame)]
 
     def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
@@ -267,11 +279,13 @@ class ClaudeTranslator:
         )
         reason = classify(None, tail)
         if reason is None:
-            reason = (
-                StopReason.PROCESS_CRASHED
-                if exit_status.signal is not None
-                else StopReason.MALFORMED_OUTPUT
-            )
+            if exit_status.signal is not None:
+                reason = StopReason.PROCESS_CRASHED
+            elif self._rate_limit_rejected:
+                reason = StopReason.RATE_LIMITED
+                message += " (the API had rejected its requests for a rate limit)"
+            else:
+                reason = StopReason.MALFORMED_OUTPUT
         session = lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
         return ErrorEvent(
             reason=reason,
@@ -440,8 +454,10 @@ class ClaudeTranslator:
         subtype = _str(frame.get("subtype")) or "unknown"
         if frame.get("is_error") is True or subtype != "success":
             status = _int(frame.get("api_error_status"))
-            message = redact(_error_message(frame, subtype))
-            reason = classify(status, message) or StopReason.CLI_ERROR
+            message = redact(_error_message(frame, subtype, status, self._rate_limit_rejected))
+            reason = classify(status, message) or (
+                StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR
+            )
             events.append(
                 self._terminal(
                     ErrorEvent(
@@ -480,14 +496,29 @@ class ClaudeTranslator:
         return events
 
 
-def _error_message(frame: Mapping[str, Any], subtype: str) -> str:
+def _error_message(
+    frame: Mapping[str, Any], subtype: str, status: int | None, rate_limit_rejected: bool
+) -> str:
+    # What the CLI said, else what the API status or a rejected rate limit says: an empty
+    # result with subtype "success" is not one.
     result = _str(frame.get("result"))
-    if result:
+    if result and not result.isspace():
         return result
     errors = frame.get("errors")
-    if isinstance(errors, list) and errors:
-        return "; ".join(str(e) for e in errors)
-    return _str(frame.get("error")) or f"the CLI reported {subtype}"
+    if isinstance(errors, list):
+        said = [str(e) for e in errors if e is not None and str(e).strip()]
+        if said:
+            return "; ".join(said)
+    error = _str(frame.get("error"))
+    if error and not error.isspace():
+        return error
+    if status is not None:
+        return status_message(status)
+    if rate_limit_rejected:
+        return "the API rejected the request for a rate limit"
+    if subtype == "success":
+        return "the CLI reported an error without a message"
+    return f"the CLI reported {subtype}"
 
 
 def _tool_result(tool_use_id: str | None, content: Any, is_error: Any) -> ToolResultEvent:
