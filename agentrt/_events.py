@@ -116,15 +116,22 @@ class TextRetractedEvent(Event, frozen=True, kw_only=True, tag="text_retracted")
 
 
 class ToolUseEvent(Event, frozen=True, kw_only=True, tag="tool_use"):
+    """A tool call. ``parent_tool_use_id`` is the id of the tool call (Claude's Task) whose
+    subagent made it; None on the main thread."""
+
     id: str
     name: str
     input: Any = None
+    parent_tool_use_id: str | None = None
 
 
 class ToolResultEvent(Event, frozen=True, kw_only=True, tag="tool_result"):
+    """A tool call's result; ``parent_tool_use_id`` as in `ToolUseEvent`."""
+
     tool_use_id: str
     content: Any = None
     is_error: bool = False
+    parent_tool_use_id: str | None = None
 
 
 class UsageEvent(Event, frozen=True, kw_only=True, tag="usage"):

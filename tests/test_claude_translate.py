@@ -9,7 +9,17 @@ from typing import Any
 
 import msgspec
 import pytest
-from claude_frames import FIXTURES, MODEL, SID, frames, run, summaries, text_of, translate
+from claude_frames import (
+    FIXTURES,
+    MODEL,
+    SID,
+    frames,
+    run,
+    summaries,
+    summary,
+    text_of,
+    translate,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +32,7 @@ from agentrt import (
     SessionTotals,
     StopReason,
     TextEvent,
+    ToolResultEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
@@ -120,18 +131,22 @@ def test_thinking_is_dropped() -> None:
     ]
 
 
-def test_subagent_text_is_not_the_answer_but_its_tools_are_events() -> None:
-    events, _ = run(frames("subagent.jsonl"))
+@pytest.mark.parametrize("typed", [False, True])
+def test_subagent_text_is_not_the_answer_but_its_tools_are_events(typed: bool) -> None:
+    lines = (FIXTURES / "subagent.jsonl").read_bytes().splitlines()
+    events, _ = run(typed_frames(lines) if typed else frames("subagent.jsonl"))
     assert text_of(events) == "There is one TODO (src/a.py)."
-    assert [s[:3] for s in summaries(events) if s[0] in ("tool_use", "tool_result")] == [
-        ("tool_use", "toolu_01TaskAaaaBbbb", "Task"),
-        ("tool_use", "toolu_01SubGrepCccc", "Grep"),
-        ("tool_result", "toolu_01SubGrepCccc", "src/a.py:3: # TODO fix"),
-        (
-            "tool_result",
-            "toolu_01TaskAaaaBbbb",
-            [{"type": "text", "text": "One TODO, in src/a.py."}],
-        ),
+    task = "toolu_01TaskAaaaBbbb"
+    # The subagent's calls name the Task call they were made in; the main thread's none.
+    assert [
+        (*summary(e)[:3], e.parent_tool_use_id)
+        for e in events
+        if isinstance(e, ToolUseEvent | ToolResultEvent)
+    ] == [
+        ("tool_use", task, "Task", None),
+        ("tool_use", "toolu_01SubGrepCccc", "Grep", task),
+        ("tool_result", "toolu_01SubGrepCccc", "src/a.py:3: # TODO fix", task),
+        ("tool_result", task, [{"type": "text", "text": "One TODO, in src/a.py."}], None),
     ]
 
 

@@ -17,7 +17,8 @@ shape
 ``assistant`` text block               the part not already streamed, as a `TextEvent`
                                        with ``message_boundary=True`` (main thread only)
 ``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
-``user`` tool_result block             `ToolResultEvent`
+``user`` tool_result block             `ToolResultEvent`; both carry the frame's
+                                       ``parent_tool_use_id`` (a subagent's Task call)
 ``rate_limit_event``                   `RawEvent`; while the latest one says
                                        ``rejected``, an error ending the turn is
                                        RATE_LIMITED (unless it says something more precise)
@@ -181,6 +182,7 @@ class _UserMessage(msgspec.Struct, gc=False):
 class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
     message: _UserMessage
     session_id: str | None = None
+    parent_tool_use_id: Any = None
 
 
 _decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
@@ -371,22 +373,23 @@ class ClaudeTranslator:
 
     def _typed_assistant(self, frame: _Assistant) -> Sequence[Event]:
         # What _assistant does, for the typed frames.
-        main_thread = frame.parent_tool_use_id is None
+        parent = frame.parent_tool_use_id
         events: list[Event] = []
         for block in frame.message.content:
             if type(block) is _TextBlock:
-                if main_thread and block.text:
+                if parent is None and block.text:
                     events.append(self._message_text(block.text))
             elif isinstance(block, _ToolUseBlock):
-                tool_use = self._tool_use(block.id, block.name, block.input)
+                tool_use = self._tool_use(block.id, block.name, block.input, _str(parent))
                 if tool_use is not None:
                     events.append(tool_use)
         return events
 
     def _typed_user(self, frame: _User) -> Sequence[Event]:
         # What _user does, for the typed frames.
+        parent = _str(frame.parent_tool_use_id)
         return [
-            _tool_result(block.tool_use_id, block.content, block.is_error)
+            _tool_result(block.tool_use_id, block.content, block.is_error, parent)
             for block in frame.message.content
             if type(block) is _ToolResultBlock
         ]
@@ -396,17 +399,17 @@ class ClaudeTranslator:
         if not isinstance(message, Mapping):
             return [RawEvent(data=frame, note="assistant frame without a message")]
         # A subagent's own text is not this agent's answer (it comes back as a tool result).
-        main_thread = frame.get("parent_tool_use_id") is None
+        parent = frame.get("parent_tool_use_id")
         events: list[Event] = []
         for block in _blocks(message.get("content")):
             btype = block.get("type")
-            if btype == "text" and main_thread:
+            if btype == "text" and parent is None:
                 text = _str(block.get("text"))
                 if text:
                     events.append(self._message_text(text))
             elif btype in _TOOL_USE_BLOCKS:
                 event = self._tool_use(
-                    _str(block.get("id")), _str(block.get("name")), block.get("input")
+                    _str(block.get("id")), _str(block.get("name")), block.get("input"), _str(parent)
                 )
                 if event is not None:
                     events.append(event)
@@ -415,12 +418,16 @@ class ClaudeTranslator:
     def _message_text(self, text: str) -> TextEvent:
         return TextEvent(text=self._unstreamed(text), message_boundary=True)
 
-    def _tool_use(self, tool_id: str | None, name: str | None, tool_input: Any) -> Event | None:
+    def _tool_use(
+        self, tool_id: str | None, name: str | None, tool_input: Any, parent: str | None
+    ) -> Event | None:
         # A tool call is announced once, with its full input.
         if not tool_id or tool_id in self._tool_ids:
             return None
         self._tool_ids.add(tool_id)
-        return ToolUseEvent(id=tool_id, name=name or "", input=tool_input)
+        return ToolUseEvent(
+            id=tool_id, name=name or "", input=tool_input, parent_tool_use_id=parent
+        )
 
     def _unstreamed(self, text: str) -> str:
         # The completed block repeats what the deltas already said; only a part the stream
@@ -438,9 +445,10 @@ class ClaudeTranslator:
         message = frame.get("message")
         if not isinstance(message, Mapping):
             return []
+        parent = _str(frame.get("parent_tool_use_id"))
         return [
             _tool_result(
-                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error")
+                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error"), parent
             )
             for block in _blocks(message.get("content"))
             if block.get("type") == "tool_result"
@@ -521,9 +529,14 @@ def _error_message(
     return f"the CLI reported {subtype}"
 
 
-def _tool_result(tool_use_id: str | None, content: Any, is_error: Any) -> ToolResultEvent:
+def _tool_result(
+    tool_use_id: str | None, content: Any, is_error: Any, parent: str | None
+) -> ToolResultEvent:
     return ToolResultEvent(
-        tool_use_id=tool_use_id or "", content=content, is_error=is_error is True
+        tool_use_id=tool_use_id or "",
+        content=content,
+        is_error=is_error is True,
+        parent_tool_use_id=parent,
     )
 
 
