@@ -99,6 +99,27 @@ class SessionEvent(Event, frozen=True, kw_only=True, tag="session"):
     model: str | None = None
 
 
+class McpServerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """An MCP server as the CLI reported it when it started: ``status`` is the CLI's word
+    (Claude Code: connected, failed, needs-auth, pending, disabled)."""
+
+    name: str
+    status: str
+
+
+class InitEvent(Event, frozen=True, kw_only=True, tag="init"):
+    """What the CLI says it started with, each time it says it (Claude Code's
+    ``system/init``: at the start, and again after a background task). ``raw`` is the
+    frame, with what the fields leave out (version, agents, slash commands, ...)."""
+
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    mcp_servers: tuple[McpServerStatus, ...] = ()
+    permission_mode: str | None = None
+    cwd: str | None = None
+    raw: Any = None
+
+
 class TextEvent(Event, frozen=True, kw_only=True, tag="text"):
     """A piece of assistant text; ``message_boundary`` marks the end of one message."""
 
@@ -189,6 +210,7 @@ class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
 
 AnyEvent = (
     SessionEvent
+    | InitEvent
     | TextEvent
     | TextRetractedEvent
     | ToolUseEvent
@@ -255,6 +277,8 @@ class Response:
     model: str | None
     stop_reason: StopReason
     raw: Any = None
+    # The turn's latest InitEvent (what the CLI started with), if its CLI reports one.
+    init: InitEvent | None = None
 
 
 # The codec of text kept as UTF-8: a CLI's text may hold lone surrogates (JSON escapes), and

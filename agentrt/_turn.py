@@ -33,6 +33,7 @@ from ._events import (
     TEXT_CODEC,
     ErrorEvent,
     Event,
+    InitEvent,
     RawEvent,
     Response,
     ResultEvent,
@@ -63,7 +64,7 @@ from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 _DRAIN_MARGIN = 1.0
 
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
-_NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, RawEvent))
+_NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEvent))
 
 
 @attrs.define
@@ -144,6 +145,7 @@ class Turn:
     # What the latest terminal event said the turn cost, whatever the turn's outcome.
     _cost: float | None = None
     _model: str | None = None
+    _init: InitEvent | None = None
 
     def stop(
         self,
@@ -446,6 +448,9 @@ class Turn:
                 self._result_text, self._result_message = self._segment.close()
             else:
                 self._ended = True
+        elif kind is InitEvent:
+            assert isinstance(event, InitEvent)
+            self._init = event
 
     def _spent(self, terminal: Event) -> None:
         # A CLI's terminal events each report the turn so far: the latest one is the bill.
@@ -497,6 +502,7 @@ class Turn:
                 model=terminal.model or self._model,
                 stop_reason=StopReason.COMPLETE,
                 raw=terminal.raw,
+                init=self._init,
             )
         detail: dict[str, Any] | None = None
         cost, usage = self._cost, self._usage

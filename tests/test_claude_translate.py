@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from agentrt import (
     ErrorEvent,
     Event,
+    InitEvent,
+    McpServerStatus,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -43,6 +45,7 @@ from backends.claude import ClaudeBackend, ClaudeTranslator
 from backends.claude._options import parse_options
 
 USAGE = ("usage", 9, 18, 4211, 36120)
+INIT_ROW = ("init", MODEL, "default")
 INIT_FRAME = frames("text_partial.jsonl")[0]
 
 
@@ -56,6 +59,7 @@ def test_text_with_partial_messages() -> None:
     events, terminal = run(frames("text_partial.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("raw", ("system", "status"), None),
         ("text", "The answer", False),
         ("text", " is 4", False),
@@ -88,6 +92,7 @@ def test_tool_use_with_partial_messages() -> None:
     )
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "I'll count", False),
         ("text", " the files.", False),
         ("text", "", True),
@@ -105,8 +110,9 @@ def test_tool_use_with_partial_messages() -> None:
 
 def test_without_partial_messages_completed_blocks_are_the_text() -> None:
     events, _ = run(frames("tool_use_no_partial.jsonl"))
-    assert summaries(events)[:5] == [
+    assert summaries(events)[:6] == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "I'll count the files.", True),
         (
             "tool_use",
@@ -123,6 +129,7 @@ def test_thinking_is_dropped() -> None:
     events, _ = run(frames("thinking.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "Autumn ", False),
         ("text", "moonlight", False),
         ("text", "", True),
@@ -155,6 +162,7 @@ def test_resumed_turn_with_a_failed_tool_call() -> None:
     events, _ = run(frames("resumed_tool_error.jsonl"))
     assert summaries(events) == [
         ("session", sid, MODEL),
+        INIT_ROW,
         ("tool_use", "toolu_01ResumedRead", "Read", {"file_path": "/nope"}),
         (
             "tool_result",
@@ -181,7 +189,7 @@ def test_is_error_result_fails_even_with_subtype_success() -> None:
 def test_rejected_key_fails_on_the_first_api_retry() -> None:
     stream = frames("auth_retry.jsonl")
     t = ClaudeTranslator()
-    assert summaries(t.feed(stream[0])) == [("session", SID, MODEL)]
+    assert summaries(t.feed(stream[0])) == [("session", SID, MODEL), INIT_ROW]
     first_retry = t.feed(stream[1])
     assert summaries(first_retry) == [
         (
@@ -254,7 +262,7 @@ def test_rate_limit_result() -> None:
 def test_overloaded_result_after_retryable_retries() -> None:
     events, _ = run(frames("overloaded.jsonl"))
     kinds = summaries(events)
-    assert kinds[1:3] == [("raw", ("system", "api_retry"), None)] * 2
+    assert kinds[2:4] == [("raw", ("system", "api_retry"), None)] * 2
     last = events[-1]
     assert isinstance(last, ErrorEvent)
     assert (last.reason, last.status, last.retryable) == (StopReason.OVERLOADED, 529, True)
@@ -266,6 +274,7 @@ def test_sigint_result_is_an_error_result() -> None:
     events, terminal = run(frames("interrupted.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "Let me look at", False),
         USAGE,
         ("error", StopReason.CLI_ERROR, "Request was aborted.", None, False, SID),
@@ -301,6 +310,35 @@ def test_each_result_of_a_background_task_turn_is_terminal() -> None:
     second = events[events.index(terminals[0]) + 1 :]
     assert text_of(second) == "The task printed done."
     assert terminal is None
+
+
+def test_every_init_is_an_event_with_what_the_cli_started_with() -> None:
+    stream = frames("background_task.jsonl")
+    later = next(i for i, f in enumerate(stream) if f.get("subtype") == "init" and i > 0)
+    servers = [
+        {"name": "db", "status": "connected"},
+        {"name": "search", "status": "failed"},
+        {"status": "connected"},  # no name: not a server we can name
+        "odd",
+    ]
+    stream[later] = {
+        **stream[later],
+        "mcp_servers": servers,
+        "permissionMode": "acceptEdits",
+        "tools": ["Bash", "mcp__db__query", 7],
+    }
+    inits = [e for e in translate(stream) if isinstance(e, InitEvent)]
+    assert [(e.model, e.permission_mode, e.cwd) for e in inits] == [
+        (MODEL, "default", "/home/ada/proj"),
+        (MODEL, "acceptEdits", "/home/ada/proj"),
+    ]
+    assert inits[0].tools[:3] == ("Task", "Bash", "Glob") and inits[0].mcp_servers == ()
+    assert inits[1].tools == ("Bash", "mcp__db__query")
+    assert inits[1].mcp_servers == (
+        McpServerStatus(name="db", status="connected"),
+        McpServerStatus(name="search", status="failed"),
+    )
+    assert inits[1].raw is stream[later]
 
 
 def test_an_error_result_after_a_success_is_the_last_terminal() -> None:
@@ -485,10 +523,12 @@ def test_session_event_comes_from_the_first_frame_carrying_an_id() -> None:
     t = ClaudeTranslator()
     first = t.feed({"type": "system", "subtype": "status", "session_id": SID})
     assert summaries(first) == [("session", SID, None), ("raw", ("system", "status"), None)]
-    assert t.feed({"type": "system", "subtype": "init", "session_id": SID, "model": MODEL}) == []
+    init = {"type": "system", "subtype": "init", "session_id": SID, "model": MODEL}
+    assert summaries(t.feed(init)) == [("init", MODEL, None)]
     other = "11111111-2222-4333-8444-555555555555"
     assert summaries(t.feed({"type": "system", "subtype": "init", "session_id": other})) == [
-        ("session", other, MODEL)
+        ("session", other, MODEL),
+        ("init", None, None),
     ]
     assert t.session_id == other
 

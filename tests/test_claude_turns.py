@@ -21,6 +21,7 @@ from agentrt import (
     ErrorEvent,
     Event,
     Failed,
+    InitEvent,
     MemoryStore,
     RawEvent,
     ResultEvent,
@@ -175,8 +176,11 @@ async def test_an_interrupt_escalates_to_sigterm_when_sigint_is_ignored(tmp_path
 
 async def test_several_results_the_last_one_is_the_response(tmp_path: Path) -> None:
     # A background task: result, then (after the task) a second init and result.
+    stream = frames("background_task", SYNTHETIC)
+    (later,) = [i for i, f in enumerate(stream) if f.get("subtype") == "init" and i > 0]
+    stream[later] = {**stream[later], "permissionMode": "plan"}
     async with open_runtime() as rt:
-        await start(rt, tmp_path, ["replay", str(SYNTHETIC / "background_task.jsonl")])
+        await start(rt, tmp_path, *(["emit", frame] for frame in stream))
         response = await rt.ask("a", "start the task")
     assert response.text == response.final_message == "The task printed done."
     assert response.cost_usd == 0.0118
@@ -184,6 +188,12 @@ async def test_several_results_the_last_one_is_the_response(tmp_path: Path) -> N
     results = [e for e in response.events if isinstance(e, ResultEvent)]
     assert [r.text for r in results] == ["Started it; I'll report back.", "The task printed done."]
     assert response.terminal is results[-1]
+    # What the CLI started with after the task is what the Response shows.
+    assert response.init is not None and response.init.permission_mode == "plan"
+    assert [e.permission_mode for e in response.events if isinstance(e, InitEvent)] == [
+        "default",
+        "plan",
+    ]
 
 
 def billed(subtype: str, total_cost_usd: float, output_tokens: int) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 frame                                  events
 =====================================  ==================================================
 any frame with a new ``session_id``    `SessionEvent` first (checkpoint before going on)
-``system`` / ``init``                  (the session event above; its model is kept)
+``system`` / ``init``                  `InitEvent` (model, tools, MCP servers, permission
+                                       mode), after the session event above; each one
 ``system`` / ``api_retry``, 401 or     terminal `ErrorEvent` AUTHENTICATION_FAILED at once
 ``authentication_failed``              (the CLI would retry in vain for ~170 s)
 other ``system`` subtypes              `RawEvent`
@@ -50,6 +51,8 @@ import msgspec
 from agentrt import (
     ErrorEvent,
     Event,
+    InitEvent,
+    McpServerStatus,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -311,7 +314,7 @@ class ClaudeTranslator:
         subtype = frame.get("subtype")
         if subtype == "init":
             self._model = _str(frame.get("model")) or self._model
-            return []
+            return [_init(frame)]
         if subtype == "api_retry":
             status = _int(frame.get("error_status"))
             error = _str(frame.get("error"))
@@ -502,6 +505,23 @@ class ClaudeTranslator:
             )
         )
         return events
+
+
+def _init(frame: Mapping[str, Any]) -> InitEvent:
+    tools = frame.get("tools")
+    servers = frame.get("mcp_servers")
+    return InitEvent(
+        model=_str(frame.get("model")),
+        tools=tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else (),
+        mcp_servers=tuple(
+            McpServerStatus(name=s["name"], status=_str(s.get("status")) or "unknown")
+            for s in _blocks(servers)
+            if isinstance(s.get("name"), str)
+        ),
+        permission_mode=_str(frame.get("permissionMode")),
+        cwd=_str(frame.get("cwd")),
+        raw=frame,
+    )
 
 
 def _error_message(
