@@ -40,6 +40,7 @@ from ._events import EventCoverage as EventCoverage
 from ._events import InitEvent as InitEvent
 from ._events import McpServerStatus as McpServerStatus
 from ._events import Omission as Omission
+from ._events import PermissionDenial as PermissionDenial
 from ._events import RawEvent as RawEvent
 from ._events import Response as Response
 from ._events import ResultEvent as ResultEvent

@@ -165,8 +165,17 @@ class SessionLostEvent(Event, frozen=True, kw_only=True, tag="session_lost"):
     session_id: str
 
 
+class PermissionDenial(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call the CLI's permission settings refused; the turn may still succeed."""
+
+    tool_name: str
+    tool_use_id: str
+    input: Any = None
+
+
 class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
-    """Terminal success."""
+    """Terminal success. ``structured_output`` is the answer as JSON when the turn was
+    asked for a schema (Claude's ``json_schema``), else None."""
 
     text: str = ""
     session_id: str | None = None
@@ -176,6 +185,8 @@ class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
     model_stop_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    structured_output: Any = None
+    permission_denials: tuple[PermissionDenial, ...] = ()
     raw: Any = None
 
     @property
@@ -279,6 +290,10 @@ class Response:
     raw: Any = None
     # The turn's latest InitEvent (what the CLI started with), if its CLI reports one.
     init: InitEvent | None = None
+    # The terminal ResultEvent's: the answer as JSON when a schema was asked for (else
+    # None), and the tool calls the CLI refused.
+    structured_output: Any = None
+    permission_denials: tuple[PermissionDenial, ...] = ()
 
 
 # The codec of text kept as UTF-8: a CLI's text may hold lone surrogates (JSON escapes), and

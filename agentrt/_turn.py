@@ -503,6 +503,8 @@ class Turn:
                 stop_reason=StopReason.COMPLETE,
                 raw=terminal.raw,
                 init=self._init,
+                structured_output=terminal.structured_output,
+                permission_denials=terminal.permission_denials,
             )
         detail: dict[str, Any] | None = None
         cost, usage = self._cost, self._usage

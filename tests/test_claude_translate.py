@@ -28,6 +28,7 @@ from agentrt import (
     Event,
     InitEvent,
     McpServerStatus,
+    PermissionDenial,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -488,6 +489,25 @@ def test_a_rejected_rate_limit_then_the_end_of_the_stream_is_rate_limited() -> N
 def test_a_success_after_a_rejected_rate_limit_stands() -> None:
     events = translate([rate_limit("rejected"), *frames("text_partial.jsonl")[1:]])
     assert isinstance(events[-1], ResultEvent)
+
+
+def test_a_result_carries_its_structured_output_and_permission_denials() -> None:
+    stream = frames("2.1.332/permission_denied.jsonl")
+    (result,) = [e for e in translate(stream) if isinstance(e, ResultEvent)]
+    assert result.permission_denials == (
+        PermissionDenial(
+            tool_name="Bash",
+            tool_use_id="toolu_fake_1",
+            input={"command": "touch made.txt", "description": "Run it"},
+        ),
+    )
+    assert result.structured_output is None
+    answer = {"files": 12, "names": ["a.py"]}
+    odd = [{"tool_use_id": 5}, "not a denial"]
+    frame = {**stream[-1], "structured_output": answer, "permission_denials": odd}
+    result = ClaudeTranslator().feed(frame)[-1]
+    assert isinstance(result, ResultEvent) and result.structured_output == answer
+    assert result.permission_denials == (PermissionDenial(tool_name="", tool_use_id=""),)
 
 
 def test_result_with_odd_field_types_degrades_to_none() -> None:

@@ -23,7 +23,8 @@ shape
 ``rate_limit_event``                   `RawEvent`; while the latest one says
                                        ``rejected``, an error ending the turn is
                                        RATE_LIMITED (unless it says something more precise)
-``result``                             `UsageEvent`, then terminal `ResultEvent`, or
+``result``                             `UsageEvent`, then terminal `ResultEvent` (with
+                                       ``structured_output``, ``permission_denials``), or
                                        terminal `ErrorEvent` when ``is_error`` is true or
                                        the subtype is not ``success`` (its message: the
                                        result, the ``errors``, else the API status's)
@@ -53,6 +54,7 @@ from agentrt import (
     Event,
     InitEvent,
     McpServerStatus,
+    PermissionDenial,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -500,6 +502,8 @@ class ClaudeTranslator:
                     model_stop_reason=_str(frame.get("stop_reason")),
                     usage=usage,
                     model=self._model,
+                    structured_output=frame.get("structured_output"),
+                    permission_denials=_denials(frame.get("permission_denials")),
                     raw=raw,
                 )
             )
@@ -521,6 +525,17 @@ def _init(frame: Mapping[str, Any]) -> InitEvent:
         permission_mode=_str(frame.get("permissionMode")),
         cwd=_str(frame.get("cwd")),
         raw=frame,
+    )
+
+
+def _denials(value: Any) -> tuple[PermissionDenial, ...]:
+    return tuple(
+        PermissionDenial(
+            tool_name=_str(d.get("tool_name")) or "",
+            tool_use_id=_str(d.get("tool_use_id")) or "",
+            input=d.get("tool_input"),
+        )
+        for d in _blocks(value)
     )
 
 
