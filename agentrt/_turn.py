@@ -510,7 +510,8 @@ class Turn:
         cost, usage = self._cost, self._usage
         if failure is None:
             assert isinstance(terminal, ErrorEvent)
-            if (terminal.cost_usd, terminal.usage) != (cost, usage):  # a later bill came
+            # A bill printed after it, or usage only a UsageEvent reported.
+            if (terminal.cost_usd, terminal.usage) != (cost, usage):
                 terminal = msgspec.structs.replace(terminal, cost_usd=cost, usage=usage)
             self.final = terminal
             failure = _Failure(terminal.reason, redact(terminal.message))
