@@ -37,7 +37,10 @@ from ._errors import TurnFailed as TurnFailed
 from ._events import ErrorEvent as ErrorEvent
 from ._events import Event as Event
 from ._events import EventCoverage as EventCoverage
+from ._events import InitEvent as InitEvent
+from ._events import McpServerStatus as McpServerStatus
 from ._events import Omission as Omission
+from ._events import PermissionDenial as PermissionDenial
 from ._events import RawEvent as RawEvent
 from ._events import Response as Response
 from ._events import ResultEvent as ResultEvent

@@ -356,10 +356,9 @@ class Actor:
                 log_error(f"agent {self.name!r}: the session store could not clear a process", exc)
 
     async def _record_turn(self, outcome: Response | TurnFailed) -> None:
-        if isinstance(outcome, Response):
-            stop_reason, cost, usage = outcome.stop_reason, outcome.cost_usd, outcome.usage
-        else:
-            stop_reason, cost, usage = outcome.reason, None, outcome.usage
+        stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
+        # A failed turn is billed too; its cost is part of the session's running total.
+        cost, usage = outcome.cost_usd, outcome.usage
         self.session_totals = self.session_totals.add(usage, cost)
         try:
             await self.store.record_turn(

@@ -72,7 +72,8 @@ class AgentStopped(AgentRTError):
 
 
 class TurnFailed(AgentRTError):
-    """A turn ended without a successful result."""
+    """A turn ended without a successful result. ``usage`` and ``cost_usd`` are what it
+    spent as far as the CLI reported it (None where it reported nothing)."""
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class TurnFailed(AgentRTError):
         stderr_tail: str = "",
         session_id: str | None = None,
         usage: Usage | None = None,
+        cost_usd: float | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         self.reason = reason
@@ -91,6 +93,7 @@ class TurnFailed(AgentRTError):
         self.stderr_tail = stderr_tail
         self.session_id = session_id
         self.usage = usage
+        self.cost_usd = cost_usd
         self.detail: Mapping[str, Any] = dict(detail or {})
         super().__init__(f"turn failed ({reason.value}){': ' + message if message else ''}")
 

@@ -99,6 +99,27 @@ class SessionEvent(Event, frozen=True, kw_only=True, tag="session"):
     model: str | None = None
 
 
+class McpServerStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """An MCP server as the CLI reported it when it started: ``status`` is the CLI's word
+    (Claude Code: connected, failed, needs-auth, pending, disabled)."""
+
+    name: str
+    status: str
+
+
+class InitEvent(Event, frozen=True, kw_only=True, tag="init"):
+    """What the CLI says it started with, each time it says it (Claude Code's
+    ``system/init``: at the start, and again after a background task). ``raw`` is the
+    frame, with what the fields leave out (version, agents, slash commands, ...)."""
+
+    model: str | None = None
+    tools: tuple[str, ...] = ()
+    mcp_servers: tuple[McpServerStatus, ...] = ()
+    permission_mode: str | None = None
+    cwd: str | None = None
+    raw: Any = None
+
+
 class TextEvent(Event, frozen=True, kw_only=True, tag="text"):
     """A piece of assistant text; ``message_boundary`` marks the end of one message."""
 
@@ -116,15 +137,22 @@ class TextRetractedEvent(Event, frozen=True, kw_only=True, tag="text_retracted")
 
 
 class ToolUseEvent(Event, frozen=True, kw_only=True, tag="tool_use"):
+    """A tool call. ``parent_tool_use_id`` is the id of the tool call (Claude's Task) whose
+    subagent made it; None on the main thread."""
+
     id: str
     name: str
     input: Any = None
+    parent_tool_use_id: str | None = None
 
 
 class ToolResultEvent(Event, frozen=True, kw_only=True, tag="tool_result"):
+    """A tool call's result; ``parent_tool_use_id`` as in `ToolUseEvent`."""
+
     tool_use_id: str
     content: Any = None
     is_error: bool = False
+    parent_tool_use_id: str | None = None
 
 
 class UsageEvent(Event, frozen=True, kw_only=True, tag="usage"):
@@ -137,8 +165,17 @@ class SessionLostEvent(Event, frozen=True, kw_only=True, tag="session_lost"):
     session_id: str
 
 
+class PermissionDenial(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call the CLI's permission settings refused; the turn may still succeed."""
+
+    tool_name: str
+    tool_use_id: str
+    input: Any = None
+
+
 class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
-    """Terminal success."""
+    """Terminal success. ``structured_output`` is the answer as JSON when the turn was
+    asked for a schema (Claude's ``json_schema``), else None."""
 
     text: str = ""
     session_id: str | None = None
@@ -148,6 +185,8 @@ class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
     model_stop_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
+    structured_output: Any = None
+    permission_denials: tuple[PermissionDenial, ...] = ()
     raw: Any = None
 
     @property
@@ -156,13 +195,16 @@ class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
 
 
 class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
-    """Terminal failure, as the backend classified it."""
+    """Terminal failure, as the backend classified it. ``cost_usd`` and ``usage`` are what
+    the failed turn spent, where the CLI reported it (a failed turn is billed too)."""
 
     reason: StopReason
     message: str = ""
     status: int | None = None
     retryable: bool = False
     session_id: str | None = None
+    cost_usd: float | None = None
+    usage: Usage | None = None
     raw: Any = None
 
     @property
@@ -179,6 +221,7 @@ class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
 
 AnyEvent = (
     SessionEvent
+    | InitEvent
     | TextEvent
     | TextRetractedEvent
     | ToolUseEvent
@@ -245,6 +288,12 @@ class Response:
     model: str | None
     stop_reason: StopReason
     raw: Any = None
+    # The turn's latest InitEvent (what the CLI started with), if its CLI reports one.
+    init: InitEvent | None = None
+    # The terminal ResultEvent's: the answer as JSON when a schema was asked for (else
+    # None), and the tool calls the CLI refused.
+    structured_output: Any = None
+    permission_denials: tuple[PermissionDenial, ...] = ()
 
 
 # The codec of text kept as UTF-8: a CLI's text may hold lone surrogates (JSON escapes), and

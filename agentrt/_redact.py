@@ -21,15 +21,39 @@ _SECRET_WORD = re.compile(
 # ("_", "-", ".") are not words, so "api_key_2" ends with "key".
 _WORDS = re.compile(r"[A-Z]++(?![a-z])|[A-Z]?[a-z]++")
 
-# Each pattern's whole match is replaced, except the ones whose group 1 is a prefix to keep.
+# Token shapes (after gitleaks' rules), each match replaced whole. Each starts with a literal
+# and a run that either matches or fails within its fixed minimum, so a scan stays linear.
 _VALUE_PATTERNS = (
     re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}"),
     re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\bAIza[A-Za-z0-9_\-]{35}"),  # Google API key
+    re.compile(r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}"),  # Stripe secret, restricted
+    re.compile(r"\bnpm_[A-Za-z0-9]{36}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab
+    re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{34,}"),  # Hugging Face
 )
-_BEARER = re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*")
+# These keep their group 1 and replace the rest of the match.
+_PREFIXED_PATTERNS = (
+    # A PEM private key: the BEGIN line stays, the body goes, up to the END line or to where
+    # the body's characters (base64, its own "Proc-Type: 4,ENCRYPTED" lines, escaped
+    # newlines) stop: a stderr tail may have cut the key. The body never holds "-----", so
+    # one block's scan ends where the next one starts.
+    re.compile(
+        r"(-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)"
+        r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+"
+        r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+    ),
+    # scheme://user:password@host: the user stays (which account), the password goes. A
+    # scheme starts where a run of scheme characters starts, so each run is scanned once.
+    re.compile(
+        r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*+://[^\s:/?#@\[\]]*+:)[^\s/?#@]++(?=@)"
+    ),
+    re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*"),
+)
 
 # key=value, key: value, "key": "value". The name is one possessive run that starts where a
 # run of name characters starts, so each character is scanned a bounded number of times
@@ -73,8 +97,13 @@ def redact(text: str) -> str:
     """Replace credential-shaped substrings of ``text`` with ``[REDACTED]``."""
     for pattern in _VALUE_PATTERNS:
         text = pattern.sub(REDACTED, text)
-    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    for pattern in _PREFIXED_PATTERNS:
+        text = pattern.sub(_keep_prefix, text)
     return _redact_assignments(text)
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    return match.group(1) + REDACTED
 
 
 def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:

@@ -33,6 +33,7 @@ from ._events import (
     TEXT_CODEC,
     ErrorEvent,
     Event,
+    InitEvent,
     RawEvent,
     Response,
     ResultEvent,
@@ -63,7 +64,7 @@ from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 _DRAIN_MARGIN = 1.0
 
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
-_NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, RawEvent))
+_NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEvent))
 
 
 @attrs.define
@@ -141,7 +142,10 @@ class Turn:
     _result_text: bytes = b""
     _result_message: str = ""
     _usage: Usage | None = None
+    # What the latest terminal event said the turn cost, whatever the turn's outcome.
+    _cost: float | None = None
     _model: str | None = None
+    _init: InitEvent | None = None
 
     def stop(
         self,
@@ -374,7 +378,11 @@ class Turn:
                             self._pending = itertools.chain((event,), pending)
                             return
                     if self._failure is not None or self._ended:
-                        continue  # stopped: the rest is read for session ids only
+                        # Stopped: the rest is read for session ids, and for what the turn
+                        # cost (a CLI interrupted mid-turn still prints its bill).
+                        if event.is_terminal:
+                            self._spent(event)
+                        continue
                     event = replace(event, timestamp=now)
                     if self._awaiting_content and kind not in _NOT_CONTENT:
                         self._content_arrived()
@@ -433,12 +441,22 @@ class Turn:
             self._segment.retract(event.text)
         elif event.is_terminal:
             self._terminal = event
+            self._spent(event)
             assert self._log is not None
             self._terminal_index = self._log.retained - 1 if retained else None
             if kind is ResultEvent:
                 self._result_text, self._result_message = self._segment.close()
             else:
                 self._ended = True
+        elif kind is InitEvent:
+            assert isinstance(event, InitEvent)
+            self._init = event
+
+    def _spent(self, terminal: Event) -> None:
+        # A CLI's terminal events each report the turn so far: the latest one is the bill.
+        if type(terminal) is ResultEvent or type(terminal) is ErrorEvent:
+            self._cost = terminal.cost_usd if terminal.cost_usd is not None else self._cost
+            self._usage = terminal.usage or self._usage
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
@@ -484,10 +502,17 @@ class Turn:
                 model=terminal.model or self._model,
                 stop_reason=StopReason.COMPLETE,
                 raw=terminal.raw,
+                init=self._init,
+                structured_output=terminal.structured_output,
+                permission_denials=terminal.permission_denials,
             )
         detail: dict[str, Any] | None = None
+        cost, usage = self._cost, self._usage
         if failure is None:
             assert isinstance(terminal, ErrorEvent)
+            # A bill printed after it, or usage only a UsageEvent reported.
+            if (terminal.cost_usd, terminal.usage) != (cost, usage):
+                terminal = msgspec.structs.replace(terminal, cost_usd=cost, usage=usage)
             self.final = terminal
             failure = _Failure(terminal.reason, redact(terminal.message))
             detail = {"status": terminal.status, "retryable": terminal.retryable}
@@ -498,6 +523,8 @@ class Turn:
                 reason=failure.reason,
                 message=failure.message,
                 session_id=self.session_id,
+                cost_usd=cost,
+                usage=usage,
             )
         error = TurnFailed(
             failure.reason,
@@ -505,7 +532,8 @@ class Turn:
             exit_status=status,
             stderr_tail=stderr_tail,
             session_id=self.session_id,
-            usage=self._usage,
+            usage=usage,
+            cost_usd=cost,
             detail=detail,
         )
         error.__cause__ = failure.cause

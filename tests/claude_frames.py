@@ -11,6 +11,7 @@ import msgspec
 from agentrt import (
     ErrorEvent,
     Event,
+    InitEvent,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -56,6 +57,8 @@ def summary(event: Event) -> tuple[Any, ...]:
     match event:
         case SessionEvent():
             return ("session", event.session_id, event.model)
+        case InitEvent():
+            return ("init", event.model, event.permission_mode)
         case TextEvent():
             return ("text", event.text, event.message_boundary)
         case TextRetractedEvent():

@@ -313,6 +313,6 @@ def test_backend_gives_a_fresh_translator_per_turn() -> None:
     first, second = backend.translator(options), backend.translator(options)
     assert first is not second
     translate(frames("text_partial.jsonl"), first)
-    assert second.feed(frames("text_partial.jsonl")[0]) == [
-        SessionEvent(session_id=SID, model=MODEL)
-    ]
+    assert second.feed(frames("text_partial.jsonl")[0])[0] == SessionEvent(
+        session_id=SID, model=MODEL
+    )

@@ -9,19 +9,33 @@ from typing import Any
 
 import msgspec
 import pytest
-from claude_frames import FIXTURES, MODEL, SID, frames, run, summaries, text_of, translate
+from claude_frames import (
+    FIXTURES,
+    MODEL,
+    SID,
+    frames,
+    run,
+    summaries,
+    summary,
+    text_of,
+    translate,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrt import (
     ErrorEvent,
     Event,
+    InitEvent,
+    McpServerStatus,
+    PermissionDenial,
     RawEvent,
     ResultEvent,
     SessionEvent,
     SessionTotals,
     StopReason,
     TextEvent,
+    ToolResultEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
@@ -32,6 +46,8 @@ from backends.claude import ClaudeBackend, ClaudeTranslator
 from backends.claude._options import parse_options
 
 USAGE = ("usage", 9, 18, 4211, 36120)
+INIT_ROW = ("init", MODEL, "default")
+INIT_FRAME = frames("text_partial.jsonl")[0]
 
 
 def result_row(
@@ -44,6 +60,7 @@ def test_text_with_partial_messages() -> None:
     events, terminal = run(frames("text_partial.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("raw", ("system", "status"), None),
         ("text", "The answer", False),
         ("text", " is 4", False),
@@ -76,6 +93,7 @@ def test_tool_use_with_partial_messages() -> None:
     )
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "I'll count", False),
         ("text", " the files.", False),
         ("text", "", True),
@@ -93,8 +111,9 @@ def test_tool_use_with_partial_messages() -> None:
 
 def test_without_partial_messages_completed_blocks_are_the_text() -> None:
     events, _ = run(frames("tool_use_no_partial.jsonl"))
-    assert summaries(events)[:5] == [
+    assert summaries(events)[:6] == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "I'll count the files.", True),
         (
             "tool_use",
@@ -111,6 +130,7 @@ def test_thinking_is_dropped() -> None:
     events, _ = run(frames("thinking.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "Autumn ", False),
         ("text", "moonlight", False),
         ("text", "", True),
@@ -119,18 +139,22 @@ def test_thinking_is_dropped() -> None:
     ]
 
 
-def test_subagent_text_is_not_the_answer_but_its_tools_are_events() -> None:
-    events, _ = run(frames("subagent.jsonl"))
+@pytest.mark.parametrize("typed", [False, True])
+def test_subagent_text_is_not_the_answer_but_its_tools_are_events(typed: bool) -> None:
+    lines = (FIXTURES / "subagent.jsonl").read_bytes().splitlines()
+    events, _ = run(typed_frames(lines) if typed else frames("subagent.jsonl"))
     assert text_of(events) == "There is one TODO (src/a.py)."
-    assert [s[:3] for s in summaries(events) if s[0] in ("tool_use", "tool_result")] == [
-        ("tool_use", "toolu_01TaskAaaaBbbb", "Task"),
-        ("tool_use", "toolu_01SubGrepCccc", "Grep"),
-        ("tool_result", "toolu_01SubGrepCccc", "src/a.py:3: # TODO fix"),
-        (
-            "tool_result",
-            "toolu_01TaskAaaaBbbb",
-            [{"type": "text", "text": "One TODO, in src/a.py."}],
-        ),
+    task = "toolu_01TaskAaaaBbbb"
+    # The subagent's calls name the Task call they were made in; the main thread's none.
+    assert [
+        (*summary(e)[:3], e.parent_tool_use_id)
+        for e in events
+        if isinstance(e, ToolUseEvent | ToolResultEvent)
+    ] == [
+        ("tool_use", task, "Task", None),
+        ("tool_use", "toolu_01SubGrepCccc", "Grep", task),
+        ("tool_result", "toolu_01SubGrepCccc", "src/a.py:3: # TODO fix", task),
+        ("tool_result", task, [{"type": "text", "text": "One TODO, in src/a.py."}], None),
     ]
 
 
@@ -139,6 +163,7 @@ def test_resumed_turn_with_a_failed_tool_call() -> None:
     events, _ = run(frames("resumed_tool_error.jsonl"))
     assert summaries(events) == [
         ("session", sid, MODEL),
+        INIT_ROW,
         ("tool_use", "toolu_01ResumedRead", "Read", {"file_path": "/nope"}),
         (
             "tool_result",
@@ -165,7 +190,7 @@ def test_is_error_result_fails_even_with_subtype_success() -> None:
 def test_rejected_key_fails_on_the_first_api_retry() -> None:
     stream = frames("auth_retry.jsonl")
     t = ClaudeTranslator()
-    assert summaries(t.feed(stream[0])) == [("session", SID, MODEL)]
+    assert summaries(t.feed(stream[0])) == [("session", SID, MODEL), INIT_ROW]
     first_retry = t.feed(stream[1])
     assert summaries(first_retry) == [
         (
@@ -238,7 +263,7 @@ def test_rate_limit_result() -> None:
 def test_overloaded_result_after_retryable_retries() -> None:
     events, _ = run(frames("overloaded.jsonl"))
     kinds = summaries(events)
-    assert kinds[1:3] == [("raw", ("system", "api_retry"), None)] * 2
+    assert kinds[2:4] == [("raw", ("system", "api_retry"), None)] * 2
     last = events[-1]
     assert isinstance(last, ErrorEvent)
     assert (last.reason, last.status, last.retryable) == (StopReason.OVERLOADED, 529, True)
@@ -250,6 +275,7 @@ def test_sigint_result_is_an_error_result() -> None:
     events, terminal = run(frames("interrupted.jsonl"))
     assert summaries(events) == [
         ("session", SID, MODEL),
+        INIT_ROW,
         ("text", "Let me look at", False),
         USAGE,
         ("error", StopReason.CLI_ERROR, "Request was aborted.", None, False, SID),
@@ -285,6 +311,35 @@ def test_each_result_of_a_background_task_turn_is_terminal() -> None:
     second = events[events.index(terminals[0]) + 1 :]
     assert text_of(second) == "The task printed done."
     assert terminal is None
+
+
+def test_every_init_is_an_event_with_what_the_cli_started_with() -> None:
+    stream = frames("background_task.jsonl")
+    later = next(i for i, f in enumerate(stream) if f.get("subtype") == "init" and i > 0)
+    servers = [
+        {"name": "db", "status": "connected"},
+        {"name": "search", "status": "failed"},
+        {"status": "connected"},  # no name: not a server we can name
+        "odd",
+    ]
+    stream[later] = {
+        **stream[later],
+        "mcp_servers": servers,
+        "permissionMode": "acceptEdits",
+        "tools": ["Bash", "mcp__db__query", 7],
+    }
+    inits = [e for e in translate(stream) if isinstance(e, InitEvent)]
+    assert [(e.model, e.permission_mode, e.cwd) for e in inits] == [
+        (MODEL, "default", "/home/ada/proj"),
+        (MODEL, "acceptEdits", "/home/ada/proj"),
+    ]
+    assert inits[0].tools[:3] == ("Task", "Bash", "Glob") and inits[0].mcp_servers == ()
+    assert inits[1].tools == ("Bash", "mcp__db__query")
+    assert inits[1].mcp_servers == (
+        McpServerStatus(name="db", status="connected"),
+        McpServerStatus(name="search", status="failed"),
+    )
+    assert inits[1].raw is stream[later]
 
 
 def test_an_error_result_after_a_success_is_the_last_terminal() -> None:
@@ -356,6 +411,105 @@ def test_error_message_sources(frame: dict[str, Any], message: str) -> None:
     assert event.reason is StopReason.CLI_ERROR
 
 
+def silent_error(status: int | None, errors: Any = ()) -> dict[str, Any]:
+    """An error result that says nothing itself (the SDK's fixtures have these)."""
+    frame = {"type": "result", "subtype": "success", "is_error": True, "result": ""}
+    frame["errors"] = list(errors) if isinstance(errors, tuple) else errors
+    return frame if status is None else {**frame, "api_error_status": status}
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason", "message", "retryable"),
+    [
+        (silent_error(529), StopReason.OVERLOADED, "the API is overloaded (HTTP 529)", True),
+        (
+            silent_error(429, ["", "  "]),
+            StopReason.RATE_LIMITED,
+            "the API's rate limit was reached (HTTP 429)",
+            True,
+        ),
+        (
+            silent_error(500, "not a list"),
+            StopReason.CLI_ERROR,
+            "the API call failed (HTTP 500)",
+            False,
+        ),
+        (
+            silent_error(None, [None]),
+            StopReason.CLI_ERROR,
+            "the CLI reported an error without a message",
+            False,
+        ),
+    ],
+)
+def test_an_error_result_that_says_nothing_is_worded_from_its_api_status(
+    frame: dict[str, Any], reason: StopReason, message: str, retryable: bool
+) -> None:
+    (event,) = ClaudeTranslator().feed(frame)
+    assert isinstance(event, ErrorEvent)
+    assert (event.reason, event.message, event.retryable) == (reason, message, retryable)
+
+
+def rate_limit(status: str) -> dict[str, Any]:
+    info = {"status": status, "resetsAt": 1700003600, "rateLimitType": "seven_day"}
+    return {"type": "rate_limit_event", "rate_limit_info": info, "session_id": SID}
+
+
+UNCLEAR = {"type": "result", "subtype": "success", "is_error": True, "result": "Stopped."}
+
+
+@pytest.mark.parametrize(
+    ("stream", "reason"),
+    [
+        ([rate_limit("rejected"), UNCLEAR], StopReason.RATE_LIMITED),
+        ([rate_limit("rejected"), silent_error(None)], StopReason.RATE_LIMITED),
+        ([rate_limit("allowed_warning"), UNCLEAR], StopReason.CLI_ERROR),
+        # The latest one counts: the limit was lifted before the turn ended.
+        ([rate_limit("rejected"), rate_limit("allowed"), UNCLEAR], StopReason.CLI_ERROR),
+        # The CLI's own words are more precise than the rejection.
+        ([rate_limit("rejected"), silent_error(529)], StopReason.OVERLOADED),
+    ],
+)
+def test_a_rejected_rate_limit_that_ends_the_turn_is_rate_limited(
+    stream: list[Any], reason: StopReason
+) -> None:
+    events = translate(stream)
+    assert [type(e) for e in events[:-1]] == [SessionEvent, *[RawEvent] * (len(stream) - 1)]
+    assert isinstance(events[-1], ErrorEvent) and events[-1].reason is reason
+
+
+def test_a_rejected_rate_limit_then_the_end_of_the_stream_is_rate_limited() -> None:
+    _, terminal = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(1))
+    assert isinstance(terminal, ErrorEvent) and terminal.reason is StopReason.RATE_LIMITED
+    assert terminal.retryable and "rate limit" in terminal.message
+    _, crashed = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(None, signal.SIGKILL))
+    assert isinstance(crashed, ErrorEvent) and crashed.reason is StopReason.PROCESS_CRASHED
+
+
+def test_a_success_after_a_rejected_rate_limit_stands() -> None:
+    events = translate([rate_limit("rejected"), *frames("text_partial.jsonl")[1:]])
+    assert isinstance(events[-1], ResultEvent)
+
+
+def test_a_result_carries_its_structured_output_and_permission_denials() -> None:
+    stream = frames("2.1.332/permission_denied.jsonl")
+    (result,) = [e for e in translate(stream) if isinstance(e, ResultEvent)]
+    assert result.permission_denials == (
+        PermissionDenial(
+            tool_name="Bash",
+            tool_use_id="toolu_fake_1",
+            input={"command": "touch made.txt", "description": "Run it"},
+        ),
+    )
+    assert result.structured_output is None
+    answer = {"files": 12, "names": ["a.py"]}
+    odd = [{"tool_use_id": 5}, "not a denial"]
+    frame = {**stream[-1], "structured_output": answer, "permission_denials": odd}
+    result = ClaudeTranslator().feed(frame)[-1]
+    assert isinstance(result, ResultEvent) and result.structured_output == answer
+    assert result.permission_denials == (PermissionDenial(tool_name="", tool_use_id=""),)
+
+
 def test_result_with_odd_field_types_degrades_to_none() -> None:
     frame = {
         "type": "result",
@@ -389,10 +543,12 @@ def test_session_event_comes_from_the_first_frame_carrying_an_id() -> None:
     t = ClaudeTranslator()
     first = t.feed({"type": "system", "subtype": "status", "session_id": SID})
     assert summaries(first) == [("session", SID, None), ("raw", ("system", "status"), None)]
-    assert t.feed({"type": "system", "subtype": "init", "session_id": SID, "model": MODEL}) == []
+    init = {"type": "system", "subtype": "init", "session_id": SID, "model": MODEL}
+    assert summaries(t.feed(init)) == [("init", MODEL, None)]
     other = "11111111-2222-4333-8444-555555555555"
     assert summaries(t.feed({"type": "system", "subtype": "init", "session_id": other})) == [
-        ("session", other, MODEL)
+        ("session", other, MODEL),
+        ("init", None, None),
     ]
     assert t.session_id == other
 
@@ -792,6 +948,22 @@ def test_a_resumed_turn_reports_its_own_cost(baseline: float | None, expected: f
     translator = ClaudeBackend().translator(parse_options({}), baseline=totals)
     (result,) = [e for e in translate(stream, translator) if isinstance(e, ResultEvent)]
     assert result.cost_usd == pytest.approx(expected)
+
+
+def test_a_failed_turn_reports_its_own_cost_and_usage() -> None:
+    # An error result is billed like a success: the share of the running total since the
+    # baseline, and this run's usage, on the terminal ErrorEvent.
+    stream = frames("max_turns.jsonl")
+    stream[-1] = {**stream[-1], "total_cost_usd": 0.6}
+    translator = ClaudeBackend().translator(parse_options({}), baseline=SessionTotals(cost_usd=0.4))
+    (error,) = [e for e in translate(stream, translator) if isinstance(e, ErrorEvent)]
+    assert error.cost_usd == pytest.approx(0.2)
+    assert error.usage == Usage(
+        input_tokens=9,
+        output_tokens=18,
+        cache_creation_input_tokens=4211,
+        cache_read_input_tokens=36120,
+    )
 
 
 # The driver hands feed() typed frames for the lines ClaudeTranslator.decode accepts and

@@ -18,8 +18,10 @@ from proc_helpers import IGNORE_INT, IGNORE_TERM, child, running, wait_until
 
 from agentrt import (
     Agent,
+    ErrorEvent,
     Event,
     Failed,
+    InitEvent,
     MemoryStore,
     RawEvent,
     ResultEvent,
@@ -174,8 +176,11 @@ async def test_an_interrupt_escalates_to_sigterm_when_sigint_is_ignored(tmp_path
 
 async def test_several_results_the_last_one_is_the_response(tmp_path: Path) -> None:
     # A background task: result, then (after the task) a second init and result.
+    stream = frames("background_task", SYNTHETIC)
+    (later,) = [i for i, f in enumerate(stream) if f.get("subtype") == "init" and i > 0]
+    stream[later] = {**stream[later], "permissionMode": "plan"}
     async with open_runtime() as rt:
-        await start(rt, tmp_path, ["replay", str(SYNTHETIC / "background_task.jsonl")])
+        await start(rt, tmp_path, *(["emit", frame] for frame in stream))
         response = await rt.ask("a", "start the task")
     assert response.text == response.final_message == "The task printed done."
     assert response.cost_usd == 0.0118
@@ -183,6 +188,68 @@ async def test_several_results_the_last_one_is_the_response(tmp_path: Path) -> N
     results = [e for e in response.events if isinstance(e, ResultEvent)]
     assert [r.text for r in results] == ["Started it; I'll report back.", "The task printed done."]
     assert response.terminal is results[-1]
+    # What the CLI started with after the task is what the Response shows.
+    assert response.init is not None and response.init.permission_mode == "plan"
+    assert [e.permission_mode for e in response.events if isinstance(e, InitEvent)] == [
+        "default",
+        "plan",
+    ]
+
+
+def billed(subtype: str, total_cost_usd: float, output_tokens: int) -> dict[str, Any]:
+    """A result frame of INIT's session: the CLI's running total cost and this run's usage."""
+    return {
+        **frames("text_turn")[-1],
+        "subtype": subtype,
+        "is_error": subtype != "success",
+        "total_cost_usd": total_cost_usd,
+        "usage": {"input_tokens": 3, "output_tokens": output_tokens},
+    }
+
+
+async def test_a_failed_turn_is_billed_and_the_resumed_turn_reports_only_its_own_cost(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    watcher = Watcher()
+    async with open_runtime(store=store) as rt:
+        await start(
+            rt,
+            tmp_path,
+            ["emit", INIT],
+            ["emit", billed("error_max_turns", 0.05, 7)],
+            agent=watcher,
+        )
+        failed = await failure(rt)
+        reprogram(tmp_path, ["emit", INIT], ["emit", billed("success", 0.08, 2)])
+        response = await rt.ask("a", "go on")
+        stored = await store.load("a")
+    assert failed.reason is StopReason.CLI_ERROR
+    assert failed.cost_usd == 0.05
+    assert failed.usage is not None and failed.usage.output_tokens == 7
+    terminal = [e for e in watcher.events if isinstance(e, ErrorEvent)]
+    assert [(e.cost_usd, e.usage and e.usage.output_tokens) for e in terminal] == [(0.05, 7)]
+    # The CLI's 0.08 is the session's total: this turn cost 0.03.
+    assert response.cost_usd == pytest.approx(0.03)
+    assert stored is not None and stored.cost_usd == pytest.approx(0.08)
+    assert stored.session_totals.cost_usd == pytest.approx(0.08)
+    assert stored.session_totals.usage.output_tokens == 9
+
+
+async def test_an_interrupted_turn_is_billed_with_what_the_cli_prints_on_sigint(
+    tmp_path: Path,
+) -> None:
+    bill = billed("error_during_execution", 0.02, 5)
+    async with open_runtime() as rt:
+        await start(rt, tmp_path, ["on", "SIGINT", [["emit", bill]]], ["emit", INIT], ["hang"])
+        ref = rt.tell("a", "hi")
+        await wait_until(lambda: rt.status("a").session_id is not None, 5)
+        assert rt.interrupt("a")
+        outcome = await rt.wait(ref)
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, TurnFailed)
+    assert outcome.error.reason is StopReason.INTERRUPTED
+    assert outcome.error.cost_usd == 0.02
+    assert outcome.error.usage is not None and outcome.error.usage.output_tokens == 5
 
 
 # --- bounds and stop reasons --------------------------------------------------------------

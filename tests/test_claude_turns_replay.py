@@ -44,6 +44,7 @@ class Answer:
     session_id: str
     num_turns: int
     tools: tuple[str, ...] = ()
+    denied: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -97,6 +98,7 @@ EXPECTED: dict[str, Answer | Fails] = {
         "a1476c3e-4a77-4548-a0a8-51019775bb16",
         2,
         ("Bash",),
+        denied=("toolu_fake_1",),
     ),
     "api_timeout": Fails(
         StopReason.CLI_ERROR, "Request timed out", "c982eb95-9bd7-413d-b579-2b277676b1aa"
@@ -203,6 +205,9 @@ async def test_a_recorded_stream_through_ask(tmp_path: Path, name: str) -> None:
         assert len([e for e in response.events if isinstance(e, ToolResultEvent)]) == len(
             expected.tools
         )
+        # A refused tool call does not fail the turn; the Response says which it was.
+        assert tuple(d.tool_use_id for d in response.permission_denials) == expected.denied
+        assert response.structured_output is None
     else:
         assert isinstance(error, TurnFailed)
         assert error.reason is expected.reason

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from agentrt._redact import REDACTED, is_secret_name, redact, redact_mapping
 
@@ -92,3 +94,100 @@ def test_quotes_around_the_value_are_kept() -> None:
 def test_credential_shaped_values_are_redacted_under_any_name() -> None:
     text = "x sk-ant-abcdefgh1234 ghp_abcdefghijklmnop1234 AKIAABCDEFGHIJKLMNOP"
     assert redact(text) == f"x {REDACTED} {REDACTED} {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("https://bob:hunter2@example.com/x", f"https://bob:{REDACTED}@example.com/x"),
+        (
+            "DATABASE_URL postgres://app:s3cr%40t@db:5432/prod?ssl=1",
+            f"DATABASE_URL postgres://app:{REDACTED}@db:5432/prod?ssl=1",
+        ),
+        ("redis://:hunter2@cache:6379/0", f"redis://:{REDACTED}@cache:6379/0"),
+        ("git+ssh://git:tok@host", f"git+ssh://git:{REDACTED}@host"),
+        # No password, or no credentials at all: nothing to take.
+        ("https://bob@example.com http://h:8080/p?a=b@c", None),
+        ("key AIzaSyA-1234567890abcdefghijklmnopqrstu.", f"key {REDACTED}."),
+        ("sk_live_4eC39HqLyjWDarjtT1zdp7dc and rk_live_51Habc0123", f"{REDACTED} and {REDACTED}"),
+        ("sk_test_4eC39HqLyjWDarjtT1zdp7dc", REDACTED),
+        ("//registry/:_authToken=npm_" + "a1B2" * 9, "//registry/:_authToken=" + REDACTED),
+        ("glpat-abcdefghij0123456789 hf_" + "x" * 34, f"{REDACTED} {REDACTED}"),
+        ("pypi-AgEIcHlwaS5vcmc" + "A" * 60, REDACTED),
+        # Words that only start like a token are not one.
+        ("sk_live_short npm_short AIzaShort Bearer", None),
+    ],
+)
+def test_urls_with_passwords_and_provider_tokens_are_redacted(
+    text: str, redacted: str | None
+) -> None:
+    assert redact(text) == (text if redacted is None else redacted)
+
+
+PEM_BODY = "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2Axz+/x=\nBo3Hkq2R0/9a\n"
+
+
+@pytest.mark.parametrize(
+    "kind", ["RSA PRIVATE KEY", "PRIVATE KEY", "OPENSSH PRIVATE KEY", "ENCRYPTED PRIVATE KEY"]
+)
+def test_a_pem_private_key_keeps_only_its_begin_line(kind: str) -> None:
+    block = f"-----BEGIN {kind}-----\n{PEM_BODY}-----END {kind}-----"
+    assert redact(f"here it is\n{block}\nnext line") == (
+        f"here it is\n-----BEGIN {kind}-----{REDACTED}\nnext line"
+    )
+
+
+def test_an_encrypted_escaped_or_cut_pem_key_goes_too() -> None:
+    headers = "Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17F5316E2BAC89\n\n"
+    begin = "-----BEGIN RSA PRIVATE KEY-----"
+    end = "-----END RSA PRIVATE KEY-----"
+    assert redact(f"{begin}\n{headers}{PEM_BODY}{end}") == begin + REDACTED
+    # As JSON text: escaped newlines.
+    escaped = f'"{begin}\\n{PEM_BODY.replace(chr(10), chr(92) + "n")}{end}\\n", "x": 1'
+    assert redact(escaped) == f'"{begin}{REDACTED}\\n", "x": 1'
+    # A stderr tail that ends mid-key.
+    assert redact(f"{begin}\n{PEM_BODY[:20]}") == begin + REDACTED
+    # A public key or a certificate is not a secret.
+    public = f"-----BEGIN PUBLIC KEY-----\n{PEM_BODY}-----END PUBLIC KEY-----"
+    assert redact(public) == public
+
+
+SHAPES = {
+    "google": st.from_regex(r"AIza[A-Za-z0-9_\-]{35}", fullmatch=True),
+    "stripe": st.from_regex(r"[rs]k_(?:live|test)_[A-Za-z0-9]{10,40}", fullmatch=True),
+    "npm": st.from_regex(r"npm_[A-Za-z0-9]{36}", fullmatch=True),
+    "pem": st.from_regex(r"[A-Za-z0-9+/]{16,64}", fullmatch=True).map(
+        lambda body: f"-----BEGIN EC PRIVATE KEY-----\n{body}\n-----END EC PRIVATE KEY-----"
+    ),
+}
+
+
+@given(
+    shape=st.sampled_from(sorted(SHAPES)),
+    data=st.data(),
+    before=st.text(max_size=40),
+    after=st.text(max_size=40),
+)
+def test_a_secret_of_any_shape_is_redacted_in_any_surroundings(
+    shape: str, data: st.DataObject, before: str, after: str
+) -> None:
+    secret = data.draw(SHAPES[shape])
+    # The part that must not survive: a PEM key's body, any other token whole.
+    hidden = secret.splitlines()[1] if shape == "pem" else secret
+    assume(hidden not in before + after)
+    assert hidden not in redact(f"{before} {secret} {after}")
+
+
+@given(
+    scheme=st.sampled_from(["https", "postgres", "mongodb+srv", "amqp"]),
+    user=st.from_regex(r"[A-Za-z0-9._%-]{0,12}", fullmatch=True),
+    password=st.from_regex(r"[A-Za-z0-9._~%!$&'()*+,;=:-]{1,24}", fullmatch=True),
+    host=st.from_regex(r"[a-z0-9.-]{1,20}(:[0-9]{1,5})?", fullmatch=True),
+)
+def test_a_url_keeps_its_user_and_host_and_loses_its_password(
+    scheme: str, user: str, password: str, host: str
+) -> None:
+    url = f"{scheme}://{user}:{password}@{host}/path"
+    assert redact(f"connect to {url} now") == (
+        f"connect to {scheme}://{user}:{REDACTED}@{host}/path now"
+    )

@@ -14,6 +14,7 @@ from agentrt import (
     ErrorEvent,
     Failed,
     MemoryStore,
+    PermissionDenial,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -269,6 +270,9 @@ async def test_the_runtime_opens_and_closes_its_store() -> None:
         await store.list()
 
 
+DENIAL = PermissionDenial(tool_name="Bash", tool_use_id="t1", input={"command": "rm x"})
+
+
 async def test_the_response_is_built_from_the_whole_stream(autojump_clock: object) -> None:
     usage = Usage(input_tokens=10, output_tokens=5)
     backend = ScriptedBackend(
@@ -281,7 +285,13 @@ async def test_the_response_is_built_from_the_whole_stream(autojump_clock: objec
             Sleep(3),
             TextEvent(text=" Bye", message_boundary=True),
             TextEvent(text=" (trailing)"),
-            ResultEvent(cost_usd=0.25, num_turns=2, raw={"r": 1}),
+            ResultEvent(
+                cost_usd=0.25,
+                num_turns=2,
+                raw={"r": 1},
+                structured_output={"answer": 42},
+                permission_denials=(DENIAL,),
+            ),
         ]
     )
     async with open_runtime() as rt:
@@ -296,6 +306,8 @@ async def test_the_response_is_built_from_the_whole_stream(autojump_clock: objec
     assert response.session_id == "s1"
     assert response.duration == 3.0
     assert response.raw == {"r": 1}
+    assert response.structured_output == {"answer": 42}
+    assert response.permission_denials == (DENIAL,)
     assert response.stop_reason is StopReason.COMPLETE
     raw = [e for e in response.events if isinstance(e, RawEvent)]
     assert raw == [RawEvent(timestamp=0.0, data={"type": "mystery"}, note="not an event")]

@@ -13,6 +13,13 @@ _BY_STATUS = {
     529: StopReason.OVERLOADED,
 }
 
+# What a status says when the CLI's result says nothing (an empty result, no errors).
+_STATUS_WORDING = {
+    401: "the API rejected the credentials",
+    429: "the API's rate limit was reached",
+    529: "the API is overloaded",
+}
+
 # Phrases the CLI itself prints (never bare numbers: a model quoting "429" or a line number
 # must not classify a run). Checked in order; the session marker is the most specific.
 _MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
@@ -51,6 +58,11 @@ def classify(status: int | None, text: str) -> StopReason | None:
         if pattern.search(text):
             return reason
     return None
+
+
+def status_message(status: int) -> str:
+    """What a failed API call with HTTP ``status`` means, for a result that says nothing."""
+    return f"{_STATUS_WORDING.get(status, 'the API call failed')} (HTTP {status})"
 
 
 def lost_session_id(text: str) -> str | None:

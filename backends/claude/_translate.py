@@ -4,7 +4,8 @@
 frame                                  events
 =====================================  ==================================================
 any frame with a new ``session_id``    `SessionEvent` first (checkpoint before going on)
-``system`` / ``init``                  (the session event above; its model is kept)
+``system`` / ``init``                  `InitEvent` (model, tools, MCP servers, permission
+                                       mode), after the session event above; each one
 ``system`` / ``api_retry``, 401 or     terminal `ErrorEvent` AUTHENTICATION_FAILED at once
 ``authentication_failed``              (the CLI would retry in vain for ~170 s)
 other ``system`` subtypes              `RawEvent`
@@ -17,10 +18,16 @@ shape
 ``assistant`` text block               the part not already streamed, as a `TextEvent`
                                        with ``message_boundary=True`` (main thread only)
 ``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
-``user`` tool_result block             `ToolResultEvent`
-``result``                             `UsageEvent`, then terminal `ResultEvent`, or
+``user`` tool_result block             `ToolResultEvent`; both carry the frame's
+                                       ``parent_tool_use_id`` (a subagent's Task call)
+``rate_limit_event``                   `RawEvent`; while the latest one says
+                                       ``rejected``, an error ending the turn is
+                                       RATE_LIMITED (unless it says something more precise)
+``result``                             `UsageEvent`, then terminal `ResultEvent` (with
+                                       ``structured_output``, ``permission_denials``), or
                                        terminal `ErrorEvent` when ``is_error`` is true or
-                                       the subtype is not ``success``
+                                       the subtype is not ``success`` (its message: the
+                                       result, the ``errors``, else the API status's)
 anything else (valid JSON)             `RawEvent`
 =====================================  ==================================================
 
@@ -45,6 +52,9 @@ import msgspec
 from agentrt import (
     ErrorEvent,
     Event,
+    InitEvent,
+    McpServerStatus,
+    PermissionDenial,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -59,7 +69,7 @@ from agentrt import (
 from agentrt._redact import redact
 from agentrt.backend import ExitStatus
 
-from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id
+from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id, status_message
 
 _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
@@ -177,6 +187,7 @@ class _UserMessage(msgspec.Struct, gc=False):
 class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
     message: _UserMessage
     session_id: str | None = None
+    parent_tool_use_id: Any = None
 
 
 _decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
@@ -199,6 +210,9 @@ class ClaudeTranslator:
         self._tool_ids: set[str] = set()
         self._terminal_seen = False
         self._failed_fast = False
+        # The latest rate_limit_event said the API refuses requests: a turn that then ends
+        # in an error ended for that.
+        self._rate_limit_rejected = False
         # The driver tries this first on each line (see agentrt.Translator); what it makes
         # is handled here.
         self.decode = _decode_frame
@@ -247,6 +261,11 @@ class ClaudeTranslator:
             return self._system(frame)
         if kind == "result":
             return self._result(frame)
+        if kind == "rate_limit_event":
+            info = frame.get("rate_limit_info")
+            self._rate_limit_rejected = (
+                isinstance(info, Mapping) and info.get("status") == "rejected"
+            )
         return [RawEvent(data=frame)]
 
     def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
@@ -267,11 +286,13 @@ class ClaudeTranslator:
         )
         reason = classify(None, tail)
         if reason is None:
-            reason = (
-                StopReason.PROCESS_CRASHED
-                if exit_status.signal is not None
-                else StopReason.MALFORMED_OUTPUT
-            )
+            if exit_status.signal is not None:
+                reason = StopReason.PROCESS_CRASHED
+            elif self._rate_limit_rejected:
+                reason = StopReason.RATE_LIMITED
+                message += " (the API had rejected its requests for a rate limit)"
+            else:
+                reason = StopReason.MALFORMED_OUTPUT
         session = lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
         return ErrorEvent(
             reason=reason,
@@ -295,7 +316,7 @@ class ClaudeTranslator:
         subtype = frame.get("subtype")
         if subtype == "init":
             self._model = _str(frame.get("model")) or self._model
-            return []
+            return [_init(frame)]
         if subtype == "api_retry":
             status = _int(frame.get("error_status"))
             error = _str(frame.get("error"))
@@ -357,22 +378,23 @@ class ClaudeTranslator:
 
     def _typed_assistant(self, frame: _Assistant) -> Sequence[Event]:
         # What _assistant does, for the typed frames.
-        main_thread = frame.parent_tool_use_id is None
+        parent = frame.parent_tool_use_id
         events: list[Event] = []
         for block in frame.message.content:
             if type(block) is _TextBlock:
-                if main_thread and block.text:
+                if parent is None and block.text:
                     events.append(self._message_text(block.text))
             elif isinstance(block, _ToolUseBlock):
-                tool_use = self._tool_use(block.id, block.name, block.input)
+                tool_use = self._tool_use(block.id, block.name, block.input, _str(parent))
                 if tool_use is not None:
                     events.append(tool_use)
         return events
 
     def _typed_user(self, frame: _User) -> Sequence[Event]:
         # What _user does, for the typed frames.
+        parent = _str(frame.parent_tool_use_id)
         return [
-            _tool_result(block.tool_use_id, block.content, block.is_error)
+            _tool_result(block.tool_use_id, block.content, block.is_error, parent)
             for block in frame.message.content
             if type(block) is _ToolResultBlock
         ]
@@ -382,17 +404,17 @@ class ClaudeTranslator:
         if not isinstance(message, Mapping):
             return [RawEvent(data=frame, note="assistant frame without a message")]
         # A subagent's own text is not this agent's answer (it comes back as a tool result).
-        main_thread = frame.get("parent_tool_use_id") is None
+        parent = frame.get("parent_tool_use_id")
         events: list[Event] = []
         for block in _blocks(message.get("content")):
             btype = block.get("type")
-            if btype == "text" and main_thread:
+            if btype == "text" and parent is None:
                 text = _str(block.get("text"))
                 if text:
                     events.append(self._message_text(text))
             elif btype in _TOOL_USE_BLOCKS:
                 event = self._tool_use(
-                    _str(block.get("id")), _str(block.get("name")), block.get("input")
+                    _str(block.get("id")), _str(block.get("name")), block.get("input"), _str(parent)
                 )
                 if event is not None:
                     events.append(event)
@@ -401,12 +423,16 @@ class ClaudeTranslator:
     def _message_text(self, text: str) -> TextEvent:
         return TextEvent(text=self._unstreamed(text), message_boundary=True)
 
-    def _tool_use(self, tool_id: str | None, name: str | None, tool_input: Any) -> Event | None:
+    def _tool_use(
+        self, tool_id: str | None, name: str | None, tool_input: Any, parent: str | None
+    ) -> Event | None:
         # A tool call is announced once, with its full input.
         if not tool_id or tool_id in self._tool_ids:
             return None
         self._tool_ids.add(tool_id)
-        return ToolUseEvent(id=tool_id, name=name or "", input=tool_input)
+        return ToolUseEvent(
+            id=tool_id, name=name or "", input=tool_input, parent_tool_use_id=parent
+        )
 
     def _unstreamed(self, text: str) -> str:
         # The completed block repeats what the deltas already said; only a part the stream
@@ -424,9 +450,10 @@ class ClaudeTranslator:
         message = frame.get("message")
         if not isinstance(message, Mapping):
             return []
+        parent = _str(frame.get("parent_tool_use_id"))
         return [
             _tool_result(
-                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error")
+                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error"), parent
             )
             for block in _blocks(message.get("content"))
             if block.get("type") == "tool_result"
@@ -440,8 +467,10 @@ class ClaudeTranslator:
         subtype = _str(frame.get("subtype")) or "unknown"
         if frame.get("is_error") is True or subtype != "success":
             status = _int(frame.get("api_error_status"))
-            message = redact(_error_message(frame, subtype))
-            reason = classify(status, message) or StopReason.CLI_ERROR
+            message = redact(_error_message(frame, subtype, status, self._rate_limit_rejected))
+            reason = classify(status, message) or (
+                StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR
+            )
             events.append(
                 self._terminal(
                     ErrorEvent(
@@ -454,6 +483,8 @@ class ClaudeTranslator:
                             if reason is StopReason.SESSION_LOST
                             else session_id
                         ),
+                        cost_usd=self._turn_cost(frame),
+                        usage=usage,
                         raw=raw,
                     )
                 )
@@ -471,6 +502,8 @@ class ClaudeTranslator:
                     model_stop_reason=_str(frame.get("stop_reason")),
                     usage=usage,
                     model=self._model,
+                    structured_output=frame.get("structured_output"),
+                    permission_denials=_denials(frame.get("permission_denials")),
                     raw=raw,
                 )
             )
@@ -478,19 +511,67 @@ class ClaudeTranslator:
         return events
 
 
-def _error_message(frame: Mapping[str, Any], subtype: str) -> str:
+def _init(frame: Mapping[str, Any]) -> InitEvent:
+    tools = frame.get("tools")
+    servers = frame.get("mcp_servers")
+    return InitEvent(
+        model=_str(frame.get("model")),
+        tools=tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else (),
+        mcp_servers=tuple(
+            McpServerStatus(name=s["name"], status=_str(s.get("status")) or "unknown")
+            for s in _blocks(servers)
+            if isinstance(s.get("name"), str)
+        ),
+        permission_mode=_str(frame.get("permissionMode")),
+        cwd=_str(frame.get("cwd")),
+        raw=frame,
+    )
+
+
+def _denials(value: Any) -> tuple[PermissionDenial, ...]:
+    return tuple(
+        PermissionDenial(
+            tool_name=_str(d.get("tool_name")) or "",
+            tool_use_id=_str(d.get("tool_use_id")) or "",
+            input=d.get("tool_input"),
+        )
+        for d in _blocks(value)
+    )
+
+
+def _error_message(
+    frame: Mapping[str, Any], subtype: str, status: int | None, rate_limit_rejected: bool
+) -> str:
+    # What the CLI said, else what the API status or a rejected rate limit says: an empty
+    # result with subtype "success" is not one.
     result = _str(frame.get("result"))
-    if result:
+    if result and not result.isspace():
         return result
     errors = frame.get("errors")
-    if isinstance(errors, list) and errors:
-        return "; ".join(str(e) for e in errors)
-    return _str(frame.get("error")) or f"the CLI reported {subtype}"
+    if isinstance(errors, list):
+        said = [str(e) for e in errors if e is not None and str(e).strip()]
+        if said:
+            return "; ".join(said)
+    error = _str(frame.get("error"))
+    if error and not error.isspace():
+        return error
+    if status is not None:
+        return status_message(status)
+    if rate_limit_rejected:
+        return "the API rejected the request for a rate limit"
+    if subtype == "success":
+        return "the CLI reported an error without a message"
+    return f"the CLI reported {subtype}"
 
 
-def _tool_result(tool_use_id: str | None, content: Any, is_error: Any) -> ToolResultEvent:
+def _tool_result(
+    tool_use_id: str | None, content: Any, is_error: Any, parent: str | None
+) -> ToolResultEvent:
     return ToolResultEvent(
-        tool_use_id=tool_use_id or "", content=content, is_error=is_error is True
+        tool_use_id=tool_use_id or "",
+        content=content,
+        is_error=is_error is True,
+        parent_tool_use_id=parent,
     )
 
 
