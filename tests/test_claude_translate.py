@@ -330,8 +330,8 @@ def test_every_init_is_an_event_with_what_the_cli_started_with() -> None:
     }
     inits = [e for e in translate(stream) if isinstance(e, InitEvent)]
     assert [(e.model, e.permission_mode, e.cwd) for e in inits] == [
-        (MODEL, "default", "/users/ada/proj"),
-        (MODEL, "acceptEdits", "/users/ada/proj"),
+        (MODEL, "default", stream[0]["cwd"]),
+        (MODEL, "acceptEdits", stream[0]["cwd"]),
     ]
     assert inits[0].tools[:3] == ("Task", "Bash", "Glob") and inits[0].mcp_servers == ()
     assert inits[1].tools == ("Bash", "mcp__db__query")
