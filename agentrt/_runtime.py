@@ -12,6 +12,7 @@ import trio
 
 from ._errors import AgentNotFound, InvalidOptions, NoRuntime
 from ._events import Response
+from ._exceptiongroups import collapse_exception_groups
 from ._process import ProcessTracker
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
@@ -23,7 +24,6 @@ from ._supervisor import (
     Child,
     Context,
     Supervisor,
-    escalated,
     intensity_option,
     strategy_option,
 )
@@ -118,7 +118,7 @@ class Runtime:
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-        try:
+        with collapse_exception_groups():
             async with trio.open_nursery() as nursery:
                 supervisor = Supervisor(context, nursery, chosen, intensity)
                 await nursery.start(supervisor._run)
@@ -126,11 +126,6 @@ class Runtime:
                     yield supervisor
                 finally:
                     supervisor._close("supervisor closed")
-        except BaseExceptionGroup as group:
-            limit = escalated(group)
-            if limit is None:
-                raise
-            raise limit from limit.__cause__
 
     def _child(self, name: str) -> Child:
         child = self._context.children.get(name)
@@ -328,7 +323,7 @@ async def open_runtime(
     limiter = None if max_processes is None else trio.CapacityLimiter(max_processes)
     opened = _default_store() if store is None else store
     runtime_id = new_runtime_id()
-    try:
+    with collapse_exception_groups():
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(opened)
             register(runtime_id)
@@ -350,8 +345,3 @@ async def open_runtime(
                         _current.reset(token)
                         runtime._close()
                 services.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        limit = escalated(group)
-        if limit is None:
-            raise
-        raise limit from limit.__cause__

@@ -93,23 +93,6 @@ def resume_option(value: object) -> str | bool:
     )
 
 
-def escalated(group: BaseExceptionGroup[BaseException]) -> RestartLimitExceeded | None:
-    """The `RestartLimitExceeded` a group of nursery errors holds, if it holds nothing else."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    if len(leaves) == 1 and isinstance(leaves[0], RestartLimitExceeded):
-        return leaves[0]
-    return None
-
-
 def working_directory(backend_options: Any) -> str:
     """Where the CLI of these options runs: their ``cwd`` (a mapping key or an attribute,
     as both built-in backends have) or ours, resolved as the CLI sees it."""
