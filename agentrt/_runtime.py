@@ -10,6 +10,7 @@ from typing import Any
 
 import trio
 
+from ._actor import cancel_grace
 from ._errors import AgentNotFound, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
@@ -141,15 +142,22 @@ class Runtime:
         or bytes), `AgentStopped` when the agent stops (or crashes) before answering,
         `AgentNotFound`.
 
-        Cancellation: a caller cancelled while its ask is queued takes it out of the
-        queue; cancelled while its turn runs, the turn goes on and its result is dropped.
+        Cancellation: cancelling the caller (``trio.fail_after``, ``move_on_after``, a
+        cancelled nursery) cancels the request. Queued, it leaves the queue and never
+        runs. Running, its turn is stopped as ``interrupt`` stops it, with stop reason
+        ``cancelled`` (the session id is kept; ``handle_error`` sees the `TurnFailed`), and
+        the cancellation reaches the caller once the turn's processes are gone: that wait
+        is shielded and bounded (twice ``kill_grace`` plus 10 s).
         """
         child = self._child(name)
         request = child.submit(prompt, "ask")
         try:
             await request.wait()
         except BaseException:
-            child.withdraw(request)
+            turn_over = child.withdraw(request)
+            if turn_over is not None:
+                with trio.move_on_after(cancel_grace(child.spec.options), shield=True):
+                    await turn_over.wait()
             raise
         outcome = request.outcome
         if isinstance(outcome, Response):
@@ -173,7 +181,8 @@ class Runtime:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
         (`Completed`, `Failed` or `Cancelled`; `NotFound` for an unknown or evicted ref).
 
-        Cancellation: safe; the tell itself is not affected."""
+        Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
+        cancel it with `cancel` or `interrupt_request`)."""
         mailbox = self._child(ref.name).mailbox
         request = mailbox.find(ref)
         if request is None:

@@ -183,11 +183,12 @@ class Child:
         self.mailbox.admit(request, idle=not self.mailbox.queue)
         return request
 
-    def withdraw(self, request: Request) -> None:
+    def withdraw(self, request: Request) -> trio.Event | None:
         if self.actor is not None:
-            self.actor.withdraw(request)
-        elif not request.settled and self.mailbox.remove(request):
+            return self.actor.withdraw(request)
+        if not request.settled and self.mailbox.remove(request):
             request.cancelled = True
+        return None
 
     def cancel(self, ref: Ref) -> bool:
         if self.actor is not None:
