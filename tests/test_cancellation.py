@@ -106,6 +106,27 @@ async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
     assert agent.only("error") == [StopReason.CANCELLED]
 
 
+async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
+    autojump_clock: object,
+) -> None:
+    gate = Gate()
+    busy = echo_backend([gate, *reply("busy")])
+    waiting = echo_backend()
+    async with open_runtime(max_processes=1) as rt:
+        await rt.start_agent(Agent, name="busy", backend=busy, watchdog=None)
+        await rt.start_agent(Agent, name="waiting", backend=waiting)
+        ref = rt.tell("busy", "hold the slot")
+        await gate.wait_reached()
+        with trio.move_on_after(4):
+            await rt.ask("waiting", "never")
+        assert trio.current_time() == 4.0
+        assert rt.status("waiting").state == "idle"
+        assert rt.statistics().turns_waiting == 0
+        gate.release()
+        assert isinstance(await rt.wait(ref), Completed)
+    assert waiting.prompts == []
+
+
 async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: object) -> None:
     gate = Gate()
     async with open_runtime() as rt:
