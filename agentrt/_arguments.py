@@ -64,8 +64,10 @@ def check_name(name: object) -> str:
 def check_prompt(prompt: object) -> str:
     if not isinstance(prompt, str):
         raise wrong_type("prompt", "a str", prompt)
-    if not prompt.strip():
-        raise ValueError(f"prompt must not be {'empty' if not prompt else 'blank'}: {prompt!r}")
+    if not prompt:
+        raise ValueError("prompt must not be empty")
+    if prompt.isspace():  # stops at the first other character: no copy of a long prompt
+        raise ValueError(f"prompt must not be blank: {prompt[:40]!r}")
     return prompt
 
 

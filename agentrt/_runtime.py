@@ -7,7 +7,7 @@ import contextvars
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -49,18 +49,18 @@ def _default_store() -> SessionStore:
     return SQLiteStore(default_store_path())
 
 
+# SessionStore is a Protocol: what a store given to open_runtime must at least have.
+_STORE_METHODS = ("__aenter__", "__aexit__", "load", "checkpoint_session", "record_turn")
+
+
 def _store_argument(store: object) -> SessionStore:
     if store is None:
         return _default_store()
     if isinstance(store, str | os.PathLike):
         return SQLiteStore(store)
-    # SessionStore is a Protocol: what open_runtime needs of one, before it is entered.
     if not all(callable(getattr(store, method, None)) for method in _STORE_METHODS):
         raise wrong_type("store", "a SessionStore or the path of an SQLite store", store)
-    return store  # type: ignore[return-value]
-
-
-_STORE_METHODS = ("__aenter__", "__aexit__", "load", "checkpoint_session", "record_turn")
+    return cast(SessionStore, store)
 
 
 class Runtime:
