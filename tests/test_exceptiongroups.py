@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import traceback
 
 import pytest
@@ -94,3 +97,43 @@ def test_several_exceptions_stay_a_group_without_nested_groups_of_one() -> None:
     assert collapsed.__notes__ == ["kept"]
     flat = ExceptionGroup("flat", [first, second])
     assert collapse(flat) is flat
+
+
+# A program whose ask is under way when it gets SIGINT (Ctrl+C).
+_CTRL_C = """
+import trio, agentrt
+from agentrt.testing import Gate, ScriptedBackend
+
+class Reporter(agentrt.Agent):
+    def handle_error(self, ref, error):
+        print("handle_error", error.reason.value, flush=True)
+
+async def main():
+    gate = Gate()
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(Reporter, name="a", backend=ScriptedBackend([gate]), watchdog=None)
+        async with trio.open_nursery() as nursery:
+            async def ready():
+                await gate.wait_reached()
+                print("ready", flush=True)
+            nursery.start_soon(ready)
+            await rt.ask("a", "long")
+
+trio.run(main)
+"""
+
+
+def test_ctrl_c_during_an_ask_leaves_the_program_as_keyboard_interrupt() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _CTRL_C],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    assert out == "handle_error cancelled\n"
+    assert err.rstrip().endswith("KeyboardInterrupt")
+    assert "ExceptionGroup" not in err
