@@ -52,8 +52,19 @@ logger = logging.getLogger("agentrt")
 TERMINATE_GRACE = 5.0
 # Bound on the store write that clears a live process record after a stopped turn.
 STORE_GRACE = 10.0
+# Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
+# SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
+CANCEL_MARGIN = 10.0
+
+
+def cancel_grace(options: AgentOptions) -> float:
+    """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
+    return 2 * options.kill_grace + CANCEL_MARGIN
+
 
 _state_encoder = msgspec.json.Encoder()
+
+_ASK_CANCELLED = "the caller of ask was cancelled"
 
 
 class _AgentCrashed(Exception):
@@ -161,6 +172,8 @@ class Actor:
     _done: bool = False
     # A live process record is in the store for the running turn.
     _live: bool = False
+    # Set when the running turn has ended (its processes gone), for a cancelled asker.
+    _turn_over: trio.Event | None = None
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
@@ -295,10 +308,15 @@ class Actor:
                 self.session_id or "(new)",
                 extra={"agent": self.name, "session_id": self.session_id},
             )
+        if self.current is not None and self.current.abandoned:  # cancelled before its turn
+            turn.stop(StopReason.CANCELLED, _ASK_CANCELLED)
         try:
             outcome = await turn.run()
         finally:
             self.turn = None
+            if self._turn_over is not None:
+                self._turn_over.set()
+                self._turn_over = None
             if self._live:
                 await self._clear_live()
         self.turns += 1
@@ -536,15 +554,23 @@ class Actor:
             self.mailbox.admit(request, idle=self.current is None and not self.halted)
         return request
 
-    def withdraw(self, request: Request) -> None:
-        """The asker went away: a queued request leaves the queue; a running one runs on
-        and its result is dropped."""
+    def withdraw(self, request: Request) -> trio.Event | None:
+        """The asker was cancelled: a queued request leaves the queue and never runs; a
+        running one's turn is stopped (``cancelled``). Returns what is set once that turn's
+        processes are gone, or None when no turn runs."""
         if request.settled:
-            return
+            return None
         if self.mailbox.remove(request):
             request.cancelled = True
-        else:
-            request.abandoned = True
+            return None
+        request.abandoned = True
+        turn = self.turn
+        if request is not self.current or turn is None:
+            return None
+        turn.stop(StopReason.CANCELLED, _ASK_CANCELLED)
+        if self._turn_over is None:
+            self._turn_over = trio.Event()
+        return self._turn_over
 
     def cancel(self, ref: Ref) -> bool:
         request = self.mailbox.find(ref)

@@ -28,8 +28,9 @@ async def start_agent(
 async def ask(name: str, prompt: str) -> Response:
     """`Runtime.ask` on the current runtime.
 
-    Cancellation: a queued ask leaves the queue; a running turn goes on, its result
-    dropped."""
+    Cancellation: cancels the request: a queued ask never runs; a running turn is
+    stopped (``cancelled``) and the cancellation arrives once its processes are gone
+    (shielded, bounded)."""
     return await current_runtime().ask(name, prompt)
 
 
@@ -46,7 +47,7 @@ def poll(name: str, ref: Ref) -> PollResult:
 async def wait(ref: Ref) -> Completed | Failed | Cancelled | NotFound:
     """`Runtime.wait` on the current runtime.
 
-    Cancellation: safe; the tell itself is not affected."""
+    Cancellation: only the wait is cancelled; the tell goes on."""
     return await current_runtime().wait(ref)
 
 

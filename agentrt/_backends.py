@@ -45,10 +45,21 @@ def _entry_points(group: str) -> EntryPoints:
     return entry_points(group=group)
 
 
+# What the runtime calls on a backend object (Backend is a Protocol, not a base class).
+_BACKEND_METHODS = ("parse_options", "command", "translator")
+
+
 def resolve_backend(backend: str | Backend) -> Backend:
     """The backend named ``backend`` (an entry point of ``agentrt.backends``), or
-    ``backend`` itself when it is already a backend object."""
+    ``backend`` itself when it is already a backend object; `InvalidOptions` for anything
+    else."""
     if not isinstance(backend, str):
+        if not isinstance(getattr(backend, "name", None), str) or not all(
+            callable(getattr(backend, method, None)) for method in _BACKEND_METHODS
+        ):
+            raise InvalidOptions(
+                "backend", backend, "must be a backend name such as 'claude', or a Backend object"
+            )
         return backend
     found = _loaded.get(backend)
     if found is not None:

@@ -25,6 +25,7 @@ import trio
 
 from ._errors import AgentRTError
 from ._events import StopReason
+from ._exceptiongroups import collapse_exception_groups
 from ._lines import LineSplitter, LineTooLong
 from ._proctree import (
     KILL_BOUND,
@@ -667,22 +668,16 @@ async def open_cli_process(
         proc = CliProcess(process, command, limits, marker)
         if tracker is not None:
             tracker._add(proc._tree)
+        # The background tasks do not raise: what leaves is the caller's own exception.
         try:
-            async with trio.open_nursery() as nursery:
-                proc._start(nursery)
-                try:
-                    yield proc
-                finally:
-                    await proc._shutdown()
-                    nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            # The background tasks do not raise, so a group of one is the caller's own
-            # exception (ProcessFailure, Cancelled, anything from the block): give it back
-            # unwrapped, keeping its cause.
-            if len(group.exceptions) != 1:
-                raise
-            inner = group.exceptions[0]
-            raise inner from inner.__cause__
+            with collapse_exception_groups():
+                async with trio.open_nursery() as nursery:
+                    proc._start(nursery)
+                    try:
+                        yield proc
+                    finally:
+                        await proc._shutdown()
+                        nursery.cancel_scope.cancel()
         finally:
             if tracker is not None:
                 tracker._remove(proc._tree)

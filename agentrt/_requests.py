@@ -67,7 +67,8 @@ class Request:
     origin: Origin
     outcome: Response | AgentRTError | None = None
     cancelled: bool = False
-    # The asking caller was cancelled while the turn ran: nobody wants the result.
+    # The asking caller was cancelled once the request was taken: its turn is stopped (or
+    # never starts) and nobody wants the result.
     abandoned: bool = False
     done: trio.Event | None = None  # created by the first waiter
     subscriptions: list[Subscription] | None = None

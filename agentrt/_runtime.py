@@ -4,14 +4,18 @@ process limiter."""
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import trio
 
+from ._actor import cancel_grace
+from ._arguments import check_ref, wrong_type
 from ._errors import AgentNotFound, InvalidOptions, NoRuntime
 from ._events import Response
+from ._exceptiongroups import collapse_exception_groups
 from ._process import ProcessTracker
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
@@ -23,7 +27,6 @@ from ._supervisor import (
     Child,
     Context,
     Supervisor,
-    escalated,
     intensity_option,
     strategy_option,
 )
@@ -46,12 +49,29 @@ def _default_store() -> SessionStore:
     return SQLiteStore(default_store_path())
 
 
+# SessionStore is a Protocol: what a store given to open_runtime must at least have.
+_STORE_METHODS = ("__aenter__", "__aexit__", "load", "checkpoint_session", "record_turn")
+
+
+def _store_argument(store: object) -> SessionStore:
+    if store is None:
+        return _default_store()
+    if isinstance(store, str | os.PathLike):
+        return SQLiteStore(store)
+    if not all(callable(getattr(store, method, None)) for method in _STORE_METHODS):
+        raise wrong_type("store", "a SessionStore or the path of an SQLite store", store)
+    return cast(SessionStore, store)
+
+
 class Runtime:
     """A set of named agents sharing one store, one process limit and one root supervisor.
 
     Made by `open_runtime`; every method naming an agent raises `AgentNotFound` for a
     name that is not running (an agent its supervisor is restarting still counts as
-    running: work sent to it waits for the new instance).
+    running: work sent to it waits for the new instance), and `NoRuntime` once the runtime
+    is closed. Arguments of the wrong type raise `TypeError` naming them; a prompt that is
+    empty or blank raises `ValueError`. The module-level ``agentrt.ask`` etc. are these
+    methods.
     """
 
     def __init__(self, context: Context, root: Supervisor) -> None:
@@ -118,7 +138,7 @@ class Runtime:
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-        try:
+        with collapse_exception_groups():
             async with trio.open_nursery() as nursery:
                 supervisor = Supervisor(context, nursery, chosen, intensity)
                 await nursery.start(supervisor._run)
@@ -126,13 +146,12 @@ class Runtime:
                     yield supervisor
                 finally:
                     supervisor._close("supervisor closed")
-        except BaseExceptionGroup as group:
-            limit = escalated(group)
-            if limit is None:
-                raise
-            raise limit from limit.__cause__
 
     def _child(self, name: str) -> Child:
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        if not isinstance(name, str):
+            raise wrong_type("name", "a str", name)
         child = self._context.children.get(name)
         if child is None:
             raise AgentNotFound(name)
@@ -146,15 +165,22 @@ class Runtime:
         or bytes), `AgentStopped` when the agent stops (or crashes) before answering,
         `AgentNotFound`.
 
-        Cancellation: a caller cancelled while its ask is queued takes it out of the
-        queue; cancelled while its turn runs, the turn goes on and its result is dropped.
+        Cancellation: cancelling the caller (``trio.fail_after``, ``move_on_after``, a
+        cancelled nursery) cancels the request. Queued, it leaves the queue and never
+        runs. Running, its turn is stopped as ``interrupt`` stops it, with stop reason
+        ``cancelled`` (the session id is kept; ``handle_error`` sees the `TurnFailed`), and
+        the cancellation reaches the caller once the turn's processes are gone: that wait
+        is shielded and bounded (twice ``kill_grace`` plus 10 s).
         """
         child = self._child(name)
         request = child.submit(prompt, "ask")
         try:
             await request.wait()
         except BaseException:
-            child.withdraw(request)
+            turn_over = child.withdraw(request)
+            if turn_over is not None:
+                with trio.move_on_after(cancel_grace(child.spec.options), shield=True):
+                    await turn_over.wait()
             raise
         outcome = request.outcome
         if isinstance(outcome, Response):
@@ -172,14 +198,15 @@ class Runtime:
         """`Pending`, `Completed`, `Failed` or `Cancelled` for a tell; `NotFound` for an
         unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
         or ``max_result_bytes``)."""
-        return self._child(name).mailbox.poll(ref)
+        return self._child(name).mailbox.poll(check_ref(ref))
 
     async def wait(self, ref: Ref) -> Completed | Failed | Cancelled | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
         (`Completed`, `Failed` or `Cancelled`; `NotFound` for an unknown or evicted ref).
 
-        Cancellation: safe; the tell itself is not affected."""
-        mailbox = self._child(ref.name).mailbox
+        Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
+        cancel it with `cancel` or `interrupt_request`)."""
+        mailbox = self._child(check_ref(ref).name).mailbox
         request = mailbox.find(ref)
         if request is None:
             await trio.lowlevel.checkpoint()
@@ -194,7 +221,7 @@ class Runtime:
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
         an empty stream (use `poll` for its result). Raises `AgentNotFound`."""
-        return self._child(ref.name).subscribe(ref)
+        return self._child(check_ref(ref).name).subscribe(ref)
 
     def notify(self, name: str, event: Any) -> None:
         """Deliver ``event`` to the agent's ``handle_event``; while a turn runs (or the
@@ -209,12 +236,12 @@ class Runtime:
 
     def interrupt_request(self, name: str, ref: Ref) -> bool:
         """Like `interrupt`, only if ``ref`` is the request being processed now."""
-        return self._child(name).interrupt_request(ref)
+        return self._child(name).interrupt_request(check_ref(ref))
 
     def cancel(self, name: str, ref: Ref) -> bool:
         """Take a queued tell out of the queue (it polls as `Cancelled`); False if it is
         running, finished or unknown."""
-        return self._child(name).cancel(ref)
+        return self._child(name).cancel(check_ref(ref))
 
     def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `resume`; queued
@@ -285,7 +312,7 @@ class Runtime:
 @asynccontextmanager
 async def open_runtime(
     *,
-    store: SessionStore | None = None,
+    store: SessionStore | str | os.PathLike[str] | None = None,
     max_processes: int | None = None,
     strategy: str = "one_for_one",
     max_restarts: int = 3,
@@ -296,7 +323,8 @@ async def open_runtime(
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
     ``store`` (default: ``SQLiteStore()`` at `default_store_path`, i.e. ``$AGENTRT_STORE``
-    or under ``$XDG_STATE_HOME/agentrt/``) is opened with the runtime and closed after its
+    or under ``$XDG_STATE_HOME/agentrt/``; a path, ``str`` or ``os.PathLike``, is an
+    ``SQLiteStore`` there) is opened with the runtime and closed after its
     agents have stopped; a store file that is corrupt or not agentrt's raises `StoreError`
     naming it. Agents checkpoint their session ids into it the moment they appear, record
     their turns, their state, and the process group of each running CLI turn. On opening,
@@ -314,7 +342,9 @@ async def open_runtime(
     every agent is stopped, the block is cancelled and `RestartLimitExceeded` is raised
     out of it. Nested supervisors: `Runtime.open_supervisor`.
 
-    Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime.
+    Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime. An
+    exception leaves the block as itself (the runtime's own nurseries do not wrap it in an
+    `ExceptionGroup`); a group leaves only when several exceptions happened at once.
 
     Cancellation: cancelling the block stops every agent; their cleanup is shielded and
     bounded. Opening may wait for the store and for killing stale turns (bounded).
@@ -326,9 +356,9 @@ async def open_runtime(
     chosen = strategy_option(strategy)
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
     limiter = None if max_processes is None else trio.CapacityLimiter(max_processes)
-    opened = _default_store() if store is None else store
+    opened = _store_argument(store)
     runtime_id = new_runtime_id()
-    try:
+    with collapse_exception_groups():
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(opened)
             register(runtime_id)
@@ -350,8 +380,3 @@ async def open_runtime(
                         _current.reset(token)
                         runtime._close()
                 services.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        limit = escalated(group)
-        if limit is None:
-            raise
-        raise limit from limit.__cause__

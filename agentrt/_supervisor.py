@@ -30,6 +30,7 @@ import trio
 
 from ._actor import Actor, Exit, log_error, restore_state
 from ._agent import Agent
+from ._arguments import check_agent, check_directory, check_name, check_prompt
 from ._backends import resolve_backend
 from ._errors import (
     AgentAlreadyStarted,
@@ -93,32 +94,18 @@ def resume_option(value: object) -> str | bool:
     )
 
 
-def escalated(group: BaseExceptionGroup[BaseException]) -> RestartLimitExceeded | None:
-    """The `RestartLimitExceeded` a group of nursery errors holds, if it holds nothing else."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    if len(leaves) == 1 and isinstance(leaves[0], RestartLimitExceeded):
-        return leaves[0]
-    return None
-
-
 def working_directory(backend_options: Any) -> str:
     """Where the CLI of these options runs: their ``cwd`` (a mapping key or an attribute,
-    as both built-in backends have) or ours, resolved as the CLI sees it."""
+    as both built-in backends have) or ours, resolved as the CLI sees it; `InvalidOptions`
+    if it is missing or not a directory (every turn would fail to start)."""
     raw = (
         backend_options.get("cwd")
         if isinstance(backend_options, Mapping)
         else getattr(backend_options, "cwd", None)
     )
-    return os.path.realpath(raw if isinstance(raw, str) and raw else os.getcwd())
+    if isinstance(raw, str) and raw:
+        return os.path.realpath(check_directory("cwd", raw))
+    return os.path.realpath(os.getcwd())
 
 
 @attrs.frozen
@@ -191,6 +178,7 @@ class Child:
         return None if self.actor is None else self.actor.handle
 
     def submit(self, prompt: str, origin: Origin) -> Request:
+        check_prompt(prompt)
         actor = self.actor
         if actor is not None:
             return actor.submit(prompt, origin)
@@ -200,11 +188,12 @@ class Child:
         self.mailbox.admit(request, idle=not self.mailbox.queue)
         return request
 
-    def withdraw(self, request: Request) -> None:
+    def withdraw(self, request: Request) -> trio.Event | None:
         if self.actor is not None:
-            self.actor.withdraw(request)
-        elif not request.settled and self.mailbox.remove(request):
+            return self.actor.withdraw(request)
+        if not request.settled and self.mailbox.remove(request):
             request.cancelled = True
+        return None
 
     def cancel(self, ref: Ref) -> bool:
         if self.actor is not None:
@@ -386,7 +375,11 @@ class Supervisor:
         ``max_result_bytes``, ``restart`` (``"permanent"``: restarted after a crash and
         after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never) and
         ``on_session_lost``; every other keyword goes to ``init_agent``, whose result the
-        backend validates. Raises `InvalidOptions` naming the offending key,
+        backend validates. Before anything runs: `TypeError` for an ``agent`` or ``name``
+        of the wrong type; `InvalidOptions` naming the offending key, also for a ``backend``
+        that is neither a name nor a backend object, for a ``name`` that is empty, over 255
+        characters or holds a control character (spaces, ``/``, ``..`` and non-ASCII are
+        fine), and for a ``cwd`` that does not exist or is not a directory. Also
         `AgentAlreadyStarted`, `BackendNotFound`, `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
@@ -394,8 +387,8 @@ class Supervisor:
         """
         context = self._context
         self._check_open()
-        if not isinstance(name, str) or not name:
-            raise InvalidOptions("name", name, "must be a non-empty string")
+        check_agent(agent)
+        check_name(name)
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
         resume = resume_option(resume)

@@ -133,29 +133,6 @@ async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: ob
     assert backend.prompts == ["first", "kept"]
 
 
-async def test_an_ask_cancelled_while_running_does_not_kill_the_turn(
-    autojump_clock: object,
-) -> None:
-    gate = Gate()
-    backend = echo_backend([gate, *reply("finished anyway")])
-    responses: list[str] = []
-
-    class Keeper(Agent):
-        def handle_response(self, ref: object, response: object) -> None:
-            responses.append(response.text)  # type: ignore[attr-defined]
-
-    async with open_runtime() as rt:
-        await rt.start_agent(Keeper, name="a", backend=backend)
-        with trio.move_on_after(5) as scope:
-            await rt.ask("a", "slow")
-        assert scope.cancelled_caught
-        assert trio.current_time() == 5.0
-        assert rt.status("a").state == "processing"
-        gate.release()
-        assert (await rt.ask("a", "next")).text == "echo next"
-    assert responses == ["finished anyway", "echo next"]
-
-
 async def test_poll_pending_completed_and_unknown(autojump_clock: object) -> None:
     gate = Gate()
     async with open_runtime() as rt:

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 from _helpers import echo_backend
@@ -82,32 +83,35 @@ async def test_unknown_keys_go_to_init_agent_and_the_backend_names_them() -> Non
         assert rt.agents() == ()
 
 
-async def test_init_agent_receives_the_rest_and_returns_the_backend_options() -> None:
+async def test_init_agent_receives_the_rest_and_returns_the_backend_options(
+    tmp_path: Path,
+) -> None:
     seen: dict[str, object] = {}
+    (tmp_path / "p").mkdir()
 
     class Picky(Agent):
         def init_agent(self, **options: object) -> dict[str, object]:
             seen.update(options)
-            return {"cwd": f"/work/{options.pop('project')}"}
+            return {"cwd": str(tmp_path / str(options.pop("project")))}
 
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(Picky, name="a", backend=backend, project="p", watchdog=5)
         await rt.ask("a", "hi")
     assert seen == {"project": "p"}
-    assert backend.calls[0].options.cwd == "/work/p"
+    assert backend.calls[0].options.cwd == str(tmp_path / "p")
 
 
-async def test_async_init_agent_is_awaited() -> None:
+async def test_async_init_agent_is_awaited(tmp_path: Path) -> None:
     class Slow(Agent):
         async def init_agent(self, **options: object) -> dict[str, object]:
-            return {"cwd": "/async"}
+            return {"cwd": str(tmp_path)}
 
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(Slow, name="a", backend=backend)
         await rt.ask("a", "hi")
-    assert backend.calls[0].options.cwd == "/async"
+    assert backend.calls[0].options.cwd == str(tmp_path)
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "4"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 import trio
@@ -225,7 +226,10 @@ class Store(MemoryStore):
         self.log.append(("turn", name, stop_reason, cost_usd, session_id))
 
 
-async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock: object) -> None:
+async def test_the_store_is_checkpointed_before_the_turn_goes_on(
+    autojump_clock: object, tmp_path: Path
+) -> None:
+    repo = str(tmp_path)
     gate = Gate()
     store = Store()
     backend = ScriptedBackend(
@@ -234,12 +238,12 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock:
         [SessionEvent(session_id="s1"), Fail()],
     )
     async with open_runtime(store=store) as rt:
-        await rt.start_agent(Agent, name="a", backend=backend, cwd="/repo")
+        await rt.start_agent(Agent, name="a", backend=backend, cwd=repo)
         with pytest.raises(TurnFailed):
             await rt.ask("a", "zero")
         ref = rt.tell("a", "one")
         await gate.wait_reached()
-        assert store.log[-1] == ("checkpoint", "a", "scripted", "s1", "/repo")
+        assert store.log[-1] == ("checkpoint", "a", "scripted", "s1", repo)
         gate.release()
         await rt.wait(ref)
         with pytest.raises(TurnFailed):
@@ -253,12 +257,12 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(autojump_clock:
         assert record is not None
         assert record.session_id is None
     assert store.log == [
-        ("checkpoint", "a", "scripted", None, "/repo"),  # start_agent: a new session
+        ("checkpoint", "a", "scripted", None, repo),  # start_agent: a new session
         ("turn", "a", "cli_error", None, None),
-        ("checkpoint", "a", "scripted", "s1", "/repo"),
+        ("checkpoint", "a", "scripted", "s1", repo),
         ("turn", "a", "complete", 0.5, "s1"),
         ("turn", "a", "cli_error", None, "s1"),  # same id: no second checkpoint
-        ("checkpoint", "a", "scripted", None, "/repo"),
+        ("checkpoint", "a", "scripted", None, repo),
     ]
 
 

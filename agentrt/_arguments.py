@@ -1,0 +1,90 @@
+"""Checks of the public API's arguments, made before anything runs.
+
+A wrong type raises `TypeError` naming the argument; a value the runtime cannot use
+raises `InvalidOptions` (names, working directories) or, for a prompt, `ValueError`: a
+prompt is not an option, and an empty one is a plain bad argument, as in the stdlib.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import unicodedata
+from typing import Any
+
+from ._agent import Agent
+from ._errors import InvalidOptions
+from ._requests import Ref
+
+# Longest agent name: it is a store key and a column of `agentrt sessions`.
+MAX_NAME = 255
+# Unicode categories refused in names: each breaks a terminal line, a log record or the
+# store's UTF-8.
+_UNPRINTABLE = {
+    "Cc": "a control character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+
+
+def wrong_type(argument: str, expected: str, value: object) -> TypeError:
+    return TypeError(f"{argument} must be {expected}, not {type(value).__name__}")
+
+
+def check_agent(agent: object) -> None:
+    """An `Agent` subclass, an instance, or a zero-argument factory (checked when called)."""
+    if isinstance(agent, Agent):
+        return
+    if (isinstance(agent, type) and not issubclass(agent, Agent)) or not callable(agent):
+        raise wrong_type(
+            "agent", "an agentrt.Agent subclass, an Agent instance or a factory of one", agent
+        )
+
+
+def check_name(name: object) -> str:
+    """A name for a new agent: any non-empty string of at most ``MAX_NAME`` printable
+    characters (spaces, ``/``, ``..`` and non-ASCII included)."""
+    if not isinstance(name, str):
+        raise wrong_type("name", "a str", name)
+    if not name:
+        raise InvalidOptions("name", name, "must not be empty")
+    if len(name) > MAX_NAME:
+        # Its start is enough to recognise it; the whole would swamp the message.
+        raise InvalidOptions(
+            "name", f"{name[:40]}...", f"is {len(name)} characters long; at most {MAX_NAME}"
+        )
+    for char in name:
+        what = _UNPRINTABLE.get(unicodedata.category(char))
+        if what is not None:
+            raise InvalidOptions("name", name, f"contains U+{ord(char):04X}, {what}")
+    return name
+
+
+def check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str):
+        raise wrong_type("prompt", "a str", prompt)
+    if not prompt:
+        raise ValueError("prompt must not be empty")
+    if prompt.isspace():  # stops at the first other character: no copy of a long prompt
+        raise ValueError(f"prompt must not be blank: {prompt[:40]!r}")
+    return prompt
+
+
+def check_ref(ref: object) -> Ref:
+    if not isinstance(ref, Ref):
+        raise wrong_type("ref", "an agentrt.Ref (from tell)", ref)
+    return ref
+
+
+def check_directory(key: str, path: Any) -> str:
+    """``path`` if it names a directory, else `InvalidOptions` saying what it is instead."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InvalidOptions(key, path, "does not exist") from None
+    except OSError as exc:
+        raise InvalidOptions(key, path, f"cannot be used: {exc.strerror}") from exc
+    if not stat.S_ISDIR(mode):
+        raise InvalidOptions(key, path, "is not a directory")
+    return str(path)

@@ -1,0 +1,66 @@
+"""Keeping internal nurseries out of the caller's exception types.
+
+trio's nurseries wrap every exception that leaves them in an `ExceptionGroup`, so a
+`TurnFailed` raised in the body of ``async with open_runtime()`` would come out as a group
+of a group of one. `collapse_exception_groups` unwraps groups of one (at any depth), as
+trio itself did with ``strict_exception_groups=False``: a single exception leaves as
+itself, with the frames it crossed, its ``__cause__`` and its ``__context__``; a group
+leaves only when several exceptions really happened at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+
+
+def _concat_tb(head: TracebackType | None, tail: TracebackType | None) -> TracebackType | None:
+    # Iterative: the tail may be as deep as a RecursionError's.
+    heads = []
+    while head is not None:
+        heads.append(head)
+        head = head.tb_next
+    for entry in reversed(heads):
+        tail = TracebackType(tail, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return tail
+
+
+def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """``group`` with every group of one replaced by its exception, recursively; a group of
+    one at the top gives that exception, its traceback extended by the group's."""
+    exceptions = [
+        collapse(exc) if isinstance(exc, BaseExceptionGroup) else exc for exc in group.exceptions
+    ]
+    if len(exceptions) == 1:
+        sole = exceptions[0]
+        sole.__traceback__ = _concat_tb(group.__traceback__, sole.__traceback__)
+        return sole
+    if all(new is old for new, old in zip(exceptions, group.exceptions, strict=True)):
+        return group
+    derived = group.derive(exceptions)
+    derived.__traceback__ = group.__traceback__
+    derived.__cause__ = group.__cause__
+    derived.__context__ = group.__context__
+    derived.__suppress_context__ = group.__suppress_context__
+    if hasattr(group, "__notes__"):
+        derived.__notes__ = list(group.__notes__)
+    return derived
+
+
+@contextmanager
+def collapse_exception_groups() -> Iterator[None]:
+    """Re-raise an exception group leaving the block as `collapse` makes it."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        collapsed = collapse(group)
+        if collapsed is group:
+            raise
+        # Raising here would make the group the exception's __context__: keep its own.
+        context = collapsed.__context__
+        try:
+            raise collapsed
+        finally:
+            collapsed.__context__ = context
+            del collapsed, context  # no reference cycle through this frame
