@@ -22,6 +22,10 @@ class AgentOptions:
 
     # Seconds a turn may run before it ends with ``total_timeout``; None turns it off.
     watchdog: float | None = 600.0
+    # Seconds a CLI may go on after printing a result (Claude Code waits for its background
+    # tasks and may print a later result, which replaces the earlier one); past it the tree
+    # is killed and the turn completes with the last result. None: only the watchdog.
+    after_result: float | None = 30.0
     # Seconds from the start of a turn to its first content event (anything but session
     # and raw events) before it ends with ``first_event_timeout``; None turns it off.
     first_event: float | None = None
@@ -103,6 +107,7 @@ def _restart(key: str, value: object) -> RestartType:
 _VALIDATORS: dict[str, Callable[[str, object], Any]] = {
     "watchdog": _seconds_or_none,
     "first_event": _seconds_or_none,
+    "after_result": _seconds_or_none,
     "startup": _seconds_or_none,
     "idle": _seconds_or_none,
     "max_line_bytes": _positive_int,

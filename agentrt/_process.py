@@ -14,7 +14,9 @@ import logging
 import math
 import os
 import signal
+import struct
 import subprocess
+import termios
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -74,6 +76,9 @@ _BAD_LINE_TEXT = 4096
 _REAP_BOUND = 1.0
 
 _decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+# What a decoder raises for a line it cannot read; msgspec's nesting limit is Python's
+# recursion limit, so a line nested too deep raises RecursionError.
+_UNREADABLE = (msgspec.DecodeError, RecursionError)
 
 
 @attrs.frozen
@@ -94,9 +99,12 @@ class ProcessLimits:
     term_grace: float = 2.0
     # how long stderr may stay open after the tree is gone (a stranger holding the pipe)
     stderr_drain: float = 0.5
-    # after the CLI exits, how long one read of stdout may wait: a grandchild that inherited
-    # stdout must not keep the stream open for ever
+    # after the CLI exits, how long stdout is read in all: a grandchild that inherited stdout
+    # must not keep the stream open for ever, however often it writes
     stdout_drain: float = 0.5
+    # after stdout EOF, how long the CLI may take to exit before the kill ladder; past it:
+    # StopReason.MALFORMED_OUTPUT (the lines read before it still count)
+    eof_grace: float = 2.0
 
 
 class ProcessFailure(AgentRTError):
@@ -141,7 +149,15 @@ def _peek_exit_status(pid: int) -> ExitStatus:
     return ExitStatus(None, info.si_status)
 
 
-def _bad_line(line: bytes, exc: msgspec.DecodeError) -> BadLine:
+def _pipe_bytes(fd: int) -> int:
+    """How many bytes wait in a pipe (an upper bound if the kernel will not say)."""
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+    except OSError:
+        return _PIPE_SIZE
+
+
+def _bad_line(line: bytes, exc: Exception) -> BadLine:
     text = redact(line[:_BAD_LINE_TEXT].decode("utf-8", "replace"))
     return BadLine(text=text, size=len(line), error=str(exc))
 
@@ -156,8 +172,9 @@ class FrameBatch:
 
     ``decode``, if given, is tried first on each line (a backend's typed decoder for its
     common frames); a line it rejects with `msgspec.DecodeError` (which includes
-    `msgspec.ValidationError`) is decoded generically, so it still becomes a JSON value or
-    a `BadLine`. Blank lines are skipped, so a batch may hold no frame at all.
+    `msgspec.ValidationError`) or cannot decode at all (`RecursionError`: JSON nested
+    deeper than the decoder recurses) is decoded generically, so it still becomes a JSON
+    value or a `BadLine`. Blank lines are skipped, so a batch may hold no frame at all.
     """
 
     __slots__ = ("_decode", "_lines")
@@ -172,7 +189,7 @@ class FrameBatch:
         for line in self._lines:
             try:
                 frame = decode(line)
-            except msgspec.DecodeError:
+            except _UNREADABLE:
                 frame = _decode_generic(line)
                 if frame is _BLANK:
                     continue
@@ -183,7 +200,7 @@ def _decode_generic(line: bytes) -> Any:
     """A line the first decoder refused: a JSON value, a `BadLine`, or ``_BLANK``."""
     try:
         return _decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except _UNREADABLE as exc:
         if not line or line.isspace():
             return _BLANK
         return _bad_line(line, exc)
@@ -270,6 +287,10 @@ class CliProcess:
         self._read_scope: trio.CancelScope | None = None
         self._exited = trio.Event()
         self._exited_at: float | None = None
+        # What stdout held when the exit was seen, and what has been read since: past the
+        # drain bound only that backlog (the CLI's own last output) is still read.
+        self._exit_backlog = 0
+        self._read_since_exit = 0
         self._exit_status: ExitStatus | None = None
         self._stderr = bytearray()
         self._stderr_done = trio.Event()
@@ -299,9 +320,11 @@ class CliProcess:
         """The decoded stdout lines: JSON values, or `BadLine` for a line that is not JSON.
 
         Empty lines are skipped; a last line without a newline still counts. The stream ends
-        at stdout EOF, or ``limits.stdout_drain`` after the process exited if something else
-        holds stdout open (after `interrupt`, as soon as the pipe is empty). A bound crossed
-        (startup, idle, line size) runs the kill ladder and then raises `ProcessFailure`.
+        at stdout EOF once the process exited, or ``limits.stdout_drain`` after the exit if
+        something else holds stdout open (after `interrupt`, as soon as what the CLI left in
+        the pipe is read). A bound crossed (startup, idle, line size, and ``limits.eof_grace``
+        for a process that closed stdout and did not exit) runs the kill ladder and then
+        raises `ProcessFailure`.
 
         Cancellation: the read stops at once; leaving ``open_cli_process`` then kills the tree.
         """
@@ -331,10 +354,15 @@ class CliProcess:
         """Ask the process to stop: ``command.interrupt_signal`` (SIGTERM if None) to its
         group now, SIGTERM after ``limits.interrupt_grace``, SIGKILL after
         ``limits.term_grace``, each only if it is still running. Frames can be read meanwhile
-        (a CLI may print its final result on the way out). Idempotent; returns at once."""
-        if self._interrupted or self._exited.is_set() or self._shutting_down:
+        (a CLI may print its final result on the way out); once the process has exited,
+        the stream ends as soon as what it left in the pipe is read. Idempotent; returns at
+        once."""
+        if self._interrupted or self._shutting_down:
             return
         self._interrupted = True
+        if self._exited.is_set():
+            self._shorten_read()
+            return
         first = self._command.interrupt_signal or signal.SIGTERM
         self._signal_group(first)
         assert self._nursery is not None
@@ -374,11 +402,14 @@ class CliProcess:
             return
         self._exit_status = status
         self._exited_at = trio.current_time()
+        self._exit_backlog = _pipe_bytes(self._stdout.fileno())
         self._exited.set()
+        self._shorten_read()
+
+    def _shorten_read(self) -> None:
+        # The exit (or an interrupt after it) brings the end of a read already waiting nearer.
         if self._read_scope is not None:
-            self._read_scope.deadline = min(
-                self._read_scope.deadline, self._exited_at + self._stdout_drain()
-            )
+            self._read_scope.deadline = min(self._read_scope.deadline, self._deadline())
 
     def _stdout_drain(self) -> float:
         # After an interrupt the CLI has said its last word when it exits: what it wrote is
@@ -421,7 +452,7 @@ class CliProcess:
             else:
                 await self._fill()
 
-    def _deadline(self, now: float) -> float:
+    def _deadline(self) -> float:
         limits = self._limits
         deadline = math.inf
         if self._last_line_at is None:
@@ -430,8 +461,15 @@ class CliProcess:
         elif limits.idle is not None:
             deadline = self._last_line_at + limits.idle
         if self._exited_at is not None:
-            deadline = min(deadline, now + self._stdout_drain())
+            # In all, from the exit: a line from a grandchild does not renew it.
+            deadline = min(deadline, self._exited_at + self._stdout_drain())
         return deadline
+
+    def _may_read_late(self) -> bool:
+        # Past a bound, what already waits in the pipe is read all the same (it is not
+        # silence); after the exit only as much as the CLI left there, so a grandchild that
+        # writes faster than we read cannot hold the stream.
+        return self._exited_at is None or self._read_since_exit < self._exit_backlog
 
     def _read_nowait(self) -> bytes | None:
         try:
@@ -440,14 +478,14 @@ class CliProcess:
             return None
 
     async def _fill(self) -> None:
-        now = trio.current_time()
-        deadline = self._deadline(now)
+        deadline = self._deadline()
         chunk: bytes | None = None
-        if deadline <= now:
+        if deadline <= trio.current_time():
             # The bound passed while the consumer was busy with earlier frames: what is already
             # in the pipe is not silence, so look before declaring a timeout.
             await trio.lowlevel.checkpoint()
-            chunk = self._read_nowait()
+            if self._may_read_late():
+                chunk = self._read_nowait()
         if chunk is None:
             with trio.CancelScope(deadline=deadline) as scope:
                 self._read_scope = scope
@@ -455,7 +493,7 @@ class CliProcess:
                     chunk = await self._stdout.receive_some(self._chunk)
                 finally:
                     self._read_scope = None
-            if chunk is None:
+            if chunk is None and self._may_read_late():
                 # The deadline may have passed while this task waited its turn to run (many
                 # busy turns): bytes already in the pipe are not silence either.
                 chunk = self._read_nowait()
@@ -473,8 +511,12 @@ class CliProcess:
                     StopReason.IDLE_TIMEOUT, f"no stdout line for {self._limits.idle:g} s"
                 )
         elif not chunk:
+            if not self._exited.is_set():
+                await self._wait_exit_after_eof()
             self._end_of_stream()
         else:
+            if self._exited_at is not None:
+                self._read_since_exit += len(chunk)
             if len(chunk) == self._chunk and self._chunk < _READ_CHUNK:
                 self._chunk *= 2
             try:
@@ -489,6 +531,19 @@ class CliProcess:
             if lines:
                 self._last_line_at = trio.current_time()
                 self._lines = lines
+
+    async def _wait_exit_after_eof(self) -> None:
+        # A CLI that closed its output and lingers is ended like one that stays silent; the
+        # lines before its EOF are still delivered, then the failure.
+        grace = self._limits.eof_grace
+        with trio.move_on_after(grace):
+            await self._exited.wait()
+        if not self._exited.is_set():
+            self._failure = ProcessFailure(
+                StopReason.MALFORMED_OUTPUT,
+                f"the CLI closed its output and did not exit within {grace:g} s",
+            )
+            await self._shutdown()
 
     def _end_of_stream(self) -> None:
         rest = self._splitter.finish()

@@ -370,7 +370,7 @@ class Supervisor:
         ``resume``/``session_id``, which only ``init_agent`` can still return).
 
         The runtime's own options are ``watchdog``, ``first_event``, ``startup``, ``idle``,
-        ``max_line_bytes``, ``kill_grace``, ``retention``, ``max_events``,
+        ``max_line_bytes``, ``kill_grace``, ``after_result``, ``retention``, ``max_events``,
         ``max_event_bytes``, ``max_pending``, ``max_pending_bytes``, ``max_results``,
         ``max_result_bytes``, ``restart`` (``"permanent"``: restarted after a crash and
         after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never) and

@@ -5,13 +5,20 @@ first-event bound, event retention; and it takes ``interrupt``. Whatever stops a
 early (interrupt, a bound, a lossless overflow, a crash in the translator or a stream
 callback) stops it the same way: the in-process run is cancelled, a CLI process is
 interrupted and its remaining output drained only for session ids. The turn then fails
-with that reason, whatever the backend printed afterwards.
+with that reason, whatever the backend printed afterwards; but a result printed before the
+stop is kept (see below).
 
 Terminal events. A terminal `ResultEvent` does not end the reading: a CLI may print a
 result and go on (Claude Code waits for a background task, then prints another init and
 another result), so the turn reads until the process exits and a later terminal event
 replaces the earlier one; the Response is built from the last result and the text of its
 segment (what came after the previous terminal), and earlier results stay in its events.
+The time after a result has its own bound, ``after_result`` (from the latest result): when
+it runs out the CLI is interrupted and the turn completes with the last result. That result
+is never lost to a bound or an interrupt either (the watchdog, an idle CLI, one that closed
+its output and lingers): only a fault of the turn's own (``turn_crashed``,
+``event_capture_overflow``) fails a turn that has a result.
+
 A terminal `ErrorEvent` ends the turn at once, like a stop with the event's own reason:
 the CLI is interrupted (Claude Code would otherwise retry a rejected key for minutes) and
 drained, and nothing it prints afterwards changes the outcome.
@@ -77,6 +84,11 @@ class _Failure:
 
 _CARRY_SESSION_ID: frozenset[type[Event]] = frozenset((SessionEvent, ResultEvent, ErrorEvent))
 
+# Stops that fail a turn even after a result: a bug, or a broken capture promise.
+_LOSES_RESULT: frozenset[StopReason] = frozenset(
+    (StopReason.TURN_CRASHED, StopReason.EVENT_CAPTURE_OVERFLOW)
+)
+
 
 @attrs.define(eq=False)
 class Turn:
@@ -119,7 +131,8 @@ class Turn:
     _terminal: Event | None = None
     # Where the terminal event sits in the retained events, if it was retained.
     _terminal_index: int | None = None
-    # A terminal ErrorEvent ended the turn: the rest is read for session ids only.
+    # The terminal event decides the outcome (a terminal ErrorEvent, or a result a stop
+    # settled on): the rest is read for session ids only.
     _ended: bool = False
     _scope: trio.CancelScope | None = None
     _interrupt_process: Callable[[], None] | None = None
@@ -128,6 +141,9 @@ class Turn:
     _started: float = 0.0
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
+    _result_deadline: float = math.inf
+    # The bounds watcher's wait: a result brings its deadline nearer.
+    _bounds_scope: trio.CancelScope | None = None
     _awaiting_content: bool = False
     _log: EventLog | None = None
     # What `_handle` has not handled yet: the frames of the current read, and the events of
@@ -156,9 +172,20 @@ class Turn:
         cause: BaseException | None = None,
     ) -> None:
         """End the turn early with ``reason``; the first stop wins, and a terminal error
-        event seen before it."""
-        if not self._ended:
+        event seen before it. After a result the turn completes with that result instead,
+        unless ``reason`` is a fault of the turn's own."""
+        if self._ended:
+            return
+        if type(self._terminal) is ResultEvent and reason not in _LOSES_RESULT:
+            self._settle()
+        else:
             self._stop(_Failure(reason, message, detail, cause))
+
+    def _settle(self) -> None:
+        # The last result is the outcome: the CLI is interrupted and drained as for a stop.
+        if self._failure is None and not self._ended:
+            self._ended = True
+            self._end_run()
 
     def _stop(self, failure: _Failure) -> None:
         if self._failure is None:
@@ -239,6 +266,7 @@ class Turn:
             idle=options.idle,
             max_line_bytes=options.max_line_bytes,
             term_grace=options.kill_grace,
+            eof_grace=options.kill_grace,
         )
         assert self.command is not None
         try:
@@ -268,28 +296,36 @@ class Turn:
                 return status, proc.stderr_tail
         except* ProcessFailure as group:
             # The process is gone already (the driver cleaned up before raising).
+            self._interrupt_process = None
             for failure in group.exceptions:
-                if (
-                    isinstance(failure, ProcessFailure)
-                    and self._failure is None
-                    and not self._ended
-                ):
-                    self._failure = _Failure(failure.reason, failure.message, cause=failure)
+                if isinstance(failure, ProcessFailure):
+                    self.stop(failure.reason, failure.message, cause=failure)
         finally:
             self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
         return None, ""
 
     async def _watch_bounds(self) -> None:
         while self._failure is None and not self._ended:
-            await trio.sleep_until(self._deadline())
+            with trio.CancelScope(deadline=self._deadline()) as self._bounds_scope:
+                await trio.sleep_forever()
             self._stop_for_bound(trio.current_time())
 
     def _deadline(self) -> float:
-        # The first-event deadline is lifted (set to inf) by the first content event.
-        return min(self._total_deadline, self._first_deadline)
+        # The first-event deadline is lifted (set to inf) by the first content event; the
+        # after-result deadline is set by each result.
+        return min(self._total_deadline, self._first_deadline, self._result_deadline)
+
+    def _reschedule(self) -> None:
+        deadline = self._deadline()
+        if self._bounds_scope is not None:
+            self._bounds_scope.deadline = deadline
+        if self._scope is not None:
+            self._scope.deadline = deadline
 
     def _stop_for_bound(self, now: float) -> None:
-        if now >= self._total_deadline:
+        if now >= self._result_deadline:
+            self._settle()
+        elif now >= self._total_deadline:
             self.stop(
                 StopReason.TOTAL_TIMEOUT,
                 f"the turn ran longer than its watchdog ({self.options.watchdog:g} s)",
@@ -425,8 +461,7 @@ class Turn:
         # The first content event lifts the first-event bound.
         self._awaiting_content = False
         self._first_deadline = math.inf
-        if self._scope is not None:
-            self._scope.deadline = self._total_deadline
+        self._reschedule()
 
     def _fold(self, event: Event, kind: type[Event], retained: bool) -> None:
         """Fold a logged event other than text into the turn's state."""
@@ -446,6 +481,10 @@ class Turn:
             self._terminal_index = self._log.retained - 1 if retained else None
             if kind is ResultEvent:
                 self._result_text, self._result_message = self._segment.close()
+                if self.options.after_result is not None:
+                    # From the latest result: a later one (a background task's) restarts it.
+                    self._result_deadline = self._now() + self.options.after_result
+                    self._reschedule()
             else:
                 self._ended = True
         elif kind is InitEvent:

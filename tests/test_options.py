@@ -14,6 +14,7 @@ def test_defaults_match_the_issue() -> None:
     options, rest = split_options({})
     assert options == AgentOptions(
         watchdog=600.0,
+        after_result=30.0,
         first_event=None,
         retention="compact",
         max_events=1000,
@@ -47,6 +48,10 @@ def test_runtime_options_are_split_from_the_agents() -> None:
         ("watchdog", "600"),
         ("watchdog", True),
         ("first_event", 0.0),
+        ("after_result", 0),
+        ("after_result", -30),
+        ("after_result", math.inf),
+        ("after_result", "30"),
         ("retention", "full"),
         ("max_events", -1),
         ("max_events", 1.5),
@@ -71,6 +76,16 @@ async def test_each_bad_option_is_refused_naming_its_key(key: str, value: object
             await rt.start_agent(Agent, name="a", backend=echo_backend(), **{key: value})
         assert info.value.key == key
         assert rt.agents() == ()
+
+
+def test_after_result_is_seconds_or_none() -> None:
+    assert split_options({"after_result": 5})[0].after_result == 5.0
+    assert split_options({"after_result": None})[0].after_result is None
+    with pytest.raises(InvalidOptions) as info:
+        split_options({"after_result": 0})
+    assert str(info.value) == (
+        "option 'after_result'=0: must be a positive number of seconds, or None (no bound)"
+    )
 
 
 async def test_unknown_keys_go_to_init_agent_and_the_backend_names_them() -> None:

@@ -124,3 +124,82 @@ async def test_a_stderr_holder_in_the_tree_is_killed_without_waiting() -> None:
         frames = [f async for f in proc.frames()]
     assert trio.current_time() - start < 2.0  # killed via its marker, stderr hit EOF at once
     assert not running(frames[0]["pid"])
+
+
+# --- after EOF and after the exit: every wait is bounded ----------------------------------
+
+
+async def test_a_cli_that_closes_its_output_and_lingers_fails_after_the_eof_grace() -> None:
+    limits = attrs.evolve(FAST, eof_grace=0.3)
+    command = fake(["emit", 1], ["write", "2"], ["close_output"], ["hang"])
+    got: list[Any] = []
+    async with open_cli_process(command, limits) as proc:
+        with pytest.raises(ProcessFailure) as info:
+            async for frame in proc.frames():
+                got.append(frame)
+                if frame == 1:
+                    closed = trio.current_time()
+        took = trio.current_time() - closed
+        assert proc.exit_status == ExitStatus(None, signal.SIGTERM)
+    assert got == [1, 2]  # the last line, unterminated, still counts
+    assert info.value.reason is StopReason.MALFORMED_OUTPUT
+    assert info.value.message == "the CLI closed its output and did not exit within 0.3 s"
+    assert 0.3 <= took < 2.0
+
+
+async def test_a_cli_that_exits_within_the_eof_grace_ends_the_stream_normally() -> None:
+    limits = attrs.evolve(FAST, eof_grace=5.0)
+    command = fake(["emit", 1], ["close_output"], ["sleep", 0.2], ["exit", 3])
+    async with open_cli_process(command, limits) as proc:
+        assert [f async for f in proc.frames()] == [1]
+        assert await proc.wait() == ExitStatus(3)
+
+
+TICK = [["emit", {"type": "tick"}], ["sleep", 0.05]]
+
+
+async def test_the_drain_after_the_exit_is_bounded_in_all_not_per_line() -> None:
+    # A grandchild in its own session keeps stdout open and writes a line every 0.05 s.
+    command = fake(child(["repeat", 1000, TICK], setsid=True), ["emit", "result"], ["exit", 0])
+    async with open_cli_process(command, FAST) as proc:
+        frames = proc.frames()
+        while await frames.__anext__() != "result":
+            pass
+        await proc.wait()
+        exited = trio.current_time()
+        ticks = [f async for f in frames]
+        took = trio.current_time() - exited
+    assert ticks  # it did write meanwhile
+    assert took < FAST.stdout_drain + 1.0
+
+
+async def test_a_grandchild_writing_flat_out_cannot_hold_the_stream_past_the_drain() -> None:
+    # The consumer is slower than the grandchild, so the pipe is never empty. Past the drain
+    # bound only what the CLI left in the pipe is read: its last line arrives, then the end.
+    flood = ["repeat", 10**9, [["emit", "x" * 10_000]]]
+    command = fake(child(flood, setsid=True), ["sleep", 0.2], ["emit", "last words"], ["exit", 0])
+    got: list[Any] = []
+    async with open_cli_process(command, FAST) as proc:
+        with trio.fail_after(20):
+            async for frame in proc.frames():
+                got.append(frame)
+                await trio.sleep(0.001)
+        assert proc.exit_status == ExitStatus(0)
+    assert "last words" in got
+
+
+async def test_an_interrupt_after_the_exit_ends_the_drain() -> None:
+    limits = attrs.evolve(FAST, stdout_drain=30.0)
+    command = fake(child(["repeat", 1000, TICK], setsid=True), ["emit", "result"], ["exit", 0])
+    async with open_cli_process(command, limits) as proc:
+        frames = proc.frames()
+        while await frames.__anext__() != "result":
+            pass
+        await proc.wait()
+        proc.interrupt()
+        interrupted = trio.current_time()
+        with trio.fail_after(5):
+            async for _ in frames:
+                pass
+        took = trio.current_time() - interrupted
+    assert took < 1.0

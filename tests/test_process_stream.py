@@ -97,6 +97,20 @@ async def test_invalid_utf8_and_invalid_json_are_bad_lines_not_failures() -> Non
     assert good == {"after": True}
 
 
+DEEP = "[" * 10_000 + "]" * 10_000
+
+
+async def test_json_nested_too_deep_is_a_bad_line_not_a_crash() -> None:
+    frames, status, _ = await read_all(
+        fake(["write", DEEP + "\n"], ["emit", {"after": True}], ["exit", 0])
+    )
+    assert status == ExitStatus(0)
+    deep, good = frames
+    assert isinstance(deep, BadLine)
+    assert deep.size == len(DEEP) and "recursion" in deep.error
+    assert good == {"after": True}
+
+
 async def test_an_unterminated_last_line_still_counts() -> None:
     frames, _, _ = await read_all(fake(["emit", 1], ["write", '{"last": 2}'], ["exit", 0]))
     assert frames == [1, {"last": 2}]
@@ -295,3 +309,11 @@ def test_a_typed_decoder_falls_back_to_generic_frames_and_bad_lines() -> None:
     assert isinstance(frames[2], BadLine) and frames[2].size == len(b"not json")
     # Without a typed decoder every line is a plain JSON value.
     assert list(FrameBatch(lines[:2])) == [{"type": "delta", "text": "hi"}, frames[1]]
+
+
+def test_a_line_too_deep_for_the_typed_decoder_is_a_bad_line() -> None:
+    typed = msgspec.json.Decoder(_Delta)
+    deep = b'{"type": "delta", "text": "hi", "extra": ' + DEEP.encode() + b"}"
+    bad, good = FrameBatch([deep, b'{"type": "delta", "text": "ok"}'], typed.decode)
+    assert isinstance(bad, BadLine) and "recursion" in bad.error
+    assert good == _Delta(text="ok")

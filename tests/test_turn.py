@@ -64,6 +64,25 @@ async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: object) -
         assert trio.current_time() == 40.0
 
 
+async def test_after_result_ends_a_turn_that_goes_on_after_its_result(
+    autojump_clock: object,
+) -> None:
+    # The same bound holds for an in-process backend; a later result restarts it.
+    backend = echo_backend(
+        [*reply("first"), Gate()],
+        [*reply("first"), Sleep(3), *reply("second"), Gate()],
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, after_result=5)
+        first = await rt.ask("a", "x")
+        assert trio.current_time() == 5.0
+        second = await rt.ask("a", "y")
+        assert trio.current_time() == 13.0
+    assert first.text == "first"
+    assert second.text == "second"
+    assert (first.duration, second.duration) == (5.0, 8.0)
+
+
 async def test_no_watchdog(autojump_clock: object) -> None:
     backend = echo_backend([Sleep(86400 * 7), *reply("a week later")])
     async with open_runtime() as rt:

@@ -278,7 +278,7 @@ async def test_the_last_of_several_results_decides_and_reading_goes_on_until_exi
         INIT,
         {"type": "text", "text": "Started it."},
         {"type": "result", "text": "Started it.", "session_id": "s1", "cost": 0.5, "turns": 2},
-        30.0,
+        20.0,  # within after_result (30 s)
         INIT,
         {"type": "text", "text": "The task "},
         {"type": "text", "text": "printed done."},
@@ -293,7 +293,7 @@ async def test_the_last_of_several_results_decides_and_reading_goes_on_until_exi
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=CliBackend())
         response = await rt.ask("a", "x")
-    assert response.duration == 30.0
+    assert response.duration == 20.0
     assert response.text == "The task printed done."
     assert response.final_message == "It printed done."
     assert (response.cost_usd, response.num_turns) == (0.25, 1)
@@ -370,16 +370,76 @@ async def test_an_interrupt_stays_interrupted_whatever_error_the_cli_prints_then
     assert result.error.reason is StopReason.INTERRUPTED
 
 
-async def test_the_watchdog_bounds_the_wait_after_a_first_result(
+STARTED = {"type": "result", "text": "started", "session_id": "s1"}
+
+
+@pytest.mark.parametrize(
+    ("options", "ends_at"),
+    [
+        pytest.param({}, 32.0, id="after_result_default"),
+        pytest.param({"after_result": 5}, 7.0, id="after_result"),
+        pytest.param({"watchdog": 12}, 12.0, id="watchdog"),
+        pytest.param({"after_result": None, "watchdog": 60}, 60.0, id="watchdog_only"),
+    ],
+)
+async def test_a_cli_lingering_after_its_result_is_ended_and_the_result_kept(
+    driver: types.SimpleNamespace,
+    autojump_clock: object,
+    options: dict[str, Any],
+    ends_at: float,
+) -> None:
+    driver.script = [INIT, 2.0, STARTED, HANG]
+    # Interrupted, Claude Code prints an error result: the earlier result stays the outcome.
+    driver.on_interrupt = [{"type": "error", "reason": "cli_error", "message": "ede"}]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend(), **options)
+        response = await rt.ask("a", "x")
+    assert response.text == "started"
+    assert response.stop_reason is StopReason.COMPLETE
+    assert response.duration == ends_at
+    assert driver.processes[0].interrupted_at == ends_at
+
+
+async def test_a_later_result_restarts_the_after_result_bound(
     driver: types.SimpleNamespace, autojump_clock: object
 ) -> None:
-    driver.script = [INIT, {"type": "result", "text": "started", "session_id": "s1"}, HANG]
+    later = {"type": "result", "text": "the task is done", "session_id": "s1"}
+    driver.script = [INIT, STARTED, 20.0, later, HANG]
     async with open_runtime() as rt:
-        await rt.start_agent(Agent, name="a", backend=CliBackend(), watchdog=60)
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        response = await rt.ask("a", "x")
+    assert response.text == "the task is done"
+    assert driver.processes[0].interrupted_at == 50.0
+
+
+@pytest.mark.parametrize("how", ["interrupt", "idle"])
+async def test_an_interrupt_or_a_driver_bound_after_a_result_keeps_it(
+    driver: types.SimpleNamespace, autojump_clock: object, how: str
+) -> None:
+    driver.script = [INIT, STARTED, HANG]
+    if how == "idle":
+        driver.script = [INIT, STARTED, 3.0, ProcessFailure(StopReason.IDLE_TIMEOUT, "idle")]
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=CliBackend())
+        ref = rt.tell("a", "x")
+        if how == "interrupt":
+            await trio.sleep(3)
+            assert rt.interrupt("a")
+        outcome = await rt.wait(ref)
+    assert isinstance(outcome, Completed)
+    assert outcome.response.text == "started"
+    assert outcome.response.duration == 3.0
+
+
+async def test_a_handler_crash_after_a_result_still_fails_the_turn(
+    driver: types.SimpleNamespace, autojump_clock: object
+) -> None:
+    driver.script = [INIT, STARTED, {"type": "text", "text": "boom"}, HANG]
+    async with open_runtime() as rt:
+        await rt.start_agent(Recorder([], fail_on="boom"), name="a", backend=CliBackend())
         with pytest.raises(TurnFailed) as info:
             await rt.ask("a", "x")
-    assert info.value.reason is StopReason.TOTAL_TIMEOUT
-    assert driver.processes[0].interrupted_at == 60.0
+    assert info.value.reason is StopReason.TURN_CRASHED
 
 
 class CheckpointLog(MemoryStore):

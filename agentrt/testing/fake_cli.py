@@ -10,6 +10,7 @@ The program is a JSON list of steps, each ``[op, *args]``::
     ["stderr", text, times]    write text (repeated) to stderr
     ["sleep", seconds]
     ["hang"]                   sleep for ever, silently
+    ["close_output"]           close stdout and stderr (onto /dev/null) and go on
     ["repeat", n, steps]       run steps n times
     ["read_stdin"]             read stdin to EOF
     ["record", path]           read stdin, write argv/env/stdin/cwd/pid (and the mode and
@@ -166,6 +167,10 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             sys.stderr.flush()
         elif op == "sleep":
             time.sleep(rest[0])
+        elif op == "close_output":
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
         elif op == "hang":
             while True:
                 time.sleep(3600)
