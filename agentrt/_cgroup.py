@@ -294,6 +294,11 @@ async def open_isolation(enabled: bool = True) -> AsyncIterator[Isolation]:
 
 
 async def probe() -> str:
-    """What `open_isolation` would use here, said in one line (``agentrt doctor``)."""
-    async with open_isolation() as isolation:
-        return isolation.describe()
+    """What `open_isolation` would use here, said in one line (``agentrt doctor``); it
+    creates and removes a runtime cgroup, and leaves stale ones alone."""
+    try:
+        cgroups = TurnCgroups.create(*own_cgroup())
+    except Unavailable as exc:
+        return Isolation(None, str(exc)).describe()
+    await cgroups.close()
+    return Isolation(cgroups).describe()

@@ -16,9 +16,18 @@ import trio
 from cli_programs import FakeClaude, init_frame, result_frame
 from proc_helpers import FAST, IGNORE_TERM, READY, fake, running, wait_until
 
-from agentrt import Agent, ProcessTracker, Runtime, open_cli_process, open_runtime
+from agentrt import (
+    Agent,
+    ProcessFailure,
+    ProcessTracker,
+    Runtime,
+    StopReason,
+    open_cli_process,
+    open_runtime,
+)
 from agentrt._cgroup import (
     TurnCgroup,
+    TurnCgroups,
     Unavailable,
     open_isolation,
     own_cgroup,
@@ -30,19 +39,16 @@ KILL_GRACE = {"kill_grace": 0.3}
 
 
 def cgroups_here() -> str | None:
-    """Why turns cannot get cgroups here, or None if they can."""
+    """Why turns cannot get cgroups here (as a runtime would find), or None if they can."""
     try:
-        parent, _ = own_cgroup()
+        os.rmdir(TurnCgroups.create(*own_cgroup()).path)
     except Unavailable as exc:
         return str(exc)
-    if not os.access(parent, os.W_OK):
-        return f"{parent} is not writable"
     return None
 
 
-needs_cgroups = pytest.mark.skipif(
-    cgroups_here() is not None, reason=f"no writable cgroup v2 here: {cgroups_here()}"
-)
+WHY_NOT = cgroups_here()
+needs_cgroups = pytest.mark.skipif(WHY_NOT is not None, reason=f"no turn cgroups: {WHY_NOT}")
 
 
 def daemon_program(record: Path, *rest: Any) -> list[Any]:
@@ -216,6 +222,35 @@ async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed() -> 
     finally:
         left.kill()
         await left.wait()
+
+
+@needs_cgroups
+async def test_a_process_that_cannot_enter_its_cgroup_never_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse() -> None:
+        raise PermissionError("cgroup.procs")
+
+    monkeypatch.setattr(TurnCgroup, "enter", property(lambda self: refuse))
+    record = tmp_path / "record.json"
+    tracker = ProcessTracker()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 60.0)
+        with pytest.raises(ProcessFailure) as failed:
+            async with open_cli_process(fake(["record", str(record)]), FAST, tracker=tracker):
+                raise AssertionError("it started")
+        assert failed.value.reason is StopReason.SPAWN_FAILED
+        assert "in its cgroup" in failed.value.message
+        runtime_cgroup = trio.Path(tracker.isolation.removeprefix("cgroup v2 at "))
+        assert [p.name async for p in aiter_dir(runtime_cgroup)] == []  # the turn's is gone
+        nursery.cancel_scope.cancel()
+    assert not record.exists()
+
+
+async def aiter_dir(path: trio.Path) -> AsyncIterator[trio.Path]:
+    for entry in await path.iterdir():
+        if await entry.is_dir():
+            yield entry
 
 
 # -- the fallback: the /proc walk -------------------------------------------------------------
