@@ -568,7 +568,8 @@ class ProcessTracker:
     Where the kernel lets us (``agentrt._cgroup``; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
     forces the walk) each turn gets a cgroup of its own under one the tracker makes for the
     runtime, so nothing a turn starts can leave its tree. Elsewhere an orphan that escaped
-    every walk is reaped when it exits (``agentrt._orphans``).
+    every walk is reaped when it exits (``agentrt._orphans``), as is one that died too late
+    for a turn's ladder to reap it.
     """
 
     def __init__(self, *, cgroups: bool = True) -> None:
@@ -653,8 +654,9 @@ class ProcessTracker:
         self._trees.pop(tree.leader, None)
         if not self._trees:
             self._busy = trio.Event()
-        if tree.cgroup is None:
-            self._orphans.sweep()  # what escaped this turn's walk and is ours now
+        # What escaped this turn's walk and is ours now (with a cgroup: what died in it
+        # before it was ours, too late for the ladder to reap).
+        self._orphans.sweep()
 
 
 _DEFAULT_LIMITS = ProcessLimits()
