@@ -639,7 +639,12 @@ class ProcessTracker:
         if cgroups is None:
             yield None
             return
-        cgroup = cgroups.new_turn()
+        try:
+            cgroup = cgroups.new_turn()
+        except OSError as exc:
+            raise ProcessFailure(
+                StopReason.SPAWN_FAILED, f"cannot create the turn's cgroup: {exc.strerror}"
+            ) from exc
         try:
             yield cgroup
         finally:

@@ -247,6 +247,23 @@ async def test_a_process_that_cannot_enter_its_cgroup_never_runs(
     assert not record.exists()
 
 
+@needs_cgroups
+async def test_a_turn_whose_cgroup_cannot_be_made_fails_to_spawn(tmp_path: Path) -> None:
+    record = tmp_path / "record.json"
+    tracker = ProcessTracker()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 60.0)
+        runtime_cgroup = trio.Path(tracker.isolation.removeprefix("cgroup v2 at "))
+        await (runtime_cgroup / "cgroup.max.descendants").write_text("0")
+        with pytest.raises(ProcessFailure) as failed:
+            async with open_cli_process(fake(["record", str(record)]), FAST, tracker=tracker):
+                raise AssertionError("it started")
+        assert failed.value.reason is StopReason.SPAWN_FAILED
+        assert "cannot create the turn's cgroup" in failed.value.message
+        nursery.cancel_scope.cancel()
+    assert not record.exists()
+
+
 async def aiter_dir(path: trio.Path) -> AsyncIterator[trio.Path]:
     for entry in await path.iterdir():
         if await entry.is_dir():
