@@ -156,13 +156,23 @@ class TurnCgroup:
             os.close(self._procs_fd)
             self._procs_fd = None
         try:
-            os.rmdir(self.path)
+            _rmdir_tree(self.path)
         except FileNotFoundError:
             pass
         except OSError:
             self.kill()
             return False
         return True
+
+
+def _rmdir_tree(path: str) -> None:
+    # cgroups below a turn's are possible (a turn that runs another agentrt runtime makes its
+    # own there) and a cgroup with children cannot be removed: the deepest go first. A
+    # cgroup's files are the kernel's and go with it.
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _rmdir_tree(entry.path)
+    os.rmdir(path)
 
 
 async def wait_empty(cgroup: TurnCgroup, bound: float) -> bool:
@@ -227,7 +237,7 @@ async def remove_tree(path: str) -> bool:
                 if await wait_empty(turn, _EMPTY_BOUND):
                     turn.remove()
     try:
-        os.rmdir(path)
+        _rmdir_tree(path)
     except FileNotFoundError:
         pass
     except OSError as exc:

@@ -200,6 +200,22 @@ async def test_a_turn_ending_leaves_another_turns_cgroup_alone(tmp_path: Path) -
 
 
 @needs_cgroups
+async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path) -> None:
+    # As a turn that runs another agentrt runtime (a test suite, say) leaves them when its
+    # end kills that runtime too.
+    tracker = ProcessTracker()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 60.0)
+        async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
+            await until_ready(proc.frames())
+            runtime_cgroup = trio.Path(tracker.isolation.removeprefix("cgroup v2 at "))
+            [turn] = [p async for p in aiter_dir(runtime_cgroup)]
+            await (turn / "agentrt-inner" / "t0").mkdir(parents=True)
+        assert [p async for p in aiter_dir(runtime_cgroup)] == []
+        nursery.cancel_scope.cancel()
+
+
+@needs_cgroups
 async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed() -> None:
     parent, _ = own_cgroup()
     # A runtime that died: its pid and start time, recorded in its cgroup's name, name no
