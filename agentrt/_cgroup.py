@@ -114,12 +114,13 @@ class TurnCgroup:
         return cgroup
 
     def holds(self, pid: int) -> bool:
-        """Whether ``pid`` is (or, a zombie now, was when it died) in this cgroup."""
+        """Whether ``pid`` is (or, a zombie now, was when it died) in this cgroup or below."""
         try:
             with open(f"/proc/{pid}/cgroup") as f:
-                return _v2_line(f.read()) == self.name
+                found = _v2_line(f.read())
         except OSError:
             return False
+        return found is not None and (found == self.name or found.startswith(self.name + "/"))
 
     @property
     def enter(self) -> Callable[[], object]:
@@ -130,12 +131,9 @@ class TurnCgroup:
         return functools.partial(os.write, self._procs_fd, b"0")
 
     def pids(self) -> list[int]:
-        """The processes in the cgroup now (zombies excluded: they have left it)."""
-        try:
-            with open(f"{self.path}/cgroup.procs", "rb") as f:
-                return [int(pid) for pid in f.read().split()]
-        except FileNotFoundError:
-            return []
+        """The processes in the cgroup and the cgroups below it now (zombies excluded: they
+        have left it)."""
+        return _pids_below(self.path)
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, including any forking meanwhile."""
@@ -163,6 +161,19 @@ class TurnCgroup:
             self.kill()
             return False
         return True
+
+
+def _pids_below(path: str) -> list[int]:
+    pids: list[int] = []
+    try:
+        with open(f"{path}/cgroup.procs", "rb") as f:
+            pids += [int(pid) for pid in f.read().split()]
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                pids += _pids_below(entry.path)
+    except FileNotFoundError:
+        pass
+    return pids
 
 
 def _rmdir_tree(path: str) -> None:

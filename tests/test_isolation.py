@@ -34,6 +34,7 @@ from agentrt._cgroup import (
     v2_directory,
 )
 from agentrt._proctree import MARKER_ENV, adopted_orphans, process_start_time, read_stat
+from agentrt.testing import fake_cli_argv
 
 KILL_GRACE = {"kill_grace": 0.3}
 
@@ -210,8 +211,19 @@ async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path)
             await until_ready(proc.frames())
             runtime_cgroup = trio.Path(tracker.isolation.removeprefix("cgroup v2 at "))
             [turn] = [p async for p in aiter_dir(runtime_cgroup)]
-            await (turn / "agentrt-inner" / "t0").mkdir(parents=True)
+            await (turn / "agentrt-inner").mkdir()
+            inner = TurnCgroup.create(f"{turn}/agentrt-inner/t0", "")
+            # The inner runtime's CLI: started there, orphaned to us by a shell that exits.
+            inner_argv = fake_cli_argv(IGNORE_TERM, ["hang"])
+            started = await trio.run_process(
+                ["sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh", *inner_argv],
+                preexec_fn=inner.enter,
+                capture_stdout=True,
+            )
+            inner_cli = int(started.stdout)
+            assert running(inner_cli)
         assert [p async for p in aiter_dir(runtime_cgroup)] == []
+        assert read_stat(inner_cli) is None  # killed despite SIGTERM, and reaped
         nursery.cancel_scope.cancel()
 
 
