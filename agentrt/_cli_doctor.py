@@ -21,6 +21,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from . import _cgroup
 from ._agent import Agent
 from ._backends import resolve_backend
 from ._cli_agent import footer, store_path, turn_failed
@@ -440,6 +441,7 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
         )
     checks += await store_checks(store_path(args))
     checks += limit_checks()
+    checks.append(Check("system", "process isolation", "ok", await _cgroup.probe()))
     if args.smoke:
         ready = [
             n for n in installed if not any(c.area == n and c.status == "fail" for c in checks)

@@ -18,17 +18,19 @@ import struct
 import subprocess
 import termios
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
 from typing import Any
 
 import attrs
 import msgspec
 import trio
 
+from ._cgroup import Isolation, TurnCgroup, open_isolation
 from ._errors import AgentRTError
 from ._events import StopReason
 from ._exceptiongroups import collapse_exception_groups
 from ._lines import LineSplitter, LineTooLong
+from ._orphans import OrphanReaper
 from ._proctree import (
     KILL_BOUND,
     MARKER_ENV,
@@ -250,6 +252,7 @@ class CliProcess:
         command: Command,
         limits: ProcessLimits,
         marker: str,
+        cgroup: TurnCgroup | None = None,
     ) -> None:
         assert process.stdin is not None and process.stderr is not None
         assert isinstance(process.stdout, trio.lowlevel.FdStream)
@@ -266,7 +269,12 @@ class CliProcess:
         self._limits = limits
         self._nursery: trio.Nursery | None = None
         self._tree = ProcTree(
-            leader=self.pid, start_time=self.start_time, pgid=self.pgid, marker=marker, local=True
+            leader=self.pid,
+            start_time=self.start_time,
+            pgid=self.pgid,
+            marker=marker,
+            local=True,
+            cgroup=cgroup,
         )
         # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
         # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
@@ -612,12 +620,27 @@ class ProcessTracker:
     it walks the live turns' trees, so their members are known by pid and start time even
     after their parent dies, and reaps their zombies. It never waits for any pid it cannot
     attribute to a turn, so other children of the runtime keep their exit statuses.
+
+    Where the kernel lets us (``agentrt._cgroup``; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
+    forces the walk) each turn gets a cgroup of its own under one the tracker makes for the
+    runtime, so nothing a turn starts can leave its tree. Elsewhere an orphan that escaped
+    every walk is reaped when it exits (``agentrt._orphans``), as is one that died too late
+    for a turn's ladder to reap it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, cgroups: bool = True) -> None:
         self._trees: dict[int, ProcTree] = {}
         # Set while a turn process is live; an idle runtime does not walk /proc at all.
         self._busy = trio.Event()
+        self._cgroups_wanted = cgroups
+        self._isolation = Isolation(None, "the tracker is not running")
+        self._orphans = OrphanReaper()
+
+    @property
+    def isolation(self) -> str:
+        """Which mechanism finds a turn's processes: ``"cgroup v2 at <path>"`` or
+        ``"/proc walk (<reason>)"``."""
+        return self._isolation.describe()
 
     def live(self) -> tuple[ProcessInfo, ...]:
         """The turn processes running now."""
@@ -631,7 +654,8 @@ class ProcessTracker:
 
         Synchronous and cheap (one pass over /proc); `run` calls it periodically.
         """
-        procs = snapshot()
+        # A turn in a cgroup reads that instead: no walk of the whole machine for it.
+        procs = snapshot() if any(t.cgroup is None for t in self._trees.values()) else {}
         for tree in self._trees.values():
             tree.scan(procs)
         return sum(reap_adopted(tree) for tree in self._trees.values())
@@ -649,14 +673,39 @@ class ProcessTracker:
         """
         acquired = acquire_subreaper()
         try:
-            task_status.started()
-            while True:
-                await self._busy.wait()
-                self.reap()
-                await trio.sleep(interval)
+            async with (
+                open_isolation(self._cgroups_wanted) as self._isolation,
+                trio.open_nursery() as nursery,
+            ):
+                await nursery.start(self._orphans.run)
+                task_status.started()
+                while True:
+                    await self._busy.wait()
+                    self.reap()
+                    await trio.sleep(interval)
         finally:
+            self._isolation = Isolation(None, "the tracker has stopped")
             if acquired:
                 release_subreaper()
+
+    @contextmanager
+    def _turn_cgroup(self) -> Iterator[TurnCgroup | None]:
+        # A cgroup for one turn, removed when the turn is done with it.
+        cgroups = self._isolation.cgroups
+        if cgroups is None:
+            yield None
+            return
+        try:
+            cgroup = cgroups.new_turn()
+        except OSError as exc:
+            raise ProcessFailure(
+                StopReason.SPAWN_FAILED, f"cannot create the turn's cgroup: {exc.strerror}"
+            ) from exc
+        try:
+            yield cgroup
+        finally:
+            if not cgroup.remove():
+                _log.warning("turn cgroup %s: not empty after the kill ladder", cgroup.path)
 
     def _add(self, tree: ProcTree) -> None:
         self._trees[tree.leader] = tree
@@ -666,12 +715,19 @@ class ProcessTracker:
         self._trees.pop(tree.leader, None)
         if not self._trees:
             self._busy = trio.Event()
+        # What escaped this turn's walk and is ours now (with a cgroup: what died in it
+        # before it was ours, too late for the ladder to reap).
+        self._orphans.sweep()
 
 
 _DEFAULT_LIMITS = ProcessLimits()
 
 
-def _spawn_message(argv: tuple[str, ...], cwd: str | None, exc: OSError) -> str:
+def _spawn_message(
+    argv: tuple[str, ...], cwd: str | None, exc: OSError | subprocess.SubprocessError
+) -> str:
+    if not isinstance(exc, OSError):  # only the preexec_fn that enters the turn's cgroup
+        return f"cannot start {argv[0]!r} in its cgroup: {exc}"
     what = exc.strerror or str(exc)
     if cwd is not None and exc.filename == cwd:
         return f"cannot start {argv[0]!r} in {cwd!r}: {what}"
@@ -705,7 +761,10 @@ async def open_cli_process(
     """
     marker = new_marker()
     env = {**command.env, MARKER_ENV: marker}
-    with materialized_argv(command) as argv:
+    with (
+        materialized_argv(command) as argv,
+        nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
+    ):
         try:
             process = await trio.lowlevel.open_process(
                 argv,
@@ -715,12 +774,13 @@ async def open_cli_process(
                 env=env,
                 cwd=command.cwd,
                 start_new_session=True,
+                preexec_fn=None if cgroup is None else cgroup.enter,
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, _spawn_message(argv, command.cwd, exc)
             ) from exc
-        proc = CliProcess(process, command, limits, marker)
+        proc = CliProcess(process, command, limits, marker, cgroup)
         if tracker is not None:
             tracker._add(proc._tree)
         # The background tasks do not raise: what leaves is the caller's own exception.

@@ -10,7 +10,8 @@ SIGKILL orphans whatever it started. So a turn's tree is every process that
   clears its environment), or was seen in the tree before (pid and start time), or
 - descends, by parent pid, from any of those.
 
-Linux only; where /proc is missing the tree is just the group.
+Linux only; where /proc is missing the tree is just the group. Where the turn has a cgroup
+of its own (`agentrt._cgroup`), the tree is simply what that cgroup holds.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ import signal
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
+
+if TYPE_CHECKING:
+    from ._cgroup import TurnCgroup
 
 MARKER_ENV = "AGENTRT_TURN"
 
@@ -236,10 +241,15 @@ class ProcTree:
     # The leader is our own child: while we are the subreaper, a scan walks only the
     # leader's subtree and our children instead of the whole machine.
     local: bool = False
+    # The turn's own cgroup, the leader placed in it before exec: then its members are
+    # exactly what the cgroup holds, and no walk is needed.
+    cgroup: TurnCgroup | None = None
 
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
-        """Walk /proc (or a `snapshot` just taken): record every member, return the ones
-        still running."""
+        """Walk /proc (or a `snapshot` just taken), or read the turn's cgroup: record every
+        member, return the ones still running."""
+        if self.cgroup is not None:
+            return self._cgroup_scan(self.cgroup)
         if procs is None:
             procs = self._local_snapshot() if self.local and _subreaper_users else snapshot()
         me = os.getpid()
@@ -274,6 +284,22 @@ class ProcTree:
         for pid in found:
             self.members[pid] = procs[pid].start_time
         return [procs[pid] for pid in found if not procs[pid].gone]
+
+    def _cgroup_scan(self, cgroup: TurnCgroup) -> list[ProcStat]:
+        live = []
+        for pid in cgroup.pids():
+            if (st := read_stat(pid)) is not None and not st.gone:
+                self.members[pid] = st.start_time
+                live.append(st)
+        return live
+
+    def kill(self, live: Iterable[ProcStat]) -> None:
+        """SIGKILL the tree: its cgroup at once (what forks meanwhile included), else the
+        group and every live member."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        else:
+            self.signal(signal.SIGKILL, live)
 
     def _local_snapshot(self) -> dict[int, ProcStat]:
         # While we are the subreaper, every process of the tree descends from the leader or,
@@ -373,18 +399,44 @@ async def kill_tree(tree: ProcTree, *, term_grace: float) -> list[ProcStat]:
         live = tree.scan()
         if not live or trio.current_time() >= deadline:
             return live
-        tree.signal(signal.SIGKILL, live)
+        tree.kill(live)
         await wait_gone(live, deadline - trio.current_time())
+
+
+def adopted_orphans() -> list[ProcStat]:
+    """Our children (running or zombies) that we cannot have forked ourselves, so reaping them
+    takes nobody's exit status: a child we fork stays in our session or starts its own
+    (setsid), so a child in a session some other process leads was reparented to us, the
+    subreaper. Live turns' leaders are passed by."""
+    me, ours = os.getpid(), os.getsid(0)
+    found = []
+    for pid in _adopted():
+        if pid in _live_leaders or (st := read_stat(pid)) is None:
+            continue
+        if st.ppid == me and st.session not in (ours, pid):
+            found.append(st)
+    return found
 
 
 def reap_adopted(tree: ProcTree) -> int:
     """Reap the tree's zombies whose parent is us (orphans adopted as a subreaper).
 
     Only those exact pids are waited for, never -1, and never the leader, whose exit status
-    belongs to trio's Process object. Returns how many were reaped.
+    belongs to trio's Process object. With a cgroup, so are our zombie children that died in
+    it: whatever forked after the last scan and was killed with the cgroup. Returns how many
+    were reaped.
     """
     me = os.getpid()
     reaped = 0
+    if tree.cgroup is not None:
+        for pid in _adopted():
+            if (
+                pid not in tree.members
+                and pid not in _live_leaders
+                and tree.cgroup.holds(pid)
+                and (st := read_stat(pid)) is not None
+            ):
+                tree.members[pid] = st.start_time
     for pid, start in list(tree.members.items()):
         if pid == tree.leader:
             continue

@@ -319,6 +319,7 @@ async def open_runtime(
     period: float = 5.0,
     backoff: float = 0.1,
     max_backoff: float = 5.0,
+    cgroups: bool = True,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -341,6 +342,11 @@ async def open_runtime(
     twice the previous delay, at most ``max_backoff``. Past that the runtime gives up:
     every agent is stopped, the block is cancelled and `RestartLimitExceeded` is raised
     out of it. Nested supervisors: `Runtime.open_supervisor`.
+
+    Each turn's processes get a cgroup of their own where cgroup v2 lets the runtime create
+    one (as root, or in a delegated subtree), so nothing a turn starts outlives it;
+    ``cgroups=False`` (or ``AGENTRT_CGROUP=off`` in the environment) uses the /proc walk
+    instead, as on machines without that permission.
 
     Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime. An
     exception leaves the block as itself (the runtime's own nurseries do not wrap it in an
@@ -366,7 +372,7 @@ async def open_runtime(
             await reap_stale_turns(opened)
             # The tracker outlives the agents: their turns' cleanup may still need it.
             async with trio.open_nursery() as services:
-                tracker = ProcessTracker()
+                tracker = ProcessTracker(cgroups=cgroups)
                 await services.start(tracker.run)
                 async with trio.open_nursery() as nursery:
                     context = Context(opened, runtime_id, limiter, tracker)

@@ -1,5 +1,5 @@
-"""After every test, no process this test session started may be left running; and no test
-writes a session store into the user's home."""
+"""After every test, no process this test session started may be left running, nor a cgroup
+its runtimes made for their turns; and no test writes a session store into the user's home."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
-from agentrt import MemoryStore, SessionStore, _proctree, _runtime
+from agentrt import MemoryStore, SessionStore, _cgroup, _proctree, _runtime
 
 REAL_DEFAULT_STORE = _runtime._default_store
 
@@ -61,13 +62,27 @@ def _cmdline(pid: int) -> str:
         return "?"
 
 
+def leftover_cgroups() -> list[Path]:
+    """The cgroups runtimes of this process made for their turns (named for our pid)."""
+    try:
+        parent, _ = _cgroup.own_cgroup()
+    except _cgroup.Unavailable:
+        return []
+    return sorted(Path(parent).glob(f"agentrt-{os.getpid()}-*"))
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_processes() -> Iterator[None]:
     yield
     left = leftover_processes()
+    cgroups = leftover_cgroups()
+    for path in cgroups:  # so that one leak does not fail every later test
+        trio.run(_cgroup.remove_tree, str(path))
     if left:
         described = [f"{st.pid} ({st.state}) {_cmdline(st.pid)}" for st in left]
-        for st in left:  # so that one leak does not fail every later test
+        for st in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(st.pid, signal.SIGKILL)
         pytest.fail("processes left running:\n" + "\n".join(described))
+    if cgroups:
+        pytest.fail("turn cgroups left behind:\n" + "\n".join(map(str, cgroups)))

@@ -21,6 +21,10 @@ The program is a JSON list of steps, each ``[op, *args]``::
                                "setsid" (new session), "stdout" / "stderr": "null" (else
                                inherited), "clear_env"; prints {"type": "spawned", "pid": ...}
                                unless "announce" is false
+    ["daemon", path, steps]    start steps as a daemon that escapes its turn: double fork, setsid,
+                               stdio on /dev/null, exec'd through ``env -i`` (as sudo does: no
+                               env marker); waits until it has recorded itself at path (as
+                               "record" does)
     ["exit", code]
     ["kill", signal]           send a signal to itself (crash by SIGKILL, SIGSEGV...)
     ["by_run", path, programs] the n-th run of the program runs programs[n] (a list of steps;
@@ -114,8 +118,10 @@ def _record(path: str, args: Sequence[str]) -> None:
         "pid": os.getpid(),
         "files": _file_facts(args),
     }
-    with open(path, "w") as f:
+    # Whole or not at all: a test (or a "daemon" step) may be waiting for the file.
+    with open(path + ".tmp", "w") as f:
         json.dump(record, f)
+    os.replace(path + ".tmp", path)
 
 
 def _spawn(options: dict[str, Any]) -> None:
@@ -130,6 +136,28 @@ def _spawn(options: dict[str, Any]) -> None:
     )
     if options.get("announce", True):
         _emit({"type": "spawned", "pid": child.pid, "setsid": bool(options.get("setsid"))})
+
+
+def _daemon(path: str, steps: Sequence[Step]) -> None:
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            program = [["record", path], *steps]
+            os.execvp(
+                "env",
+                ["env", "-i", sys.executable, "-I", "-S", SCRIPT, "--program", json.dumps(program)],
+            )
+        os._exit(0)
+    os.waitpid(first, 0)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"fake_cli: the daemon did not record itself at {path}")
+        time.sleep(0.005)
 
 
 def _by_run(path: str, programs: Sequence[Sequence[Step]], args: Sequence[str]) -> None:
@@ -193,6 +221,8 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             signal.signal(_signal(rest[0]), handler)
         elif op == "spawn":
             _spawn(rest[0])
+        elif op == "daemon":
+            _daemon(rest[0], rest[1])
         elif op == "exit":
             os._exit(rest[0])
         elif op == "kill":

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 import backends.claude._backend as claude_backend
 import backends.codex._backend as codex_backend
+from agentrt._cgroup import Unavailable, own_cgroup
 from agentrt.testing import AnthropicText, FakeAnthropic
 
 from ._run import agentrt
@@ -158,3 +160,19 @@ async def test_smoke_runs_one_real_turn(claude_env: dict[str, str], api: FakeAnt
     assert lines_of(run.stdout)["claude smoke turn"].startswith(
         "FAIL agent 'claude': the turn failed"
     )
+
+
+async def test_it_says_which_process_isolation_is_in_force(base_env: dict[str, str]) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
+    run = await agentrt("doctor", "--backend", "claude", env={**env, "AGENTRT_CGROUP": "off"})
+    assert lines_of(run.stdout)["system process isolation"] == "ok /proc walk (AGENTRT_CGROUP=off)"
+    try:
+        parent, _ = own_cgroup()
+    except Unavailable as exc:
+        pytest.skip(f"no cgroup v2 here: {exc}")
+    run = await agentrt("doctor", "--backend", "claude", env=env)
+    shown = lines_of(run.stdout)["system process isolation"]
+    if not os.access(parent, os.W_OK):
+        assert shown.startswith("ok /proc walk (")
+    else:
+        assert shown.startswith(f"ok cgroup v2 at {parent}/agentrt-")
