@@ -26,7 +26,7 @@ import msgspec
 import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
-from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
+from ._errors import AgentBusy, AgentRTError, AgentStopped, StoreError, TurnFailed
 from ._events import (
     NO_TOTALS,
     ErrorEvent,
@@ -285,9 +285,17 @@ class Actor:
         if session_id != self.session_id:
             self.session_totals = NO_TOTALS
         self.session_id = session_id
-        await self.store.checkpoint_session(
-            self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
-        )
+        try:
+            await self.store.checkpoint_session(
+                self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
+            )
+        except StoreError as exc:
+            log_error(
+                f"agent {self.name!r}: the session store could not keep session {session_id}; "
+                "the turn fails (store_failed)",
+                exc,
+            )
+            raise
 
     async def _forget_session(self) -> None:
         self.session_id = None

@@ -13,6 +13,7 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -190,6 +191,11 @@ def describe(error: BaseException) -> CliError | None:
     if isinstance(error, InvalidOptions):
         return CliError(str(error), "check the -o KEY=VALUE options (README: configuration)")
     if isinstance(error, StoreError):
+        parent = Path(error.path).parent
+        if not parent.is_dir():
+            return CliError(
+                str(error), f"create {parent} first, or name a file in an existing directory"
+            )
         return CliError(
             str(error), "move that file aside, or use another store with --store or AGENTRT_STORE"
         )

@@ -45,6 +45,10 @@ _FIXES: dict[StopReason, str] = {
     StopReason.IDLE_TIMEOUT: "raise -o idle=SECONDS, or check the provider",
     StopReason.INVALID_OPTIONS: "check the -o KEY=VALUE options",
     StopReason.CLI_ERROR: "the CLI's own message is above; `agentrt doctor` checks the set-up",
+    StopReason.STORE_FAILED: (
+        "keep the store's file and directory in place while agents run (`agentrt doctor` "
+        "checks the store), or use another with --store"
+    ),
 }
 _DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
 

@@ -134,3 +134,21 @@ async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str
     [line] = run.stderr.strip().splitlines()
     assert "the turn failed (spawn_failed)" in line and "/nonexistent/claude" in line
     assert "point CLAUDE_CLI / CODEX_CLI" in line
+
+
+async def test_a_named_store_in_a_missing_directory_is_refused(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "no" / "such" / "sessions.sqlite3"
+    run = await agentrt(
+        "ask", "bob", "hi", "--cwd", str(tmp_path), "--store", str(store), env=base_env
+    )
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(
+        f"agentrt: session store {store}: its directory {store.parent} does not exist"
+    )
+    assert line.endswith(
+        f"Fix: create {store.parent} first, or name a file in an existing directory"
+    )
+    assert not (tmp_path / "no").exists()
