@@ -125,6 +125,10 @@ class Actor:
     # The last state blob saved (restored or checkpointed), so unchanged state is not
     # written again and a restart can hand it to the next instance.
     state_blob: bytes | None = None
+    # The store's row does not name this backend yet (a new name, or a start on another
+    # backend): the first turn that starts writes it, with the state; until then nothing
+    # is written, so a turn that cannot even spawn its CLI changes nothing stored.
+    unclaimed: bool = False
 
     current: Request | None = None
     turn: Turn | None = None
@@ -271,6 +275,8 @@ class Actor:
             baseline=self.session_totals if self.session_id is not None else None,
             on_spawn=self._on_spawn,
         )
+        if self._runner is not None:
+            await self._claim()  # an in-process turn has started as it is called
         try:
             outcome = await turn.run()
         finally:
@@ -296,6 +302,7 @@ class Actor:
                 exc,
             )
             raise
+        await self._claim()
 
     async def _forget_session(self) -> None:
         self.session_id = None
@@ -308,7 +315,22 @@ class Actor:
             # The next session id overwrites the stored one anyway.
             log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
 
+    async def _claim(self) -> None:
+        """Make the store's row this agent's (backend, session, cwd, state), once."""
+        if not self.unclaimed:
+            return
+        self.unclaimed = False
+        try:
+            await self.store.checkpoint_session(
+                self.name, backend=self.backend.name, session_id=self.session_id, cwd=self.cwd
+            )
+            await self.store.save_state(self.name, self.state_blob)
+        except Exception as exc:
+            # The turn goes on; its session id is checkpointed (or fails it) on its own.
+            log_error(f"agent {self.name!r}: the session store could not record the agent", exc)
+
     async def _on_spawn(self, proc: CliProcess) -> None:
+        await self._claim()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
         self._live = True
@@ -340,6 +362,8 @@ class Actor:
         else:
             stop_reason, cost, usage = outcome.reason, None, outcome.usage
         self.session_totals = self.session_totals.add(usage, cost)
+        if self.unclaimed:
+            return  # the turn never started: nothing to record
         try:
             await self.store.record_turn(
                 self.name,
@@ -362,6 +386,8 @@ class Actor:
         if blob == self.state_blob:
             return
         self.state_blob = blob
+        if self.unclaimed:
+            return  # written with the row, once a turn has started
         try:
             await self.store.save_state(self.name, blob)
         except Exception as exc:
@@ -576,6 +602,8 @@ class Actor:
             raise AgentBusy(self.name, "processing")
         self.session_id = None
         self.session_totals = NO_TOTALS
+        if self.unclaimed:
+            return  # the row is not this agent's yet
         await self.store.checkpoint_session(
             self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
         )

@@ -167,11 +167,6 @@ def default_store_path() -> Path:
     override = os.environ.get("AGENTRT_STORE")
     if override:
         return Path(override).expanduser()
-    return _state_location()
-
-
-def _state_location() -> Path:
-    # The one place agentrt picks by itself, so the one whose directories it creates.
     state_home = os.environ.get("XDG_STATE_HOME", "")
     base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
     return base / "agentrt" / "sessions.sqlite3"
@@ -180,19 +175,21 @@ def _state_location() -> Path:
 def missing_directory(path: Path) -> StoreError | None:
     """The error of opening a store at ``path`` whose directory is missing, or None.
 
-    Only the directories of the location agentrt picks itself (under ``$XDG_STATE_HOME``
-    or ``~/.local/state``) are created: a path someone named (``SQLiteStore(path)``,
-    ``$AGENTRT_STORE``, ``--store``) with a missing directory is more likely a typo than a
-    wish for new directories at the root.
+    Only the directories of the default location (:func:`default_store_path`) are created:
+    a missing directory in a path someone passed is more likely a typo than a wish for new
+    directories at the root.
     """
     parent = path.parent
-    if parent.is_dir() or path == _state_location():
+    if parent.is_dir():
+        return None
+    default = default_store_path()
+    if path == default:
         return None
     why = "is not a directory" if parent.exists() else "does not exist"
     return StoreError(
         str(path),
-        f"its directory {parent} {why} (agentrt creates only the directory of its default "
-        f"location, {_state_location()})",
+        f"its directory {parent} {why} (only the default location's directories are "
+        f"created, {default})",
     )
 
 
@@ -524,8 +521,7 @@ class SQLiteStore(_ClosedOnExit):
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
     hold working directories and agent state; its directory must exist, except at the
-    default location under ``$XDG_STATE_HOME`` or ``~/.local/state``, whose directories are
-    created (0700) (see :func:`missing_directory`).
+    default location, whose directories are created (0700) (see :func:`missing_directory`).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
 
     Opening checks the file before changing anything: a file that is not SQLite, is

@@ -152,3 +152,26 @@ async def test_a_named_store_in_a_missing_directory_is_refused(
         f"Fix: create {store.parent} first, or name a file in an existing directory"
     )
     assert not (tmp_path / "no").exists()
+
+
+async def test_a_turn_that_cannot_spawn_does_not_switch_the_stored_backend(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude", "CODEX_CLI": "/nonexistent/codex"}
+    where = ("--cwd", str(tmp_path))
+    run = await agentrt("ask", "bob", "hi", "--backend", "codex", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+    assert json.loads((await agentrt("sessions", "--json", env=env)).stdout) == []
+    # Not "agent 'bob' has a codex session": no codex turn ever started.
+    run = await agentrt("ask", "bob", "hi", "--backend", "claude", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+
+    await seed(Path(base_env["AGENTRT_STORE"]))  # alpha: a claude session
+    run = await agentrt("ask", "alpha", "hi", "--backend", "codex", "--new", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+    stored = json.loads((await agentrt("sessions", "show", "alpha", "--json", env=env)).stdout)
+    assert (stored["backend"], stored["session_id"], stored["turns"]) == (
+        "claude",
+        "alpha-session",
+        1,
+    )
