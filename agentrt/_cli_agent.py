@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from ._agent import Agent
+from ._backends import resolve_backend
 from ._cli_render import CliError, Output, money, seconds, short
 from ._errors import TurnFailed
 from ._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
@@ -122,7 +123,8 @@ class Started:
 def _working_directory(given: str | None) -> str:
     cwd = os.path.abspath(given or os.getcwd())
     if not os.path.isdir(cwd):
-        raise CliError(f"the working directory {cwd} does not exist", "pass --cwd DIR")
+        why = "is not a directory" if os.path.exists(cwd) else "does not exist"
+        raise CliError(f"the working directory {cwd} {why}", "pass --cwd DIR")
     return cwd
 
 
@@ -135,6 +137,8 @@ async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, S
 
     Cancellation: leaving the block stops the agent; its cleanup is shielded.
     """
+    if args.backend:
+        resolve_backend(args.backend)  # an unknown name is the first thing to fix
     store = SQLiteStore(store_path(args))
     async with open_runtime(store=store) as rt:
         record = await store.load(args.name)

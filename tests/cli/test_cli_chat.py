@@ -179,3 +179,16 @@ async def test_chat_says_when_the_cli_abandons_a_reply(
     assert "bob> Partial ans" in shown
     assert "(the CLI abandoned that reply, 11 characters; retrying)" in shown
     assert shown.index("Partial ans") < shown.index("abandoned") < shown.index("bob> Whole.")
+
+
+async def test_an_unknown_command_is_not_sent_to_the_model(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    typed = b"/rest\n/usr/bin is a path\n//clear\n"
+    run = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=claude_env, stdin=typed)
+    assert run.code == 0, run.stderr
+    assert "(unknown command /rest: nothing was sent)\nCommands: /reset" in run.stdout
+    assert [r.last_user_text() for r in api.message_requests] == ["/usr/bin is a path"]
+    # "//clear" went to the CLI as "/clear", Claude Code's own command: a turn, no model call.
+    assert run.stdout.count(" · session ") == 2
