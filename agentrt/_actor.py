@@ -276,7 +276,7 @@ class Actor:
             on_spawn=self._on_spawn,
         )
         if self._runner is not None:
-            await self._claim()  # an in-process turn has started as it is called
+            await self._turn_started()  # an in-process turn starts as it is called
         try:
             outcome = await turn.run()
         finally:
@@ -292,9 +292,12 @@ class Actor:
             self.session_totals = NO_TOTALS
         self.session_id = session_id
         try:
-            await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
-            )
+            if self.unclaimed:
+                await self._claim()
+            else:
+                await self.store.checkpoint_session(
+                    self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
+                )
         except StoreError as exc:
             log_error(
                 f"agent {self.name!r}: the session store could not keep session {session_id}; "
@@ -302,7 +305,6 @@ class Actor:
                 exc,
             )
             raise
-        await self._claim()
 
     async def _forget_session(self) -> None:
         self.session_id = None
@@ -316,21 +318,24 @@ class Actor:
             log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
 
     async def _claim(self) -> None:
-        """Make the store's row this agent's (backend, session, cwd, state), once."""
+        """Make the store's row this agent's: its backend, session, cwd and state."""
+        self.unclaimed = False
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend.name, session_id=self.session_id, cwd=self.cwd
+        )
+        await self.store.save_state(self.name, self.state_blob)
+
+    async def _turn_started(self) -> None:
         if not self.unclaimed:
             return
-        self.unclaimed = False
         try:
-            await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=self.session_id, cwd=self.cwd
-            )
-            await self.store.save_state(self.name, self.state_blob)
+            await self._claim()
         except Exception as exc:
             # The turn goes on; its session id is checkpointed (or fails it) on its own.
             log_error(f"agent {self.name!r}: the session store could not record the agent", exc)
 
     async def _on_spawn(self, proc: CliProcess) -> None:
-        await self._claim()
+        await self._turn_started()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
         self._live = True
