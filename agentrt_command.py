@@ -10,8 +10,9 @@ import signal
 def main() -> int:
     """Run the ``agentrt`` command; returns its exit code."""
     # Ctrl+C's default action (the process ends by SIGINT, which a shell shows as 130)
-    # until agentrt._cli.main hands it to trio.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # until agentrt._cli.main hands it to trio; an inherited "ignore" stays.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     from agentrt._cli import main as run
 
     return run()
