@@ -101,9 +101,6 @@ def _run(
     home = tempfile.mkdtemp(prefix="agentrt-fake-home-")
     try:
         return trio.run(_run_command, command, home, host, port, answer)
-    except OSError as exc:  # CMD could not be started
-        print(f"fake_anthropic: cannot run {command[0]!r}: {exc}", file=sys.stderr)
-        return 127
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -125,7 +122,11 @@ async def _run_command(
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_fake_anthropic(answer, host=host, port=port) as api:
             env = _command_env(api, home, os.environ)
-            process = await trio.lowlevel.open_process(list(command), env=env)
+            try:
+                process = await trio.lowlevel.open_process(list(command), env=env)
+            except OSError as exc:
+                print(f"fake_anthropic: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+                return 127
             try:
                 async with trio.open_nursery() as nursery:
 
