@@ -1,5 +1,5 @@
 """``python -m agentrt``: the ``agentrt`` command."""
 
-from ._cli import main
+from agentrt_command import main
 
 raise SystemExit(main())

@@ -26,7 +26,7 @@ import msgspec
 import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
-from ._errors import AgentBusy, AgentRTError, AgentStopped, TurnFailed
+from ._errors import AgentBusy, AgentRTError, AgentStopped, StoreError, TurnFailed
 from ._events import (
     NO_TOTALS,
     ErrorEvent,
@@ -152,6 +152,10 @@ class Actor:
     # The last state blob saved (restored or checkpointed), so unchanged state is not
     # written again and a restart can hand it to the next instance.
     state_blob: bytes | None = None
+    # The store's row does not name this backend yet (a new name, or a start on another
+    # backend): the first turn that starts writes it, with the state; until then nothing
+    # is written, so a turn that cannot even spawn its CLI changes nothing stored.
+    unclaimed: bool = False
 
     current: Request | None = None
     turn: Turn | None = None
@@ -310,6 +314,8 @@ class Actor:
             )
         if self.current is not None and self.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, _ASK_CANCELLED)
+        elif self._runner is not None:
+            await self._turn_started()  # an in-process turn starts as it is called
         try:
             outcome = await turn.run()
         finally:
@@ -329,9 +335,20 @@ class Actor:
         if session_id != self.session_id:
             self.session_totals = NO_TOTALS
         self.session_id = session_id
-        await self.store.checkpoint_session(
-            self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
-        )
+        try:
+            if self.unclaimed:
+                await self._claim()
+            else:
+                await self.store.checkpoint_session(
+                    self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
+                )
+        except StoreError as exc:
+            log_error(
+                f"agent {self.name!r}: the session store could not keep session {session_id}; "
+                "the turn fails (store_failed)",
+                exc,
+            )
+            raise
 
     async def _forget_session(self) -> None:
         self.session_id = None
@@ -344,7 +361,25 @@ class Actor:
             # The next session id overwrites the stored one anyway.
             log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
 
+    async def _claim(self) -> None:
+        """Make the store's row this agent's: its backend, session, cwd and state."""
+        self.unclaimed = False
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend.name, session_id=self.session_id, cwd=self.cwd
+        )
+        await self.store.save_state(self.name, self.state_blob)
+
+    async def _turn_started(self) -> None:
+        if not self.unclaimed:
+            return
+        try:
+            await self._claim()
+        except Exception as exc:
+            # The turn goes on; its session id is checkpointed (or fails it) on its own.
+            log_error(f"agent {self.name!r}: the session store could not record the agent", exc)
+
     async def _on_spawn(self, proc: CliProcess) -> None:
+        await self._turn_started()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
         self._live = True
@@ -378,6 +413,8 @@ class Actor:
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
         self.session_totals = self.session_totals.add(usage, cost)
+        if self.unclaimed:
+            return  # the turn never started: nothing to record
         try:
             await self.store.record_turn(
                 self.name,
@@ -400,6 +437,8 @@ class Actor:
         if blob == self.state_blob:
             return
         self.state_blob = blob
+        if self.unclaimed:
+            return  # written with the row, once a turn has started
         try:
             await self.store.save_state(self.name, blob)
         except Exception as exc:
@@ -622,6 +661,8 @@ class Actor:
             raise AgentBusy(self.name, "processing")
         self.session_id = None
         self.session_totals = NO_TOTALS
+        if self.unclaimed:
+            return  # the row is not this agent's yet
         await self.store.checkpoint_session(
             self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
         )

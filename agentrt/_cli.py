@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -173,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The options ask and chat take as arguments of their own rather than as -o KEY=VALUE.
+_GIVEN_AS = {
+    "name": "the NAME argument",
+    "cwd": "--cwd",
+    "backend": "--backend",
+    "model": "--model",
+}
+
+
 def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
@@ -188,8 +199,14 @@ def describe(error: BaseException) -> CliError | None:
     if isinstance(error, BackendNotFound):
         return CliError(str(error), "pass --backend claude or --backend codex")
     if isinstance(error, InvalidOptions):
-        return CliError(str(error), "check the -o KEY=VALUE options (README: configuration)")
+        given = _GIVEN_AS.get(error.key, f"the -o {error.key}=VALUE option")
+        return CliError(str(error), f"check {given} (README: configuration)")
     if isinstance(error, StoreError):
+        parent = Path(error.path).parent
+        if not parent.is_dir():
+            return CliError(
+                str(error), f"create {parent} first, or name a file in an existing directory"
+            )
         return CliError(
             str(error), "move that file aside, or use another store with --store or AGENTRT_STORE"
         )
@@ -238,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(json_mode=getattr(args, "json", False))
     run: Command = args.run
     try:
+        # The launcher leaves Ctrl+C at its default action while it imports; trio turns it
+        # into KeyboardInterrupt (see report) only when Python's own handler is in place.
+        if signal.getsignal(signal.SIGINT) == signal.SIG_DFL:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         result: Any = trio.run(run, args, out)
     except BaseException as error:
         return report(error, out, debug=debug)

@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from ._agent import Agent
+from ._backends import resolve_backend
 from ._cli_render import CliError, Output, money, seconds, short
 from ._errors import TurnFailed
 from ._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
@@ -45,6 +46,10 @@ _FIXES: dict[StopReason, str] = {
     StopReason.IDLE_TIMEOUT: "raise -o idle=SECONDS, or check the provider",
     StopReason.INVALID_OPTIONS: "check the -o KEY=VALUE options",
     StopReason.CLI_ERROR: "the CLI's own message is above; `agentrt doctor` checks the set-up",
+    StopReason.STORE_FAILED: (
+        "keep the store's file and directory in place while agents run (`agentrt doctor` "
+        "checks the store), or use another with --store"
+    ),
 }
 _DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
 
@@ -118,7 +123,8 @@ class Started:
 def _working_directory(given: str | None) -> str:
     cwd = os.path.abspath(given or os.getcwd())
     if not os.path.isdir(cwd):
-        raise CliError(f"the working directory {cwd} does not exist", "pass --cwd DIR")
+        why = "is not a directory" if os.path.exists(cwd) else "does not exist"
+        raise CliError(f"the working directory {cwd} {why}", "pass --cwd DIR")
     return cwd
 
 
@@ -131,6 +137,8 @@ async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, S
 
     Cancellation: leaving the block stops the agent; its cleanup is shielded.
     """
+    if args.backend:
+        resolve_backend(args.backend)  # an unknown name is the first thing to fix
     store = SQLiteStore(store_path(args))
     async with open_runtime(store=store) as rt:
         record = await store.load(args.name)

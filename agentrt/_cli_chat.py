@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 from typing import Any
@@ -31,7 +32,12 @@ from ._events import (
 from ._requests import Completed, Failed, Ref
 from ._runtime import Runtime
 
-_HELP = "Commands: /reset starts a new session, /exit leaves (so do Ctrl+D and Ctrl+C twice)."
+_HELP = (
+    "Commands: /reset starts a new session, /exit leaves (so do Ctrl+D and Ctrl+C twice), "
+    "/help shows this; start a line with // to send the CLI a /command of its own"
+)
+# What looks like a command (so a typo is not sent to the model): one word, no path.
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 
 
 def tool_summary(event: ToolUseEvent) -> str:
@@ -80,13 +86,18 @@ class _Chat:
             self.armed = False
             if not text:
                 continue
-            if text in ("/exit", "/quit"):
+            if text.startswith("//"):
+                await self._turn(text[1:])
+            elif text in ("/exit", "/quit"):
                 return
-            if text == "/help":
+            elif text == "/help":
                 self.out.say(_HELP, style="dim")
             elif text == "/reset":
                 await self.rt.reset_session(self.name)
                 self.out.say("(the next turn starts a new session)", style="dim")
+            elif _COMMAND.fullmatch(word := text.split()[0]):
+                self.out.say(f"(unknown command {word}: nothing was sent)", style="yellow")
+                self.out.say(_HELP, style="dim")
             else:
                 await self._turn(text)
 

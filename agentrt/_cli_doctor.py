@@ -31,7 +31,7 @@ from ._env import _log as env_log
 from ._errors import AgentRTError, StoreError, TurnFailed
 from ._redact import redact
 from ._runtime import open_runtime
-from ._store import MemoryStore, SQLiteStore
+from ._store import MemoryStore, SQLiteStore, missing_directory
 from .backend import Backend
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -257,43 +257,72 @@ async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str
     return checks + _auth_checks(name, environ)
 
 
-def _store_by_permissions(path: Path) -> Check | None:
-    """The verdict on ``path`` from its permissions alone; None when the file must be opened."""
+def _store_check(status: Status, detail: str, fix: str | None = None) -> Check:
+    return Check("store", "file", status, detail, fix)
+
+
+def _store_verdict(path: Path) -> Check | Path:
+    """The verdict on ``path`` without opening it, or the file to open: ``path`` itself, or
+    for a store not made yet a scratch file in its directory."""
     if path.exists():
         if os.access(path, os.R_OK | os.W_OK):
-            return None
-        return Check(
-            "store",
-            "file",
+            return path
+        return _store_check(
+            "fail", f"{path} is not readable and writable", "fix its permissions, or use --store"
+        )
+    missing = missing_directory(path)
+    if missing is not None:
+        return _store_check(
             "fail",
-            f"{path} is not readable and writable",
-            "fix its permissions, or use --store",
+            str(missing),
+            "create that directory, or pass --store (or set AGENTRT_STORE) with a file in an "
+            "existing one",
         )
     parent = path.parent
+    if parent.is_dir():
+        return parent / f".agentrt-doctor-{os.getpid()}.sqlite3"
+    # The default location, whose directories are made on first use.
     while not parent.exists():
         parent = parent.parent
     if os.access(parent, os.W_OK | os.X_OK):
-        return Check("store", "file", "ok", f"{path} (created on first use)")
-    return Check(
-        "store",
-        "file",
+        return _store_check("ok", f"{path} (created on first use)")
+    return _store_check(
         "fail",
         f"{path} cannot be created ({parent} is not writable)",
         "set AGENTRT_STORE or pass --store with a writable path",
     )
 
 
+def _remove_scratch(scratch: Path) -> None:
+    for leftover in (scratch, Path(f"{scratch}-wal"), Path(f"{scratch}-shm")):
+        leftover.unlink(missing_ok=True)
+
+
 async def store_checks(path: Path) -> list[Check]:
-    """The session store: readable, writable, or creatable."""
-    verdict = _store_by_permissions(path)
-    if verdict is not None:
-        return [verdict]
+    """The session store, opened as ``ask`` opens it (a store not made yet is tried on a
+    scratch file beside it, removed afterwards, so the check creates nothing)."""
+    found = _store_verdict(path)
+    if isinstance(found, Check):
+        return [found]
     try:
-        async with SQLiteStore(path) as store:
+        async with SQLiteStore(found) as store:
             count = len(await store.list())
     except StoreError as exc:
-        return [Check("store", "file", "fail", str(exc), "move the file aside, or use --store")]
-    return [Check("store", "file", "ok", f"{path} ({count} session{'s' if count != 1 else ''})")]
+        if found == path:
+            return [_store_check("fail", str(exc), "move the file aside, or use --store")]
+        return [
+            _store_check(
+                "fail",
+                f"{path} cannot be created: {exc.why}",
+                "set AGENTRT_STORE or pass --store with a path where files can be made",
+            )
+        ]
+    finally:
+        if found != path:
+            _remove_scratch(found)
+    if found != path:
+        return [_store_check("ok", f"{path} (created on first use)")]
+    return [_store_check("ok", f"{path} ({count} session{'s' if count != 1 else ''})")]
 
 
 def _limit(which: int) -> int | None:

@@ -34,6 +34,9 @@ class StopReason(enum.StrEnum):
     INVALID_OPTIONS = "invalid_options"
     # A Python exception escaped the backend or its translator mid-turn (a bug, not the CLI).
     TURN_CRASHED = "turn_crashed"
+    # The session store could not checkpoint the turn's session id (StoreError): the
+    # conversation would not survive a restart, so the turn does not go on as if it would.
+    STORE_FAILED = "store_failed"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -172,6 +172,27 @@ def default_store_path() -> Path:
     return base / "agentrt" / "sessions.sqlite3"
 
 
+def missing_directory(path: Path) -> StoreError | None:
+    """The error of opening a store at ``path`` whose directory is missing, or None.
+
+    Only the directories of the default location (:func:`default_store_path`) are created:
+    a missing directory in a path someone passed is more likely a typo than a wish for new
+    directories at the root.
+    """
+    parent = path.parent
+    if parent.is_dir():
+        return None
+    default = default_store_path()
+    if path == default:
+        return None
+    why = "is not a directory" if parent.exists() else "does not exist"
+    return StoreError(
+        str(path),
+        f"its directory {parent} {why} (only the default location's directories are "
+        f"created, {default})",
+    )
+
+
 def _no_row(path: str, name: str) -> StoreError:
     return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
 
@@ -498,8 +519,9 @@ def _as_path(path: str | os.PathLike[str]) -> Path:
 class SQLiteStore(_ClosedOnExit):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
-    ``path`` defaults to :func:`default_store_path`; its directory is created (0700) and a
-    new file is created 0600, since rows hold working directories and agent state.
+    ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
+    hold working directories and agent state; its directory must exist, except at the
+    default location, whose directories are created (0700) (see :func:`missing_directory`).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
 
     Opening checks the file before changing anything: a file that is not SQLite, is
@@ -513,6 +535,11 @@ class SQLiteStore(_ClosedOnExit):
     the last commits on power loss or a kernel crash; a session id is written a few times
     per turn, so FULL's one fsync per write costs nothing next to a model call and the
     checkpoint also survives a machine crash.
+
+    Every call first checks that the path still names the file the store opened (one
+    ``stat``): SQLite would go on writing to a file deleted (with its directory, say) or
+    replaced meanwhile, and those writes would be gone when the store is next opened. Such
+    a call raises :class:`StoreError` instead, and so does every later one.
 
     One connection serves the store; calls run in a worker thread one at a time
     (``trio.to_thread.run_sync`` with a limiter of one). Other processes may use the same
@@ -529,6 +556,9 @@ class SQLiteStore(_ClosedOnExit):
     _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
     _opening: bool = attrs.field(default=False, init=False, repr=False)
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
+    # (st_dev, st_ino) of the file the connection opened: SQLite goes on writing to a file
+    # that was deleted or replaced, and those writes would be lost without a word.
+    _identity: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
 
     async def __aenter__(self) -> Self:
         if self._conn is not None or self._opening:
@@ -556,6 +586,9 @@ class SQLiteStore(_ClosedOnExit):
         import sqlite3
 
         path = str(self.path)
+        missing = missing_directory(self.path)
+        if missing is not None:
+            raise missing
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
@@ -564,7 +597,11 @@ class SQLiteStore(_ClosedOnExit):
         try:
             # Created here, not by SQLite, to get mode 0600 (SQLite gives its -wal and -shm
             # files the same mode). O_RDWR also makes an unwritable file fail here, clearly.
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                opened = os.fstat(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise StoreError(path, f"cannot open: {exc.strerror or exc}") from exc
         try:
@@ -573,7 +610,9 @@ class SQLiteStore(_ClosedOnExit):
             )
         except sqlite3.Error as exc:
             raise StoreError(path, f"cannot open: {exc}") from exc
+        self._identity = (opened.st_dev, opened.st_ino)
         try:
+            self._check_file()
             self._prepare(conn)
         except BaseException as exc:
             conn.close()
@@ -581,6 +620,22 @@ class SQLiteStore(_ClosedOnExit):
                 raise StoreError(path, redact(f"cannot use this file: {exc}")) from exc
             raise
         return conn
+
+    def _check_file(self) -> None:
+        """Refuse to go on when the path no longer names the file the store opened."""
+        try:
+            now = os.stat(self.path)
+        except OSError as exc:
+            found = f"it is gone: {exc.strerror or exc}"
+        else:
+            if (now.st_dev, now.st_ino) == self._identity:
+                return
+            found = "another file is there now"
+        raise StoreError(
+            str(self.path),
+            f"the file this store opened was deleted or replaced ({found}); writes to it "
+            "would be lost, so none is made: reopen the store",
+        )
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         path = str(self.path)
@@ -641,6 +696,7 @@ class SQLiteStore(_ClosedOnExit):
             # aclose() may have run while this call waited for the limiter.
             if self._conn is not conn:
                 raise StoreError(path, "store is not open")
+            self._check_file()
             try:
                 return work(conn)
             except sqlite3.Error as exc:

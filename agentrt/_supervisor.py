@@ -164,6 +164,8 @@ class Child:
     session_id: str | None
     state_blob: bytes | None
     session_totals: SessionTotals = NO_TOTALS
+    # The store's row does not name this backend yet: the first turn that starts writes it.
+    unclaimed: bool = False
     actor: Actor | None = None
     turns: int = 0
     restarts: int = 0
@@ -241,6 +243,8 @@ class Child:
             return
         self.session_id = None
         self.session_totals = NO_TOTALS
+        if self.unclaimed:
+            return  # the row is not this agent's yet
         await self.supervisor._context.store.checkpoint_session(
             self.name, backend=self.spec.backend.name, session_id=None, cwd=self.cwd
         )
@@ -412,9 +416,14 @@ class Supervisor:
                         f"its stored state does not decode as {type(instance).__name__}"
                         f".state_type ({exc}); start it with resume=False to drop it",
                     ) from exc
-            await store.checkpoint_session(
-                name, backend=spec.backend.name, session_id=session_id, cwd=cwd
-            )
+            # The row names the backend its session is on; a start on a new name or on
+            # another backend writes it only when a turn has started (one that fails to
+            # spawn leaves the row as it was).
+            unclaimed = record is None or record.backend != spec.backend.name
+            if not unclaimed:
+                await store.checkpoint_session(
+                    name, backend=spec.backend.name, session_id=session_id, cwd=cwd
+                )
             if resume is False and record is not None and record.state is not None:
                 await store.save_state(name, None)
             self._check_open()
@@ -427,6 +436,7 @@ class Supervisor:
                 session_id=session_id,
                 state_blob=blob,
                 session_totals=totals,
+                unclaimed=unclaimed,
             )
             context.children[name] = child
             self._children.append(child)
@@ -464,6 +474,7 @@ class Supervisor:
             session_id=child.session_id,
             session_totals=child.session_totals,
             state_blob=child.state_blob,
+            unclaimed=child.unclaimed,
             turns=child.turns,
             halted=child.halted,
         )
@@ -476,6 +487,7 @@ class Supervisor:
         child.session_id = actor.session_id
         child.session_totals = actor.session_totals
         child.state_blob = actor.state_blob
+        child.unclaimed = actor.unclaimed
         child.turns = actor.turns
         child.halted = actor.halted or actor.halt_pending
         if child.actor is actor:

@@ -35,7 +35,7 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import TurnFailed
+from ._errors import StoreError, TurnFailed
 from ._events import (
     TEXT_CODEC,
     ErrorEvent,
@@ -98,7 +98,8 @@ class Turn:
     backend_options: Any
     prompt: str
     options: AgentOptions
-    # Called with each new session id before the next frame is fed (the checkpoint).
+    # Called with each new session id before the next frame is fed (the checkpoint); a
+    # StoreError from it fails the turn with store_failed.
     on_session: Callable[[str], Awaitable[None]]
     # handle_stream_event and subscribers, for the events of one read at once: it iterates
     # the iterator to its end (each step translates and records the next event, so a stop
@@ -370,6 +371,10 @@ class Turn:
             self._checkpoint = None
             try:
                 await self.on_session(session_id)
+            except StoreError as exc:
+                message = f"the session store could not keep session {session_id}: {exc}"
+                self._stop(_Failure(StopReason.STORE_FAILED, redact(message), cause=exc))
+                self._pending = iter(())
             except Exception as exc:
                 self._crash(exc)
                 self._pending = iter(())  # as before: the rest of that frame is dropped

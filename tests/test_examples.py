@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+import trio
 from realcli._claude import claude_binary, npm_available
 
 import agentrt
@@ -88,18 +88,102 @@ RESTART_RESUME = [
 
 
 # The examples written for the real claude CLI run here with the pinned binary against the
-# fake Anthropic API: the model's side is scripted, everything else is real.
+# fake Anthropic API. First as the README says to run them, one command each, the fake
+# answering every call with an echo of its prompt; then in-process where the story needs
+# a scripted model (a tool call, a chain of turns on one session).
 
 
 @pytest.fixture
-async def fake_claude(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> AsyncIterator[FakeAnthropic]:
+def pinned_claude() -> Path:
     binary = claude_binary()
     if not binary.exists():
         if not npm_available():
             pytest.skip("npm not found, so the pinned claude is not installed")
         pytest.fail(f"the pinned claude is not installed at {binary}: run `make claude-cli`")
+    return binary
+
+
+async def run_on_the_fake(name: str, cwd: Path, claude: Path) -> list[str]:
+    """``python -m agentrt.testing.fake_anthropic -- python examples/NAME.py CWD``: its
+    stdout lines, after checking it succeeded."""
+    env = {**os.environ, "CLAUDE_CLI": str(claude)}
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            [
+                sys.executable,
+                "-m",
+                "agentrt.testing.fake_anthropic",
+                "--",
+                sys.executable,
+                str(EXAMPLES / f"{name}.py"),
+                str(cwd),
+            ],
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().splitlines()
+
+
+@pytest.mark.realcli
+async def test_quickstart_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    answer, summary = await run_on_the_fake("quickstart", tmp_path, pinned_claude)
+    assert answer == "You said: In one sentence: what is in this directory?"
+    assert summary.startswith("(") and ", complete, session " in summary
+    # Its store: $AGENTRT_STORE, which the command passes on (the tests set a private one).
+    async with SQLiteStore(Path(os.environ["AGENTRT_STORE"])) as store:
+        record = await store.load("quickstart")
+    assert record is not None and summary.endswith(f"session {record.session_id})")
+
+
+@pytest.mark.realcli
+async def test_poll_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    told, first, second, same = await run_on_the_fake("poll", tmp_path, pinned_claude)
+    assert told == "told twice; poll says Pending()"
+    assert first.startswith("first (after ")
+    assert first.endswith(" ticks of our own work): You said: Which files are here? One line.")
+    assert second == ("second: You said: Which of them looks most important, and why? One line.")
+    assert same == "both turns in one session: True"
+
+
+@pytest.mark.realcli
+async def test_reviewer_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    lines = await run_on_the_fake("reviewer", tmp_path, pinned_claude)
+    assert lines == [
+        "You said: Review the Python files here: the worst bug, briefly.",
+        "(read: nothing)",
+    ]
+
+
+@pytest.mark.realcli
+async def test_chain_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    lines = await run_on_the_fake("chain", tmp_path, pinned_claude)
+    tightened = "You said: Tighten that to at most eight words."
+    assert lines == [
+        "draft 1: You said: Write a tagline for a runtime that supervises coding agents.",
+        f"draft 2: {tightened}",
+        f"critic: You said: Critique this tagline in one sentence: {tightened}",
+    ]
+
+
+@pytest.mark.realcli
+async def test_pool_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    lines = await run_on_the_fake("pool", tmp_path, pinned_claude)
+    jobs = load("pool").JOBS  # type: ignore[attr-defined]
+    *answers, summary = lines
+    assert sorted(line.split(": ", 1)[1] for line in answers) == sorted(
+        f"You said: {job}" for job in jobs
+    )
+    assert summary.startswith(f"{len(jobs)} jobs on ")
+    assert summary.endswith(" agents, at most 2 CLIs at once")
+
+
+@pytest.fixture
+async def fake_claude(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_claude: Path
+) -> AsyncIterator[FakeAnthropic]:
     home = tmp_path / "home"
     (home / "tmp").mkdir(parents=True)
     for name in AMBIENT_AUTH_VARS | {"CLAUDE_CONFIG_DIR", "CLAUDECODE"}:
@@ -107,7 +191,7 @@ async def fake_claude(
     async with open_fake_anthropic() as api:
         settings = {
             **api.claude_env(str(home)),
-            "CLAUDE_CLI": str(binary),
+            "CLAUDE_CLI": str(pinned_claude),
             "TMPDIR": str(home / "tmp"),
             "AGENTRT_STORE": str(tmp_path / "sessions.sqlite3"),
         }
@@ -119,30 +203,6 @@ async def fake_claude(
 def prompts(api: FakeAnthropic) -> list[str]:
     """The prompt of each model call that started a turn (tool follow-ups left out)."""
     return [r.last_user_text() for r in api.message_requests if not r.tool_results()]
-
-
-@pytest.mark.realcli
-async def test_quickstart(fake_claude: FakeAnthropic, tmp_path: Path, capsys: Any) -> None:
-    fake_claude.set_script([AnthropicText("A README and a Makefile.")])
-    response = await load("quickstart").main(str(tmp_path))  # type: ignore[attr-defined]
-    assert response.text == "A README and a Makefile."
-    assert prompts(fake_claude) == ["In one sentence: what is in this directory?"]
-    out = capsys.readouterr().out
-    assert out.startswith("A README and a Makefile.\n(") and "complete, session " in out
-    async with SQLiteStore(Path(os.environ["AGENTRT_STORE"])) as store:
-        record = await store.load("quickstart")
-    assert record is not None and record.session_id == response.session_id
-
-
-@pytest.mark.realcli
-async def test_poll(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
-    fake_claude.set_script(
-        [AnthropicText("Two files."), AnthropicText("notes.md: it has the plan.")]
-    )
-    lines = await load("poll").main(str(tmp_path))  # type: ignore[attr-defined]
-    assert lines[0] == "told twice; poll says Pending()"
-    assert lines[1].startswith("first (after ") and lines[1].endswith("our own work): Two files.")
-    assert lines[2:] == ["second: notes.md: it has the plan.", "both turns in one session: True"]
 
 
 @pytest.mark.realcli
@@ -193,16 +253,3 @@ async def test_chain(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     assert (
         critic.headers["x-claude-code-session-id"] != writer_1.headers["x-claude-code-session-id"]
     )
-
-
-@pytest.mark.realcli
-async def test_pool(fake_claude: FakeAnthropic, tmp_path: Path, capsys: Any) -> None:
-    fake_claude.set_script(
-        lambda request: AnthropicText(f"Docstring for: {request.last_user_text()}")
-    )
-    module = load("pool")
-    done = await module.main(str(tmp_path), agents=4, max_processes=2)  # type: ignore[attr-defined]
-    assert sorted(done) == sorted(module.JOBS)  # type: ignore[attr-defined]
-    assert len(set(done.values())) >= 2
-    summary = capsys.readouterr().out.splitlines()[-1]
-    assert summary.startswith("6 jobs on ") and summary.endswith(" at most 2 CLIs at once")

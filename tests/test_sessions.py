@@ -375,3 +375,37 @@ async def test_on_session_lost_is_validated() -> None:
     async with open_runtime() as rt:
         with pytest.raises(InvalidOptions, match="on_session_lost"):
             await rt.start_agent(Agent, name="a", backend=ScriptedBackend(), on_session_lost="x")
+
+
+async def test_only_a_turn_that_started_records_the_agent_and_its_backend(
+    tmp_path: Path,
+) -> None:
+    class Counting(Agent):
+        state_type = int
+
+        def checkpoint_state(self) -> int:
+            return 7
+
+    store = MemoryStore()
+    async with open_runtime(store=store) as rt:
+        missing = str(tmp_path / "no-codex")
+        await rt.start_agent(Counting, name="bob", backend="codex", binary=missing, cwd="/")
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("bob", "hi")
+        assert failed.value.reason is StopReason.SPAWN_FAILED
+        await rt.reset_session("bob")
+        assert await store.load("bob") is None  # no codex turn ran: nothing says codex
+        await rt.stop_agent("bob")
+        await rt.start_agent(
+            Counting, name="bob", backend=ScriptedBackend(reply("ok", session_id="s1")), cwd="/"
+        )
+        await rt.ask("bob", "hi")
+        record = await store.load("bob")
+    assert record is not None
+    assert (record.backend, record.session_id, record.turns, record.cwd) == (
+        "scripted",
+        "s1",
+        1,
+        "/",
+    )
+    assert record.state == b"7"

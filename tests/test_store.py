@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +21,8 @@ import trio
 import agentrt
 from agentrt import (
     MemoryStore,
+    ResultEvent,
+    SessionEvent,
     SessionStore,
     SessionTotals,
     SQLiteStore,
@@ -28,6 +31,7 @@ from agentrt import (
     Usage,
     _store,
 )
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")
 
@@ -55,6 +59,7 @@ async def store(
     if request.param == "memory":
         made = MemoryStore(clock=clock)
     else:
+        (tmp_path / "state").mkdir()
         made = SQLiteStore(tmp_path / "state" / "sessions.sqlite3", clock=clock)
     async with made:
         yield made
@@ -366,11 +371,10 @@ def test_default_store_path_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 async def test_new_store_file_is_private_wal_and_current_schema(tmp_path: Path) -> None:
-    path = tmp_path / "a" / "b" / "sessions.sqlite3"
+    path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s", cwd=None)
         assert os.stat(path).st_mode & 0o777 == 0o600
-        assert os.stat(path.parent).st_mode & 0o777 == 0o700
         assert os.stat(f"{path}-wal").st_mode & 0o777 == 0o600
     conn = sqlite3.connect(path)
     try:
@@ -543,11 +547,93 @@ async def test_a_directory_path_is_refused(tmp_path: Path) -> None:
 async def test_a_path_under_a_regular_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     path = tmp_path / "file" / "sessions.sqlite3"
-    with pytest.raises(StoreError, match="cannot create its directory") as info:
+    with pytest.raises(StoreError, match="is not a directory") as info:
         async with SQLiteStore(path):
             pass
     assert info.value.path == str(path)
     assert str(tmp_path / "file") in info.value.why
+
+
+async def test_a_named_path_in_a_missing_directory_is_refused_and_nothing_made(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "no" / "such" / "sessions.sqlite3"
+    with pytest.raises(StoreError, match="does not exist") as info:
+        async with SQLiteStore(path):
+            pass
+    assert info.value.why.startswith(f"its directory {path.parent} does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+async def test_the_default_location_gets_its_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTRT_STORE", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    async with SQLiteStore() as store:
+        await store.checkpoint_session("a", backend="claude", session_id="s1", cwd=None)
+    made = tmp_path / "state" / "agentrt"
+    assert (made / "sessions.sqlite3").is_file()
+    assert made.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("change", ["directory deleted", "file replaced"])
+async def test_a_store_whose_file_went_away_refuses_writes_that_would_be_lost(
+    tmp_path: Path, change: str
+) -> None:
+    directory = tmp_path / "state"
+    directory.mkdir()
+    path = directory / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("a", backend="claude", session_id="s1", cwd=None)
+        if change == "directory deleted":
+            shutil.rmtree(directory)
+        else:
+            async with SQLiteStore(tmp_path / "other.sqlite3"):
+                pass
+            os.replace(tmp_path / "other.sqlite3", path)
+        with pytest.raises(StoreError, match="deleted or replaced") as info:
+            await store.checkpoint_session("a", backend="claude", session_id="s2", cwd=None)
+        assert info.value.path == str(path)
+        with pytest.raises(StoreError, match="deleted or replaced"):
+            await store.record_turn(
+                "a", stop_reason="complete", cost_usd=None, usage=None, session_id=None
+            )
+
+
+async def test_a_turn_whose_session_id_cannot_be_kept_fails_as_store_failed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "state"
+    directory.mkdir()
+    gate = Gate()
+    backend = ScriptedBackend(
+        [gate, SessionEvent(session_id="s-lost"), ResultEvent(text="answer")],
+        reply("next", session_id="s-next"),
+    )
+    async with agentrt.open_runtime(store=SQLiteStore(directory / "sessions.sqlite3")) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend)
+        ref = rt.tell("a", "hi")
+        await gate.wait_reached()
+        shutil.rmtree(directory)  # as by a cleanup job, mid-run
+        gate.release()
+        outcome = await rt.wait(ref)
+        assert isinstance(outcome, agentrt.Failed)
+        error = outcome.error
+        assert isinstance(error, agentrt.TurnFailed)
+        assert error.reason is StopReason.STORE_FAILED
+        assert error.session_id == "s-lost"  # the caller still learns the id
+        assert "could not keep session s-lost" in error.message
+        assert "deleted or replaced" in error.message
+        assert isinstance(error.__cause__, StoreError)
+        with pytest.raises(agentrt.TurnFailed) as again:
+            await rt.ask("a", "again")
+        assert again.value.reason is StopReason.STORE_FAILED
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(
+        "could not keep session s-lost" in m and "StoreError" in m and "deleted or replaced" in m
+        for m in logged
+    ), logged
 
 
 def _python(code: str) -> list[str]:

@@ -489,6 +489,7 @@ async def test_events_of_one_read_are_delivered_in_order_each_session_checkpoint
         async with rt.events(rt.tell("a", "x")) as stream:
             streamed = [event async for event in stream]
     assert log == [
+        "checkpoint None",  # the spawned turn writes the new name's row
         "checkpoint s1",
         "session s1",
         "text a",
@@ -522,7 +523,14 @@ async def test_a_handler_failing_mid_read_delivers_nothing_further_but_session_i
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.TURN_CRASHED
     # Stopped at "a": the later session ids of the same read are still checkpointed.
-    assert log == ["checkpoint s1", "session s1", "text a", "checkpoint s2", "checkpoint s3"]
+    assert log == [
+        "checkpoint None",
+        "checkpoint s1",
+        "session s1",
+        "text a",
+        "checkpoint s2",
+        "checkpoint s3",
+    ]
     assert result.error.session_id == "s3"
 
 

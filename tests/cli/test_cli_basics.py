@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -124,7 +126,10 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
     assert "Fix: pass --backend claude or --backend codex" in run.stderr
     run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
     assert run.code == 1
-    assert "option 'watchdog'=-1" in run.stderr and "Fix: check the -o KEY=VALUE" in run.stderr
+    assert (
+        "option 'watchdog'=-1" in run.stderr
+        and "Fix: check the -o watchdog=VALUE option" in run.stderr
+    )
 
 
 async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str]) -> None:
@@ -134,3 +139,102 @@ async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str
     [line] = run.stderr.strip().splitlines()
     assert "the turn failed (spawn_failed)" in line and "/nonexistent/claude" in line
     assert "point CLAUDE_CLI / CODEX_CLI" in line
+
+
+async def test_a_named_store_in_a_missing_directory_is_refused(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "no" / "such" / "sessions.sqlite3"
+    run = await agentrt(
+        "ask", "bob", "hi", "--cwd", str(tmp_path), "--store", str(store), env=base_env
+    )
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(
+        f"agentrt: session store {store}: its directory {store.parent} does not exist"
+    )
+    assert line.endswith(
+        f"Fix: create {store.parent} first, or name a file in an existing directory"
+    )
+    assert not (tmp_path / "no").exists()
+
+
+async def test_a_turn_that_cannot_spawn_does_not_switch_the_stored_backend(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude", "CODEX_CLI": "/nonexistent/codex"}
+    where = ("--cwd", str(tmp_path))
+    run = await agentrt("ask", "bob", "hi", "--backend", "codex", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+    assert json.loads((await agentrt("sessions", "--json", env=env)).stdout) == []
+    # Not "agent 'bob' has a codex session": no codex turn ever started.
+    run = await agentrt("ask", "bob", "hi", "--backend", "claude", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+
+    await seed(Path(base_env["AGENTRT_STORE"]))  # alpha: a claude session
+    run = await agentrt("ask", "alpha", "hi", "--backend", "codex", "--new", *where, env=env)
+    assert run.code == 1 and "the turn failed (spawn_failed)" in run.stderr
+    stored = json.loads((await agentrt("sessions", "show", "alpha", "--json", env=env)).stdout)
+    assert (stored["backend"], stored["session_id"], stored["turns"]) == (
+        "claude",
+        "alpha-session",
+        1,
+    )
+
+
+async def test_ctrl_c_while_the_command_starts_prints_no_traceback(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Whenever Ctrl+C comes, from the imports to the prompt: a quiet end, never a traceback.
+    script = Path(sys.executable).with_name("agentrt")
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
+    for delay in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0):
+        process = await trio.lowlevel.open_process(
+            [str(script), "chat", "bob", "--cwd", str(tmp_path)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            await trio.sleep(delay)  # the moment of the Ctrl+C is the point of the test
+            process.send_signal(signal.SIGINT)
+            assert process.stdin is not None and process.stderr is not None
+            await process.stdin.aclose()  # at the prompt, after one Ctrl+C: EOF leaves
+            err = b""
+            with trio.fail_after(30):
+                while chunk := await process.stderr.receive_some():
+                    err += chunk
+                code = await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                await process.wait()
+        assert b"Traceback" not in err, (delay, err.decode())
+        assert code in (0, 130, -signal.SIGINT), (delay, code, err.decode())
+
+
+async def test_arguments_are_blamed_by_their_own_names(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    run = await agentrt("ask", "", "hi", "--cwd", str(tmp_path), env=base_env)
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("agentrt: option 'name'=''")
+    assert line.endswith("Fix: check the NAME argument (README: configuration)")
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    run = await agentrt("ask", "bob", "hi", "--cwd", str(a_file), env=base_env)
+    assert run.code == 1
+    assert run.stderr.strip() == (
+        f"agentrt: the working directory {a_file} is not a directory. Fix: pass --cwd DIR"
+    )
+
+    await seed(Path(base_env["AGENTRT_STORE"]))  # alpha: a claude session
+    run = await agentrt("chat", "alpha", "--backend", "gemini", env=base_env)
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("agentrt: no backend named 'gemini'")
+    assert "--new" not in line

@@ -3,6 +3,7 @@ calls, Ctrl+C interrupting a turn, Ctrl+C twice leaving; and with piped stdin.""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -179,3 +180,32 @@ async def test_chat_says_when_the_cli_abandons_a_reply(
     assert "bob> Partial ans" in shown
     assert "(the CLI abandoned that reply, 11 characters; retrying)" in shown
     assert shown.index("Partial ans") < shown.index("abandoned") < shown.index("bob> Whole.")
+
+
+async def test_an_unknown_command_is_not_sent_to_the_model(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    api.set_script(model)
+    typed = b"/rest\n/usr/bin is a path\n//clear\n"
+    run = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=claude_env, stdin=typed)
+    assert run.code == 0, run.stderr
+    assert "(unknown command /rest: nothing was sent)\nCommands: /reset" in run.stdout
+    assert [r.last_user_text() for r in api.message_requests] == ["/usr/bin is a path"]
+    # "//clear" went to the CLI as "/clear", Claude Code's own command: a turn, no model call.
+    assert run.stdout.count(" · session ") == 2
+
+
+async def test_ctrl_d_at_the_prompt_leaves_on_a_line_of_its_own(
+    claude_env: dict[str, str], tmp_path: Path
+) -> None:
+    with trio.fail_after(60):
+        async with open_chat(claude_env, "bob", "--cwd", str(tmp_path)) as (term, process):
+            await term.expect("you> ")
+            await term.type("\x04")  # Ctrl+D: end of input
+            assert await process.wait() == 0
+            rest = b""
+            with contextlib.suppress(OSError, trio.BrokenResourceError):  # EIO once it is gone
+                while chunk := await term.stream.receive_some(65536):
+                    rest += chunk
+    # What the shell prints next starts on a line of its own.
+    assert plain(term.seen + rest.decode()) == "\n"

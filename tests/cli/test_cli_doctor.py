@@ -176,3 +176,29 @@ async def test_it_says_which_process_isolation_is_in_force(base_env: dict[str, s
         assert shown.startswith("ok /proc walk (")
     else:
         assert shown.startswith(f"ok cgroup v2 at {parent}/agentrt-")
+
+
+async def test_the_store_is_checked_as_ask_would_open_it(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent", "CODEX_CLI": "/nonexistent"}
+
+    async def store_check(path: str) -> dict[str, str]:
+        run = await agentrt("doctor", "--store", path, "--json", env=env)
+        [check] = [c for c in json.loads(run.stdout)["checks"] if c["area"] == "store"]
+        return dict(check)
+
+    # /proc is a directory the kernel lets nobody create files in, root included.
+    check = await store_check("/proc/sessions.sqlite3")
+    assert check["status"] == "fail"
+    assert check["detail"].startswith("/proc/sessions.sqlite3 cannot be created: cannot open")
+    missing = tmp_path / "no" / "sessions.sqlite3"
+    check = await store_check(str(missing))
+    assert check["status"] == "fail"
+    assert check["detail"].startswith(f"session store {missing}: its directory")
+    assert not missing.parent.exists()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    check = await store_check(str(fresh / "sessions.sqlite3"))
+    assert check["status"] == "ok" and check["detail"].endswith("(created on first use)")
+    assert list(fresh.iterdir()) == []  # the scratch file it tried is gone

@@ -418,3 +418,97 @@ async def test_command_line_prints_its_url_and_echoes_prompts() -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             with trio.CancelScope(shield=True):
                 await proc.wait()
+
+
+# A command run by the fake: asks it one question with the environment it was given.
+ASKING = """
+import json, os, sys, urllib.request
+body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "ping"}]}
+request = urllib.request.Request(
+    os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps(body).encode(),
+    headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"]},
+)
+with urllib.request.urlopen(request, timeout=10) as answer:
+    print(json.load(answer)["content"][0]["text"])
+print(os.environ["HOME"], os.path.isdir(os.environ["HOME"]))
+print(os.environ["ANTHROPIC_API_KEY"], "XDG_STATE_HOME" in os.environ)
+sys.exit(int(sys.argv[1]))
+"""
+
+RUNNER = (sys.executable, "-m", "agentrt.testing.fake_anthropic")
+
+
+async def run_runner(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [*RUNNER, *args],
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            start_new_session=True,  # no terminal: signals reach the runner alone
+        )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_the_runner_serves_a_command_and_exits_with_its_status() -> None:
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-real-0000", "XDG_STATE_HOME": "/x"}
+    code, out, err = await run_runner("--", sys.executable, "-c", ASKING, "3", env=env)
+    assert (code, err) == (3, "")
+    echoed, home_line, key_line = out.splitlines()
+    assert echoed == "You said: ping"
+    home, existed = home_line.split()
+    assert existed == "True" and not await trio.Path(home).exists()  # fresh, then removed
+    assert key_line == "sk-ant-fake-00000000000000000000 False"
+    code, out, _ = await run_runner(
+        "--reply", "pong", "--", sys.executable, "-c", ASKING, "0", env=env
+    )
+    assert code == 0 and out.splitlines()[0] == "pong"
+    code, _, err = await run_runner("--", "/nonexistent/command", env=env)
+    assert code == 127 and "cannot run '/nonexistent/command'" in err
+
+
+# Says "ready", then exits 10 + the number of the first SIGINT or SIGTERM it receives.
+CATCHING = """
+import signal, sys, time
+def caught(signum, frame):
+    sys.exit(10 + signum)
+signal.signal(signal.SIGINT, caught)
+signal.signal(signal.SIGTERM, caught)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_the_runner_passes_signals_on_to_the_command(signum: signal.Signals) -> None:
+    proc = await trio.lowlevel.open_process(
+        [*RUNNER, "--", sys.executable, "-c", CATCHING],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        with trio.fail_after(20):
+            seen = b""
+            while b"ready\n" not in seen:
+                seen += await proc.stdout.receive_some(64)
+            proc.send_signal(signum)
+            assert await proc.wait() == 10 + signum
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            with trio.CancelScope(shield=True):
+                await proc.wait()
+
+
+async def test_the_runner_reports_a_command_killed_by_a_signal_as_the_shell_does() -> None:
+    code, _, _ = await run_runner(
+        "--",
+        sys.executable,
+        "-c",
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        env=dict(os.environ),
+    )
+    assert code == 128 + signal.SIGKILL
