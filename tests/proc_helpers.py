@@ -9,7 +9,7 @@ from typing import Any
 
 import trio
 
-from agentrt import ProcessLimits
+from agentrt import Agent, Event, ProcessLimits, RawEvent
 from agentrt._proctree import read_stat
 from agentrt.backend import Command
 from agentrt.testing import fake_cli_argv
@@ -53,3 +53,22 @@ def child(*steps: Any, **options: Any) -> list[Any]:
 READY = ["emit", {"type": "ready"}]
 IGNORE_TERM = ["ignore", signal.SIGTERM.name]
 IGNORE_INT = ["ignore", signal.SIGINT.name]
+
+
+class Watcher(Agent):
+    """Keeps every stream event; finds the pids the fake CLI announces."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def handle_stream_event(self, event: Event) -> None:
+        self.events.append(event)
+
+    def spawned(self) -> list[int]:
+        return [
+            e.data["pid"]
+            for e in self.events
+            if isinstance(e, RawEvent)
+            and isinstance(e.data, dict)
+            and e.data.get("type") == "spawned"
+        ]

@@ -14,16 +14,14 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import IGNORE_INT, IGNORE_TERM, child, running, wait_until
+from proc_helpers import IGNORE_INT, IGNORE_TERM, Watcher, child, running, wait_until
 
 from agentrt import (
     Agent,
     ErrorEvent,
-    Event,
     Failed,
     InitEvent,
     MemoryStore,
-    RawEvent,
     ResultEvent,
     Runtime,
     StopReason,
@@ -62,25 +60,6 @@ def on_sigint_result(session_id: str) -> list[Any]:
 def recorded(path: Path) -> dict[str, Any]:
     with open(path) as f:
         return json.load(f)  # type: ignore[no-any-return]
-
-
-class Watcher(Agent):
-    """Keeps every stream event; finds the pids the fake CLI announces."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        self.events.append(event)
-
-    def spawned(self) -> list[int]:
-        return [
-            e.data["pid"]
-            for e in self.events
-            if isinstance(e, RawEvent)
-            and isinstance(e.data, dict)
-            and e.data.get("type") == "spawned"
-        ]
 
 
 async def start(

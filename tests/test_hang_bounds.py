@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import init_frame, result_frame
-from proc_helpers import IGNORE_INT, child, running, wait_until
+from proc_helpers import IGNORE_INT, Watcher, child, running, wait_until
 
 from agentrt import (
     Agent,
-    Event,
     Failed,
     RawEvent,
     Response,
@@ -30,25 +29,6 @@ from agentrt.testing import fake_cli_executable
 # Short graces keep these fast; each test sets the bound it is about.
 FAST: dict[str, Any] = {"kill_grace": 0.2, "startup": 10, "watchdog": 30}
 INIT = ["emit", init_frame()]
-
-
-class Watcher(Agent):
-    """Keeps every stream event; finds the pids the fake CLI announces."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        self.events.append(event)
-
-    def spawned(self) -> list[int]:
-        return [
-            e.data["pid"]
-            for e in self.events
-            if isinstance(e, RawEvent)
-            and isinstance(e.data, dict)
-            and e.data.get("type") == "spawned"
-        ]
 
 
 async def start(rt: Runtime, tmp_path: Path, *steps: Any, agent: Agent, **options: Any) -> None:
