@@ -242,30 +242,30 @@ HANG_AFTER_INIT = (["emit", INIT], ["hang"])
     [
         pytest.param(
             [["hang"]],
-            {"startup": 0.3},
+            {"startup": 1.5},
             StopReason.STARTUP_TIMEOUT,
-            "no stdout line within 0.3 s of spawn",
+            "no stdout line within 1.5 s of spawn",
             id="startup",
         ),
         pytest.param(
             HANG_AFTER_INIT,
-            {"first_event": 0.3},
+            {"first_event": 1.5},
             StopReason.FIRST_EVENT_TIMEOUT,
-            "no content within 0.3 s of the turn's start",
+            "no content within 1.5 s of the turn's start",
             id="first_event",
         ),
         pytest.param(
             HANG_AFTER_INIT,
-            {"idle": 0.3},
+            {"idle": 1.5},
             StopReason.IDLE_TIMEOUT,
-            "no stdout line for 0.3 s",
+            "no stdout line for 1.5 s",
             id="idle",
         ),
         pytest.param(
             HANG_AFTER_INIT,
-            {"watchdog": 0.3},
+            {"watchdog": 1.5},
             StopReason.TOTAL_TIMEOUT,
-            "the turn ran longer than its watchdog (0.3 s)",
+            "the turn ran longer than its watchdog (1.5 s)",
             id="watchdog",
         ),
         pytest.param(
@@ -319,7 +319,8 @@ async def test_every_bound_and_stop_reason_through_ask(
         await start(rt, tmp_path, *steps, **options)
         with trio.fail_after(10):
             error = await failure(rt)
-        # The agent lives on and answers the next ask.
+        # The agent lives on and answers the next ask, under the same bound: it must leave
+        # room for a fake CLI's start on a loaded machine.
         reprogram(tmp_path, ["replay", TEXT_TURN])
         assert (await rt.ask("a", "again")).text == "Hello from the fake."
     assert error.reason is reason
