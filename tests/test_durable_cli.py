@@ -112,7 +112,10 @@ async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[P
     is still running at the end is killed (the test has failed by then)."""
     store = tmp_path / "s.sqlite3"
     argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
-    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+    # The reaper is what these tests are about. In turn cgroups, any runtime that starts on
+    # this machine may remove a dead runtime's cgroups first (tests/test_isolation.py).
+    env = {**os.environ, "AGENTRT_CGROUP": "off"}
+    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, env=env)
     assert process.stdout is not None
     try:
         seen = b""
