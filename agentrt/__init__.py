@@ -6,21 +6,23 @@ from ._agent import Prompt as Prompt
 from ._agent import Stop as Stop
 from ._api import agents as agents
 from ._api import ask as ask
-from ._api import cancel as cancel
-from ._api import events as events
 from ._api import halt as halt
 from ._api import interrupt as interrupt
 from ._api import interrupt_request as interrupt_request
 from ._api import notify as notify
+from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
 from ._api import reset_session as reset_session
-from ._api import resume as resume
 from ._api import start_agent as start_agent
+from ._api import statistics as statistics
 from ._api import status as status
 from ._api import stop_agent as stop_agent
+from ._api import stream as stream
 from ._api import tell as tell
+from ._api import unhalt as unhalt
 from ._api import wait as wait
 from ._api import whereis as whereis
+from ._api import withdraw as withdraw
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -28,8 +30,8 @@ from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import InvalidOptions as InvalidOptions
+from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
-from ._errors import Overloaded as Overloaded
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
 from ._errors import SessionMismatch as SessionMismatch
 from ._errors import StoreError as StoreError
@@ -46,7 +48,6 @@ from ._events import Response as Response
 from ._events import ResultEvent as ResultEvent
 from ._events import SessionEvent as SessionEvent
 from ._events import SessionLostEvent as SessionLostEvent
-from ._events import SessionTotals as SessionTotals
 from ._events import StopReason as StopReason
 from ._events import TextEvent as TextEvent
 from ._events import TextRetractedEvent as TextRetractedEvent
@@ -54,18 +55,13 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
-from ._process import BadLine as BadLine
-from ._process import ProcessFailure as ProcessFailure
-from ._process import ProcessLimits as ProcessLimits
-from ._process import ProcessTracker as ProcessTracker
-from ._process import open_cli_process as open_cli_process
-from ._requests import Cancelled as Cancelled
 from ._requests import Completed as Completed
 from ._requests import Failed as Failed
 from ._requests import NotFound as NotFound
 from ._requests import Pending as Pending
 from ._requests import PollResult as PollResult
 from ._requests import Ref as Ref
+from ._requests import Withdrawn as Withdrawn
 from ._restart import Crash as Crash
 from ._restart import RestartType as RestartType
 from ._restart import Strategy as Strategy
@@ -82,3 +78,6 @@ from ._store import SQLiteStore as SQLiteStore
 from ._store import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
+from ._util import fixup_module_metadata as _fixup_module_metadata
+
+_fixup_module_metadata(__name__, globals())

@@ -1,7 +1,7 @@
 """The actor: one task per agent incarnation, taking prompts from its mailbox and running turns.
 
 States: ``idle`` (parked, nothing to do), ``processing`` (one request taken: pre_turn, the
-turn, the callbacks), ``halted`` (no new turns until ``resume``). Notifications wait
+turn, the callbacks), ``halted`` (no new turns until ``unhalt``). Notifications wait
 while a request is processed and are applied before the next one; prompts an agent
 chains to itself run before queued work.
 
@@ -583,7 +583,7 @@ class Actor:
     def submit(self, prompt: str, origin: Origin) -> Request:
         """Hand the agent a prompt: it starts at once if the agent is idle, else queues.
 
-        Raises `Overloaded` if the queue is full by count or bytes."""
+        Raises `MailboxFull` if the queue is full by count or bytes."""
         request = Request(Ref(self.name, self.new_id()), prompt, len(prompt.encode()), origin)
         if self._parked is not None and not self.halted:
             self.mailbox.track(request)
@@ -652,7 +652,7 @@ class Actor:
         else:
             self.halted = True
 
-    def resume(self) -> None:
+    def unhalt(self) -> None:
         self.halted = self.halt_pending = False
         self._wake()
 

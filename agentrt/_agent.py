@@ -25,7 +25,7 @@ class Prompt:
 
 @attrs.frozen
 class Halt:
-    """Returned by a handler: stop taking turns (queued work waits) until ``resume``."""
+    """Returned by a handler: stop taking turns (queued work waits) until ``unhalt``."""
 
 
 @attrs.frozen

@@ -1,115 +1,51 @@
 """Module-level ``agentrt.ask`` etc.: the `Runtime` methods, on the innermost open runtime.
 
-Each raises `NoRuntime` outside ``async with agentrt.open_runtime()``.
+Each is made from its method, so the two cannot drift: the same signature (less ``self``)
+and docstring for help() and mypy, and one implementation. Each raises `NoRuntime` when
+called outside ``async with agentrt.open_runtime()``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from ._agent import Agent
-from ._events import Response
-from ._requests import Cancelled, Completed, Failed, NotFound, PollResult, Ref
-from ._runtime import current_runtime
-from ._status import AgentHandle, AgentStatus
-from ._stream import EventStream
-from .backend import Backend
+from ._runtime import Runtime, current_runtime
 
-
-async def start_agent(
-    agent: type[Agent] | Agent, *, name: str, backend: str | Backend, **options: Any
-) -> AgentHandle:
-    """`Runtime.start_agent` on the current runtime.
-
-    Cancellation: safe; a cancelled start leaves no agent behind."""
-    return await current_runtime().start_agent(agent, name=name, backend=backend, **options)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-async def ask(name: str, prompt: str) -> Response:
-    """`Runtime.ask` on the current runtime.
+def _on_current_runtime(method: Callable[Concatenate[Runtime, P], R]) -> Callable[P, R]:
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(current_runtime(), *args, **kwargs)
 
-    Cancellation: cancels the request: a queued ask never runs; a running turn is
-    stopped (``cancelled``) and the cancellation arrives once its processes are gone
-    (shielded, bounded)."""
-    return await current_runtime().ask(name, prompt)
-
-
-def tell(name: str, prompt: str) -> Ref:
-    """`Runtime.tell` on the current runtime."""
-    return current_runtime().tell(name, prompt)
-
-
-def poll(name: str, ref: Ref) -> PollResult:
-    """`Runtime.poll` on the current runtime."""
-    return current_runtime().poll(name, ref)
+    signature = inspect.signature(method)
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = method.__doc__
+    cast(Any, call).__signature__ = signature.replace(
+        parameters=tuple(signature.parameters.values())[1:]
+    )
+    return call
 
 
-async def wait(ref: Ref) -> Completed | Failed | Cancelled | NotFound:
-    """`Runtime.wait` on the current runtime.
-
-    Cancellation: only the wait is cancelled; the tell goes on."""
-    return await current_runtime().wait(ref)
-
-
-def events(ref: Ref) -> EventStream:
-    """`Runtime.events` on the current runtime."""
-    return current_runtime().events(ref)
-
-
-def notify(name: str, event: Any) -> None:
-    """`Runtime.notify` on the current runtime."""
-    current_runtime().notify(name, event)
-
-
-def interrupt(name: str) -> bool:
-    """`Runtime.interrupt` on the current runtime."""
-    return current_runtime().interrupt(name)
-
-
-def interrupt_request(name: str, ref: Ref) -> bool:
-    """`Runtime.interrupt_request` on the current runtime."""
-    return current_runtime().interrupt_request(name, ref)
-
-
-def cancel(name: str, ref: Ref) -> bool:
-    """`Runtime.cancel` on the current runtime."""
-    return current_runtime().cancel(name, ref)
-
-
-def halt(name: str) -> None:
-    """`Runtime.halt` on the current runtime."""
-    current_runtime().halt(name)
-
-
-def resume(name: str) -> None:
-    """`Runtime.resume` on the current runtime."""
-    current_runtime().resume(name)
-
-
-async def reset_session(name: str) -> None:
-    """`Runtime.reset_session` on the current runtime.
-
-    Cancellation: safe; the stored session may or may not be forgotten yet."""
-    await current_runtime().reset_session(name)
-
-
-def status(name: str) -> AgentStatus:
-    """`Runtime.status` on the current runtime."""
-    return current_runtime().status(name)
-
-
-def agents() -> tuple[str, ...]:
-    """`Runtime.agents` on the current runtime."""
-    return current_runtime().agents()
-
-
-def whereis(name: str) -> AgentHandle | None:
-    """`Runtime.whereis` on the current runtime."""
-    return current_runtime().whereis(name)
-
-
-async def stop_agent(name: str) -> None:
-    """`Runtime.stop_agent` on the current runtime.
-
-    Cancellation: the agent still stops; only the wait for it is cut short."""
-    await current_runtime().stop_agent(name)
+start_agent = _on_current_runtime(Runtime.start_agent)
+open_supervisor = _on_current_runtime(Runtime.open_supervisor)
+ask = _on_current_runtime(Runtime.ask)
+tell = _on_current_runtime(Runtime.tell)
+poll = _on_current_runtime(Runtime.poll)
+wait = _on_current_runtime(Runtime.wait)
+stream = _on_current_runtime(Runtime.stream)
+notify = _on_current_runtime(Runtime.notify)
+interrupt = _on_current_runtime(Runtime.interrupt)
+interrupt_request = _on_current_runtime(Runtime.interrupt_request)
+withdraw = _on_current_runtime(Runtime.withdraw)
+halt = _on_current_runtime(Runtime.halt)
+unhalt = _on_current_runtime(Runtime.unhalt)
+reset_session = _on_current_runtime(Runtime.reset_session)
+status = _on_current_runtime(Runtime.status)
+agents = _on_current_runtime(Runtime.agents)
+whereis = _on_current_runtime(Runtime.whereis)
+stop_agent = _on_current_runtime(Runtime.stop_agent)
+statistics = _on_current_runtime(Runtime.statistics)

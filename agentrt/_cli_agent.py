@@ -235,7 +235,7 @@ async def _watch(rt: Runtime, ref: Ref, out: Output, watch: TurnWatch) -> None:
                     await trio.sleep(0.1)
 
             nursery.start_soon(tick)
-            async for event in rt.events(ref):
+            async for event in rt.stream(ref):
                 watch.see(event)
             nursery.cancel_scope.cancel()
 

@@ -184,7 +184,7 @@ class _Chat:
 
                 nursery.start_soon(tick)
                 self._wait("thinking")
-                async for event in self.rt.events(ref):
+                async for event in self.rt.stream(ref):
                     self._show(event)
                 nursery.cancel_scope.cancel()
             outcome = await self.rt.wait(ref)

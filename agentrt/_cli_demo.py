@@ -324,7 +324,7 @@ class Demo:
         before = rt.whereis("fragile")
         ref = rt.tell("fragile", MIGRATE_PROMPT)
         killed = False
-        async with rt.events(ref) as events:
+        async with rt.stream(ref) as events:
             async for event in events:
                 if isinstance(event, ToolUseEvent | TextEvent) and (
                     pid := _cli_pid(self.cwds["fragile"])

@@ -47,7 +47,7 @@ class AgentBusy(AgentRTError):
         super().__init__(f"agent {name!r} is {state}, not idle")
 
 
-class Overloaded(AgentRTError):
+class MailboxFull(AgentRTError):
     """The agent's queue is full, by count or by bytes."""
 
     def __init__(self, name: str, limit: str, maximum: int, queued: int, queued_bytes: int) -> None:
@@ -57,7 +57,7 @@ class Overloaded(AgentRTError):
         self.queued = queued
         self.queued_bytes = queued_bytes
         super().__init__(
-            f"agent {name!r} is overloaded: {limit}={maximum} reached "
+            f"agent {name!r}'s mailbox is full: {limit}={maximum} reached "
             f"({queued} prompts, {queued_bytes} bytes queued)"
         )
 

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import trio
 
-from ._errors import AgentRTError, AgentStopped, Overloaded
+from ._errors import AgentRTError, AgentStopped, MailboxFull
 from ._events import ErrorEvent, Event, Response, StopReason, text_size
 from ._options import AgentOptions
 from ._requests import NotFound, Pending, PollResult, Ref, Request, Settled
@@ -52,7 +52,7 @@ class Mailbox:
         return len(self.queue) if self.queue else 0
 
     def admit(self, request: Request, *, idle: bool) -> None:
-        """Queue ``request``, or raise `Overloaded` (an idle agent with nothing queued
+        """Queue ``request``, or raise `MailboxFull` (an idle agent with nothing queued
         takes one prompt even with ``max_pending=0``)."""
         queue = self.queue
         if queue is None:
@@ -68,7 +68,7 @@ class Mailbox:
         self.track(request)
 
     def _overloaded(self, limit: str, maximum: int) -> None:
-        raise Overloaded(self.name, limit, maximum, self.queued, self.queued_bytes)
+        raise MailboxFull(self.name, limit, maximum, self.queued, self.queued_bytes)
 
     def track(self, request: Request) -> None:
         if request.origin != "ask":
@@ -150,11 +150,11 @@ class Mailbox:
         return NotFound()
 
     def notify(self, event: Any) -> None:
-        """Queue a notification; `Overloaded` beyond ``MAX_NOTIFICATIONS`` waiting."""
+        """Queue a notification; `MailboxFull` beyond ``MAX_NOTIFICATIONS`` waiting."""
         if self.notifications is None:
             self.notifications = deque()
         elif len(self.notifications) >= MAX_NOTIFICATIONS:
-            raise Overloaded(
+            raise MailboxFull(
                 self.name, "notifications", MAX_NOTIFICATIONS, len(self.notifications), 0
             )
         self.notifications.append(event)

@@ -29,7 +29,7 @@ class AgentOptions:
     # Seconds from the start of a turn to its first content event (anything but session
     # and raw events) before it ends with ``first_event_timeout``; None turns it off.
     first_event: float | None = None
-    # CLI process bounds (see agentrt.ProcessLimits): spawn -> first stdout line, the
+    # CLI process bounds (see agentrt.lowlevel.ProcessLimits): spawn -> first stdout line, the
     # longest gap between lines, the longest line, and the SIGTERM -> SIGKILL grace.
     startup: float | None = 120.0
     idle: float | None = None

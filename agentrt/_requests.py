@@ -44,8 +44,8 @@ class Failed:
 
 
 @attrs.frozen
-class Cancelled:
-    """The request was cancelled while queued (`Runtime.cancel`)."""
+class Withdrawn:
+    """The request was withdrawn while queued (`Runtime.withdraw`)."""
 
 
 @attrs.frozen
@@ -53,8 +53,8 @@ class NotFound:
     """No such request, or its result was evicted (``max_results`` / ``max_result_bytes``)."""
 
 
-PollResult = Pending | Completed | Failed | Cancelled | NotFound
-Settled = Completed | Failed | Cancelled
+PollResult = Pending | Completed | Failed | Withdrawn | NotFound
+Settled = Completed | Failed | Withdrawn
 
 
 @attrs.define(eq=False)
@@ -79,7 +79,7 @@ class Request:
 
     def result(self) -> Settled:
         if self.cancelled:
-            return Cancelled()
+            return Withdrawn()
         outcome = self.outcome
         assert outcome is not None
         if isinstance(outcome, Response):

@@ -18,7 +18,7 @@ from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._process import ProcessTracker
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
-from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
+from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import SessionStore, SQLiteStore, default_store_path
 from ._stream import EventStream
@@ -30,6 +30,7 @@ from ._supervisor import (
     intensity_option,
     strategy_option,
 )
+from ._util import NoPublicConstructor
 from .backend import Backend
 
 _current: contextvars.ContextVar[Runtime] = contextvars.ContextVar("agentrt_runtime")
@@ -63,7 +64,7 @@ def _store_argument(store: object) -> SessionStore:
     return cast(SessionStore, store)
 
 
-class Runtime:
+class Runtime(metaclass=NoPublicConstructor):
     """A set of named agents sharing one store, one process limit and one root supervisor.
 
     Made by `open_runtime`; every method naming an agent raises `AgentNotFound` for a
@@ -73,6 +74,8 @@ class Runtime:
     empty or blank raises `ValueError`. The module-level ``agentrt.ask`` etc. are these
     methods.
     """
+
+    _made_by = "agentrt.open_runtime()"
 
     def __init__(self, context: Context, root: Supervisor) -> None:
         self._context = context
@@ -95,6 +98,7 @@ class Runtime:
 
     async def start_agent(
         self,
+        /,
         agent: AgentFactory,
         *,
         name: str,
@@ -140,7 +144,7 @@ class Runtime:
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
         with collapse_exception_groups():
             async with trio.open_nursery() as nursery:
-                supervisor = Supervisor(context, nursery, chosen, intensity)
+                supervisor = Supervisor._create(context, nursery, chosen, intensity)
                 await nursery.start(supervisor._run)
                 try:
                     yield supervisor
@@ -161,7 +165,7 @@ class Runtime:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
 
         Asks to a busy (or restarting) agent queue in FIFO order. Raises `TurnFailed` (with
-        its `StopReason`) when the turn fails, `Overloaded` when the queue is full (by count
+        its `StopReason`) when the turn fails, `MailboxFull` when the queue is full (by count
         or bytes), `AgentStopped` when the agent stops (or crashes) before answering,
         `AgentNotFound`.
 
@@ -190,22 +194,22 @@ class Runtime:
 
     def tell(self, name: str, prompt: str) -> Ref:
         """Queue ``prompt`` for agent ``name`` and return its `Ref` at once; collect the
-        result with `poll` or `wait`. Raises `Overloaded` at once when the queue is full,
+        result with `poll` or `wait`. Raises `MailboxFull` at once when the queue is full,
         `AgentNotFound`."""
         return self._child(name).submit(prompt, "tell").ref
 
     def poll(self, name: str, ref: Ref) -> PollResult:
-        """`Pending`, `Completed`, `Failed` or `Cancelled` for a tell; `NotFound` for an
+        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell; `NotFound` for an
         unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
         or ``max_result_bytes``)."""
         return self._child(name).mailbox.poll(check_ref(ref))
 
-    async def wait(self, ref: Ref) -> Completed | Failed | Cancelled | NotFound:
+    async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
-        (`Completed`, `Failed` or `Cancelled`; `NotFound` for an unknown or evicted ref).
+        (`Completed`, `Failed` or `Withdrawn`; `NotFound` for an unknown or evicted ref).
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
-        cancel it with `cancel` or `interrupt_request`)."""
+        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
         mailbox = self._child(check_ref(ref).name).mailbox
         request = mailbox.find(ref)
         if request is None:
@@ -216,7 +220,7 @@ class Runtime:
         await request.wait()
         return request.result()
 
-    def events(self, ref: Ref) -> EventStream:
+    def stream(self, ref: Ref) -> EventStream:
         """The live events of the tell ``ref``, in order, ending after its terminal event
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
@@ -225,7 +229,7 @@ class Runtime:
 
     def notify(self, name: str, event: Any) -> None:
         """Deliver ``event`` to the agent's ``handle_event``; while a turn runs (or the
-        agent restarts) it waits. Raises `Overloaded` beyond ``max_pending`` waiting
+        agent restarts) it waits. Raises `MailboxFull` beyond ``max_pending`` waiting
         notifications, `AgentNotFound`."""
         self._child(name).notify(event)
 
@@ -238,19 +242,19 @@ class Runtime:
         """Like `interrupt`, only if ``ref`` is the request being processed now."""
         return self._child(name).interrupt_request(check_ref(ref))
 
-    def cancel(self, name: str, ref: Ref) -> bool:
-        """Take a queued tell out of the queue (it polls as `Cancelled`); False if it is
+    def withdraw(self, name: str, ref: Ref) -> bool:
+        """Take a queued tell out of the queue (it polls as `Withdrawn`); False if it is
         running, finished or unknown."""
         return self._child(name).cancel(check_ref(ref))
 
     def halt(self, name: str) -> None:
-        """Stop the agent taking turns (after the running one) until `resume`; queued
+        """Stop the agent taking turns (after the running one) until `unhalt`; queued
         work waits and new work is still accepted. A restarted agent stays halted."""
         self._child(name).halt()
 
-    def resume(self, name: str) -> None:
+    def unhalt(self, name: str) -> None:
         """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again."""
-        self._child(name).resume()
+        self._child(name).unhalt()
 
     async def reset_session(self, name: str) -> None:
         """Forget the agent's conversation: its next turn starts a new session. Only while
@@ -288,6 +292,7 @@ class Runtime:
             await trio.lowlevel.checkpoint()
 
     def statistics(self) -> RuntimeStatistics:
+        """How many agents run, how many turns hold a process slot, how many wait for one."""
         children = self._context.children
         limiter = self._context.limiter
         if limiter is None:
@@ -376,9 +381,9 @@ async def open_runtime(
                 await services.start(tracker.run)
                 async with trio.open_nursery() as nursery:
                     context = Context(opened, runtime_id, limiter, tracker)
-                    root = Supervisor(context, nursery, chosen, intensity)
+                    root = Supervisor._create(context, nursery, chosen, intensity)
                     await nursery.start(root._run)
-                    runtime = Runtime(context, root)
+                    runtime = Runtime._create(context, root)
                     token = _current.set(runtime)
                     try:
                         yield runtime

@@ -1,4 +1,4 @@
-"""Live events of one request (``Runtime.events``), with backpressure."""
+"""Live events of one request (``Runtime.stream``), with backpressure."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Subscription:
 
 class EventStream:
     """An async iterator over one request's events, in order, ending after its terminal
-    event. Returned by `Runtime.events`; also an async context manager that closes it.
+    event. Returned by `Runtime.stream`; also an async context manager that closes it.
 
     A reader that stops reading makes the turn wait (backpressure; the watchdog still
     applies). Closing the stream, or dropping it, releases the turn.

@@ -51,6 +51,7 @@ from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._status import AgentHandle, AgentStatus
 from ._store import SessionRecord, SessionStore
 from ._stream import EventStream
+from ._util import NoPublicConstructor
 from .backend import Backend
 
 logger = logging.getLogger("agentrt")
@@ -231,9 +232,9 @@ class Child:
         else:
             self.halted = True
 
-    def resume(self) -> None:
+    def unhalt(self) -> None:
         if self.actor is not None:
-            self.actor.resume()
+            self.actor.unhalt()
         else:
             self.halted = False
 
@@ -309,13 +310,15 @@ def _resumed(
     return session_id, record.state
 
 
-class Supervisor:
+class Supervisor(metaclass=NoPublicConstructor):
     """A set of agents restarted by one strategy within one restart intensity.
 
     Made by `open_runtime` (the root) and `Runtime.open_supervisor` (nested). Names are
     unique across the whole runtime, and every `Runtime` method works on an agent under
     any supervisor.
     """
+
+    _made_by = "rt.open_supervisor() (the root one is rt.root)"
 
     def __init__(
         self,

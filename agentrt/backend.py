@@ -3,6 +3,11 @@
 A backend is pure: given options, a prompt and a session id it returns a `Command`; given
 one decoded stdout frame it returns events. All I/O (processes, time, the store) belongs to
 agentrt, so one process driver serves every CLI and every backend is tested with plain data.
+
+Besides the protocol, this module is everything a backend may import from agentrt beyond
+the event and error types of ``agentrt`` itself: `SessionTotals` (a translator's
+baseline), the child environment policies (`EnvPolicy`, `child_env`,
+`default_env_policy`) and redaction (`redact`, `is_secret_name`, `REDACTED`).
 """
 
 from __future__ import annotations
@@ -13,15 +18,26 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._env import ENV_POLICIES, EnvPolicy, child_env, default_env_policy
 from ._events import Event, SessionTotals
+from ._redact import REDACTED, is_secret_name, redact
+from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
+    "ENV_POLICIES",
+    "REDACTED",
     "Backend",
     "Command",
+    "EnvPolicy",
     "ExitStatus",
     "InProcessBackend",
     "SecretFile",
+    "SessionTotals",
     "Translator",
+    "child_env",
+    "default_env_policy",
+    "is_secret_name",
+    "redact",
 ]
 
 
@@ -119,3 +135,6 @@ class InProcessBackend(Protocol):
     """
 
     async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus: ...
+
+
+_fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

@@ -9,9 +9,10 @@ from typing import Any
 
 import trio
 
-from agentrt import Agent, Event, ProcessLimits, RawEvent
+from agentrt import Agent, Event, RawEvent
 from agentrt._proctree import read_stat
 from agentrt.backend import Command
+from agentrt.lowlevel import ProcessLimits
 from agentrt.testing import fake_cli_argv
 
 # Short graces keep the tier fast; the bounds under test are set per test.

@@ -115,7 +115,7 @@ async def test_a_chained_prompt_runs_before_queued_work(autojump_clock: object) 
     assert backend.prompts == ["start", "chained", "queued", "from event e"]
 
 
-async def test_halt_and_resume_from_outside(autojump_clock: object) -> None:
+async def test_halt_and_unhalt_from_outside(autojump_clock: object) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("one")])
     async with open_runtime() as rt:
@@ -132,13 +132,13 @@ async def test_halt_and_resume_from_outside(autojump_clock: object) -> None:
         rt.tell("a", "three")  # still accepted while halted
         assert rt.poll("a", two) == rt.poll("a", two).__class__()  # Pending
         assert backend.prompts == ["one"]
-        rt.resume("a")
+        rt.unhalt("a")
         await settle()
         assert rt.status("a").state == "idle"
     assert backend.prompts == ["one", "two", "three"]
 
 
-async def test_halt_while_idle_and_resume(autojump_clock: object) -> None:
+async def test_halt_while_idle_and_unhalt(autojump_clock: object) -> None:
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
@@ -147,7 +147,7 @@ async def test_halt_while_idle_and_resume(autojump_clock: object) -> None:
         ref = rt.tell("a", "waits")
         await settle()
         assert backend.prompts == []
-        rt.resume("a")
+        rt.unhalt("a")
         assert isinstance(await rt.wait(ref), Completed)
 
 
@@ -165,7 +165,7 @@ async def test_a_handler_returning_halt_halts(autojump_clock: object) -> None:
         await settle()
         assert rt.status("a").state == "halted"
         assert backend.prompts == ["one"]
-        rt.resume("a")
+        rt.unhalt("a")
         await rt.wait(ref)
     assert backend.prompts == ["one", "two"]
 
@@ -192,7 +192,7 @@ async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: ob
         status = rt.status("a")
         assert (status.state, status.queued) == ("halted", 2)
         assert rt.poll("a", first).__class__.__name__ == "Pending"
-        rt.resume("a")
+        rt.unhalt("a")
         result = await rt.wait(first)
         assert isinstance(result, Completed)
         assert result.response.text == "echo STOP HERE"
@@ -263,7 +263,7 @@ async def test_stop_agent_fails_every_waiter_and_nothing_hangs(autojump_clock: o
             nursery.start_soon(ask, "queued")
             await settle()
             told = rt.tell("a", "told")
-            stream = rt.events(told)
+            stream = rt.stream(told)
             await rt.stop_agent("a")
         assert [str(exc) for exc in outcomes] == ["agent 'a' stopped: stopped"] * 2
         assert rt.whereis("a") is None

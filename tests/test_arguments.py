@@ -161,9 +161,9 @@ async def test_a_ref_of_the_wrong_type_is_a_type_error(kind: str) -> None:
         await api.start_agent(Agent, name="a", backend=echo_backend())
         calls: list[Callable[[], object]] = [
             lambda: api.poll("a", "a:1"),
-            lambda: api.cancel("a", 1),
+            lambda: api.withdraw("a", 1),
             lambda: api.interrupt_request("a", None),
-            lambda: api.events("a"),
+            lambda: api.stream("a"),
         ]
         for call in calls:
             with pytest.raises(TypeError, match=r"^ref must be an agentrt\.Ref"):
@@ -200,7 +200,7 @@ async def test_calls_on_a_closed_runtime_say_it_is_closed() -> None:
         lambda: rt.poll("a", ref),
         lambda: rt.status("a"),
         lambda: rt.interrupt("a"),
-        lambda: rt.events(ref),
+        lambda: rt.stream(ref),
     ]
     for call in calls:
         with pytest.raises(NoRuntime, match="this runtime is closed"):

@@ -30,7 +30,7 @@ from agentrt import (
     Completed,
     Event,
     Failed,
-    Overloaded,
+    MailboxFull,
     Ref,
     Response,
     Runtime,
@@ -203,7 +203,7 @@ async def test_h_the_queue_overflows(tmp_path: Path) -> None:
         agent = await start(rt, "coder", cli, max_pending=1)
         running_ref, _ = await mid_turn(rt, "coder", agent)
         queued = rt.tell("coder", "queued")
-        with pytest.raises(Overloaded) as info:
+        with pytest.raises(MailboxFull) as info:
             rt.tell("coder", "one too many")
         assert (info.value.limit, info.value.queued) == ("max_pending", 1)
         cli.answer("queued done")

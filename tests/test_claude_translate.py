@@ -32,7 +32,6 @@ from agentrt import (
     RawEvent,
     ResultEvent,
     SessionEvent,
-    SessionTotals,
     StopReason,
     TextEvent,
     ToolResultEvent,
@@ -41,7 +40,7 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt._process import FrameBatch
-from agentrt.backend import ExitStatus
+from agentrt.backend import ExitStatus, SessionTotals
 from backends.claude import ClaudeBackend, ClaudeTranslator
 from backends.claude._options import parse_options
 

@@ -17,7 +17,6 @@ from agentrt import (
     RawEvent,
     ResultEvent,
     SessionEvent,
-    SessionTotals,
     StopReason,
     TextEvent,
     ToolResultEvent,
@@ -25,7 +24,7 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
-from agentrt.backend import ExitStatus
+from agentrt.backend import ExitStatus, SessionTotals
 from backends.codex import CodexBackend, CodexTranslator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"

@@ -249,7 +249,7 @@ async def agent(
 
 
 async def collect(rt: agentrt.Runtime, ref: agentrt.Ref) -> list[Event]:
-    return [event async for event in rt.events(ref)]
+    return [event async for event in rt.stream(ref)]
 
 
 def assert_tree_gone(watcher: Watcher) -> None:

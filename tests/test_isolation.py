@@ -18,11 +18,8 @@ from proc_helpers import FAST, IGNORE_TERM, READY, fake, running, wait_until
 
 from agentrt import (
     Agent,
-    ProcessFailure,
-    ProcessTracker,
     Runtime,
     StopReason,
-    open_cli_process,
     open_runtime,
 )
 from agentrt._cgroup import (
@@ -34,6 +31,7 @@ from agentrt._cgroup import (
     v2_directory,
 )
 from agentrt._proctree import MARKER_ENV, adopted_orphans, process_start_time, read_stat
+from agentrt.lowlevel import ProcessFailure, ProcessTracker, open_cli_process
 from agentrt.testing import fake_cli_argv
 
 KILL_GRACE = {"kill_grace": 0.3}

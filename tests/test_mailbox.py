@@ -6,13 +6,13 @@ from _helpers import echo_backend, settle
 
 from agentrt import (
     Agent,
-    Cancelled,
     Completed,
     ErrorEvent,
+    MailboxFull,
     NotFound,
-    Overloaded,
     Pending,
     StopReason,
+    Withdrawn,
     open_runtime,
 )
 from agentrt._mailbox import result_size
@@ -67,10 +67,10 @@ async def test_overload_by_count(autojump_clock: object) -> None:
         await gate.wait_reached()
         rt.tell("a", "q1")
         rt.tell("a", "q2")
-        with pytest.raises(Overloaded) as info:
+        with pytest.raises(MailboxFull) as info:
             rt.tell("a", "q3")
         assert (info.value.limit, info.value.maximum, info.value.queued) == ("max_pending", 2, 2)
-        with pytest.raises(Overloaded):
+        with pytest.raises(MailboxFull):
             await rt.ask("a", "q3")
         assert rt.status("a").queued == 2
         gate.release()
@@ -83,7 +83,7 @@ async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: object) -> No
         rt.tell("a", "running")
         await gate.wait_reached()
         rt.tell("a", "ééé")  # 6 bytes
-        with pytest.raises(Overloaded) as info:
+        with pytest.raises(MailboxFull) as info:
             rt.tell("a", "éé!")  # 5 bytes: 11 > 10
         assert info.value.limit == "max_pending_bytes"
         assert (info.value.maximum, info.value.queued, info.value.queued_bytes) == (10, 1, 6)
@@ -98,7 +98,7 @@ async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: object
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=0)
         rt.tell("a", "taken while idle")
         await gate.wait_reached()
-        with pytest.raises(Overloaded):
+        with pytest.raises(MailboxFull):
             rt.tell("a", "busy")
         gate.release()
         await settle()
@@ -179,7 +179,7 @@ async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: ob
         assert rt.poll("a", big) == NotFound()
 
 
-async def test_cancel_takes_a_queued_tell_out_only(autojump_clock: object) -> None:
+async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: object) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
@@ -187,12 +187,12 @@ async def test_cancel_takes_a_queued_tell_out_only(autojump_clock: object) -> No
         first = rt.tell("a", "first")
         await gate.wait_reached()
         queued = rt.tell("a", "queued")
-        stream = rt.events(queued)
-        assert not rt.cancel("a", first)  # running: not cancellable
-        assert rt.cancel("a", queued)
-        assert not rt.cancel("a", queued)  # already cancelled
-        assert rt.poll("a", queued) == Cancelled()
-        assert await rt.wait(queued) == Cancelled()
+        stream = rt.stream(queued)
+        assert not rt.withdraw("a", first)  # running: only interrupt_request stops it
+        assert rt.withdraw("a", queued)
+        assert not rt.withdraw("a", queued)  # already withdrawn
+        assert rt.poll("a", queued) == Withdrawn()
+        assert await rt.wait(queued) == Withdrawn()
         assert rt.status("a").queued == 0
         events = [event async for event in stream]
         assert len(events) == 1
@@ -200,5 +200,5 @@ async def test_cancel_takes_a_queued_tell_out_only(autojump_clock: object) -> No
         assert events[0].reason is StopReason.CANCELLED
         gate.release()
         await rt.wait(first)
-        assert not rt.cancel("a", first)  # finished
+        assert not rt.withdraw("a", first)  # finished
     assert backend.prompts == ["first"]

@@ -11,8 +11,9 @@ import pytest
 import trio
 from proc_helpers import FAST, READY, child, fake, running, wait_not_running
 
-from agentrt import ProcessFailure, StopReason, open_cli_process
+from agentrt import StopReason
 from agentrt.backend import ExitStatus
+from agentrt.lowlevel import ProcessFailure, open_cli_process
 
 
 async def test_startup_bound_fails_a_silent_process_after_the_ladder() -> None:

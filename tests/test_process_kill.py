@@ -28,11 +28,11 @@ from proc_helpers import (
 )
 
 import agentrt._proctree
-from agentrt import ProcessTracker, open_cli_process
 from agentrt._lines import LineSplitter
 from agentrt._process import kill_stale_group, process_start_time
 from agentrt._proctree import MARKER_ENV, ProcTree, is_subreaper, new_marker, read_stat
 from agentrt.backend import ExitStatus
+from agentrt.lowlevel import ProcessTracker, open_cli_process
 from agentrt.testing import fake_cli_argv
 
 RESULT = {"type": "result", "subtype": "error_during_execution"}

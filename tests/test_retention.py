@@ -111,7 +111,7 @@ async def test_compact_turn_delivers_everything_and_keeps_what_fits(autojump_clo
         await rt.start_agent(agent, name="a", backend=backend, max_events=3)
         ref = rt.tell("a", "go")
         kinds: list[str] = []
-        async for event in rt.events(ref):
+        async for event in rt.stream(ref):
             kinds.append(event.kind)
         result = await rt.wait(ref)
     assert kinds == ["session", "text", "text", "text", "text", "result"]
@@ -144,7 +144,7 @@ async def test_lossless_overflow_fails_the_turn_keeps_the_checkpoint(
             agent, name="a", backend=backend, retention="lossless", max_event_bytes=limit
         )
         ref = rt.tell("a", "go")
-        stream = rt.events(ref)
+        stream = rt.stream(ref)
         seen = [event async for event in stream]
         result = await rt.wait(ref)
         assert rt.status("a").session_id == "s1"

@@ -58,11 +58,11 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: obje
         agentrt.halt("outer")
         assert agentrt.status("outer").state == "halted"
         second = agentrt.tell("outer", "queued")
-        assert agentrt.cancel("outer", second)
-        agentrt.resume("outer")
+        assert agentrt.withdraw("outer", second)
+        agentrt.unhalt("outer")
         assert not agentrt.interrupt("outer")
         third = agentrt.tell("outer", "streamed")
-        kinds = [event.kind async for event in agentrt.events(third)]
+        kinds = [event.kind async for event in agentrt.stream(third)]
         assert kinds == ["text", "result"]
         await agentrt.reset_session("outer")
         handle = agentrt.whereis("outer")

@@ -330,7 +330,7 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
         await rt.start_agent(agent, name="a", backend=backend)
         await rt.ask("a", "one")
         ref = rt.tell("a", "two")
-        stream = rt.events(ref)
+        stream = rt.stream(ref)
         kinds = [event.kind async for event in stream]
         result = await rt.wait(ref)
         assert kinds == ["session_lost", "error"]
@@ -357,7 +357,7 @@ async def test_session_lost_fresh_retries_once_on_a_new_session(
         await rt.start_agent(agent, name="a", backend=backend, **options)
         await rt.ask("a", "one")
         ref = rt.tell("a", "two")
-        kinds = [event.kind async for event in rt.events(ref)]
+        kinds = [event.kind async for event in rt.stream(ref)]
         result = await rt.wait(ref)
         assert kinds == ["session_lost", "session", "text", "result"]
         assert isinstance(result, Completed)

@@ -24,13 +24,13 @@ from agentrt import (
     ResultEvent,
     SessionEvent,
     SessionStore,
-    SessionTotals,
     SQLiteStore,
     StopReason,
     StoreError,
     Usage,
     _store,
 )
+from agentrt.backend import SessionTotals
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")

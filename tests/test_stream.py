@@ -1,4 +1,4 @@
-"""Runtime.events: live events of one request, in order, with backpressure."""
+"""Runtime.stream: live events of one request, in order, with backpressure."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ async def test_a_slow_reader_holds_the_turn_back(autojump_clock: object) -> None
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
         ref = rt.tell("a", "x")
-        stream = rt.events(ref)
+        stream = rt.stream(ref)
         await settle()
         # The buffer is full and nobody reads: the turn waits.
         assert rt.status("a").state == "processing"
@@ -39,9 +39,9 @@ async def test_two_readers_see_the_same_events_and_the_terminal(autojump_clock: 
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("hi")]))
         ref = rt.tell("a", "x")
-        first = rt.events(ref)
+        first = rt.stream(ref)
         await gate.wait_reached()
-        second = rt.events(ref)  # joins a running turn
+        second = rt.stream(ref)  # joins a running turn
         gate.release()
         seen = [[e.kind async for e in first], [e.kind async for e in second]]
     assert seen == [["text", "result"], ["text", "result"]]
@@ -52,11 +52,11 @@ async def test_a_reader_that_goes_away_does_not_block_the_turn(autojump_clock: o
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
         ref = rt.tell("a", "x")
-        async for _event in rt.events(ref):
+        async for _event in rt.stream(ref):
             break  # the stream is dropped here
         gc.collect()
         closed = rt.tell("a", "y")
-        async with rt.events(closed) as stream:
+        async with rt.stream(closed) as stream:
             await stream.__anext__()
         assert isinstance(await rt.wait(ref), Completed)
         assert isinstance(await rt.wait(closed), Completed)
@@ -69,7 +69,7 @@ async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: obje
             Agent, name="a", backend=echo_backend([TextEvent(text="a"), Gate()]), watchdog=3
         )
         ref = rt.tell("a", "x")
-        events = [event async for event in rt.events(ref)]
+        events = [event async for event in rt.stream(ref)]
     assert [e.kind for e in events] == ["text", "error"]
     last = events[-1]
     assert isinstance(last, ErrorEvent)
@@ -82,4 +82,4 @@ async def test_a_finished_or_unknown_ref_gives_an_empty_stream(autojump_clock: o
         await rt.start_agent(Agent, name="a", backend=echo_backend())
         ref = rt.tell("a", "x")
         await rt.wait(ref)
-        assert [e async for e in rt.events(ref)] == []
+        assert [e async for e in rt.stream(ref)] == []

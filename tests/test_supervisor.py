@@ -371,7 +371,7 @@ async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: obje
         queued = rt.tell("a", "later")
         await trio.sleep(1)
         assert rt.status("a").state == "halted"
-        rt.resume("a")
+        rt.unhalt("a")
         assert isinstance(await rt.wait(queued), Completed)
 
 
@@ -383,7 +383,7 @@ async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: objec
             await rt.ask("a", "crash")
         assert rt.status("a").state == "restarting"
         queued = rt.tell("a", "queued")
-        assert rt.cancel("a", rt.tell("a", "cancelled"))
+        assert rt.withdraw("a", rt.tell("a", "cancelled"))
         rt.notify("a", "note")
         assert rt.status("a").pending_notifications == 1
         assert not rt.interrupt("a")

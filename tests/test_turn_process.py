@@ -34,9 +34,9 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._process import BadLine, ProcessFailure, ProcessLimits
 from agentrt._retention import EventLog
 from agentrt.backend import Command, ExitStatus
+from agentrt.lowlevel import BadLine, ProcessFailure, ProcessLimits
 
 HANG = object()  # frames() blocks here until the process is interrupted
 
@@ -486,7 +486,7 @@ async def test_events_of_one_read_are_delivered_in_order_each_session_checkpoint
     async with open_runtime(store=CheckpointLog(log)) as rt:
         await rt.start_agent(Recorder(log), name="a", backend=CliBackend())
         log.clear()
-        async with rt.events(rt.tell("a", "x")) as stream:
+        async with rt.stream(rt.tell("a", "x")) as stream:
             streamed = [event async for event in stream]
     assert log == [
         "checkpoint None",  # the spawned turn writes the new name's row
@@ -545,7 +545,7 @@ async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
         await rt.start_agent(Agent, name="a", backend=CliBackend())
         ref = rt.tell("a", "x")
         seen: list[str] = []
-        async with rt.events(ref) as stream:
+        async with rt.stream(ref) as stream:
             async for event in stream:
                 await trio.sleep(1)  # the turn waits for this reader (backpressure)
                 if isinstance(event, TextEvent):
@@ -683,7 +683,7 @@ async def test_events_nobody_watches_count_and_fold_as_watched_ones(
         await rt.start_agent(Agent, name="u", backend=CliBackend(), max_events=5)
         responses.append(await rt.ask("w", "x"))
         ref = rt.tell("s", "x")
-        async with rt.events(ref) as stream:
+        async with rt.stream(ref) as stream:
             streamed = [event async for event in stream]
         result = await rt.wait(ref)
         assert isinstance(result, Completed)

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentrt import InvalidOptions
-from agentrt._env import child_env
-from agentrt.backend import Command, SecretFile
+from agentrt.backend import Command, SecretFile, child_env
 
 from ._options import ClaudeOptions, session_id_error
 

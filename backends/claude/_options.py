@@ -12,8 +12,7 @@ from typing import Any, Literal, get_args
 import attrs
 
 from agentrt import InvalidOptions
-from agentrt._env import ENV_POLICIES, EnvPolicy, default_env_policy
-from agentrt._redact import REDACTED
+from agentrt.backend import ENV_POLICIES, REDACTED, EnvPolicy, default_env_policy
 
 from .. import _validate as v
 

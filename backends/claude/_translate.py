@@ -66,8 +66,7 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
-from agentrt._redact import redact
-from agentrt.backend import ExitStatus
+from agentrt.backend import ExitStatus, redact
 
 from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id, status_message
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import SessionTotals
-from agentrt.backend import Command
+from agentrt.backend import Command, SessionTotals
 
 from ._command import build_command, build_version_command
 from ._options import CodexOptions, parse_options

@@ -13,8 +13,7 @@ import uuid
 from collections.abc import Mapping
 
 from agentrt import InvalidOptions
-from agentrt._env import child_env
-from agentrt.backend import Command, SecretFile
+from agentrt.backend import Command, SecretFile, child_env
 
 from ._options import CodexOptions, toml_value
 

@@ -16,8 +16,7 @@ from typing import Any, Literal, get_args
 import attrs
 
 from agentrt import InvalidOptions
-from agentrt._env import ENV_POLICIES, EnvPolicy, default_env_policy
-from agentrt._redact import REDACTED, is_secret_name
+from agentrt.backend import ENV_POLICIES, REDACTED, EnvPolicy, default_env_policy, is_secret_name
 
 from .. import _validate as v
 

@@ -70,8 +70,7 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
-from agentrt._redact import redact
-from agentrt.backend import ExitStatus
+from agentrt.backend import ExitStatus, redact
 
 _STATUS = re.compile(r"(?:unexpected status|last status:) (\d{3})\b")
 _NO_ROLLOUT = re.compile(r"no rollout found for thread id (\S+)")

@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 import trio
 
-from agentrt import Event, SessionTotals, Usage
-from agentrt.backend import Command, ExitStatus
+from agentrt import Event, Usage
+from agentrt.backend import Command, ExitStatus, SessionTotals
 from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
 from backends.codex import CodexBackend, CodexOptions
 

@@ -21,7 +21,7 @@ import attrs
 import pytest
 import trio
 
-from agentrt import ProcessLimits, open_cli_process
+from agentrt.lowlevel import ProcessLimits, open_cli_process
 from backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
 from backends.claude._options import PermissionMode
 

@@ -1,0 +1,54 @@
+"""Helpers for the shape of the public API, after trio's ``_util``."""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABCMeta
+from collections.abc import Mapping
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
+
+
+class NoPublicConstructor(ABCMeta):
+    """Metaclass of a class that only agentrt makes: calling the class raises `TypeError`
+    naming the class's ``_made_by``; agentrt makes instances with ``_create``."""
+
+    _made_by: str
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} has no public constructor; use {cls._made_by}"
+        )
+
+    def _create(cls: type[T], *args: object, **kwargs: object) -> T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
+
+
+def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> None:
+    """Make the public names of ``namespace`` (and their methods) say they live in
+    ``module_name`` rather than the private module that defines them, as trio does, so
+    tracebacks and reprs say ``agentrt.TurnFailed``. Pickling still works: each name is
+    found where its ``__module__`` now points. (msgspec resolves a Struct's string
+    annotations there too, but only once: the event decoders built at import have done it
+    already; tests/test_public_surface.py checks every public Struct still decodes.)"""
+    seen: set[int] = set()
+
+    def fix_one(obj: object) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, staticmethod | classmethod):
+            obj = obj.__func__
+        if not (isinstance(obj, type) or inspect.isfunction(obj)):
+            return
+        if not obj.__module__.startswith("agentrt._"):
+            return
+        obj.__module__ = module_name
+        if isinstance(obj, type):
+            for value in list(obj.__dict__.values()):
+                fix_one(value)
+
+    for name, obj in namespace.items():
+        if not name.startswith("_"):
+            fix_one(obj)

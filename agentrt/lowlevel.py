@@ -1,0 +1,17 @@
+"""The process driver, for backend authors and tests: not for application code.
+
+Application code starts agents and talks to them through ``agentrt``; the runtime runs
+every turn's CLI with `open_cli_process`. These names are for testing a backend's
+`~agentrt.backend.Command` against its real CLI, or driving one turn's process by hand.
+"""
+
+from ._process import BadLine as BadLine
+from ._process import CliProcess as CliProcess
+from ._process import FrameBatch as FrameBatch
+from ._process import ProcessFailure as ProcessFailure
+from ._process import ProcessLimits as ProcessLimits
+from ._process import ProcessTracker as ProcessTracker
+from ._process import open_cli_process as open_cli_process
+from ._util import fixup_module_metadata as _fixup_module_metadata
+
+_fixup_module_metadata(__name__, globals())

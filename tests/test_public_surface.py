@@ -1,0 +1,134 @@
+"""The public surface: one spelling per operation, names that say where they live, no public
+constructors for what only the runtime makes, backends on public modules only."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pickle
+import traceback
+import types
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+from _helpers import echo_backend
+
+import agentrt
+import agentrt.backend
+import agentrt.lowlevel
+from agentrt import Agent, MemoryStore, open_runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RUNTIME_METHODS = sorted(
+    name
+    for name, member in vars(agentrt.Runtime).items()
+    if not name.startswith("_") and inspect.isfunction(member)
+)
+
+
+def _public(module: types.ModuleType) -> dict[str, object]:
+    names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+    return {name: getattr(module, name) for name in names}
+
+
+def test_every_runtime_method_has_a_module_level_twin() -> None:
+    assert {"open_supervisor", "start_agent", "statistics", "stream"} <= set(RUNTIME_METHODS)
+    for name in RUNTIME_METHODS:
+        method = inspect.signature(getattr(agentrt.Runtime, name))
+        unbound = method.replace(parameters=list(method.parameters.values())[1:])
+        assert inspect.signature(getattr(agentrt, name)) == unbound, name
+        assert getattr(agentrt, name).__doc__ == getattr(agentrt.Runtime, name).__doc__, name
+
+
+async def test_the_module_level_forms_that_were_missing_work() -> None:
+    async with open_runtime(store=MemoryStore()):
+        async with agentrt.open_supervisor(max_restarts=1) as supervisor:
+            # A factory, as rt.start_agent takes it.
+            await supervisor.start_agent(Agent, name="nested", backend=echo_backend())
+            await agentrt.start_agent(lambda: Agent(), name="top", backend=echo_backend())
+            assert agentrt.statistics().agents == 2
+            assert (await agentrt.ask("nested", "x")).text == "echo x"
+        assert agentrt.statistics().agents == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        (agentrt, "agentrt"),
+        (agentrt.lowlevel, "agentrt.lowlevel"),
+        (agentrt.backend, "agentrt.backend"),
+    ],
+)
+def test_public_names_say_which_public_module_they_live_in(
+    module: types.ModuleType, name: str
+) -> None:
+    for public, obj in _public(module).items():
+        if isinstance(obj, type) or inspect.isfunction(obj):
+            assert obj.__module__ == name, public
+            assert getattr(module, obj.__qualname__) is obj, public  # so pickle finds it
+
+
+def test_a_traceback_names_the_public_exception() -> None:
+    error = agentrt.AgentNotFound("a")
+    assert traceback.format_exception_only(error)[0].startswith("agentrt.AgentNotFound:")
+    assert agentrt.Runtime.ask.__module__ == "agentrt"
+
+
+def test_public_values_still_pickle_and_decode() -> None:
+    values = [
+        agentrt.Ref("a", 1),
+        agentrt.Withdrawn(),
+        agentrt.StopReason.OVERLOADED,
+        agentrt.Usage(input_tokens=3),
+        agentrt.TextEvent(text="hi"),
+    ]
+    for value in values:
+        assert pickle.loads(pickle.dumps(value)) == value
+    # msgspec resolves a Struct's annotations where its __module__ points, after the fixup.
+    for obj in _public(agentrt).values():
+        if isinstance(obj, type) and issubclass(obj, msgspec.Struct) and obj is not agentrt.Event:
+            msgspec.json.Decoder(obj)
+    usage = agentrt.Usage(input_tokens=3)
+    assert msgspec.json.decode(msgspec.json.encode(usage), type=agentrt.Usage) == usage
+
+
+def test_the_process_driver_is_only_in_lowlevel() -> None:
+    driver = ("open_cli_process", "ProcessTracker", "ProcessLimits", "ProcessFailure", "BadLine")
+    for name in driver:
+        assert not hasattr(agentrt, name), name
+        assert hasattr(agentrt.lowlevel, name), name
+    assert not hasattr(agentrt, "SessionTotals")
+    assert agentrt.backend.SessionTotals.__module__ == "agentrt.backend"
+
+
+async def test_runtime_and_supervisor_have_no_public_constructor() -> None:
+    with pytest.raises(
+        TypeError, match=r"agentrt\.Runtime has no public constructor.*open_runtime"
+    ):
+        agentrt.Runtime()
+    with pytest.raises(TypeError, match=r"agentrt\.Supervisor .*open_supervisor"):
+        agentrt.Supervisor()
+    async with open_runtime(store=MemoryStore()) as rt:
+        assert isinstance(rt, agentrt.Runtime)
+        assert isinstance(rt.root, agentrt.Supervisor)
+        await trio.lowlevel.checkpoint()
+
+
+def test_backends_import_only_public_agentrt_modules() -> None:
+    private = []
+    for path in sorted((ROOT / "backends").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            private += [
+                f"{path.relative_to(ROOT)}: {m}" for m in modules if m.startswith("agentrt._")
+            ]
+    assert private == []
