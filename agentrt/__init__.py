@@ -104,10 +104,10 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
-from ._store import MemoryStore as MemoryStore
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
-from ._store import SQLiteStore as SQLiteStore
-from ._store import default_store_path as default_store_path
+from ._store_memory import MemoryStore as MemoryStore
+from ._store_sqlite import SQLiteStore as SQLiteStore
+from ._store_sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor

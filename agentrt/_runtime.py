@@ -20,7 +20,8 @@ from ._process import ProcessTracker
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Cancelled, Completed, Failed, NotFound, Pending, PollResult, Ref
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
-from ._store import SessionStore, SQLiteStore, default_store_path
+from ._store import SessionStore
+from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import (
     AgentFactory,

@@ -22,7 +22,8 @@ from .._errors import TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store import SessionRecord, SQLiteStore, default_store_path
+from .._store import SessionRecord
+from .._store_sqlite import SQLiteStore, default_store_path
 from ._render import CliError, Output, money, seconds, short
 
 DEFAULT_BACKEND = "claude"

@@ -29,7 +29,8 @@ from .._env import _log as env_log
 from .._errors import AgentRTError, StoreError, TurnFailed
 from .._redact import redact
 from .._runtime import open_runtime
-from .._store import MemoryStore, SQLiteStore, missing_directory
+from .._store_memory import MemoryStore
+from .._store_sqlite import SQLiteStore, missing_directory
 from ..backend import Backend
 from ._agent import footer, store_path, turn_failed
 from ._render import Output

@@ -6,7 +6,8 @@ import argparse
 import datetime
 from typing import Any
 
-from .._store import SessionRecord, SQLiteStore
+from .._store import SessionRecord
+from .._store_sqlite import SQLiteStore
 from ._agent import store_path
 from ._render import CliError, Output, money
 
