@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 
@@ -30,3 +31,17 @@ def test_the_core_never_imports_the_command(tmp_path: Path) -> None:
         "print(sorted(m for m in sys.modules if m.startswith('agentrt._cli')))\n"
     )
     assert _run(code, tmp_path) == ["[]"]
+
+
+def test_the_wheel_lists_every_package_folder() -> None:
+    # setuptools is given the packages by name (package-dir cannot be combined with
+    # find), so a new subpackage missing from the list would be left out of the wheel only.
+    root = Path(__file__).resolve().parent.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"agentrt": root / "agentrt", **config["package-dir"]}
+    found = {
+        ".".join((name, *init.parent.relative_to(root / folder).parts))
+        for name, folder in folders.items()
+        for init in (root / folder).rglob("__init__.py")
+    }
+    assert sorted(config["packages"]) == sorted(found)
