@@ -2,7 +2,7 @@
 
 # General layout:
 #
-# One turn's data flows one way, and each module imports only the ones before it:
+# One turn's data flows one way, and no module on its path imports one after it:
 #
 #   _process -> _turn -> _actor -> _supervisor -> _runtime -> _api
 #
@@ -12,7 +12,8 @@
 # driver (or in process), frames to events, the checkpoint, retention (_retention,
 # _segment) and the Response. _actor.py is one agent incarnation: its mailbox (_mailbox,
 # _requests), its states and the Agent callbacks (_agent). _supervisor.py restarts actors
-# by the rules in _restart.py, with the runtime's per-agent options from _options.py.
+# by the rules in _restart.py; _options.py checks the runtime's options (per agent, per
+# supervisor).
 # _runtime.py owns the root nursery, the registry of names, the store and the process
 # limiter; _api.py is the module-level form of its methods.
 #
