@@ -1,5 +1,35 @@
 """agentrt: a supervised actor runtime, on trio, for coding-CLI agents."""
 
+# General layout:
+#
+# One turn's data flows one way, and no module on its path imports one after it:
+#
+#   _process -> _turn -> _actor -> _supervisor -> _runtime -> _api
+#
+# _process.py is the process driver: spawn, stdout lines (_lines), the stderr ring, the
+# liveness bounds and the kill ladder; _proctree.py, _cgroup.py and _orphans.py find and kill
+# every process a turn started. _turn.py runs one turn: a backend's Command through the
+# driver (or in process), frames to events, the checkpoint, retention (_retention,
+# _segment) and the Response. _actor.py is one agent incarnation: its mailbox (_mailbox,
+# _requests), its states and the Agent callbacks (_agent). _supervisor.py restarts actors
+# by the rules in _restart.py; _options.py checks the runtime's options (per agent, per
+# supervisor).
+# _runtime.py owns the root nursery, the registry of names, the store and the process
+# limiter; _api.py is the module-level form of its methods.
+#
+# Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
+# _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
+# _reaper.py (turns a dead runtime left running), _env.py / _secretfiles.py / _redact.py
+# (a child's environment, its secret files, redaction), _status.py and _stream.py (what
+# callers observe), _arguments.py and _exceptiongroups.py (the API's edges).
+#
+# backend.py is the public protocol a CLI adapter implements; _backends.py finds one by
+# name through the "agentrt.backends" entry points, and the adapters (the repository's
+# backends/ folder) are installed as agentrt.backends. testing/ holds the scripted backend,
+# fake CLIs and fake model APIs. _cli/ is the `agentrt` command; nothing else imports it.
+#
+# This file re-exports the public API; `from x import y as y` marks each name as exported.
+
 from ._agent import Agent as Agent
 from ._agent import Halt as Halt
 from ._agent import Prompt as Prompt
@@ -71,11 +101,11 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
-from ._store import MemoryStore as MemoryStore
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
-from ._store import SQLiteStore as SQLiteStore
-from ._store import default_store_path as default_store_path
+from ._store_memory import MemoryStore as MemoryStore
+from ._store_sqlite import SQLiteStore as SQLiteStore
+from ._store_sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
 from ._util import fixup_module_metadata as _fixup_module_metadata

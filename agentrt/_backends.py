@@ -28,8 +28,8 @@ GROUP = "agentrt.backends"
 
 # Name -> "module:attribute", as in pyproject.toml's [project.entry-points."agentrt.backends"].
 SHIPPED = {
-    "claude": "backends.claude:ClaudeBackend",
-    "codex": "backends.codex:CodexBackend",
+    "claude": "agentrt.backends.claude:ClaudeBackend",
+    "codex": "agentrt.backends.codex:CodexBackend",
 }
 
 _loaded: dict[str, Backend] = {}

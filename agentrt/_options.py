@@ -1,4 +1,5 @@
-"""The runtime's own per-agent options, split from the options meant for ``init_agent``."""
+"""The runtime's own options, checked: per agent (split from the options meant for
+``init_agent``), and those of supervisors and ``start_agent`` itself."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Literal
 import attrs
 
 from ._errors import InvalidOptions
-from ._restart import RestartType
+from ._restart import RestartIntensity, RestartType, Strategy
 
 Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
@@ -138,3 +139,42 @@ def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, A
             ours[key] = validate(key, value)
     # Agents started with the defaults share one options object (memory per idle agent).
     return (AgentOptions(**ours) if ours else _DEFAULT), rest
+
+
+# The options of supervisors (open_runtime, open_supervisor) and of start_agent itself.
+
+
+def strategy_option(value: object) -> Strategy:
+    """``value`` as a `Strategy`, or `InvalidOptions` naming the choices."""
+    for strategy in Strategy:
+        if value == strategy.value:
+            return strategy
+    choices = ", ".join(repr(s.value) for s in Strategy)
+    raise InvalidOptions("strategy", value, f"must be one of {choices}")
+
+
+def intensity_option(
+    max_restarts: object, period: object, backoff: object, max_backoff: object
+) -> RestartIntensity:
+    """A `RestartIntensity` from validated arguments (`InvalidOptions` names a bad one); a
+    backoff of 0 restarts at once."""
+
+    def delay(key: str, value: object) -> float:
+        return 0.0 if value == 0 and not isinstance(value, bool) else _seconds(key, value)
+
+    return RestartIntensity(
+        _count("max_restarts", max_restarts),
+        _seconds("period", period),
+        delay("backoff", backoff),
+        delay("max_backoff", max_backoff),
+    )
+
+
+def resume_option(value: object) -> str | bool:
+    if value is False:
+        return False
+    if isinstance(value, str) and value:
+        return value
+    raise InvalidOptions(
+        "resume", value, "must be 'auto', False (a new session) or a session id to resume"
+    )

@@ -83,6 +83,11 @@ _decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 _UNREADABLE = (msgspec.DecodeError, RecursionError)
 
 
+################################################################
+# Limits, and what the driver reports
+################################################################
+
+
 @attrs.frozen
 class ProcessLimits:
     """Bounds on one CLI process. Times are seconds; None turns a bound off."""
@@ -141,22 +146,9 @@ class ProcessInfo:
     marker: str
 
 
-def _peek_exit_status(pid: int) -> ExitStatus:
-    # WNOWAIT: read the status but leave the zombie for trio's Process.wait() to reap.
-    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
-    if info is None:
-        return ExitStatus(None)
-    if info.si_code == os.CLD_EXITED:
-        return ExitStatus(info.si_status)
-    return ExitStatus(None, info.si_status)
-
-
-def _pipe_bytes(fd: int) -> int:
-    """How many bytes wait in a pipe (an upper bound if the kernel will not say)."""
-    try:
-        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
-    except OSError:
-        return _PIPE_SIZE
+################################################################
+# Frames: stdout lines, decoded
+################################################################
 
 
 def _bad_line(line: bytes, exc: Exception) -> BadLine:
@@ -241,6 +233,30 @@ class _Batches:
 
     async def __anext__(self) -> FrameBatch:
         return await self._proc._next_batch(self._decode)
+
+
+################################################################
+# One running CLI process: exit, stdin, stderr ring, stdout under the bounds,
+# and the kill ladder
+################################################################
+
+
+def _peek_exit_status(pid: int) -> ExitStatus:
+    # WNOWAIT: read the status but leave the zombie for trio's Process.wait() to reap.
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+    if info is None:
+        return ExitStatus(None)
+    if info.si_code == os.CLD_EXITED:
+        return ExitStatus(info.si_status)
+    return ExitStatus(None, info.si_status)
+
+
+def _pipe_bytes(fd: int) -> int:
+    """How many bytes wait in a pipe (an upper bound if the kernel will not say)."""
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+    except OSError:
+        return _PIPE_SIZE
 
 
 class CliProcess:
@@ -376,6 +392,10 @@ class CliProcess:
         assert self._nursery is not None
         self._nursery.start_soon(self._escalate, first)
 
+    ################
+    # Helper tasks: exit, stdin, stderr; the interrupt's escalation
+    ################
+
     def _start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         nursery.start_soon(self._watch_exit)
@@ -446,6 +466,10 @@ class CliProcess:
             pass
         finally:
             self._stderr_done.set()
+
+    ################
+    # Reading stdout under the bounds
+    ################
 
     async def _next_batch(self, decode: Callable[[bytes], Any] | None = None) -> FrameBatch:
         while True:
@@ -566,6 +590,10 @@ class CliProcess:
         await self._shutdown()
         raise self._failure from cause
 
+    ################
+    # The kill ladder
+    ################
+
     async def _shutdown(self) -> None:
         """The kill ladder; runs once, shielded and bounded, whoever asks first."""
         if self._shutting_down:
@@ -609,6 +637,11 @@ class CliProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+
+
+################################################################
+# The runtime-wide tracker: live turns, the subreaper, orphans
+################################################################
 
 
 class ProcessTracker:
@@ -718,6 +751,11 @@ class ProcessTracker:
         # What escaped this turn's walk and is ours now (with a cgroup: what died in it
         # before it was ours, too late for the ladder to reap).
         self._orphans.sweep()
+
+
+################################################################
+# Spawn
+################################################################
 
 
 _DEFAULT_LIMITS = ProcessLimits()

@@ -16,20 +16,15 @@ from ._arguments import check_ref, wrong_type
 from ._errors import AgentNotFound, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
+from ._options import intensity_option, strategy_option
 from ._process import ProcessTracker
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
-from ._store import SessionStore, SQLiteStore, default_store_path
+from ._store import SessionStore
+from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
-from ._supervisor import (
-    AgentFactory,
-    Child,
-    Context,
-    Supervisor,
-    intensity_option,
-    strategy_option,
-)
+from ._supervisor import AgentFactory, Child, Context, Supervisor
 from ._util import NoPublicConstructor
 from .backend import Backend
 

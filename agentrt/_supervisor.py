@@ -35,16 +35,13 @@ from ._backends import resolve_backend
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
-    InvalidOptions,
     NoRuntime,
     RestartLimitExceeded,
     SessionMismatch,
 )
 from ._events import NO_TOTALS, ErrorEvent, SessionTotals, StopReason
 from ._mailbox import Mailbox
-from ._options import AgentOptions, split_options
-from ._options import _count as count
-from ._options import _seconds as seconds
+from ._options import AgentOptions, resume_option, split_options
 from ._process import ProcessTracker
 from ._requests import Origin, Ref, Request
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
@@ -57,42 +54,6 @@ from .backend import Backend
 logger = logging.getLogger("agentrt")
 
 AgentFactory = type[Agent] | Callable[[], Agent] | Agent
-
-
-def strategy_option(value: object) -> Strategy:
-    """``value`` as a `Strategy`, or `InvalidOptions` naming the choices."""
-    for strategy in Strategy:
-        if value == strategy.value:
-            return strategy
-    choices = ", ".join(repr(s.value) for s in Strategy)
-    raise InvalidOptions("strategy", value, f"must be one of {choices}")
-
-
-def intensity_option(
-    max_restarts: object, period: object, backoff: object, max_backoff: object
-) -> RestartIntensity:
-    """A `RestartIntensity` from validated arguments (`InvalidOptions` names a bad one); a
-    backoff of 0 restarts at once."""
-
-    def delay(key: str, value: object) -> float:
-        return 0.0 if value == 0 and not isinstance(value, bool) else seconds(key, value)
-
-    return RestartIntensity(
-        count("max_restarts", max_restarts),
-        seconds("period", period),
-        delay("backoff", backoff),
-        delay("max_backoff", max_backoff),
-    )
-
-
-def resume_option(value: object) -> str | bool:
-    if value is False:
-        return False
-    if isinstance(value, str) and value:
-        return value
-    raise InvalidOptions(
-        "resume", value, "must be 'auto', False (a new session) or a session id to resume"
-    )
 
 
 def working_directory(backend_options: Any) -> str:

@@ -164,6 +164,10 @@ class Turn:
     _model: str | None = None
     _init: InitEvent | None = None
 
+    ################
+    # Stopping early: one way for every reason
+    ################
+
     def stop(
         self,
         reason: StopReason,
@@ -205,6 +209,10 @@ class Turn:
         # Reading goes on so the CLI can flush its transcript; the driver escalates to
         # SIGKILL by itself, so this only bounds a reader stuck on a full subscriber.
         self._drain_scope.deadline = trio.current_time() + self._drain_bound
+
+    ################
+    # Running: in process, or a CLI process
+    ################
 
     async def run(self) -> Response | TurnFailed:
         """Run the turn to its outcome.
@@ -305,6 +313,10 @@ class Turn:
             self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
         return None, ""
 
+    ################
+    # Bounds: the watchdog, the first event, after a result; crashes
+    ################
+
     async def _watch_bounds(self) -> None:
         while self._failure is None and not self._ended:
             with trio.CancelScope(deadline=self._deadline()) as self._bounds_scope:
@@ -341,6 +353,10 @@ class Turn:
         # A bug on our side wins even over a terminal error event: it must not go unseen.
         message = redact(f"{type(exc).__name__}: {exc}")
         self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
+
+    ################
+    # Frames to events: the checkpoint, delivery, retention, the text
+    ################
 
     async def _emit(self, frame: Any) -> None:
         await self._handle((frame,))
@@ -501,6 +517,10 @@ class Turn:
         if type(terminal) is ResultEvent or type(terminal) is ErrorEvent:
             self._cost = terminal.cost_usd if terminal.cost_usd is not None else self._cost
             self._usage = terminal.usage or self._usage
+
+    ################
+    # The outcome: a Response or a TurnFailed
+    ################
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:

@@ -187,7 +187,7 @@ async def _trio_translate(fixture: Fixture, slots: int, body: TurnBody) -> None:
     # Lines are decoded as the driver does: the translator's typed decoder first, the
     # generic one for the lines it refuses.
     from agentrt import ResultEvent
-    from backends.claude import ClaudeTranslator
+    from agentrt.backends.claude import ClaudeTranslator
 
     decoder = msgspec.json.Decoder()
 

@@ -22,7 +22,7 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt.backend import ExitStatus
-from backends.claude import ClaudeTranslator
+from agentrt.backends.claude import ClaudeTranslator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude"
 SID = "5f0c9a7e-3b1d-4c2a-9e8f-1a2b3c4d5e6f"

@@ -11,7 +11,7 @@ from claude_frames import MODEL, SID, frames, translate
 
 from agentrt import InvalidOptions, SessionEvent
 from agentrt.backend import Backend, Command, SecretFile
-from backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
+from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
 
 backend = ClaudeBackend()
 BASE = ("claude", "-p", "--output-format", "stream-json", "--verbose")

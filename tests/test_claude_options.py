@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentrt import InvalidOptions
-from backends.claude import ClaudeBackend, ClaudeOptions
+from agentrt.backends.claude import ClaudeBackend, ClaudeOptions
 
 parse = ClaudeBackend().parse_options
 UUID = "3b241101-e2bb-4255-8caf-4136c566a962"

@@ -41,8 +41,8 @@ from agentrt import (
 )
 from agentrt._process import FrameBatch
 from agentrt.backend import ExitStatus, SessionTotals
-from backends.claude import ClaudeBackend, ClaudeTranslator
-from backends.claude._options import parse_options
+from agentrt.backends.claude import ClaudeBackend, ClaudeTranslator
+from agentrt.backends.claude._options import parse_options
 
 USAGE = ("usage", 9, 18, 4211, 36120)
 INIT_ROW = ("init", MODEL, "default")

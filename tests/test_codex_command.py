@@ -10,7 +10,7 @@ import pytest
 
 from agentrt import InvalidOptions
 from agentrt.backend import SecretFile
-from backends.codex import CodexBackend
+from agentrt.backends.codex import CodexBackend
 
 THREAD = "01a22817-5691-7943-9a6f-828a15a863bf"
 FIRST = ("codex", "exec", "--json", "--skip-git-repo-check")

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrt import InvalidOptions
-from backends.codex import CodexBackend
-from backends.codex._options import toml_value
+from agentrt.backends.codex import CodexBackend
+from agentrt.backends.codex._options import toml_value
 
 parse = CodexBackend().parse_options
 

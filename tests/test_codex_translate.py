@@ -25,7 +25,7 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt.backend import ExitStatus, SessionTotals
-from backends.codex import CodexBackend, CodexTranslator
+from agentrt.backends.codex import CodexBackend, CodexTranslator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 VERSIONS = sorted(p.name for p in FIXTURES.iterdir())

@@ -40,9 +40,9 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt.backend import Backend
+from agentrt.backends.claude import ClaudeBackend
+from agentrt.backends.codex import CodexBackend
 from agentrt.testing import Fail, ScriptedBackend, Sleep, fake_cli_executable, reply
-from backends.claude import ClaudeBackend
-from backends.codex import CodexBackend
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE = FIXTURES / "claude" / "2.1.332"

@@ -11,8 +11,8 @@ import attrs
 import trio
 
 from agentrt._options import AgentOptions
-from backends.claude._options import KNOWN_KEYS as CLAUDE_KEYS
-from backends.codex._options import KNOWN_KEYS as CODEX_KEYS
+from agentrt.backends.claude._options import KNOWN_KEYS as CLAUDE_KEYS
+from agentrt.backends.codex._options import KNOWN_KEYS as CODEX_KEYS
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()

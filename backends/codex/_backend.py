@@ -40,7 +40,7 @@ class CodexBackend:
     ) -> CodexTranslator:
         """A fresh translator for one turn. codex prints the thread's running usage totals;
         the turn reports them minus ``baseline.usage``, what the thread's earlier turns
-        reported (see `backends.codex._translate`)."""
+        reported (see `agentrt.backends.codex._translate`)."""
         usage = None if baseline is None else baseline.usage
         return CodexTranslator(model=options.model, usage_baseline=usage)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrt._cli_demo import CHECKS
+from agentrt._cli._demo import CHECKS
 
 from ._run import agentrt
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import backends.claude._backend as claude_backend
-import backends.codex._backend as codex_backend
+import agentrt.backends.claude._backend as claude_backend
+import agentrt.backends.codex._backend as codex_backend
 from agentrt._cgroup import Unavailable, own_cgroup
 from agentrt.testing import AnthropicText, FakeAnthropic
 

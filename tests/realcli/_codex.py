@@ -17,8 +17,8 @@ import trio
 
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
+from agentrt.backends.codex import CodexBackend, CodexOptions
 from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
-from backends.codex import CodexBackend, CodexOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 # Set in every codex process a test starts: how the sweep finds what codex left behind,

@@ -33,6 +33,7 @@ from _codex import (
     redact_paths,
 )
 
+from agentrt.backends.codex import CodexBackend
 from agentrt.testing import (
     OpenAIError,
     OpenAIItem,
@@ -42,7 +43,6 @@ from agentrt.testing import (
     OpenAIUsage,
     open_fake_openai,
 )
-from backends.codex import CodexBackend
 
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the patch\n*** End Patch\n"
 TURN1 = OpenAIUsage(input_tokens=100, output_tokens=7, cached_tokens=30, reasoning_tokens=2)

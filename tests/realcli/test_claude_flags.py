@@ -21,9 +21,9 @@ import attrs
 import pytest
 import trio
 
+from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
+from agentrt.backends.claude._options import PermissionMode
 from agentrt.lowlevel import ProcessLimits, open_cli_process
-from backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
-from backends.claude._options import PermissionMode
 
 from ._claude import Claude
 

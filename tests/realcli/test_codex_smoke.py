@@ -19,8 +19,8 @@ from agentrt import (
     Usage,
 )
 from agentrt.backend import Command, ExitStatus
+from agentrt.backends.codex import CodexBackend
 from agentrt.testing import OpenAIError, OpenAIReply, OpenAIUsage, open_fake_openai
-from backends.codex import CodexBackend
 
 from ._codex import Place, codex_binary, codex_place, kill_marked, run_turn
 

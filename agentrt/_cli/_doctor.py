@@ -21,18 +21,19 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from . import _cgroup
-from ._agent import Agent
-from ._backends import resolve_backend
-from ._cli_agent import footer, store_path, turn_failed
-from ._cli_render import Output
-from ._env import ENV_POLICIES, EnvPolicy, child_env
-from ._env import _log as env_log
-from ._errors import AgentRTError, StoreError, TurnFailed
-from ._redact import redact
-from ._runtime import open_runtime
-from ._store import MemoryStore, SQLiteStore, missing_directory
-from .backend import Backend
+from .. import _cgroup
+from .._agent import Agent
+from .._backends import resolve_backend
+from .._env import ENV_POLICIES, EnvPolicy, child_env
+from .._env import _log as env_log
+from .._errors import AgentRTError, StoreError, TurnFailed
+from .._redact import redact
+from .._runtime import open_runtime
+from .._store_memory import MemoryStore
+from .._store_sqlite import SQLiteStore, missing_directory
+from ..backend import Backend
+from ._agent import footer, store_path, turn_failed
+from ._render import Output
 
 Status = Literal["ok", "warn", "fail", "skip"]
 BACKENDS = ("claude", "codex")

@@ -6,9 +6,10 @@ import argparse
 import datetime
 from typing import Any
 
-from ._cli_agent import store_path
-from ._cli_render import CliError, Output, money
-from ._store import SessionRecord, SQLiteStore
+from .._store import SessionRecord
+from .._store_sqlite import SQLiteStore
+from ._agent import store_path
+from ._render import CliError, Output, money
 
 
 def record_data(record: SessionRecord) -> dict[str, Any]:

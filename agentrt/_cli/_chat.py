@@ -18,10 +18,8 @@ from typing import Any
 import attrs
 import trio
 
-from ._cli_agent import TurnWatch, footer, open_agent, turn_failed
-from ._cli_render import Output, Progress, short
-from ._errors import TurnFailed
-from ._events import (
+from .._errors import TurnFailed
+from .._events import (
     Event,
     StopReason,
     TextEvent,
@@ -29,8 +27,10 @@ from ._events import (
     ToolResultEvent,
     ToolUseEvent,
 )
-from ._requests import Completed, Failed, Ref
-from ._runtime import Runtime
+from .._requests import Completed, Failed, Ref
+from .._runtime import Runtime
+from ._agent import TurnWatch, footer, open_agent, turn_failed
+from ._render import Output, Progress, short
 
 _HELP = (
     "Commands: /reset starts a new session, /exit leaves (so do Ctrl+D and Ctrl+C twice), "

@@ -16,14 +16,15 @@ from typing import Any
 import attrs
 import trio
 
-from ._agent import Agent
-from ._backends import resolve_backend
-from ._cli_render import CliError, Output, money, seconds, short
-from ._errors import TurnFailed
-from ._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
-from ._requests import Completed, Failed, Ref
-from ._runtime import Runtime, open_runtime
-from ._store import SessionRecord, SQLiteStore, default_store_path
+from .._agent import Agent
+from .._backends import resolve_backend
+from .._errors import TurnFailed
+from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
+from .._requests import Completed, Failed, Ref
+from .._runtime import Runtime, open_runtime
+from .._store import SessionRecord
+from .._store_sqlite import SQLiteStore, default_store_path
+from ._render import CliError, Output, money, seconds, short
 
 DEFAULT_BACKEND = "claude"
 

@@ -31,10 +31,17 @@ from typing import Any
 import attrs
 import trio
 
-from . import _proctree
-from ._agent import Agent
-from ._backends import resolve_backend
-from ._cli_demo_model import (
+from .. import _proctree
+from .._agent import Agent
+from .._backends import resolve_backend
+from .._errors import AgentNotFound, AgentRTError, TurnFailed
+from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
+from .._requests import Completed, Failed, Ref
+from .._runtime import Runtime, open_runtime
+from .._store import SessionRecord
+from .._store_sqlite import SQLiteStore
+from ..testing import open_fake_anthropic
+from ._demo_model import (
     HANG_PROMPT,
     MIGRATE_PROMPT,
     RECALL_PROMPT,
@@ -43,15 +50,9 @@ from ._cli_demo_model import (
     anthropic_script,
     job_prompt,
 )
-from ._cli_render import CliError, Output, money, plain_table, rich_table, seconds, short
-from ._errors import AgentNotFound, AgentRTError, TurnFailed
-from ._events import Event, Response, StopReason, TextEvent, ToolUseEvent
-from ._requests import Completed, Failed, Ref
-from ._runtime import Runtime, open_runtime
-from ._store import SessionRecord, SQLiteStore
-from .testing import open_fake_anthropic
+from ._render import CliError, Output, money, plain_table, rich_table, seconds, short
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 # How long the demo waits for a supervisor to bring a crashed agent back.
 _RESTART_BOUND = 10.0
 # What the demo checks, in story order; a check whose step never ran stays failed.

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from .testing import (
+from ..testing import (
     AnthropicHang,
     AnthropicReply,
     AnthropicText,

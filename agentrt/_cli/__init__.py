@@ -19,9 +19,7 @@ from typing import Any
 
 import trio
 
-from ._cli_agent import add_agent_arguments, run_ask, turn_failed
-from ._cli_render import CliError, Output
-from ._errors import (
+from .._errors import (
     AgentRTError,
     AgentStopped,
     BackendNotFound,
@@ -30,30 +28,32 @@ from ._errors import (
     StoreError,
     TurnFailed,
 )
+from ._agent import add_agent_arguments, run_ask, turn_failed
+from ._render import CliError, Output
 
 Command = Callable[[argparse.Namespace, Output], Awaitable[int]]
 
 
 async def _run_demo(args: argparse.Namespace, out: Output) -> int:
-    from ._cli_demo import run_demo
+    from ._demo import run_demo
 
     return await run_demo(args, out)
 
 
 async def _run_doctor(args: argparse.Namespace, out: Output) -> int:
-    from ._cli_doctor import run_doctor
+    from ._doctor import run_doctor
 
     return await run_doctor(args, out)
 
 
 async def _run_chat(args: argparse.Namespace, out: Output) -> int:
-    from ._cli_chat import run_chat
+    from ._chat import run_chat
 
     return await run_chat(args, out)
 
 
 async def _run_sessions(args: argparse.Namespace, out: Output) -> int:
-    from ._cli_sessions import run_sessions
+    from ._sessions import run_sessions
 
     return await run_sessions(args, out)
 

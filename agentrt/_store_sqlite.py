@@ -1,0 +1,471 @@
+"""`SQLiteStore`: the default SessionStore, one SQLite file written durably; where it lives."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import attrs
+import trio
+
+from ._errors import StoreError
+from ._events import SessionTotals, Usage
+from ._redact import redact
+from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+
+if TYPE_CHECKING:
+    # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
+    import sqlite3
+
+_T = TypeVar("_T")
+
+
+def default_store_path() -> Path:
+    """Where ``SQLiteStore()`` keeps its file when given no path.
+
+    ``$AGENTRT_STORE`` if set; else ``$XDG_STATE_HOME/agentrt/sessions.sqlite3`` (an XDG
+    variable only counts when absolute, as the spec says); else
+    ``~/.local/state/agentrt/sessions.sqlite3``.
+    """
+    override = os.environ.get("AGENTRT_STORE")
+    if override:
+        return Path(override).expanduser()
+    state_home = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
+    return base / "agentrt" / "sessions.sqlite3"
+
+
+def missing_directory(path: Path) -> StoreError | None:
+    """The error of opening a store at ``path`` whose directory is missing, or None.
+
+    Only the directories of the default location (:func:`default_store_path`) are created:
+    a missing directory in a path someone passed is more likely a typo than a wish for new
+    directories at the root.
+    """
+    parent = path.parent
+    if parent.is_dir():
+        return None
+    default = default_store_path()
+    if path == default:
+        return None
+    why = "is not a directory" if parent.exists() else "does not exist"
+    return StoreError(
+        str(path),
+        f"its directory {parent} {why} (only the default location's directories are "
+        f"created, {default})",
+    )
+
+
+# "AGRT": marks a SQLite file as ours, so a foreign database is refused rather than altered.
+_APPLICATION_ID = 0x41475254
+
+_CREATE_SESSIONS = """
+CREATE TABLE sessions (
+    name TEXT PRIMARY KEY NOT NULL,
+    backend TEXT NOT NULL,
+    session_id TEXT,
+    cwd TEXT,
+    turns INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0.0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+    last_stop_reason TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    live_pgid INTEGER,
+    live_pid INTEGER,
+    live_start_time INTEGER,
+    runtime_id TEXT,
+    state BLOB
+)
+"""
+
+# _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
+# is an empty file. Each step runs in one transaction with its version bump.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (_CREATE_SESSIONS,),
+    # 2: the env marker of a live turn, so the reaper finds setsid'd orphans of a dead leader.
+    ("ALTER TABLE sessions ADD COLUMN live_marker TEXT",),
+    # 3: the current session's own totals, for CLIs that report running session totals.
+    tuple(
+        f"ALTER TABLE sessions ADD COLUMN session_{column} NOT NULL DEFAULT 0"
+        for column in (
+            "cost_usd REAL",
+            "input_tokens INTEGER",
+            "output_tokens INTEGER",
+            "cache_creation_input_tokens INTEGER",
+            "cache_read_input_tokens INTEGER",
+        )
+    ),
+)
+
+_COLUMNS = (
+    "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
+    " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
+    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
+    " session_cost_usd, session_input_tokens, session_output_tokens,"
+    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
+)
+
+_UPSERT_SESSION = """
+INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET
+    backend = excluded.backend, session_id = excluded.session_id, cwd = excluded.cwd,
+    updated_at = excluded.updated_at,
+    session_cost_usd = IIF(session_id IS excluded.session_id, session_cost_usd, 0),
+    session_input_tokens = IIF(session_id IS excluded.session_id, session_input_tokens, 0),
+    session_output_tokens = IIF(session_id IS excluded.session_id, session_output_tokens, 0),
+    session_cache_creation_input_tokens = IIF(
+        session_id IS excluded.session_id, session_cache_creation_input_tokens, 0),
+    session_cache_read_input_tokens = IIF(
+        session_id IS excluded.session_id, session_cache_read_input_tokens, 0)
+"""
+
+# One statement, so concurrent writers (other connections too) never lose an increment.
+_RECORD_TURN = """
+UPDATE sessions SET
+    turns = turns + 1, cost_usd = cost_usd + ?,
+    input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+    cache_creation_input_tokens = cache_creation_input_tokens + ?,
+    cache_read_input_tokens = cache_read_input_tokens + ?,
+    session_cost_usd = session_cost_usd + ?,
+    session_input_tokens = session_input_tokens + ?,
+    session_output_tokens = session_output_tokens + ?,
+    session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
+    session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
+    last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
+WHERE name = ?
+"""
+
+_SET_LIVE = """
+UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
+    live_marker = ?, updated_at = ?
+WHERE name = ?
+"""
+
+_CLEAR_LIVE = """
+UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
+    runtime_id = NULL, live_marker = NULL, updated_at = ?
+WHERE name = ? AND live_pgid IS NOT NULL
+"""
+
+
+def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        cache_creation_input_tokens=cache_new,
+        cache_read_input_tokens=cache_read,
+    )
+
+
+def _record(row: tuple[Any, ...]) -> SessionRecord:
+    (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
+    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
+    (session_cost, *session_tokens) = row[19:]
+    return SessionRecord(
+        name=name,
+        backend=backend,
+        session_id=session_id,
+        cwd=cwd,
+        turns=turns,
+        cost_usd=cost_usd,
+        usage=_usage(inp, out, cache_new, cache_read),
+        last_stop_reason=stop,
+        created_at=created,
+        updated_at=updated,
+        live_pgid=pgid,
+        live_pid=pid,
+        live_start_time=start_time,
+        runtime_id=runtime_id,
+        state=state,
+        live_marker=marker,
+        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
+    )
+
+
+def _as_path(path: str | os.PathLike[str]) -> Path:
+    return Path(path)
+
+
+@attrs.define(eq=False)
+class SQLiteStore(ClosedOnExit):
+    """The default :class:`SessionStore`: one SQLite file, written durably.
+
+    ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
+    hold working directories and agent state; its directory must exist, except at the
+    default location, whose directories are created (0700) (see :func:`missing_directory`).
+    ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
+    Opening checks the file before changing anything: a file that is not SQLite, is
+    corrupt (``PRAGMA quick_check``), belongs to another application, or has a schema newer
+    than this agentrt raises :class:`StoreError` naming the file and is left untouched.
+    An older schema is migrated step by step, each step in its own transaction.
+
+    The file is in WAL mode with ``synchronous=FULL``: every write is its own transaction
+    and is fsynced before the call returns. NORMAL would already survive the death of this
+    process (a commit is in the OS's page cache once ``write`` returns), but it may lose
+    the last commits on power loss or a kernel crash; a session id is written a few times
+    per turn, so FULL's one fsync per write costs nothing next to a model call and the
+    checkpoint also survives a machine crash.
+
+    Every call first checks that the path still names the file the store opened (one
+    ``stat``): SQLite would go on writing to a file deleted (with its directory, say) or
+    replaced meanwhile, and those writes would be gone when the store is next opened. Such
+    a call raises :class:`StoreError` instead, and so does every later one.
+
+    One connection serves the store; calls run in a worker thread one at a time
+    (``trio.to_thread.run_sync`` with a limiter of one). Other processes may use the same
+    file: ``busy_timeout`` seconds bound the wait for their write lock.
+
+    Cancellation: waiting for the connection is cancellable; a statement that has started
+    runs to the end and commits (it is short: at most ``busy_timeout`` of lock waiting),
+    and the cancellation arrives at the caller's next checkpoint.
+    """
+
+    path: Path = attrs.field(factory=default_store_path, converter=_as_path)
+    busy_timeout: float = 5.0
+    clock: Callable[[], float] = time.time
+    _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
+    _opening: bool = attrs.field(default=False, init=False, repr=False)
+    _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
+    # (st_dev, st_ino) of the file the connection opened: SQLite goes on writing to a file
+    # that was deleted or replaced, and those writes would be lost without a word.
+    _identity: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
+
+    async def __aenter__(self) -> Self:
+        if self._conn is not None or self._opening:
+            raise StoreError(str(self.path), "already open")
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(1)
+        self._opening = True
+        try:
+            self._conn = await trio.to_thread.run_sync(self._connect, limiter=self._limiter)
+        finally:
+            self._opening = False
+        return self
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            await trio.lowlevel.checkpoint()
+            return
+        # Closing waits for a statement in flight; past the bound the close is left to the
+        # worker thread (abandoned), and nothing here uses the connection again.
+        with trio.move_on_after(self.busy_timeout + 5.0, shield=True):
+            await trio.to_thread.run_sync(conn.close, limiter=self._limiter, abandon_on_cancel=True)
+
+    def _connect(self) -> sqlite3.Connection:
+        import sqlite3
+
+        path = str(self.path)
+        missing = missing_directory(self.path)
+        if missing is not None:
+            raise missing
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            why = f"cannot create its directory {exc.filename or self.path.parent}"
+            raise StoreError(path, f"{why}: {exc.strerror or exc}") from exc
+        try:
+            # Created here, not by SQLite, to get mode 0600 (SQLite gives its -wal and -shm
+            # files the same mode). O_RDWR also makes an unwritable file fail here, clearly.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                opened = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreError(path, f"cannot open: {exc.strerror or exc}") from exc
+        try:
+            conn = sqlite3.connect(
+                path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(path, f"cannot open: {exc}") from exc
+        self._identity = (opened.st_dev, opened.st_ino)
+        try:
+            self._check_file()
+            self._prepare(conn)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(path, redact(f"cannot use this file: {exc}")) from exc
+            raise
+        return conn
+
+    def _check_file(self) -> None:
+        """Refuse to go on when the path no longer names the file the store opened."""
+        try:
+            now = os.stat(self.path)
+        except OSError as exc:
+            found = f"it is gone: {exc.strerror or exc}"
+        else:
+            if (now.st_dev, now.st_ino) == self._identity:
+                return
+            found = "another file is there now"
+        raise StoreError(
+            str(self.path),
+            f"the file this store opened was deleted or replaced ({found}); writes to it "
+            "would be lost, so none is made: reopen the store",
+        )
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        path = str(self.path)
+        self._check_identity(conn)
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise StoreError(path, "corrupt: " + redact("; ".join(map(str, problems[:5]))))
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise StoreError(path, f"cannot switch to WAL journal mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        # IMMEDIATE takes the write lock first, so two processes opening a new file at once
+        # cannot both migrate it; the identity is checked again under the lock.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._check_identity(conn)
+            if version == 0:
+                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            for target in range(version + 1, len(_MIGRATIONS) + 1):
+                for statement in _MIGRATIONS[target - 1]:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {target}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _check_identity(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version, after refusing files that are not ours or too new."""
+        path = str(self.path)
+        (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if app_id == 0 and version == 0:
+            (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if objects:
+                raise StoreError(path, "not an agentrt session store (it has other tables)")
+        elif app_id != _APPLICATION_ID:
+            raise StoreError(path, f"not an agentrt session store (application_id {app_id:#x})")
+        if version > len(_MIGRATIONS):
+            raise StoreError(
+                path,
+                f"schema version {version} is newer than this agentrt supports "
+                f"({len(_MIGRATIONS)}); use a newer agentrt or another store file",
+            )
+        assert isinstance(version, int)
+        return version
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._conn
+        path = str(self.path)
+        if conn is None:
+            raise StoreError(path, "store is not open")
+
+        import sqlite3
+
+        def run() -> _T:
+            # aclose() may have run while this call waited for the limiter.
+            if self._conn is not conn:
+                raise StoreError(path, "store is not open")
+            self._check_file()
+            try:
+                return work(conn)
+            except sqlite3.Error as exc:
+                raise StoreError(path, redact(str(exc))) from exc
+
+        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+
+    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute(sql, params).rowcount
+
+        if await self._call(work) == 0:
+            raise no_row(str(self.path), name)
+
+    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
+        sql = f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY name"
+
+        def work(conn: sqlite3.Connection) -> tuple[SessionRecord, ...]:
+            return tuple(_record(row) for row in conn.execute(sql, params))
+
+        return await self._call(work)
+
+    async def load(self, name: str) -> SessionRecord | None:
+        records = await self._select("WHERE name = ?", (name,))
+        return records[0] if records else None
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        now = self.clock()
+        params = (name, backend, session_id, cwd, now, now)
+        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params))
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        u = usage or NO_USAGE
+        figures = (
+            cost_usd or 0.0,
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_creation_input_tokens,
+            u.cache_read_input_tokens,
+        )
+        params = (
+            *figures,
+            *figures,
+            stored_reason(stop_reason),
+            session_id,
+            self.clock(),
+            name,
+        )
+        await self._update(name, _RECORD_TURN, params)
+
+    async def set_live_process(
+        self,
+        name: str,
+        *,
+        pgid: int,
+        pid: int,
+        start_time: int,
+        runtime_id: str,
+        marker: str | None = None,
+    ) -> None:
+        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
+        await self._update(name, _SET_LIVE, params)
+
+    async def clear_live_process(self, name: str) -> None:
+        params = (self.clock(), name)
+        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params))
+
+    async def live_processes(self) -> Sequence[SessionRecord]:
+        return await self._select("WHERE live_pgid IS NOT NULL", ())
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        blob = None if state is None else bytes(state)
+        sql = "UPDATE sessions SET state = ?, updated_at = ? WHERE name = ?"
+        await self._update(name, sql, (blob, self.clock(), name))
+
+    async def forget(self, name: str) -> bool:
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount
+
+        return await self._call(work) > 0
+
+    async def list(self) -> Sequence[SessionRecord]:
+        return await self._select("", ())
