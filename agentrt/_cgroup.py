@@ -272,8 +272,17 @@ async def reap_stale(parent: str) -> int:
             pid, start = int(found.group(1)), int(found.group(2))
             if process_start_time(pid) == start:
                 continue  # that runtime is alive (maybe this very process)
+            running = len(_pids_below(entry.path))
             if await remove_tree(entry.path):
-                _log.warning("removed cgroup %s, left by a runtime that died", entry.path)
+                # Only killed processes are news; an empty cgroup is a crash's leftover.
+                if running:
+                    _log.warning(
+                        "killed %d processes in cgroup %s, left by a runtime that died",
+                        running,
+                        entry.path,
+                    )
+                else:
+                    _log.debug("removed cgroup %s, left by a runtime that died", entry.path)
                 removed += 1
     return removed
 

@@ -4,6 +4,7 @@ turn's cgroup where the kernel lets us, reaped once it dies where it does not.""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -226,7 +227,10 @@ async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path)
 
 
 @needs_cgroups
-async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed() -> None:
+async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrt")
     parent, _ = own_cgroup()
     # A runtime that died: its pid and start time, recorded in its cgroup's name, name no
     # process any more.
@@ -248,6 +252,26 @@ async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed() -> 
     finally:
         left.kill()
         await left.wait()
+    [record] = [r for r in caplog.records if str(stale) in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("killed 1 processes in cgroup ")
+
+
+@needs_cgroups
+async def test_an_empty_stale_cgroup_is_removed_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrt")
+    parent, _ = own_cgroup()
+    gone = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
+    start = process_start_time(gone.pid)
+    await gone.wait()
+    stale = Path(parent, f"agentrt-{gone.pid}-{start}-0badc0de")
+    (stale / "t0").mkdir(parents=True)
+    async with open_isolation():
+        assert not await trio.Path(stale).exists()
+    [record] = [r for r in caplog.records if str(stale) in r.getMessage()]
+    assert record.levelno == logging.DEBUG
 
 
 @needs_cgroups
