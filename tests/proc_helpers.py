@@ -7,9 +7,10 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import trio
 
-from agentrt import Agent, Event, ProcessLimits, RawEvent
+from agentrt import Agent, Event, ProcessLimits, ProcessTracker, RawEvent
 from agentrt._proctree import read_stat
 from agentrt.backend import Command
 from agentrt.testing import fake_cli_argv
@@ -18,6 +19,9 @@ from agentrt.testing import fake_cli_argv
 FAST = ProcessLimits(
     startup=10.0, interrupt_grace=0.3, term_grace=0.3, stderr_drain=0.3, stdout_drain=0.3
 )
+# Real processes on a loaded machine: an upper bound on one says "not the long wait", never
+# "fast"; the wait it rules out is made far longer than this.
+SLACK = 5.0
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
@@ -33,14 +37,34 @@ def running(pid: int) -> bool:
     return st is not None and not st.gone
 
 
-async def wait_until(predicate: Callable[[], bool], bound: float = 2.0) -> None:
+async def wait_until(predicate: Callable[[], bool], bound: float = SLACK) -> None:
     """Poll until ``predicate()`` holds (process states in /proc have no event to wait on)."""
     with trio.fail_after(bound):
         while not predicate():  # noqa: ASYNC110
             await trio.sleep(0.005)
 
 
-async def wait_not_running(pid: int, bound: float = 2.0) -> None:
+class Walks:
+    """Counts a tracker's walks (`ProcessTracker.reap`, which its `run` calls every
+    interval), so that a test waits for the next ones instead of sleeping for them."""
+
+    def __init__(self, tracker: ProcessTracker, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        walk = tracker.reap
+
+        def counted() -> int:
+            self.count += 1
+            return walk()
+
+        monkeypatch.setattr(tracker, "reap", counted)
+
+    async def wait(self, walks: int = 1) -> None:
+        """Return once ``walks`` more walks than now have run (each one whole: it is sync)."""
+        target = self.count + walks
+        await wait_until(lambda: self.count >= target, SLACK)
+
+
+async def wait_not_running(pid: int, bound: float = SLACK) -> None:
     """Wait until a process we signalled is gone (signals are delivered asynchronously)."""
     await wait_until(lambda: not running(pid), bound)
 
