@@ -7,10 +7,11 @@ import signal
 from typing import Any
 
 import pytest
+from _helpers import assert_implements
 from claude_frames import MODEL, SID, frames, translate
 
 from agentrt import InvalidOptions, SessionEvent
-from agentrt.backend import Backend, Command, SecretFile
+from agentrt.backend import Backend, Command, SecretFile, Translator
 from backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
 
 backend = ClaudeBackend()
@@ -296,8 +297,9 @@ def test_version_command(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_claude_backend_implements_the_protocol() -> None:
-    implementation: Backend = backend
-    assert implementation.name == "claude"
+    assert_implements(Backend, backend)
+    assert_implements(Translator, backend.translator(backend.parse_options({})))
+    assert backend.name == "claude"
 
 
 def test_registered_under_the_entry_point_name() -> None:
