@@ -1,19 +1,26 @@
-"""Shared pieces of the process tests (tier 3)."""
+"""Shared pieces of the process tests (tier 3): fake CLI commands, waits on /proc, the
+processes carrying an environment marker, and an agent that keeps what it was told."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+import attrs
 import pytest
 import trio
+from trio_util import AsyncValue
 
-from agentrt import Agent, Event, ProcessLimits, ProcessTracker, RawEvent
-from agentrt._proctree import read_stat
+from agentrt import Agent, Event, ProcessLimits, ProcessTracker, RawEvent, Ref, Response, TurnFailed
+from agentrt._proctree import MARKER_ENV, read_stat
 from agentrt.backend import Command
 from agentrt.testing import fake_cli_argv
+
+T = TypeVar("T")
 
 # Short graces keep the tier fast; the bounds under test are set per test.
 FAST = ProcessLimits(
@@ -37,11 +44,13 @@ def running(pid: int) -> bool:
     return st is not None and not st.gone
 
 
-async def wait_until(predicate: Callable[[], bool], bound: float = SLACK) -> None:
-    """Poll until ``predicate()`` holds (process states in /proc have no event to wait on)."""
+async def wait_until(predicate: Callable[[], T], bound: float = SLACK) -> T:
+    """Poll until ``predicate()`` is truthy and return that value (process states in /proc
+    have no event to wait on)."""
     with trio.fail_after(bound):
-        while not predicate():  # noqa: ASYNC110
+        while not (value := predicate()):  # noqa: ASYNC110
             await trio.sleep(0.005)
+    return value
 
 
 class Walks:
@@ -79,20 +88,113 @@ IGNORE_TERM = ["ignore", signal.SIGTERM.name]
 IGNORE_INT = ["ignore", signal.SIGINT.name]
 
 
+@attrs.frozen
+class ProcInfo:
+    """A live process as the tests look at it: its ids from /proc and its command line."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    cmdline: str
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """``pid`` from /proc, or None if it is gone (a zombie counts as gone)."""
+    st = read_stat(pid)
+    if st is None or st.gone:
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    return ProcInfo(pid, st.ppid, st.pgrp, st.session, st.state, text)
+
+
+def marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:
+    """Live processes but this one whose environment sets ``name`` to ``value`` (with
+    ``prefix``: to a value starting with it), by pid. Other users' processes are never read:
+    a marker is inherited, so what carries ours runs as us."""
+    head, wanted = f"{name}=".encode(), value.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
+                continue
+            environ = Path("/proc", entry, "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        got = next((var[len(head) :] for var in environ if var.startswith(head)), None)
+        if got is None or not (got.startswith(wanted) if prefix else got == wanted):
+            continue
+        if (info := proc_info(int(entry))) is not None:
+            found.append(info)
+    return sorted(found, key=lambda info: info.pid)
+
+
+def turn_processes(prefix: str) -> list[ProcInfo]:
+    """Live processes of the turns whose marker starts with ``prefix`` (``"<pid>."``: every
+    turn the runtimes of that process started, even after it died)."""
+    return marked(MARKER_ENV, prefix, prefix=True)
+
+
+async def kill_marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:
+    """SIGKILL what `marked` finds until nothing is left; return what was alive.
+
+    Cancellation: shielded; bounded (5 s).
+    """
+    killed: dict[int, ProcInfo] = {}
+    with trio.move_on_after(5, shield=True):
+        while alive := marked(name, value, prefix=prefix):
+            for info in alive:
+                killed.setdefault(info.pid, info)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info.pid, signal.SIGKILL)
+            await trio.sleep(0.02)
+    return list(killed.values())
+
+
 class Watcher(Agent):
-    """Keeps every stream event; finds the pids the fake CLI announces."""
+    """Keeps every stream event, error and response the agent got; finds the pids the fake
+    CLI announces; `wait_for` wakes on each new event."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.errors: list[TurnFailed] = []
+        self.responses: list[Response] = []
+        self._count = AsyncValue(0)
 
     def handle_stream_event(self, event: Event) -> None:
         self.events.append(event)
+        self._count.value += 1
 
-    def spawned(self) -> list[int]:
+    def handle_response(self, ref: Ref, response: Response) -> None:
+        self.responses.append(response)
+
+    def handle_error(self, ref: Ref, error: TurnFailed) -> None:
+        self.errors.append(error)
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds, looking again after each event.
+
+        Cancellation: bound it with ``trio.fail_after``.
+        """
+        await self._count.wait_value(lambda _: predicate())
+
+    def announced(self) -> list[dict[str, Any]]:
+        """The fake CLI's "spawned" frames, in order."""
         return [
-            e.data["pid"]
+            e.data
             for e in self.events
             if isinstance(e, RawEvent)
             and isinstance(e.data, dict)
             and e.data.get("type") == "spawned"
         ]
+
+    def spawned(self) -> list[int]:
+        """The pids the fake CLI announced."""
+        return [data["pid"] for data in self.announced() if "pid" in data]

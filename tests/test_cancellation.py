@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 from _helpers import Recorder, echo_backend
-from cli_programs import SID, FakeClaude, marked_processes
-from proc_helpers import wait_until
+from cli_programs import SID, FakeClaude
+from proc_helpers import turn_processes, wait_until
 
 import agentrt
 from agentrt import (
@@ -158,11 +158,11 @@ async def test_the_cli_tree_is_gone_when_a_cancelled_ask_returns(tmp_path: Path)
 
             nursery.start_soon(ask)
             # The CLI and its tool are both running.
-            await wait_until(lambda: len(marked_processes(marker_prefix)) == 2, bound=20)
+            await wait_until(lambda: len(turn_processes(marker_prefix)) == 2, bound=20)
             cancel.cancel()
         # The ask has returned: nothing the turn started is still running.
         assert cancel.cancelled_caught
-        assert marked_processes(marker_prefix) == []
+        assert turn_processes(marker_prefix) == []
         # The session was kept: the next turn resumes it.
         cli.answer("resumed")
         assert (await rt.ask("coder", "next")).text == "resumed"

@@ -20,9 +20,7 @@ PARTIAL = (*BASE, "--include-partial-messages")
 UUID = "3b241101-e2bb-4255-8caf-4136c566a962"
 
 
-@pytest.fixture(autouse=True)
-def no_claude_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CLAUDE_CLI", raising=False)
+pytestmark = pytest.mark.usefixtures("no_claude_cli")
 
 
 def command(raw: dict[str, Any], session_id: str | None = None, prompt: str = "hi") -> Command:

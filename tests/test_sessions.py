@@ -12,13 +12,13 @@ import msgspec
 import pytest
 import trio
 from _helpers import echo, settle
+from proc_helpers import Watcher
 
 from agentrt import (
     Agent,
     AgentStopped,
     Completed,
     ErrorEvent,
-    Event,
     Failed,
     InvalidOptions,
     MemoryStore,
@@ -295,18 +295,6 @@ LOST = ErrorEvent(
 )
 
 
-class Watcher(Agent):
-    def __init__(self) -> None:
-        self.kinds: list[str] = []
-        self.errors: list[TurnFailed] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        self.kinds.append(event.kind)
-
-    def handle_error(self, ref: Ref, error: TurnFailed) -> None:
-        self.errors.append(error)
-
-
 class FreshWatcher(Watcher):
     on_session_lost = "fresh"
 
@@ -340,7 +328,13 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
         assert error.session_id == "s1"
         assert rt.status("a").session_id == "s1"
         await rt.ask("a", "three")  # runs on the kept id
-    assert agent.kinds[-5:] == ["session_lost", "error", "session", "text", "result"]
+    assert [e.kind for e in agent.events][-5:] == [
+        "session_lost",
+        "error",
+        "session",
+        "text",
+        "result",
+    ]
     assert [e.reason for e in agent.errors] == [StopReason.SESSION_LOST]
     assert backend.session_ids == [None, "s1", "s1"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,10 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from proc_helpers import Watcher, marked, wait_until
 
 import agentrt
-from agentrt import Event, StopReason, ToolUseEvent, TurnFailed, Usage
+from agentrt import StopReason, ToolUseEvent, TurnFailed, Usage
 from agentrt._options import split_options
 from agentrt.testing import (
     FakeOpenAI,
@@ -31,7 +32,7 @@ from agentrt.testing import (
     open_fake_openai,
 )
 
-from ._codex import Place, codex_binary, codex_place, find_marked, marked
+from ._codex import MARKER_VAR, Place, codex_binary, codex_place, find_marked
 
 BINARY = codex_binary()
 pytestmark = [
@@ -54,19 +55,9 @@ SUPERVISION = has_supervision()
 LONG = "sleep 300"
 
 
-class Watcher(agentrt.Agent):
-    """Sets ``tool_started`` when codex reports a command execution."""
-
-    def __init__(self) -> None:
-        self.tool_started = trio.Event()
-        self.errors: list[TurnFailed] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        if isinstance(event, ToolUseEvent):
-            self.tool_started.set()
-
-    def handle_error(self, ref: agentrt.Ref, error: TurnFailed) -> None:
-        self.errors.append(error)
+async def tool_started(agent: Watcher) -> None:
+    """Return once codex reported a command execution."""
+    await agent.wait_for(lambda: any(isinstance(e, ToolUseEvent) for e in agent.events))
 
 
 @attrs.frozen
@@ -110,14 +101,6 @@ async def codex_agent(
         yield Setup(api, place, rt, agent)
 
 
-async def wait_for(predicate: Callable[[], Any], bound: float = 10.0) -> Any:
-    """Poll ``predicate`` until it is truthy (process states have no event to wait on)."""
-    with trio.fail_after(bound):
-        while not (value := predicate()):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-    return value
-
-
 async def test_two_asks_resume_one_thread() -> None:
     script = [OpenAIReply.text("First answer"), OpenAIReply.text("Second answer")]
     async with codex_agent(script) as s:
@@ -140,11 +123,11 @@ async def test_interrupt_kills_the_command_tree_with_zero_survivors() -> None:
     async with codex_agent(script, sandbox="danger-full-access") as s:
         ref = s.rt.tell("coder", "Run it")
         with trio.fail_after(20):
-            await s.agent.tool_started.wait()
-            (sleeper,) = await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             assert s.rt.interrupt("coder")
             result = await s.rt.wait(ref)
-        survivors = marked(s.place.marker)
+        survivors = marked(MARKER_VAR, s.place.marker)
     assert survivors == [], f"{sleeper=} and others outlived the interrupted turn"
     assert isinstance(result, agentrt.Failed) and isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED
@@ -169,8 +152,8 @@ async def test_each_response_reports_its_turns_own_usage() -> None:
         first = await s.rt.ask("coder", "Turn one")
         ref = s.rt.tell("coder", "Turn two")
         with trio.fail_after(20):
-            await s.agent.tool_started.wait()
-            await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             s.rt.interrupt("coder")
             await s.rt.wait(ref)
         third = await s.rt.ask("coder", "Turn three")
@@ -187,12 +170,12 @@ async def test_stop_agent_kills_the_command_orphaned_by_codex() -> None:
     async with codex_agent(script, sandbox="danger-full-access") as s:
         with trio.fail_after(20):
             s.rt.tell("coder", "Run it")
-            await s.agent.tool_started.wait()
-            (sleeper,) = await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             (node,) = find_marked(s.place.marker, "node")  # the npm wrapper, first in the group
             assert os.getsid(sleeper) != os.getsid(node)  # outside the group the CLI got
             await s.rt.stop_agent("coder")
-        survivors = marked(s.place.marker)
+        survivors = marked(MARKER_VAR, s.place.marker)
     assert survivors == [], f"{sleeper=} and others outlived the stopped agent"
 
 
