@@ -16,6 +16,7 @@ import pytest
 import trio
 from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
 from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
+from trio.testing import MockClock
 
 from agentrt import MemoryStore, SessionStore, _cgroup, _proctree, _runtime
 
@@ -75,6 +76,13 @@ def no_leftover_processes() -> Iterator[None]:
         pytest.fail("processes left running:\n" + "\n".join(described))
     if cgroups:
         pytest.fail("turn cgroups left behind:\n" + "\n".join(map(str, cgroups)))
+
+
+@pytest.fixture
+def autojump_clock() -> MockClock:
+    """The clock of tier-2 tests (pytest-trio runs a test on a clock fixture it is given):
+    time moves on only when every task is blocked, at once to the next deadline."""
+    return MockClock(autojump_threshold=0)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import trio
 from _helpers import Recorder, echo_backend
 from cli_programs import SID, FakeClaude
 from proc_helpers import turn_processes, wait_until
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -24,7 +25,7 @@ from agentrt import (
 from agentrt.testing import Gate, reply
 
 
-async def test_a_cancelled_queued_ask_never_runs(autojump_clock: object) -> None:
+async def test_a_cancelled_queued_ask_never_runs(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
@@ -41,7 +42,7 @@ async def test_a_cancelled_queued_ask_never_runs(autojump_clock: object) -> None
 
 
 async def test_an_ask_cancelled_before_its_turn_starts_spawns_nothing(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     entered = trio.Event()
 
@@ -67,7 +68,7 @@ async def test_an_ask_cancelled_before_its_turn_starts_spawns_nothing(
 
 
 async def test_a_cancelled_running_ask_stops_its_turn_and_keeps_the_session(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     agent = Recorder()
@@ -92,7 +93,7 @@ async def test_a_cancelled_running_ask_stops_its_turn_and_keeps_the_session(
 
 
 async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     agent = Recorder()
@@ -107,7 +108,7 @@ async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
 
 
 async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     busy = echo_backend([gate, *reply("busy")])
@@ -127,7 +128,7 @@ async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
     assert waiting.prompts == []
 
 
-async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: object) -> None:
+async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("done")]))
