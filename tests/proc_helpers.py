@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ import trio
 from trio_util import AsyncValue
 
 from agentrt import Agent, Event, ProcessLimits, ProcessTracker, RawEvent, Ref, Response, TurnFailed
+from agentrt._process import CliProcess
 from agentrt._proctree import MARKER_ENV, read_stat
 from agentrt.backend import Command
 from agentrt.testing import fake_cli_argv
@@ -36,6 +37,24 @@ def fake(*steps: Any, **kwargs: Any) -> Command:
     """A Command running the fake CLI with these steps."""
     kwargs.setdefault("env", ENV)
     return Command(argv=fake_cli_argv(*steps), **kwargs)
+
+
+class Frames:
+    """A process's frames one by one, over `CliProcess.batches`: the driver as a consumer
+    that awaits per frame sees it."""
+
+    def __init__(self, proc: CliProcess) -> None:
+        self._batches = proc.batches()
+        self._batch: Iterator[Any] = iter(())
+
+    def __aiter__(self) -> Frames:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:  # a batch of blank lines holds no frame
+            for frame in self._batch:
+                return frame
+            self._batch = iter(await self._batches.__anext__())
 
 
 def running(pid: int) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from proc_helpers import FAST, READY, SLACK, child, fake, running, wait_not_running
+from proc_helpers import FAST, READY, SLACK, Frames, child, fake, running, wait_not_running
 
 from agentrt import ProcessFailure, StopReason, open_cli_process
 from agentrt.backend import ExitStatus
@@ -20,7 +20,7 @@ async def test_startup_bound_fails_a_silent_process_after_the_ladder() -> None:
     start = trio.current_time()
     async with open_cli_process(fake(["hang"]), limits) as proc:
         with pytest.raises(ProcessFailure) as info:
-            async for _ in proc.frames():
+            async for _ in Frames(proc):
                 pass
         took = trio.current_time() - start
         assert proc.exit_status == ExitStatus(None, signal.SIGTERM)
@@ -33,7 +33,7 @@ async def test_startup_counts_a_complete_line_not_a_partial_one() -> None:
     limits = attrs.evolve(FAST, startup=0.3)
     with pytest.raises(ProcessFailure) as info:
         async with open_cli_process(fake(["write", '{"partial'], ["hang"]), limits) as proc:
-            async for _ in proc.frames():
+            async for _ in Frames(proc):
                 pass
     assert info.value.reason is StopReason.STARTUP_TIMEOUT
 
@@ -45,7 +45,7 @@ async def test_idle_bound_measures_the_gap_between_lines() -> None:
     got: list[Any] = []
     async with open_cli_process(command, limits) as proc:
         with pytest.raises(ProcessFailure) as info:
-            async for frame in proc.frames():
+            async for frame in Frames(proc):
                 got.append(frame)
                 last = trio.current_time()
         gap = trio.current_time() - last
@@ -61,7 +61,7 @@ async def test_a_slow_consumer_is_not_an_idle_cli() -> None:
     limits = attrs.evolve(FAST, idle=0.1)
     command = fake(["emit", 1], ["sleep", 0.05], ["emit", 2], ["hang"])
     async with open_cli_process(command, limits) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         assert await frames.__anext__() == 1
         await trio.sleep(1.0)  # ten idle bounds: the line is in the pipe long before
         assert await frames.__anext__() == 2
@@ -74,7 +74,7 @@ async def test_no_bounds_means_no_failure_on_a_slow_stream() -> None:
     limits = attrs.evolve(FAST, startup=None, idle=None)
     command = fake(["sleep", 0.2], ["repeat", 3, [["emit", "tick"], ["sleep", 0.1]]], ["exit", 0])
     async with open_cli_process(command, limits) as proc:
-        assert [f async for f in proc.frames()] == ["tick"] * 3
+        assert [f async for f in Frames(proc)] == ["tick"] * 3
         assert await proc.wait() == ExitStatus(0)
 
 
@@ -83,7 +83,7 @@ async def test_a_grandchild_holding_stdout_does_not_hold_the_stream() -> None:
     command = fake(child(READY, ["hang"], stderr="null"), ["emit", "result"], ["exit", 0])
     start = trio.current_time()
     async with open_cli_process(command, FAST) as proc:
-        frames = [f async for f in proc.frames()]
+        frames = [f async for f in Frames(proc)]
         ended = trio.current_time()
         assert await proc.wait() == ExitStatus(0)
     helper = frames[0]["pid"]
@@ -102,7 +102,7 @@ async def test_a_stderr_holder_we_cannot_find_costs_only_the_drain_bound() -> No
     )
     start = trio.current_time()
     async with open_cli_process(command, FAST) as proc:
-        frames = [f async for f in proc.frames()]
+        frames = [f async for f in Frames(proc)]
         assert await proc.wait() == ExitStatus(0)
     took = trio.current_time() - start
     stray = frames[0]["pid"]
@@ -120,7 +120,7 @@ async def test_a_stderr_holder_in_the_tree_is_killed_without_waiting() -> None:
     command = fake(child(["sleep", 60], setsid=True, stdout="null"), ["exit", 0])
     start = trio.current_time()
     async with open_cli_process(command, limits) as proc:
-        frames = [f async for f in proc.frames()]
+        frames = [f async for f in Frames(proc)]
     assert trio.current_time() - start < SLACK  # killed via its marker, not drained for 60 s
     assert not running(frames[0]["pid"])
 
@@ -134,7 +134,7 @@ async def test_a_cli_that_closes_its_output_and_lingers_fails_after_the_eof_grac
     got: list[Any] = []
     async with open_cli_process(command, limits) as proc:
         with pytest.raises(ProcessFailure) as info:
-            async for frame in proc.frames():
+            async for frame in Frames(proc):
                 got.append(frame)
                 if frame == 1:
                     closed = trio.current_time()
@@ -150,7 +150,7 @@ async def test_a_cli_that_exits_within_the_eof_grace_ends_the_stream_normally() 
     limits = attrs.evolve(FAST, eof_grace=5.0)
     command = fake(["emit", 1], ["close_output"], ["sleep", 0.2], ["exit", 3])
     async with open_cli_process(command, limits) as proc:
-        assert [f async for f in proc.frames()] == [1]
+        assert [f async for f in Frames(proc)] == [1]
         assert await proc.wait() == ExitStatus(3)
 
 
@@ -161,7 +161,7 @@ async def test_the_drain_after_the_exit_is_bounded_in_all_not_per_line() -> None
     # A grandchild in its own session keeps stdout open and writes a line every 0.05 s.
     command = fake(child(["repeat", 1000, TICK], setsid=True), ["emit", "result"], ["exit", 0])
     async with open_cli_process(command, FAST) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         while await frames.__anext__() != "result":
             pass
         await proc.wait()
@@ -180,7 +180,7 @@ async def test_a_grandchild_writing_flat_out_cannot_hold_the_stream_past_the_dra
     got: list[Any] = []
     async with open_cli_process(command, FAST) as proc:
         with trio.fail_after(20):
-            async for frame in proc.frames():
+            async for frame in Frames(proc):
                 got.append(frame)
                 await trio.sleep(0.001)
         assert proc.exit_status == ExitStatus(0)
@@ -191,7 +191,7 @@ async def test_an_interrupt_after_the_exit_ends_the_drain() -> None:
     limits = attrs.evolve(FAST, stdout_drain=30.0)
     command = fake(child(["repeat", 1000, TICK], setsid=True), ["emit", "result"], ["exit", 0])
     async with open_cli_process(command, limits) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         while await frames.__anext__() != "result":
             pass
         await proc.wait()

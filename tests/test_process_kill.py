@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from proc_helpers import (
     IGNORE_TERM,
     READY,
     SLACK,
+    Frames,
     Walks,
     child,
     fake,
@@ -33,11 +35,27 @@ import agentrt._proctree
 from agentrt import ProcessTracker, open_cli_process
 from agentrt._lines import LineSplitter
 from agentrt._process import kill_stale_group, process_start_time
-from agentrt._proctree import MARKER_ENV, ProcTree, is_subreaper, new_marker, read_stat
+from agentrt._proctree import (
+    _PR_GET_CHILD_SUBREAPER,
+    MARKER_ENV,
+    ProcTree,
+    _prctl,
+    new_marker,
+    read_stat,
+)
 from agentrt.backend import ExitStatus
 from agentrt.testing import fake_cli_argv
 
 RESULT = {"type": "result", "subtype": "error_during_execution"}
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper now."""
+    value = ctypes.c_int(0)
+    _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value))
+    return bool(value.value)
+
+
 # Graces far longer than SLACK: a test that ends within SLACK waited out none of them.
 LONG_GRACES = attrs.evolve(FAST, interrupt_grace=60.0, term_grace=60.0)
 
@@ -57,7 +75,7 @@ async def test_interrupt_with_sigint_lets_the_cli_finish_its_turn() -> None:
     command = fake(["on", "SIGINT", [["emit", RESULT]]], READY, ["hang"])
     command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
     async with open_cli_process(command, LONG_GRACES) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         await frames_until_ready(frames)
         proc.interrupt()
         proc.interrupt()  # idempotent
@@ -70,7 +88,7 @@ async def test_interrupt_with_sigint_lets_the_cli_finish_its_turn() -> None:
 async def test_interrupt_escalates_to_sigterm_after_the_interrupt_grace() -> None:
     command = attrs.evolve(fake(IGNORE_INT, READY, ["hang"]), interrupt_signal=signal.SIGINT)
     async with open_cli_process(command, FAST) as proc:
-        await frames_until_ready(proc.frames())
+        await frames_until_ready(Frames(proc))
         start = trio.current_time()
         proc.interrupt()
         status = await proc.wait()
@@ -83,7 +101,7 @@ async def test_interrupt_escalates_to_sigkill_after_the_term_grace() -> None:
     command = fake(IGNORE_INT, IGNORE_TERM, READY, ["hang"])
     command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
     async with open_cli_process(command, FAST) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         await frames_until_ready(frames)
         start = trio.current_time()
         proc.interrupt()
@@ -97,7 +115,7 @@ async def test_interrupt_escalates_to_sigkill_after_the_term_grace() -> None:
 
 async def test_interrupt_without_an_interrupt_signal_starts_at_sigterm() -> None:
     async with open_cli_process(fake(READY, ["hang"]), LONG_GRACES) as proc:
-        await frames_until_ready(proc.frames())
+        await frames_until_ready(Frames(proc))
         proc.interrupt()
         with trio.fail_after(SLACK):  # not after the interrupt grace
             assert await proc.wait() == ExitStatus(None, signal.SIGTERM)
@@ -109,7 +127,7 @@ async def test_cancelling_a_silent_reader_waits_out_no_grace() -> None:
 
         async def turn() -> None:
             async with open_cli_process(fake(READY, ["hang"]), LONG_GRACES) as proc:
-                frames = proc.frames()
+                frames = Frames(proc)
                 await frames_until_ready(frames)
                 nursery.cancel_scope.cancel()
                 nonlocal cancelled_at
@@ -128,7 +146,7 @@ async def test_cancellation_kills_a_sigterm_ignoring_cli_after_the_term_grace() 
     start = 0.0
     with trio.move_on_after(60) as scope:
         async with open_cli_process(fake(IGNORE_TERM, READY, ["hang"]), FAST) as proc:
-            await frames_until_ready(proc.frames())
+            await frames_until_ready(Frames(proc))
             start = trio.current_time()
             scope.cancel()
             await trio.sleep_forever()
@@ -151,7 +169,7 @@ async def test_the_whole_tree_dies_with_the_turn() -> None:
     pids: list[int] = []
     ready = 0
     async with open_cli_process(command, FAST) as proc:
-        async for frame in proc.frames():
+        async for frame in Frames(proc):
             if frame.get("type") == "spawned":
                 pids.append(frame["pid"])
             ready += frame == {"type": "ready"}
@@ -171,7 +189,7 @@ async def test_setsid_grandchild_of_a_sigkilled_cli_does_not_survive() -> None:
         ["kill", "SIGKILL"],
     )
     async with open_cli_process(command, FAST) as proc:
-        frames = [f async for f in proc.frames()]
+        frames = [f async for f in Frames(proc)]
         assert await proc.wait() == ExitStatus(None, signal.SIGKILL)
     grandchild = frames[0]["pid"]
     assert {"type": "ready"} in frames
@@ -195,7 +213,7 @@ async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped(
         assert is_subreaper()
         async with open_cli_process(command, FAST, tracker=tracker) as proc:
             assert [p.pid for p in tracker.live()] == [proc.pid]
-            frames = proc.frames()
+            frames = Frames(proc)
             got = await frames_until_ready(frames)
             orphan = got[0]["pid"]
             await walks.wait()  # one walk while its parent lives records it
@@ -229,10 +247,10 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 60.0)
         async with open_cli_process(ending, FAST, tracker=tracker) as first:
-            frames = first.frames()
+            frames = Frames(first)
             orphan = (await frames_until_ready(frames))[0]["pid"]
             async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as other:
-                await frames_until_ready(other.frames())
+                await frames_until_ready(Frames(other))
                 os.kill(first.pid, signal.SIGKILL)
                 me = os.getpid()
                 await wait_until(lambda: (st := read_stat(orphan)) is not None and st.ppid == me)
@@ -253,7 +271,7 @@ async def test_the_tracker_never_takes_another_childs_exit_status(
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 0.01)
         async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
-            await frames_until_ready(proc.frames())
+            await frames_until_ready(Frames(proc))
             other = await trio.lowlevel.open_process([sys.executable, "-c", "raise SystemExit(5)"])
             await wait_until(lambda: not running(other.pid))  # a zombie child of ours now
             assert tracker.reap() == 0

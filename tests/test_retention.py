@@ -1,6 +1,7 @@
 import sys
 import tracemalloc
 
+import msgspec
 import pytest
 import trio
 from _helpers import Recorder
@@ -19,9 +20,14 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._events import Event, event_size
+from agentrt._events import Event
 from agentrt._retention import CaptureOverflow, EventLog
 from agentrt.testing import ScriptedBackend
+
+
+def event_size(event: Event) -> int:
+    """Bytes an event counts against ``max_event_bytes``: its JSON encoding."""
+    return len(msgspec.json.encode(event))
 
 
 def texts(*sizes: int) -> list[TextEvent]:

@@ -564,7 +564,7 @@ async def test_a_handled_read_is_released_before_the_turn_waits_for_the_next(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     # With a hundred turns waiting on their pipes at once, a read each kept alive while
-    # waiting is a hundred reads' worth of lines (25 MiB in the concurrency benchmark).
+    # waiting is a hundred reads' worth of lines (see the concurrency pass in bench/README.md).
     reads: list[weakref.ref[_Read]] = []
     more = trio.Event()
 

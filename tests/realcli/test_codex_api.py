@@ -7,7 +7,6 @@ process carries it once the runtime says the turn or the agent is over.
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -22,7 +21,6 @@ from proc_helpers import Watcher, marked, wait_until
 
 import agentrt
 from agentrt import StopReason, ToolUseEvent, TurnFailed, Usage
-from agentrt._options import split_options
 from agentrt.testing import (
     FakeOpenAI,
     OpenAIError,
@@ -41,17 +39,6 @@ pytestmark = [
 ]
 
 
-def has_supervision() -> bool:
-    """Whether supervision (issue 4) has landed: it brings restarts together with the
-    ``resume`` option of start_agent, which until then would be handed to the backend."""
-    _, for_the_agent = split_options({"resume": "auto"})
-    return (
-        "resume" not in for_the_agent
-        or "resume" in inspect.signature(agentrt.Runtime.start_agent).parameters
-    )
-
-
-SUPERVISION = has_supervision()
 LONG = "sleep 300"
 
 
@@ -217,11 +204,6 @@ class CrashOnNotify(Watcher):
         raise RuntimeError(f"crash on {event!r}")
 
 
-@pytest.mark.skipif(
-    not SUPERVISION,
-    reason="needs supervision (issue 4: restart='permanent' restarts a crashed agent, and its "
-    "next turn resumes the checkpointed session); not on this branch yet",
-)
 async def test_a_supervised_restart_resumes_the_thread() -> None:
     CrashOnNotify.started = 0
     script = [OpenAIReply.text("Before the crash"), OpenAIReply.text("After the restart")]
@@ -242,11 +224,6 @@ async def test_a_supervised_restart_resumes_the_thread() -> None:
     assert ("assistant", "Before the crash") in conversation(api, 1)
 
 
-@pytest.mark.skipif(
-    not SUPERVISION,
-    reason="needs supervision (issue 4: start_agent resumes the stored session of its name, "
-    "resume='auto'); not on this branch yet",
-)
 async def test_a_new_runtime_resumes_the_stored_thread(tmp_path: Path) -> None:
     script = [OpenAIReply.text("From the first runtime"), OpenAIReply.text("From the second")]
     store = agentrt.SQLiteStore(tmp_path / "sessions.sqlite3")
