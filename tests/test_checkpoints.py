@@ -58,8 +58,7 @@ async def test_the_sync_calls_never_checkpoint_and_act_at_once(autojump_clock: M
             queued = rt.tell("a", "queued")
             rt.notify("a", "an event")
             assert isinstance(rt.poll("a", queued), Pending)
-            assert rt.cancel("a", queued)
-            assert isinstance(rt.poll("a", queued), agentrt.Cancelled)
+            assert rt.status("a").queued == 1  # the second: the first is the agent's already
         await gate.wait_reached()
         with assert_no_checkpoints():
             assert rt.interrupt("a")
