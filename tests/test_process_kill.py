@@ -243,6 +243,9 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
 
     monkeypatch.setattr(agentrt._proctree, "marker_of", marker_of)
     tracker = ProcessTracker(cgroups=False)  # the walk is what this is about
+    # No periodic walk: had one seen the orphan while its parent lived, it would be known by
+    # pid, and its marker never read (a race on a loaded machine).
+    monkeypatch.setattr(tracker, "reap", lambda: 0)
     ending = fake(child(READY, ["hang"], setsid=True, stderr="null"), ["hang"])
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 60.0)
