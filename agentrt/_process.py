@@ -160,7 +160,7 @@ class FrameBatch:
     """The frames of one read of stdout, decoded one by one as they are iterated.
 
     Decoding lazily keeps one decoded frame alive per turn instead of a whole read's worth
-    (a 256 KiB read of small lines is ~800 dicts, several MB as objects): with a hundred
+    (a read of small lines is hundreds of dicts, megabytes as objects): with a hundred
     turns reading at once that difference is most of the runtime's memory, and the
     garbage collector's work grows with it.
 
@@ -202,23 +202,6 @@ def _decode_generic(line: bytes) -> Any:
 
 # A blank line: skipped (not a frame, not a BadLine).
 _BLANK = object()
-
-
-class _Frames:
-    __slots__ = ("_batch", "_proc")
-
-    def __init__(self, proc: CliProcess) -> None:
-        self._proc = proc
-        self._batch: Iterator[Any] = iter(())
-
-    def __aiter__(self) -> _Frames:
-        return self
-
-    async def __anext__(self) -> Any:
-        while True:  # a batch of blank lines holds no frame
-            for frame in self._batch:
-                return frame
-            self._batch = iter(await self._proc._next_batch())
 
 
 class _Batches:
@@ -340,8 +323,12 @@ class CliProcess:
         """How the process ended, or None while it runs."""
         return self._exit_status
 
-    def frames(self) -> AsyncIterator[Any]:
-        """The decoded stdout lines: JSON values, or `BadLine` for a line that is not JSON.
+    def batches(self, decode: Callable[[bytes], Any] | None = None) -> AsyncIterator[FrameBatch]:
+        """The decoded stdout lines, one `FrameBatch` per read of stdout (up to 256 KiB of
+        lines), decoded as it is iterated: JSON values, or `BadLine` for a line that is not
+        JSON. A consumer that handles each frame without awaiting pays one ``await`` per
+        read instead of one per line. ``decode`` is tried first on each line, with the
+        generic decoder as fallback (see `FrameBatch`).
 
         Empty lines are skipped; a last line without a newline still counts. The stream ends
         at stdout EOF once the process exited, or ``limits.stdout_drain`` after the exit if
@@ -351,17 +338,6 @@ class CliProcess:
         raises `ProcessFailure`.
 
         Cancellation: the read stops at once; leaving ``open_cli_process`` then kills the tree.
-        """
-        return _Frames(self)
-
-    def batches(self, decode: Callable[[bytes], Any] | None = None) -> AsyncIterator[FrameBatch]:
-        """The frames of `frames`, one `FrameBatch` per read of stdout (up to
-        256 KiB of lines), decoded as it is iterated: a consumer that handles each frame
-        without awaiting pays one ``await`` per read instead of one per line. Same end,
-        bounds and failures as `frames`. ``decode`` is tried first on each line, with the
-        generic decoder as fallback (see `FrameBatch`).
-
-        Cancellation: as for `frames`.
         """
         return _Batches(self, decode)
 

@@ -524,13 +524,3 @@ def release_subreaper() -> None:
         _subreaper_users -= 1
         if _subreaper_users == 0 and not _subreaper_before:
             _prctl(_PR_SET_CHILD_SUBREAPER, 0)
-
-
-def is_subreaper() -> bool:
-    """Whether this process is currently a child subreaper."""
-    value = ctypes.c_int(0)
-    try:
-        _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value))
-    except (OSError, AttributeError):
-        return False
-    return bool(value.value)

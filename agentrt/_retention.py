@@ -157,8 +157,9 @@ class EventLog:
         # The encoding is the size. It is appended rather than encoded in place
         # (`encode_into`): msgspec grows a buffer by half again each time, bytearray's own
         # growth adds an eighth, and a turn's buffer lives as long as the turn (with a
-        # hundred turns in flight, ~6 MiB of capacity nobody uses). The extra copy is one
-        # event's bytes, and a log encodes at most one event more than it keeps.
+        # hundred turns in flight, megabytes of capacity nobody uses: bench/README.md). The
+        # extra copy is one event's bytes, and a log encodes at most one event more than it
+        # keeps.
         encoded = _encoder.encode(event)
         size = len(encoded)
         limit: Limit

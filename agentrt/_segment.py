@@ -3,8 +3,8 @@ built from.
 
 A segment is the text since the previous terminal result (a CLI may print several results
 in one turn; the last one's segment is the answer). Text arrives as many small deltas. A
-str per delta costs ~60 B of header besides its text for as long as the turn runs (a
-hundred turns of 1,500 deltas each: ~11 MiB), so the deltas of each read are folded into
+str per delta costs a header besides its text for as long as the turn runs (megabytes
+over a hundred long turns: bench/README.md), so the deltas of each read are folded into
 one UTF-8 buffer (lone surrogates passed through), and a closed segment stays UTF-8 in
 the Response until its text is read (a str of non-ASCII text takes 2-4 bytes a character).
 """

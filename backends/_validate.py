@@ -122,7 +122,8 @@ def make_parser(
     ``continue``).
 
     A plain loop rather than a cattrs converter: every agent's start parses its options,
-    and cattrs would be imported (~0.8 MiB) by every process that starts one."""
+    and cattrs would be imported (its memory: bench/README.md) by every process that starts
+    one."""
     # In the fields' order: the first bad value reported is the first field's.
     names = [a.name for a in attrs.fields(cls)]  # type: ignore[arg-type]
     assert set(checks) == set(names)

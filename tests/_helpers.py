@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import trio
@@ -54,3 +55,16 @@ class Recorder(agentrt.Agent):
 
     def only(self, kind: str) -> list[Any]:
         return [entry[1] for entry in self.log if entry[0] == kind]
+
+
+def assert_implements(protocol: type, obj: object) -> None:
+    """``obj`` has every member ``protocol`` declares, methods with the protocol's parameter
+    names and kinds (mypy does not check the tests, so this is the runtime check)."""
+    for name in getattr(protocol, "__annotations__", {}):
+        assert hasattr(obj, name), f"{type(obj).__name__} has no attribute {name!r}"
+    for name, member in vars(protocol).items():
+        if name.startswith("_") or not callable(member):
+            continue
+        declared = list(inspect.signature(member).parameters.values())[1:]  # self
+        actual = inspect.signature(getattr(obj, name)).parameters.values()
+        assert [(p.name, p.kind) for p in actual] == [(p.name, p.kind) for p in declared], name

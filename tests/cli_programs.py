@@ -1,16 +1,11 @@
-"""Fake ``claude`` programs (agentrt.testing.fake_cli) for the durable-session and chaos tests,
-and a way to find the processes a (possibly dead) runtime's turns started."""
+"""Fake ``claude`` programs (agentrt.testing.fake_cli) for the durable-session and chaos tests."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
-from agentrt import _proctree
 from agentrt.testing import fake_cli_executable
 
 SID = "0b7e4a8e-1111-4222-8333-123456789abc"
@@ -83,23 +78,3 @@ class FakeClaude:
     def resumed(self) -> str | None:
         argv = self.argv()
         return argv[argv.index("--resume") + 1] if "--resume" in argv else None
-
-
-def kill_marked(prefix: str) -> None:
-    """SIGKILL what `marked_processes` finds: cleanup after a test that failed half-way."""
-    for pid in marked_processes(prefix):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def marked_processes(prefix: str) -> list[int]:
-    """Running processes whose turn marker starts with ``prefix`` (``"<pid>."``: every turn
-    process the runtime of that pid started, even after it died)."""
-    found = []
-    for st in _proctree.snapshot().values():
-        if st.gone or st.pid == os.getpid():
-            continue
-        marker = _proctree.marker_of(st.pid)
-        if marker is not None and marker.startswith(prefix):
-            found.append(st.pid)
-    return sorted(found)

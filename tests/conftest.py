@@ -1,16 +1,22 @@
 """After every test, no process this test session started may be left running, nor a cgroup
-its runtimes made for their turns; and no test writes a session store into the user's home."""
+its runtimes made for their turns; and no test writes a session store into the user's home.
+Also the fixtures several tiers share: the pinned claude binary, a process marker, a clean
+``CLAUDE_CLI``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
+from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
+from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
+from trio.testing import MockClock
 
 from agentrt import MemoryStore, SessionStore, _cgroup, _proctree, _runtime
 
@@ -37,29 +43,13 @@ def default_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_runtime, "_default_store", real)
 
 
-def leftover_processes() -> list[_proctree.ProcStat]:
-    """Running processes we started: descendants of this process, and anything carrying an
-    env marker issued by it (a setsid'd orphan reparented away from us). Other users'
-    processes are never read (`marker_of` checks the owner first)."""
-    me = os.getpid()
+def leftover_processes() -> list[ProcInfo]:
+    """Running processes we started: descendants of this process, and anything carrying a
+    turn marker issued by it (a setsid'd orphan reparented away from us)."""
     procs = _proctree.snapshot()
-    ours = _proctree.descendants(procs, [me])
-    prefix = f"{me}."
-    for st in procs.values():
-        if st.pid not in ours and st.pid != me:
-            marker = _proctree.marker_of(st.pid)
-            if marker is not None and marker.startswith(prefix):
-                ours.add(st.pid)
-    ours |= _proctree.descendants(procs, ours)
-    return [procs[pid] for pid in sorted(ours) if not procs[pid].gone]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-    except OSError:
-        return "?"
+    ours = {p.pid for p in turn_processes(f"{os.getpid()}.")}
+    ours |= _proctree.descendants(procs, [os.getpid(), *ours])
+    return [info for pid in sorted(ours) if (info := proc_info(pid)) is not None]
 
 
 def leftover_cgroups() -> list[Path]:
@@ -79,10 +69,44 @@ def no_leftover_processes() -> Iterator[None]:
     for path in cgroups:  # so that one leak does not fail every later test
         trio.run(_cgroup.remove_tree, str(path))
     if left:
-        described = [f"{st.pid} ({st.state}) {_cmdline(st.pid)}" for st in left]
-        for st in left:
+        described = [f"{p.pid} ({p.state}) {p.cmdline[:200]}" for p in left]
+        for p in left:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(st.pid, signal.SIGKILL)
+                os.kill(p.pid, signal.SIGKILL)
         pytest.fail("processes left running:\n" + "\n".join(described))
     if cgroups:
         pytest.fail("turn cgroups left behind:\n" + "\n".join(map(str, cgroups)))
+
+
+@pytest.fixture
+def autojump_clock() -> MockClock:
+    """The clock of tier-2 tests (pytest-trio runs a test on a clock fixture it is given):
+    time moves on only when every task is blocked, at once to the next deadline."""
+    return MockClock(autojump_threshold=0)
+
+
+@pytest.fixture
+def no_claude_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``CLAUDE_CLI`` from the environment: the tests pin the binary the backend picks."""
+    monkeypatch.delenv("CLAUDE_CLI", raising=False)
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """The pinned claude binary (`make claude-cli`); a skip only when npm is absent."""
+    version = claude_version()
+    binary = claude_binary(version)
+    if binary.exists():
+        return binary
+    if not npm_available():
+        pytest.skip(f"npm not found, so claude {version} is not installed")
+    pytest.fail(f"claude {version} is not installed at {binary}: run `make claude-cli`")
+
+
+@pytest.fixture
+async def process_marker() -> AsyncIterator[str]:
+    """A value for AGENTRT_TEST_MARKER; after the test, no process carrying it may be alive."""
+    marker = uuid.uuid4().hex
+    yield marker
+    leftovers = await kill_marked(MARKER_VAR, marker)
+    assert not leftovers, f"processes left behind (now killed): {leftovers}"

@@ -1,24 +1,35 @@
-"""Shared pieces of the process tests (tier 3)."""
+"""Shared pieces of the process tests (tier 3): fake CLI commands, waits on /proc, the
+processes carrying an environment marker, and an agent that keeps what it was told."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
+import attrs
+import pytest
 import trio
+from trio_util import AsyncValue
 
-from agentrt import Agent, Event, RawEvent
-from agentrt._proctree import read_stat
+from agentrt import Agent, Event, RawEvent, Ref, Response, TurnFailed
+from agentrt._proctree import MARKER_ENV, read_stat
 from agentrt.backend import Command
-from agentrt.lowlevel import ProcessLimits
+from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
 from agentrt.testing import fake_cli_argv
+
+T = TypeVar("T")
 
 # Short graces keep the tier fast; the bounds under test are set per test.
 FAST = ProcessLimits(
     startup=10.0, interrupt_grace=0.3, term_grace=0.3, stderr_drain=0.3, stdout_drain=0.3
 )
+# Real processes on a loaded machine: an upper bound on one says "not the long wait", never
+# "fast"; the wait it rules out is made far longer than this.
+SLACK = 5.0
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
@@ -28,20 +39,60 @@ def fake(*steps: Any, **kwargs: Any) -> Command:
     return Command(argv=fake_cli_argv(*steps), **kwargs)
 
 
+class Frames:
+    """A process's frames one by one, over `CliProcess.batches`: the driver as a consumer
+    that awaits per frame sees it."""
+
+    def __init__(self, proc: CliProcess) -> None:
+        self._batches = proc.batches()
+        self._batch: Iterator[Any] = iter(())
+
+    def __aiter__(self) -> Frames:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:  # a batch of blank lines holds no frame
+            for frame in self._batch:
+                return frame
+            self._batch = iter(await self._batches.__anext__())
+
+
 def running(pid: int) -> bool:
     """Whether pid exists and is not a zombie."""
     st = read_stat(pid)
     return st is not None and not st.gone
 
 
-async def wait_until(predicate: Callable[[], bool], bound: float = 2.0) -> None:
-    """Poll until ``predicate()`` holds (process states in /proc have no event to wait on)."""
+async def wait_until(predicate: Callable[[], T], bound: float = SLACK) -> T:
+    """Poll until ``predicate()`` is truthy and return that value (process states in /proc
+    have no event to wait on)."""
     with trio.fail_after(bound):
-        while not predicate():  # noqa: ASYNC110
+        while not (value := predicate()):  # noqa: ASYNC110
             await trio.sleep(0.005)
+    return value
 
 
-async def wait_not_running(pid: int, bound: float = 2.0) -> None:
+class Walks:
+    """Counts a tracker's walks (`ProcessTracker.reap`, which its `run` calls every
+    interval), so that a test waits for the next ones instead of sleeping for them."""
+
+    def __init__(self, tracker: ProcessTracker, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        walk = tracker.reap
+
+        def counted() -> int:
+            self.count += 1
+            return walk()
+
+        monkeypatch.setattr(tracker, "reap", counted)
+
+    async def wait(self, walks: int = 1) -> None:
+        """Return once ``walks`` more walks than now have run (each one whole: it is sync)."""
+        target = self.count + walks
+        await wait_until(lambda: self.count >= target, SLACK)
+
+
+async def wait_not_running(pid: int, bound: float = SLACK) -> None:
     """Wait until a process we signalled is gone (signals are delivered asynchronously)."""
     await wait_until(lambda: not running(pid), bound)
 
@@ -56,20 +107,113 @@ IGNORE_TERM = ["ignore", signal.SIGTERM.name]
 IGNORE_INT = ["ignore", signal.SIGINT.name]
 
 
+@attrs.frozen
+class ProcInfo:
+    """A live process as the tests look at it: its ids from /proc and its command line."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    cmdline: str
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """``pid`` from /proc, or None if it is gone (a zombie counts as gone)."""
+    st = read_stat(pid)
+    if st is None or st.gone:
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    return ProcInfo(pid, st.ppid, st.pgrp, st.session, st.state, text)
+
+
+def marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:
+    """Live processes but this one whose environment sets ``name`` to ``value`` (with
+    ``prefix``: to a value starting with it), by pid. Other users' processes are never read:
+    a marker is inherited, so what carries ours runs as us."""
+    head, wanted = f"{name}=".encode(), value.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != os.getuid():
+                continue
+            environ = Path("/proc", entry, "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        got = next((var[len(head) :] for var in environ if var.startswith(head)), None)
+        if got is None or not (got.startswith(wanted) if prefix else got == wanted):
+            continue
+        if (info := proc_info(int(entry))) is not None:
+            found.append(info)
+    return sorted(found, key=lambda info: info.pid)
+
+
+def turn_processes(prefix: str) -> list[ProcInfo]:
+    """Live processes of the turns whose marker starts with ``prefix`` (``"<pid>."``: every
+    turn the runtimes of that process started, even after it died)."""
+    return marked(MARKER_ENV, prefix, prefix=True)
+
+
+async def kill_marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:
+    """SIGKILL what `marked` finds until nothing is left; return what was alive.
+
+    Cancellation: shielded; bounded (5 s).
+    """
+    killed: dict[int, ProcInfo] = {}
+    with trio.move_on_after(5, shield=True):
+        while alive := marked(name, value, prefix=prefix):
+            for info in alive:
+                killed.setdefault(info.pid, info)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(info.pid, signal.SIGKILL)
+            await trio.sleep(0.02)
+    return list(killed.values())
+
+
 class Watcher(Agent):
-    """Keeps every stream event; finds the pids the fake CLI announces."""
+    """Keeps every stream event, error and response the agent got; finds the pids the fake
+    CLI announces; `wait_for` wakes on each new event."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.errors: list[TurnFailed] = []
+        self.responses: list[Response] = []
+        self._count = AsyncValue(0)
 
     def handle_stream_event(self, event: Event) -> None:
         self.events.append(event)
+        self._count.value += 1
 
-    def spawned(self) -> list[int]:
+    def handle_response(self, ref: Ref, response: Response) -> None:
+        self.responses.append(response)
+
+    def handle_error(self, ref: Ref, error: TurnFailed) -> None:
+        self.errors.append(error)
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds, looking again after each event.
+
+        Cancellation: bound it with ``trio.fail_after``.
+        """
+        await self._count.wait_value(lambda _: predicate())
+
+    def announced(self) -> list[dict[str, Any]]:
+        """The fake CLI's "spawned" frames, in order."""
         return [
-            e.data["pid"]
+            e.data
             for e in self.events
             if isinstance(e, RawEvent)
             and isinstance(e.data, dict)
             and e.data.get("type") == "spawned"
         ]
+
+    def spawned(self) -> list[int]:
+        """The pids the fake CLI announced."""
+        return [data["pid"] for data in self.announced() if "pid" in data]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import trio
 from _helpers import Recorder, echo_backend, settle
+from trio.testing import MockClock
 
 from agentrt import (
     Agent,
@@ -28,7 +29,7 @@ from agentrt import (
 from agentrt.testing import Fail, Gate, reply
 
 
-async def test_callbacks_run_in_order_around_a_turn(autojump_clock: object) -> None:
+async def test_callbacks_run_in_order_around_a_turn(autojump_clock: MockClock) -> None:
     agent = Recorder()
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=echo_backend([Fail()]))
@@ -49,7 +50,7 @@ async def test_callbacks_run_in_order_around_a_turn(autojump_clock: object) -> N
     ]
 
 
-async def test_notify_waits_for_the_running_turn(autojump_clock: object) -> None:
+async def test_notify_waits_for_the_running_turn(autojump_clock: MockClock) -> None:
     gate = Gate()
     agent = Recorder()
     async with open_runtime() as rt:
@@ -99,7 +100,7 @@ class Chainer(Agent):
         return Prompt(f"from event {event}")
 
 
-async def test_a_chained_prompt_runs_before_queued_work(autojump_clock: object) -> None:
+async def test_a_chained_prompt_runs_before_queued_work(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("echo start")])
     async with open_runtime() as rt:
@@ -115,7 +116,7 @@ async def test_a_chained_prompt_runs_before_queued_work(autojump_clock: object) 
     assert backend.prompts == ["start", "chained", "queued", "from event e"]
 
 
-async def test_halt_and_unhalt_from_outside(autojump_clock: object) -> None:
+async def test_halt_and_unhalt_from_outside(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("one")])
     async with open_runtime() as rt:
@@ -138,7 +139,7 @@ async def test_halt_and_unhalt_from_outside(autojump_clock: object) -> None:
     assert backend.prompts == ["one", "two", "three"]
 
 
-async def test_halt_while_idle_and_unhalt(autojump_clock: object) -> None:
+async def test_halt_while_idle_and_unhalt(autojump_clock: MockClock) -> None:
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
@@ -156,7 +157,7 @@ class HaltsAfterOne(Agent):
         return Halt()
 
 
-async def test_a_handler_returning_halt_halts(autojump_clock: object) -> None:
+async def test_a_handler_returning_halt_halts(autojump_clock: MockClock) -> None:
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(HaltsAfterOne, name="a", backend=backend)
@@ -181,7 +182,7 @@ class GatedPreTurn(Agent):
         return Prompt(prompt.upper())
 
 
-async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: object) -> None:
+async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: MockClock) -> None:
     backend = echo_backend()
     agent = GatedPreTurn()
     async with open_runtime() as rt:
@@ -201,7 +202,7 @@ async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: ob
     assert backend.prompts == ["STOP HERE", "AFTER"]
 
 
-async def test_interrupt_ends_the_current_turn_only(autojump_clock: object) -> None:
+async def test_interrupt_ends_the_current_turn_only(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([SessionEvent(session_id="s1"), gate])
     async with open_runtime() as rt:
@@ -225,7 +226,7 @@ async def test_interrupt_ends_the_current_turn_only(autojump_clock: object) -> N
     assert trio.current_time() == 0.0
 
 
-async def test_an_interrupted_ask_raises_turn_failed(autojump_clock: object) -> None:
+async def test_an_interrupted_ask_raises_turn_failed(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]))
@@ -244,7 +245,7 @@ async def test_an_interrupted_ask_raises_turn_failed(autojump_clock: object) -> 
         assert (await rt.ask("a", "after")).text == "echo after"
 
 
-async def test_stop_agent_fails_every_waiter_and_nothing_hangs(autojump_clock: object) -> None:
+async def test_stop_agent_fails_every_waiter_and_nothing_hangs(autojump_clock: MockClock) -> None:
     gate = Gate()
     agent = Recorder()
     outcomes: list[BaseException] = []
@@ -283,7 +284,7 @@ async def test_stop_agent_fails_every_waiter_and_nothing_hangs(autojump_clock: o
     assert trio.current_time() == 0.0
 
 
-async def test_wait_on_a_tell_sees_the_agent_stop(autojump_clock: object) -> None:
+async def test_wait_on_a_tell_sees_the_agent_stop(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]))
@@ -306,7 +307,7 @@ async def test_wait_on_a_tell_sees_the_agent_stop(autojump_clock: object) -> Non
         assert isinstance(result.error, AgentStopped)
 
 
-async def test_closing_the_runtime_fails_waiters_outside_it(autojump_clock: object) -> None:
+async def test_closing_the_runtime_fails_waiters_outside_it(autojump_clock: MockClock) -> None:
     gate = Gate()
     agent = Recorder()
     errors: list[AgentStopped] = []
@@ -339,7 +340,7 @@ class BrokenResponse(Agent):
 
 
 async def test_an_exception_in_handle_response_stops_a_temporary_agent(
-    autojump_clock: object, caplog: pytest.LogCaptureFixture
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = Gate()
     agent = BrokenResponse()
@@ -382,7 +383,7 @@ class BadReturn(Agent):
         return "not a reaction"
 
 
-async def test_a_malformed_return_stops_a_temporary_agent(autojump_clock: object) -> None:
+async def test_a_malformed_return_stops_a_temporary_agent(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(BadReturn, name="a", backend=echo_backend(), restart="temporary")
         with pytest.raises(AgentStopped) as info:
@@ -397,7 +398,7 @@ class BrokenErrorHandler(Agent):
 
 
 async def test_an_exception_in_handle_error_is_contained_and_logged(
-    autojump_clock: object, caplog: pytest.LogCaptureFixture
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR, logger="agentrt")
     async with open_runtime() as rt:
@@ -423,7 +424,7 @@ class AsyncAgent(Agent):
         await trio.sleep(1)
 
 
-async def test_async_callbacks_are_awaited(autojump_clock: object) -> None:
+async def test_async_callbacks_are_awaited(autojump_clock: MockClock) -> None:
     agent = AsyncAgent()
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=echo_backend())
@@ -434,7 +435,7 @@ async def test_async_callbacks_are_awaited(autojump_clock: object) -> None:
     assert agent.log == ["echo x"]
 
 
-async def test_reset_session_only_while_idle(autojump_clock: object) -> None:
+async def test_reset_session_only_while_idle(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([SessionEvent(session_id="s1"), gate, *reply("one", session_id="s1")])
     async with open_runtime() as rt:
@@ -452,7 +453,7 @@ async def test_reset_session_only_while_idle(autojump_clock: object) -> None:
     assert backend.session_ids == [None, None]
 
 
-async def test_max_processes_makes_turns_wait_and_shows_it(autojump_clock: object) -> None:
+async def test_max_processes_makes_turns_wait_and_shows_it(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend_a = echo_backend([gate, *reply("a")])
     backend_b = echo_backend()
@@ -477,7 +478,7 @@ async def test_max_processes_makes_turns_wait_and_shows_it(autojump_clock: objec
         assert rt.statistics().processes_in_use == 0
 
 
-async def test_interrupting_a_turn_that_waits_for_a_slot(autojump_clock: object) -> None:
+async def test_interrupting_a_turn_that_waits_for_a_slot(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime(max_processes=1) as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]))

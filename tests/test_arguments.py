@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 from _helpers import echo_backend
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -227,7 +228,7 @@ def test_a_backend_object_needs_the_backend_methods() -> None:
         resolve_backend(type("Half", (), {"name": "half", "command": print})())  # type: ignore[arg-type]
 
 
-async def test_checks_run_before_the_runtime_does_anything(autojump_clock: object) -> None:
+async def test_checks_run_before_the_runtime_does_anything(autojump_clock: MockClock) -> None:
     # A refused start leaves no row and no task; the runtime goes on.
     async with open_runtime() as rt:
         with pytest.raises(InvalidOptions):

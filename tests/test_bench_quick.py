@@ -10,26 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from proc_helpers import marked
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/run's exit status when it cannot build bench/.venv (no package registry).
 NO_ENVIRONMENT = 3
-
-
-def _ours(marker: str) -> list[int]:
-    """Pids of live processes carrying our environment marker (zombies are gone)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"BENCH_TEST_MARKER={marker}".encode() in environ.split(b"\0") and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def test_quick_run_writes_every_table(tmp_path: Path) -> None:
@@ -60,7 +45,7 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
             f"registry; offline?): {done.stderr.strip().splitlines()[-1]}"
         )
     assert done.returncode == 0, done.stderr[-4000:]
-    assert _ours(marker) == []
+    assert marked("BENCH_TEST_MARKER", marker) == []
 
     text = out.read_text()
     assert text.startswith("# Benchmarks\n\nHand-written text stays.\n")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import trio
 from _helpers import Recorder, echo_backend
-from cli_programs import SID, FakeClaude, marked_processes
-from proc_helpers import wait_until
+from cli_programs import SID, FakeClaude
+from proc_helpers import turn_processes, wait_until
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -24,7 +25,7 @@ from agentrt import (
 from agentrt.testing import Gate, reply
 
 
-async def test_a_cancelled_queued_ask_never_runs(autojump_clock: object) -> None:
+async def test_a_cancelled_queued_ask_never_runs(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
@@ -41,7 +42,7 @@ async def test_a_cancelled_queued_ask_never_runs(autojump_clock: object) -> None
 
 
 async def test_an_ask_cancelled_before_its_turn_starts_spawns_nothing(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     entered = trio.Event()
 
@@ -67,7 +68,7 @@ async def test_an_ask_cancelled_before_its_turn_starts_spawns_nothing(
 
 
 async def test_a_cancelled_running_ask_stops_its_turn_and_keeps_the_session(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     agent = Recorder()
@@ -92,7 +93,7 @@ async def test_a_cancelled_running_ask_stops_its_turn_and_keeps_the_session(
 
 
 async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     agent = Recorder()
@@ -107,7 +108,7 @@ async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
 
 
 async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     gate = Gate()
     busy = echo_backend([gate, *reply("busy")])
@@ -127,7 +128,7 @@ async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
     assert waiting.prompts == []
 
 
-async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: object) -> None:
+async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("done")]))
@@ -158,11 +159,11 @@ async def test_the_cli_tree_is_gone_when_a_cancelled_ask_returns(tmp_path: Path)
 
             nursery.start_soon(ask)
             # The CLI and its tool are both running.
-            await wait_until(lambda: len(marked_processes(marker_prefix)) == 2, bound=20)
+            await wait_until(lambda: len(turn_processes(marker_prefix)) == 2, bound=20)
             cancel.cancel()
         # The ask has returned: nothing the turn started is still running.
         assert cancel.cancelled_caught
-        assert marked_processes(marker_prefix) == []
+        assert turn_processes(marker_prefix) == []
         # The session was kept: the next turn resumes it.
         cli.answer("resumed")
         assert (await rt.ask("coder", "next")).text == "resumed"

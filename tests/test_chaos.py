@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import trio
-from cli_programs import SID, FakeClaude, marked_processes
-from proc_helpers import running, wait_until
+from cli_programs import SID, FakeClaude
+from proc_helpers import running, turn_processes, wait_until
 from test_durable_cli import CHILD, killed_child
 
 from agentrt import (
@@ -84,7 +84,7 @@ async def mid_turn(rt: Runtime, name: str, agent: Agent) -> tuple[Ref, int]:
     [live] = [r for r in await rt.store.live_processes() if r.name == name]
     assert live.live_pid is not None and live.live_marker is not None
     marker = live.live_marker
-    await wait_until(lambda: len(marked_processes(marker)) == 2)  # the CLI and its tool
+    await wait_until(lambda: len(turn_processes(marker)) == 2)  # the CLI and its tool
     return ref, live.live_pid
 
 
@@ -108,7 +108,7 @@ async def test_a_the_cli_is_killed_mid_turn(tmp_path: Path) -> None:
         result = await rt.wait(ref)
         assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
         assert result.error.reason is StopReason.PROCESS_CRASHED
-        assert marked_processes(OURS) == []  # its setsid'd tool went with it
+        assert turn_processes(OURS) == []  # its setsid'd tool went with it
         await answers_on_its_session(rt, "coder", cli)
 
 
@@ -121,7 +121,7 @@ async def test_b_a_stream_callback_raises(tmp_path: Path) -> None:
             await rt.ask("coder", "a long job")
         assert info.value.reason is StopReason.TURN_CRASHED
         assert "chaos in handle_stream_event" in info.value.message
-        assert marked_processes(OURS) == []
+        assert turn_processes(OURS) == []
         assert rt.whereis("coder") == handle  # a failed turn is not a crash
         await answers_on_its_session(rt, "coder", cli)
 
@@ -156,7 +156,7 @@ async def test_d_the_watchdog_ends_a_turn(tmp_path: Path) -> None:
         assert info.value.reason is StopReason.TOTAL_TIMEOUT
         assert info.value.session_id == SID
         assert 0.5 <= trio.current_time() - started < 5
-        assert marked_processes(OURS) == []
+        assert turn_processes(OURS) == []
         await answers_on_its_session(rt, "coder", cli)
 
 
@@ -219,7 +219,7 @@ async def test_i_the_whole_program_is_sigkilled_mid_turn_and_started_again(
 ) -> None:
     cli = FakeClaude(tmp_path / "cli")
     async with killed_child(tmp_path, cli) as (store_path, prefix):
-        orphans = marked_processes(prefix)  # the CLI and its tool
+        orphans = turn_processes(prefix)  # the CLI and its tool
         cli.answer("resumed")
         argv = [sys.executable, str(CHILD), str(store_path), cli.binary, str(tmp_path), "ask"]
         with trio.fail_after(60):
@@ -228,5 +228,5 @@ async def test_i_the_whole_program_is_sigkilled_mid_turn_and_started_again(
         assert "killed process group" in out, out + done.stderr.decode()
         assert f"ANSWER resumed {SID}" in out
         assert cli.resumed() == SID
-        await wait_until(lambda: marked_processes(prefix) == [], bound=5)
-        assert not any(running(pid) for pid in orphans)
+        await wait_until(lambda: turn_processes(prefix) == [], bound=5)
+        assert not any(running(p.pid) for p in orphans)

@@ -7,10 +7,11 @@ import signal
 from typing import Any
 
 import pytest
+from _helpers import assert_implements
 from claude_frames import MODEL, SID, frames, translate
 
 from agentrt import InvalidOptions, SessionEvent
-from agentrt.backend import Backend, Command, SecretFile
+from agentrt.backend import Backend, Command, SecretFile, Translator
 from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
 
 backend = ClaudeBackend()
@@ -19,9 +20,7 @@ PARTIAL = (*BASE, "--include-partial-messages")
 UUID = "3b241101-e2bb-4255-8caf-4136c566a962"
 
 
-@pytest.fixture(autouse=True)
-def no_claude_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CLAUDE_CLI", raising=False)
+pytestmark = pytest.mark.usefixtures("no_claude_cli")
 
 
 def command(raw: dict[str, Any], session_id: str | None = None, prompt: str = "hi") -> Command:
@@ -296,8 +295,9 @@ def test_version_command(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_claude_backend_implements_the_protocol() -> None:
-    implementation: Backend = backend
-    assert implementation.name == "claude"
+    assert_implements(Backend, backend)
+    assert_implements(Translator, backend.translator(backend.parse_options({})))
+    assert backend.name == "claude"
 
 
 def test_registered_under_the_entry_point_name() -> None:

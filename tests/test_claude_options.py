@@ -14,9 +14,7 @@ parse = ClaudeBackend().parse_options
 UUID = "3b241101-e2bb-4255-8caf-4136c566a962"
 
 
-@pytest.fixture(autouse=True)
-def no_claude_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CLAUDE_CLI", raising=False)
+pytestmark = pytest.mark.usefixtures("no_claude_cli")
 
 
 def refused(raw: Any) -> InvalidOptions:

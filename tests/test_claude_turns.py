@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import IGNORE_INT, IGNORE_TERM, Watcher, child, running, wait_until
+from proc_helpers import IGNORE_INT, IGNORE_TERM, SLACK, Watcher, child, running, wait_until
 
 from agentrt import (
     Agent,
@@ -350,7 +350,7 @@ async def test_a_rejected_key_fails_on_the_first_api_retry_not_after_the_retries
     assert "HTTP 401" in error.message
     assert error.exit_status == ExitStatus(0)
     assert error.session_id == RETRY_ID
-    assert elapsed < 3
+    assert elapsed < SLACK  # the fake would hang for ever
 
 
 async def test_session_lost_names_the_unknown_id(tmp_path: Path) -> None:
@@ -430,7 +430,7 @@ async def test_a_grandchild_holding_stderr_does_not_hold_the_turn(tmp_path: Path
         response = await rt.ask("a", "hi")
         elapsed = trio.current_time() - started
     assert response.text == "Hello from the fake."
-    assert elapsed < 2
+    assert elapsed < SLACK  # not the minute the grandchild holds stderr
     [pid] = agent.spawned()
     assert not running(pid)
 
@@ -493,7 +493,6 @@ async def test_max_processes_bounds_the_cli_processes_at_once(tmp_path: Path) ->
             current = rt.status("b").current
             assert current is not None and current.waiting_for_process
             assert rt.statistics().processes_in_use == 1
-            await trio.sleep(0.2)
             assert not record.exists()  # b's CLI has not been started
             assert rt.interrupt("a")
         outcome = await rt.wait(ref)

@@ -7,9 +7,10 @@ import signal
 from typing import Any
 
 import pytest
+from _helpers import assert_implements
 
 from agentrt import InvalidOptions
-from agentrt.backend import SecretFile
+from agentrt.backend import Backend, SecretFile, Translator
 from agentrt.backends.codex import CodexBackend
 
 THREAD = "01a22817-5691-7943-9a6f-828a15a863bf"
@@ -201,6 +202,11 @@ def test_version_command() -> None:
     command = backend.version_command(options)
     assert command.argv == ("/opt/codex", "--version")
     assert command.env["CODEX_HOME"] == "/h" and command.stdin == b""
+
+
+def test_codex_backend_implements_the_protocol() -> None:
+    assert_implements(Backend, backend)
+    assert_implements(Translator, backend.translator(backend.parse_options({})))
 
 
 def test_backend_is_found_by_name() -> None:

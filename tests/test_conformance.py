@@ -24,15 +24,13 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from proc_helpers import IGNORE_TERM, child, running
+from proc_helpers import IGNORE_TERM, Watcher, child, running
 
 import agentrt
 from agentrt import (
     AgentStopped,
     ErrorEvent,
     Event,
-    RawEvent,
-    Response,
     SessionEvent,
     StopReason,
     TurnFailed,
@@ -201,39 +199,8 @@ def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Kit:
     return make(tmp_path)
 
 
-class Watcher(agentrt.Agent):
-    """Keeps what the agent was told: stream events, errors, responses."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.errors: list[TurnFailed] = []
-        self.responses: list[Response] = []
-        self.tree_up = trio.Event()
-
-    def handle_stream_event(self, event: Event) -> None:
-        self.events.append(event)
-        if len(self.spawned) == TREE_SIZE:
-            self.tree_up.set()
-
-    def handle_response(self, ref: agentrt.Ref, response: Response) -> None:
-        self.responses.append(response)
-
-    def handle_error(self, ref: agentrt.Ref, error: TurnFailed) -> None:
-        self.errors.append(error)
-
-    @property
-    def spawned(self) -> list[RawEvent]:
-        return [
-            e
-            for e in self.events
-            if isinstance(e, RawEvent)
-            and isinstance(e.data, dict)
-            and e.data.get("type") == "spawned"
-        ]
-
-    @property
-    def pids(self) -> list[int]:
-        return [e.data["pid"] for e in self.spawned if "pid" in e.data]
+async def tree_up(watcher: Watcher) -> None:
+    await watcher.wait_for(lambda: len(watcher.announced()) == TREE_SIZE)
 
 
 @asynccontextmanager
@@ -253,8 +220,8 @@ async def collect(rt: agentrt.Runtime, ref: agentrt.Ref) -> list[Event]:
 
 
 def assert_tree_gone(watcher: Watcher) -> None:
-    assert len(watcher.spawned) == TREE_SIZE, "the process tree never came up"
-    assert [pid for pid in watcher.pids if running(pid)] == []
+    assert len(watcher.announced()) == TREE_SIZE, "the process tree never came up"
+    assert [pid for pid in watcher.spawned() if running(pid)] == []
 
 
 async def test_one_terminal_event_per_turn_ending_its_stream(kit: Kit) -> None:
@@ -312,7 +279,7 @@ async def test_interrupt_ends_the_turn_and_its_process_tree(kit: Kit) -> None:
     async with agent(kit, [HANG]) as (rt, watcher):
         ref = rt.tell("a", "hang")
         with trio.fail_after(10):
-            await watcher.tree_up.wait()
+            await tree_up(watcher)
             assert rt.interrupt("a")
             result = await rt.wait(ref)
         assert_tree_gone(watcher)
@@ -336,7 +303,7 @@ async def test_stop_agent_ends_the_turn_and_its_process_tree(kit: Kit) -> None:
     async with agent(kit, [HANG]) as (rt, watcher):
 
         async def stop_when_up() -> None:
-            await watcher.tree_up.wait()
+            await tree_up(watcher)
             await rt.stop_agent("a")
 
         async with trio.open_nursery() as nursery:

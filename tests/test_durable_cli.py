@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import trio
-from cli_programs import SID, FakeClaude, kill_marked, marked_processes
-from proc_helpers import wait_until
+from cli_programs import SID, FakeClaude
+from proc_helpers import kill_marked, turn_processes, wait_until
 
 from agentrt import (
     Agent,
@@ -30,6 +30,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
+from agentrt._proctree import MARKER_ENV
 from agentrt._reaper import new_runtime_id, reap_stale_turns, runtime_gone
 
 CHILD = Path(__file__).parent / "crash_child.py"
@@ -62,11 +63,11 @@ async def test_a_running_turn_is_recorded_with_its_process_and_cleared(tmp_path:
         assert live.live_pid == live.live_pgid
         assert live.live_marker is not None and live.live_marker.startswith(f"{os.getpid()}.")
         # Two processes carry the marker: the CLI and the tool it started in a new session.
-        await wait_until(lambda: len(marked_processes(live.live_marker or "-")) == 2)
+        await wait_until(lambda: len(turn_processes(live.live_marker or "-")) == 2)
         assert rt.interrupt("coder")
         await rt.wait(ref)
         assert await rt.store.live_processes() == ()
-        assert marked_processes(live.live_marker) == []
+        assert turn_processes(live.live_marker) == []
         record = await rt.store.load("coder")
         assert record is not None
         assert (record.session_id, record.last_stop_reason) == (SID, "interrupted")
@@ -132,10 +133,10 @@ async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[P
     prefix = f"{process.pid}."
     try:
         # The CLI and its setsid'd tool outlive their runtime.
-        await wait_until(lambda: len(marked_processes(prefix)) == 2, bound=10)
+        await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
         yield store, prefix
     finally:
-        kill_marked(prefix)
+        await kill_marked(MARKER_ENV, prefix, prefix=True)
 
 
 async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
@@ -150,7 +151,7 @@ async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
             assert (record.live_pgid, record.runtime_id) == (None, None)
             assert (record.session_id, record.last_stop_reason) == (SID, "process_crashed")
             assert record.turns == 1
-        await wait_until(lambda: marked_processes(prefix) == [], bound=5)
+        await wait_until(lambda: turn_processes(prefix) == [], bound=5)
     [kill] = [r.getMessage() for r in caplog.records if "killed process group" in r.getMessage()]
     assert "'coder'" in kill and f":{prefix.rstrip('.')}:" in kill  # the dead runtime's id
 
@@ -170,7 +171,7 @@ async def test_rows_of_a_live_runtime_are_left_alone(tmp_path: Path) -> None:
             assert await reap_stale_turns(other.store) == 0
         [live] = await rt.store.live_processes()
         assert live.live_marker is not None
-        await wait_until(lambda: len(marked_processes(live.live_marker or "-")) == 2)
+        await wait_until(lambda: len(turn_processes(live.live_marker or "-")) == 2)
 
 
 def test_which_runtimes_count_as_gone() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 from realcli._claude import claude_binary, npm_available
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import SQLiteStore
@@ -30,7 +31,7 @@ def load(name: str) -> object:
     return module
 
 
-async def test_scripted_team(autojump_clock: object) -> None:
+async def test_scripted_team(autojump_clock: MockClock) -> None:
     module = load("scripted_team")
     out: list[str] = []
     await module.main(out)  # type: ignore[attr-defined]
@@ -57,7 +58,7 @@ async def test_restart_resume_on_its_sqlite_store() -> None:
     assert [line[9:] for line in out] == [line[9:] for line in RESTART_RESUME]
 
 
-async def test_restart_resume(autojump_clock: object) -> None:
+async def test_restart_resume(autojump_clock: MockClock) -> None:
     module = load("restart_resume")
     out: list[str] = []
     await module.main(out, agentrt.MemoryStore())  # type: ignore[attr-defined]

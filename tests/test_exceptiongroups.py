@@ -10,6 +10,7 @@ import traceback
 import pytest
 import trio
 from _helpers import echo_backend
+from trio.testing import MockClock
 
 from agentrt import Agent, StopReason, TurnFailed, open_runtime
 from agentrt._exceptiongroups import collapse
@@ -36,7 +37,7 @@ async def test_an_exception_from_the_runtime_block_comes_out_as_itself() -> None
 
 
 async def test_a_failed_ask_is_caught_by_its_own_type_around_the_block(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     caught: list[TurnFailed] = []
     try:
@@ -62,7 +63,7 @@ async def test_keyboard_interrupt_in_the_block_is_a_keyboard_interrupt() -> None
             raise KeyboardInterrupt
 
 
-async def test_fail_after_around_the_block_raises_too_slow(autojump_clock: object) -> None:
+async def test_fail_after_around_the_block_raises_too_slow(autojump_clock: MockClock) -> None:
     with pytest.raises(trio.TooSlowError):
         with trio.fail_after(5):
             async with open_runtime():

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import FakeClaude, init_frame, result_frame
-from proc_helpers import FAST, IGNORE_TERM, READY, fake, running, wait_until
+from proc_helpers import FAST, IGNORE_TERM, READY, Frames, fake, running, wait_until
 
 from agentrt import (
     Agent,
@@ -186,11 +186,11 @@ async def test_a_turn_ending_leaves_another_turns_cgroup_alone(tmp_path: Path) -
         await nursery.start(tracker.run, 60.0)
         other_turn = fake(*daemon_program(second, READY, ["hang"]))
         async with open_cli_process(other_turn, FAST, tracker=tracker) as other:
-            await until_ready(other.frames())
+            await until_ready(Frames(other))
             others = daemon_pid(second)
             ending_turn = fake(*daemon_program(first, READY, ["hang"]))
             async with open_cli_process(ending_turn, FAST, tracker=tracker) as ending:
-                await until_ready(ending.frames())
+                await until_ready(Frames(ending))
                 mine = daemon_pid(first)
                 assert escaped(mine)
             assert read_stat(mine) is None
@@ -207,7 +207,7 @@ async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path)
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 60.0)
         async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
-            await until_ready(proc.frames())
+            await until_ready(Frames(proc))
             runtime_cgroup = trio.Path(tracker.isolation.removeprefix("cgroup v2 at "))
             [turn] = [p async for p in aiter_dir(runtime_cgroup)]
             await (turn / "agentrt-inner").mkdir()

@@ -3,6 +3,7 @@
 import pytest
 import trio
 from _helpers import echo_backend, settle
+from trio.testing import MockClock
 
 from agentrt import (
     Agent,
@@ -19,7 +20,7 @@ from agentrt._mailbox import result_size
 from agentrt.testing import Gate, reply
 
 
-async def test_asks_to_a_busy_agent_run_in_fifo_order(autojump_clock: object) -> None:
+async def test_asks_to_a_busy_agent_run_in_fifo_order(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     answers: list[str] = []
@@ -43,7 +44,7 @@ async def test_asks_to_a_busy_agent_run_in_fifo_order(autojump_clock: object) ->
     assert trio.current_time() == 0.0
 
 
-async def test_tells_and_asks_share_one_fifo_queue(autojump_clock: object) -> None:
+async def test_tells_and_asks_share_one_fifo_queue(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
@@ -59,7 +60,7 @@ async def test_tells_and_asks_share_one_fifo_queue(autojump_clock: object) -> No
     assert backend.prompts == ["first", "t1", "a1", "t2"]
 
 
-async def test_overload_by_count(autojump_clock: object) -> None:
+async def test_overload_by_count(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=2)
@@ -76,7 +77,7 @@ async def test_overload_by_count(autojump_clock: object) -> None:
         gate.release()
 
 
-async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: object) -> None:
+async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending_bytes=10)
@@ -92,7 +93,7 @@ async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: object) -> No
         gate.release()
 
 
-async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: object) -> None:
+async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=0)
@@ -105,7 +106,7 @@ async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: object
         assert (await rt.ask("a", "idle again")).text == "echo idle again"
 
 
-async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: object) -> None:
+async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
@@ -133,7 +134,7 @@ async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: ob
     assert backend.prompts == ["first", "kept"]
 
 
-async def test_poll_pending_completed_and_unknown(autojump_clock: object) -> None:
+async def test_poll_pending_completed_and_unknown(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("one")]))
@@ -151,7 +152,7 @@ async def test_poll_pending_completed_and_unknown(autojump_clock: object) -> Non
         assert rt.poll("a", type(ref)("b", other.id)) == NotFound()
 
 
-async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: object) -> None:
+async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend(), max_results=2)
         refs = [rt.tell("a", f"p{i}") for i in range(3)]
@@ -161,7 +162,7 @@ async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: object)
         assert [type(rt.poll("a", ref)) for ref in refs[1:]] == [Completed, Completed]
 
 
-async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: object) -> None:
+async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         # Every "echo pN" response has the same size; measure one first.
         await rt.start_agent(Agent, name="probe", backend=echo_backend())
@@ -179,7 +180,7 @@ async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: ob
         assert rt.poll("a", big) == NotFound()
 
 
-async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: object) -> None:
+async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) -> None:
     gate = Gate()
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:

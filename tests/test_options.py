@@ -4,7 +4,6 @@ from pathlib import Path
 import pytest
 from _helpers import echo_backend
 
-import agentrt
 from agentrt import Agent, InvalidOptions, open_runtime
 from agentrt._options import AgentOptions, split_options
 from agentrt._restart import RestartType
@@ -142,7 +141,3 @@ async def test_bad_names_are_refused() -> None:
         with pytest.raises(InvalidOptions) as info:
             await rt.start_agent(Agent, name="", backend=echo_backend())
         assert info.value.key == "name"
-
-
-def test_agentrt_exports_the_option_errors() -> None:
-    assert agentrt.InvalidOptions is InvalidOptions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -20,6 +21,9 @@ from proc_helpers import (
     IGNORE_INT,
     IGNORE_TERM,
     READY,
+    SLACK,
+    Frames,
+    Walks,
     child,
     fake,
     running,
@@ -30,12 +34,30 @@ from proc_helpers import (
 import agentrt._proctree
 from agentrt._lines import LineSplitter
 from agentrt._process import kill_stale_group, process_start_time
-from agentrt._proctree import MARKER_ENV, ProcTree, is_subreaper, new_marker, read_stat
+from agentrt._proctree import (
+    _PR_GET_CHILD_SUBREAPER,
+    MARKER_ENV,
+    ProcTree,
+    _prctl,
+    new_marker,
+    read_stat,
+)
 from agentrt.backend import ExitStatus
 from agentrt.lowlevel import ProcessTracker, open_cli_process
 from agentrt.testing import fake_cli_argv
 
 RESULT = {"type": "result", "subtype": "error_during_execution"}
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper now."""
+    value = ctypes.c_int(0)
+    _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value))
+    return bool(value.value)
+
+
+# Graces far longer than SLACK: a test that ends within SLACK waited out none of them.
+LONG_GRACES = attrs.evolve(FAST, interrupt_grace=60.0, term_grace=60.0)
 
 
 async def frames_until_ready(frames: Any) -> list[Any]:
@@ -52,35 +74,34 @@ async def test_interrupt_with_sigint_lets_the_cli_finish_its_turn() -> None:
     # Claude Code on SIGINT: a final result, exit 0.
     command = fake(["on", "SIGINT", [["emit", RESULT]]], READY, ["hang"])
     command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
-    async with open_cli_process(command, FAST) as proc:
-        frames = proc.frames()
+    async with open_cli_process(command, LONG_GRACES) as proc:
+        frames = Frames(proc)
         await frames_until_ready(frames)
-        start = trio.current_time()
         proc.interrupt()
         proc.interrupt()  # idempotent
-        rest = [f async for f in frames]
-        assert await proc.wait() == ExitStatus(0)
-        assert trio.current_time() - start < 0.25
+        with trio.fail_after(SLACK):  # no grace waited out, no escalation
+            rest = [f async for f in frames]
+            assert await proc.wait() == ExitStatus(0)
     assert rest == [RESULT]
 
 
 async def test_interrupt_escalates_to_sigterm_after_the_interrupt_grace() -> None:
     command = attrs.evolve(fake(IGNORE_INT, READY, ["hang"]), interrupt_signal=signal.SIGINT)
     async with open_cli_process(command, FAST) as proc:
-        await frames_until_ready(proc.frames())
+        await frames_until_ready(Frames(proc))
         start = trio.current_time()
         proc.interrupt()
         status = await proc.wait()
         took = trio.current_time() - start
     assert status == ExitStatus(None, signal.SIGTERM)
-    assert FAST.interrupt_grace <= took < FAST.interrupt_grace + 0.25
+    assert FAST.interrupt_grace <= took < FAST.interrupt_grace + SLACK
 
 
 async def test_interrupt_escalates_to_sigkill_after_the_term_grace() -> None:
     command = fake(IGNORE_INT, IGNORE_TERM, READY, ["hang"])
     command = attrs.evolve(command, interrupt_signal=signal.SIGINT)
     async with open_cli_process(command, FAST) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         await frames_until_ready(frames)
         start = trio.current_time()
         proc.interrupt()
@@ -89,24 +110,24 @@ async def test_interrupt_escalates_to_sigkill_after_the_term_grace() -> None:
         took = trio.current_time() - start
     assert status == ExitStatus(None, signal.SIGKILL)
     grace = FAST.interrupt_grace + FAST.term_grace
-    assert grace <= took < grace + 0.25
+    assert grace <= took < grace + SLACK
 
 
 async def test_interrupt_without_an_interrupt_signal_starts_at_sigterm() -> None:
-    async with open_cli_process(fake(READY, ["hang"]), FAST) as proc:
-        await frames_until_ready(proc.frames())
+    async with open_cli_process(fake(READY, ["hang"]), LONG_GRACES) as proc:
+        await frames_until_ready(Frames(proc))
         proc.interrupt()
-        with trio.fail_after(0.25):
+        with trio.fail_after(SLACK):  # not after the interrupt grace
             assert await proc.wait() == ExitStatus(None, signal.SIGTERM)
 
 
-async def test_cancelling_a_silent_reader_lands_in_under_250_ms() -> None:
+async def test_cancelling_a_silent_reader_waits_out_no_grace() -> None:
     cancelled_at = 0.0
     async with trio.open_nursery() as nursery:
 
         async def turn() -> None:
-            async with open_cli_process(fake(READY, ["hang"]), FAST) as proc:
-                frames = proc.frames()
+            async with open_cli_process(fake(READY, ["hang"]), LONG_GRACES) as proc:
+                frames = Frames(proc)
                 await frames_until_ready(frames)
                 nursery.cancel_scope.cancel()
                 nonlocal cancelled_at
@@ -117,22 +138,22 @@ async def test_cancelling_a_silent_reader_lands_in_under_250_ms() -> None:
 
         nursery.start_soon(turn)
     # The whole ladder ran inside the cancelled block: SIGTERM, exit, confirm, drain, reap.
-    assert trio.current_time() - cancelled_at < 0.25
+    assert trio.current_time() - cancelled_at < SLACK
 
 
 async def test_cancellation_kills_a_sigterm_ignoring_cli_after_the_term_grace() -> None:
     statuses: list[ExitStatus | None] = []
     start = 0.0
-    with trio.move_on_after(5) as scope:
+    with trio.move_on_after(60) as scope:
         async with open_cli_process(fake(IGNORE_TERM, READY, ["hang"]), FAST) as proc:
-            await frames_until_ready(proc.frames())
+            await frames_until_ready(Frames(proc))
             start = trio.current_time()
             scope.cancel()
             await trio.sleep_forever()
     statuses.append(proc.exit_status)
     took = trio.current_time() - start
     assert statuses == [ExitStatus(None, signal.SIGKILL)]
-    assert FAST.term_grace <= took < FAST.term_grace + 0.25
+    assert FAST.term_grace <= took < FAST.term_grace + SLACK
 
 
 async def test_the_whole_tree_dies_with_the_turn() -> None:
@@ -148,7 +169,7 @@ async def test_the_whole_tree_dies_with_the_turn() -> None:
     pids: list[int] = []
     ready = 0
     async with open_cli_process(command, FAST) as proc:
-        async for frame in proc.frames():
+        async for frame in Frames(proc):
             if frame.get("type") == "spawned":
                 pids.append(frame["pid"])
             ready += frame == {"type": "ready"}
@@ -168,17 +189,20 @@ async def test_setsid_grandchild_of_a_sigkilled_cli_does_not_survive() -> None:
         ["kill", "SIGKILL"],
     )
     async with open_cli_process(command, FAST) as proc:
-        frames = [f async for f in proc.frames()]
+        frames = [f async for f in Frames(proc)]
         assert await proc.wait() == ExitStatus(None, signal.SIGKILL)
     grandchild = frames[0]["pid"]
     assert {"type": "ready"} in frames
     assert not running(grandchild)
 
 
-async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped() -> None:
+async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Worse: the orphan also cleared its environment, so no marker finds it. The tracker makes
     # us its new parent (subreaper) and its walks knew it by pid and start time.
     tracker = ProcessTracker()
+    walks = Walks(tracker, monkeypatch)
     command = fake(
         child(IGNORE_TERM, READY, ["hang"], setsid=True, clear_env=True, stderr="null"),
         ["hang"],
@@ -189,10 +213,10 @@ async def test_with_a_tracker_orphans_are_adopted_recorded_killed_and_reaped() -
         assert is_subreaper()
         async with open_cli_process(command, FAST, tracker=tracker) as proc:
             assert [p.pid for p in tracker.live()] == [proc.pid]
-            frames = proc.frames()
+            frames = Frames(proc)
             got = await frames_until_ready(frames)
             orphan = got[0]["pid"]
-            await trio.sleep(0.15)  # a few tracker walks
+            await walks.wait()  # one walk while its parent lives records it
             os.kill(proc.pid, signal.SIGKILL)
             me = os.getpid()
             await wait_until(lambda: (st := read_stat(orphan)) is not None and st.ppid == me)
@@ -219,14 +243,17 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
 
     monkeypatch.setattr(agentrt._proctree, "marker_of", marker_of)
     tracker = ProcessTracker(cgroups=False)  # the walk is what this is about
+    # No periodic walk: had one seen the orphan while its parent lived, it would be known by
+    # pid, and its marker never read (a race on a loaded machine).
+    monkeypatch.setattr(tracker, "reap", lambda: 0)
     ending = fake(child(READY, ["hang"], setsid=True, stderr="null"), ["hang"])
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 60.0)
         async with open_cli_process(ending, FAST, tracker=tracker) as first:
-            frames = first.frames()
+            frames = Frames(first)
             orphan = (await frames_until_ready(frames))[0]["pid"]
             async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as other:
-                await frames_until_ready(other.frames())
+                await frames_until_ready(Frames(other))
                 os.kill(first.pid, signal.SIGKILL)
                 me = os.getpid()
                 await wait_until(lambda: (st := read_stat(orphan)) is not None and st.ppid == me)
@@ -239,16 +266,19 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
         nursery.cancel_scope.cancel()
 
 
-async def test_the_tracker_never_takes_another_childs_exit_status() -> None:
+async def test_the_tracker_never_takes_another_childs_exit_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     tracker = ProcessTracker()
+    walks = Walks(tracker, monkeypatch)
     async with trio.open_nursery() as nursery:
         await nursery.start(tracker.run, 0.01)
         async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
-            await frames_until_ready(proc.frames())
+            await frames_until_ready(Frames(proc))
             other = await trio.lowlevel.open_process([sys.executable, "-c", "raise SystemExit(5)"])
             await wait_until(lambda: not running(other.pid))  # a zombie child of ours now
             assert tracker.reap() == 0
-            await trio.sleep(0.05)  # and a few periodic walks
+            await walks.wait(3)  # nor do the periodic walks
             # Had anyone reaped it, Popen would find no child and report 0.
             assert await other.wait() == 5
         nursery.cancel_scope.cancel()
@@ -275,7 +305,7 @@ async def start_stale_turn(*steps: Any, ready: int) -> tuple[trio.Process, int]:
     assert process.stdout is not None
     splitter = LineSplitter(1 << 20)
     seen = 0
-    with trio.fail_after(5):
+    with trio.fail_after(30):
         while seen < ready:
             lines = splitter.feed(await process.stdout.receive_some())
             seen += sum(json.loads(line) == {"type": "ready"} for line in lines)

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import msgspec
 import pytest
-from proc_helpers import ENV, FAST, fake
+from proc_helpers import ENV, FAST, Frames, fake
 
 from agentrt import StopReason
 from agentrt._process import FrameBatch
@@ -27,7 +27,7 @@ MIB = 1024 * 1024
 
 async def read_all(command: Command, limits: Any = FAST) -> tuple[list[Any], ExitStatus, str]:
     async with open_cli_process(command, limits) as proc:
-        frames = [frame async for frame in proc.frames()]
+        frames = [frame async for frame in Frames(proc)]
         status = await proc.wait()
     return frames, status, proc.stderr_tail
 
@@ -125,7 +125,7 @@ async def test_a_10_mib_line_fails_a_8_mib_cap_naming_the_bytes() -> None:
     got: list[Any] = []
     async with open_cli_process(command, FAST) as proc:
         with pytest.raises(ProcessFailure) as info:
-            async for frame in proc.frames():
+            async for frame in Frames(proc):
                 got.append(frame)
         # The ladder ran before the failure surfaced: the process is gone.
         assert proc.exit_status is not None
@@ -166,7 +166,7 @@ async def test_argv_env_stdin_and_cwd_reach_the_process(
         stdin=prompt.encode(),
     )
     async with open_cli_process(command, FAST) as proc:
-        frames = [frame async for frame in proc.frames()]
+        frames = [frame async for frame in Frames(proc)]
         marker = proc.marker
     assert frames == ["done"]
     seen = json.loads(record.read_text())
@@ -238,7 +238,7 @@ async def test_secret_files_are_removed_after_a_failure_and_a_failed_spawn(
     hang = Command(argv=(*fake_cli_argv(["hang"]), secret), env=ENV)
     with pytest.raises(ProcessFailure):
         async with open_cli_process(hang, attrs.evolve(FAST, startup=0.2)) as proc:
-            async for _ in proc.frames():
+            async for _ in Frames(proc):
                 pass
     assert os.listdir(private_tmp) == []
     missing = Command(argv=(str(private_tmp / "no-such-cli"), secret), env=ENV)
@@ -289,7 +289,7 @@ async def test_stderr_keeps_the_newest_bytes_redacted() -> None:
 
 async def test_frames_after_a_failure_raise_it_again() -> None:
     async with open_cli_process(fake(["hang"]), attrs.evolve(FAST, startup=0.1)) as proc:
-        frames = proc.frames()
+        frames = Frames(proc)
         with pytest.raises(ProcessFailure) as first:
             await frames.__anext__()
         with pytest.raises(ProcessFailure) as again:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
+from trio.testing import MockClock
 
 from agentrt._options import AgentOptions
 from agentrt.backends.claude._options import KNOWN_KEYS as CLAUDE_KEYS
@@ -42,7 +42,7 @@ def test_quickstart_is_the_example() -> None:
         assert line.replace('cwd="."', "cwd=cwd") in example
 
 
-async def test_the_testing_example_passes(autojump_clock: trio.abc.Clock) -> None:
+async def test_the_testing_example_passes(autojump_clock: MockClock) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(code_blocks()[1], "README.md", "exec"), namespace)
     tests = [f for name, f in namespace.items() if name.startswith("test_")]

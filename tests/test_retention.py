@@ -1,9 +1,11 @@
 import sys
 import tracemalloc
 
+import msgspec
 import pytest
 import trio
 from _helpers import Recorder
+from trio.testing import MockClock
 
 from agentrt import (
     Completed,
@@ -18,9 +20,14 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._events import Event, event_size
+from agentrt._events import Event
 from agentrt._retention import CaptureOverflow, EventLog
 from agentrt.testing import ScriptedBackend
+
+
+def event_size(event: Event) -> int:
+    """Bytes an event counts against ``max_event_bytes``: its JSON encoding."""
+    return len(msgspec.json.encode(event))
 
 
 def texts(*sizes: int) -> list[TextEvent]:
@@ -104,7 +111,9 @@ SESSION = SessionEvent(session_id="s1")
 STREAM = [SESSION, *texts(10, 20, 30, 40), ResultEvent(text="done", session_id="s1")]
 
 
-async def test_compact_turn_delivers_everything_and_keeps_what_fits(autojump_clock: object) -> None:
+async def test_compact_turn_delivers_everything_and_keeps_what_fits(
+    autojump_clock: MockClock,
+) -> None:
     backend = ScriptedBackend(STREAM)
     agent = Recorder()
     async with open_runtime() as rt:
@@ -134,7 +143,7 @@ async def test_compact_turn_delivers_everything_and_keeps_what_fits(autojump_clo
 
 
 async def test_lossless_overflow_fails_the_turn_keeps_the_checkpoint(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     limit = sum(event_size(e) for e in STREAM[:3])
     backend = ScriptedBackend(STREAM, [ResultEvent(text="next")])

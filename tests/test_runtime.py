@@ -9,6 +9,7 @@ from importlib.metadata import EntryPoint, EntryPoints
 import pytest
 import trio
 from _helpers import echo_backend, settle
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -38,7 +39,7 @@ async def test_module_level_calls_need_an_open_runtime() -> None:
         await agentrt.start_agent(Agent, name="a", backend=echo_backend())
 
 
-async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: object) -> None:
+async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime():
         await agentrt.start_agent(Agent, name="outer", backend=echo_backend([gate]))
@@ -74,7 +75,7 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: obje
         agentrt.agents()
 
 
-async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: object) -> None:
+async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: MockClock) -> None:
     class Delegator(Agent):
         async def handle_response(self, ref: agentrt.Ref, response: agentrt.Response) -> None:
             self.helper = await agentrt.ask("helper", response.text)
@@ -87,7 +88,9 @@ async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: obje
     assert delegator.helper.text == "echo echo x"
 
 
-async def test_names_are_unique_and_handles_identify_incarnations(autojump_clock: object) -> None:
+async def test_names_are_unique_and_handles_identify_incarnations(
+    autojump_clock: MockClock,
+) -> None:
     async with open_runtime() as rt:
         first = await rt.start_agent(Agent, name="a", backend=echo_backend())
         assert first == AgentHandle("a", 1, "scripted")
@@ -103,7 +106,7 @@ async def test_names_are_unique_and_handles_identify_incarnations(autojump_clock
         assert rt.agents() == ("b", "a")
 
 
-async def test_unknown_agents_are_reported_by_name(autojump_clock: object) -> None:
+async def test_unknown_agents_are_reported_by_name(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         for call in [
             lambda: rt.tell("ghost", "x"),
@@ -133,7 +136,7 @@ async def test_a_closed_runtime_refuses_new_agents() -> None:
         await rt.start_agent(Agent, name="a", backend=echo_backend())
 
 
-async def test_cancelling_the_runtime_block_stops_every_agent(autojump_clock: object) -> None:
+async def test_cancelling_the_runtime_block_stops_every_agent(autojump_clock: MockClock) -> None:
     gate = Gate()
     with trio.move_on_after(10):
         async with open_runtime() as rt:
@@ -159,7 +162,7 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("entry_points")
-async def test_backends_are_found_by_entry_point_name(autojump_clock: object) -> None:
+async def test_backends_are_found_by_entry_point_name(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         handle = await rt.start_agent(Agent, name="a", backend="fake")
         assert handle.backend == "scripted"
@@ -199,7 +202,7 @@ def test_a_shipped_backend_is_found_without_importlib_metadata() -> None:
     assert out.split() == ["['ClaudeBackend',", "'CodexBackend']", "False"]
 
 
-async def test_statistics_without_a_process_limit(autojump_clock: object) -> None:
+async def test_statistics_without_a_process_limit(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("x")]))
@@ -214,7 +217,7 @@ async def test_statistics_without_a_process_limit(autojump_clock: object) -> Non
         assert rt.statistics().processes_in_use == 0
 
 
-async def test_a_backend_object_is_used_as_is(autojump_clock: object) -> None:
+async def test_a_backend_object_is_used_as_is(autojump_clock: MockClock) -> None:
     backend = ScriptedBackend(default=lambda call: [agentrt.ResultEvent(text="ok")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent(), name="a", backend=backend)

@@ -1,6 +1,7 @@
 """The scripted backend itself: options, recording, gates."""
 
 import pytest
+from _helpers import assert_implements
 
 from agentrt import InvalidOptions, ResultEvent, SessionEvent, TextEvent
 from agentrt.backend import Backend, Command, ExitStatus, InProcessBackend
@@ -8,8 +9,9 @@ from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions, reply
 
 
 def test_it_implements_both_backend_protocols() -> None:
-    backend: Backend = ScriptedBackend()
-    assert isinstance(backend, InProcessBackend)
+    backend = ScriptedBackend()
+    assert_implements(Backend, backend)
+    assert_implements(InProcessBackend, backend)
     assert backend.name == "scripted"
     assert backend.version_command(ScriptedOptions()) == Command(argv=("scripted", "--version"))
 

@@ -12,13 +12,14 @@ import msgspec
 import pytest
 import trio
 from _helpers import echo, settle
+from proc_helpers import Watcher
+from trio.testing import MockClock
 
 from agentrt import (
     Agent,
     AgentStopped,
     Completed,
     ErrorEvent,
-    Event,
     Failed,
     InvalidOptions,
     MemoryStore,
@@ -45,7 +46,7 @@ class CrashOnce(Agent):
 
 
 async def test_the_session_id_survives_interrupt_watchdog_and_crash(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     CrashOnce.crashed = False
     gate = Gate()
@@ -106,7 +107,7 @@ class Counter(Agent):
         self.tally = state
 
 
-async def test_state_checkpoints_round_trip_through_a_restart(autojump_clock: object) -> None:
+async def test_state_checkpoints_round_trip_through_a_restart(autojump_clock: MockClock) -> None:
     made: list[Counter] = []
 
     def factory() -> Counter:
@@ -140,7 +141,7 @@ async def _load(store: MemoryStore, name: str) -> Any:
 
 
 async def test_state_and_session_survive_a_new_runtime_unless_started_fresh(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     store = MemoryStore()
     first = ScriptedBackend(reply("x", session_id="s1"))
@@ -162,7 +163,7 @@ async def test_state_and_session_survive_a_new_runtime_unless_started_fresh(
     assert (record.turns, msgspec.json.decode(record.state)["turns"]) == (3, 1)
 
 
-async def test_state_that_cannot_be_encoded_crashes_the_agent(autojump_clock: object) -> None:
+async def test_state_that_cannot_be_encoded_crashes_the_agent(autojump_clock: MockClock) -> None:
     class Opaque(Agent):
         def checkpoint_state(self) -> Any:
             return object()
@@ -175,7 +176,7 @@ async def test_state_that_cannot_be_encoded_crashes_the_agent(autojump_clock: ob
 
 
 async def test_stored_state_that_does_not_decode_is_refused_at_start(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     store = MemoryStore()
     async with store:
@@ -198,7 +199,7 @@ async def _first_session(store: MemoryStore, cwd: str) -> None:
 
 
 async def test_another_cwd_is_refused_unless_a_fresh_session_is_asked_for(
-    tmp_path: Path, autojump_clock: object
+    tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     store = MemoryStore()
     here, there = tmp_path / "here", tmp_path / "there"
@@ -225,7 +226,7 @@ async def test_another_cwd_is_refused_unless_a_fresh_session_is_asked_for(
     assert (record.session_id, record.cwd) == (None, str(there))
 
 
-async def test_resume_takes_a_session_id_and_checks_the_backend(autojump_clock: object) -> None:
+async def test_resume_takes_a_session_id_and_checks_the_backend(autojump_clock: MockClock) -> None:
     store = MemoryStore()
     await _first_session(store, os.getcwd())
 
@@ -244,7 +245,7 @@ async def test_resume_takes_a_session_id_and_checks_the_backend(autojump_clock: 
                 await rt.start_agent(Agent, name="b", backend=forced, resume=bad)
 
 
-async def test_a_name_being_started_is_taken(autojump_clock: object) -> None:
+async def test_a_name_being_started_is_taken(autojump_clock: MockClock) -> None:
     release = trio.Event()
 
     class Slow(Agent):
@@ -295,18 +296,6 @@ LOST = ErrorEvent(
 )
 
 
-class Watcher(Agent):
-    def __init__(self) -> None:
-        self.kinds: list[str] = []
-        self.errors: list[TurnFailed] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        self.kinds.append(event.kind)
-
-    def handle_error(self, ref: Ref, error: TurnFailed) -> None:
-        self.errors.append(error)
-
-
 class FreshWatcher(Watcher):
     on_session_lost = "fresh"
 
@@ -321,7 +310,7 @@ def lost_backend() -> ScriptedBackend:
 
 
 async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     store = MemoryStore()
     backend = lost_backend()
@@ -340,14 +329,20 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
         assert error.session_id == "s1"
         assert rt.status("a").session_id == "s1"
         await rt.ask("a", "three")  # runs on the kept id
-    assert agent.kinds[-5:] == ["session_lost", "error", "session", "text", "result"]
+    assert [e.kind for e in agent.events][-5:] == [
+        "session_lost",
+        "error",
+        "session",
+        "text",
+        "result",
+    ]
     assert [e.reason for e in agent.errors] == [StopReason.SESSION_LOST]
     assert backend.session_ids == [None, "s1", "s1"]
 
 
 @pytest.mark.parametrize("how", ["class", "option"])
 async def test_session_lost_fresh_retries_once_on_a_new_session(
-    how: str, autojump_clock: object
+    how: str, autojump_clock: MockClock
 ) -> None:
     store = MemoryStore()
     backend = lost_backend()

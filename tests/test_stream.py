@@ -6,6 +6,7 @@ import gc
 
 import trio
 from _helpers import echo_backend, settle
+from trio.testing import MockClock
 
 from agentrt import Agent, Completed, ErrorEvent, StopReason, TextEvent, open_runtime
 from agentrt._stream import BUFFER
@@ -14,7 +15,7 @@ from agentrt.testing import Gate, ScriptedBackend, reply
 MANY = [TextEvent(text=str(i)) for i in range(BUFFER * 3)]
 
 
-async def test_a_slow_reader_holds_the_turn_back(autojump_clock: object) -> None:
+async def test_a_slow_reader_holds_the_turn_back(autojump_clock: MockClock) -> None:
     backend = ScriptedBackend([*MANY, *reply("end")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
@@ -34,7 +35,7 @@ async def test_a_slow_reader_holds_the_turn_back(autojump_clock: object) -> None
     assert trio.current_time() == len(MANY) + 2
 
 
-async def test_two_readers_see_the_same_events_and_the_terminal(autojump_clock: object) -> None:
+async def test_two_readers_see_the_same_events_and_the_terminal(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("hi")]))
@@ -47,7 +48,7 @@ async def test_two_readers_see_the_same_events_and_the_terminal(autojump_clock: 
     assert seen == [["text", "result"], ["text", "result"]]
 
 
-async def test_a_reader_that_goes_away_does_not_block_the_turn(autojump_clock: object) -> None:
+async def test_a_reader_that_goes_away_does_not_block_the_turn(autojump_clock: MockClock) -> None:
     backend = ScriptedBackend([*MANY, *reply("end")], [*MANY, *reply("end")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
@@ -63,7 +64,7 @@ async def test_a_reader_that_goes_away_does_not_block_the_turn(autojump_clock: o
     assert trio.current_time() == 0.0
 
 
-async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: object) -> None:
+async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(
             Agent, name="a", backend=echo_backend([TextEvent(text="a"), Gate()]), watchdog=3
@@ -77,7 +78,7 @@ async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: obje
     assert last.timestamp == 3.0
 
 
-async def test_a_finished_or_unknown_ref_gives_an_empty_stream(autojump_clock: object) -> None:
+async def test_a_finished_or_unknown_ref_gives_an_empty_stream(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend())
         ref = rt.tell("a", "x")

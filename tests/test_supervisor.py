@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 from _helpers import echo_backend, settle
+from trio.testing import MockClock
 
 from agentrt import (
     Agent,
@@ -74,7 +75,7 @@ RESTARTED = {"one_for_one": {"b"}, "one_for_all": {"a", "b", "c"}, "rest_for_one
 @pytest.mark.parametrize("restart", ["permanent", "transient", "temporary"])
 @pytest.mark.parametrize("where", ["root", "nested"])
 async def test_restart_type_by_strategy(
-    where: str, restart: str, strategy: str, how: str, autojump_clock: object
+    where: str, restart: str, strategy: str, how: str, autojump_clock: MockClock
 ) -> None:
     comes_back = restart == "permanent" or (restart == "transient" and how == "crash")
     restarted = RESTARTED[strategy] if comes_back else set()
@@ -118,7 +119,7 @@ async def test_restart_type_by_strategy(
             assert isinstance(ended, Completed) and ended.response.text == "stop"
 
 
-async def test_temporary_siblings_are_stopped_and_not_restarted(autojump_clock: object) -> None:
+async def test_temporary_siblings_are_stopped_and_not_restarted(autojump_clock: MockClock) -> None:
     gate = Gate()
     terminated: list[object] = []
 
@@ -146,7 +147,7 @@ async def test_temporary_siblings_are_stopped_and_not_restarted(autojump_clock: 
     assert all(isinstance(reason, str) and "'b'" in reason for reason in terminated[:2])
 
 
-async def test_a_restarted_agent_is_a_new_instance_of_its_class(autojump_clock: object) -> None:
+async def test_a_restarted_agent_is_a_new_instance_of_its_class(autojump_clock: MockClock) -> None:
     made: list[Agent] = []
     inits: list[dict[str, Any]] = []
 
@@ -176,7 +177,7 @@ async def test_a_restarted_agent_is_a_new_instance_of_its_class(autojump_clock: 
 
 
 async def test_past_the_intensity_the_runtime_gives_up_with_the_history(
-    autojump_clock: object, caplog: pytest.LogCaptureFixture
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     starts: list[float] = []
 
@@ -216,7 +217,7 @@ async def test_past_the_intensity_the_runtime_gives_up_with_the_history(
 
 
 async def test_backoff_doubles_up_to_its_bound_and_resets_with_the_window(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     starts: list[float] = []
 
@@ -240,7 +241,7 @@ async def test_backoff_doubles_up_to_its_bound_and_resets_with_the_window(
     assert starts == pytest.approx([0.0, 1.0, 21.0, 41.0, 61.0, 81.0, 83.0, 86.0, 89.0])
 
 
-async def test_a_restart_that_cannot_start_counts_as_a_crash(autojump_clock: object) -> None:
+async def test_a_restart_that_cannot_start_counts_as_a_crash(autojump_clock: MockClock) -> None:
     attempts: list[float] = []
 
     class Fragile(Worker):
@@ -262,7 +263,7 @@ async def test_a_restart_that_cannot_start_counts_as_a_crash(autojump_clock: obj
     assert "restart failed: OSError" in reasons[1]
 
 
-async def test_a_nested_supervisor_escalates_to_its_owner_only(autojump_clock: object) -> None:
+async def test_a_nested_supervisor_escalates_to_its_owner_only(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="outside", backend=echo_backend())
         reached_end = False
@@ -283,7 +284,7 @@ async def test_a_nested_supervisor_escalates_to_its_owner_only(autojump_clock: o
         assert (await rt.ask("outside", "still here")).text == "echo still here"
 
 
-async def test_leaving_a_nested_supervisor_stops_its_agents(autojump_clock: object) -> None:
+async def test_leaving_a_nested_supervisor_stops_its_agents(autojump_clock: MockClock) -> None:
     gate = Gate()
     errors: list[AgentStopped] = []
     async with open_runtime() as rt, trio.open_nursery() as outside:
@@ -321,7 +322,9 @@ async def test_intensity_arguments_are_checked() -> None:
 
 
 @pytest.mark.parametrize("restart", ["permanent", "transient", "temporary"])
-async def test_queued_asks_wait_for_the_new_instance(restart: str, autojump_clock: object) -> None:
+async def test_queued_asks_wait_for_the_new_instance(
+    restart: str, autojump_clock: MockClock
+) -> None:
     gate = Gate()
     answers: list[object] = []
     async with open_runtime() as rt:
@@ -359,7 +362,7 @@ async def test_queued_asks_wait_for_the_new_instance(restart: str, autojump_cloc
         assert answers[1:] == ["echo second", "echo third"]
 
 
-async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: object) -> None:
+async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Worker, name="a", backend=echo_backend([gate, *reply("crash")]))
@@ -375,7 +378,7 @@ async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: obje
         assert isinstance(await rt.wait(queued), Completed)
 
 
-async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: object) -> None:
+async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: MockClock) -> None:
     results: list[object] = []
     async with open_runtime() as rt:
         await rt.start_agent(Worker, name="a", backend=echo_backend())
@@ -404,7 +407,7 @@ async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: objec
 
 
 async def test_restarts_are_logged(
-    autojump_clock: object, caplog: pytest.LogCaptureFixture
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="agentrt")
     async with open_runtime() as rt:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 from _helpers import Recorder, echo_backend, settle
+from trio.testing import MockClock
 
 from agentrt import (
     Agent,
@@ -32,7 +33,7 @@ from agentrt.testing import Exit, Fail, Gate, Raise, ScriptedBackend, Sleep, rep
 
 
 async def test_the_watchdog_ends_a_turn_at_its_limit_and_the_agent_goes_on(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     agent = Recorder()
     backend = echo_backend([SessionEvent(session_id="s1"), Gate()])
@@ -53,7 +54,7 @@ async def test_the_watchdog_ends_a_turn_at_its_limit_and_the_agent_goes_on(
     assert backend.session_ids == [None, "s1"]
 
 
-async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: object) -> None:
+async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: MockClock) -> None:
     backend = echo_backend([Sleep(20), *reply("one")], [Sleep(20), *reply("two")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, watchdog=25)
@@ -65,7 +66,7 @@ async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: object) -
 
 
 async def test_after_result_ends_a_turn_that_goes_on_after_its_result(
-    autojump_clock: object,
+    autojump_clock: MockClock,
 ) -> None:
     # The same bound holds for an in-process backend; a later result restarts it.
     backend = echo_backend(
@@ -83,7 +84,7 @@ async def test_after_result_ends_a_turn_that_goes_on_after_its_result(
     assert (first.duration, second.duration) == (5.0, 8.0)
 
 
-async def test_no_watchdog(autojump_clock: object) -> None:
+async def test_no_watchdog(autojump_clock: MockClock) -> None:
     backend = echo_backend([Sleep(86400 * 7), *reply("a week later")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, watchdog=None)
@@ -92,7 +93,7 @@ async def test_no_watchdog(autojump_clock: object) -> None:
     assert response.duration == 86400 * 7
 
 
-async def test_first_event_bound(autojump_clock: object) -> None:
+async def test_first_event_bound(autojump_clock: MockClock) -> None:
     # The session event does not count as content; the bound fires at 5 s.
     backend = echo_backend([SessionEvent(session_id="s1"), Sleep(10), *reply("late")])
     async with open_runtime() as rt:
@@ -104,7 +105,7 @@ async def test_first_event_bound(autojump_clock: object) -> None:
         assert trio.current_time() == 5.0
 
 
-async def test_content_lifts_the_first_event_bound(autojump_clock: object) -> None:
+async def test_content_lifts_the_first_event_bound(autojump_clock: MockClock) -> None:
     backend = echo_backend([Sleep(4), TextEvent(text="hi"), Sleep(100), *reply("done")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, first_event=5, watchdog=200)
@@ -113,7 +114,7 @@ async def test_content_lifts_the_first_event_bound(autojump_clock: object) -> No
     assert response.duration == 104.0
 
 
-async def test_the_watchdog_still_applies_after_content(autojump_clock: object) -> None:
+async def test_the_watchdog_still_applies_after_content(autojump_clock: MockClock) -> None:
     backend = echo_backend([Sleep(4), TextEvent(text="hi"), Gate()])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, first_event=5, watchdog=50)
@@ -134,7 +135,7 @@ async def test_the_watchdog_still_applies_after_content(autojump_clock: object) 
     ],
 )
 async def test_failures_reach_the_caller_and_handle_error_and_the_agent_survives(
-    autojump_clock: object, script: list[object], reason: StopReason, message: str
+    autojump_clock: MockClock, script: list[object], reason: StopReason, message: str
 ) -> None:
     agent = Recorder()
     async with open_runtime() as rt:
@@ -147,7 +148,7 @@ async def test_failures_reach_the_caller_and_handle_error_and_the_agent_survives
     assert agent.only("error") == [reason]
 
 
-async def test_a_crash_mid_stream_carries_its_cause(autojump_clock: object) -> None:
+async def test_a_crash_mid_stream_carries_its_cause(autojump_clock: MockClock) -> None:
     error = KeyError("frame")
     backend = echo_backend([SessionEvent(session_id="s9"), TextEvent(text="a"), Raise(error)])
     async with open_runtime() as rt:
@@ -161,7 +162,9 @@ async def test_a_crash_mid_stream_carries_its_cause(autojump_clock: object) -> N
     assert backend.session_ids == [None, "s9"]
 
 
-async def test_an_exception_in_handle_stream_event_fails_the_turn(autojump_clock: object) -> None:
+async def test_an_exception_in_handle_stream_event_fails_the_turn(
+    autojump_clock: MockClock,
+) -> None:
     class Picky(Recorder):
         def handle_stream_event(self, event: object) -> None:
             if isinstance(event, TextEvent):
@@ -178,7 +181,7 @@ async def test_an_exception_in_handle_stream_event_fails_the_turn(autojump_clock
     assert agent.only("error") == [StopReason.TURN_CRASHED]
 
 
-async def test_a_backend_with_no_script_left_fails_the_turn(autojump_clock: object) -> None:
+async def test_a_backend_with_no_script_left_fails_the_turn(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=ScriptedBackend())
         with pytest.raises(TurnFailed) as info:
@@ -187,7 +190,7 @@ async def test_a_backend_with_no_script_left_fails_the_turn(autojump_clock: obje
     assert isinstance(info.value.__cause__, LookupError)
 
 
-async def test_failure_messages_are_redacted(autojump_clock: object) -> None:
+async def test_failure_messages_are_redacted(autojump_clock: MockClock) -> None:
     secret = "sk-ant-abcdefghijklmnopqrstuvwx"
     backend = echo_backend([Fail(message=f"bad key {secret}")], [Raise(ValueError(secret))])
     async with open_runtime() as rt:
@@ -200,7 +203,7 @@ async def test_failure_messages_are_redacted(autojump_clock: object) -> None:
             assert "[REDACTED]" in info.value.message
 
 
-async def test_session_ids_are_threaded_into_the_next_turn(autojump_clock: object) -> None:
+async def test_session_ids_are_threaded_into_the_next_turn(autojump_clock: MockClock) -> None:
     backend = ScriptedBackend(
         reply("one", session_id="s1"),
         [SessionEvent(session_id="s2"), Fail()],  # a failed turn still moves the session on
@@ -246,7 +249,7 @@ class Store(MemoryStore):
 
 
 async def test_the_store_is_checkpointed_before_the_turn_goes_on(
-    autojump_clock: object, tmp_path: Path
+    autojump_clock: MockClock, tmp_path: Path
 ) -> None:
     repo = str(tmp_path)
     gate = Gate()
@@ -296,7 +299,7 @@ async def test_the_runtime_opens_and_closes_its_store() -> None:
 DENIAL = PermissionDenial(tool_name="Bash", tool_use_id="t1", input={"command": "rm x"})
 
 
-async def test_the_response_is_built_from_the_whole_stream(autojump_clock: object) -> None:
+async def test_the_response_is_built_from_the_whole_stream(autojump_clock: MockClock) -> None:
     usage = Usage(input_tokens=10, output_tokens=5)
     backend = ScriptedBackend(
         [
@@ -338,7 +341,7 @@ async def test_the_response_is_built_from_the_whole_stream(autojump_clock: objec
     assert response.terminal.timestamp == 3.0
 
 
-async def test_final_message_prefers_the_result_text(autojump_clock: object) -> None:
+async def test_final_message_prefers_the_result_text(autojump_clock: MockClock) -> None:
     backend = ScriptedBackend(
         [TextEvent(text="a", message_boundary=True), ResultEvent(text="the answer")],
         [TextEvent(text="one", message_boundary=True), TextEvent(text="two"), ResultEvent()],
@@ -351,7 +354,7 @@ async def test_final_message_prefers_the_result_text(autojump_clock: object) -> 
     assert (second.text, second.final_message) == ("onetwo", "two")
 
 
-async def test_retracted_text_leaves_the_answer(autojump_clock: object) -> None:
+async def test_retracted_text_leaves_the_answer(autojump_clock: MockClock) -> None:
     # An attempt abandoned mid-stream is taken back from the end of the open message; a
     # retraction that does not end the open message takes nothing.
     backend = ScriptedBackend(
@@ -380,7 +383,7 @@ async def test_retracted_text_leaves_the_answer(autojump_clock: object) -> None:
     assert (second.text, second.final_message) == ("keep ", "keep ")
 
 
-async def test_a_later_terminal_replaces_an_earlier_result(autojump_clock: object) -> None:
+async def test_a_later_terminal_replaces_an_earlier_result(autojump_clock: MockClock) -> None:
     agent = Recorder()
     backend = ScriptedBackend(
         [ResultEvent(text="done"), TextEvent(text="late"), ErrorEvent(reason=StopReason.CLI_ERROR)]
@@ -393,7 +396,7 @@ async def test_a_later_terminal_replaces_an_earlier_result(autojump_clock: objec
     assert agent.only("stream") == ["result", "text", "error"]
 
 
-async def test_a_terminal_error_ends_the_turn_at_once(autojump_clock: object) -> None:
+async def test_a_terminal_error_ends_the_turn_at_once(autojump_clock: MockClock) -> None:
     agent = Recorder()
     backend = ScriptedBackend(
         [
@@ -413,7 +416,7 @@ async def test_a_terminal_error_ends_the_turn_at_once(autojump_clock: object) ->
     assert agent.only("stream") == ["error"]
 
 
-async def test_a_crashing_handler_wins_over_a_terminal_error(autojump_clock: object) -> None:
+async def test_a_crashing_handler_wins_over_a_terminal_error(autojump_clock: MockClock) -> None:
     class Crashing(Agent):
         def handle_stream_event(self, event: object) -> None:
             if isinstance(event, ErrorEvent):
@@ -427,7 +430,7 @@ async def test_a_crashing_handler_wins_over_a_terminal_error(autojump_clock: obj
     assert info.value.reason is StopReason.TURN_CRASHED
 
 
-async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: object) -> None:
+async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), watchdog=10)

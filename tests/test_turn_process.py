@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from trio.testing import MockClock
 
 import agentrt._turn
 from agentrt import (
@@ -161,7 +162,7 @@ INIT = {"type": "init", "session_id": "s1"}
 
 
 async def test_frames_become_a_response(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [
         INIT,
@@ -182,7 +183,7 @@ async def test_frames_become_a_response(
 
 
 async def test_interrupt_goes_to_the_process_and_reading_continues(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     backend = CliBackend()
     driver.script = [{"type": "text", "text": "working"}, HANG]
@@ -207,7 +208,7 @@ async def test_interrupt_goes_to_the_process_and_reading_continues(
 
 
 async def test_the_watchdog_interrupts_the_process(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, HANG]
     async with open_runtime() as rt:
@@ -219,7 +220,7 @@ async def test_the_watchdog_interrupts_the_process(
 
 
 async def test_the_first_event_bound_interrupts_the_process(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, HANG]
     async with open_runtime() as rt:
@@ -231,7 +232,7 @@ async def test_the_first_event_bound_interrupts_the_process(
 
 
 async def test_driver_failures_are_stop_reasons(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, 2.0, ProcessFailure(StopReason.IDLE_TIMEOUT, "no output for 2 s")]
     async with open_runtime() as rt:
@@ -245,7 +246,7 @@ async def test_driver_failures_are_stop_reasons(
 
 
 async def test_an_exit_without_a_result_is_classified_by_the_translator(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, {"type": "text", "text": "cut off"}]
     async with open_runtime() as rt:
@@ -257,7 +258,7 @@ async def test_an_exit_without_a_result_is_classified_by_the_translator(
 
 
 async def test_stopping_the_agent_leaves_the_driver_to_clean_up(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, HANG]
     async with open_runtime() as rt:
@@ -271,7 +272,7 @@ async def test_stopping_the_agent_leaves_the_driver_to_clean_up(
 
 
 async def test_the_last_of_several_results_decides_and_reading_goes_on_until_exit(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     # A background task: a result, the CLI waits for the task, then a second init and result.
     driver.script = [
@@ -306,7 +307,7 @@ async def test_the_last_of_several_results_decides_and_reading_goes_on_until_exi
 
 
 async def test_an_empty_last_result_falls_back_to_the_text_after_the_previous_terminal(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [
         {"type": "text", "text": "first"},
@@ -321,7 +322,7 @@ async def test_an_empty_last_result_falls_back_to_the_text_after_the_previous_te
 
 
 async def test_a_terminal_error_interrupts_the_cli_at_once_and_keeps_its_reason(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     backend = CliBackend()
     driver.script = [
@@ -354,7 +355,7 @@ async def test_a_terminal_error_interrupts_the_cli_at_once_and_keeps_its_reason(
 
 
 async def test_an_interrupt_stays_interrupted_whatever_error_the_cli_prints_then(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, HANG]
     # Claude Code on SIGINT: a result with subtype error_during_execution.
@@ -384,7 +385,7 @@ STARTED = {"type": "result", "text": "started", "session_id": "s1"}
 )
 async def test_a_cli_lingering_after_its_result_is_ended_and_the_result_kept(
     driver: types.SimpleNamespace,
-    autojump_clock: object,
+    autojump_clock: MockClock,
     options: dict[str, Any],
     ends_at: float,
 ) -> None:
@@ -401,7 +402,7 @@ async def test_a_cli_lingering_after_its_result_is_ended_and_the_result_kept(
 
 
 async def test_a_later_result_restarts_the_after_result_bound(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     later = {"type": "result", "text": "the task is done", "session_id": "s1"}
     driver.script = [INIT, STARTED, 20.0, later, HANG]
@@ -414,7 +415,7 @@ async def test_a_later_result_restarts_the_after_result_bound(
 
 @pytest.mark.parametrize("how", ["interrupt", "idle"])
 async def test_an_interrupt_or_a_driver_bound_after_a_result_keeps_it(
-    driver: types.SimpleNamespace, autojump_clock: object, how: str
+    driver: types.SimpleNamespace, autojump_clock: MockClock, how: str
 ) -> None:
     driver.script = [INIT, STARTED, HANG]
     if how == "idle":
@@ -432,7 +433,7 @@ async def test_an_interrupt_or_a_driver_bound_after_a_result_keeps_it(
 
 
 async def test_a_handler_crash_after_a_result_still_fails_the_turn(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script = [INIT, STARTED, {"type": "text", "text": "boom"}, HANG]
     async with open_runtime() as rt:
@@ -479,7 +480,7 @@ ONE_READ = [
 
 
 async def test_events_of_one_read_are_delivered_in_order_each_session_checkpointed_first(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script, driver.one_read = ONE_READ, True
     log: list[str] = []
@@ -511,7 +512,7 @@ async def test_events_of_one_read_are_delivered_in_order_each_session_checkpoint
 
 
 async def test_a_handler_failing_mid_read_delivers_nothing_further_but_session_ids_count(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     driver.script, driver.one_read = ONE_READ, True
     log: list[str] = []
@@ -535,7 +536,7 @@ async def test_a_handler_failing_mid_read_delivers_nothing_further_but_session_i
 
 
 async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
-    driver: types.SimpleNamespace, autojump_clock: object
+    driver: types.SimpleNamespace, autojump_clock: MockClock
 ) -> None:
     texts = [str(i) for i in range(200)]  # far more than a subscriber's buffer
     driver.script = [INIT, *({"type": "text", "text": t} for t in texts)]
@@ -560,10 +561,10 @@ class _Read(list[Any]):
 
 
 async def test_a_handled_read_is_released_before_the_turn_waits_for_the_next(
-    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     # With a hundred turns waiting on their pipes at once, a read each kept alive while
-    # waiting is a hundred reads' worth of lines (25 MiB in the concurrency benchmark).
+    # waiting is a hundred reads' worth of lines (see the concurrency pass in bench/README.md).
     reads: list[weakref.ref[_Read]] = []
     more = trio.Event()
 
@@ -596,7 +597,7 @@ async def test_a_handled_read_is_released_before_the_turn_waits_for_the_next(
 
 
 async def test_text_across_reads_keeps_every_character_and_its_segment(
-    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     # A segment's text is folded into UTF-8 after each read; non-ASCII text, a result in
     # the middle of a read and even lone surrogates (no JSON decoder makes one, a translator
@@ -631,7 +632,7 @@ async def test_text_across_reads_keeps_every_character_and_its_segment(
 
 
 async def test_a_finished_turn_lets_go_of_its_event_log_before_the_store_writes(
-    driver: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+    driver: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     # The Response has its own copy of the events; turns that end together and wait on the
     # store must not each hold their log's buffer as well.
@@ -667,7 +668,7 @@ class _Watcher(Agent):
 
 @pytest.mark.parametrize("one_read", [True, False])
 async def test_events_nobody_watches_count_and_fold_as_watched_ones(
-    driver: types.SimpleNamespace, autojump_clock: object, one_read: bool
+    driver: types.SimpleNamespace, autojump_clock: MockClock, one_read: bool
 ) -> None:
     # Past what compact retention keeps, a text event nobody watches is only folded into
     # the text and counted; the Response must not tell the difference.

@@ -1,41 +1,20 @@
-"""Fixtures of the `agentrt` command tests: the command as a subprocess, the pinned claude
-binary, a fake model API, and a check that the command left no process behind."""
+"""Fixtures of the `agentrt` command tests: an environment for the command as a subprocess
+(its processes marked: none may outlive the test), a fake model API, the pinned claude."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from realcli._claude import MARKER_VAR, claude_binary, kill_marked, npm_available
+from realcli._claude import MARKER_VAR
 
 from agentrt.testing import FakeAnthropic, open_fake_anthropic
 
 
-@pytest.fixture(scope="session")
-def claude_bin() -> Path:
-    """The pinned claude binary (`make claude-cli`); a skip only when npm is absent."""
-    binary = claude_binary()
-    if binary.exists():
-        return binary
-    if not npm_available():
-        pytest.skip("npm not found, so the pinned claude is not installed")
-    pytest.fail(f"the pinned claude is not installed at {binary}: run `make claude-cli`")
-
-
 @pytest.fixture
-async def marker() -> AsyncIterator[str]:
-    """AGENTRT_TEST_MARKER for the command's processes; none may outlive the test."""
-    value = uuid.uuid4().hex
-    yield value
-    leftovers = await kill_marked(value)
-    assert not leftovers, f"processes left behind (now killed): {leftovers}"
-
-
-@pytest.fixture
-def base_env(tmp_path: Path, marker: str) -> Iterator[dict[str, str]]:
+def base_env(tmp_path: Path, process_marker: str) -> Iterator[dict[str, str]]:
     """An environment without ambient credentials, with a private HOME, TMPDIR and store."""
     home = tmp_path / "home"
     (home / "tmp").mkdir(parents=True)
@@ -47,7 +26,7 @@ def base_env(tmp_path: Path, marker: str) -> Iterator[dict[str, str]]:
         TMPDIR=str(home / "tmp"),
         AGENTRT_STORE=str(tmp_path / "sessions.sqlite3"),
         TERM="dumb",
-        **{MARKER_VAR: marker},
+        **{MARKER_VAR: process_marker},
     )
     yield env
 

@@ -211,6 +211,8 @@ async def test_ctrl_c_while_the_command_starts_prints_no_traceback(
                 if process.returncode is None:
                     process.kill()
                 await process.wait()
+        if b"Fatal Python error: init_import_site" in err:
+            continue  # on a loaded machine: still in the interpreter's start, before our code
         assert b"Traceback" not in err, (delay, err.decode())
         assert code in (0, 130, -signal.SIGINT), (delay, code, err.decode())
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 import trio
+from proc_helpers import ProcInfo, kill_marked, marked
 from trio_util import AsyncValue
 
 from agentrt._redact import redact, redact_mapping
@@ -55,66 +56,6 @@ def project_folder_name(cwd: Path | str) -> str:
 def transcript_path(home: Path, cwd: Path, session_id: str) -> Path:
     """Where the CLI keeps the transcript of a session run in ``cwd``."""
     return home / ".claude" / "projects" / project_folder_name(cwd) / f"{session_id}.jsonl"
-
-
-@attrs.frozen
-class ProcInfo:
-    pid: int
-    ppid: int
-    pgid: int
-    sid: int
-    state: str
-    cmdline: str
-
-
-def proc_info(pid: int) -> ProcInfo | None:
-    """One process from /proc, or None if it is gone (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name is in parentheses and may itself hold spaces or parentheses.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], cmdline)
-
-
-def marked_processes(marker: str) -> list[ProcInfo]:
-    """Live processes whose environment carries ``AGENTRT_TEST_MARKER=<marker>``."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if needle in environ and (info := proc_info(int(entry))) is not None:
-            found.append(info)
-    return found
-
-
-async def kill_marked(marker: str) -> list[ProcInfo]:
-    """SIGKILL every marked process until none is left; return those that were alive.
-
-    Cancellation: shielded; bounded (5 s).
-    """
-    killed: list[ProcInfo] = []
-    with trio.move_on_after(5, shield=True):
-        while alive := marked_processes(marker):
-            for info in alive:
-                if info.pid not in {k.pid for k in killed}:
-                    killed.append(info)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(info.pid, signal.SIGKILL)
-            await trio.sleep(0.02)
-    return killed
 
 
 @attrs.define
@@ -259,7 +200,7 @@ async def open_claude(
                     os.killpg(process.pid, signal.SIGKILL)
             with trio.move_on_after(5):
                 await process.wait()
-            await kill_marked(marker)
+            await kill_marked(MARKER_VAR, marker)
     if body_error is not None:
         raise body_error
 
@@ -408,7 +349,7 @@ async def wait_for_process(marker: str, predicate: Callable[[ProcInfo], bool]) -
     Cancellation: bound it with ``trio.fail_after``.
     """
     while True:
-        for info in marked_processes(marker):
+        for info in marked(MARKER_VAR, marker):
             if predicate(info):
                 return info
         await trio.sleep(0.05)
@@ -421,6 +362,6 @@ async def wait_until_gone(marker: str) -> None:
     """
     # Polling: nothing signals the exit of a process that is not our child.
     while True:
-        if not marked_processes(marker):
+        if not marked(MARKER_VAR, marker):
             return
         await trio.sleep(0.05)

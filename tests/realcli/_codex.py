@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
+from proc_helpers import kill_marked, marked
 
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
@@ -83,7 +83,7 @@ async def codex_place(api: FakeOpenAI, **config: Any) -> AsyncIterator[Place]:
             yield place
         finally:
             with trio.CancelScope(shield=True):
-                await kill_marked(place.marker)
+                await kill_marked(MARKER_VAR, place.marker)
 
 
 @attrs.frozen
@@ -138,46 +138,16 @@ async def run_turn(command: Command, **translator: Any) -> Turn:
     return Turn(frames, status, stderr, translate(frames, status, stderr, **translator))
 
 
-def marked(marker: str) -> list[int]:
-    """Live processes (not zombies) carrying ``marker`` in their environment."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            environ = Path("/proc", entry, "environ").read_bytes()
-            state = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue  # gone meanwhile, or not ours to read
-        if state != "Z" and needle in environ.split(b"\0"):
-            found.append(int(entry))
-    return found
-
-
 def find_marked(marker: str, comm: str) -> list[int]:
     """Live processes carrying ``marker`` whose command name is ``comm``."""
     pids = []
-    for pid in marked(marker):
+    for pid in (info.pid for info in marked(MARKER_VAR, marker)):
         try:
             if Path("/proc", str(pid), "comm").read_text().strip() == comm:
                 pids.append(pid)
         except OSError:
             continue
     return pids
-
-
-async def kill_marked(marker: str) -> list[int]:
-    """SIGKILL every live process carrying ``marker`` until none is left (a zombie counts as
-    gone; at most 5 s); returns the pids that were still alive."""
-    survivors = marked(marker)
-    with trio.fail_after(5):
-        while pids := marked(marker):
-            for pid in pids:
-                with suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            await trio.sleep(0.02)
-    return survivors
 
 
 def redact_paths(text: str, place: Place, api: FakeOpenAI) -> str:

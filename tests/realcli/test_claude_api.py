@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import trio
+from proc_helpers import ProcInfo, marked
 
 from agentrt import (
     Agent,
@@ -47,7 +48,7 @@ from agentrt.testing import (
     RecordedRequest,
 )
 
-from ._claude import Claude, ProcInfo, marked_processes, wait_for_process
+from ._claude import MARKER_VAR, Claude, wait_for_process
 
 pytestmark = pytest.mark.realcli
 
@@ -204,12 +205,12 @@ async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: P
                 await child.stdout.aclose()
         assert b"ANSWER First answer." in output
         # The dead program's turn runs on without it: the CLI and its tool, at least.
-        orphans = {p.pid for p in marked_processes(claude.marker)}
+        orphans = {p.pid for p in marked(MARKER_VAR, claude.marker)}
         assert sleeper.pid in orphans and len(orphans) >= 3
 
         async with runtime(store=SQLiteStore(store)) as rt:
             # Opening the store killed the turn its dead runtime left running.
-            assert marked_processes(claude.marker) == []
+            assert marked(MARKER_VAR, claude.marker) == []
             await rt.start_agent(Agent, name="coder", backend="claude", **options)
             three = await rt.ask("coder", "third prompt")
 
@@ -229,7 +230,7 @@ async def _wait_for_sleeper(claude: Claude) -> ProcInfo:
     sleeper = await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 300")
     # The tool runs in a session of its own, outside the CLI's: only a descendant-tree kill
     # finds it.
-    sessions = {p.sid for p in marked_processes(claude.marker)}
+    sessions = {p.sid for p in marked(MARKER_VAR, claude.marker)}
     assert sleeper.sid == sleeper.pgid and len(sessions) == 2
     return sleeper
 
@@ -255,7 +256,7 @@ async def test_tool_tree_ends_with_the_turn(claude: Claude, how: str) -> None:
 
                 async def end_it() -> None:
                     seen.append(await _wait_for_sleeper(claude))
-                    seen.extend(marked_processes(claude.marker))
+                    seen.extend(marked(MARKER_VAR, claude.marker))
                     if how == "interrupt":
                         assert rt.interrupt("coder")
                     elif how == "stop_agent":
@@ -277,7 +278,7 @@ async def test_tool_tree_ends_with_the_turn(claude: Claude, how: str) -> None:
                     if how == "watchdog":
                         assert watchdog <= trio.current_time() - started < watchdog + 3
                 # The turn is over: nothing it started may still run, not even for a moment.
-                left = marked_processes(claude.marker)
+                left = marked(MARKER_VAR, claude.marker)
                 assert left == [], left
                 nursery.cancel_scope.cancel()  # if the tool never came, end_it still waits
     assert seen, "the Bash tool never ran"

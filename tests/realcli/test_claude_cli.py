@@ -12,6 +12,7 @@ import signal
 
 import pytest
 import trio
+from proc_helpers import ProcInfo, marked, proc_info
 
 from agentrt.testing import (
     AnthropicCutStream,
@@ -21,14 +22,7 @@ from agentrt.testing import (
     AnthropicToolUse,
 )
 
-from ._claude import (
-    Claude,
-    ProcInfo,
-    marked_processes,
-    proc_info,
-    wait_for_process,
-    wait_until_gone,
-)
+from ._claude import MARKER_VAR, Claude, wait_for_process, wait_until_gone
 
 pytestmark = pytest.mark.realcli
 
@@ -290,7 +284,7 @@ async def test_sigint_mid_tool_ends_the_turn_and_its_tool_tree(claude: Claude) -
             assert await run.wait() == 0
             with trio.move_on_after(5):
                 await wait_until_gone(claude.marker)
-            assert marked_processes(claude.marker) == []  # the CLI ended its tool's session
+            assert marked(MARKER_VAR, claude.marker) == []  # the CLI ended its tool's session
     claude.record(
         "sigint_mid_tool",
         run,
@@ -352,7 +346,7 @@ async def test_sigterm_mid_tool_exits_143_without_result(claude: Claude) -> None
             assert await run.wait() == 143
             with trio.move_on_after(5):
                 await wait_until_gone(claude.marker)
-            assert marked_processes(claude.marker) == []
+            assert marked(MARKER_VAR, claude.marker) == []
     claude.record(
         "sigterm_mid_tool",
         run,

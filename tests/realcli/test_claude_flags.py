@@ -20,6 +20,7 @@ from typing import Any, get_args
 import attrs
 import pytest
 import trio
+from proc_helpers import Frames
 
 from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
 from agentrt.backends.claude._options import PermissionMode
@@ -92,7 +93,7 @@ async def run_argv(claude: Claude, options: dict[str, Any]) -> Outcome:
     parsed = backend.parse_options({**claude.agent_options(), **options})
     command = backend.command(parsed, "", session_id=None)
     async with open_cli_process(command, ProcessLimits(startup=60)) as proc:
-        frames = [frame async for frame in proc.frames()]
+        frames = [frame async for frame in Frames(proc)]
         status = await proc.wait()
         return Outcome(status.returncode, proc.stderr_tail, len(frames))
 

@@ -7,10 +7,9 @@ process carries it once the runtime says the turn or the agent is over.
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from proc_helpers import Watcher, marked, wait_until
 
 import agentrt
-from agentrt import Event, StopReason, ToolUseEvent, TurnFailed, Usage
-from agentrt._options import split_options
+from agentrt import StopReason, ToolUseEvent, TurnFailed, Usage
 from agentrt.testing import (
     FakeOpenAI,
     OpenAIError,
@@ -31,7 +30,7 @@ from agentrt.testing import (
     open_fake_openai,
 )
 
-from ._codex import Place, codex_binary, codex_place, find_marked, marked
+from ._codex import MARKER_VAR, Place, codex_binary, codex_place, find_marked
 
 BINARY = codex_binary()
 pytestmark = [
@@ -40,33 +39,12 @@ pytestmark = [
 ]
 
 
-def has_supervision() -> bool:
-    """Whether supervision (issue 4) has landed: it brings restarts together with the
-    ``resume`` option of start_agent, which until then would be handed to the backend."""
-    _, for_the_agent = split_options({"resume": "auto"})
-    return (
-        "resume" not in for_the_agent
-        or "resume" in inspect.signature(agentrt.Runtime.start_agent).parameters
-    )
-
-
-SUPERVISION = has_supervision()
 LONG = "sleep 300"
 
 
-class Watcher(agentrt.Agent):
-    """Sets ``tool_started`` when codex reports a command execution."""
-
-    def __init__(self) -> None:
-        self.tool_started = trio.Event()
-        self.errors: list[TurnFailed] = []
-
-    def handle_stream_event(self, event: Event) -> None:
-        if isinstance(event, ToolUseEvent):
-            self.tool_started.set()
-
-    def handle_error(self, ref: agentrt.Ref, error: TurnFailed) -> None:
-        self.errors.append(error)
+async def tool_started(agent: Watcher) -> None:
+    """Return once codex reported a command execution."""
+    await agent.wait_for(lambda: any(isinstance(e, ToolUseEvent) for e in agent.events))
 
 
 @attrs.frozen
@@ -110,14 +88,6 @@ async def codex_agent(
         yield Setup(api, place, rt, agent)
 
 
-async def wait_for(predicate: Callable[[], Any], bound: float = 10.0) -> Any:
-    """Poll ``predicate`` until it is truthy (process states have no event to wait on)."""
-    with trio.fail_after(bound):
-        while not (value := predicate()):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-    return value
-
-
 async def test_two_asks_resume_one_thread() -> None:
     script = [OpenAIReply.text("First answer"), OpenAIReply.text("Second answer")]
     async with codex_agent(script) as s:
@@ -140,11 +110,11 @@ async def test_interrupt_kills_the_command_tree_with_zero_survivors() -> None:
     async with codex_agent(script, sandbox="danger-full-access") as s:
         ref = s.rt.tell("coder", "Run it")
         with trio.fail_after(20):
-            await s.agent.tool_started.wait()
-            (sleeper,) = await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             assert s.rt.interrupt("coder")
             result = await s.rt.wait(ref)
-        survivors = marked(s.place.marker)
+        survivors = marked(MARKER_VAR, s.place.marker)
     assert survivors == [], f"{sleeper=} and others outlived the interrupted turn"
     assert isinstance(result, agentrt.Failed) and isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED
@@ -169,8 +139,8 @@ async def test_each_response_reports_its_turns_own_usage() -> None:
         first = await s.rt.ask("coder", "Turn one")
         ref = s.rt.tell("coder", "Turn two")
         with trio.fail_after(20):
-            await s.agent.tool_started.wait()
-            await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             s.rt.interrupt("coder")
             await s.rt.wait(ref)
         third = await s.rt.ask("coder", "Turn three")
@@ -187,12 +157,12 @@ async def test_stop_agent_kills_the_command_orphaned_by_codex() -> None:
     async with codex_agent(script, sandbox="danger-full-access") as s:
         with trio.fail_after(20):
             s.rt.tell("coder", "Run it")
-            await s.agent.tool_started.wait()
-            (sleeper,) = await wait_for(lambda: find_marked(s.place.marker, "sleep"))
+            await tool_started(s.agent)
+            (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             (node,) = find_marked(s.place.marker, "node")  # the npm wrapper, first in the group
             assert os.getsid(sleeper) != os.getsid(node)  # outside the group the CLI got
             await s.rt.stop_agent("coder")
-        survivors = marked(s.place.marker)
+        survivors = marked(MARKER_VAR, s.place.marker)
     assert survivors == [], f"{sleeper=} and others outlived the stopped agent"
 
 
@@ -234,11 +204,6 @@ class CrashOnNotify(Watcher):
         raise RuntimeError(f"crash on {event!r}")
 
 
-@pytest.mark.skipif(
-    not SUPERVISION,
-    reason="needs supervision (issue 4: restart='permanent' restarts a crashed agent, and its "
-    "next turn resumes the checkpointed session); not on this branch yet",
-)
 async def test_a_supervised_restart_resumes_the_thread() -> None:
     CrashOnNotify.started = 0
     script = [OpenAIReply.text("Before the crash"), OpenAIReply.text("After the restart")]
@@ -259,11 +224,6 @@ async def test_a_supervised_restart_resumes_the_thread() -> None:
     assert ("assistant", "Before the crash") in conversation(api, 1)
 
 
-@pytest.mark.skipif(
-    not SUPERVISION,
-    reason="needs supervision (issue 4: start_agent resumes the stored session of its name, "
-    "resume='auto'); not on this branch yet",
-)
 async def test_a_new_runtime_resumes_the_stored_thread(tmp_path: Path) -> None:
     script = [OpenAIReply.text("From the first runtime"), OpenAIReply.text("From the second")]
     store = agentrt.SQLiteStore(tmp_path / "sessions.sqlite3")

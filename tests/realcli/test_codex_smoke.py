@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from proc_helpers import kill_marked
 
 from agentrt import (
     ErrorEvent,
@@ -22,7 +23,7 @@ from agentrt.backend import Command, ExitStatus
 from agentrt.backends.codex import CodexBackend
 from agentrt.testing import OpenAIError, OpenAIReply, OpenAIUsage, open_fake_openai
 
-from ._codex import Place, codex_binary, codex_place, kill_marked, run_turn
+from ._codex import MARKER_VAR, Place, codex_binary, codex_place, run_turn
 
 BINARY = codex_binary()
 pytestmark = [
@@ -41,7 +42,7 @@ async def test_one_turn() -> None:
     script = [OpenAIReply.text("Hello from the fake")]
     async with open_fake_openai(script) as api, codex_place(api) as place:
         turn = await run_turn(command(place, "Say hello"))
-        left = await kill_marked(place.marker)
+        left = await kill_marked(MARKER_VAR, place.marker)
     assert turn.exit_status == ExitStatus(0), turn.stderr
     assert [e.kind for e in turn.events] == ["session", "text", "usage", "result"]
     result = turn.terminal
