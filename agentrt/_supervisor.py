@@ -229,13 +229,11 @@ class Supervisor(metaclass=NoPublicConstructor):
         session id always wins over a backend's own first-turn option (Claude's
         ``resume``/``session_id``, which only ``init_agent`` can still return).
 
-        The runtime's own options are ``watchdog``, ``first_event``, ``startup``, ``idle``,
-        ``max_line_bytes``, ``kill_grace``, ``after_result``, ``retention``, ``max_events``,
-        ``max_event_bytes``, ``max_pending``, ``max_pending_bytes``, ``max_results``,
-        ``max_result_bytes``, ``restart`` (``"permanent"``: restarted after a crash and
-        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never) and
-        ``on_session_lost``; every other keyword goes to ``init_agent``, whose result the
-        backend validates. Before anything runs: `TypeError` for an ``agent`` or ``name``
+        The runtime's own options are those of the README's table of runtime options: the
+        turn's bounds (``watchdog``, ``startup``, ...), retention, the mailbox's limits,
+        ``on_session_lost`` and ``restart`` (``"permanent"``: restarted after a crash and
+        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never); every
+        other keyword goes to ``init_agent``, whose result the backend validates. Before anything runs: `TypeError` for an ``agent`` or ``name``
         of the wrong type; `InvalidOptions` naming the offending key, also for a ``backend``
         that is neither a name nor a backend object, for a ``name`` that is empty, over 255
         characters or holds a control character (spaces, ``/``, ``..`` and non-ASCII are
