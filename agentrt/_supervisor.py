@@ -233,12 +233,13 @@ class Supervisor(metaclass=NoPublicConstructor):
         turn's bounds (``watchdog``, ``startup``, ...), retention, the mailbox's limits,
         ``on_session_lost`` and ``restart`` (``"permanent"``: restarted after a crash and
         after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never); every
-        other keyword goes to ``init_agent``, whose result the backend validates. Before anything runs: `TypeError` for an ``agent`` or ``name``
-        of the wrong type; `InvalidOptions` naming the offending key, also for a ``backend``
-        that is neither a name nor a backend object, for a ``name`` that is empty, over 255
-        characters or holds a control character (spaces, ``/``, ``..`` and non-ASCII are
-        fine), and for a ``cwd`` that does not exist or is not a directory. Also
-        `AgentAlreadyStarted`, `BackendNotFound`, `SessionMismatch`, `StoreError`.
+        other keyword goes to ``init_agent``, whose result the backend validates. Before
+        anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
+        `InvalidOptions` naming the offending key, also for a ``backend`` that is neither a
+        name nor a backend object, for a ``name`` that is empty, over 255 characters or
+        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), and for a
+        ``cwd`` that does not exist or is not a directory. Also `AgentAlreadyStarted`,
+        `BackendNotFound`, `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).
