@@ -176,7 +176,7 @@ class Runtime(metaclass=NoPublicConstructor):
         try:
             await request.wait()
         except BaseException:
-            turn_over = child.slot.withdraw(request)
+            turn_over = child.slot.abandon(request)
             if turn_over is not None:
                 with trio.move_on_after(cancel_grace(child.spec.options), shield=True):
                     await turn_over.wait()
@@ -240,7 +240,7 @@ class Runtime(metaclass=NoPublicConstructor):
     def withdraw(self, name: str, ref: Ref) -> bool:
         """Take a queued tell out of the queue (it polls as `Withdrawn`); False if it is
         running, finished or unknown."""
-        return self._child(name).slot.withdraw_queued(check_ref(ref))
+        return self._child(name).slot.withdraw(check_ref(ref))
 
     def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued

@@ -100,7 +100,6 @@ class Slot:
 
     def instance_ended(self, handle: AgentHandle) -> None:
         """The instance of ``handle`` has ended; a halt it deferred holds for the next."""
-        self.current = None
         self.halted = self.halted or self.halt_pending
         self.halt_pending = False
         if self.handle is handle:
@@ -132,7 +131,7 @@ class Slot:
             self.mailbox.admit(request, idle=self.current is None and not self.halted)
         return request
 
-    def withdraw(self, request: Request) -> trio.Event | None:
+    def abandon(self, request: Request) -> trio.Event | None:
         """The asker was cancelled: a queued request leaves the queue and never runs; a
         running one's turn is stopped (``cancelled``). Returns what is set once that turn's
         processes are gone, or None when no turn runs."""
@@ -150,7 +149,9 @@ class Slot:
             self._turn_over = trio.Event()
         return self._turn_over
 
-    def withdraw_queued(self, ref: Ref) -> bool:
+    def withdraw(self, ref: Ref) -> bool:
+        """Settle the queued (or chained) request ``ref`` as `Withdrawn`; False if it is
+        running, settled or unknown."""
         return self.mailbox.withdraw(ref, self.session_id)
 
     def notify(self, event: Any) -> None:
