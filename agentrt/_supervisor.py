@@ -1,9 +1,9 @@
 """Supervisors: which agents come back after a crash, with which siblings, how often, how soon.
 
-Every agent name has a `Child` that outlives the agent's instances: how to start one
-(its `AgentSpec`) and its `Slot`, the agent's state (its mailbox, so queued work waits
-through a restart; its session id, cwd and state blob; its counts), which every instance
-borrows. An `Actor` is one instance; when it ends, its supervisor applies OTP's rules (agentrt's
+Every agent name has a `Child` that outlives the agent's instances: how to start one (its
+`AgentSpec`) and its `Slot`, the agent's state (its mailbox, so queued work waits through
+a restart; its session id, cwd and state blob; its counts), which every instance borrows.
+An `Actor` is one instance; when it ends, its supervisor applies OTP's rules (agentrt's
 `RestartType`, `Strategy`, `RestartIntensity`): it stops the affected siblings in reverse
 start order, sleeps the backoff delay, and starts new instances in start order. Past the
 intensity it stops all its agents and raises `RestartLimitExceeded` out of the block that
