@@ -10,10 +10,12 @@
 # liveness bounds and the kill ladder; _proctree.py, _cgroup.py and _orphans.py find and kill
 # every process a turn started. _turn.py runs one turn: a backend's Command through the
 # driver (or in process), frames to events, the checkpoint, retention (_retention,
-# _segment) and the Response. _actor.py is one agent incarnation: its mailbox (_mailbox,
-# _requests), its states and the Agent callbacks (_agent). _supervisor.py restarts actors
-# by the rules in _restart.py; _options.py checks the runtime's options (per agent, per
-# supervisor).
+# _segment) and the Response. _actor.py is one agent incarnation: its loop and the Agent
+# callbacks (_agent). _slot.py is the one owner of an agent's state, kept per name across
+# incarnations (each borrows it): the mailbox (_mailbox, _requests: every queued-request
+# operation), the session, halted, the counts, the current request and turn, and every
+# call other tasks make on the agent. _supervisor.py restarts actors by the rules in
+# _restart.py; _options.py checks the runtime's options (each declared with its check).
 # _runtime.py owns the root nursery, the registry of names, the store and the process
 # limiter; _api.py is the module-level form of its methods.
 #

@@ -8,8 +8,9 @@ chains to itself run before queued work.
 An actor ends when it is stopped, when a handler returns `Stop`, or when it crashes (a
 decision callback raised or returned something invalid). It then fails the request it was
 processing and its chained prompts, runs ``terminate_agent``, and reports an `Exit` to its
-supervisor, which decides about the queued work: the mailbox belongs to the agent's name,
-so a restarted instance takes it over.
+supervisor, which decides about the queued work. What outlives the instance (the
+mailbox, the session, halted, its counts) is the agent's `Slot`, which each instance
+borrows, so a restarted instance takes it over as it is.
 """
 
 from __future__ import annotations
@@ -26,22 +27,14 @@ import msgspec
 import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
-from ._errors import AgentBusy, AgentRTError, AgentStopped, StoreError, TurnFailed
-from ._events import (
-    NO_TOTALS,
-    ErrorEvent,
-    Event,
-    Response,
-    SessionLostEvent,
-    SessionTotals,
-    StopReason,
-)
-from ._mailbox import Mailbox
+from ._errors import AgentStopped, StoreError, TurnFailed
+from ._events import NO_TOTALS, ErrorEvent, Event, Response, SessionLostEvent, StopReason
 from ._options import AgentOptions, SessionLostPolicy
 from ._process import CliProcess, ProcessTracker
 from ._redact import redact
-from ._requests import Origin, Ref, Request
-from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
+from ._requests import Request
+from ._slot import ASK_CANCELLED, Slot
+from ._status import AgentHandle
 from ._store import SessionStore
 from ._turn import Turn
 from .backend import Backend, InProcessBackend
@@ -63,8 +56,6 @@ def cancel_grace(options: AgentOptions) -> float:
 
 
 _state_encoder = msgspec.json.Encoder()
-
-_ASK_CANCELLED = "the caller of ask was cancelled"
 
 
 class _AgentCrashed(Exception):
@@ -130,44 +121,21 @@ class Exit:
 
 @attrs.define(eq=False)
 class Actor:
-    name: str
+    # The agent's state, borrowed from its name for the life of this instance.
+    slot: Slot
     agent: Agent
     backend: Backend
     backend_options: Any
     options: AgentOptions
-    mailbox: Mailbox
     handle: AgentHandle
-    new_id: Callable[[], int]
     # Called once the actor has ended; the supervisor decides what becomes of the queue.
     on_exit: Callable[[Actor, Exit], None]
-    store: SessionStore
     runtime_id: str
-    # The working directory the CLI runs in (absolute): where it keeps the transcript.
-    cwd: str | None = None
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
-    session_id: str | None = None
-    # What this session's turns reported so far; zero for a new session.
-    session_totals: SessionTotals = NO_TOTALS
-    # The last state blob saved (restored or checkpointed), so unchanged state is not
-    # written again and a restart can hand it to the next instance.
-    state_blob: bytes | None = None
-    # The store's row does not name this backend yet (a new name, or a start on another
-    # backend): the first turn that starts writes it, with the state; until then nothing
-    # is written, so a turn that cannot even spawn its CLI changes nothing stored.
-    unclaimed: bool = False
-
-    current: Request | None = None
-    turn: Turn | None = None
-    turns: int = 0
-    halted: bool = False
-    halt_pending: bool = False
-    _current_since: float = 0.0
     _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
     _on_session_lost: SessionLostPolicy = attrs.field(init=False)
-    _chained: deque[Request] | None = None
-    _parked: trio.lowlevel.Task | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _stop_reason: str = "stopped"
     _stop_cause: BaseException | None = None
@@ -176,13 +144,19 @@ class Actor:
     _done: bool = False
     # A live process record is in the store for the running turn.
     _live: bool = False
-    # Set when the running turn has ended (its processes gone), for a cancelled asker.
-    _turn_over: trio.Event | None = None
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
+
+    @property
+    def name(self) -> str:
+        return self.slot.name
+
+    @property
+    def store(self) -> SessionStore:
+        return self.slot.store
 
     # --- the task -------------------------------------------------------------------
 
@@ -203,64 +177,33 @@ class Actor:
                 await self._shutdown(crash)
 
     async def _loop(self) -> None:
-        mailbox = self.mailbox
+        slot = self.slot
+        mailbox = slot.mailbox
         while not self._stop_normally:
-            if self.current is None and mailbox.notifications:
+            if slot.current is None and mailbox.notifications:
                 await self._apply(mailbox.notifications.popleft())
                 continue
-            request = self.current or self._take()
+            request = slot.current or slot.take()
             if request is None:
-                await self._park()
+                await slot.park()
                 continue
             await self._process(request)
-            if self.mailbox.queue or self._chained:
+            if mailbox.queue or mailbox.chained:
                 # Scripted turns may never block: let other tasks run between turns.
                 await trio.lowlevel.checkpoint()
 
-    def _take(self) -> Request | None:
-        if self.halted:
-            return None
-        if self._chained:
-            request: Request | None = self._chained.popleft()
-        else:
-            request = self.mailbox.pop()
-        if request is not None:
-            self._begin(request)
-        return request
-
-    def _begin(self, request: Request) -> None:
-        self.current = request
-        self._current_since = trio.current_time()
-
-    async def _park(self) -> None:
-        self._parked = trio.lowlevel.current_task()
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._parked = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-
-    def _wake(self) -> None:
-        task = self._parked
-        if task is not None:
-            self._parked = None
-            trio.lowlevel.reschedule(task)
-
     async def _process(self, request: Request) -> None:
+        slot = self.slot
         prompt = request.prompt
         if "pre_turn" in self._overrides:
             decision = await self._decide("pre_turn", prompt)
             if isinstance(decision, Halt | Stop):
-                self.current = None
-                if request.origin == "self_chain":
-                    self._chain(request, front=True)
-                else:
-                    self.mailbox.push_front(request)
+                slot.current = None
+                slot.mailbox.put_back(request)
                 if isinstance(decision, Stop):
                     self._stop_normally = True
                 else:
-                    self.halted = True
+                    slot.halted = True
                 return
             if isinstance(decision, Prompt):
                 prompt = decision.text
@@ -281,15 +224,17 @@ class Actor:
         if "post_turn" in self._overrides:
             await self._decide("post_turn", ref, outcome)
         await self._save_state()
-        self.current = None
-        self._settle(request, outcome, final)
+        slot.current = None
+        request.outcome = outcome
+        slot.mailbox.settle(request, final)
         self._react(reaction)
-        if self.halt_pending:
-            self.halt_pending = False
-            self.halted = True
+        if slot.halt_pending:
+            slot.halt_pending = False
+            slot.halted = True
 
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
-        self.turn = turn = Turn(
+        slot = self.slot
+        slot.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
             prompt=prompt,
@@ -300,8 +245,8 @@ class Actor:
             runner=self._runner,
             limiter=self.limiter,
             tracker=self.tracker,
-            session_id=self.session_id,
-            baseline=self.session_totals if self.session_id is not None else None,
+            session_id=slot.session_id,
+            baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
         )
         if logger.isEnabledFor(logging.DEBUG):
@@ -309,38 +254,36 @@ class Actor:
                 "agent %r: turn starts on %s, session %s",
                 self.name,
                 self.backend.name,
-                self.session_id or "(new)",
-                extra={"agent": self.name, "session_id": self.session_id},
+                slot.session_id or "(new)",
+                extra={"agent": self.name, "session_id": slot.session_id},
             )
-        if self.current is not None and self.current.abandoned:  # cancelled before its turn
-            turn.stop(StopReason.CANCELLED, _ASK_CANCELLED)
+        if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
+            turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
         elif self._runner is not None:
             await self._turn_started()  # an in-process turn starts as it is called
         try:
             outcome = await turn.run()
         finally:
-            self.turn = None
-            if self._turn_over is not None:
-                self._turn_over.set()
-                self._turn_over = None
+            slot.turn_ended()
             if self._live:
                 await self._clear_live()
-        self.turns += 1
+        slot.turns += 1
         if logger.isEnabledFor(logging.DEBUG):
             _log_turn_end(self.name, outcome)
         await self._record_turn(outcome)
         return outcome, turn.final
 
     async def _on_session(self, session_id: str) -> None:
-        if session_id != self.session_id:
-            self.session_totals = NO_TOTALS
-        self.session_id = session_id
+        slot = self.slot
+        if session_id != slot.session_id:
+            slot.session_totals = NO_TOTALS
+        slot.session_id = session_id
         try:
-            if self.unclaimed:
+            if slot.unclaimed:
                 await self._claim()
             else:
                 await self.store.checkpoint_session(
-                    self.name, backend=self.backend.name, session_id=session_id, cwd=self.cwd
+                    self.name, backend=slot.backend, session_id=session_id, cwd=slot.cwd
                 )
         except StoreError as exc:
             log_error(
@@ -351,26 +294,23 @@ class Actor:
             raise
 
     async def _forget_session(self) -> None:
-        self.session_id = None
-        self.session_totals = NO_TOTALS
         try:
-            await self.store.checkpoint_session(
-                self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
-            )
+            await self.slot.forget_session()
         except Exception as exc:
             # The next session id overwrites the stored one anyway.
             log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
 
     async def _claim(self) -> None:
         """Make the store's row this agent's: its backend, session, cwd and state."""
-        self.unclaimed = False
+        slot = self.slot
+        slot.unclaimed = False
         await self.store.checkpoint_session(
-            self.name, backend=self.backend.name, session_id=self.session_id, cwd=self.cwd
+            self.name, backend=slot.backend, session_id=slot.session_id, cwd=slot.cwd
         )
-        await self.store.save_state(self.name, self.state_blob)
+        await self.store.save_state(self.name, slot.state_blob)
 
     async def _turn_started(self) -> None:
-        if not self.unclaimed:
+        if not self.slot.unclaimed:
             return
         try:
             await self._claim()
@@ -412,8 +352,9 @@ class Actor:
         stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
-        self.session_totals = self.session_totals.add(usage, cost)
-        if self.unclaimed:
+        slot = self.slot
+        slot.session_totals = slot.session_totals.add(usage, cost)
+        if slot.unclaimed:
             return  # the turn never started: nothing to record
         try:
             await self.store.record_turn(
@@ -421,7 +362,7 @@ class Actor:
                 stop_reason=stop_reason.value,
                 cost_usd=cost,
                 usage=usage,
-                session_id=self.session_id,
+                session_id=slot.session_id,
             )
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
@@ -434,10 +375,11 @@ class Actor:
             blob = encode_state(await self._callback("checkpoint_state"))
         except Exception as exc:
             raise _AgentCrashed("checkpoint_state", exc) from exc
-        if blob == self.state_blob:
+        slot = self.slot
+        if blob == slot.state_blob:
             return
-        self.state_blob = blob
-        if self.unclaimed:
+        slot.state_blob = blob
+        if slot.unclaimed:
             return  # written with the row, once a turn has started
         try:
             await self.store.save_state(self.name, blob)
@@ -449,7 +391,7 @@ class Actor:
         """Whether anything looks at the current turn's events as they come."""
         if "handle_stream_event" in self._overrides:
             return True
-        request = self.current
+        request = self.slot.current
         return request is not None and bool(request.subscriptions)
 
     async def _deliver(self, events: Iterator[Event]) -> None:
@@ -467,7 +409,7 @@ class Actor:
         for event in events:
             # By identity: isinstance on a msgspec Struct class is slow, and this is per event.
             if type(event) is ErrorEvent and event.reason is StopReason.SESSION_LOST:
-                lost = event.session_id or self.session_id
+                lost = event.session_id or self.slot.session_id
                 if lost is not None:
                     await self._deliver(
                         iter((SessionLostEvent(timestamp=event.timestamp, session_id=lost),))
@@ -476,7 +418,7 @@ class Actor:
                 result = handler(event)
                 if inspect.isawaitable(result):
                     await result
-            request = self.current
+            request = self.slot.current
             subscriptions = request.subscriptions if request is not None else None
             if subscriptions and not event.is_terminal:
                 for subscription in tuple(subscriptions):
@@ -493,22 +435,11 @@ class Actor:
 
     def _react(self, reaction: Reaction) -> None:
         if isinstance(reaction, Prompt):
-            text = reaction.text
-            request = Request(Ref(self.name, self.new_id()), text, len(text.encode()), "self_chain")
-            self.mailbox.track(request)
-            self._chain(request, front=False)
+            self.slot.mailbox.chain(reaction.text)
         elif isinstance(reaction, Halt):
-            self.halted = True
+            self.slot.halted = True
         elif isinstance(reaction, Stop):
             self._stop_normally = True
-
-    def _chain(self, request: Request, *, front: bool) -> None:
-        if self._chained is None:
-            self._chained = deque()
-        if front:
-            self._chained.appendleft(request)
-        else:
-            self._chained.append(request)
 
     async def _callback(self, name: str, *args: Any) -> Any:
         result = getattr(self.agent, name)(*args)
@@ -535,15 +466,6 @@ class Actor:
             log_error(f"agent {self.name!r}: {name} raised; the agent goes on", exc)
             return None
 
-    def _settle(
-        self, request: Request, outcome: Response | AgentRTError | None, terminal: Event | None
-    ) -> None:
-        if outcome is None:
-            request.cancelled = True
-        else:
-            request.outcome = outcome
-        self.mailbox.settle(request, terminal)
-
     async def _shutdown(self, crash: _AgentCrashed | None) -> None:
         kind: ExitKind
         reason: str | BaseException
@@ -559,143 +481,24 @@ class Actor:
             kind, reason = "stopped", self._stop_reason
             error = AgentStopped(self.name, self._stop_reason)
             error.__cause__ = self._stop_cause
-        requests = [self.current] if self.current is not None else []
-        if self._chained:
-            requests.extend(self._chained)
-            self._chained = None
-        self.current = None
-        for request in requests:
-            if not request.settled:
-                self.mailbox.fail(request, error)
+        slot = self.slot
+        current, slot.current = slot.current, None
+        if current is not None and not current.settled:
+            slot.mailbox.fail(current, error)
+        slot.mailbox.fail_chained(error)
         if "terminate_agent" in self._overrides:
             with trio.move_on_after(TERMINATE_GRACE):
                 try:
                     await self._callback("terminate_agent", reason)
                 except Exception as exc:
                     log_error(f"agent {self.name!r}: terminate_agent raised", exc)
+        slot.instance_ended(self.handle)
         self.on_exit(self, Exit(kind, error))
         self._done = True
         if self._exited is not None:
             self._exited.set()
 
     # --- called by the runtime (other tasks) ------------------------------------------
-
-    def submit(self, prompt: str, origin: Origin) -> Request:
-        """Hand the agent a prompt: it starts at once if the agent is idle, else queues.
-
-        Raises `MailboxFull` if the queue is full by count or bytes."""
-        request = Request(Ref(self.name, self.new_id()), prompt, len(prompt.encode()), origin)
-        if self._parked is not None and not self.halted:
-            self.mailbox.track(request)
-            self._begin(request)
-            self._wake()
-        else:
-            self.mailbox.admit(request, idle=self.current is None and not self.halted)
-        return request
-
-    def withdraw(self, request: Request) -> trio.Event | None:
-        """The asker was cancelled: a queued request leaves the queue and never runs; a
-        running one's turn is stopped (``cancelled``). Returns what is set once that turn's
-        processes are gone, or None when no turn runs."""
-        if request.settled:
-            return None
-        if self.mailbox.remove(request):
-            request.cancelled = True
-            return None
-        request.abandoned = True
-        turn = self.turn
-        if request is not self.current or turn is None:
-            return None
-        turn.stop(StopReason.CANCELLED, _ASK_CANCELLED)
-        if self._turn_over is None:
-            self._turn_over = trio.Event()
-        return self._turn_over
-
-    def cancel(self, ref: Ref) -> bool:
-        request = self.mailbox.find(ref)
-        if request is None or request is self.current:
-            return False
-        if not self.mailbox.remove(request):
-            if not self._chained or request not in self._chained:
-                return False
-            self._chained.remove(request)
-        terminal = ErrorEvent(
-            timestamp=trio.current_time(),
-            reason=StopReason.CANCELLED,
-            message="cancelled while queued",
-            session_id=self.session_id,
-        )
-        self._settle(request, None, terminal)
-        return True
-
-    def notify(self, event: Any) -> None:
-        self.mailbox.notify(event)
-        if self.current is None:
-            self._wake()
-
-    def interrupt(self) -> bool:
-        turn = self.turn
-        if turn is None:
-            return False
-        turn.stop(StopReason.INTERRUPTED, "interrupted")
-        return True
-
-    def interrupt_request(self, ref: Ref) -> bool:
-        current = self.current
-        if current is None or current.ref != ref:
-            return False
-        return self.interrupt()
-
-    def halt(self) -> None:
-        if self.current is not None:
-            self.halt_pending = True
-        else:
-            self.halted = True
-
-    def unhalt(self) -> None:
-        self.halted = self.halt_pending = False
-        self._wake()
-
-    async def reset_session(self) -> None:
-        if self.current is not None:
-            raise AgentBusy(self.name, "processing")
-        self.session_id = None
-        self.session_totals = NO_TOTALS
-        if self.unclaimed:
-            return  # the row is not this agent's yet
-        await self.store.checkpoint_session(
-            self.name, backend=self.backend.name, session_id=None, cwd=self.cwd
-        )
-
-    def status(self, restarts: int) -> AgentStatus:
-        current = self.current
-        info: CurrentRequest | None = None
-        state: AgentState
-        if current is not None:
-            turn = self.turn
-            info = CurrentRequest(
-                ref=current.ref,
-                origin=current.origin,
-                elapsed=trio.current_time() - self._current_since,
-                waiting_for_process=turn is not None and turn.waiting_for_process,
-            )
-            state = "processing"
-        else:
-            state = "halted" if self.halted else "idle"
-        notifications = self.mailbox.notifications
-        return AgentStatus(
-            name=self.name,
-            state=state,
-            halt_pending=self.halt_pending,
-            queued=self.mailbox.queued,
-            queued_bytes=self.mailbox.queued_bytes,
-            chained=len(self._chained) if self._chained else 0,
-            pending_notifications=len(notifications) if notifications else 0,
-            current=info,
-            turns=self.turns,
-            session_id=self.session_id,
-            restarts=restarts,
-        )
 
     def stop(self, reason: str, cause: BaseException | None = None) -> None:
         self._stop_reason = reason

@@ -1,13 +1,16 @@
-"""An agent's mailbox: queued prompts, deferred notifications, results kept for ``poll``.
+"""An agent's mailbox: queued prompts, prompts the agent chained to itself, deferred
+notifications, results kept for ``poll``.
 
 The mailbox belongs to the agent's name, not to one `Actor`: a supervisor that restarts
 an agent hands the same mailbox to the new instance, so queued work survives the crash.
-Its structures are created on first use; an idle agent's mailbox is a few fields.
+Every request is made, queued, taken, withdrawn and settled here. Its structures are
+created on first use; an idle agent's mailbox is a few fields.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -16,7 +19,8 @@ import trio
 from ._errors import AgentRTError, AgentStopped, MailboxFull
 from ._events import ErrorEvent, Event, Response, StopReason, text_size
 from ._options import AgentOptions
-from ._requests import NotFound, Pending, PollResult, Ref, Request, Settled
+from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
+from ._stream import EventStream
 
 # Notifications waiting for an agent (while it processes a request) before notify refuses.
 MAX_NOTIFICATIONS = 1000
@@ -38,8 +42,12 @@ def result_size(outcome: Response | AgentRTError) -> int:
 class Mailbox:
     name: str
     options: AgentOptions
+    # Ref ids, unique across the runtime.
+    new_id: Callable[[], int]
     queue: deque[Request] | None = None
     queued_bytes: int = 0
+    # Prompts the agent chained to itself: they run before queued work.
+    chained: deque[Request] | None = None
     notifications: deque[Any] | None = None
     # Tells and self-chained prompts that are queued or running, by ref id.
     live: dict[int, Request] | None = None
@@ -50,6 +58,14 @@ class Mailbox:
     @property
     def queued(self) -> int:
         return len(self.queue) if self.queue else 0
+
+    @property
+    def chained_count(self) -> int:
+        return len(self.chained) if self.chained else 0
+
+    def request(self, prompt: str, origin: Origin) -> Request:
+        """A new request for ``prompt``, not queued yet."""
+        return Request(Ref(self.name, self.new_id()), prompt, len(prompt.encode()), origin)
 
     def admit(self, request: Request, *, idle: bool) -> None:
         """Queue ``request``, or raise `MailboxFull` (an idle agent with nothing queued
@@ -76,15 +92,31 @@ class Mailbox:
                 self.live = {}
             self.live[request.ref.id] = request
 
-    def pop(self) -> Request | None:
+    def chain(self, prompt: str) -> None:
+        """Queue a prompt the agent chained to itself, after the chained ones before it."""
+        request = self.request(prompt, "self_chain")
+        self.track(request)
+        if self.chained is None:
+            self.chained = deque()
+        self.chained.append(request)
+
+    def take(self) -> Request | None:
+        """The next request to run: a chained prompt, else the head of the queue."""
+        if self.chained:
+            return self.chained.popleft()
         if not self.queue:
             return None
         request = self.queue.popleft()
         self.queued_bytes -= request.size
         return request
 
-    def push_front(self, request: Request) -> None:
-        """Put a request that was taken but not run back at the head of the queue."""
+    def put_back(self, request: Request) -> None:
+        """Put a request that was taken but not run back where `take` found it."""
+        if request.origin == "self_chain":
+            if self.chained is None:
+                self.chained = deque()
+            self.chained.appendleft(request)
+            return
         if self.queue is None:
             self.queue = deque()
         self.queue.appendleft(request)
@@ -100,6 +132,37 @@ class Mailbox:
             return False
         self.queued_bytes -= request.size
         return True
+
+    def withdraw(self, ref: Ref, session_id: str | None) -> bool:
+        """Settle the queued or chained request ``ref`` as `Withdrawn`; False if it is not
+        waiting (running, settled or unknown)."""
+        request = self.find(ref)
+        if request is None:
+            return False
+        if not self.remove(request):
+            if not self.chained or request not in self.chained:
+                return False
+            self.chained.remove(request)
+        request.cancelled = True
+        terminal = ErrorEvent(
+            timestamp=trio.current_time(),
+            reason=StopReason.CANCELLED,
+            message="cancelled while queued",
+            session_id=session_id,
+        )
+        self.settle(request, terminal)
+        return True
+
+    def subscribe(self, ref: Ref) -> EventStream:
+        """The live events of the queued or running request ``ref`` (empty if neither)."""
+        request = self.find(ref)
+        if request is None:
+            return EventStream(None)
+        stream, subscription = EventStream.open()
+        if request.subscriptions is None:
+            request.subscriptions = []
+        request.subscriptions.append(subscription)
+        return stream
 
     def find(self, ref: Ref) -> Request | None:
         """The queued or running tell (or chained prompt) ``ref`` names."""
@@ -167,6 +230,13 @@ class Mailbox:
             timestamp=trio.current_time(), reason=StopReason.CANCELLED, message=str(error)
         )
         self.settle(request, terminal)
+
+    def fail_chained(self, error: AgentStopped) -> None:
+        """Fail the prompts the agent chained to itself (its instance has ended)."""
+        chained, self.chained = self.chained, None
+        for request in chained or ():
+            if not request.settled:
+                self.fail(request, error)
 
     def fail_queued(self, error: AgentStopped) -> None:
         """Fail every queued request (the agent has ended and nobody takes over)."""

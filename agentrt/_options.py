@@ -16,39 +16,6 @@ Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
 
 
-@attrs.frozen
-class AgentOptions:
-    """Options the runtime itself consumes; every other ``start_agent`` keyword goes to
-    ``Agent.init_agent``."""
-
-    # Seconds a turn may run before it ends with ``total_timeout``; None turns it off.
-    watchdog: float | None = 600.0
-    # Seconds a CLI may go on after printing a result (Claude Code waits for its background
-    # tasks and may print a later result, which replaces the earlier one); past it the tree
-    # is killed and the turn completes with the last result. None: only the watchdog.
-    after_result: float | None = 30.0
-    # Seconds from the start of a turn to its first content event (anything but session
-    # and raw events) before it ends with ``first_event_timeout``; None turns it off.
-    first_event: float | None = None
-    # CLI process bounds (see agentrt.lowlevel.ProcessLimits): spawn -> first stdout line, the
-    # longest gap between lines, the longest line, and the SIGTERM -> SIGKILL grace.
-    startup: float | None = 120.0
-    idle: float | None = None
-    max_line_bytes: int = 8 * 1024 * 1024
-    kill_grace: float = 2.0
-    retention: Retention = "compact"
-    max_events: int = 1000
-    max_event_bytes: int = 1024 * 1024
-    max_pending: int = 1000
-    max_pending_bytes: int = 1024 * 1024
-    max_results: int = 100
-    max_result_bytes: int = 8 * 1024 * 1024
-    restart: RestartType = RestartType.PERMANENT
-    # When the CLI no longer knows the resumed session: None follows the agent class's
-    # ``on_session_lost``; "fail" or "fresh" override it.
-    on_session_lost: SessionLostPolicy | None = None
-
-
 def _seconds_or_none(key: str, value: object) -> float | None:
     if value is None:
         return None
@@ -105,25 +72,56 @@ def _restart(key: str, value: object) -> RestartType:
     raise InvalidOptions(key, value, f"must be one of {choices}")
 
 
-_VALIDATORS: dict[str, Callable[[str, object], Any]] = {
-    "watchdog": _seconds_or_none,
-    "first_event": _seconds_or_none,
-    "after_result": _seconds_or_none,
-    "startup": _seconds_or_none,
-    "idle": _seconds_or_none,
-    "max_line_bytes": _positive_int,
-    "kill_grace": _seconds,
-    "retention": _retention,
-    "max_events": _count,
-    "max_event_bytes": _count,
-    "max_pending": _count,
-    "max_pending_bytes": _count,
-    "max_results": _count,
-    "max_result_bytes": _count,
-    "restart": _restart,
-    "on_session_lost": _session_lost,
-}
+# Each option's check: called with its key and the value given, it returns the value to
+# keep or raises InvalidOptions naming the key.
+Check = Callable[[str, object], Any]
 
+
+def _checked_by(check: Check) -> dict[str, Check]:
+    return {"check": check}
+
+
+@attrs.frozen
+class AgentOptions:
+    """Options the runtime itself consumes; every other ``start_agent`` keyword goes to
+    ``Agent.init_agent``. Each is declared once, here, with its check (README's table of
+    runtime options documents them, and a test keeps the two equal)."""
+
+    # Seconds a turn may run before it ends with ``total_timeout``; None turns it off.
+    watchdog: float | None = attrs.field(default=600.0, metadata=_checked_by(_seconds_or_none))
+    # Seconds a CLI may go on after printing a result (Claude Code waits for its background
+    # tasks and may print a later result, which replaces the earlier one); past it the tree
+    # is killed and the turn completes with the last result. None: only the watchdog.
+    after_result: float | None = attrs.field(default=30.0, metadata=_checked_by(_seconds_or_none))
+    # Seconds from the start of a turn to its first content event (anything but session
+    # and raw events) before it ends with ``first_event_timeout``; None turns it off.
+    first_event: float | None = attrs.field(default=None, metadata=_checked_by(_seconds_or_none))
+    # CLI process bounds (see agentrt.lowlevel.ProcessLimits): spawn -> first stdout line, the
+    # longest gap between lines, the longest line, and the SIGTERM -> SIGKILL grace.
+    startup: float | None = attrs.field(default=120.0, metadata=_checked_by(_seconds_or_none))
+    idle: float | None = attrs.field(default=None, metadata=_checked_by(_seconds_or_none))
+    max_line_bytes: int = attrs.field(default=8 * 1024 * 1024, metadata=_checked_by(_positive_int))
+    kill_grace: float = attrs.field(default=2.0, metadata=_checked_by(_seconds))
+    retention: Retention = attrs.field(default="compact", metadata=_checked_by(_retention))
+    max_events: int = attrs.field(default=1000, metadata=_checked_by(_count))
+    max_event_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))
+    max_pending: int = attrs.field(default=1000, metadata=_checked_by(_count))
+    max_pending_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))
+    max_results: int = attrs.field(default=100, metadata=_checked_by(_count))
+    max_result_bytes: int = attrs.field(default=8 * 1024 * 1024, metadata=_checked_by(_count))
+    restart: RestartType = attrs.field(
+        default=RestartType.PERMANENT, metadata=_checked_by(_restart)
+    )
+    # When the CLI no longer knows the resumed session: None follows the agent class's
+    # ``on_session_lost``; "fail" or "fresh" override it (None cannot be given).
+    on_session_lost: SessionLostPolicy | None = attrs.field(
+        default=None, metadata=_checked_by(_session_lost)
+    )
+
+
+_CHECKS: dict[str, Check] = {
+    field.name: field.metadata["check"] for field in attrs.fields(AgentOptions)
+}
 _DEFAULT = AgentOptions()
 
 
@@ -132,11 +130,11 @@ def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, A
     ours: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in options.items():
-        validate = _VALIDATORS.get(key)
-        if validate is None:
+        check = _CHECKS.get(key)
+        if check is None:
             rest[key] = value
         else:
-            ours[key] = validate(key, value)
+            ours[key] = check(key, value)
     # Agents started with the defaults share one options object (memory per idle agent).
     return (AgentOptions(**ours) if ours else _DEFAULT), rest
 

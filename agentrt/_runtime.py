@@ -172,11 +172,11 @@ class Runtime(metaclass=NoPublicConstructor):
         is shielded and bounded (twice ``kill_grace`` plus 10 s).
         """
         child = self._child(name)
-        request = child.submit(prompt, "ask")
+        request = child.slot.submit(prompt, "ask")
         try:
             await request.wait()
         except BaseException:
-            turn_over = child.withdraw(request)
+            turn_over = child.slot.abandon(request)
             if turn_over is not None:
                 with trio.move_on_after(cancel_grace(child.spec.options), shield=True):
                     await turn_over.wait()
@@ -191,13 +191,13 @@ class Runtime(metaclass=NoPublicConstructor):
         """Queue ``prompt`` for agent ``name`` and return its `Ref` at once; collect the
         result with `poll` or `wait`. Raises `MailboxFull` at once when the queue is full,
         `AgentNotFound`."""
-        return self._child(name).submit(prompt, "tell").ref
+        return self._child(name).slot.submit(prompt, "tell").ref
 
     def poll(self, name: str, ref: Ref) -> PollResult:
         """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell; `NotFound` for an
         unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
         or ``max_result_bytes``)."""
-        return self._child(name).mailbox.poll(check_ref(ref))
+        return self._child(name).slot.mailbox.poll(check_ref(ref))
 
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
@@ -205,7 +205,7 @@ class Runtime(metaclass=NoPublicConstructor):
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
         withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
-        mailbox = self._child(check_ref(ref).name).mailbox
+        mailbox = self._child(check_ref(ref).name).slot.mailbox
         request = mailbox.find(ref)
         if request is None:
             await trio.lowlevel.checkpoint()
@@ -220,48 +220,48 @@ class Runtime(metaclass=NoPublicConstructor):
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
         an empty stream (use `poll` for its result). Raises `AgentNotFound`."""
-        return self._child(check_ref(ref).name).subscribe(ref)
+        return self._child(check_ref(ref).name).slot.mailbox.subscribe(ref)
 
     def notify(self, name: str, event: Any) -> None:
         """Deliver ``event`` to the agent's ``handle_event``; while a turn runs (or the
         agent restarts) it waits. Raises `MailboxFull` beyond ``max_pending`` waiting
         notifications, `AgentNotFound`."""
-        self._child(name).notify(event)
+        self._child(name).slot.notify(event)
 
     def interrupt(self, name: str) -> bool:
         """End the agent's running turn (its caller gets `TurnFailed` with
         ``interrupted``); False if no turn was running."""
-        return self._child(name).interrupt()
+        return self._child(name).slot.interrupt()
 
     def interrupt_request(self, name: str, ref: Ref) -> bool:
         """Like `interrupt`, only if ``ref`` is the request being processed now."""
-        return self._child(name).interrupt_request(check_ref(ref))
+        return self._child(name).slot.interrupt_request(check_ref(ref))
 
     def withdraw(self, name: str, ref: Ref) -> bool:
         """Take a queued tell out of the queue (it polls as `Withdrawn`); False if it is
         running, finished or unknown."""
-        return self._child(name).cancel(check_ref(ref))
+        return self._child(name).slot.withdraw(check_ref(ref))
 
     def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued
         work waits and new work is still accepted. A restarted agent stays halted."""
-        self._child(name).halt()
+        self._child(name).slot.halt()
 
     def unhalt(self, name: str) -> None:
         """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again."""
-        self._child(name).unhalt()
+        self._child(name).slot.unhalt()
 
     async def reset_session(self, name: str) -> None:
         """Forget the agent's conversation: its next turn starts a new session. Only while
         no request is being processed; raises `AgentBusy` otherwise.
 
         Cancellation: safe; the stored session may or may not be forgotten yet."""
-        await self._child(name).reset_session()
+        await self._child(name).slot.reset_session()
 
     def status(self, name: str) -> AgentStatus:
         """A content-free snapshot of the agent: state, queue, current request, turns,
         restarts."""
-        return self._child(name).status()
+        return self._child(name).slot.status()
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order."""
@@ -271,7 +271,7 @@ class Runtime(metaclass=NoPublicConstructor):
         """The handle of the running instance of agent ``name``; None if there is no such
         agent or its supervisor is restarting it."""
         child = self._context.children.get(name)
-        return None if child is None else child.handle
+        return None if child is None else child.slot.handle
 
     async def stop_agent(self, name: str) -> None:
         """Stop agent ``name`` for good (its supervisor does not restart it): its running

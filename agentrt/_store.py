@@ -17,18 +17,10 @@ from ._redact import redact
 NO_USAGE = Usage()
 
 
-@attrs.frozen(kw_only=True)
-class SessionRecord:
-    """What the store keeps about one agent name.
-
-    ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
-    fields and ``runtime_id`` describe the process group of a turn that was running when
-    they were written (``live_start_time`` is the leader's start time in clock ticks, from
-    ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
-    ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
-    all of them are ``None`` when no turn runs. ``state`` is the agent's own checkpoint blob,
-    stored as given.
-    """
+@attrs.define(kw_only=True)
+class SessionRow:
+    """The fields of a `SessionRecord`, mutable: a store's own row (MemoryStore keeps these),
+    updated field by field, so a misspelled field fails where a dict key would pass."""
 
     name: str
     backend: str
@@ -49,6 +41,20 @@ class SessionRecord:
     # The figures the turns of the current session reported, summed; zero when the session
     # id changes. A backend whose CLI reports running session totals subtracts them.
     session_totals: SessionTotals = NO_TOTALS
+
+
+@attrs.frozen(kw_only=True)
+class SessionRecord(SessionRow):
+    """What the store keeps about one agent name.
+
+    ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
+    fields and ``runtime_id`` describe the process group of a turn that was running when
+    they were written (``live_start_time`` is the leader's start time in clock ticks, from
+    ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
+    ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
+    all of them are ``None`` when no turn runs. ``state`` is the agent's own checkpoint blob,
+    stored as given.
+    """
 
 
 class SessionStore(Protocol):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import Self
 
 import attrs
 import trio
 
 from ._errors import StoreError
 from ._events import NO_TOTALS, Usage
-from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+from ._store import NO_USAGE, ClosedOnExit, SessionRecord, SessionRow, no_row, stored_reason
 
 
 @attrs.define(eq=False)
@@ -29,10 +29,9 @@ class MemoryStore(ClosedOnExit):
     """
 
     clock: Callable[[], float] = time.time
-    # Each record's fields as a dict: a turn's updates are dict updates, and a SessionRecord
-    # is made only when one is read (attrs.evolve per update cost more than a scripted turn's
-    # mailbox round trip).
-    _records: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False, repr=False)
+    # Mutable rows, changed field by field; a SessionRecord is made only when one is read
+    # (a frozen record replaced by attrs.evolve on each update costs scripted asks).
+    _rows: dict[str, SessionRow] = attrs.field(factory=dict, init=False, repr=False)
     _open: bool = attrs.field(default=False, init=False)
 
     _PATH = "<memory>"
@@ -55,31 +54,31 @@ class MemoryStore(ClosedOnExit):
         if not self._open:
             raise StoreError(self._PATH, "store is not open")
 
-    def _update(self, name: str, **changes: Any) -> None:
-        record = self._records.get(name)
-        if record is None:
+    def _changing(self, name: str) -> SessionRow:
+        """The row of ``name``, stamped as updated now; `StoreError` without one."""
+        row = self._rows.get(name)
+        if row is None:
             raise no_row(self._PATH, name)
-        record.update(changes, updated_at=self.clock())
+        row.updated_at = self.clock()
+        return row
 
     async def load(self, name: str) -> SessionRecord | None:
         await self._enter()
-        record = self._records.get(name)
-        return None if record is None else SessionRecord(**record)
+        row = self._rows.get(name)
+        return None if row is None else _record(row)
 
     async def checkpoint_session(
         self, name: str, *, backend: str, session_id: str | None, cwd: str | None
     ) -> None:
         await self._enter()
-        record = self._records.get(name)
-        if record is not None:
-            same = record["session_id"] == session_id
-            totals = record["session_totals"] if same else NO_TOTALS
-            self._update(
-                name, backend=backend, session_id=session_id, cwd=cwd, session_totals=totals
-            )
+        if name in self._rows:
+            row = self._changing(name)
+            if row.session_id != session_id:
+                row.session_totals = NO_TOTALS
+            row.backend, row.session_id, row.cwd = backend, session_id, cwd
             return
         now = self.clock()
-        new = SessionRecord(
+        self._rows[name] = SessionRow(
             name=name,
             backend=backend,
             session_id=session_id,
@@ -96,7 +95,6 @@ class MemoryStore(ClosedOnExit):
             runtime_id=None,
             state=None,
         )
-        self._records[name] = attrs.asdict(new, recurse=False)
 
     async def record_turn(
         self,
@@ -108,18 +106,14 @@ class MemoryStore(ClosedOnExit):
         session_id: str | None,
     ) -> None:
         await self._enter()
-        record = self._records.get(name)
-        if record is None:
-            raise no_row(self._PATH, name)
-        self._update(
-            name,
-            turns=record["turns"] + 1,
-            cost_usd=record["cost_usd"] + (cost_usd or 0.0),
-            usage=record["usage"].plus(usage or NO_USAGE),
-            session_totals=record["session_totals"].add(usage, cost_usd),
-            last_stop_reason=stored_reason(stop_reason),
-            session_id=record["session_id"] if session_id is None else session_id,
-        )
+        row = self._changing(name)
+        row.turns += 1
+        row.cost_usd += cost_usd or 0.0
+        row.usage = row.usage.plus(usage or NO_USAGE)
+        row.session_totals = row.session_totals.add(usage, cost_usd)
+        row.last_stop_reason = stored_reason(stop_reason)
+        if session_id is not None:
+            row.session_id = session_id
 
     async def set_live_process(
         self,
@@ -132,27 +126,17 @@ class MemoryStore(ClosedOnExit):
         marker: str | None = None,
     ) -> None:
         await self._enter()
-        self._update(
-            name,
-            live_pgid=pgid,
-            live_pid=pid,
-            live_start_time=start_time,
-            runtime_id=runtime_id,
-            live_marker=marker,
-        )
+        row = self._changing(name)
+        row.live_pgid, row.live_pid, row.live_start_time = pgid, pid, start_time
+        row.runtime_id, row.live_marker = runtime_id, marker
 
     async def clear_live_process(self, name: str) -> None:
         await self._enter()
-        record = self._records.get(name)
-        if record is not None and record["live_pgid"] is not None:
-            self._update(
-                name,
-                live_pgid=None,
-                live_pid=None,
-                live_start_time=None,
-                runtime_id=None,
-                live_marker=None,
-            )
+        row = self._rows.get(name)
+        if row is not None and row.live_pgid is not None:
+            row = self._changing(name)
+            row.live_pgid = row.live_pid = row.live_start_time = None
+            row.runtime_id = row.live_marker = None
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         await self._enter()
@@ -160,15 +144,19 @@ class MemoryStore(ClosedOnExit):
 
     async def save_state(self, name: str, state: bytes | None) -> None:
         await self._enter()
-        self._update(name, state=None if state is None else bytes(state))
+        self._changing(name).state = None if state is None else bytes(state)
 
     async def forget(self, name: str) -> bool:
         await self._enter()
-        return self._records.pop(name, None) is not None
+        return self._rows.pop(name, None) is not None
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
 
     def _all(self) -> tuple[SessionRecord, ...]:
-        return tuple(SessionRecord(**r) for _, r in sorted(self._records.items()))
+        return tuple(_record(row) for _, row in sorted(self._rows.items()))
+
+
+def _record(row: SessionRow) -> SessionRecord:
+    return SessionRecord(**attrs.asdict(row, recurse=False))

@@ -1,7 +1,8 @@
 """Supervisors: which agents come back after a crash, with which siblings, how often, how soon.
 
-Every agent name has a `Child` slot that outlives the agent's instances: its mailbox (so
-queued work waits through a restart), its session id, cwd and state blob, its turn count.
+Every agent name has a `Child` that outlives the agent's instances: how to start one (its
+`AgentSpec`) and its `Slot`, the agent's state (its mailbox, so queued work waits through
+a restart; its session id, cwd and state blob; its counts), which every instance borrows.
 An `Actor` is one instance; when it ends, its supervisor applies OTP's rules (agentrt's
 `RestartType`, `Strategy`, `RestartIntensity`): it stops the affected siblings in reverse
 start order, sleeps the backoff delay, and starts new instances in start order. Past the
@@ -30,7 +31,7 @@ import trio
 
 from ._actor import Actor, Exit, log_error, restore_state
 from ._agent import Agent
-from ._arguments import check_agent, check_directory, check_name, check_prompt
+from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
 from ._errors import (
     AgentAlreadyStarted,
@@ -39,15 +40,14 @@ from ._errors import (
     RestartLimitExceeded,
     SessionMismatch,
 )
-from ._events import NO_TOTALS, ErrorEvent, SessionTotals, StopReason
+from ._events import NO_TOTALS
 from ._mailbox import Mailbox
 from ._options import AgentOptions, resume_option, split_options
 from ._process import ProcessTracker
-from ._requests import Origin, Ref, Request
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
-from ._status import AgentHandle, AgentStatus
+from ._slot import Slot
+from ._status import AgentHandle
 from ._store import SessionRecord, SessionStore
-from ._stream import EventStream
 from ._util import NoPublicConstructor
 from .backend import Backend
 
@@ -118,129 +118,21 @@ class Context:
 class Child:
     """One agent name under a supervisor, across its instances."""
 
-    name: str
     spec: AgentSpec
     supervisor: Supervisor
-    mailbox: Mailbox
-    cwd: str
-    session_id: str | None
-    state_blob: bytes | None
-    session_totals: SessionTotals = NO_TOTALS
-    # The store's row does not name this backend yet: the first turn that starts writes it.
-    unclaimed: bool = False
+    slot: Slot
     actor: Actor | None = None
-    turns: int = 0
-    restarts: int = 0
-    halted: bool = False
     # Out for good (stopped, or its supervisor closed or gave up).
     removed: bool = False
     # Being stopped by its supervisor to be restarted with a sibling: its exit is expected.
     stopping: bool = False
 
     @property
-    def handle(self) -> AgentHandle | None:
-        return None if self.actor is None else self.actor.handle
-
-    def submit(self, prompt: str, origin: Origin) -> Request:
-        check_prompt(prompt)
-        actor = self.actor
-        if actor is not None:
-            return actor.submit(prompt, origin)
-        # Restarting: the prompt waits in the mailbox for the next instance.
-        ref = Ref(self.name, self.supervisor._context.new_id())
-        request = Request(ref, prompt, len(prompt.encode()), origin)
-        self.mailbox.admit(request, idle=not self.mailbox.queue)
-        return request
-
-    def withdraw(self, request: Request) -> trio.Event | None:
-        if self.actor is not None:
-            return self.actor.withdraw(request)
-        if not request.settled and self.mailbox.remove(request):
-            request.cancelled = True
-        return None
-
-    def cancel(self, ref: Ref) -> bool:
-        if self.actor is not None:
-            return self.actor.cancel(ref)
-        request = self.mailbox.find(ref)
-        if request is None or not self.mailbox.remove(request):
-            return False
-        request.cancelled = True
-        terminal = ErrorEvent(
-            timestamp=trio.current_time(),
-            reason=StopReason.CANCELLED,
-            message="cancelled while queued",
-            session_id=self.session_id,
-        )
-        self.mailbox.settle(request, terminal)
-        return True
-
-    def notify(self, event: Any) -> None:
-        if self.actor is not None:
-            self.actor.notify(event)
-        else:
-            self.mailbox.notify(event)
-
-    def interrupt(self) -> bool:
-        return self.actor is not None and self.actor.interrupt()
-
-    def interrupt_request(self, ref: Ref) -> bool:
-        return self.actor is not None and self.actor.interrupt_request(ref)
-
-    def halt(self) -> None:
-        if self.actor is not None:
-            self.actor.halt()
-        else:
-            self.halted = True
-
-    def unhalt(self) -> None:
-        if self.actor is not None:
-            self.actor.unhalt()
-        else:
-            self.halted = False
-
-    async def reset_session(self) -> None:
-        if self.actor is not None:
-            await self.actor.reset_session()
-            return
-        self.session_id = None
-        self.session_totals = NO_TOTALS
-        if self.unclaimed:
-            return  # the row is not this agent's yet
-        await self.supervisor._context.store.checkpoint_session(
-            self.name, backend=self.spec.backend.name, session_id=None, cwd=self.cwd
-        )
-
-    def subscribe(self, ref: Ref) -> EventStream:
-        request = self.mailbox.find(ref)
-        if request is None:
-            return EventStream(None)
-        stream, subscription = EventStream.open()
-        if request.subscriptions is None:
-            request.subscriptions = []
-        request.subscriptions.append(subscription)
-        return stream
-
-    def status(self) -> AgentStatus:
-        if self.actor is not None:
-            return self.actor.status(self.restarts)
-        notifications = self.mailbox.notifications
-        return AgentStatus(
-            name=self.name,
-            state="restarting",
-            halt_pending=False,
-            queued=self.mailbox.queued,
-            queued_bytes=self.mailbox.queued_bytes,
-            chained=0,
-            pending_notifications=len(notifications) if notifications else 0,
-            current=None,
-            turns=self.turns,
-            session_id=self.session_id,
-            restarts=self.restarts,
-        )
+    def name(self) -> str:
+        return self.slot.name
 
     def busy(self) -> bool:
-        return self.actor is not None and self.actor.turn is not None
+        return self.slot.turn is not None
 
 
 def _resumed(
@@ -337,18 +229,17 @@ class Supervisor(metaclass=NoPublicConstructor):
         session id always wins over a backend's own first-turn option (Claude's
         ``resume``/``session_id``, which only ``init_agent`` can still return).
 
-        The runtime's own options are ``watchdog``, ``first_event``, ``startup``, ``idle``,
-        ``max_line_bytes``, ``kill_grace``, ``after_result``, ``retention``, ``max_events``,
-        ``max_event_bytes``, ``max_pending``, ``max_pending_bytes``, ``max_results``,
-        ``max_result_bytes``, ``restart`` (``"permanent"``: restarted after a crash and
-        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never) and
-        ``on_session_lost``; every other keyword goes to ``init_agent``, whose result the
-        backend validates. Before anything runs: `TypeError` for an ``agent`` or ``name``
-        of the wrong type; `InvalidOptions` naming the offending key, also for a ``backend``
-        that is neither a name nor a backend object, for a ``name`` that is empty, over 255
-        characters or holds a control character (spaces, ``/``, ``..`` and non-ASCII are
-        fine), and for a ``cwd`` that does not exist or is not a directory. Also
-        `AgentAlreadyStarted`, `BackendNotFound`, `SessionMismatch`, `StoreError`.
+        The runtime's own options are those of the README's table of runtime options: the
+        turn's bounds (``watchdog``, ``startup``, ...), retention, the mailbox's limits,
+        ``on_session_lost`` and ``restart`` (``"permanent"``: restarted after a crash and
+        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never); every
+        other keyword goes to ``init_agent``, whose result the backend validates. Before
+        anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
+        `InvalidOptions` naming the offending key, also for a ``backend`` that is neither a
+        name nor a backend object, for a ``name`` that is empty, over 255 characters or
+        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), and for a
+        ``cwd`` that does not exist or is not a directory. Also `AgentAlreadyStarted`,
+        `BackendNotFound`, `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).
@@ -391,17 +282,17 @@ class Supervisor(metaclass=NoPublicConstructor):
             if resume is False and record is not None and record.state is not None:
                 await store.save_state(name, None)
             self._check_open()
-            child = Child(
-                name=name,
-                spec=spec,
-                supervisor=self,
-                mailbox=Mailbox(name, agent_options),
-                cwd=cwd,
+            slot = Slot(
+                Mailbox(name, agent_options, context.new_id),
+                store,
+                spec.backend.name,
+                cwd,
                 session_id=session_id,
-                state_blob=blob,
                 session_totals=totals,
+                state_blob=blob,
                 unclaimed=unclaimed,
             )
+            child = Child(spec, self, slot)
             context.children[name] = child
             self._children.append(child)
             actor = self._launch(child, instance, backend_options)
@@ -421,39 +312,23 @@ class Supervisor(metaclass=NoPublicConstructor):
         context = self._context
         spec = child.spec
         actor = Actor(
-            name=child.name,
+            slot=child.slot,
             agent=instance,
             backend=spec.backend,
             backend_options=backend_options,
             options=spec.options,
-            mailbox=child.mailbox,
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
-            new_id=context.new_id,
             on_exit=functools.partial(self._exited, child),
-            store=context.store,
             runtime_id=context.runtime_id,
-            cwd=child.cwd,
             limiter=context.limiter,
             tracker=context.tracker,
-            session_id=child.session_id,
-            session_totals=child.session_totals,
-            state_blob=child.state_blob,
-            unclaimed=child.unclaimed,
-            turns=child.turns,
-            halted=child.halted,
         )
         child.actor = actor
+        child.slot.handle = actor.handle
         self._nursery.start_soon(actor.run, name=f"agentrt agent {child.name!r}")
         return actor
 
     def _exited(self, child: Child, actor: Actor, exit: Exit) -> None:
-        # What outlives the instance goes back to the name.
-        child.session_id = actor.session_id
-        child.session_totals = actor.session_totals
-        child.state_blob = actor.state_blob
-        child.unclaimed = actor.unclaimed
-        child.turns = actor.turns
-        child.halted = actor.halted or actor.halt_pending
         if child.actor is actor:
             child.actor = None
         if child.stopping:
@@ -466,7 +341,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
             self._remove(child)
-            child.mailbox.fail_queued(exit.error)
+            child.slot.mailbox.fail_queued(exit.error)
             return
         self._pending.append((child, exit.error.reason))
         self._wakeup.set()
@@ -490,7 +365,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         else:
             error = AgentStopped(child.name, reason)
             error.__cause__ = cause
-            child.mailbox.fail_queued(error)
+            child.slot.mailbox.fail_queued(error)
         return actor
 
     def _close(self, reason: str) -> None:
@@ -561,17 +436,18 @@ class Supervisor(metaclass=NoPublicConstructor):
             child.stopping = False
 
     async def _start_again(self, child: Child) -> None:
+        slot = child.slot
         try:
             instance, backend_options = await child.spec.instantiate()
             cwd = working_directory(backend_options)
-            if child.session_id is not None and cwd != child.cwd:
+            if slot.session_id is not None and cwd != slot.cwd:
                 raise SessionMismatch(
                     child.name,
-                    f"init_agent moved it from {child.cwd!r} to {cwd!r}, away from its "
-                    f"session {child.session_id}",
+                    f"init_agent moved it from {slot.cwd!r} to {cwd!r}, away from its "
+                    f"session {slot.session_id}",
                 )
-            if child.state_blob is not None:
-                await restore_state(instance, child.state_blob)
+            if slot.state_blob is not None:
+                await restore_state(instance, slot.state_blob)
         except Exception as exc:
             # A backend or an agent that cannot start is one more crash.
             log_error(f"agent {child.name!r} could not be restarted", exc)
@@ -579,7 +455,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             return
         if child.removed or self._closed or self._context.closed:
             return
-        child.restarts += 1
+        slot.restarts += 1
         self._launch(child, instance, backend_options)
 
     async def _give_up(self, crashed: Child) -> NoReturn:

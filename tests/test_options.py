@@ -1,6 +1,7 @@
 import math
 from pathlib import Path
 
+import attrs
 import pytest
 from _helpers import echo_backend
 
@@ -75,6 +76,15 @@ async def test_each_bad_option_is_refused_naming_its_key(key: str, value: object
             await rt.start_agent(Agent, name="a", backend=echo_backend(), **{key: value})
         assert info.value.key == key
         assert rt.agents() == ()
+
+
+@pytest.mark.parametrize("key", [field.name for field in attrs.fields(AgentOptions)])
+def test_every_runtime_option_is_checked(key: str) -> None:
+    # A field declared without a working check would take any value.
+    value = object()
+    with pytest.raises(InvalidOptions) as info:
+        split_options({key: value})
+    assert (info.value.key, info.value.value) == (key, value)
 
 
 def test_after_result_is_seconds_or_none() -> None:

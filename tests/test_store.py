@@ -275,6 +275,40 @@ async def test_live_process_is_recorded_listed_and_cleared(
     assert b_after.updated_at == 1000.0
 
 
+async def test_both_stores_keep_every_field_alike(tmp_path: Path, clock: FakeClock) -> None:
+    # Field by field, whole records: a write that one store drops or misnames shows here.
+    async def story(store: SessionStore) -> tuple[agentrt.SessionRecord, ...]:
+        async with store:
+            await store.checkpoint_session("a", backend="claude", session_id="s1", cwd="/w")
+            clock.now += 1
+            await store.set_live_process(
+                "a", pgid=10, pid=11, start_time=12, runtime_id="rt", marker="m"
+            )
+            await store.record_turn(
+                "a",
+                stop_reason="complete",
+                cost_usd=0.5,
+                usage=Usage(input_tokens=3, output_tokens=4),
+                session_id="s2",
+            )
+            await store.save_state("a", b"blob")
+            await store.checkpoint_session("b", backend="codex", session_id=None, cwd=None)
+            clock.now += 1
+            await store.clear_live_process("a")
+            await store.record_turn(
+                "b", stop_reason="interrupted", cost_usd=None, usage=None, session_id=None
+            )
+            return tuple(await store.list())
+
+    start = clock.now
+    memory = await story(MemoryStore(clock=clock))
+    clock.now = start
+    sqlite = await story(SQLiteStore(tmp_path / "sessions.sqlite3", clock=clock))
+    assert memory == sqlite
+    assert [r.name for r in memory] == ["a", "b"]
+    assert (memory[0].turns, memory[0].session_id, memory[0].state) == (1, "s2", b"blob")
+
+
 async def test_state_blob_round_trips_and_can_be_dropped(store: SessionStore) -> None:
     await store.checkpoint_session("coder", backend="claude", session_id=None, cwd=None)
     blob = bytes(range(256)) * 4096  # 1 MiB, every byte value

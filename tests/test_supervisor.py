@@ -378,6 +378,40 @@ async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: Mock
         assert isinstance(await rt.wait(queued), Completed)
 
 
+async def test_the_next_instance_takes_the_agent_as_calls_left_it(
+    autojump_clock: MockClock,
+) -> None:
+    # One state per name: what the instance counted and what calls changed while it was
+    # restarting (halt, reset_session) is what the next instance starts from.
+    backend = echo_backend(reply("one", session_id="s1"), reply("crash"))
+    async with open_runtime() as rt:
+        await rt.start_agent(Worker, name="a", backend=backend)
+        await rt.ask("a", "one")
+        with pytest.raises(AgentStopped):
+            await rt.ask("a", "crash")
+        status = rt.status("a")
+        assert (status.state, status.turns, status.restarts, status.session_id) == (
+            "restarting",
+            2,
+            0,
+            "s1",
+        )
+        rt.halt("a")
+        await rt.reset_session("a")
+        await trio.sleep(1)
+        status = rt.status("a")
+        assert (status.state, status.turns, status.restarts, status.session_id) == (
+            "halted",
+            2,
+            1,
+            None,
+        )
+        rt.unhalt("a")
+        await rt.ask("a", "two")
+        assert rt.status("a").turns == 3
+    assert backend.session_ids == [None, "s1", None]
+
+
 async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: MockClock) -> None:
     results: list[object] = []
     async with open_runtime() as rt:

@@ -1,0 +1,221 @@
+"""`Slot`: the one owner of an agent's state, kept per name across its instances.
+
+A slot holds what outlives an `Actor` (the mailbox, the session, the state blob, halted,
+the turn and restart counts) and what the running instance is doing (its request and
+turn), so every operation other tasks call on an agent has one implementation, whether
+an instance runs or its supervisor is restarting it. Each instance borrows the slot and
+changes it in place: a restart hands nothing over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+
+from ._arguments import check_prompt
+from ._errors import AgentBusy
+from ._events import NO_TOTALS, SessionTotals, StopReason
+from ._mailbox import Mailbox
+from ._requests import Origin, Ref, Request
+from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
+from ._store import SessionStore
+from ._turn import Turn
+
+ASK_CANCELLED = "the caller of ask was cancelled"
+
+
+@attrs.define(eq=False)
+class Slot:
+    mailbox: Mailbox
+    store: SessionStore
+    backend: str  # the backend's name, as the store's row names it
+    # The working directory the CLI runs in (absolute): where it keeps the transcript.
+    cwd: str | None
+    session_id: str | None = None
+    # What this session's turns reported so far; zero for a new session.
+    session_totals: SessionTotals = NO_TOTALS
+    # The last state blob saved (restored or checkpointed), so unchanged state is not
+    # written again and a restarted instance gets it back.
+    state_blob: bytes | None = None
+    # The store's row does not name this backend yet (a new name, or a start on another
+    # backend): the first turn that starts writes it, with the state; until then nothing
+    # is written, so a turn that cannot even spawn its CLI changes nothing stored.
+    unclaimed: bool = False
+    turns: int = 0
+    restarts: int = 0
+    halted: bool = False
+    halt_pending: bool = False
+    # The running instance's handle; None while its supervisor restarts it.
+    handle: AgentHandle | None = None
+    current: Request | None = None
+    turn: Turn | None = None
+    _current_since: float = 0.0
+    # The instance's task while it waits for work.
+    _parked: trio.lowlevel.Task | None = None
+    # Set when the running turn has ended (its processes gone), for a cancelled asker.
+    _turn_over: trio.Event | None = None
+
+    @property
+    def name(self) -> str:
+        return self.mailbox.name
+
+    # --- used by the running instance -------------------------------------------------
+
+    def begin(self, request: Request) -> None:
+        self.current = request
+        self._current_since = trio.current_time()
+
+    def take(self) -> Request | None:
+        """The next request to run, now current; None while halted or without work."""
+        if self.halted:
+            return None
+        request = self.mailbox.take()
+        if request is not None:
+            self.begin(request)
+        return request
+
+    async def park(self) -> None:
+        """Wait until other tasks give the instance something to do."""
+        self._parked = trio.lowlevel.current_task()
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self._parked = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _wake(self) -> None:
+        task = self._parked
+        if task is not None:
+            self._parked = None
+            trio.lowlevel.reschedule(task)
+
+    def turn_ended(self) -> None:
+        self.turn = None
+        if self._turn_over is not None:
+            self._turn_over.set()
+            self._turn_over = None
+
+    def instance_ended(self, handle: AgentHandle) -> None:
+        """The instance of ``handle`` has ended; a halt it deferred holds for the next."""
+        self.halted = self.halted or self.halt_pending
+        self.halt_pending = False
+        if self.handle is handle:
+            self.handle = None
+
+    async def forget_session(self) -> None:
+        """The next turn starts a new session; the store's row forgets the old one."""
+        self.session_id = None
+        self.session_totals = NO_TOTALS
+        if self.unclaimed:
+            return  # the row is not this agent's yet
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend, session_id=None, cwd=self.cwd
+        )
+
+    # --- called by the runtime (other tasks) ------------------------------------------
+
+    def submit(self, prompt: str, origin: Origin) -> Request:
+        """Hand the agent a prompt: it starts at once if the agent is idle, else queues.
+
+        Raises `MailboxFull` if the queue is full by count or bytes."""
+        check_prompt(prompt)
+        request = self.mailbox.request(prompt, origin)
+        if self._parked is not None and not self.halted:
+            self.mailbox.track(request)
+            self.begin(request)
+            self._wake()
+        else:
+            self.mailbox.admit(request, idle=self.current is None and not self.halted)
+        return request
+
+    def abandon(self, request: Request) -> trio.Event | None:
+        """The asker was cancelled: a queued request leaves the queue and never runs; a
+        running one's turn is stopped (``cancelled``). Returns what is set once that turn's
+        processes are gone, or None when no turn runs."""
+        if request.settled:
+            return None
+        if self.mailbox.remove(request):
+            request.cancelled = True
+            return None
+        request.abandoned = True
+        turn = self.turn
+        if request is not self.current or turn is None:
+            return None
+        turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
+        if self._turn_over is None:
+            self._turn_over = trio.Event()
+        return self._turn_over
+
+    def withdraw(self, ref: Ref) -> bool:
+        """Settle the queued (or chained) request ``ref`` as `Withdrawn`; False if it is
+        running, settled or unknown."""
+        return self.mailbox.withdraw(ref, self.session_id)
+
+    def notify(self, event: Any) -> None:
+        self.mailbox.notify(event)
+        if self.current is None:
+            self._wake()
+
+    def interrupt(self) -> bool:
+        turn = self.turn
+        if turn is None:
+            return False
+        turn.stop(StopReason.INTERRUPTED, "interrupted")
+        return True
+
+    def interrupt_request(self, ref: Ref) -> bool:
+        current = self.current
+        if current is None or current.ref != ref:
+            return False
+        return self.interrupt()
+
+    def halt(self) -> None:
+        if self.current is not None:
+            self.halt_pending = True
+        else:
+            self.halted = True
+
+    def unhalt(self) -> None:
+        self.halted = self.halt_pending = False
+        self._wake()
+
+    async def reset_session(self) -> None:
+        if self.current is not None:
+            raise AgentBusy(self.name, "processing")
+        await self.forget_session()
+
+    def status(self) -> AgentStatus:
+        current = self.current
+        info: CurrentRequest | None = None
+        state: AgentState
+        if self.handle is None:
+            state = "restarting"
+        elif current is not None:
+            turn = self.turn
+            info = CurrentRequest(
+                ref=current.ref,
+                origin=current.origin,
+                elapsed=trio.current_time() - self._current_since,
+                waiting_for_process=turn is not None and turn.waiting_for_process,
+            )
+            state = "processing"
+        else:
+            state = "halted" if self.halted else "idle"
+        mailbox = self.mailbox
+        notifications = mailbox.notifications
+        return AgentStatus(
+            name=self.name,
+            state=state,
+            halt_pending=self.halt_pending,
+            queued=mailbox.queued,
+            queued_bytes=mailbox.queued_bytes,
+            chained=mailbox.chained_count,
+            pending_notifications=len(notifications) if notifications else 0,
+            current=info,
+            turns=self.turns,
+            session_id=self.session_id,
+            restarts=self.restarts,
+        )
