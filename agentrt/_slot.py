@@ -183,6 +183,8 @@ class Slot:
         self._wake()
 
     async def reset_session(self) -> None:
+        # A checkpoint on every path: the store's write may wait for nothing.
+        await trio.lowlevel.checkpoint()
         if self.current is not None:
             raise AgentBusy(self.name, "processing")
         await self.forget_session()

@@ -32,6 +32,8 @@ async def test_every_async_call_checkpoints_on_its_fast_path(autojump_clock: Moc
         assert isinstance(await rt.wait(ref), Completed)
         with assert_checkpoints():  # settled already: nothing to wait for
             assert isinstance(await rt.wait(ref), Completed)
+        with assert_checkpoints():  # a MemoryStore write waits for nothing
+            await rt.reset_session("a")
         with assert_checkpoints():
             await rt.stop_agent("a")
 
