@@ -78,11 +78,24 @@ NO_TOTALS = SessionTotals()
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     """Base of every event. ``kind`` is the tag; ``timestamp`` is ``trio.current_time()``.
 
-    Backends make events of the classes below, not of subclasses of them: the turn tells
-    events apart by their exact class (the events of one stream are handled at the rate
-    the CLI prints them)."""
+    The kinds are the classes below and no others: defining a subclass of one (or a new
+    kind) elsewhere raises TypeError. The turn tells events apart by their exact class
+    (the events of one stream are handled at the rate the CLI prints them), and retention
+    decodes what it kept as one of these, so a subclass would be handled as none of them;
+    data no kind covers goes in a `RawEvent`."""
 
     timestamp: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ != __name__:
+            base = next(b for b in cls.__mro__[1:] if issubclass(b, Event))
+            raise TypeError(
+                f"{cls.__qualname__} subclasses agentrt's {base.__name__}: the event kinds are "
+                f"closed (the turn tells them apart by exact class, so a subclass would lose "
+                f"what it carries); make a {base.__name__} itself, or a RawEvent for data no "
+                f"kind covers"
+            )
 
     @property
     def kind(self) -> str:

@@ -1,4 +1,5 @@
-"""Response: a text kept as UTF-8 until read behaves as the str it stands for."""
+"""Events: the kinds are closed. Response: a text kept as UTF-8 until read behaves as the str
+it stands for."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 import attrs
 import pytest
 
-from agentrt import EventCoverage, Response, ResultEvent, StopReason
-from agentrt._events import response_with_text, text_size
+from agentrt import Event, EventCoverage, Response, ResultEvent, StopReason, TextEvent
+from agentrt._events import AnyEvent, response_with_text, text_size
 
 TEXT = "Grüße, 世界 \U0001f600 and a lone \ud800 surrogate"
 
@@ -103,3 +104,19 @@ def test_the_text_is_kept_in_its_smaller_form(text: str) -> None:
         tracemalloc.stop()
     assert held <= min(sys.getsizeof(text), size + 100) + 200  # + the Response itself
     assert text_size(response) == size and response.text == text
+
+
+@pytest.mark.parametrize("kind", [Event, *AnyEvent.__args__])
+def test_no_event_kind_can_be_subclassed_outside_agentrt(kind: type[Event]) -> None:
+    # The turn tells events apart by exact class: a subclass would be handled as none of
+    # the kinds (a TextEvent subclass's text was not in Response.text).
+    with pytest.raises(TypeError, match=f"subclasses agentrt's {kind.__name__}"):
+
+        class Mine(kind, frozen=True, kw_only=True, tag="mine"):  # type: ignore[misc,valid-type]
+            pass
+
+
+def test_the_kinds_are_the_ones_retention_decodes() -> None:
+    # Every Event subclass there is (all of them in agentrt._events) is in AnyEvent.
+    assert set(Event.__subclasses__()) == set(AnyEvent.__args__)
+    assert TextEvent(text="t").kind == "text"
