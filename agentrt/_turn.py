@@ -281,8 +281,8 @@ class Turn:
                 self._interrupt_process = proc.interrupt
                 if self._failure is not None:  # stopped while spawning
                     self._interrupt_cli()
-                # A translator may bring its own typed line decoder (see Translator).
-                decode = getattr(self.translator, "decode", None)
+                assert self.translator is not None
+                decode = self.translator.decode  # its typed line decoder, if any
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
