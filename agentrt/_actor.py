@@ -19,7 +19,7 @@ import inspect
 import logging
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -394,15 +394,10 @@ class Actor:
         request = self.slot.current
         return request is not None and bool(request.subscriptions)
 
-    async def _deliver(self, events: Iterator[Event]) -> None:
-        # The events of one read: each is handled before the next is taken, and this awaits
-        # only what must be waited for (an async handler, a full subscriber), so a read
-        # costs one await however many lines it held.
-        if not self._watched():
-            # Nobody looks at these events (and nothing here awaits, so no subscriber can
-            # come meanwhile): the turn only has to record them, without a loop body here.
-            deque(events, maxlen=0)
-            return
+    async def _deliver(self, events: Sequence[Event]) -> None:
+        # The events of one read, recorded by the turn: this awaits only what must be
+        # waited for (an async handler, a full subscriber), so a read costs one await
+        # however many lines it held.
         handler = (
             self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
         )
@@ -412,7 +407,7 @@ class Actor:
                 lost = event.session_id or self.slot.session_id
                 if lost is not None:
                     await self._deliver(
-                        iter((SessionLostEvent(timestamp=event.timestamp, session_id=lost),))
+                        (SessionLostEvent(timestamp=event.timestamp, session_id=lost),)
                     )
             if handler is not None:
                 result = handler(event)

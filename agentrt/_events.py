@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 import attrs
 import msgspec
@@ -78,11 +78,24 @@ NO_TOTALS = SessionTotals()
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     """Base of every event. ``kind`` is the tag; ``timestamp`` is ``trio.current_time()``.
 
-    Backends make events of the classes below, not of subclasses of them: the turn tells
-    events apart by their exact class (the events of one stream are handled at the rate
-    the CLI prints them)."""
+    The kinds are the classes below and no others: defining a subclass of one (or a new
+    kind) elsewhere raises TypeError. The turn tells events apart by their exact class
+    (the events of one stream are handled at the rate the CLI prints them), and retention
+    decodes what it kept as one of these, so a subclass would be handled as none of them;
+    data no kind covers goes in a `RawEvent`."""
 
     timestamp: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ != __name__:
+            base = next(b for b in cls.__mro__[1:] if issubclass(b, Event))
+            raise TypeError(
+                f"{cls.__qualname__} subclasses agentrt's {base.__name__}: the event kinds are "
+                f"closed (the turn tells them apart by exact class, so a subclass would lose "
+                f"what it carries); make a {base.__name__} itself, or a RawEvent for data no "
+                f"kind covers"
+            )
 
     @property
     def kind(self) -> str:
@@ -263,15 +276,40 @@ class EventCoverage:
         return self.omitted == 0
 
 
+# The codec of text kept as UTF-8: a CLI's text may hold lone surrogates (JSON escapes), and
+# they must come back as they went in.
+TEXT_CODEC = ("utf-8", "surrogatepass")
+
+
+@final
+class _Utf8:
+    """A Response's text as the UTF-8 a turn built it from, until it is first read."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (and copied) as the str it stands for.
+        return (bytes.decode, (self.data, *TEXT_CODEC))
+
+
+def _as_str(text: str | _Utf8) -> str:
+    return text.data.decode(*TEXT_CODEC) if type(text) is _Utf8 else text
+
+
 @attrs.frozen
 class Response:
     """What a successful turn returns.
 
     ``events`` is an immutable sequence of the retained events (see ``event_coverage``),
     kept compact and decoded on access; it compares equal to the tuple of its events.
-    ``text`` is a str; a turn's Response keeps it as UTF-8 until it is first read."""
+    ``text`` is a str; a turn's Response may keep it as UTF-8 until it is first read
+    (equality, hash and repr compare and show the str)."""
 
-    text: str
+    # The str, or the UTF-8 a turn built it from when that is smaller (see `text`).
+    _text: str | _Utf8 = attrs.field(alias="text", eq=_as_str, repr=lambda t: repr(_as_str(t)))
     final_message: str
     events: Sequence[Event]
     terminal: Event
@@ -291,55 +329,20 @@ class Response:
     structured_output: Any = None
     permission_denials: tuple[PermissionDenial, ...] = ()
 
-
-# The codec of text kept as UTF-8: a CLI's text may hold lone surrogates (JSON escapes), and
-# they must come back as they went in.
-TEXT_CODEC = ("utf-8", "surrogatepass")
-
-
-class _Utf8:
-    """What ``Response.text``'s slot holds until the text is first read."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    @property
+    def text(self) -> str:
+        """The answer's text. Kept as UTF-8 it is decoded on first read, and the str kept: a
+        str of non-ASCII text takes 2 or 4 bytes a character, and a runtime may keep
+        hundreds of Responses nobody reads the text of."""
+        text = self._text
+        if type(text) is _Utf8:
+            text = text.data.decode(*TEXT_CODEC)
+            object.__setattr__(self, "_text", text)  # frozen: a cache, not a change
+        return text
 
 
-class _TextOnRead:
-    """``Response.text``: the slot holds the str, or the UTF-8 a turn built the text from,
-    decoded (and the slot given the str) on first read. A str of non-ASCII text takes 2 or
-    4 bytes a character, and a runtime may keep hundreds of Responses nobody reads the
-    text of. Every read goes through here (attrs' ``__eq__``, ``__hash__``, ``__repr__``,
-    pickling, `attrs.asdict`, `attrs.evolve`), so what a user can observe is the str."""
-
-    __slots__ = ("_slot",)
-
-    def __init__(self, slot: Any) -> None:
-        self._slot = slot  # the slot's own member descriptor
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        value = self._slot.__get__(instance, owner)
-        if type(value) is _Utf8:
-            value = value.data.decode(*TEXT_CODEC)
-            self._slot.__set__(instance, value)
-        return value
-
-    def __set__(self, instance: object, value: Any) -> None:
-        # Reached only through object.__setattr__ (attrs' __init__ and __setstate__):
-        # Response is frozen.
-        self._slot.__set__(instance, value)
-
-    def __delete__(self, instance: object) -> None:
-        self._slot.__delete__(instance)
-
-
-_text_slot = Response.__dict__["text"]
 # What a text kept as UTF-8 costs besides its bytes: the holder and the bytes object's header.
 _UTF8_OVERHEAD = sys.getsizeof(_Utf8(b"")) + sys.getsizeof(b"")
-type.__setattr__(Response, "text", _TextOnRead(_text_slot))
 
 
 def response_with_text(text: str | bytes, **fields: Any) -> Response:
@@ -352,17 +355,11 @@ def response_with_text(text: str | bytes, **fields: Any) -> Response:
         decoded = text.decode(*TEXT_CODEC)  # cheap next to the text's life (bench/README.md)
         if sys.getsizeof(decoded) <= len(text) + _UTF8_OVERHEAD:
             text = decoded
-    if isinstance(text, str):
-        return Response(text=text, **fields)
-    response = Response(text="", **fields)
-    _text_slot.__set__(response, _Utf8(text))
-    return response
+    return Response(text=text if isinstance(text, str) else _Utf8(text), **fields)
 
 
 def text_size(response: Response) -> int:
     """``len(response.text.encode("utf-8", "surrogatepass"))``, without decoding a text not
     read yet."""
-    value = _text_slot.__get__(response, Response)
-    if type(value) is _Utf8:
-        return len(value.data)
-    return len(value.encode(*TEXT_CODEC))
+    text = response._text
+    return len(text.data) if type(text) is _Utf8 else len(text.encode(*TEXT_CODEC))

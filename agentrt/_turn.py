@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -82,8 +82,6 @@ class _Failure:
     cause: BaseException | None = None
 
 
-_CARRY_SESSION_ID: frozenset[type[Event]] = frozenset((SessionEvent, ResultEvent, ErrorEvent))
-
 # Stops that fail a turn even after a result: a bug, or a broken capture promise.
 _LOSES_RESULT: frozenset[StopReason] = frozenset(
     (StopReason.TURN_CRASHED, StopReason.EVENT_CAPTURE_OVERFLOW)
@@ -101,12 +99,11 @@ class Turn:
     # Called with each new session id before the next frame is fed (the checkpoint); a
     # StoreError from it fails the turn with store_failed.
     on_session: Callable[[str], Awaitable[None]]
-    # handle_stream_event and subscribers, for the events of one read at once: it iterates
-    # the iterator to its end (each step translates and records the next event, so a stop
-    # mid-way delivers nothing further); an exception fails the turn (turn_crashed).
-    deliver: Callable[[Iterator[Event]], Awaitable[None]]
-    # Whether anyone looks at delivered events (handle_stream_event, subscribers); asked
-    # once per read: while nobody does, `deliver` does not await, so it cannot change.
+    # handle_stream_event and subscribers, for the events of one read (up to a new session
+    # id) once the turn has recorded them; called only while `watched` says someone looks
+    # (asked once per read). An exception fails the turn (turn_crashed); a stop meanwhile
+    # takes effect from the next read.
+    deliver: Callable[[Sequence[Event]], Awaitable[None]]
     watched: Callable[[], bool]
     runner: InProcessBackend | None
     limiter: trio.CapacityLimiter | None = None
@@ -147,12 +144,9 @@ class Turn:
     _bounds_scope: trio.CancelScope | None = None
     _awaiting_content: bool = False
     _log: EventLog | None = None
-    # What `_handle` has not handled yet: the frames of the current read, and the events of
-    # the frame being handled. A new session id makes the event iterator pause for the
-    # checkpoint; `_checkpoint` holds that id meanwhile.
-    _frames: Iterator[Any] = attrs.field(factory=lambda: iter(()))
-    _pending: Iterator[Event] = attrs.field(factory=lambda: iter(()))
-    _checkpoint: str | None = None
+    # A terminal event the current read recorded: what it starts (the after-result bound,
+    # or the end of the run) waits until it has been delivered.
+    _undelivered_terminal: Event | None = None
     # Text of the current segment (since the previous terminal result), and what the
     # latest result closed: its text (UTF-8, as the Response keeps it) and last message.
     _segment: SegmentText = attrs.field(factory=SegmentText)
@@ -287,8 +281,8 @@ class Turn:
                 self._interrupt_process = proc.interrupt
                 if self._failure is not None:  # stopped while spawning
                     self._interrupt_cli()
-                # A translator may bring its own typed line decoder (see Translator).
-                decode = getattr(self.translator, "decode", None)
+                assert self.translator is not None
+                decode = self.translator.decode  # its typed line decoder, if any
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._watch_bounds)
                     with self._drain_scope:
@@ -367,99 +361,98 @@ class Turn:
         return (RawEvent(data=frame.text, note=note),)
 
     async def _handle(self, frames: Iterable[Any], events: Sequence[Event] = ()) -> None:
-        """Translate ``frames`` (after ``events``) and deliver their events in order, each
-        new session id checkpointed before its event and everything after it."""
-        self._frames = iter(frames)
-        self._pending = iter(events)
+        """Translate ``frames`` (after ``events``) and record their events in order, each
+        new session id checkpointed before its event and everything after it; what was
+        recorded goes to ``deliver`` if anyone watches."""
+        frames = iter(frames)
+        pending: Iterator[Event] = iter(events)
         while True:
-            handled = self._events(self._now())
-            try:
-                await self.deliver(handled)
-            except Exception as exc:
-                self._crash(exc)
-                for _ in handled:  # stopped: it yields nothing, and pauses for session ids
-                    pass
-            finally:
-                handled.close()
-            session_id = self._checkpoint
+            recorded: list[Event] | None = [] if self.watched() else None
+            pending, session_id = self._record(frames, pending, recorded)
+            if recorded:
+                try:
+                    await self.deliver(recorded)
+                except Exception as exc:
+                    self._crash(exc)
+            terminal, self._undelivered_terminal = self._undelivered_terminal, None
+            if terminal is not None:
+                self._terminal_delivered(terminal)
             if session_id is None:
                 return
-            self._checkpoint = None
             try:
                 await self.on_session(session_id)
             except StoreError as exc:
                 message = f"the session store could not keep session {session_id}: {exc}"
                 self._stop(_Failure(StopReason.STORE_FAILED, redact(message), cause=exc))
-                self._pending = iter(())
+                pending = iter(())
             except Exception as exc:
                 self._crash(exc)
-                self._pending = iter(())  # as before: the rest of that frame is dropped
+                pending = iter(())  # as before: the rest of that frame is dropped
 
-    def _events(self, now: float) -> Generator[Event]:
+    def _record(
+        self, frames: Iterator[Any], pending: Iterator[Event], recorded: list[Event] | None
+    ) -> tuple[Iterator[Event], str | None]:
+        """Translate and record (stamp, log, fold) ``pending`` and then the events of
+        ``frames``, appending each logged event to ``recorded`` unless it is None. Stops
+        early at a new session id, to be checkpointed before its event: returns the events
+        left (that one first) and the id, else an empty iterator and None."""
         # This runs for every line of a stream, so the common case (a text event) is handled
-        # inline: translate, stamp, log, fold into the turn's text, yield to the consumer.
-        # Event classes are compared by identity (they are not subclassed): an isinstance
-        # check on a msgspec Struct class takes its metaclass's slow path.
+        # inline. Event classes are compared by identity (`Event` refuses subclasses): an
+        # isinstance check on a msgspec Struct class takes its metaclass's slow path.
         assert self.translator is not None and self._log is not None
         feed = self.translator.feed
         log = self._log
         texts = self._segment.parts
         replace = msgspec.structs.replace
-        frames = self._frames
-        pending = self._pending
+        now = self._now()
         # A text event that nobody will see and retention will not keep only adds to the
-        # turn's text and to the count of events: no timestamp, no log entry, no delivery.
+        # turn's text and to the count of events: no timestamp, no log entry.
         unseen = 0
-        skip_text = not (log.keeping or self._awaiting_content or self.watched())
+        skip_text = recorded is None and not (log.keeping or self._awaiting_content)
         try:
             while True:
                 for event in pending:
-                    kind = type(event)
                     if (
-                        kind is TextEvent
-                        and skip_text
+                        skip_text
+                        and type(event) is TextEvent
                         and self._failure is None
                         and not self._ended
                     ):
                         unseen += 1
-                        texts.append(event.text)  # type: ignore[attr-defined]
-                        if event.message_boundary:  # type: ignore[attr-defined]
-                            self._segment.end_message()
-                        continue
-                    if kind in _CARRY_SESSION_ID:
-                        session_id = event.session_id  # type: ignore[attr-defined]
-                        if session_id is not None and session_id != self.session_id:
-                            self.session_id = session_id
-                            # Paused for the checkpoint; this event is handled after it.
-                            self._checkpoint = session_id
-                            self._pending = itertools.chain((event,), pending)
-                            return
-                    if self._failure is not None or self._ended:
-                        # Stopped: the rest is read for session ids, and for what the turn
-                        # cost (a CLI interrupted mid-turn still prints its bill).
-                        if event.is_terminal:
-                            self._spent(event)
-                        continue
-                    event = replace(event, timestamp=now)
-                    if self._awaiting_content and kind not in _NOT_CONTENT:
-                        self._content_arrived()
-                    try:
-                        retained = log.add(event)
-                    except CaptureOverflow as overflow:
-                        reason = StopReason.EVENT_CAPTURE_OVERFLOW
-                        self.stop(reason, str(overflow), detail=overflow.detail)
-                        continue
-                    if kind is TextEvent:
-                        texts.append(event.text)  # type: ignore[attr-defined]
-                        if event.message_boundary:  # type: ignore[attr-defined]
-                            self._segment.end_message()
                     else:
-                        self._fold(event, kind, retained)
-                    yield event
-                    if self._ended and event is self._terminal:
-                        # After delivery: cancelling first would cut an async handler's
-                        # checkpoint.
-                        self._end_run()
+                        if (
+                            type(event) is SessionEvent
+                            or type(event) is ResultEvent
+                            or type(event) is ErrorEvent
+                        ):
+                            session_id = event.session_id
+                            if session_id is not None and session_id != self.session_id:
+                                self.session_id = session_id
+                                return itertools.chain((event,), pending), session_id
+                        if self._failure is not None or self._ended:
+                            # Stopped: the rest is read for session ids, and for what the
+                            # turn cost (a CLI interrupted mid-turn still prints its bill).
+                            if event.is_terminal:
+                                self._spent(event)
+                            continue
+                        event = replace(event, timestamp=now)
+                        if self._awaiting_content and type(event) not in _NOT_CONTENT:
+                            self._content_arrived()
+                        try:
+                            retained = log.add(event)
+                        except CaptureOverflow as overflow:
+                            reason = StopReason.EVENT_CAPTURE_OVERFLOW
+                            self.stop(reason, str(overflow), detail=overflow.detail)
+                            continue
+                        if recorded is not None:
+                            recorded.append(event)
+                        if type(event) is not TextEvent:
+                            self._fold(event, retained)
+                            continue
+                    # The text fold, for both kinds of text event above.
+                    texts.append(event.text)
+                    if event.message_boundary:
+                        self._segment.end_message()
                 for frame in frames:
                     if type(frame) is BadLine:
                         events = self._bad_line(frame)
@@ -472,8 +465,8 @@ class Turn:
                     if events:
                         break
                 else:
-                    return
-                pending = self._pending = iter(events)
+                    return pending, None
+                pending = iter(events)
         finally:
             if unseen:
                 log.skipped(unseen)
@@ -484,33 +477,37 @@ class Turn:
         self._first_deadline = math.inf
         self._reschedule()
 
-    def _fold(self, event: Event, kind: type[Event], retained: bool) -> None:
+    def _fold(self, event: Event, retained: bool) -> None:
         """Fold a logged event other than text into the turn's state."""
-        if kind is UsageEvent:
-            assert isinstance(event, UsageEvent)
+        if type(event) is UsageEvent:
             self._usage = event.usage
-        elif kind is SessionEvent:
-            assert isinstance(event, SessionEvent)
+        elif type(event) is SessionEvent:
             self._model = event.model or self._model
-        elif kind is TextRetractedEvent:
-            assert isinstance(event, TextRetractedEvent)
+        elif type(event) is TextRetractedEvent:
             self._segment.retract(event.text)
         elif event.is_terminal:
             self._terminal = event
             self._spent(event)
             assert self._log is not None
             self._terminal_index = self._log.retained - 1 if retained else None
-            if kind is ResultEvent:
+            self._undelivered_terminal = event
+            if type(event) is ResultEvent:
                 self._result_text, self._result_message = self._segment.close()
-                if self.options.after_result is not None:
-                    # From the latest result: a later one (a background task's) restarts it.
-                    self._result_deadline = self._now() + self.options.after_result
-                    self._reschedule()
             else:
                 self._ended = True
-        elif kind is InitEvent:
-            assert isinstance(event, InitEvent)
+        elif type(event) is InitEvent:
             self._init = event
+
+    def _terminal_delivered(self, terminal: Event) -> None:
+        # Not before: cancelling first would cut an async handler's checkpoint, and the
+        # after-result bound would run while a slow subscriber still reads what came before.
+        if type(terminal) is ResultEvent:
+            if self.options.after_result is not None:
+                # From the latest result: a later one (a background task's) restarts it.
+                self._result_deadline = self._now() + self.options.after_result
+                self._reschedule()
+        elif self._failure is None:
+            self._end_run()
 
     def _spent(self, terminal: Event) -> None:
         # A CLI's terminal events each report the turn so far: the latest one is the bill.

@@ -81,14 +81,16 @@ class ExitStatus:
 
 
 class Translator(Protocol):
-    """Turns the frames of one turn into events. Pure, stateful within one turn.
+    """Turns the frames of one turn into events. Pure, stateful within one turn."""
 
-    A translator may also have a ``decode`` attribute, ``Callable[[bytes], Any]``: the turn
-    then tries it first on each stdout line (typed msgspec Structs for the common frames
-    are cheaper than dicts), and a line it rejects with `msgspec.DecodeError` or
-    `msgspec.ValidationError` is decoded generically as before. ``feed`` gets whichever
-    value came out. Without the attribute every line is decoded generically.
-    """
+    @property
+    def decode(self) -> Callable[[bytes], Any] | None:
+        """A typed decoder for stdout lines, or None (a plain ``decode = None`` attribute
+        will do). The turn tries it first on each line (typed msgspec Structs for the
+        common frames are cheaper than dicts); a line it rejects with `msgspec.DecodeError`
+        or `msgspec.ValidationError` is decoded generically, as every line is with None.
+        ``feed`` gets whichever value came out."""
+        ...
 
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame (a JSON value)."""

@@ -113,6 +113,8 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
 
 
 class JsonTranslator:
+    decode = None  # every line decoded generically
+
     def feed(self, frame: Any) -> Sequence[Event]:
         kind = frame["type"]
         if kind == "init":
@@ -554,6 +556,48 @@ async def test_a_slow_subscriber_gets_every_event_of_a_long_read_in_order(
         result = await rt.wait(ref)
     assert seen == texts
     assert not isinstance(result, Failed)
+
+
+class Interrupter(Agent):
+    """Interrupts its own turn from handle_stream_event, at the text "a"."""
+
+    def __init__(self, runtime: Any, seen: list[str]) -> None:
+        self.runtime = runtime
+        self.seen = seen
+
+    def handle_stream_event(self, event: Event) -> None:
+        self.seen.append(type(event).__name__)
+        if isinstance(event, TextEvent) and event.text == "a":
+            assert self.runtime.interrupt("a")
+
+
+@pytest.mark.parametrize("one_read", [True, False])
+async def test_an_interrupt_from_a_handler_takes_effect_from_the_next_read(
+    driver: types.SimpleNamespace, autojump_clock: object, one_read: bool
+) -> None:
+    # A read's events are recorded before they are delivered: a result in the read the
+    # handler interrupted stands (printed before the interrupt, and delivered too); one in
+    # a later read is only billed.
+    driver.script = [
+        INIT,
+        {"type": "text", "text": "a"},
+        {"type": "text", "text": "b"},
+        {"type": "result", "text": "ab", "session_id": "s1", "cost": 0.5},
+    ]
+    driver.one_read = one_read
+    seen: list[str] = []
+    async with open_runtime() as rt:
+        await rt.start_agent(Interrupter(rt, seen), name="a", backend=CliBackend())
+        result = await rt.wait(rt.tell("a", "x"))
+    assert driver.processes[0].interrupted_at is not None
+    if one_read:
+        assert isinstance(result, Completed) and result.response.text == "ab"
+        assert seen == ["SessionEvent", "TextEvent", "TextEvent", "ResultEvent"]
+    else:
+        assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert result.error.cost_usd == 0.5
+        assert seen == ["SessionEvent", "TextEvent"]
 
 
 class _Read(list[Any]):

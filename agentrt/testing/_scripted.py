@@ -121,6 +121,8 @@ _CONTROL_STEPS = (Gate, Sleep, Fail, Exit, Raise)
 
 
 class _Translator:
+    decode = None  # every line decoded generically
+
     def feed(self, frame: Any) -> Sequence[Event]:
         if isinstance(frame, Event):
             return (frame,)

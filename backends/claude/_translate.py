@@ -78,8 +78,9 @@ _MESSAGE_LIMIT = 500
 # and user messages: those get a typed decoding, which skips every field the translator does
 # not read (a tool result's ``tool_use_result`` echo, often as big as the result itself,
 # is never built). Any other frame, or one of an unexpected shape, fails this schema early
-# and is decoded generically by the driver; ``feed`` handles those dicts the same way
-# (system and result frames are always dicts: their events keep the frame itself).
+# and is decoded generically by the driver; ``feed`` makes such a stream, assistant or user
+# dict the typed frame it stands for, so one set of rules translates both (system and
+# result frames are always dicts: their events keep the frame itself).
 class _TextDelta(msgspec.Struct, gc=False, tag="text_delta"):
     text: str
 
@@ -217,8 +218,8 @@ class ClaudeTranslator:
         self.decode = _decode_frame
         self._typed: dict[type, Callable[[Any], Sequence[Event]]] = {
             _StreamEvent: self._stream_event,
-            _Assistant: self._typed_assistant,
-            _User: self._typed_user,
+            _Assistant: self._assistant,
+            _User: self._user,
         }
 
     @property
@@ -253,9 +254,9 @@ class ClaudeTranslator:
         if kind == "stream_event":
             return self._stream_event_dict(frame)
         if kind == "assistant":
-            return self._assistant(frame)
+            return self._assistant_dict(frame)
         if kind == "user":
-            return self._user(frame)
+            return self._user_dict(frame)
         if kind == "system":
             return self._system(frame)
         if kind == "result":
@@ -375,8 +376,8 @@ class ClaudeTranslator:
             return _NO_EVENTS
         return self._stream_event(typed)
 
-    def _typed_assistant(self, frame: _Assistant) -> Sequence[Event]:
-        # What _assistant does, for the typed frames.
+    def _assistant(self, frame: _Assistant) -> Sequence[Event]:
+        # A subagent's own text is not this agent's answer (it comes back as a tool result).
         parent = frame.parent_tool_use_id
         events: list[Event] = []
         for block in frame.message.content:
@@ -389,35 +390,27 @@ class ClaudeTranslator:
                     events.append(tool_use)
         return events
 
-    def _typed_user(self, frame: _User) -> Sequence[Event]:
-        # What _user does, for the typed frames.
-        parent = _str(frame.parent_tool_use_id)
-        return [
-            _tool_result(block.tool_use_id, block.content, block.is_error, parent)
-            for block in frame.message.content
-            if type(block) is _ToolResultBlock
-        ]
-
-    def _assistant(self, frame: Mapping[str, Any]) -> list[Event]:
+    def _assistant_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # A frame the typed decoding refused (a field or block of another shape, or a dict
+        # from an in-process feeder), made the typed frame it stands for: what the schema
+        # would not accept is left out (a field of another type is None, a block of another
+        # type is dropped), and `_assistant`'s rules decide.
         message = frame.get("message")
         if not isinstance(message, Mapping):
             return [RawEvent(data=frame, note="assistant frame without a message")]
-        # A subagent's own text is not this agent's answer (it comes back as a tool result).
-        parent = frame.get("parent_tool_use_id")
-        events: list[Event] = []
+        content: list[Any] = []
         for block in _blocks(message.get("content")):
-            btype = block.get("type")
-            if btype == "text" and parent is None:
-                text = _str(block.get("text"))
-                if text:
-                    events.append(self._message_text(text))
-            elif btype in _TOOL_USE_BLOCKS:
-                event = self._tool_use(
-                    _str(block.get("id")), _str(block.get("name")), block.get("input"), _str(parent)
-                )
-                if event is not None:
-                    events.append(event)
-        return events
+            kind = block.get("type")
+            if kind == "text":
+                content.append(_TextBlock(text=_str(block.get("text"))))
+            elif kind in _TOOL_USE_BLOCKS:
+                tool_id, name = _str(block.get("id")), _str(block.get("name"))
+                content.append(_ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
+        typed = _Assistant(
+            message=_AssistantMessage(content=content),
+            parent_tool_use_id=frame.get("parent_tool_use_id"),
+        )
+        return self._assistant(typed)
 
     def _message_text(self, text: str) -> TextEvent:
         return TextEvent(text=self._unstreamed(text), message_boundary=True)
@@ -445,18 +438,33 @@ class ClaudeTranslator:
                 return text[len(streamed) :]
         return text
 
-    def _user(self, frame: Mapping[str, Any]) -> list[Event]:
+    def _user(self, frame: _User) -> Sequence[Event]:
+        parent = _str(frame.parent_tool_use_id)
+        return [
+            _tool_result(block.tool_use_id, block.content, block.is_error, parent)
+            for block in frame.message.content
+            if type(block) is _ToolResultBlock
+        ]
+
+    def _user_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # As `_assistant_dict`, for `_user`.
         message = frame.get("message")
         if not isinstance(message, Mapping):
             return []
-        parent = _str(frame.get("parent_tool_use_id"))
-        return [
-            _tool_result(
-                _str(block.get("tool_use_id")), block.get("content"), block.get("is_error"), parent
+        content: list[Any] = [
+            _ToolResultBlock(
+                tool_use_id=_str(block.get("tool_use_id")),
+                content=block.get("content"),
+                is_error=block.get("is_error"),
             )
             for block in _blocks(message.get("content"))
             if block.get("type") == "tool_result"
         ]
+        typed = _User(
+            message=_UserMessage(content=content),
+            parent_tool_use_id=frame.get("parent_tool_use_id"),
+        )
+        return self._user(typed)
 
     def _result(self, frame: Mapping[str, Any]) -> list[Event]:
         raw = frame

@@ -109,6 +109,9 @@ class CodexTranslator:
         self._notice: str | None = None
         self._terminal_seen = False
 
+    # Codex prints few lines a turn: each is decoded generically (see Translator.decode).
+    decode = None
+
     @property
     def session_id(self) -> str | None:
         """The thread id codex reported in this turn."""
