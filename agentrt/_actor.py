@@ -18,7 +18,6 @@ from __future__ import annotations
 import inspect
 import logging
 import traceback
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
