@@ -16,6 +16,7 @@ import gc
 import json
 import os
 import resource
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -198,6 +199,10 @@ _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
 
 
 def main() -> None:
+    # Started in the background by a script, this process inherits SIGINT ignored, and so
+    # would every CLI it starts: the interrupt scenario's shell could not trap it and would
+    # wait for SIGTERM a second later. Caught here, it is the default again after exec.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     spec = json.loads(sys.argv[1])
     result = _SCENARIOS[spec["scenario"]](spec)
     sys.stdout.write(json.dumps(result) + "\n")
