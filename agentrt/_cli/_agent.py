@@ -17,8 +17,9 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._arguments import check_directory
 from .._backends import resolve_backend
-from .._errors import TurnFailed
+from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
@@ -123,10 +124,10 @@ class Started:
 
 def _working_directory(given: str | None) -> str:
     cwd = os.path.abspath(given or os.getcwd())
-    if not os.path.isdir(cwd):
-        why = "is not a directory" if os.path.exists(cwd) else "does not exist"
-        raise CliError(f"the working directory {cwd} {why}", "pass --cwd DIR")
-    return cwd
+    try:
+        return check_directory("cwd", cwd)
+    except InvalidOptions as exc:
+        raise CliError(f"the working directory {cwd} {exc.why}", "pass --cwd DIR") from None
 
 
 @asynccontextmanager
