@@ -226,19 +226,24 @@ async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path)
         nursery.cancel_scope.cancel()
 
 
-@needs_cgroups
-async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.DEBUG, logger="agentrt")
+async def dead_runtimes_cgroup() -> Path:
+    """The cgroup of a runtime that died, with an empty turn cgroup in it: its pid and start
+    time, recorded in its name, name no process any more."""
     parent, _ = own_cgroup()
-    # A runtime that died: its pid and start time, recorded in its cgroup's name, name no
-    # process any more.
     gone = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
     start = process_start_time(gone.pid)
     await gone.wait()
     stale = Path(parent, f"agentrt-{gone.pid}-{start}-0badc0de")
     (stale / "t0").mkdir(parents=True)
+    return stale
+
+
+@needs_cgroups
+async def test_a_stale_turn_cgroup_of_a_dead_runtime_is_killed_and_removed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrt")
+    stale = await dead_runtimes_cgroup()
     turn = TurnCgroup.create(f"{stale}/t1", "")
     left = await trio.lowlevel.open_process(
         [sys.executable, "-c", "import time; time.sleep(3600)"], preexec_fn=turn.enter
@@ -262,12 +267,7 @@ async def test_an_empty_stale_cgroup_is_removed_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="agentrt")
-    parent, _ = own_cgroup()
-    gone = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
-    start = process_start_time(gone.pid)
-    await gone.wait()
-    stale = Path(parent, f"agentrt-{gone.pid}-{start}-0badc0de")
-    (stale / "t0").mkdir(parents=True)
+    stale = await dead_runtimes_cgroup()
     async with open_isolation():
         assert not await trio.Path(stale).exists()
     [record] = [r for r in caplog.records if str(stale) in r.getMessage()]
