@@ -4,15 +4,17 @@ then ends the command as it ends any program, not with a KeyboardInterrupt trace
 
 from __future__ import annotations
 
-import signal
+# The C module under `signal`: importing `signal` itself builds its enums, a window (long on a
+# loaded machine) in which a Ctrl+C would still end in a traceback.
+import _signal
 
 
 def main() -> int:
     """Run the ``agentrt`` command; returns its exit code."""
     # Ctrl+C's default action (the process ends by SIGINT, which a shell shows as 130)
     # until agentrt._cli.main hands it to trio; an inherited "ignore" stays.
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     from agentrt._cli import main as run
 
     return run()
