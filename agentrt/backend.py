@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -30,7 +30,11 @@ __all__ = [
     "Command",
     "EnvPolicy",
     "ExitStatus",
+    "FrameRole",
     "InProcessBackend",
+    "LiveBackend",
+    "LiveProtocol",
+    "ProtocolError",
     "SecretFile",
     "SessionTotals",
     "Translator",
@@ -125,6 +129,74 @@ class Backend(Protocol):
 
     def version_command(self, options: Any) -> Command:
         """A command that prints the CLI's version (for doctor and the flag canary)."""
+        ...
+
+
+FrameRole = Literal["event", "end", "control"]
+
+
+class ProtocolError(Exception):
+    """A live CLI broke its input protocol (an unexpected answer, a refused handshake): the
+    runtime ends the process, and the conversation goes on in a new one (``--resume``)."""
+
+
+class LiveProtocol(Protocol):
+    """One live CLI process that runs many turns of one conversation (warm sessions), as
+    pure functions and state: the lines to write and what each stdout frame means. The
+    runtime does every write and read; one object serves one process.
+
+    The process is ``command``, run with stdin kept open. The runtime writes ``opening()``
+    first and feeds every frame ``classify`` calls ``"control"`` to ``control`` until
+    ``ready``; then, per turn, it writes ``prompt(text)``, feeds ``"event"`` and ``"end"``
+    frames to a fresh ``translator(...)`` and ends the turn after the ``"end"`` frame.
+    ``interrupt()`` asks the CLI to end the running turn in band; the turn then still ends
+    at its ``"end"`` frame.
+    """
+
+    @property
+    def command(self) -> Command:
+        """The process to run (``Command.stdin`` is not used: stdin stays open)."""
+        ...
+
+    @property
+    def ready(self) -> bool:
+        """Whether the CLI has answered the opening and takes prompts."""
+        ...
+
+    def opening(self) -> bytes:
+        """The lines to write once the process runs (a handshake), or b""."""
+        ...
+
+    def classify(self, frame: Any) -> FrameRole:
+        """``"control"``: for `control`, not a turn's; ``"end"``: the last frame of a turn
+        (translated too); ``"event"``: any other frame of a turn."""
+        ...
+
+    def control(self, frame: Any) -> bytes:
+        """Take a control frame; return the lines to write in answer (b"" for none). Raises
+        `ProtocolError` when the frame breaks the protocol."""
+        ...
+
+    def prompt(self, text: str) -> bytes:
+        """The lines that start a turn with ``text``."""
+        ...
+
+    def interrupt(self) -> bytes:
+        """The lines that ask the CLI to end the running turn."""
+        ...
+
+    def translator(self, *, baseline: SessionTotals | None = None) -> Translator:
+        """A fresh translator for one turn on this process (see `Backend.translator`)."""
+        ...
+
+
+@runtime_checkable
+class LiveBackend(Protocol):
+    """A backend whose CLI can keep one process for a conversation (``keep_alive``)."""
+
+    def live(self, options: Any, *, session_id: str | None) -> LiveProtocol | None:
+        """A live process for the conversation ``session_id`` (None: a new one), or None
+        when these options cannot run live (the agent then runs one process per turn)."""
         ...
 
 
