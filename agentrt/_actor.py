@@ -18,7 +18,8 @@ from __future__ import annotations
 import inspect
 import logging
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import attrs
@@ -28,15 +29,18 @@ import trio
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
 from ._errors import AgentStopped, StoreError, TurnFailed
 from ._events import NO_TOTALS, ErrorEvent, Event, Response, SessionLostEvent, StopReason
+from ._exceptiongroups import collapse_exception_groups
 from ._options import AgentOptions, SessionLostPolicy
 from ._process import CliProcess, ProcessTracker
+from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore
 from ._turn import Turn
-from .backend import Backend, InProcessBackend
+from ._warm import WarmProcess
+from .backend import Backend, InProcessBackend, LiveBackend
 
 logger = logging.getLogger("agentrt")
 
@@ -130,7 +134,7 @@ class Actor:
     # Called once the actor has ended; the supervisor decides what becomes of the queue.
     on_exit: Callable[[Actor, Exit], None]
     runtime_id: str
-    limiter: trio.CapacityLimiter | None = None
+    slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
@@ -141,8 +145,10 @@ class Actor:
     _stop_normally: bool = False
     _exited: trio.Event | None = None
     _done: bool = False
-    # A live process record is in the store for the running turn.
+    # A live process record is in the store for the running turn (or the warm CLI).
     _live: bool = False
+    # The warm CLI (``keep_alive``), while the instance runs.
+    _warm: WarmProcess | None = None
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
@@ -166,14 +172,45 @@ class Actor:
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: _AgentCrashed | None = None
         try:
-            with self._scope:
-                await self._loop()
+            with self._scope, collapse_exception_groups():
+                async with self._warm_process():
+                    await self._loop()
         except _AgentCrashed as exc:
             crash = exc
             log_error(f"agent {self.name!r} crashed: {crash}", crash.error)
         finally:
             with trio.CancelScope(shield=True):
                 await self._shutdown(crash)
+
+    @asynccontextmanager
+    async def _warm_process(self) -> AsyncIterator[None]:
+        # The instance's warm CLI lives in a nursery of its own, inside the instance: its end
+        # (a stop, a crash, a restart) ends the process too.
+        backend, options = self.backend, self.backend_options
+        if (
+            self.options.keep_alive is None
+            or self._runner is not None
+            or not isinstance(backend, LiveBackend)
+            or backend.live(options, session_id=None) is None
+        ):
+            yield
+            return
+        async with trio.open_nursery() as nursery:
+            self._warm = WarmProcess(
+                live=lambda session_id: backend.live(options, session_id=session_id),
+                options=self.options,
+                slots=self.slots or ProcessSlots(None),
+                tracker=self.tracker,
+                nursery=nursery,
+                on_spawn=self._on_spawn,
+                on_gone=self._clear_live,
+            )
+            try:
+                yield
+            finally:
+                await self._warm.close()
+                self._warm = None
+                nursery.cancel_scope.cancel()
 
     async def _loop(self) -> None:
         slot = self.slot
@@ -242,8 +279,9 @@ class Actor:
             deliver=self._deliver,
             watched=self._watched,
             runner=self._runner,
-            limiter=self.limiter,
+            slots=self.slots,
             tracker=self.tracker,
+            warm=self._warm,
             session_id=slot.session_id,
             baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
@@ -264,7 +302,7 @@ class Actor:
             outcome = await turn.run()
         finally:
             slot.turn_ended()
-            if self._live:
+            if self._live and self._warm is None:
                 await self._clear_live()
         slot.turns += 1
         if logger.isEnabledFor(logging.DEBUG):
@@ -322,6 +360,7 @@ class Actor:
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
         self._live = True
+        self.slot.cli_pid = proc.pid
         logger.debug(
             "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
         )
@@ -340,6 +379,7 @@ class Actor:
 
     async def _clear_live(self) -> None:
         self._live = False
+        self.slot.cli_pid = None
         # Also after a stop: the process is gone, so its record must go too.
         with trio.move_on_after(STORE_GRACE, shield=True):
             try:

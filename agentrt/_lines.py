@@ -43,6 +43,11 @@ class LineSplitter:
             raise LineTooLong(len(self._partial), self._max)
         return lines
 
+    @property
+    def pending(self) -> bool:
+        """Whether part of a line waits for its newline."""
+        return bool(self._partial)
+
     def finish(self) -> bytes:
         """The bytes after the last newline (a final line the writer did not terminate)."""
         rest = bytes(self._partial)

@@ -48,6 +48,20 @@ def _seconds(key: str, value: object) -> float:
     return seconds
 
 
+def _keep_alive(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    try:
+        return _seconds(key, value)
+    except InvalidOptions:
+        raise InvalidOptions(
+            key,
+            value,
+            "must be a positive number of seconds to keep the CLI between turns, "
+            "or None (one CLI process per turn)",
+        ) from None
+
+
 def _retention(key: str, value: object) -> Retention:
     if value == "compact":
         return "compact"
@@ -102,6 +116,15 @@ class AgentOptions:
     idle: float | None = attrs.field(default=None, metadata=_checked_by(_seconds_or_none))
     max_line_bytes: int = attrs.field(default=8 * 1024 * 1024, metadata=_checked_by(_positive_int))
     kill_grace: float = attrs.field(default=2.0, metadata=_checked_by(_seconds))
+    # Warm sessions: seconds the agent's CLI process is kept between turns (the next turn
+    # runs on it); None runs one process per turn. A warm process is recycled (the next turn
+    # resumes on a new one) after ``recycle_turns`` turns or once its resident memory
+    # passes ``recycle_rss_bytes``.
+    keep_alive: float | None = attrs.field(default=None, metadata=_checked_by(_keep_alive))
+    recycle_turns: int = attrs.field(default=100, metadata=_checked_by(_positive_int))
+    recycle_rss_bytes: int = attrs.field(
+        default=2 * 1024**3, metadata=_checked_by(_positive_int)
+    )
     retention: Retention = attrs.field(default="compact", metadata=_checked_by(_retention))
     max_events: int = attrs.field(default=1000, metadata=_checked_by(_count))
     max_event_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))

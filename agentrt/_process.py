@@ -252,6 +252,8 @@ class CliProcess:
         limits: ProcessLimits,
         marker: str,
         cgroup: TurnCgroup | None = None,
+        *,
+        stdin_open: bool = False,
     ) -> None:
         assert process.stdin is not None and process.stderr is not None
         assert isinstance(process.stdout, trio.lowlevel.FdStream)
@@ -302,6 +304,9 @@ class CliProcess:
         self._stderr = bytearray()
         self._stderr_done = trio.Event()
         self._stdin_scope = trio.CancelScope()
+        # A live CLI's stdin stays open for `send`, one writer at a time.
+        self._stdin_open = stdin_open
+        self._send_lock = trio.Lock()
         # Watching for exit and reading stderr must go on while the ladder runs, even when
         # the block around us was cancelled; they are shielded and stopped explicitly.
         self._watch_scope = trio.CancelScope(shield=True)
@@ -369,6 +374,58 @@ class CliProcess:
         self._nursery.start_soon(self._escalate, first)
 
     ################
+    # A live process: many turns on one process
+    ################
+
+    async def send(self, data: bytes) -> bool:
+        """Write ``data`` to a live process's stdin (``open_cli_process(stdin_open=True)``);
+        False if the process no longer reads it (it exited or closed stdin).
+
+        Cancellation: safe between writes; a write cut short leaves a partial line, so
+        callers end the process after a cancelled send."""
+        assert self._stdin_open
+        async with self._send_lock:
+            try:
+                await self._stdin.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
+        return True
+
+    def begin_turn(self) -> None:
+        """Start the bounds of a new turn on a live process: ``startup`` counts to the turn's
+        first line, ``idle`` from there, and an earlier turn's interrupt is forgotten."""
+        self._spawned_at = trio.current_time()
+        self._last_line_at = None
+        self._interrupted = False
+
+    def has_unread_output(self) -> bool:
+        """Whether stdout holds anything not yet read: between a live process's turns,
+        output nobody asked for."""
+        return bool(self._lines) or self._splitter.pending or _pipe_bytes(self._stdout.fileno()) > 0
+
+    def members(self) -> dict[int, int]:
+        """The processes of the tree now, pid -> start time."""
+        return {st.pid: st.start_time for st in self._tree.scan()}
+
+    async def kill_others(self, keep: dict[int, int]) -> bool:
+        """Kill every process of the tree but ``keep`` (see `members`), as the exit's ladder
+        would; return whether none survived.
+
+        Cancellation: shielded and bounded by ``term_grace`` + 2 s."""
+        with trio.CancelScope(shield=True):
+            survivors = await kill_tree(self._tree, term_grace=self._limits.term_grace, keep=keep)
+            reap_adopted(self._tree)
+        return not survivors
+
+    def rss_bytes(self) -> int | None:
+        """The resident memory of the process itself, or None if unknown."""
+        try:
+            with open(f"/proc/{self.pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    ################
     # Helper tasks: exit, stdin, stderr; the interrupt's escalation
     ################
 
@@ -427,6 +484,8 @@ class CliProcess:
                     await self._stdin.send_all(self._command.stdin)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the CLI closed stdin or exited before reading it all
+        if self._stdin_open:
+            return
         with trio.CancelScope(shield=True):
             await self._stdin.aclose()
 
@@ -754,8 +813,10 @@ async def open_cli_process(
     limits: ProcessLimits = _DEFAULT_LIMITS,
     *,
     tracker: ProcessTracker | None = None,
+    stdin_open: bool = False,
 ) -> AsyncIterator[CliProcess]:
-    """Run ``command`` as one turn's CLI process.
+    """Run ``command`` as one turn's CLI process (or, with ``stdin_open``, a live CLI's for
+    many turns: stdin is not closed after ``command.stdin``, `CliProcess.send` writes more).
 
     Secret files are written (0600, private directory), the process starts in a new session
     with ``AGENTRT_TURN=<marker>`` added to ``command.env`` (the child's whole environment),
@@ -794,7 +855,7 @@ async def open_cli_process(
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, _spawn_message(argv, command.cwd, exc)
             ) from exc
-        proc = CliProcess(process, command, limits, marker, cgroup)
+        proc = CliProcess(process, command, limits, marker, cgroup, stdin_open=stdin_open)
         if tracker is not None:
             tracker._add(proc._tree)
         # The background tasks do not raise: what leaves is the caller's own exception.

@@ -24,7 +24,7 @@ import secrets
 import signal
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -379,27 +379,48 @@ async def wait_gone(live: list[ProcStat], bound: float) -> list[ProcStat]:
     return still_running(live)
 
 
-async def kill_tree(tree: ProcTree, *, term_grace: float) -> list[ProcStat]:
+async def kill_tree(
+    tree: ProcTree, *, term_grace: float, keep: Mapping[int, int] | None = None
+) -> list[ProcStat]:
     """SIGTERM every running member (and SIGCONT, so a stopped one can act on it), wait up to
     ``term_grace``, then SIGKILL whatever runs and rescan, until a scan finds nobody or
     `KILL_BOUND` passes. Returns the survivors (normally none).
 
+    ``keep`` (pid -> start time) spares those members, a warm CLI and what it had when it
+    became ready: then each other member is signalled by itself (pidfd), never through the
+    group or the cgroup, which hold the spared ones too.
+
     Cancellation: not meant to be cancelled; callers run it shielded. Bounded by
     ``term_grace + KILL_BOUND`` plus the cost of the scans.
     """
-    live = tree.scan()
+
+    def scan() -> list[ProcStat]:
+        live = tree.scan()
+        return live if keep is None else [st for st in live if keep.get(st.pid) != st.start_time]
+
+    def send(sig: int, live: list[ProcStat]) -> None:
+        if keep is None:
+            tree.signal(sig, live)
+        else:
+            for st in live:
+                _signal_exact(st, sig)
+
+    live = scan()
     if not live:
         return []  # nobody runs, so nobody can have forked since: no rescan needed
-    tree.signal(signal.SIGTERM, live)
-    tree.signal(signal.SIGCONT, live)
+    send(signal.SIGTERM, live)
+    send(signal.SIGCONT, live)
     await wait_gone(live, term_grace)
     deadline = trio.current_time() + KILL_BOUND
     while True:
         # A full rescan, not just the known members: a dying process may have forked.
-        live = tree.scan()
+        live = scan()
         if not live or trio.current_time() >= deadline:
             return live
-        tree.kill(live)
+        if keep is None:
+            tree.kill(live)
+        else:
+            send(signal.SIGKILL, live)
         await wait_gone(live, deadline - trio.current_time())
 
 

@@ -18,6 +18,7 @@ from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._options import intensity_option, strategy_option
 from ._process import ProcessTracker
+from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
@@ -288,16 +289,11 @@ class Runtime(metaclass=NoPublicConstructor):
 
     def statistics(self) -> RuntimeStatistics:
         """How many agents run, how many turns hold a process slot, how many wait for one."""
-        children = self._context.children
-        limiter = self._context.limiter
-        if limiter is None:
-            in_use = sum(1 for child in children.values() if child.busy())
-            waiting = 0
-        else:
-            in_use = int(limiter.borrowed_tokens)
-            waiting = limiter.statistics().tasks_waiting
+        slots = self._context.slots
         return RuntimeStatistics(
-            agents=len(children), processes_in_use=in_use, turns_waiting=waiting
+            agents=len(self._context.children),
+            processes_in_use=slots.in_use,
+            turns_waiting=slots.waiting,
         )
 
     def _close(self) -> None:
@@ -361,7 +357,7 @@ async def open_runtime(
         raise InvalidOptions("max_processes", max_processes, "must be an int >= 1, or None")
     chosen = strategy_option(strategy)
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-    limiter = None if max_processes is None else trio.CapacityLimiter(max_processes)
+    slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     runtime_id = new_runtime_id()
     with collapse_exception_groups():
@@ -375,7 +371,7 @@ async def open_runtime(
                 tracker = ProcessTracker(cgroups=cgroups)
                 await services.start(tracker.run)
                 async with trio.open_nursery() as nursery:
-                    context = Context(opened, runtime_id, limiter, tracker)
+                    context = Context(opened, runtime_id, slots, tracker)
                     root = Supervisor._create(context, nursery, chosen, intensity)
                     await nursery.start(root._run)
                     runtime = Runtime._create(context, root)

@@ -51,6 +51,8 @@ class Slot:
     handle: AgentHandle | None = None
     current: Request | None = None
     turn: Turn | None = None
+    # The pid of the agent's live CLI process: its turn's, or its warm one's.
+    cli_pid: int | None = None
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
@@ -220,4 +222,5 @@ class Slot:
             turns=self.turns,
             session_id=self.session_id,
             restarts=self.restarts,
+            cli_pid=self.cli_pid,
         )

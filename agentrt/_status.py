@@ -44,10 +44,14 @@ class AgentStatus:
     turns: int  # turns finished, successful or not
     session_id: str | None
     restarts: int = 0  # how often its supervisor has started a new instance of it
+    # The pid of its live CLI process (running a turn, or kept warm between turns).
+    cli_pid: int | None = None
 
 
 @attrs.frozen
 class RuntimeStatistics:
     agents: int
-    processes_in_use: int  # turns holding a process slot (all turns without max_processes)
+    # CLI processes holding a process slot: running turns and warm CLIs (all of them
+    # without max_processes)
+    processes_in_use: int
     turns_waiting: int  # turns waiting for a process slot

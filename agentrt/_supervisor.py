@@ -44,6 +44,7 @@ from ._events import NO_TOTALS
 from ._mailbox import Mailbox
 from ._options import AgentOptions, resume_option, split_options
 from ._process import ProcessTracker
+from ._process_slots import ProcessSlots
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
@@ -100,7 +101,7 @@ class Context:
 
     store: SessionStore
     runtime_id: str
-    limiter: trio.CapacityLimiter | None
+    slots: ProcessSlots
     tracker: ProcessTracker
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
@@ -130,9 +131,6 @@ class Child:
     @property
     def name(self) -> str:
         return self.slot.name
-
-    def busy(self) -> bool:
-        return self.slot.turn is not None
 
 
 def _resumed(
@@ -320,7 +318,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
             on_exit=functools.partial(self._exited, child),
             runtime_id=context.runtime_id,
-            limiter=context.limiter,
+            slots=context.slots,
             tracker=context.tracker,
         )
         child.actor = actor

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -62,9 +62,11 @@ from ._process import (
     ProcessTracker,
     open_cli_process,
 )
+from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
+from ._warm import WarmCli, WarmProcess
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
 # After the driver's SIGKILL, time for the last lines in the pipe to be read.
@@ -81,6 +83,9 @@ class _Failure:
     detail: dict[str, Any] | None = None
     cause: BaseException | None = None
 
+
+# Stops a warm CLI is asked to end in band, so it may live on; any other stop kills it.
+_IN_BAND: frozenset[StopReason] = frozenset((StopReason.INTERRUPTED, StopReason.CANCELLED))
 
 # Stops that fail a turn even after a result: a bug, or a broken capture promise.
 _LOSES_RESULT: frozenset[StopReason] = frozenset(
@@ -106,8 +111,11 @@ class Turn:
     deliver: Callable[[Sequence[Event]], Awaitable[None]]
     watched: Callable[[], bool]
     runner: InProcessBackend | None
-    limiter: trio.CapacityLimiter | None = None
+    slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
+    # The agent's warm CLI (``keep_alive``): the turn runs on it instead of a process of
+    # its own.
+    warm: WarmProcess | None = None
     session_id: str | None = None
     # What the resumed session's earlier turns reported (see Backend.translator).
     baseline: SessionTotals | None = None
@@ -133,7 +141,8 @@ class Turn:
     # settled on): the rest is read for session ids only.
     _ended: bool = False
     _scope: trio.CancelScope | None = None
-    _interrupt_process: Callable[[], None] | None = None
+    # Stops the CLI: ``gently`` (an interrupt) lets a warm CLI end its turn in band.
+    _interrupt_process: Callable[[bool], None] | None = None
     _drain_scope: trio.CancelScope | None = None
     _drain_bound: float = 0.0
     _started: float = 0.0
@@ -199,7 +208,7 @@ class Turn:
 
     def _interrupt_cli(self) -> None:
         assert self._interrupt_process is not None and self._drain_scope is not None
-        self._interrupt_process()
+        self._interrupt_process(self._failure is not None and self._failure.reason in _IN_BAND)
         # Reading goes on so the CLI can flush its transcript; the driver escalates to
         # SIGKILL by itself, so this only bounds a reader stuck on a full subscriber.
         self._drain_scope.deadline = trio.current_time() + self._drain_bound
@@ -213,19 +222,19 @@ class Turn:
 
         Cancellation: propagates; the backend run is cancelled and a CLI process is
         cleaned up by the driver (shielded and bounded)."""
-        limiter = self.limiter
-        if limiter is None:
+        slots = self.slots
+        if slots is None or self.warm is not None:  # a warm CLI holds a slot of its own
             return await self._run()
         self.waiting_for_process = True
         with trio.CancelScope() as self._scope:
-            await limiter.acquire()
+            await slots.acquire(self)
         self.waiting_for_process = False
         if self._scope.cancelled_caught:  # stopped while waiting for a process slot
             return await self._finish(None, "")
         try:
             return await self._run()
         finally:
-            limiter.release()
+            slots.release(self)
 
     async def _run(self) -> Response | TurnFailed:
         options = self.options
@@ -241,6 +250,9 @@ class Turn:
         if self._failure is None:
             try:
                 backend = self.backend
+                if self.warm is not None:
+                    status, stderr_tail = await self._run_warm(self.warm)
+                    return await self._finish(status, stderr_tail)
                 self.command = backend.command(
                     self.backend_options, self.prompt, session_id=self.session_id
                 )
@@ -277,35 +289,88 @@ class Turn:
                 if self.on_spawn is not None:
                     await self.on_spawn(proc)
                 self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
-                self._drain_scope = trio.CancelScope()
-                self._interrupt_process = proc.interrupt
-                if self._failure is not None:  # stopped while spawning
-                    self._interrupt_cli()
-                assert self.translator is not None
-                decode = self.translator.decode  # its typed line decoder, if any
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._watch_bounds)
-                    with self._drain_scope:
-                        # One read, one delivery (unless a checkpoint or a full subscriber
-                        # has to be waited for).
-                        async for batch in proc.batches(decode):
-                            await self._handle(batch)
-                            self._segment.fold()
-                            # Not kept while waiting for the next read: with many turns
-                            # waiting on their pipes, a read's lines each add up.
-                            del batch
-                    nursery.cancel_scope.cancel()
+                self._interrupt_process = lambda gently: proc.interrupt()
+                await self._read(proc.batches(self._decode()))
                 status: ExitStatus = await proc.wait()
                 return status, proc.stderr_tail
         except* ProcessFailure as group:
-            # The process is gone already (the driver cleaned up before raising).
-            self._interrupt_process = None
-            for failure in group.exceptions:
-                if isinstance(failure, ProcessFailure):
-                    self.stop(failure.reason, failure.message, cause=failure)
+            self._process_failed(group)
         finally:
             self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
         return None, ""
+
+    async def _run_warm(self, warm: WarmProcess) -> tuple[ExitStatus | None, str]:
+        # A turn on the agent's live CLI: it ends at its end frame, and the CLI lives on if
+        # nothing went wrong (see agentrt._warm).
+        cli: WarmCli | None = None
+        try:
+            with trio.CancelScope() as self._scope:
+                cli = await warm.begin_turn(
+                    self.backend_options, self.session_id, self._wait_for_process
+                )
+            self._scope = None
+            if cli is None:  # stopped while waiting for a process slot or its spawn
+                return None, ""
+            assert cli.proc is not None
+            proc = cli.proc
+            self.command = cli.protocol.command
+            self.translator = cli.translator(self.baseline)
+            grace = self.options.kill_grace
+            # In band, then the driver's ladder: SIGINT, SIGTERM, SIGKILL a grace apart.
+            self._drain_bound = 3 * grace + _DRAIN_MARGIN
+            self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
+            await cli.start_turn(self.prompt)
+            await self._read(cli.batches(self._decode()))
+            if cli.turn_over:
+                return None, ""
+            cli.kill("the turn's stream ended before its end frame")
+            status: ExitStatus = await proc.wait()
+            return status, proc.stderr_tail
+        except* ProcessFailure as group:
+            self._process_failed(group)
+        finally:
+            self._interrupt_process = None
+            if cli is not None:
+                cli.session_id = self.session_id
+                await warm.end_turn(cli, clean=self._ended_cleanly())
+        return None, ""
+
+    def _wait_for_process(self, waiting: bool) -> None:
+        self.waiting_for_process = waiting
+
+    def _ended_cleanly(self) -> bool:
+        # A warm CLI outlives a turn that completed, that the CLI failed itself (an API
+        # error in its result), or that an interrupt ended in band.
+        return self._failure is None or self._failure.reason in _IN_BAND
+
+    def _decode(self) -> Callable[[bytes], Any] | None:
+        assert self.translator is not None
+        return self.translator.decode  # its typed line decoder, if any
+
+    async def _read(self, batches: AsyncIterator[Iterable[Any]]) -> None:
+        # The frames of a process, with the bounds watched beside them.
+        self._drain_scope = trio.CancelScope()
+        if self._failure is not None:  # stopped while spawning
+            self._interrupt_cli()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_bounds)
+            with self._drain_scope:
+                # One read, one delivery (unless a checkpoint or a full subscriber has to be
+                # waited for).
+                async for batch in batches:
+                    await self._handle(batch)
+                    self._segment.fold()
+                    # Not kept while waiting for the next read: with many turns waiting on
+                    # their pipes, a read's lines each add up.
+                    del batch
+            nursery.cancel_scope.cancel()
+
+    def _process_failed(self, group: BaseExceptionGroup[ProcessFailure]) -> None:
+        # The process is gone already (the driver cleaned up before raising).
+        self._interrupt_process = None
+        for failure in group.exceptions:
+            if isinstance(failure, ProcessFailure):
+                self.stop(failure.reason, failure.message, cause=failure)
 
     ################
     # Bounds: the watchdog, the first event, after a result; crashes

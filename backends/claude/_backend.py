@@ -8,6 +8,7 @@ from typing import Any
 from agentrt.backend import Command, SessionTotals
 
 from ._command import build_command, build_version_command
+from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator
 
@@ -38,6 +39,10 @@ class ClaudeBackend:
         its ``total_cost_usd`` is the session's running total: the turn reports it minus
         ``baseline.cost_usd``."""
         return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
+
+    def live(self, options: ClaudeOptions, *, session_id: str | None) -> ClaudeLive:
+        """A live process for warm sessions (``keep_alive``): stream-json in and out."""
+        return ClaudeLive(options, session_id=session_id)
 
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""

@@ -17,18 +17,31 @@ from ._options import ClaudeOptions, session_id_error
 SYSTEM_PROMPT_ARGV_LIMIT = 32 * 1024
 
 # The fixed protocol: print mode, one JSON object per stdout line (stream-json requires
-# --verbose in print mode), the prompt read from stdin.
+# --verbose in print mode), the prompt read from stdin; a live process reads stream-json
+# messages there instead, one per turn.
 _PREFIX = ("-p", "--output-format", "stream-json", "--verbose")
+_LIVE_INPUT = ("--input-format", "stream-json")
 
 
 def build_command(options: ClaudeOptions, prompt: str, *, session_id: str | None) -> Command:
     """The command for one turn. ``session_id`` (the checkpointed id) wins over the
     ``resume`` option; once either exists, the first-turn-only options are left out."""
-    o = options
+    return _command(options, session_id, prompt.encode(), live=False)
+
+
+def build_live_command(options: ClaudeOptions, *, session_id: str | None) -> Command:
+    """The command of a live process (warm sessions): as `build_command`'s, reading its
+    turns' messages and control requests as stream-json on stdin."""
+    return _command(options, session_id, b"", live=True)
+
+
+def _command(o: ClaudeOptions, session_id: str | None, stdin: bytes, *, live: bool) -> Command:
     resume = session_id if session_id is not None else o.resume
     if session_id is not None and (why := session_id_error(session_id)):
         raise InvalidOptions("session_id", session_id, why)
     argv: list[str | SecretFile] = [o.binary, *_PREFIX]
+    if live:
+        argv += _LIVE_INPUT
     if o.include_partial_messages:
         argv.append("--include-partial-messages")
     if resume is not None:
@@ -79,7 +92,7 @@ def build_command(options: ClaudeOptions, prompt: str, *, session_id: str | None
         argv=tuple(argv),
         env=_env(o),
         cwd=o.cwd,
-        stdin=prompt.encode(),
+        stdin=stdin,
         # Claude Code ends a turn cleanly on SIGINT: exit 0, a final result, transcript saved.
         interrupt_signal=signal.SIGINT,
     )

@@ -1,0 +1,397 @@
+"""Warm sessions: one agent's live CLI process, kept between the turns of its conversation.
+
+With ``keep_alive`` an agent runs its turns on one CLI process (a backend's `LiveProtocol`):
+the first turn spawns it and does the handshake; each turn writes its prompt and reads up
+to the turn's end frame; between turns the process waits, holding a process slot, for at
+most ``keep_alive`` seconds (then it hibernates: it ends, and the next turn resumes the
+conversation on a new process with ``--resume``). The transcript stays the source of truth,
+so any doubt ends the process and the next turn starts cold:
+
+- the turn did not end at its end frame: a bound, a crash, an exit, a kill, an interrupt
+  the CLI did not answer within ``kill_grace``;
+- an unreadable line, a protocol error, output between turns or after a turn's end;
+- another conversation or other options (a new session, ``init_agent``'s options changed);
+- a tool process of the turn that survived its kill; recycling (``recycle_turns``,
+  ``recycle_rss_bytes``); a turn that waits for a slot while this process idles.
+
+What may outlive a turn is the CLI's resident set: the CLI itself and what its tree held
+when it became ready (its MCP servers); everything else is killed at each turn's end.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import attrs
+import trio
+
+from ._events import StopReason
+from ._options import AgentOptions
+from ._process import (
+    BadLine,
+    CliProcess,
+    FrameBatch,
+    ProcessFailure,
+    ProcessLimits,
+    ProcessTracker,
+    open_cli_process,
+)
+from ._process_slots import ProcessSlots
+from .backend import LiveProtocol, ProtocolError, Translator
+
+logger = logging.getLogger("agentrt")
+
+# Bound on waiting for an ended warm process to be gone (its kill ladder), beyond the grace.
+_GONE_MARGIN = 5.0
+
+
+@attrs.define(eq=False)
+class WarmCli:
+    """One live CLI process, from its spawn to its end, and the turn it runs."""
+
+    protocol: LiveProtocol
+    backend_options: Any
+    # The conversation it holds: the session it resumed, then what its turns reported.
+    session_id: str | None
+    proc: CliProcess | None = None
+    turns: int = 0
+    # What its tree held once it was ready, pid -> start time: spared at each turn's end.
+    resident: dict[int, int] = attrs.field(factory=dict)
+    in_turn: bool = False
+    # The running turn's end frame came.
+    turn_over: bool = False
+    # Why it must end (None while it may live on).
+    ending: str | None = None
+    idle_since: float = 0.0
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    _wake: trio.Event = attrs.field(factory=trio.Event)
+    _turn_over_event: trio.Event = attrs.field(factory=trio.Event)
+    _nursery: trio.Nursery | None = None
+    _interrupt_scope: trio.CancelScope | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def end(self, why: str) -> None:
+        """End the process: at once between turns, at the end of a running turn."""
+        if self.ending is None:
+            self.ending = why
+        self._poke()
+
+    def hibernate(self) -> None:
+        self.end("hibernating: a turn waits for a process slot")
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    def usable(self, backend_options: Any, session_id: str | None) -> str | None:
+        """Why this process cannot run the next turn, or None if it can."""
+        proc = self.proc
+        if self.ending is not None:
+            return self.ending
+        if proc is None or proc.exit_status is not None:
+            return "it exited"
+        if backend_options != self.backend_options:
+            return "the agent's options changed"
+        if session_id != self.session_id:
+            return "the agent's session changed"
+        if proc.has_unread_output():
+            return "it printed output between turns"
+        return None
+
+    # --- one turn ----------------------------------------------------------------------
+
+    async def start_turn(self, prompt: str) -> None:
+        assert self.proc is not None
+        self.turn_over = False
+        self._turn_over_event = trio.Event()
+        self.proc.begin_turn()
+        if not await self.proc.send(self.protocol.prompt(prompt)):
+            self.end("it no longer reads its input")
+
+    def translator(self, baseline: Any) -> Translator:
+        return self.protocol.translator(baseline=baseline)
+
+    def batches(self, decode: Callable[[bytes], Any] | None) -> _TurnBatches:
+        """The turn's frames, one iterator per read, up to the turn's end frame (or EOF)."""
+        assert self.proc is not None
+        return _TurnBatches(self, self.proc.batches(decode))
+
+    def frames(self, batch: FrameBatch) -> Iterator[Any]:
+        """The frames of ``batch`` that belong to the turn; control frames are answered."""
+        classify = self.protocol.classify
+        for frame in batch:
+            if type(frame) is BadLine:
+                self.end("it printed an unreadable line")
+                yield frame
+                continue
+            role = classify(frame)
+            if role == "control":
+                self._control(frame)
+            elif self.turn_over:
+                self.end("it printed output after the end of a turn")
+            else:
+                if role == "end":
+                    self.turn_over = True
+                    self._turn_over_event.set()
+                yield frame
+
+    def _control(self, frame: Any) -> None:
+        try:
+            reply = self.protocol.control(frame)
+        except ProtocolError as exc:
+            self.kill(f"it broke the live protocol: {exc}")
+            return
+        if reply:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._send, reply)
+
+    async def _send(self, data: bytes) -> None:
+        assert self.proc is not None
+        if not await self.proc.send(data):
+            self.end("it no longer reads its input")
+
+    def interrupt(self, gently: bool, grace: float) -> None:
+        """Stop the running turn: ``gently`` in band (the CLI's own interrupt request, the
+        kill ladder if the turn has not ended within ``grace``), else at once by the ladder."""
+        if self.turn_over:
+            return
+        if not gently:
+            self.kill("the turn was stopped")
+        elif self._interrupt_scope is None:
+            assert self._nursery is not None
+            self._interrupt_scope = trio.CancelScope()
+            self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, grace)
+
+    async def _interrupt_in_band(self, scope: trio.CancelScope, grace: float) -> None:
+        with scope:
+            assert self.proc is not None
+            if await self.proc.send(self.protocol.interrupt()):
+                with trio.move_on_after(grace):
+                    await self._turn_over_event.wait()
+            if not self.turn_over:
+                self.kill(f"the CLI did not end its turn within {grace:g} s of the interrupt")
+
+    def kill(self, why: str) -> None:
+        self.end(why)
+        if self.proc is not None:
+            self.proc.interrupt()
+
+    async def end_turn(self, clean: bool, options: AgentOptions) -> None:
+        """The turn is over: kill what it started and keep the process, or end it."""
+        assert self.proc is not None
+        self.in_turn = False
+        if self._interrupt_scope is not None:
+            self._interrupt_scope.cancel()
+            self._interrupt_scope = None
+        if not clean or not self.turn_over:
+            self.end("the turn did not end cleanly")
+        elif self.ending is None:
+            self.turns += 1
+            if not await self.proc.kill_others(self.resident):
+                self.end("a process of the turn survived its kill")
+            elif self.turns >= options.recycle_turns:
+                self.end(f"recycled after {self.turns} turns")
+            elif (rss := self.proc.rss_bytes()) is not None and rss > options.recycle_rss_bytes:
+                self.end(f"recycled at {rss:,} bytes resident")
+        self.idle_since = trio.current_time()
+        self._poke()
+
+    # --- the holder task ---------------------------------------------------------------
+
+    async def serve(self, keep_alive: float, slots: ProcessSlots) -> None:
+        """Keep the process until it must end: between turns for at most ``keep_alive``."""
+        assert self.proc is not None
+        self.idle_since = trio.current_time()
+        while True:
+            if not self.in_turn:
+                if self.ending is not None or self.proc.exit_status is not None:
+                    return
+                if trio.current_time() >= self.idle_since + keep_alive:
+                    self.ending = f"hibernating after {keep_alive:g} s idle"
+                    return
+                slots.idle(self)
+            deadline = math.inf if self.in_turn else self.idle_since + keep_alive
+            with trio.move_on_at(deadline):
+                await self._wake.wait()
+            self._wake = trio.Event()
+
+    async def watch_exit(self) -> None:
+        assert self.proc is not None
+        await self.proc.wait()
+        self._poke()
+
+    async def handshake(self, limits: ProcessLimits) -> None:
+        """Write the opening and answer control frames until the CLI is ready (or exits:
+        the turn then reads that end and classifies it, as a one-process turn would)."""
+        proc = self.proc
+        assert proc is not None
+        protocol = self.protocol
+        deadline = math.inf if limits.startup is None else trio.current_time() + limits.startup
+        if opening := protocol.opening():
+            await proc.send(opening)
+        with trio.move_on_at(deadline):
+            async for batch in proc.batches():
+                for frame in batch:
+                    if type(frame) is not BadLine and protocol.classify(frame) == "control":
+                        try:
+                            reply = protocol.control(frame)
+                        except ProtocolError as exc:
+                            raise ProcessFailure(
+                                StopReason.MALFORMED_OUTPUT, f"the CLI refused its handshake: {exc}"
+                            ) from exc
+                        if reply:
+                            await proc.send(reply)
+                    else:
+                        raise ProcessFailure(
+                            StopReason.MALFORMED_OUTPUT,
+                            "the CLI printed a turn's output before its handshake was answered",
+                        )
+                if protocol.ready:
+                    return
+            return  # EOF
+        raise ProcessFailure(
+            StopReason.STARTUP_TIMEOUT,
+            f"the CLI did not answer its handshake within {limits.startup:g} s of spawn",
+        )
+
+
+class _TurnBatches:
+    __slots__ = ("_batches", "_cli")
+
+    def __init__(self, cli: WarmCli, batches: Any) -> None:
+        self._cli = cli
+        self._batches = batches
+
+    def __aiter__(self) -> _TurnBatches:
+        return self
+
+    async def __anext__(self) -> Iterator[Any]:
+        if self._cli.turn_over:
+            raise StopAsyncIteration
+        return self._cli.frames(await self._batches.__anext__())
+
+
+@attrs.define(eq=False)
+class WarmProcess:
+    """One agent instance's warm CLI: at most one process at a time, reused across turns.
+
+    Its processes run in the instance's nursery, so the instance's end (a stop, a crash, the
+    supervisor's restart) ends them too."""
+
+    live: Callable[[str | None], LiveProtocol | None]
+    options: AgentOptions
+    slots: ProcessSlots
+    tracker: ProcessTracker | None
+    nursery: trio.Nursery
+    # Called once a process runs / after it is gone (the store's live record, the status).
+    on_spawn: Callable[[CliProcess], Awaitable[None]]
+    on_gone: Callable[[], Awaitable[None]]
+    _cli: WarmCli | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._cli is None else self._cli.pid
+
+    def limits(self) -> ProcessLimits:
+        o = self.options
+        return ProcessLimits(
+            startup=o.startup,
+            idle=o.idle,
+            max_line_bytes=o.max_line_bytes,
+            interrupt_grace=o.kill_grace,
+            term_grace=o.kill_grace,
+            eof_grace=o.kill_grace,
+        )
+
+    async def begin_turn(
+        self, backend_options: Any, session_id: str | None, on_wait: Callable[[bool], None]
+    ) -> WarmCli | None:
+        """The process for the next turn: this agent's warm one if it fits, else a new one
+        (waiting for a process slot; ``on_wait`` is told while it waits). None when the
+        backend cannot run these options live: the turn then runs one process of its own.
+
+        Raises `ProcessFailure` when a new process cannot be spawned or made ready."""
+        cli = self._cli
+        if cli is not None:
+            why = cli.usable(backend_options, session_id)
+            if why is None:
+                cli.in_turn = True
+                self.slots.busy(cli)
+                logger.debug("warm CLI pid %s takes the next turn", cli.pid)
+                return cli
+            await self._retire(cli, why)
+        protocol = self.live(session_id)
+        if protocol is None:
+            return None
+        cli = WarmCli(
+            protocol=protocol, backend_options=backend_options, session_id=session_id, in_turn=True
+        )
+        on_wait(True)
+        try:
+            await self.slots.acquire(cli)
+        finally:
+            on_wait(False)
+        self._cli = cli
+        try:
+            await self.nursery.start(self._hold, cli)
+        except BaseException:
+            if self._cli is cli:
+                self._cli = None
+            raise
+        return cli
+
+    async def _retire(self, cli: WarmCli, why: str) -> None:
+        cli.end(why)
+        logger.debug("warm CLI pid %s ends: %s", cli.pid, why)
+        with trio.move_on_after(2 * self.options.kill_grace + _GONE_MARGIN, shield=True):
+            await cli.ended.wait()
+
+    async def end_turn(self, cli: WarmCli, clean: bool) -> None:
+        """After each turn on ``cli``: what the turn started is killed; the process lives
+        on, or has ended before this returns."""
+        with trio.CancelScope(shield=True):
+            await cli.end_turn(clean, self.options)
+            if cli.ending is not None:
+                await self._retire(cli, cli.ending)
+
+    async def close(self) -> None:
+        """End the warm process, if any (the instance ends)."""
+        if self._cli is not None:
+            await self._retire(self._cli, "the agent stopped")
+
+    async def _hold(self, cli: WarmCli, *, task_status: trio.TaskStatus[None]) -> None:
+        # The process's life: spawn, handshake, turns, idling; its slot and records after.
+        slots = self.slots
+        spawned = False
+        try:
+            async with open_cli_process(
+                cli.protocol.command, self.limits(), tracker=self.tracker, stdin_open=True
+            ) as proc:
+                cli.proc = proc
+                cli._nursery = self.nursery
+                spawned = True
+                await self.on_spawn(proc)
+                await cli.handshake(self.limits())
+                cli.resident = proc.members()
+                task_status.started()
+                async with trio.open_nursery() as watchers:
+                    watchers.start_soon(cli.watch_exit)
+                    keep_alive = self.options.keep_alive
+                    assert keep_alive is not None
+                    await cli.serve(keep_alive, slots)
+                    watchers.cancel_scope.cancel()
+                logger.debug("warm CLI pid %d ends: %s", proc.pid, cli.ending or "it exited")
+        finally:
+            slots.busy(cli)
+            slots.release(cli)
+            if self._cli is cli:
+                self._cli = None
+            cli.ended.set()
+            if spawned:
+                with trio.CancelScope(shield=True):
+                    await self.on_gone()
