@@ -122,9 +122,7 @@ class AgentOptions:
     # passes ``recycle_rss_bytes``.
     keep_alive: float | None = attrs.field(default=None, metadata=_checked_by(_keep_alive))
     recycle_turns: int = attrs.field(default=100, metadata=_checked_by(_positive_int))
-    recycle_rss_bytes: int = attrs.field(
-        default=2 * 1024**3, metadata=_checked_by(_positive_int)
-    )
+    recycle_rss_bytes: int = attrs.field(default=2 * 1024**3, metadata=_checked_by(_positive_int))
     retention: Retention = attrs.field(default="compact", metadata=_checked_by(_retention))
     max_events: int = attrs.field(default=1000, metadata=_checked_by(_count))
     max_event_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))

@@ -30,6 +30,17 @@ The program is a JSON list of steps, each ``[op, *args]``::
     ["by_run", path, programs] the n-th run of the program runs programs[n] (a list of steps;
                                the last one again from then on), n counted in the file at
                                path: one executable plays a session's turns one by one
+    ["live", options]          play a live Claude Code process (stream-json on stdin, see
+                               below) until stdin closes, then exit 0
+    ["answer"]                 in a live turn: print a Claude turn answering its prompt
+                               (init, assistant text "<turn>: <prompt>", success result)
+
+A live process answers the ``initialize`` control request (with an error if options has
+"refuse"), then runs ``options["turns"][n]`` for its n-th user message (the last one again
+from then on). An ``interrupt`` control request is acknowledged at once; a running "hang" or
+"sleep" step then stops and the turn prints ``options["on_interrupt"]`` (default: an
+``error_during_execution`` result), unless options has "ignore_interrupt". The session id is
+the one ``--resume`` names, else options["session_id"], else "fake-<pid>".
 
 Only the standard library is used and nothing of agentrt is imported, so it starts fast with
 ``python -I -S``. `fake_cli_argv` builds an argv for a `Command`; `fake_cli_executable` writes
@@ -41,11 +52,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shlex
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -78,12 +91,17 @@ def _signal(name: str) -> signal.Signals:
     return signal.Signals[name]
 
 
+_out_lock = threading.Lock()
+
+
 def _out(data: bytes) -> None:
     # os.write, not sys.stdout: a signal handler that prints (["on", ...]) may run while the
-    # main program is mid-write, and a buffered writer refuses that reentrant call.
+    # main program is mid-write, and a buffered writer refuses that reentrant call. The lock
+    # keeps a live process's reader thread from splitting a line of the main thread's.
     view = memoryview(data)
-    while view:
-        view = view[os.write(1, view) :]
+    with _out_lock:
+        while view:
+            view = view[os.write(1, view) :]
 
 
 def _emit(value: Any) -> None:
@@ -171,6 +189,105 @@ def _by_run(path: str, programs: Sequence[Sequence[Step]], args: Sequence[str]) 
     run(programs[min(runs, len(programs) - 1)], args)
 
 
+class _Interrupted(Exception):
+    pass
+
+
+class _Live:
+    """The state of a live process: its session, its turns, an interrupt asked for."""
+
+    def __init__(self, options: dict[str, Any], args: Sequence[str]) -> None:
+        self.options = options
+        resume = list(args).index("--resume") + 1 if "--resume" in args else None
+        self.session_id = (
+            args[resume] if resume else options.get("session_id", f"fake-{os.getpid()}")
+        )
+        self.turn = 0
+        self.prompt = ""
+        self.interrupted = threading.Event()
+        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def read_stdin(self) -> None:
+        # A thread: control requests are answered at once, even while a turn runs.
+        for line in sys.stdin.buffer:
+            if not line.strip():
+                continue
+            message = json.loads(line)
+            if message.get("type") == "control_request":
+                self.control(message)
+            else:
+                self.messages.put(message)
+        self.messages.put(None)
+
+    def control(self, message: dict[str, Any]) -> None:
+        subtype = message["request"]["subtype"]
+        response: dict[str, Any] = {"subtype": "success", "request_id": message["request_id"]}
+        if subtype == "initialize" and self.options.get("refuse"):
+            response = {**response, "subtype": "error", "error": "refused"}
+        elif subtype == "interrupt" and not self.options.get("ignore_interrupt"):
+            self.interrupted.set()
+        _emit({"type": "control_response", "response": response})
+
+    def run(self, args: Sequence[str]) -> None:
+        global _live
+        _live = self
+        threading.Thread(target=self.read_stdin, daemon=True).start()
+        turns = self.options.get("turns", [[["answer"]]])
+        while (message := self.messages.get()) is not None:
+            content = message["message"]["content"]
+            self.prompt = content if isinstance(content, str) else json.dumps(content)
+            self.interrupted.clear()
+            self.turn += 1
+            try:
+                run(turns[min(self.turn - 1, len(turns) - 1)], args)
+            except _Interrupted:
+                run(self.options.get("on_interrupt", [["emit", self.error_result()]]), args)
+        os._exit(0)
+
+    def wait(self, seconds: float) -> None:
+        if self.interrupted.wait(seconds):
+            raise _Interrupted
+
+    def answer(self) -> None:
+        sid = self.session_id
+        text = f"{self.turn}: {self.prompt}"
+        _emit({"type": "system", "subtype": "init", "session_id": sid, "model": "fake"})
+        _emit(
+            {
+                "type": "assistant",
+                "message": {"content": [{"type": "text", "text": text}]},
+                "session_id": sid,
+            }
+        )
+        _emit(self.result("success", text))
+
+    def result(self, subtype: str, text: str) -> dict[str, Any]:
+        return {
+            "type": "result",
+            "subtype": subtype,
+            "is_error": subtype != "success",
+            "result": text,
+            "session_id": self.session_id,
+            "total_cost_usd": 0.01 * self.turn,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+
+    def error_result(self) -> dict[str, Any]:
+        return self.result("error_during_execution", "")
+
+
+# The live process this program plays, if any: its "hang" and "sleep" steps end on an
+# interrupt.
+_live: _Live | None = None
+
+
+def _sleep(seconds: float) -> None:
+    if _live is None:
+        time.sleep(seconds)
+    else:
+        _live.wait(seconds)
+
+
 def run(steps: Sequence[Step], args: Sequence[str]) -> None:
     """Run a program's steps in order."""
     for step in steps:
@@ -194,14 +311,14 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             sys.stderr.write(rest[0] * (rest[1] if len(rest) > 1 else 1))
             sys.stderr.flush()
         elif op == "sleep":
-            time.sleep(rest[0])
+            _sleep(rest[0])
         elif op == "close_output":
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
         elif op == "hang":
             while True:
-                time.sleep(3600)
+                _sleep(3600)
         elif op == "repeat":
             for _ in range(rest[0]):
                 run(rest[1], args)
@@ -229,6 +346,11 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             os.kill(os.getpid(), _signal(rest[0]))
         elif op == "by_run":
             _by_run(rest[0], rest[1], args)
+        elif op == "live":
+            _Live(rest[0], args).run(args)
+        elif op == "answer":
+            assert _live is not None, "answer: only in a live turn"
+            _live.answer()
         else:
             raise SystemExit(f"fake_cli: unknown step {op!r}")
 

@@ -1,0 +1,300 @@
+"""Warm sessions (``keep_alive``) through the public API, on the fake CLI's live mode.
+
+The fake plays a live Claude Code process (`agentrt.testing.fake_cli`, step "live"): it
+answers the handshake, runs one program per user message and takes in-band interrupts, so
+every way a warm process may end (or must not) is driven here with real processes. The
+real claude's tier is tests/realcli/test_claude_warm.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from proc_helpers import SLACK, child, running, wait_until
+
+import agentrt
+from agentrt import Agent, MemoryStore, Response, Runtime, StopReason, TurnFailed
+from agentrt.testing import fake_cli_executable
+
+FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}
+
+
+async def start(
+    rt: Runtime, tmp_path: Path, live: dict[str, Any], name: str = "a", **options: Any
+) -> None:
+    binary = fake_cli_executable(str(tmp_path), ["live", live], name=f"claude-{name}")
+    await rt.start_agent(
+        options.pop("agent", Agent),
+        name=name,
+        backend="claude",
+        binary=binary,
+        **{**FAST, "keep_alive": 30, **options},
+    )
+
+
+def pid(rt: Runtime, name: str = "a") -> int:
+    value = rt.status(name).cli_pid
+    assert value is not None
+    return value
+
+
+async def ask(rt: Runtime, prompt: str, name: str = "a") -> Response:
+    return await rt.ask(name, prompt)
+
+
+async def test_turns_share_one_process_and_its_conversation(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"})
+        assert rt.status("a").cli_pid is None  # nothing runs before the first turn
+        first = await ask(rt, "one")
+        warm = pid(rt)
+        second = await ask(rt, "two")
+        third = await ask(rt, "three")
+        assert pid(rt) == warm and running(warm)
+        # The turn counter lives in the process: one process answered all three.
+        assert [first.text, second.text, third.text] == ["1: one", "2: two", "3: three"]
+        assert {r.session_id for r in (first, second, third)} == {"s-1"}
+        # Each turn's own cost, though the CLI reports the session's running total.
+        assert [r.cost_usd for r in (first, second, third)] == pytest.approx([0.01] * 3)
+        assert rt.status("a").turns == 3
+    assert not running(warm)
+
+
+async def test_hibernation_after_keep_alive_then_a_resumed_turn(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"}, keep_alive=0.5)
+        await ask(rt, "one")
+        warm = pid(rt)
+        await wait_until(lambda: rt.status("a").cli_pid is None, SLACK)
+        assert not running(warm)
+        again = await ask(rt, "two")
+        # A new process (its first turn), on the same conversation (--resume s-1).
+        assert again.text == "1: two" and again.session_id == "s-1"
+        assert pid(rt) != warm
+
+
+async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["hang"]], [["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = pid(rt)
+        async with trio.open_nursery() as nursery:
+            ref = rt.tell("a", "hang")
+            nursery.start_soon(rt.wait, ref)
+            await wait_until(lambda: rt.status("a").state == "processing")
+            await wait_until(lambda: rt.interrupt("a"))  # once the turn has begun
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        after = await ask(rt, "three")
+        assert after.text == "3: three" and pid(rt) == warm
+
+
+async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
+    live = {"turns": [[["answer"]], [["hang"]], [["answer"]]], "ignore_interrupt": True}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = pid(rt)
+        ref = rt.tell("a", "hang")
+        await wait_until(lambda: rt.status("a").state == "processing")
+        await trio.sleep(0.2)  # the turn runs its hang step
+        assert rt.interrupt("a")
+        with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert not running(warm)
+        after = await ask(rt, "three")
+        assert after.text == "1: three" and pid(rt) != warm
+
+
+async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"})
+        await ask(rt, "one")
+        warm = pid(rt)
+        os.kill(warm, signal.SIGKILL)
+        await wait_until(lambda: rt.status("a").cli_pid is None)
+        again = await ask(rt, "two")
+        assert again.text == "1: two" and again.session_id == "s-1" and pid(rt) != warm
+
+
+async def test_recycled_after_recycle_turns(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {}, recycle_turns=2)
+        texts = [(await ask(rt, p)).text for p in ("a", "b", "c")]
+        assert texts == ["1: a", "2: b", "1: c"]
+
+
+async def test_recycled_past_its_memory_ceiling(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {}, recycle_rss_bytes=1)
+        texts = [(await ask(rt, p)).text for p in ("a", "b")]
+        assert texts == ["1: a", "1: b"]
+
+
+async def test_a_turns_tool_processes_die_at_its_end(tmp_path: Path) -> None:
+    sleeper = child(["hang"], setsid=True)
+    live = {"turns": [[sleeper, ["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live, retention="lossless")
+        response = await ask(rt, "one")
+        spawned = [e for e in response.events if getattr(e, "data", None) and "pid" in e.data]
+        tool = spawned[0].data["pid"]
+        assert not running(tool)  # gone when ask returned
+        assert running(pid(rt))
+        assert (await ask(rt, "two")).text == "2: two"
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        [["write", "not json\n"], ["answer"]],
+        [["answer"], ["emit", {"type": "system", "subtype": "late"}]],
+    ],
+    ids=["an unreadable line", "output after the end of the turn"],
+)
+async def test_an_anomaly_in_a_turn_ends_the_process_with_it(
+    tmp_path: Path, turn: list[Any]
+) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"turns": [turn]}, retention="lossless")
+        response = await ask(rt, "one")
+        assert response.text == "1: one"
+        assert rt.status("a").cli_pid is None  # ended before ask returned
+        assert (await ask(rt, "two")).text == "1: two"
+
+
+async def test_output_between_turns_ends_the_process(tmp_path: Path) -> None:
+    late = [["answer"], ["sleep", 0.2], ["emit", {"type": "late"}]]
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"turns": [late, [["answer"]]]})
+        await ask(rt, "one")
+        first = pid(rt)
+        await trio.sleep(0.5)  # the late line is written meanwhile
+        assert (await ask(rt, "two")).text == "1: two"
+        assert not running(first)
+
+
+async def test_a_bound_ends_the_process(tmp_path: Path) -> None:
+    # For a warm turn, ``startup`` counts to its first line and ``idle`` from there.
+    init = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
+    live = {"turns": [[["answer"]], [init, ["hang"]], [["answer"]]], "ignore_interrupt": True}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live, idle=0.5)
+        await ask(rt, "one")
+        warm = pid(rt)
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.IDLE_TIMEOUT
+        assert not running(warm)
+        assert (await ask(rt, "three")).text == "1: three"
+
+
+async def test_a_refused_handshake_fails_the_turn(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"refuse": True})
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "one")
+        assert info.value.reason is StopReason.MALFORMED_OUTPUT
+        assert "refused its handshake" in info.value.message
+        assert rt.status("a").cli_pid is None
+
+
+async def test_a_cli_that_exits_at_once_fails_as_a_one_process_turn_would(
+    tmp_path: Path,
+) -> None:
+    binary = fake_cli_executable(str(tmp_path), ["stderr", "bad flag\n"], ["exit", 3])
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "one")
+        assert "exited with code 3" in info.value.message
+        assert "bad flag" in info.value.message
+
+
+async def test_a_new_session_starts_a_new_process(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {})
+        await ask(rt, "one")
+        warm = pid(rt)
+        await rt.reset_session("a")
+        assert (await ask(rt, "two")).text == "1: two"
+        assert pid(rt) != warm and not running(warm)
+
+
+class CrashesOnce(Agent):
+    crashed = False
+
+    def handle_response(self, ref: Any, response: Response) -> None:
+        if not CrashesOnce.crashed:
+            CrashesOnce.crashed = True
+            raise RuntimeError("boom")
+
+
+async def test_a_restart_ends_the_warm_process(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore(), backoff=0) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"}, agent=CrashesOnce)
+        with pytest.raises(agentrt.AgentStopped):
+            await ask(rt, "one")
+        await wait_until(lambda: rt.status("a").restarts == 1 and rt.status("a").cli_pid is None)
+        again = await ask(rt, "two")
+        assert again.text == "1: two" and again.session_id == "s-1"
+
+
+async def test_the_store_knows_the_warm_process_while_it_lives(tmp_path: Path) -> None:
+    store = MemoryStore()
+    async with agentrt.open_runtime(store=store) as rt:
+        await start(rt, tmp_path, {})
+        await ask(rt, "one")
+        [record] = await store.live_processes()
+        assert record.live_pid == pid(rt)
+        await rt.stop_agent("a")
+        assert not await store.live_processes()
+
+
+async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore(), max_processes=1) as rt:
+        await start(rt, tmp_path, {}, name="a")
+        await start(rt, tmp_path, {}, name="b")
+        await ask(rt, "one", "a")
+        a_pid = pid(rt, "a")
+        assert rt.statistics().processes_in_use == 1
+        with trio.fail_after(SLACK):
+            assert (await ask(rt, "two", "b")).text == "1: two"
+        assert not running(a_pid) and rt.status("a").cli_pid is None
+        assert rt.statistics().processes_in_use == 1
+        # And back: b's idle process makes room for a's next turn.
+        assert (await ask(rt, "three", "a")).text == "1: three"
+
+
+async def test_a_warm_process_waiting_turns_hibernate_at_a_turns_end(tmp_path: Path) -> None:
+    # Two agents, one slot: a's process ends as soon as its turn does, since b's turn waits.
+    live = {"turns": [[["sleep", 0.5], ["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore(), max_processes=1) as rt:
+        await start(rt, tmp_path, live, name="a")
+        await start(rt, tmp_path, live, name="b")
+        with trio.fail_after(2 * SLACK):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, rt, "one", "a")
+                await wait_until(lambda: rt.status("a").cli_pid is not None)
+                nursery.start_soon(ask, rt, "two", "b")
+        assert rt.statistics().processes_in_use == 1
+
+
+async def test_keep_alive_must_be_seconds_or_none(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(agentrt.InvalidOptions) as info:
+            await start(rt, tmp_path, {}, keep_alive=0)
+        assert "keep_alive" in str(info.value) and "one CLI process per turn" in str(info.value)
+        with pytest.raises(agentrt.InvalidOptions):
+            await start(rt, tmp_path, {}, recycle_turns=0)
