@@ -131,8 +131,11 @@ def _working_directory(given: str | None) -> str:
 
 
 @asynccontextmanager
-async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, Started]]:
-    """A runtime on the SQLite store with the agent ``args.name`` started in it.
+async def open_agent(
+    args: argparse.Namespace, *, keep_alive: float | None = None
+) -> AsyncIterator[tuple[Runtime, Started]]:
+    """A runtime on the SQLite store with the agent ``args.name`` started in it, warm for
+    ``keep_alive`` seconds between turns unless ``-o keep_alive=...`` says otherwise.
 
     The backend and cwd default to the stored session's, so ``agentrt ask NAME`` from any
     directory continues where the conversation was.
@@ -153,7 +156,7 @@ async def open_agent(args: argparse.Namespace) -> AsyncIterator[tuple[Runtime, S
                 f"pass --backend {record.backend}, or --new to start over with {args.backend}",
             )
         cwd = _working_directory(args.cwd or (record.cwd if record else None))
-        options: dict[str, Any] = dict(args.options)
+        options: dict[str, Any] = {"keep_alive": keep_alive, **args.options}
         if args.model:
             options["model"] = args.model
         # start_agent resumes the stored session itself ("auto"); --new drops it.

@@ -3,7 +3,8 @@
 Ctrl+C while a turn runs interrupts that turn (the CLI ends it cleanly and keeps its
 transcript); at the prompt, a first Ctrl+C says how to leave and a second one leaves, as
 does Ctrl+D or ``/exit``. The session is in the store, so the next ``agentrt chat NAME``
-continues the conversation.
+continues the conversation. The agent is warm (``keep_alive``): one CLI process answers
+every turn of the chat, so follow-up turns start in milliseconds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ _HELP = (
     "Commands: /reset starts a new session, /exit leaves (so do Ctrl+D and Ctrl+C twice), "
     "/help shows this; start a line with // to send the CLI a /command of its own"
 )
+# Seconds the chat's CLI waits for the next line before it hibernates (the next turn then
+# resumes the conversation on a new process).
+CHAT_KEEP_ALIVE = 1800.0
 # What looks like a command (so a typo is not sent to the model): one word, no path.
 _COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 
@@ -206,7 +210,10 @@ class _Chat:
 async def run_chat(args: argparse.Namespace, out: Output) -> int:
     """Chat until the user leaves; exit 0."""
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with open_agent(args) as (rt, started), trio.open_nursery() as nursery:
+        async with (
+            open_agent(args, keep_alive=CHAT_KEEP_ALIVE) as (rt, started),
+            trio.open_nursery() as nursery,
+        ):
             where = f"{started.backend} in {started.cwd}"
             if started.resumed is not None:
                 record = started.resumed
