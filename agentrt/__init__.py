@@ -55,6 +55,13 @@ from ._api import unhalt as unhalt
 from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
+from ._asks import AddContext as AddContext
+from ._asks import Allow as Allow
+from ._asks import Block as Block
+from ._asks import Deny as Deny
+from ._asks import Hook as Hook
+from ._asks import HookKind as HookKind
+from ._asks import ToolRequest as ToolRequest
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -83,6 +90,7 @@ from ._events import SessionLostEvent as SessionLostEvent
 from ._events import StopReason as StopReason
 from ._events import TextEvent as TextEvent
 from ._events import TextRetractedEvent as TextRetractedEvent
+from ._events import ToolDecisionEvent as ToolDecisionEvent
 from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage

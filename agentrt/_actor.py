@@ -20,15 +20,24 @@ import logging
 import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 import msgspec
 import trio
 
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
+from ._asks import AddContext, Allow, Ask, Block, Decision, Deny, HookAnswer, ToolApproval
 from ._errors import AgentStopped, StoreError, TurnFailed
-from ._events import NO_TOTALS, ErrorEvent, Event, Response, SessionLostEvent, StopReason
+from ._events import (
+    NO_TOTALS,
+    ErrorEvent,
+    Event,
+    Response,
+    SessionLostEvent,
+    StopReason,
+    ToolDecisionEvent,
+)
 from ._exceptiongroups import collapse_exception_groups
 from ._options import AgentOptions, SessionLostPolicy
 from ._process import CliProcess, ProcessTracker
@@ -110,6 +119,9 @@ async def restore_state(agent: Agent, blob: bytes) -> None:
             await result
 
 
+_DECISIONS = (Allow, Deny)
+_HOOK_ANSWERS = (Block, AddContext, type(None))
+
 ExitKind = Literal["crashed", "normal", "stopped"]
 
 
@@ -147,8 +159,10 @@ class Actor:
     _done: bool = False
     # A live process record is in the store for the running turn (or the warm CLI).
     _live: bool = False
-    # The warm CLI (``keep_alive``), while the instance runs.
+    # The live CLI (``keep_alive``, approvals, hooks), while the instance runs.
     _warm: WarmProcess | None = None
+    # approve_tool or handle_hook raised during the turn: the agent crashes after it.
+    _ask_crash: _AgentCrashed | None = None
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
@@ -184,20 +198,36 @@ class Actor:
 
     @asynccontextmanager
     async def _warm_process(self) -> AsyncIterator[None]:
-        # The instance's warm CLI lives in a nursery of its own, inside the instance: its end
-        # (a stop, a crash, a restart) ends the process too.
+        # The instance's live CLI lives in a nursery of its own, inside the instance: its end
+        # (a stop, a crash, a restart) ends the process too. Approvals and hooks need the
+        # live channel even without keep_alive (then for one turn per process).
         backend, options = self.backend, self.backend_options
+        approvals = "approve_tool" in self._overrides
+        hooks = "handle_hook" in self._overrides
+
+        def live(session_id: str | None) -> Any:
+            assert isinstance(backend, LiveBackend)
+            return backend.live(options, session_id=session_id, approvals=approvals, hooks=hooks)
+
         if (
-            self.options.keep_alive is None
+            (self.options.keep_alive is None and not (approvals or hooks))
             or self._runner is not None
             or not isinstance(backend, LiveBackend)
-            or backend.live(options, session_id=None) is None
+            or live(None) is None
         ):
+            if approvals or hooks:
+                logger.warning(
+                    "agent %r: the %s backend has no live channel here, so approve_tool "
+                    "and handle_hook are not called",
+                    self.name,
+                    backend.name,
+                    extra={"agent": self.name},
+                )
             yield
             return
         async with trio.open_nursery() as nursery:
             self._warm = WarmProcess(
-                live=lambda session_id: backend.live(options, session_id=session_id),
+                live=live,
                 options=self.options,
                 slots=self.slots or ProcessSlots(None),
                 tracker=self.tracker,
@@ -244,6 +274,8 @@ class Actor:
             if isinstance(decision, Prompt):
                 prompt = decision.text
         outcome, final = await self._run_turn(prompt)
+        if self._ask_crash is not None:
+            raise self._ask_crash
         if (
             isinstance(outcome, TurnFailed)
             and outcome.reason is StopReason.SESSION_LOST
@@ -282,6 +314,7 @@ class Actor:
             slots=self.slots,
             tracker=self.tracker,
             warm=self._warm,
+            decide=self._answer_ask,
             session_id=slot.session_id,
             baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
@@ -425,6 +458,56 @@ class Actor:
         except Exception as exc:
             # A restart in this program still gets the state (state_blob); a new program not.
             log_error(f"agent {self.name!r}: the session store could not save its state", exc)
+
+    async def _answer_ask(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
+        """The agent's answer to what its live CLI asks, within ``approval_timeout``."""
+        if isinstance(ask, ToolApproval):
+            decision, by = await self._ask_agent("approve_tool", ask.request, _DECISIONS)
+            if decision is None:
+                decision = Deny(f"the agent did not allow the tool ({by})")
+            assert isinstance(decision, Allow | Deny)
+            request = ask.request
+            event = ToolDecisionEvent(
+                tool_use_id=request.tool_use_id,
+                tool_name=request.tool_name,
+                allowed=isinstance(decision, Allow),
+                message=decision.message if isinstance(decision, Deny) else None,
+                updated_input=decision.updated_input if isinstance(decision, Allow) else None,
+                decided_by=by,
+            )
+            return ask.answer(decision), (event,)
+        reply, _ = await self._ask_agent("handle_hook", ask.hook, _HOOK_ANSWERS)
+        assert reply is None or isinstance(reply, Block | AddContext)
+        return ask.answer(reply), ()
+
+    async def _ask_agent(
+        self, name: str, question: Any, answers: tuple[type, ...]
+    ) -> tuple[Decision | HookAnswer, str]:
+        # An answer that does not come in time is none; one that raises (or is of another
+        # type) crashes the agent once the turn is over, and ends the turn now.
+        timeout = self.options.approval_timeout
+        with trio.move_on_after(timeout):
+            try:
+                value = await self._callback(name, question)
+                if not isinstance(value, answers):
+                    names = ("None" if t is type(None) else t.__name__ for t in answers)
+                    expected = " or ".join(names)
+                    raise TypeError(f"{name} returned {value!r}; expected {expected}")
+            except Exception as exc:
+                self._ask_crash = _AgentCrashed(name, exc)
+                turn = self.slot.turn
+                if turn is not None:
+                    turn.stop(StopReason.TURN_CRASHED, str(self._ask_crash), cause=exc)
+                return None, "error"
+            return cast("Decision | HookAnswer", value), name
+        logger.warning(
+            "agent %r: %s did not answer within approval_timeout (%g s)",
+            self.name,
+            name,
+            timeout,
+            extra={"agent": self.name},
+        )
+        return None, "timeout"
 
     def _watched(self) -> bool:
         """Whether anything looks at the current turn's events as they come."""

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ._asks import Allow, Decision, Hook, HookAnswer, ToolRequest
 from ._errors import TurnFailed
 from ._events import Event, Response
 from ._options import SessionLostPolicy
@@ -88,6 +89,21 @@ class Agent:
         is."""
         return None
 
+    def approve_tool(self, request: ToolRequest) -> Decision | Awaitable[Decision]:
+        """Before the CLI runs a tool its permission settings do not already allow: return
+        `Allow` (optionally with an updated input) or `Deny` (with a message for the model).
+        Not answered within ``approval_timeout``, the tool is denied; an exception denies
+        it too, and crashes the agent. Overriding it gives the CLI a live input channel
+        for every turn (one process per turn unless ``keep_alive`` keeps it)."""
+        return Allow()
+
+    def handle_hook(self, hook: Hook) -> HookAnswer | Awaitable[HookAnswer]:
+        """A hook event of the running turn (before and after a tool, a prompt submitted,
+        the reply or a subagent's stopping): return `Block`, `AddContext` or None (go on).
+        Bounded by ``approval_timeout`` (then None); an exception crashes the agent.
+        Overriding it gives the CLI a live input channel, as ``approve_tool`` does."""
+        return None
+
     def handle_stream_event(self, event: Event) -> Awaitable[None] | None:
         """Every event of the running turn, as it arrives (the final one included)."""
         return None
@@ -126,6 +142,8 @@ class Agent:
 
 CALLBACKS = (
     "pre_turn",
+    "approve_tool",
+    "handle_hook",
     "handle_stream_event",
     "handle_response",
     "handle_error",

@@ -228,6 +228,19 @@ class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
         return True
 
 
+class ToolDecisionEvent(Event, frozen=True, kw_only=True, tag="tool_decision"):
+    """The agent's answer to a tool approval (``Agent.approve_tool``): ``decided_by`` is
+    ``"approve_tool"``, or ``"timeout"`` / ``"error"`` when the callback did not answer in
+    time or raised (the tool is then denied)."""
+
+    tool_use_id: str
+    tool_name: str
+    allowed: bool
+    message: str | None = None
+    updated_input: Any = None
+    decided_by: str = "approve_tool"
+
+
 class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
     """A frame no translation covers (unknown type, invalid JSON, invalid UTF-8)."""
 
@@ -246,6 +259,7 @@ AnyEvent = (
     | SessionLostEvent
     | ResultEvent
     | ErrorEvent
+    | ToolDecisionEvent
     | RawEvent
 )
 

@@ -121,6 +121,9 @@ class AgentOptions:
     # resumes on a new one) after ``recycle_turns`` turns or once its resident memory
     # passes ``recycle_rss_bytes``.
     keep_alive: float | None = attrs.field(default=None, metadata=_checked_by(_keep_alive))
+    # Seconds ``approve_tool`` and ``handle_hook`` may take to answer; past it the tool is
+    # denied (a hook gets no answer), and a warning is logged.
+    approval_timeout: float = attrs.field(default=60.0, metadata=_checked_by(_seconds))
     recycle_turns: int = attrs.field(default=100, metadata=_checked_by(_positive_int))
     recycle_rss_bytes: int = attrs.field(default=2 * 1024**3, metadata=_checked_by(_positive_int))
     retention: Retention = attrs.field(default="compact", metadata=_checked_by(_retention))

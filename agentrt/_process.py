@@ -398,6 +398,11 @@ class CliProcess:
         self._last_line_at = None
         self._interrupted = False
 
+    def restart_idle(self) -> None:
+        """Count ``idle`` from now (the CLI waited on us, not we on it)."""
+        if self._last_line_at is not None:
+            self._last_line_at = trio.current_time()
+
     def has_unread_output(self) -> bool:
         """Whether stdout holds anything not yet read: between a live process's turns,
         output nobody asked for."""

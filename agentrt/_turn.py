@@ -26,6 +26,7 @@ drained, and nothing it prints afterwards changes the outcome.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ import attrs
 import msgspec
 import trio
 
+from ._asks import Ask, ToolApproval
 from ._errors import StoreError, TurnFailed
 from ._events import (
     TEXT_CODEC,
@@ -49,6 +51,7 @@ from ._events import (
     StopReason,
     TextEvent,
     TextRetractedEvent,
+    ToolUseEvent,
     Usage,
     UsageEvent,
     response_with_text,
@@ -113,9 +116,12 @@ class Turn:
     runner: InProcessBackend | None
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
-    # The agent's warm CLI (``keep_alive``): the turn runs on it instead of a process of
-    # its own.
+    # The agent's live CLI (``keep_alive``, or the channel its approvals and hooks need):
+    # the turn runs on it instead of a process of its own.
     warm: WarmProcess | None = None
+    # The agent's answer to what a live CLI asks (a tool approval, a hook), with the events
+    # that record it.
+    decide: Callable[[Ask], Awaitable[tuple[bytes, Sequence[Event]]]] | None = None
     session_id: str | None = None
     # What the resumed session's earlier turns reported (see Backend.translator).
     baseline: SessionTotals | None = None
@@ -166,6 +172,8 @@ class Turn:
     _cost: float | None = None
     _model: str | None = None
     _init: InitEvent | None = None
+    # The Task call each subagent's tool call came from, by tool-use id.
+    _parents: dict[str, str] = attrs.field(factory=dict)
 
     ################
     # Stopping early: one way for every reason
@@ -320,7 +328,7 @@ class Turn:
             self._drain_bound = 3 * grace + _DRAIN_MARGIN
             self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
             await cli.start_turn(self.prompt)
-            await self._read(cli.batches(self._decode()))
+            await self._read(cli.batches(self._decode(), functools.partial(self._answer, cli)))
             if cli.turn_over:
                 return None, ""
             cli.kill("the turn's stream ended before its end frame")
@@ -334,6 +342,20 @@ class Turn:
                 cli.session_id = self.session_id
                 await warm.end_turn(cli, clean=self._ended_cleanly())
         return None, ""
+
+    async def _answer(self, cli: WarmCli, ask: Ask) -> None:
+        # In the turn's task, between reads: the CLI waits for this answer.
+        assert self.decide is not None
+        if isinstance(ask, ToolApproval) and ask.request.parent_tool_use_id is None:
+            # The CLI's request does not say; the tool call it is about did.
+            parent = self._parents.get(ask.request.tool_use_id)
+            if parent is not None:
+                request = attrs.evolve(ask.request, parent_tool_use_id=parent)
+                ask = attrs.evolve(ask, request=request)
+        answer, events = await self.decide(ask)
+        await cli.answer(answer)
+        if events:
+            await self._handle((), events)
 
     def _wait_for_process(self, waiting: bool) -> None:
         self.waiting_for_process = waiting
@@ -562,6 +584,8 @@ class Turn:
                 self._ended = True
         elif type(event) is InitEvent:
             self._init = event
+        elif type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
+            self._parents[event.id] = event.parent_tool_use_id
 
     def _terminal_delivered(self, terminal: Event) -> None:
         # Not before: cancelling first would cut an async handler's checkpoint, and the

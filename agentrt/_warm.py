@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import attrs
 import trio
 
+from ._asks import Ask
 from ._events import StopReason
 from ._options import AgentOptions
 from ._process import (
@@ -69,6 +71,8 @@ class WarmCli:
     ended: trio.Event = attrs.field(factory=trio.Event)
     _wake: trio.Event = attrs.field(factory=trio.Event)
     _turn_over_event: trio.Event = attrs.field(factory=trio.Event)
+    # Questions for the agent (tool approvals, hooks), answered before the next read.
+    asks: deque[Ask] = attrs.field(factory=deque)
     _nursery: trio.Nursery | None = None
     _interrupt_scope: trio.CancelScope | None = None
 
@@ -116,10 +120,19 @@ class WarmCli:
     def translator(self, baseline: Any) -> Translator:
         return self.protocol.translator(baseline=baseline)
 
-    def batches(self, decode: Callable[[bytes], Any] | None) -> _TurnBatches:
-        """The turn's frames, one iterator per read, up to the turn's end frame (or EOF)."""
+    def batches(
+        self, decode: Callable[[bytes], Any] | None, on_ask: Callable[[Ask], Awaitable[None]]
+    ) -> _TurnBatches:
+        """The turn's frames, one iterator per read, up to the turn's end frame (or EOF);
+        before each read, ``on_ask`` answers what the CLI asked (it waits for the answer)."""
         assert self.proc is not None
-        return _TurnBatches(self, self.proc.batches(decode))
+        return _TurnBatches(self, self.proc.batches(decode), on_ask)
+
+    async def answer(self, data: bytes) -> None:
+        """Write the answer to a question; the CLI was waiting, so ``idle`` starts again."""
+        assert self.proc is not None
+        await self._send(data)
+        self.proc.restart_idle()
 
     def frames(self, batch: FrameBatch) -> Iterator[Any]:
         """The frames of ``batch`` that belong to the turn; control frames are answered."""
@@ -146,7 +159,9 @@ class WarmCli:
         except ProtocolError as exc:
             self.kill(f"it broke the live protocol: {exc}")
             return
-        if reply:
+        if not isinstance(reply, bytes):
+            self.asks.append(reply)
+        elif reply:
             assert self._nursery is not None
             self._nursery.start_soon(self._send, reply)
 
@@ -185,6 +200,9 @@ class WarmCli:
         """The turn is over: kill what it started and keep the process, or end it."""
         assert self.proc is not None
         self.in_turn = False
+        self.asks.clear()
+        if options.keep_alive is None:
+            self.end("one process per turn (keep_alive is None)")
         if self._interrupt_scope is not None:
             self._interrupt_scope.cancel()
             self._interrupt_scope = None
@@ -244,6 +262,11 @@ class WarmCli:
                             raise ProcessFailure(
                                 StopReason.MALFORMED_OUTPUT, f"the CLI refused its handshake: {exc}"
                             ) from exc
+                        if not isinstance(reply, bytes):
+                            raise ProcessFailure(
+                                StopReason.MALFORMED_OUTPUT,
+                                "the CLI asked a question before its handshake was answered",
+                            )
                         if reply:
                             await proc.send(reply)
                     else:
@@ -261,19 +284,25 @@ class WarmCli:
 
 
 class _TurnBatches:
-    __slots__ = ("_batches", "_cli")
+    __slots__ = ("_batches", "_cli", "_on_ask")
 
-    def __init__(self, cli: WarmCli, batches: Any) -> None:
+    def __init__(
+        self, cli: WarmCli, batches: Any, on_ask: Callable[[Ask], Awaitable[None]]
+    ) -> None:
         self._cli = cli
         self._batches = batches
+        self._on_ask = on_ask
 
     def __aiter__(self) -> _TurnBatches:
         return self
 
     async def __anext__(self) -> Iterator[Any]:
-        if self._cli.turn_over:
+        cli = self._cli
+        while cli.asks and not cli.turn_over:
+            await self._on_ask(cli.asks.popleft())
+        if cli.turn_over:
             raise StopAsyncIteration
-        return self._cli.frames(await self._batches.__anext__())
+        return cli.frames(await self._batches.__anext__())
 
 
 @attrs.define(eq=False)
@@ -284,6 +313,7 @@ class WarmProcess:
     supervisor's restart) ends them too."""
 
     live: Callable[[str | None], LiveProtocol | None]
+    # keep_alive None: a live process runs one turn (for approvals and hooks), then ends.
     options: AgentOptions
     slots: ProcessSlots
     tracker: ProcessTracker | None
@@ -381,9 +411,7 @@ class WarmProcess:
                 task_status.started()
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(cli.watch_exit)
-                    keep_alive = self.options.keep_alive
-                    assert keep_alive is not None
-                    await cli.serve(keep_alive, slots)
+                    await cli.serve(self.options.keep_alive or 0.0, slots)
                     watchers.cancel_scope.cancel()
                 logger.debug("warm CLI pid %d ends: %s", proc.pid, cli.ending or "it exited")
         finally:

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from ._asks import Ask, HookCall, ToolApproval
 from ._env import ENV_POLICIES, EnvPolicy, child_env, default_env_policy
 from ._events import Event, SessionTotals
 from ._redact import REDACTED, is_secret_name, redact
@@ -31,12 +32,14 @@ __all__ = [
     "EnvPolicy",
     "ExitStatus",
     "FrameRole",
+    "HookCall",
     "InProcessBackend",
     "LiveBackend",
     "LiveProtocol",
     "ProtocolError",
     "SecretFile",
     "SessionTotals",
+    "ToolApproval",
     "Translator",
     "child_env",
     "default_env_policy",
@@ -172,9 +175,11 @@ class LiveProtocol(Protocol):
         (translated too); ``"event"``: any other frame of a turn."""
         ...
 
-    def control(self, frame: Any) -> bytes:
-        """Take a control frame; return the lines to write in answer (b"" for none). Raises
-        `ProtocolError` when the frame breaks the protocol."""
+    def control(self, frame: Any) -> bytes | Ask:
+        """Take a control frame; return the lines to write in answer (b"" for none), or the
+        question it asks the agent (a `ToolApproval` or a `HookCall`, whose ``answer``
+        makes the lines once the agent has answered). Raises `ProtocolError` when the frame
+        breaks the protocol."""
         ...
 
     def prompt(self, text: str) -> bytes:
@@ -194,9 +199,18 @@ class LiveProtocol(Protocol):
 class LiveBackend(Protocol):
     """A backend whose CLI can keep one process for a conversation (``keep_alive``)."""
 
-    def live(self, options: Any, *, session_id: str | None) -> LiveProtocol | None:
+    def live(
+        self,
+        options: Any,
+        *,
+        session_id: str | None,
+        approvals: bool = False,
+        hooks: bool = False,
+    ) -> LiveProtocol | None:
         """A live process for the conversation ``session_id`` (None: a new one), or None
-        when these options cannot run live (the agent then runs one process per turn)."""
+        when these options cannot run live (the agent then runs one process per turn).
+        ``approvals``: the CLI asks before running a tool its settings do not allow
+        (`ToolApproval`); ``hooks``: it calls the agent's hooks (`HookCall`)."""
         ...
 
 

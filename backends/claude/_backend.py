@@ -40,9 +40,16 @@ class ClaudeBackend:
         ``baseline.cost_usd``."""
         return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
 
-    def live(self, options: ClaudeOptions, *, session_id: str | None) -> ClaudeLive:
-        """A live process for warm sessions (``keep_alive``): stream-json in and out."""
-        return ClaudeLive(options, session_id=session_id)
+    def live(
+        self,
+        options: ClaudeOptions,
+        *,
+        session_id: str | None,
+        approvals: bool = False,
+        hooks: bool = False,
+    ) -> ClaudeLive:
+        """A live process (warm sessions, approvals, hooks): stream-json in and out."""
+        return ClaudeLive(options, session_id=session_id, approvals=approvals, hooks=hooks)
 
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""

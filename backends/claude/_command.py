@@ -7,6 +7,8 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from agentrt import InvalidOptions
 from agentrt.backend import Command, SecretFile, child_env
 
@@ -29,10 +31,16 @@ def build_command(options: ClaudeOptions, prompt: str, *, session_id: str | None
     return _command(options, session_id, prompt.encode(), live=False)
 
 
-def build_live_command(options: ClaudeOptions, *, session_id: str | None) -> Command:
+def build_live_command(
+    options: ClaudeOptions, *, session_id: str | None, approvals: bool = False
+) -> Command:
     """The command of a live process (warm sessions): as `build_command`'s, reading its
-    turns' messages and control requests as stream-json on stdin."""
-    return _command(options, session_id, b"", live=True)
+    turns' messages and control requests as stream-json on stdin; with ``approvals`` the
+    CLI asks over that channel before it runs a tool its settings do not allow."""
+    command = _command(options, session_id, b"", live=True)
+    if not approvals:
+        return command
+    return attrs.evolve(command, argv=(*command.argv, "--permission-prompt-tool", "stdio"))
 
 
 def _command(o: ClaudeOptions, session_id: str | None, stdin: bytes, *, live: bool) -> Command:

@@ -1,0 +1,101 @@
+"""What a live CLI asks an agent during a turn: may this tool run (`ToolRequest`, answered
+`Allow` or `Deny` by ``Agent.approve_tool``), and the hooks around tool use and prompts
+(`Hook`, answered `Block`, `AddContext` or None by ``Agent.handle_hook``).
+
+A backend's `LiveProtocol.control` turns such a request into a `ToolApproval` or a
+`HookCall`: the question, and how to write its answer back to the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+
+@attrs.frozen
+class ToolRequest:
+    """The CLI asks whether a tool call may run. ``parent_tool_use_id`` is the Task call
+    whose subagent makes it (None on the main thread)."""
+
+    tool_name: str
+    input: Any
+    tool_use_id: str
+    parent_tool_use_id: str | None = None
+
+
+@attrs.frozen
+class Allow:
+    """Run the tool; with ``updated_input``, run it with that input instead."""
+
+    updated_input: Any = None
+
+
+@attrs.frozen
+class Deny:
+    """Do not run the tool; ``message`` tells the model why."""
+
+    message: str
+
+
+Decision = Allow | Deny
+
+# The CLI's hook events an agent sees (Claude Code's names: PreToolUse, PostToolUse,
+# UserPromptSubmit, Stop, SubagentStop).
+HookKind = Literal["before_tool", "after_tool", "prompt_submitted", "stopping", "subagent_stopping"]
+
+
+@attrs.frozen
+class Hook:
+    """One hook event of the running turn. Tool hooks carry the tool's name, input and id
+    (``after_tool`` also its ``tool_response``); ``prompt_submitted`` the ``prompt``;
+    ``raw`` is what the CLI sent."""
+
+    kind: HookKind
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_use_id: str | None = None
+    tool_response: Any = None
+    prompt: str | None = None
+    raw: Any = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class Block:
+    """Answer to a hook: ``before_tool``: the tool does not run; ``after_tool`` and
+    ``prompt_submitted``: the model is told to stop and why; ``stopping`` and
+    ``subagent_stopping``: the model goes on instead of ending its reply. ``reason``
+    reaches the model."""
+
+    reason: str
+
+
+@attrs.frozen
+class AddContext:
+    """Answer to a hook: ``text`` is added to what the model sees next (``before_tool``,
+    ``after_tool``, ``prompt_submitted``)."""
+
+    text: str
+
+
+HookAnswer = Block | AddContext | None
+
+
+@attrs.frozen
+class ToolApproval:
+    """A backend's form of a `ToolRequest`: ``answer`` makes the lines that reply."""
+
+    request: ToolRequest
+    answer: Callable[[Decision], bytes]
+
+
+@attrs.frozen
+class HookCall:
+    """A backend's form of a `Hook`: ``answer`` makes the lines that reply."""
+
+    hook: Hook
+    answer: Callable[[HookAnswer], bytes]
+
+
+Ask = ToolApproval | HookCall
