@@ -34,6 +34,9 @@ The program is a JSON list of steps, each ``[op, *args]``::
                                below) until stdin closes, then exit 0
     ["answer"]                 in a live turn: print a Claude turn answering its prompt
                                (init, assistant text "<turn>: <prompt>", success result)
+    ["ask", request]           in a live turn: send the control request ``request`` (e.g.
+                               {"subtype": "can_use_tool", ...}), wait for its answer and
+                               print it as {"type": "answered", "response": ...}
 
 A live process answers the ``initialize`` control request (with an error if options has
 "refuse"), then runs ``options["turns"][n]`` for its n-th user message (the last one again
@@ -206,6 +209,8 @@ class _Live:
         self.prompt = ""
         self.interrupted = threading.Event()
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.answers: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.asked = 0
 
     def read_stdin(self) -> None:
         # A thread: control requests are answered at once, even while a turn runs.
@@ -215,6 +220,8 @@ class _Live:
             message = json.loads(line)
             if message.get("type") == "control_request":
                 self.control(message)
+            elif message.get("type") == "control_response":
+                self.answers.put(message["response"])
             else:
                 self.messages.put(message)
         self.messages.put(None)
@@ -243,6 +250,21 @@ class _Live:
             except _Interrupted:
                 run(self.options.get("on_interrupt", [["emit", self.error_result()]]), args)
         os._exit(0)
+
+    def ask(self, request: dict[str, Any]) -> None:
+        self.asked += 1
+        request_id = f"fake-ask-{self.asked}"
+        _emit({"type": "control_request", "request_id": request_id, "request": request})
+        while True:
+            if self.interrupted.is_set():
+                raise _Interrupted
+            try:
+                response = self.answers.get(timeout=0.01)
+            except queue.Empty:
+                continue
+            if response.get("request_id") == request_id:
+                _emit({"type": "answered", "response": response, "session_id": self.session_id})
+                return
 
     def wait(self, seconds: float) -> None:
         if self.interrupted.wait(seconds):
@@ -351,6 +373,9 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
         elif op == "answer":
             assert _live is not None, "answer: only in a live turn"
             _live.answer()
+        elif op == "ask":
+            assert _live is not None, "ask: only in a live turn"
+            _live.ask(rest[0])
         else:
             raise SystemExit(f"fake_cli: unknown step {op!r}")
 

@@ -1,0 +1,246 @@
+"""``Agent.approve_tool`` and ``Agent.handle_hook`` through the public API, on the fake CLI.
+
+The fake (live mode, step "ask") sends the control requests Claude Code sends (``can_use_tool``
+with ``--permission-prompt-tool stdio``, ``hook_callback`` for the hooks the opening named)
+and prints the answer it got, so each decision path and its bounds are checked on the wire.
+The real claude's tier is tests/realcli/test_claude_approvals.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import agentrt
+from agentrt import (
+    AddContext,
+    Agent,
+    Allow,
+    Block,
+    Deny,
+    Hook,
+    MemoryStore,
+    RawEvent,
+    Response,
+    Runtime,
+    ToolDecisionEvent,
+    ToolRequest,
+)
+from agentrt.testing import fake_cli_executable
+
+FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}
+TOOL = {
+    "subtype": "can_use_tool",
+    "tool_name": "Bash",
+    "input": {"command": "rm -rf build"},
+    "tool_use_id": "toolu_1",
+}
+USE = [
+    "emit",
+    {
+        "type": "assistant",
+        "session_id": "s-1",
+        "parent_tool_use_id": "toolu_task",
+        "message": {
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": TOOL["input"]}
+            ]
+        },
+    },
+]
+
+
+async def start(
+    rt: Runtime, tmp_path: Path, agent: type[Agent], *turn: Any, **options: Any
+) -> None:
+    binary = fake_cli_executable(str(tmp_path), ["live", {"turns": [[*turn, ["answer"]]]}])
+    await rt.start_agent(agent, name="a", backend="claude", binary=binary, **{**FAST, **options})
+
+
+def answers(response: Response) -> list[Any]:
+    """What the fake CLI was answered, in order (its "answered" lines, as raw events)."""
+    return [
+        e.data["response"]["response"]
+        for e in response.events
+        if isinstance(e, RawEvent) and isinstance(e.data, dict) and e.data.get("type") == "answered"
+    ]
+
+
+class Approver(Agent):
+    decision: Any = Allow()
+    delay = 0.0
+    seen: list[ToolRequest]
+
+    def __init__(self) -> None:
+        self.seen = []
+
+    async def approve_tool(self, request: ToolRequest) -> Any:
+        self.seen.append(request)
+        await trio.sleep(self.delay)
+        if isinstance(self.decision, Exception):
+            raise self.decision
+        return self.decision
+
+
+def approver(**attributes: Any) -> type[Approver]:
+    return type("CustomApprover", (Approver,), attributes)
+
+
+async def test_a_denial_reaches_the_cli_and_the_turns_events(tmp_path: Path) -> None:
+    agent = approver(decision=Deny("not in this repository"))
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, USE, ["ask", TOOL], retention="lossless")
+        response = await rt.ask("a", "clean up")
+    assert answers(response) == [{"behavior": "deny", "message": "not in this repository"}]
+    [decision] = [e for e in response.events if isinstance(e, ToolDecisionEvent)]
+    assert (decision.tool_use_id, decision.allowed, decision.message) == (
+        "toolu_1",
+        False,
+        "not in this repository",
+    )
+    assert decision.decided_by == "approve_tool"
+
+
+async def test_the_request_names_the_tool_and_its_subagents_task(tmp_path: Path) -> None:
+    instance = approver()()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        binary = fake_cli_executable(
+            str(tmp_path), ["live", {"turns": [[USE, ["ask", TOOL], ["answer"]]]}]
+        )
+        await rt.start_agent(instance, name="a", backend="claude", binary=binary, **FAST)
+        await rt.ask("a", "clean up")
+    assert instance.seen == [
+        ToolRequest("Bash", {"command": "rm -rf build"}, "toolu_1", parent_tool_use_id="toolu_task")
+    ]
+
+
+async def test_an_allow_may_change_the_input(tmp_path: Path) -> None:
+    agent = approver(decision=Allow(updated_input={"command": "rm -rf build/tmp"}))
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, ["ask", TOOL], retention="lossless")
+        response = await rt.ask("a", "clean up")
+    assert answers(response) == [
+        {"behavior": "allow", "updatedInput": {"command": "rm -rf build/tmp"}}
+    ]
+    plain = approver()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, plain, ["ask", TOOL], retention="lossless")
+        response = await rt.ask("a", "clean up")
+    assert answers(response) == [{"behavior": "allow", "updatedInput": TOOL["input"]}]
+
+
+async def test_an_approval_past_its_bound_denies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = approver(delay=30.0)
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, ["ask", TOOL], retention="lossless", approval_timeout=0.2)
+        with trio.fail_after(10):
+            response = await rt.ask("a", "clean up")
+    [answer] = answers(response)
+    assert answer["behavior"] == "deny" and "timeout" in answer["message"]
+    [decision] = [e for e in response.events if isinstance(e, ToolDecisionEvent)]
+    assert decision.decided_by == "timeout" and not decision.allowed
+    assert "approve_tool did not answer within approval_timeout" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [RuntimeError("boom"), "yes"], ids=["raises", "returns a str"])
+async def test_a_failing_approval_denies_and_crashes_the_agent(tmp_path: Path, bad: Any) -> None:
+    agent = approver(decision=bad)
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, ["ask", TOOL], ["hang"], restart="temporary")
+        with trio.fail_after(10), pytest.raises(agentrt.AgentStopped) as info:
+            await rt.ask("a", "clean up")
+    assert "approve_tool" in str(info.value)
+
+
+class Hooks(Agent):
+    replies: dict[str, Any] = {}
+    seen: list[Hook] = []
+
+    def handle_hook(self, hook: Hook) -> Any:
+        type(self).seen.append(hook)
+        return self.replies.get(hook.kind)
+
+
+def hook_request(event: str, **data: Any) -> dict[str, Any]:
+    return {
+        "subtype": "hook_callback",
+        "callback_id": event,
+        "input": {"hook_event_name": event, "session_id": "s-1", **data},
+    }
+
+
+@pytest.mark.parametrize(
+    ("event", "data", "reply", "wire"),
+    [
+        (
+            "PreToolUse",
+            {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"},
+            Block("no shell here"),
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": "no shell here",
+                }
+            },
+        ),
+        (
+            "PostToolUse",
+            {"tool_name": "Bash", "tool_response": {"stdout": "x"}},
+            AddContext("the output is stale"),
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PostToolUse",
+                    "additionalContext": "the output is stale",
+                }
+            },
+        ),
+        (
+            "UserPromptSubmit",
+            {"prompt": "hi"},
+            Block("off topic"),
+            {"decision": "block", "reason": "off topic"},
+        ),
+        (
+            "Stop",
+            {},
+            Block("run the tests first"),
+            {"decision": "block", "reason": "run the tests first"},
+        ),
+        ("SubagentStop", {}, None, {}),
+    ],
+)
+async def test_hooks_map_to_the_clis_hook_protocol(
+    tmp_path: Path, event: str, data: dict[str, Any], reply: Any, wire: dict[str, Any]
+) -> None:
+    kinds = {
+        "PreToolUse": "before_tool",
+        "PostToolUse": "after_tool",
+        "UserPromptSubmit": "prompt_submitted",
+        "Stop": "stopping",
+        "SubagentStop": "subagent_stopping",
+    }
+    agent = type("H", (Hooks,), {"replies": {kinds[event]: reply}, "seen": []})
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, ["ask", hook_request(event, **data)], retention="lossless")
+        response = await rt.ask("a", "go")
+    assert answers(response) == [wire]
+    [hook] = agent.seen
+    assert hook.kind == kinds[event]
+    assert hook.tool_name == data.get("tool_name") and hook.prompt == data.get("prompt")
+
+
+async def test_without_keep_alive_each_turn_has_a_live_process_of_its_own(tmp_path: Path) -> None:
+    agent = approver()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, agent, ["ask", TOOL])
+        first = await rt.ask("a", "one")
+        assert rt.status("a").cli_pid is None  # gone with its turn
+        second = await rt.ask("a", "two")
+    # Each a new process's first turn.
+    assert (first.text, second.text) == ("1: one", "1: two")
