@@ -17,7 +17,14 @@ from trio.testing import MockClock
 import agentrt
 from agentrt import SQLiteStore
 from agentrt._env import AMBIENT_AUTH_VARS
-from agentrt.testing import AnthropicText, AnthropicToolUse, FakeAnthropic, open_fake_anthropic
+from agentrt.testing import (
+    AnthropicReply,
+    AnthropicText,
+    AnthropicToolUse,
+    FakeAnthropic,
+    RecordedRequest,
+    open_fake_anthropic,
+)
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -254,3 +261,24 @@ async def test_chain(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     assert (
         critic.headers["x-claude-code-session-id"] != writer_1.headers["x-claude-code-session-id"]
     )
+
+
+@pytest.mark.realcli
+async def test_guarded(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+
+    def script(request: RecordedRequest) -> AnthropicReply:
+        prompt = request.last_user_text()
+        if request.tool_results():
+            return AnthropicText(f"done: {request.tool_results()[-1]['content']}")
+        if "build" in prompt:
+            return AnthropicToolUse("Bash", {"command": "rm -rf build", "description": "Clean"})
+        return AnthropicToolUse("Read", {"file_path": str(tmp_path / ".git" / "config")})
+
+    fake_claude.set_script(script)
+    decisions = await load("guarded").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert decisions == ["denied 'rm -rf build'", "blocked Read on .git"]
+    assert (tmp_path / "build").exists()
+    texts = [t for r in fake_claude.message_requests for t in r.texts()]
+    assert "deleting files needs a human: list what you would delete" in texts
+    assert any("leave .git alone" in t for t in texts)
