@@ -156,7 +156,7 @@ async def open_agent(
                 f"pass --backend {record.backend}, or --new to start over with {args.backend}",
             )
         cwd = _working_directory(args.cwd or (record.cwd if record else None))
-        options: dict[str, Any] = {"keep_alive": keep_alive, **args.options}
+        options: dict[str, Any] = {"keep_alive": keep_alive, **dict(args.options)}
         if args.model:
             options["model"] = args.model
         # start_agent resumes the stored session itself ("auto"); --new drops it.

@@ -26,6 +26,7 @@ from agentrt.testing import (
     AnthropicToolUse,
     FakeAnthropic,
     RecordedRequest,
+    fake_cli_executable,
 )
 
 from ._run import agentrt, open_agentrt, plain
@@ -209,3 +210,14 @@ async def test_ctrl_d_at_the_prompt_leaves_on_a_line_of_its_own(
                     rest += chunk
     # What the shell prints next starts on a line of its own.
     assert plain(term.seen + rest.decode()) == "\n"
+
+
+async def test_chat_runs_every_turn_on_one_warm_cli(
+    claude_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The fake CLI's live mode counts its turns: one process answered both lines.
+    live = fake_cli_executable(str(tmp_path), ["live", {"session_id": "s-1"}])
+    env = {**claude_env, "CLAUDE_CLI": live}
+    run = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=env, stdin=b"one\ntwo\n")
+    assert run.code == 0, run.stderr
+    assert "bob> 1: one\n" in run.stdout and "bob> 2: two\n" in run.stdout
