@@ -22,6 +22,11 @@ def code_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README, re.DOTALL)
 
 
+def code_block(containing: str) -> str:
+    [block] = [b for b in code_blocks() if containing in b]
+    return block
+
+
 def table_after(heading: str) -> set[str]:
     """The option names in the first column of the first table after ``heading``."""
     rest = README[README.index(heading) :]
@@ -42,9 +47,16 @@ def test_quickstart_is_the_example() -> None:
         assert line.replace('cwd="."', "cwd=cwd") in example
 
 
+def test_the_approvals_example_is_the_examples() -> None:
+    example = (ROOT / "examples" / "guarded.py").read_text()
+    block = code_block("class Guarded")
+    for line in block.splitlines():
+        assert line in example, line
+
+
 async def test_the_testing_example_passes(autojump_clock: MockClock) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(code_blocks()[1], "README.md", "exec"), namespace)
+    exec(compile(code_block("async def test_"), "README.md", "exec"), namespace)
     tests = [f for name, f in namespace.items() if name.startswith("test_")]
     assert len(tests) == 1
     await tests[0](autojump_clock)
