@@ -19,7 +19,7 @@ import inspect
 import logging
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import msgspec
@@ -37,6 +37,9 @@ from ._status import AgentHandle
 from ._store import SessionStore
 from ._turn import Turn
 from .backend import Backend, InProcessBackend
+
+if TYPE_CHECKING:
+    from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
 
@@ -132,6 +135,8 @@ class Actor:
     runtime_id: str
     limiter: trio.CapacityLimiter | None = None
     tracker: ProcessTracker | None = None
+    # This instance's application tools on the runtime's MCP server (closed when it ends).
+    tools: ToolBinding | None = None
     _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
     _on_session_lost: SessionLostPolicy = attrs.field(init=False)

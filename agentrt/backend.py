@@ -26,6 +26,8 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 __all__ = [
     "ENV_POLICIES",
     "REDACTED",
+    "AppToolServer",
+    "AppToolsBackend",
     "Backend",
     "Command",
     "EnvPolicy",
@@ -197,6 +199,27 @@ class LiveBackend(Protocol):
     def live(self, options: Any, *, session_id: str | None) -> LiveProtocol | None:
         """A live process for the conversation ``session_id`` (None: a new one), or None
         when these options cannot run live (the agent then runs one process per turn)."""
+        ...
+
+
+@attrs.frozen
+class AppToolServer:
+    """The loopback MCP server (streamable HTTP) that serves one agent instance its
+    application tools: the server's ``name`` (as the CLI should call it), its ``url``, and
+    the bearer ``token`` the CLI must send, a secret (never on argv)."""
+
+    name: str
+    url: str
+    token: str = attrs.field(repr=False)
+
+
+@runtime_checkable
+class AppToolsBackend(Protocol):
+    """A backend whose CLI can call application tools over MCP (``app_tools``)."""
+
+    def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
+        """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
+        connects to ``server`` with its token and may call its tools without asking."""
         ...
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt.backend import Command, SessionTotals
+import attrs
+
+from agentrt.backend import AppToolServer, Command, SessionTotals
 
 from ._command import build_command, build_version_command
 from ._options import ClaudeOptions, parse_options
@@ -42,3 +44,22 @@ class ClaudeBackend:
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""
         return build_version_command(options)
+
+    def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
+        """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)
+        naming the HTTP server with its ``Authorization`` header, and its tools allowed
+        (``mcp__<name>``): in print mode a tool nobody allowed is denied."""
+        config = {
+            "mcpServers": {
+                server.name: {
+                    "type": "http",
+                    "url": server.url,
+                    "headers": {"Authorization": f"Bearer {server.token}"},
+                }
+            }
+        }
+        return attrs.evolve(
+            options,
+            mcp_config=(*options.mcp_config, config),
+            allowed_tools=(*options.allowed_tools, f"mcp__{server.name}"),
+        )

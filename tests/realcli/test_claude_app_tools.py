@@ -1,0 +1,165 @@
+"""Application tools (`agentrt.tool`) called by the pinned real ``claude`` against the fake
+API, through the public API: the runtime serves them on its loopback MCP server, the CLI
+finds them through its ToolSearch (2.1.332 defers MCP tools) and calls them, and what the
+tool returned, raised or refused is in the model's next request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from agentrt import Agent, MemoryStore, StopReason, ToolResultEvent, open_runtime, tool
+from agentrt.testing import AnthropicText, AnthropicToolUse, RecordedRequest
+
+from ._claude import Claude
+
+pytestmark = pytest.mark.realcli
+
+TURN_BOUND = 60
+LOOKUP = "mcp__agentrt__lookup"
+
+
+class Entry(msgspec.Struct):
+    word: str
+    meaning: str
+
+
+@tool
+async def lookup(word: str, times: int = 1) -> Entry:
+    """Look a word up in the glossary."""
+    await trio.lowlevel.checkpoint()  # a tool runs in the runtime's trio loop
+    return Entry(word, " ".join(["a greeting"] * times))
+
+
+@tool
+async def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"glossary offline: {reason}")
+
+
+class Librarian(Agent):
+    """Its method tool counts the calls on the instance that serves the agent."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @tool
+    async def remember(self, note: str) -> str:
+        """Remember a note."""
+        self.calls.append(note)
+        return f"noted ({len(self.calls)})"
+
+    app_tools = (remember, lookup)
+
+
+def calls(*replies: AnthropicToolUse, answer: str = "Done.") -> list[Any]:
+    """Load the tools the replies call through ToolSearch, then call them, then answer."""
+    names = [r.name for r in replies]
+    return [AnthropicToolUse.tool_search(*names), *replies, AnthropicText(answer)]
+
+
+def only_result(request: RecordedRequest) -> Mapping[str, Any]:
+    (result,) = request.tool_results()
+    return result
+
+
+def result_text(result: Mapping[str, Any]) -> str:
+    content = result["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content)
+
+
+async def test_a_tool_result_reaches_the_model(claude: Claude) -> None:
+    claude.api.set_script(calls(AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hello"})))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", app_tools=[lookup], **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            response = await rt.ask("coder", "What does hello mean?")
+
+    assert response.stop_reason is StopReason.COMPLETE and response.text.endswith("Done.")
+    first, called, answered = claude.api.message_requests
+    # The CLI offers the tool by name in a system text, not in `tools` (deferred).
+    assert LOOKUP not in [t.get("name") for t in first.body["tools"]]
+    assert any(LOOKUP in text for text in first.texts())
+    # After ToolSearch the next request has the schema made from the hints.
+    (schema,) = [t for t in called.body["tools"] if t["name"] == LOOKUP]
+    assert schema["description"] == "Look a word up in the glossary."
+    assert schema["input_schema"]["properties"]["word"] == {"type": "string"}
+    assert schema["input_schema"]["required"] == ["word"]
+    result = only_result(answered)
+    assert not result.get("is_error")
+    assert msgspec.json.decode(result_text(result)) == {"word": "hello", "meaning": "a greeting"}
+    outcomes = [e for e in response.events if isinstance(e, ToolResultEvent)]
+    assert [e.is_error for e in outcomes] == [False, False]
+
+
+async def test_a_method_tool_runs_on_the_agent_instance(claude: Claude) -> None:
+    claude.api.set_script(
+        calls(
+            AnthropicToolUse.mcp("agentrt", "remember", {"note": "one"}),
+            AnthropicToolUse.mcp("agentrt", "remember", {"note": "two"}),
+        )
+    )
+    agent = Librarian()
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agent, name="librarian", backend="claude", **claude.agent_options())
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("librarian", "Remember two notes.")
+
+    assert agent.calls == ["one", "two"]
+    last = claude.api.message_requests[-1]
+    assert result_text(only_result(last)) == "noted (2)"
+
+
+async def test_a_tool_that_raises_gives_an_error_result_and_the_agent_lives(
+    claude: Claude,
+) -> None:
+    claude.api.set_script(
+        [
+            *calls(AnthropicToolUse.mcp("agentrt", "explode", {"reason": "maintenance"})),
+            AnthropicText("Still here."),
+        ]
+    )
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", app_tools=[explode], **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            one = await rt.ask("coder", "Try the glossary.")
+            two = await rt.ask("coder", "Are you alive?")
+
+    assert one.stop_reason is StopReason.COMPLETE
+    result = only_result(claude.api.message_requests[2])
+    assert result["is_error"] is True
+    assert "explode raised RuntimeError: glossary offline: maintenance" in result_text(result)
+    assert two.text == "Still here." and two.session_id == one.session_id
+
+
+async def test_bad_arguments_give_an_error_result_naming_the_argument(claude: Claude) -> None:
+    claude.api.set_script(
+        [
+            *calls(AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hi", "times": "twice"})),
+            AnthropicText("Still here."),
+        ]
+    )
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", app_tools=[lookup], **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "Look it up twice.")
+            two = await rt.ask("coder", "Are you alive?")
+
+    result = only_result(claude.api.message_requests[2])
+    assert result["is_error"] is True
+    assert "invalid arguments for lookup: argument `times`: Expected `int`, got `str`" in (
+        result_text(result)
+    )
+    assert two.text == "Still here."
