@@ -8,7 +8,7 @@ import json
 import pytest
 from _helpers import assert_implements
 
-from agentrt.backend import AppToolsBackend, AppToolServer, SecretFile
+from agentrt.backend import AppToolsBackend, AppToolServer, SecretFile, bypass_proxy
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
 from agentrt.backends.codex._backend import APP_TOOLS_TOKEN_VAR
@@ -45,6 +45,28 @@ def test_claude_gets_the_server_in_a_secret_mcp_config_and_allows_its_tools() ->
     assert SERVER.token not in repr(backend.with_app_tools(options, SERVER))
 
 
+def test_claude_reaches_the_server_around_any_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "intranet.example")
+    backend = ClaudeBackend()
+    options = backend.parse_options({"env_policy": "isolated"})
+    env = backend.command(backend.with_app_tools(options, SERVER), "hi", session_id=None).env
+    assert env["HTTPS_PROXY"] == "http://proxy.example:3128"
+    assert env["NO_PROXY"] == env["no_proxy"] == "intranet.example,127.0.0.1"
+
+
+def test_bypass_proxy_keeps_the_hosts_already_bypassed() -> None:
+    environ = {"no_proxy": "a.example, b.example", "NO_PROXY": "b.example,c.example"}
+    assert bypass_proxy("127.0.0.1", {}, environ=environ) == {
+        "NO_PROXY": "b.example,c.example,a.example,127.0.0.1",
+        "no_proxy": "b.example,c.example,a.example,127.0.0.1",
+    }
+    # An explicit value replaces the inherited one of its name; a host already there stays once.
+    assert bypass_proxy("127.0.0.1", {"NO_PROXY": "127.0.0.1"}, environ={})["no_proxy"] == (
+        "127.0.0.1"
+    )
+
+
 def test_codex_gets_the_server_by_config_and_the_token_in_its_environment() -> None:
     backend = CodexBackend(environ={"PATH": "/bin"})
     options = backend.parse_options({"config": {"model_reasoning_effort": "low"}})
@@ -60,4 +82,5 @@ def test_codex_gets_the_server_by_config_and_the_token_in_its_environment() -> N
             'mcp_servers.agentrt.default_tools_approval_mode="approve"',
         ]
         assert command.env[APP_TOOLS_TOKEN_VAR] == SERVER.token
+        assert command.env["NO_PROXY"] == command.env["no_proxy"] == "127.0.0.1"
     assert SERVER.token not in repr(served)

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Command, SessionTotals
+from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._options import ClaudeOptions, parse_options
@@ -47,8 +47,10 @@ class ClaudeBackend:
 
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)
-        naming the HTTP server with its ``Authorization`` header, and its tools allowed
-        (``mcp__<name>``): in print mode a tool nobody allowed is denied."""
+        naming the HTTP server with its ``Authorization`` header, its tools allowed
+        (``mcp__<name>``: in print mode a tool nobody allowed is denied), and its host in
+        ``NO_PROXY`` (the CLI would send even a loopback request, token and all, to a
+        proxy)."""
         config = {
             "mcpServers": {
                 server.name: {
@@ -62,4 +64,5 @@ class ClaudeBackend:
             options,
             mcp_config=(*options.mcp_config, config),
             allowed_tools=(*options.allowed_tools, f"mcp__{server.name}"),
+            env={**options.env, **bypass_proxy(server.host, options.env)},
         )

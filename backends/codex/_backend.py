@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Command, SessionTotals
+from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._options import CodexOptions, parse_options
@@ -56,8 +56,8 @@ class CodexBackend:
 
     def with_app_tools(self, options: CodexOptions, server: AppToolServer) -> CodexOptions:
         """The server as ``mcp_servers.<name>`` (streamable HTTP) in the ``-c`` overrides,
-        its token in the child's environment, and its tools approved: ``exec`` never asks,
-        so a tool that needs approval would fail."""
+        its token in the child's environment, its host in ``NO_PROXY``, and its tools
+        approved: ``exec`` never asks, so a tool that needs approval would fail."""
         table = f"mcp_servers.{server.name}"
         config = {
             **options.config,
@@ -65,5 +65,6 @@ class CodexBackend:
             f"{table}.bearer_token_env_var": APP_TOOLS_TOKEN_VAR,
             f"{table}.default_tools_approval_mode": "approve",
         }
-        env = {**options.env, APP_TOOLS_TOKEN_VAR: server.token}
+        bypass = bypass_proxy(server.host, options.env, environ=self._environ)
+        env = {**options.env, **bypass, APP_TOOLS_TOKEN_VAR: server.token}
         return attrs.evolve(options, config=config, env=env)

@@ -5,6 +5,7 @@ tool returned, raised or refused is in the model's next request."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import trio
 
 from agentrt import Agent, MemoryStore, StopReason, ToolResultEvent, open_runtime, tool
-from agentrt.testing import AnthropicText, AnthropicToolUse, RecordedRequest
+from agentrt.testing import AnthropicText, AnthropicToolUse, RecordedRequest, open_fake_anthropic
 
 from ._claude import Claude
 
@@ -163,3 +164,38 @@ async def test_bad_arguments_give_an_error_result_naming_the_argument(claude: Cl
         result_text(result)
     )
     assert two.text == "Still here."
+
+
+async def test_the_tools_are_reached_around_a_proxy(claude: Claude) -> None:
+    """Claude Code sends even a loopback request to ``HTTP(S)_PROXY`` (measured: with a dead
+    proxy the server "failed to connect"); the runtime adds the server's host to
+    ``NO_PROXY``, so the token never reaches the proxy."""
+    connections: list[object] = []
+
+    async def proxy(stream: trio.SocketStream) -> None:
+        connections.append(stream.socket.getpeername())
+        await stream.aclose()
+
+    script = calls(AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hello"}))
+    async with trio.open_nursery() as nursery, open_fake_anthropic(script, host="localhost") as api:
+        serve = functools.partial(trio.serve_tcp, proxy, 0, host="127.0.0.1")
+        (listener,) = await nursery.start(serve)
+        address = f"http://127.0.0.1:{listener.socket.getsockname()[1]}"
+        proxied = {name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy")}
+        # Only the fake API ("localhost") is bypassed as the environment says.
+        env = {"ANTHROPIC_BASE_URL": api.base_url, "NO_PROXY": "localhost", "no_proxy": None}
+        async with open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(
+                Agent,
+                name="coder",
+                backend="claude",
+                app_tools=[lookup],
+                **claude.agent_options(env={**env, **proxied}),
+            )
+            with trio.fail_after(TURN_BOUND):
+                await rt.ask("coder", "What does hello mean?")
+        nursery.cancel_scope.cancel()
+
+    result = only_result(api.message_requests[-1])
+    assert not result.get("is_error") and "a greeting" in result_text(result)
+    assert connections == []
