@@ -91,22 +91,26 @@ async def test_a_tool_result_reaches_the_model() -> None:
 
 
 async def test_a_tool_that_raises_gives_an_error_result_and_the_agent_lives() -> None:
+    """The failed call ends nothing: the next turn (``exec resume``) calls a tool again."""
     script = [
         OpenAIReply.tool_search("glossary"),
         OpenAIReply.mcp_call("agentrt", "explode", {"reason": "maintenance"}),
         OpenAIReply.text("It failed."),
+        OpenAIReply.mcp_call("agentrt", "lookup", {"word": "again"}),
         OpenAIReply.text("Still here."),
     ]
     async with open_fake_openai(script) as api:
-        one, two = await run(api, [explode], "Try the glossary.", "Are you alive?")
-        answered = api.model_calls[2]
+        one, two = await run(api, [explode, lookup], "Try the glossary.", "And now?")
+        failed, resumed = api.model_calls[2], api.model_calls[4]
 
     assert one.stop_reason is StopReason.COMPLETE
     # codex sends the model the error's text; its own item says the call failed.
     assert tool_calls(one) == [("mcp__agentrt__explode", True)]
-    (output,) = tool_outputs(answered)
+    (output,) = tool_outputs(failed)
     assert "explode raised RuntimeError: glossary offline: maintenance" in str(output["output"])
     assert two.text == "Still here." and two.session_id == one.session_id
+    assert tool_calls(two) == [("mcp__agentrt__lookup", False)]
+    assert "again: a greeting" in str(tool_outputs(resumed)[-1]["output"])
 
 
 async def test_bad_arguments_give_an_error_result_naming_the_argument() -> None:
