@@ -13,7 +13,15 @@ import msgspec
 import pytest
 import trio
 
-from agentrt import Agent, MemoryStore, StopReason, ToolResultEvent, open_runtime, tool
+from agentrt import (
+    Agent,
+    MemoryStore,
+    StopReason,
+    Tool,
+    ToolResultEvent,
+    open_runtime,
+    tool,
+)
 from agentrt.testing import AnthropicText, AnthropicToolUse, RecordedRequest, open_fake_anthropic
 
 from ._claude import Claude
@@ -119,51 +127,39 @@ async def test_a_method_tool_runs_on_the_agent_instance(claude: Claude) -> None:
     assert result_text(only_result(last)) == "noted (2)"
 
 
+async def failed_call_then_ask(
+    claude: Claude, app_tool: Tool, call: AnthropicToolUse
+) -> Mapping[str, Any]:
+    """A turn whose one tool call fails, then a second turn on the same agent (checked to
+    answer, on the same session); the tool result the model got."""
+    claude.api.set_script([*calls(call), AnthropicText("Still here.")])
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", app_tools=[app_tool], **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            one = await rt.ask("coder", "Use the glossary.")
+            two = await rt.ask("coder", "Are you alive?")
+    assert one.stop_reason is StopReason.COMPLETE
+    assert two.text == "Still here." and two.session_id == one.session_id
+    return only_result(claude.api.message_requests[2])
+
+
 async def test_a_tool_that_raises_gives_an_error_result_and_the_agent_lives(
     claude: Claude,
 ) -> None:
-    claude.api.set_script(
-        [
-            *calls(AnthropicToolUse.mcp("agentrt", "explode", {"reason": "maintenance"})),
-            AnthropicText("Still here."),
-        ]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="claude", app_tools=[explode], **claude.agent_options()
-        )
-        with trio.fail_after(TURN_BOUND):
-            one = await rt.ask("coder", "Try the glossary.")
-            two = await rt.ask("coder", "Are you alive?")
-
-    assert one.stop_reason is StopReason.COMPLETE
-    result = only_result(claude.api.message_requests[2])
+    call = AnthropicToolUse.mcp("agentrt", "explode", {"reason": "maintenance"})
+    result = await failed_call_then_ask(claude, explode, call)
     assert result["is_error"] is True
     assert "explode raised RuntimeError: glossary offline: maintenance" in result_text(result)
-    assert two.text == "Still here." and two.session_id == one.session_id
 
 
 async def test_bad_arguments_give_an_error_result_naming_the_argument(claude: Claude) -> None:
-    claude.api.set_script(
-        [
-            *calls(AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hi", "times": "twice"})),
-            AnthropicText("Still here."),
-        ]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="claude", app_tools=[lookup], **claude.agent_options()
-        )
-        with trio.fail_after(TURN_BOUND):
-            await rt.ask("coder", "Look it up twice.")
-            two = await rt.ask("coder", "Are you alive?")
-
-    result = only_result(claude.api.message_requests[2])
+    call = AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hi", "times": "twice"})
+    result = await failed_call_then_ask(claude, lookup, call)
     assert result["is_error"] is True
-    assert "invalid arguments for lookup: argument `times`: Expected `int`, got `str`" in (
-        result_text(result)
-    )
-    assert two.text == "Still here."
+    expected = "invalid arguments for lookup: argument `times`: Expected `int`, got `str`"
+    assert expected in result_text(result)
 
 
 async def test_the_tools_are_reached_around_a_proxy(claude: Claude) -> None:
