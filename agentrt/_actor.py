@@ -269,6 +269,8 @@ class Actor:
             outcome = await turn.run()
         finally:
             slot.turn_ended()
+            if self.tools is not None:
+                self.tools.cancel_calls("its turn ended")
             if self._live:
                 await self._clear_live()
         slot.turns += 1

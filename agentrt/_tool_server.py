@@ -51,9 +51,16 @@ class ToolBinding:
     endpoint: AppToolServer
     _server: ToolServer
     _calls: set[trio.CancelScope] = attrs.field(factory=set)
+    _cancelled_because: str = ""
 
     def close(self) -> None:
         self._server._bindings.pop(self.endpoint.token, None)
+        self.cancel_calls("its agent stopped")
+
+    def cancel_calls(self, why: str) -> None:
+        """End the calls still running (they are answered with an error saying ``why``):
+        a call outlives neither the turn that made it nor its agent."""
+        self._cancelled_because = why
         for scope in self._calls:
             scope.cancel()
 
@@ -68,7 +75,7 @@ class ToolBinding:
             finally:
                 self._calls.discard(scope)
         if scope.cancelled_caught:
-            return ToolResult(f"{name} was cancelled: its agent stopped", is_error=True)
+            return ToolResult(f"{name} was cancelled: {self._cancelled_because}", is_error=True)
         if result.error is not None:
             log_error(
                 f"agent {self.agent_name!r}: tool {name!r} raised; the model gets an error result",

@@ -5,7 +5,7 @@ and the errors of ``start_agent`` for tools that cannot be served."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,7 +19,7 @@ from trio_util import AsyncValue
 
 from agentrt import Agent, InvalidOptions, MemoryStore, Runtime, open_runtime, tool
 from agentrt.backend import AppToolServer
-from agentrt.testing import ScriptedBackend, ScriptedOptions
+from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions
 
 # Real sockets and a real HTTP server: bounds are generous, nothing waits on them.
 BOUND = 30
@@ -28,8 +28,8 @@ BOUND = 30
 class ToolsBackend(ScriptedBackend):
     """The scripted backend, also recording the servers it is given for app tools."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *scripts: list[Any]) -> None:
+        super().__init__(*scripts)
         self.servers: list[AppToolServer] = []
         self.count = AsyncValue(0)
 
@@ -66,6 +66,25 @@ async def block() -> str:
     blocked.set()
     await trio.sleep_forever()
     raise AssertionError("not reached")
+
+
+async def call_blocked_then(
+    server: AppToolServer, end: Callable[[], Awaitable[object]]
+) -> mcp_types.CallToolResult:
+    """Call ``block`` and, once it runs, ``end()``; what the call was answered."""
+    global blocked
+    blocked = trio.Event()
+    answers: list[mcp_types.CallToolResult] = []
+    async with mcp_client(server) as client, trio.open_nursery() as nursery:
+
+        async def call() -> None:
+            answers.append(await client.call_tool("block", {}))
+
+        nursery.start_soon(call)
+        await blocked.wait()
+        await end()
+    (answer,) = answers
+    return answer
 
 
 class Keeper(Agent):
@@ -161,22 +180,33 @@ async def test_a_request_without_a_live_token_is_refused() -> None:
 
 async def test_stopping_an_agent_revokes_its_token_and_cancels_its_running_calls() -> None:
     backend = ToolsBackend()
-    blocked_call: list[mcp_types.CallToolResult] = []
     async with runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, app_tools=[block])
         (server,) = backend.servers
         with trio.fail_after(BOUND):
-            async with mcp_client(server) as client, trio.open_nursery() as nursery:
-
-                async def call() -> None:
-                    blocked_call.append(await client.call_tool("block", {}))
-
-                nursery.start_soon(call)
-                await blocked.wait()
-                await rt.stop_agent("a")
+            answer = await call_blocked_then(server, lambda: rt.stop_agent("a"))
             assert await status_with(server, server.token) == 401
-    (result,) = blocked_call
-    assert result.is_error and text(result) == "block was cancelled: its agent stopped"
+    assert answer.is_error and text(answer) == "block was cancelled: its agent stopped"
+
+
+async def test_a_call_does_not_outlive_the_turn_that_made_it() -> None:
+    gate = Gate()
+    backend = ToolsBackend([gate])
+    async with runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, app_tools=[block])
+        (server,) = backend.servers
+        with trio.fail_after(BOUND):
+            ref = rt.tell("a", "go")
+            await gate.wait_reached()
+
+            async def interrupt() -> None:
+                assert rt.interrupt("a")
+                await rt.wait(ref)
+
+            answer = await call_blocked_then(server, interrupt)
+            assert answer.is_error and text(answer) == "block was cancelled: its turn ended"
+            # The agent and its token live on.
+            assert await status_with(server, server.token) != 401
 
 
 async def test_a_restarted_agent_gets_a_new_token_and_its_method_tools_the_new_instance() -> None:
