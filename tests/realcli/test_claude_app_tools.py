@@ -195,3 +195,25 @@ async def test_the_tools_are_reached_around_a_proxy(claude: Claude) -> None:
     result = only_result(api.message_requests[-1])
     assert not result.get("is_error") and "a greeting" in result_text(result)
     assert connections == []
+
+
+async def test_without_built_in_tools_the_tools_are_offered_directly(claude: Claude) -> None:
+    """``tools=[]`` leaves out ToolSearch too: the CLI then puts the MCP tools in ``tools``,
+    and a model calls them without loading them first."""
+    claude.api.set_script(
+        [AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hi"}), AnthropicText("Done.")]
+    )
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            app_tools=[lookup],
+            **claude.agent_options(tools=[]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "What does hi mean?")
+
+    first, answered = claude.api.message_requests
+    assert LOOKUP in [t["name"] for t in first.body["tools"]]
+    assert "a greeting" in result_text(only_result(answered))
