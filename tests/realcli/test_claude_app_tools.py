@@ -16,6 +16,7 @@ import trio
 from agentrt import (
     Agent,
     MemoryStore,
+    Response,
     StopReason,
     Tool,
     ToolResultEvent,
@@ -71,6 +72,23 @@ def calls(*replies: AnthropicToolUse, answer: str = "Done.") -> list[Any]:
     return [AnthropicToolUse.tool_search(*names), *replies, AnthropicText(answer)]
 
 
+async def ask_coder(
+    claude: Claude, app_tools: list[Tool], *prompts: str, **options: Any
+) -> list[Response]:
+    """Start "coder" with these tools and ``claude.agent_options(**options)``; ask each
+    prompt in turn."""
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            app_tools=app_tools,
+            **claude.agent_options(**options),
+        )
+        with trio.fail_after(TURN_BOUND):
+            return [await rt.ask("coder", prompt) for prompt in prompts]
+
+
 def only_result(request: RecordedRequest) -> Mapping[str, Any]:
     (result,) = request.tool_results()
     return result
@@ -85,12 +103,7 @@ def result_text(result: Mapping[str, Any]) -> str:
 
 async def test_a_tool_result_reaches_the_model(claude: Claude) -> None:
     claude.api.set_script(calls(AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hello"})))
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="claude", app_tools=[lookup], **claude.agent_options()
-        )
-        with trio.fail_after(TURN_BOUND):
-            response = await rt.ask("coder", "What does hello mean?")
+    (response,) = await ask_coder(claude, [lookup], "What does hello mean?")
 
     assert response.stop_reason is StopReason.COMPLETE and response.text.endswith("Done.")
     first, called, answered = claude.api.message_requests
@@ -133,13 +146,7 @@ async def failed_call_then_ask(
     """A turn whose one tool call fails, then a second turn on the same agent (checked to
     answer, on the same session); the tool result the model got."""
     claude.api.set_script([*calls(call), AnthropicText("Still here.")])
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="claude", app_tools=[app_tool], **claude.agent_options()
-        )
-        with trio.fail_after(TURN_BOUND):
-            one = await rt.ask("coder", "Use the glossary.")
-            two = await rt.ask("coder", "Are you alive?")
+    one, two = await ask_coder(claude, [app_tool], "Use the glossary.", "Are you alive?")
     assert one.stop_reason is StopReason.COMPLETE
     assert two.text == "Still here." and two.session_id == one.session_id
     return only_result(claude.api.message_requests[2])
@@ -180,16 +187,7 @@ async def test_the_tools_are_reached_around_a_proxy(claude: Claude) -> None:
         proxied = {name: address for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy")}
         # Only the fake API ("localhost") is bypassed as the environment says.
         env = {"ANTHROPIC_BASE_URL": api.base_url, "NO_PROXY": "localhost", "no_proxy": None}
-        async with open_runtime(store=MemoryStore()) as rt:
-            await rt.start_agent(
-                Agent,
-                name="coder",
-                backend="claude",
-                app_tools=[lookup],
-                **claude.agent_options(env={**env, **proxied}),
-            )
-            with trio.fail_after(TURN_BOUND):
-                await rt.ask("coder", "What does hello mean?")
+        await ask_coder(claude, [lookup], "What does hello mean?", env={**env, **proxied})
         nursery.cancel_scope.cancel()
 
     result = only_result(api.message_requests[-1])
@@ -203,16 +201,7 @@ async def test_without_built_in_tools_the_tools_are_offered_directly(claude: Cla
     claude.api.set_script(
         [AnthropicToolUse.mcp("agentrt", "lookup", {"word": "hi"}), AnthropicText("Done.")]
     )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent,
-            name="coder",
-            backend="claude",
-            app_tools=[lookup],
-            **claude.agent_options(tools=[]),
-        )
-        with trio.fail_after(TURN_BOUND):
-            await rt.ask("coder", "What does hi mean?")
+    await ask_coder(claude, [lookup], "What does hi mean?", tools=[])
 
     first, answered = claude.api.message_requests
     assert LOOKUP in [t["name"] for t in first.body["tools"]]
