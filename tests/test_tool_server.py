@@ -5,6 +5,7 @@ and the errors of ``start_agent`` for tools that cannot be served."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -280,3 +281,15 @@ async def test_a_bad_class_attribute_is_refused_naming_the_class() -> None:
         with pytest.raises(InvalidOptions) as caught:
             await rt.start_agent(Broken, name="a", backend=ToolsBackend())
     assert caught.value.key == "Broken.app_tools"
+
+
+async def test_without_the_tools_extra_app_tools_say_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "hypercorn.trio", None)  # as if not installed
+    async with runtime() as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(Agent, name="a", backend=ToolsBackend(), app_tools=[add])
+        await rt.start_agent(Agent, name="b", backend=ToolsBackend())  # no tools: fine
+    assert caught.value.key == "app_tools"
+    assert "pip install 'agentrt[tools]'" in str(caught.value)
