@@ -23,7 +23,9 @@
 # _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
 # _reaper.py (turns a dead runtime left running), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
-# callers observe), _arguments.py and _exceptiongroups.py (the API's edges).
+# callers observe), _arguments.py and _exceptiongroups.py (the API's edges). _tools.py
+# describes application tools (@agentrt.tool); _tool_server.py serves them to the CLIs
+# over a loopback MCP server per runtime.
 #
 # backend.py is the public protocol a CLI adapter implements; _backends.py finds one by
 # name through the "agentrt.backends" entry points, and the adapters (the repository's
@@ -118,6 +120,8 @@ from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._store_sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
+from ._tools import Tool as Tool
+from ._tools import tool as tool
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 _fixup_module_metadata(__name__, globals())

@@ -20,7 +20,7 @@ import logging
 import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import msgspec
@@ -50,6 +50,9 @@ from ._store import SessionStore
 from ._turn import Turn
 from ._warm import WarmProcess
 from .backend import Backend, InProcessBackend, LiveBackend
+
+if TYPE_CHECKING:
+    from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
 
@@ -148,6 +151,8 @@ class Actor:
     runtime_id: str
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
+    # This instance's application tools on the runtime's MCP server (closed when it ends).
+    tools: ToolBinding | None = None
     _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
     _on_session_lost: SessionLostPolicy = attrs.field(init=False)
@@ -335,6 +340,8 @@ class Actor:
             outcome = await turn.run()
         finally:
             slot.turn_ended()
+            if self.tools is not None:
+                self.tools.cancel_calls("its turn ended")
             if self._live and self._warm is None:
                 await self._clear_live()
         slot.turns += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -13,6 +13,7 @@ from ._errors import TurnFailed
 from ._events import Event, Response
 from ._options import SessionLostPolicy
 from ._requests import Ref
+from ._tools import Tool
 
 
 @attrs.frozen
@@ -72,10 +73,14 @@ class Agent:
     agent resumes (``start_agent(on_session_lost=...)`` overrides it): ``"fail"`` fails
     that turn with ``session_lost`` and keeps the stored id (``reset_session`` starts
     afresh), ``"fresh"`` runs the same prompt once more on a new session.
+
+    ``app_tools`` lists the application tools (`agentrt.tool`) the model may call, functions
+    or methods of the class (``start_agent(app_tools=...)`` overrides it).
     """
 
     state_type: ClassVar[Any] = Any
     on_session_lost: ClassVar[SessionLostPolicy] = "fail"
+    app_tools: ClassVar[Sequence[Tool]] = ()
 
     def init_agent(self, **options: Any) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
         """Called by ``start_agent`` (and again on each restart) with the options the

@@ -30,6 +30,7 @@ __all__ = [
     "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
     "EnvPolicy",
+    "bypass_proxy",
     "child_env",
     "default_env_policy",
 ]
@@ -106,6 +107,26 @@ def child_env(
         raise ValueError(f"unknown env policy {policy!r}; expected one of {ENV_POLICIES}")
     env.update(explicit)
     return env
+
+
+def bypass_proxy(
+    host: str, explicit: Mapping[str, str], *, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``NO_PROXY`` and ``no_proxy`` (the same value) for a child that must reach ``host``
+    directly: the hosts it would bypass anyway (from ``explicit``, else ``environ``, default
+    ``os.environ``), plus ``host``. For a loopback server of the runtime's: through a proxy
+    the CLI (Claude Code honours ``HTTP(S)_PROXY`` even for 127.0.0.1) would not reach it,
+    and the proxy would see the credential it sends."""
+    base = os.environ if environ is None else environ
+    hosts: list[str] = []
+    for name in ("NO_PROXY", "no_proxy"):
+        for entry in explicit.get(name, base.get(name, "")).split(","):
+            if entry.strip() and entry.strip() not in hosts:
+                hosts.append(entry.strip())
+    if host not in hosts:
+        hosts.append(host)
+    value = ",".join(hosts)
+    return {"NO_PROXY": value, "no_proxy": value}
 
 
 def _warn_stripped(names: frozenset[str]) -> None:

@@ -11,6 +11,7 @@ import attrs
 
 from ._errors import InvalidOptions
 from ._restart import RestartIntensity, RestartType, Strategy
+from ._tools import Tool, check_tools
 
 Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
@@ -86,6 +87,14 @@ def _restart(key: str, value: object) -> RestartType:
     raise InvalidOptions(key, value, f"must be one of {choices}")
 
 
+def app_tools_option(key: str, value: object) -> tuple[Tool, ...]:
+    """``value`` as a tuple of tools, or `InvalidOptions` naming ``key`` and why."""
+    try:
+        return check_tools(value, key)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOptions(key, value, str(exc)) from None
+
+
 # Each option's check: called with its key and the value given, it returns the value to
 # keep or raises InvalidOptions naming the key.
 Check = Callable[[str, object], Any]
@@ -140,6 +149,11 @@ class AgentOptions:
     # ``on_session_lost``; "fail" or "fresh" override it (None cannot be given).
     on_session_lost: SessionLostPolicy | None = attrs.field(
         default=None, metadata=_checked_by(_session_lost)
+    )
+    # Application tools the model may call (see agentrt.tool); None: the agent class's
+    # ``app_tools``.
+    app_tools: tuple[Tool, ...] | None = attrs.field(
+        default=None, metadata=_checked_by(app_tools_option)
     )
 
 

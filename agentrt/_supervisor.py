@@ -36,21 +36,23 @@ from ._backends import resolve_backend
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
+    InvalidOptions,
     NoRuntime,
     RestartLimitExceeded,
     SessionMismatch,
 )
 from ._events import NO_TOTALS
 from ._mailbox import Mailbox
-from ._options import AgentOptions, resume_option, split_options
+from ._options import AgentOptions, app_tools_option, resume_option, split_options
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
 from ._store import SessionRecord, SessionStore
+from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
-from .backend import Backend
+from .backend import AppToolsBackend, Backend
 
 logger = logging.getLogger("agentrt")
 
@@ -80,9 +82,11 @@ class AgentSpec:
     init_options: Mapping[str, Any]
     options: AgentOptions
 
-    async def instantiate(self) -> tuple[Agent, Any]:
-        """A new instance (a given one is reused) after ``init_agent``, and its backend
-        options."""
+    async def instantiate(
+        self, name: str, tools: ToolHost
+    ) -> tuple[Agent, Any, ToolBinding | None]:
+        """A new instance (a given one is reused) after ``init_agent``, its backend options,
+        and the binding of its application tools, if it has any (the caller closes it)."""
         agent = self.agent
         instance = agent if isinstance(agent, Agent) else agent()
         if not isinstance(instance, Agent):
@@ -92,7 +96,21 @@ class AgentSpec:
             raw = await raw
         if not isinstance(raw, Mapping):
             raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
-        return instance, self.backend.parse_options(raw)
+        options = self.backend.parse_options(raw)
+        chosen = self.options.app_tools
+        if chosen is None:
+            cls = type(instance)
+            chosen = app_tools_option(f"{cls.__name__}.app_tools", cls.app_tools)
+        if not chosen:
+            return instance, options, None
+        backend = self.backend
+        if not isinstance(backend, AppToolsBackend):
+            names = [t.name for t in chosen]
+            raise InvalidOptions(
+                "app_tools", names, f"the {backend.name!r} backend cannot serve application tools"
+            )
+        binding = (await tools.server()).bind(name, instance, chosen)
+        return instance, backend.with_app_tools(options, binding.endpoint), binding
 
 
 @attrs.define(eq=False)
@@ -103,6 +121,8 @@ class Context:
     runtime_id: str
     slots: ProcessSlots
     tracker: ProcessTracker
+    # Serves application tools; started when the first agent that has some starts.
+    tools: ToolHost
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
@@ -253,9 +273,10 @@ class Supervisor(metaclass=NoPublicConstructor):
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
         store = context.store
         context.starting.add(name)
+        binding: ToolBinding | None = None
         try:
             record = None if resume is False else await store.load(name)
-            instance, backend_options = await spec.instantiate()
+            instance, backend_options, binding = await spec.instantiate(name, context.tools)
             cwd = working_directory(backend_options)
             session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
             resumes_record = record is not None and session_id == record.session_id
@@ -293,7 +314,11 @@ class Supervisor(metaclass=NoPublicConstructor):
             child = Child(spec, self, slot)
             context.children[name] = child
             self._children.append(child)
-            actor = self._launch(child, instance, backend_options)
+            actor = self._launch(child, instance, backend_options, binding)
+        except BaseException:
+            if binding is not None:
+                binding.close()
+            raise
         finally:
             context.starting.discard(name)
         # The agent is started: a cancellation arriving now must not hide that.
@@ -306,7 +331,9 @@ class Supervisor(metaclass=NoPublicConstructor):
         if self._closed:
             raise NoRuntime("this supervisor is closed")
 
-    def _launch(self, child: Child, instance: Agent, backend_options: Any) -> Actor:
+    def _launch(
+        self, child: Child, instance: Agent, backend_options: Any, tools: ToolBinding | None
+    ) -> Actor:
         context = self._context
         spec = child.spec
         actor = Actor(
@@ -320,6 +347,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             runtime_id=context.runtime_id,
             slots=context.slots,
             tracker=context.tracker,
+            tools=tools,
         )
         child.actor = actor
         child.slot.handle = actor.handle
@@ -327,6 +355,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         return actor
 
     def _exited(self, child: Child, actor: Actor, exit: Exit) -> None:
+        if actor.tools is not None:
+            actor.tools.close()  # its CLI is gone: so are its tools
         if child.actor is actor:
             child.actor = None
         if child.stopping:
@@ -435,8 +465,11 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     async def _start_again(self, child: Child) -> None:
         slot = child.slot
+        binding: ToolBinding | None = None
         try:
-            instance, backend_options = await child.spec.instantiate()
+            instance, backend_options, binding = await child.spec.instantiate(
+                child.name, self._context.tools
+            )
             cwd = working_directory(backend_options)
             if slot.session_id is not None and cwd != slot.cwd:
                 raise SessionMismatch(
@@ -447,14 +480,18 @@ class Supervisor(metaclass=NoPublicConstructor):
             if slot.state_blob is not None:
                 await restore_state(instance, slot.state_blob)
         except Exception as exc:
+            if binding is not None:
+                binding.close()
             # A backend or an agent that cannot start is one more crash.
             log_error(f"agent {child.name!r} could not be restarted", exc)
             self._pending.append((child, f"restart failed: {type(exc).__name__}: {exc}"))
             return
         if child.removed or self._closed or self._context.closed:
+            if binding is not None:
+                binding.close()
             return
         slot.restarts += 1
-        self._launch(child, instance, backend_options)
+        self._launch(child, instance, backend_options, binding)
 
     async def _give_up(self, crashed: Child) -> NoReturn:
         error = RestartLimitExceeded(crashed.name, self._intensity.history)

@@ -7,19 +7,20 @@ agentrt, so one process driver serves every CLI and every backend is tested with
 Besides the protocol, this module is everything a backend may import from agentrt beyond
 the event and error types of ``agentrt`` itself: `SessionTotals` (a translator's
 baseline), the child environment policies (`EnvPolicy`, `child_env`,
-`default_env_policy`) and redaction (`redact`, `is_secret_name`, `REDACTED`).
+`default_env_policy`, `bypass_proxy`) and redaction (`redact`, `is_secret_name`, `REDACTED`).
 """
 
 from __future__ import annotations
 
 import signal
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from ._asks import Ask, HookCall, ToolApproval
-from ._env import ENV_POLICIES, EnvPolicy, child_env, default_env_policy
+from ._env import ENV_POLICIES, EnvPolicy, bypass_proxy, child_env, default_env_policy
 from ._events import Event, SessionTotals
 from ._redact import REDACTED, is_secret_name, redact
 from ._util import fixup_module_metadata as _fixup_module_metadata
@@ -27,6 +28,8 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 __all__ = [
     "ENV_POLICIES",
     "REDACTED",
+    "AppToolServer",
+    "AppToolsBackend",
     "Backend",
     "Command",
     "EnvPolicy",
@@ -41,6 +44,7 @@ __all__ = [
     "SessionTotals",
     "ToolApproval",
     "Translator",
+    "bypass_proxy",
     "child_env",
     "default_env_policy",
     "is_secret_name",
@@ -211,6 +215,32 @@ class LiveBackend(Protocol):
         when these options cannot run live (the agent then runs one process per turn).
         ``approvals``: the CLI asks before running a tool its settings do not allow
         (`ToolApproval`); ``hooks``: it calls the agent's hooks (`HookCall`)."""
+        ...
+
+
+@attrs.frozen
+class AppToolServer:
+    """The loopback MCP server (streamable HTTP) that serves one agent instance its
+    application tools: the server's ``name`` (as the CLI should call it), its ``url``, and
+    the bearer ``token`` the CLI must send, a secret (never on argv). The CLI must reach
+    ``host`` directly, not through a proxy (`bypass_proxy`)."""
+
+    name: str
+    url: str
+    token: str = attrs.field(repr=False)
+
+    @property
+    def host(self) -> str:
+        return urllib.parse.urlsplit(self.url).hostname or ""
+
+
+@runtime_checkable
+class AppToolsBackend(Protocol):
+    """A backend whose CLI can call application tools over MCP (``app_tools``)."""
+
+    def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
+        """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
+        connects to ``server`` with its token and may call its tools without asking."""
         ...
 
 

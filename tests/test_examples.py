@@ -282,3 +282,34 @@ async def test_guarded(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     texts = [t for r in fake_claude.message_requests for t in r.texts()]
     assert "deleting files needs a human: list what you would delete" in texts
     assert any("leave .git alone" in t for t in texts)
+
+
+@pytest.mark.realcli
+async def test_app_tools_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    # The echoing fake calls no tool: the answer is the echo, and nothing was noted.
+    lines = await run_on_the_fake("app_tools", tmp_path, pinned_claude)
+    assert lines == [
+        "You said: How many words are in 'to be or not to be'? Note the answer.",
+        "(notes: none)",
+    ]
+
+
+@pytest.mark.realcli
+async def test_app_tools(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
+    counted = AnthropicToolUse.mcp("agentrt", "word_count", {"text": "to be or not to be"})
+    noted = AnthropicToolUse.mcp("agentrt", "note", {"text": "6 words", "tags": ["hamlet"]})
+    fake_claude.set_script(
+        [
+            AnthropicToolUse.tool_search(counted.name, noted.name),
+            counted,
+            noted,
+            AnthropicText("Six words; noted."),
+        ]
+    )
+    text, notes = await load("app_tools").main(str(tmp_path))  # type: ignore[attr-defined]
+    assert text == "Six words; noted."
+    assert notes == ["6 words #hamlet"]
+    *_, after_count, after_note = fake_claude.message_requests
+    assert [r["content"] for r in after_count.tool_results()] == [[{"type": "text", "text": "6"}]]
+    (note_result,) = after_note.tool_results()
+    assert note_result["content"] == [{"type": "text", "text": "noted (1 so far)"}]

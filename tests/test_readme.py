@@ -68,3 +68,9 @@ def test_option_tables_match_the_code() -> None:
     assert table_after("| Runtime option |") == runtime
     assert table_after('Claude Code (`backend="claude"`)') == set(CLAUDE_KEYS)
     assert table_after('Codex (`backend="codex"`)') == set(CODEX_KEYS)
+
+
+def test_the_application_tools_block_is_the_example() -> None:
+    (block,) = [b for b in code_blocks() if "@agentrt.tool" in b]
+    example = (ROOT / "examples" / "app_tools.py").read_text()
+    assert block in example

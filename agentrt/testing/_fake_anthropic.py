@@ -48,6 +48,18 @@ class AnthropicToolUse:
     output_tokens: int = 5
     model: str | None = None
 
+    @classmethod
+    def tool_search(cls, *names: str) -> AnthropicToolUse:
+        """A call of Claude Code's ToolSearch that loads the deferred tools ``names``: the
+        CLI (measured with 2.1.332) offers MCP tools only by name in a system text, so a
+        model loads their schemas this way before it calls them."""
+        return cls("ToolSearch", {"query": f"select:{','.join(names)}", "max_results": 5})
+
+    @classmethod
+    def mcp(cls, server: str, tool: str, input: Mapping[str, Any]) -> AnthropicToolUse:
+        """A call of MCP server ``server``'s tool ``tool`` (``mcp__<server>__<tool>``)."""
+        return cls(f"mcp__{server}__{tool}", input)
+
 
 @attrs.frozen
 class AnthropicError:

@@ -45,11 +45,14 @@ class OpenAIMessage:
 
 @attrs.frozen
 class OpenAIFunctionCall:
-    """A tool call. ``arguments`` is JSON-encoded unless it is already a string."""
+    """A tool call. ``arguments`` is JSON-encoded unless it is already a string.
+    ``namespace``: the tool's namespace, as codex offers MCP tools (``mcp__<server>``, the
+    tool's own name as ``name``)."""
 
     name: str
     arguments: Any = attrs.field(factory=dict)
     call_id: str | None = None
+    namespace: str | None = None
 
 
 @attrs.frozen
@@ -91,6 +94,28 @@ class OpenAIReply:
     ) -> OpenAIReply:
         """A call of codex's shell tool: ``exec_command`` with ``{"cmd": cmd, **extra}``."""
         return cls((OpenAIFunctionCall("exec_command", {"cmd": cmd, **extra}),), usage=usage)
+
+    @classmethod
+    def tool_search(cls, query: str, *, usage: OpenAIUsage = OpenAIUsage()) -> OpenAIReply:
+        """A call of codex's ``tool_search`` (run by codex itself): codex 0.171.0 defers MCP
+        tools behind it, so a model calls it before the MCP tool it finds."""
+        payload = {
+            "type": "tool_search_call",
+            "call_id": f"tool_search_{query}",
+            "execution": "client",
+            "status": "completed",
+            "arguments": {"query": query},
+        }
+        return cls((OpenAIItem(payload),), usage=usage)
+
+    @classmethod
+    def mcp_call(
+        cls, server: str, tool: str, arguments: Any, *, usage: OpenAIUsage = OpenAIUsage()
+    ) -> OpenAIReply:
+        """A call of MCP server ``server``'s tool ``tool``, as codex names it (the tool in
+        the namespace ``mcp__<server>``, found with `tool_search` first)."""
+        call = OpenAIFunctionCall(tool, arguments, namespace=f"mcp__{server}")
+        return cls((call,), usage=usage)
 
 
 @attrs.frozen
@@ -266,6 +291,8 @@ class FakeOpenAI:
             arguments = msgspec.json.encode(arguments).decode()
         call_id = part.call_id or f"call_fake{next(self._ids)}"
         started = {**head, "type": "function_call", "name": part.name, "call_id": call_id}
+        if part.namespace is not None:
+            started["namespace"] = part.namespace
         deltas = [("response.function_call_arguments.delta", {"delta": arguments})]
         done = {**started, "status": "completed", "arguments": arguments}
         return {**started, "arguments": ""}, deltas, done

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt.backend import Command, SessionTotals
+import attrs
+
+from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._live import ClaudeLive
@@ -54,3 +56,25 @@ class ClaudeBackend:
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""
         return build_version_command(options)
+
+    def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
+        """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)
+        naming the HTTP server with its ``Authorization`` header, its tools allowed
+        (``mcp__<name>``: in print mode a tool nobody allowed is denied), and its host in
+        ``NO_PROXY`` (the CLI would send even a loopback request, token and all, to a
+        proxy)."""
+        config = {
+            "mcpServers": {
+                server.name: {
+                    "type": "http",
+                    "url": server.url,
+                    "headers": {"Authorization": f"Bearer {server.token}"},
+                }
+            }
+        }
+        return attrs.evolve(
+            options,
+            mcp_config=(*options.mcp_config, config),
+            allowed_tools=(*options.allowed_tools, f"mcp__{server.name}"),
+            env={**options.env, **bypass_proxy(server.host, options.env)},
+        )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt.backend import Command, SessionTotals
+import attrs
+
+from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._options import CodexOptions, parse_options
@@ -15,6 +17,10 @@ from ._translate import CodexTranslator
 # (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier pins its
 # own copy in tests/realcli/CODEX_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "0.171.0"
+
+# The child's variable that holds the application tools' bearer token (codex reads it by
+# ``bearer_token_env_var``; a token in ``-c`` would be on argv).
+APP_TOOLS_TOKEN_VAR = "AGENTRT_APP_TOOLS_TOKEN"
 
 
 class CodexBackend:
@@ -47,3 +53,18 @@ class CodexBackend:
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""
         return build_version_command(options, environ=self._environ)
+
+    def with_app_tools(self, options: CodexOptions, server: AppToolServer) -> CodexOptions:
+        """The server as ``mcp_servers.<name>`` (streamable HTTP) in the ``-c`` overrides,
+        its token in the child's environment, its host in ``NO_PROXY``, and its tools
+        approved: ``exec`` never asks, so a tool that needs approval would fail."""
+        table = f"mcp_servers.{server.name}"
+        config = {
+            **options.config,
+            f"{table}.url": server.url,
+            f"{table}.bearer_token_env_var": APP_TOOLS_TOKEN_VAR,
+            f"{table}.default_tools_approval_mode": "approve",
+        }
+        bypass = bypass_proxy(server.host, options.env, environ=self._environ)
+        env = {**options.env, **bypass, APP_TOOLS_TOKEN_VAR: server.token}
+        return attrs.evolve(options, config=config, env=env)

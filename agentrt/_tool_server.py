@@ -1,0 +1,194 @@
+"""The loopback MCP server that offers application tools to the CLIs.
+
+One server per runtime, started on the first agent that has tools and stopped with the
+runtime. It is the official ``mcp`` package's streamable-HTTP transport (stateless, JSON
+answers) served by hypercorn's trio worker in the runtime's own trio loop, so a tool runs
+as any other task of the runtime and a method tool sees its agent instance. Each agent
+instance gets a bearer token of its own: the server answers only requests that carry a
+live token, with that instance's tools, and a token is revoked when its instance ends.
+The CLI gets the token in a 0600 file (Claude's ``--mcp-config``) or in its environment
+(codex's ``bearer_token_env_var``), never on argv.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._actor import log_error
+from ._errors import InvalidOptions
+from ._tools import Tool, ToolResult
+from .backend import AppToolServer
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult
+    from starlette.types import Receive, Scope, Send
+
+logger = logging.getLogger("agentrt")
+
+# The MCP server's name: Claude Code calls its tools ``mcp__agentrt__<tool>``, codex puts
+# them in the namespace ``mcp__agentrt``.
+SERVER_NAME = "agentrt"
+_PATH = "/mcp"
+
+
+@attrs.define(eq=False)
+class ToolBinding:
+    """One agent instance's tools on the server, reachable with ``endpoint.token``.
+    ``close`` revokes the token and cancels the calls still running."""
+
+    agent_name: str
+    agent: object
+    tools: Mapping[str, Tool]
+    endpoint: AppToolServer
+    _server: ToolServer
+    _calls: set[trio.CancelScope] = attrs.field(factory=set)
+    _cancelled_because: str = ""
+
+    def close(self) -> None:
+        self._server._bindings.pop(self.endpoint.token, None)
+        self.cancel_calls("its agent stopped")
+
+    def cancel_calls(self, why: str) -> None:
+        """End the calls still running (they are answered with an error saying ``why``):
+        a call outlives neither the turn that made it nor its agent."""
+        self._cancelled_because = why
+        for scope in self._calls:
+            scope.cancel()
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(f"no tool named {name!r}", is_error=True)
+        with trio.CancelScope() as scope:
+            self._calls.add(scope)
+            try:
+                result = await tool.call(self.agent, arguments)
+            finally:
+                self._calls.discard(scope)
+        if scope.cancelled_caught:
+            return ToolResult(f"{name} was cancelled: {self._cancelled_because}", is_error=True)
+        if result.error is not None:
+            log_error(
+                f"agent {self.agent_name!r}: tool {name!r} raised; the model gets an error result",
+                result.error,
+            )
+        return result
+
+
+@attrs.define(eq=False)
+class ToolServer:
+    """The running server: its ``url`` and the bindings of the agents it serves."""
+
+    url: str = ""
+    _bindings: dict[str, ToolBinding] = attrs.field(factory=dict)
+
+    def bind(self, agent_name: str, agent: object, tools: Sequence[Tool]) -> ToolBinding:
+        """Serve ``tools`` to ``agent_name``'s CLI, called on ``agent`` (method tools), under
+        a new token; `InvalidOptions` for a method tool of a class ``agent`` is not of."""
+        for t in tools:
+            if t.method and inspect.getattr_static(type(agent), t.function.__name__, None) is not t:
+                raise InvalidOptions(
+                    "app_tools",
+                    t.name,
+                    f"is a method tool, but not one of {type(agent).__name__}'s methods",
+                )
+        endpoint = AppToolServer(SERVER_NAME, self.url, secrets.token_urlsafe(32))
+        binding = ToolBinding(agent_name, agent, {t.name: t for t in tools}, endpoint, self)
+        self._bindings[endpoint.token] = binding
+        return binding
+
+    def _binding(self, headers: Mapping[str, str]) -> ToolBinding | None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return self._bindings.get(token) if scheme.lower() == "bearer" else None
+
+    def asgi_app(self) -> Any:
+        """The ASGI application: the mcp package's transport behind the token check."""
+        import mcp_types as types
+        from mcp.server.lowlevel import Server
+
+        async def list_tools(
+            ctx: ServerRequestContext[Any, Any], params: object
+        ) -> ListToolsResult:
+            binding = self._binding(ctx.request.headers) if ctx.request else None
+            tools = binding.tools.values() if binding else ()
+            listed = [
+                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in tools
+            ]
+            return types.ListToolsResult(tools=listed)
+
+        async def call_tool(
+            ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+        ) -> CallToolResult:
+            binding = self._binding(ctx.request.headers) if ctx.request else None
+            if binding is None:
+                result = ToolResult("this agent's tools are gone (it stopped)", is_error=True)
+            else:
+                result = await binding.call(params.name, params.arguments)
+            content: list[types.ContentBlock] = [types.TextContent(text=result.text)]
+            return types.CallToolResult(content=content, is_error=result.is_error)
+
+        server = Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+        mcp_app = server.streamable_http_app(
+            streamable_http_path=_PATH, stateless_http=True, json_response=True
+        )
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                if self._binding(headers) is None:
+                    await _unauthorized(send)
+                    return
+            await mcp_app(scope, receive, send)
+
+        return app
+
+
+async def _unauthorized(send: Send) -> None:
+    body = b'{"error":"unknown or revoked agentrt tool token"}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@attrs.define(eq=False)
+class ToolHost:
+    """Starts the runtime's `ToolServer` in ``nursery`` when it is first needed, so a runtime
+    whose agents have no tools imports and serves nothing."""
+
+    nursery: trio.Nursery
+    _server: ToolServer | None = None
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def server(self) -> ToolServer:
+        async with self._lock:
+            if self._server is None:
+                self._server = await self._start()
+            return self._server
+
+    async def _start(self) -> ToolServer:
+        try:
+            from hypercorn.config import Config
+            from hypercorn.trio import serve
+        except ImportError as exc:
+            raise InvalidOptions(
+                "app_tools", None, f"needs the 'tools' extra: pip install 'agentrt[tools]' ({exc})"
+            ) from exc
+        server = ToolServer()
+        config = Config()
+        config.bind = ["127.0.0.1:0"]  # loopback only, an ephemeral port
+        config.errorlog = logging.getLogger("agentrt.tools")
+        app = server.asgi_app()
+        binds = await self.nursery.start(functools.partial(serve, app, config, mode="asgi"))
+        server.url = f"{binds[0]}{_PATH}"
+        logger.debug("application tools served at %s", server.url)
+        return server
