@@ -206,3 +206,23 @@ async def test_without_built_in_tools_the_tools_are_offered_directly(claude: Cla
     first, answered = claude.api.message_requests
     assert LOOKUP in [t["name"] for t in first.body["tools"]]
     assert "a greeting" in result_text(only_result(answered))
+
+
+async def test_tools_on_a_warm_process_across_turns(claude: Claude) -> None:
+    # Turn 1 loads the tool through ToolSearch and calls it; turn 2, on the same process,
+    # calls it again (already loaded).
+    first = AnthropicToolUse.mcp("agentrt", "remember", {"note": "one"})
+    second = AnthropicToolUse.mcp("agentrt", "remember", {"note": "two"})
+    claude.api.set_script([*calls(first), second, AnthropicText("Done again.")])
+    agent = Librarian()
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent, name="librarian", backend="claude", keep_alive=60, **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("librarian", "Remember one.")
+            pid = rt.status("librarian").cli_pid
+            again = await rt.ask("librarian", "Remember another.")
+        assert pid is not None and rt.status("librarian").cli_pid == pid
+    assert agent.calls == ["one", "two"] and again.text.endswith("Done again.")
+    assert result_text(only_result(claude.api.message_requests[-1])) == "noted (2)"
