@@ -94,7 +94,8 @@ def _signal(name: str) -> signal.Signals:
     return signal.Signals[name]
 
 
-_out_lock = threading.Lock()
+# Reentrant: a signal handler runs in the main thread, maybe while that thread holds it.
+_out_lock = threading.RLock()
 
 
 def _out(data: bytes) -> None:
