@@ -8,6 +8,7 @@ from typing import Any
 from agentrt.backend import Command, SessionTotals
 
 from ._command import build_command, build_version_command
+from ._live import CodexLive, live_options_problem
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
 
@@ -18,8 +19,9 @@ WRITTEN_FOR_VERSION = "0.171.0"
 
 
 class CodexBackend:
-    """Drives ``codex exec --json`` (``exec resume`` for later turns); registered as
-    ``backend="codex"``. ``environ`` stands in for ``os.environ`` (for tests)."""
+    """Drives ``codex exec --json`` (``exec resume`` for later turns), or one live
+    ``codex app-server`` per conversation (`live`); registered as ``backend="codex"``.
+    ``environ`` stands in for ``os.environ`` (for tests)."""
 
     name = "codex"
     written_for_version = WRITTEN_FOR_VERSION
@@ -43,6 +45,15 @@ class CodexBackend:
         reported (see `agentrt.backends.codex._translate`)."""
         usage = None if baseline is None else baseline.usage
         return CodexTranslator(model=options.model, usage_baseline=usage)
+
+    def live(self, options: CodexOptions, *, session_id: str | None) -> CodexLive | None:
+        """A live ``codex app-server`` for the thread ``session_id`` (None: a new thread),
+        or None for options only ``codex exec`` takes (``approval="approve-for-me"``,
+        ``profile``, ``images``, ``output_schema``, ``extra_args``): such an agent runs one
+        process per turn. See `agentrt.backends.codex._live`."""
+        if live_options_problem(options) is not None:
+            return None
+        return CodexLive(options, session_id=session_id, environ=self._environ)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""
