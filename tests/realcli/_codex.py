@@ -3,8 +3,10 @@ fixture capture script (see CODEX.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -245,5 +247,7 @@ async def live_codex(protocol: Any) -> AsyncIterator[LiveCodex]:
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
-                process.kill()
+                # The group: the npm wrapper's native codex child must not outlive it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
             await process.wait()

@@ -20,7 +20,7 @@ from agentrt import (
     ToolUseEvent,
     Usage,
 )
-from agentrt.backend import LiveBackend, ProtocolError, SessionTotals
+from agentrt.backend import ExitStatus, LiveBackend, ProtocolError, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexLive
 from agentrt.testing import OpenAIError, OpenAIHang, OpenAIReply, OpenAIUsage, open_fake_openai
 
@@ -175,6 +175,25 @@ async def test_a_warm_turn_continues_an_exec_thread_and_exec_resume_continues_it
         *(("user", "Turn one"), ("assistant", "one"), ("user", "Turn two")),
         *(("assistant", "two"), ("user", "Turn three")),
     ]
+
+
+async def test_a_thread_has_one_writer_so_exec_resume_waits_for_the_warm_process() -> None:
+    script = [OpenAIReply.text("warm"), OpenAIReply.text("still warm"), OpenAIReply.text("cold")]
+    async with open_fake_openai(script) as api, codex_place(api) as place:
+        assert BINARY is not None
+        options = place.options(Path(BINARY))
+        async with live_codex(protocol(place)) as live:
+            await live.turn("Turn one")
+            thread = live.protocol.thread_id
+            refused = await run_turn(backend.command(options, "Cold meanwhile", session_id=thread))
+            on = await live.turn("Turn two")
+        cold = await run_turn(backend.command(options, "Turn three", session_id=thread))
+    assert refused.exit_status == ExitStatus(1) and refused.frames == []
+    assert f"thread {thread} already has an active writer" in refused.stderr
+    assert isinstance(on[-1], ResultEvent) and on[-1].text == "still warm"
+    # live_codex killed the warm process's group: the thread is free again.
+    assert isinstance(cold.terminal, ResultEvent) and cold.terminal.text == "cold"
+    assert len(api.model_calls) == 3
 
 
 async def test_an_unknown_thread_is_refused_before_ready() -> None:
