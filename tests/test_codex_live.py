@@ -29,7 +29,7 @@ from agentrt.backends.codex import CodexBackend, CodexLive, CodexLiveTranslator
 THREAD = "01a23174-c113-7183-a689-b9493942ed4f"
 TURN = "01a23174-c13c-7580-bacf-e3a4ff5f593c"
 OTHER_TURN = "01a23174-0598-7fd1-af01-8d4e0a5d8a57"
-backend = CodexBackend(environ={"PATH": "/usr/bin", "HOME": "/home/u"})
+backend = CodexBackend(environ={"PATH": "/usr/bin"})
 
 
 def live(session_id: str | None = None, **raw: Any) -> CodexLive:
