@@ -21,7 +21,7 @@ from proc_helpers import kill_marked, marked
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexOptions
-from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
+from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI, OpenAIUsage
 
 ROOT = Path(__file__).resolve().parents[2]
 # Set in every codex process a test starts: how the sweep finds what codex left behind,
@@ -101,6 +101,13 @@ class Turn:
     @property
     def terminal(self) -> Event:
         return self.events[-1]
+
+
+def call_usage(power: int) -> OpenAIUsage:
+    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
+    return OpenAIUsage(
+        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
+    )
 
 
 def exit_status(returncode: int) -> ExitStatus:

@@ -22,11 +22,12 @@ from agentrt import (
 )
 from agentrt.backend import ExitStatus, LiveBackend, ProtocolError, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexLive
-from agentrt.testing import OpenAIError, OpenAIHang, OpenAIReply, OpenAIUsage, open_fake_openai
+from agentrt.testing import OpenAIError, OpenAIHang, OpenAIReply, open_fake_openai
 
 from ._codex import (
     MARKER_VAR,
     Place,
+    call_usage,
     codex_binary,
     codex_place,
     find_marked,
@@ -47,13 +48,6 @@ def protocol(place: Place, session_id: str | None = None, **options: object) -> 
     live = backend.live(place.options(Path(BINARY), **options), session_id=session_id)
     assert live is not None
     return live
-
-
-def call_usage(power: int) -> OpenAIUsage:
-    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
-    return OpenAIUsage(
-        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
-    )
 
 
 def conversation(request_input: list[object]) -> list[tuple[object, object]]:
