@@ -1,10 +1,12 @@
 """`CodexBackend.live`: the app-server protocol (lines written, frames classified, answers)
 and the translator of its notifications, with plain data in the shapes codex 0.171.0
-prints (tests/realcli/CODEX.md; tests/realcli/test_codex_live.py drives the real binary)."""
+prints, and a session recorded from it (tests/fixtures/codex-app-server/, made by
+tests/realcli/capture_codex_live.py; tests/realcli/test_codex_live.py drives the binary)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from agentrt import (
     ErrorEvent,
+    Event,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -23,9 +26,10 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
-from agentrt.backend import ExitStatus, LiveBackend, ProtocolError, SessionTotals
+from agentrt.backend import ExitStatus, LiveBackend, ProtocolError, SessionTotals, redact
 from agentrt.backends.codex import CodexBackend, CodexLive, CodexLiveTranslator
 
+SESSION = Path(__file__).parent / "fixtures" / "codex-app-server" / "0.171.0" / "session.jsonl"
 THREAD = "01a23174-c113-7183-a689-b9493942ed4f"
 TURN = "01a23174-c13c-7580-bacf-e3a4ff5f593c"
 OTHER_TURN = "01a23174-0598-7fd1-af01-8d4e0a5d8a57"
@@ -241,6 +245,73 @@ def test_an_interrupt_before_codex_named_the_turn_is_sent_with_its_answer() -> N
     assert protocol.interrupt() == b""
     (request,) = lines(protocol.control(answer(start["id"], {"turn": {"id": TURN}})))
     assert request["method"] == "turn/interrupt" and request["params"]["turnId"] == TURN
+
+
+# -- a recorded session -------------------------------------------------------------------
+
+
+def replay() -> tuple[CodexLive, list[list[Event]]]:
+    """Drive a protocol through the recorded session (tests/realcli/capture_codex_live.py):
+    each line it writes must be the recorded one, at the recorded point; the events of each
+    turn, each turn's baseline the earlier turns' usage."""
+    protocol = live(cwd="$CWD")
+    outbox = lines(protocol.opening())
+    turns: list[list[Event]] = []
+    translator = protocol.translator()
+    totals = SessionTotals()
+    for entry in map(json.loads, SESSION.read_text().splitlines()):
+        if "write" in entry:
+            message = entry["write"]
+            if not outbox:  # the client's own move: a prompt or an interrupt
+                if message["method"] == "turn/start":
+                    translator = protocol.translator(baseline=totals)
+                    turns.append([])
+                    outbox = lines(protocol.prompt(message["params"]["input"][0]["text"]))
+                else:
+                    outbox = lines(protocol.interrupt())
+            assert outbox.pop(0) == message
+            continue
+        frame = entry["read"]
+        role = protocol.classify(frame)
+        if role == "control":
+            outbox += lines(reply) if (reply := protocol.control(frame)) else []
+            continue
+        turns[-1] += translator.feed(frame)
+        if role == "end":
+            terminal = turns[-1][-1]
+            assert isinstance(terminal, ResultEvent | ErrorEvent)
+            totals = totals.add(terminal.usage, None)
+    assert outbox == []
+    return protocol, turns
+
+
+def test_a_recorded_session_replays_line_for_line() -> None:
+    recorded = SESSION.read_text()
+    assert redact(recorded) == recorded, "credential-shaped text in the recording"
+    protocol, turns = replay()
+    thread = protocol.thread_id
+    assert thread is not None
+    assert all(turn[0] == SessionEvent(session_id=thread) for turn in turns)
+    # Text: the streamed delta, then the message's end (nothing the delta missed).
+    assert [[e.kind for e in turn[1:]] for turn in turns] == [
+        ["text", "text", "usage", "result"],
+        ["tool_use", "tool_result", "text", "text", "usage", "result"],
+        ["error"],
+        ["raw", "error"],  # the error notice, then the failed turn
+        ["text", "text", "usage", "result"],
+    ]
+    one, echo, hang, fail, five = (turn[-1] for turn in turns)
+    assert isinstance(one, ResultEvent) and one.text == "One"
+    assert one.usage == Usage(input_tokens=2, output_tokens=2, cache_read_input_tokens=1)
+    assert isinstance(echo, ResultEvent) and echo.text == "Echoed"
+    assert echo.usage == Usage(input_tokens=220, output_tokens=220, cache_read_input_tokens=110)
+    tool_result = turns[1][2]
+    assert isinstance(tool_result, ToolResultEvent) and not tool_result.is_error
+    assert tool_result.content["output"] == "from-the-tool\n"
+    assert isinstance(hang, ErrorEvent) and hang.reason is StopReason.INTERRUPTED
+    assert isinstance(fail, ErrorEvent) and fail.reason is StopReason.AUTHENTICATION_FAILED
+    assert isinstance(five, ResultEvent) and five.text == "Five"
+    assert five.usage == Usage(input_tokens=2000, output_tokens=2000, cache_read_input_tokens=1000)
 
 
 # -- the translator ------------------------------------------------------------------------

@@ -179,6 +179,8 @@ class LiveCodex:
         self._buffer = b""
         self._writing = trio.Lock()
         self.frames: list[Any] = []  # every frame read, in order
+        # Everything written and read, in order: {"write": message} / {"read": frame}.
+        self.transcript: list[dict[str, Any]] = []
 
     async def _frame(self) -> Any:
         assert self.process.stdout is not None
@@ -190,12 +192,14 @@ class LiveCodex:
         line, self._buffer = self._buffer.split(b"\n", 1)
         frame = json.loads(line)
         self.frames.append(frame)
+        self.transcript.append({"read": frame})
         return frame
 
     async def write(self, data: bytes) -> None:
         assert self.process.stdin is not None
         if data:
             async with self._writing:
+                self.transcript += [{"write": json.loads(line)} for line in data.splitlines()]
                 await self.process.stdin.send_all(data)
 
     async def interrupt(self) -> None:
