@@ -8,7 +8,7 @@ from typing import Any
 from agentrt.backend import Command, SessionTotals
 
 from ._command import build_command, build_version_command
-from ._live import CodexLive, live_options_problem
+from ._live import CodexLive, runs_live
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
 
@@ -51,7 +51,7 @@ class CodexBackend:
         or None for options only ``codex exec`` takes (``approval="approve-for-me"``,
         ``profile``, ``images``, ``output_schema``, ``extra_args``): such an agent runs one
         process per turn. See `agentrt.backends.codex._live`."""
-        if live_options_problem(options) is not None:
+        if not runs_live(options):
             return None
         return CodexLive(options, session_id=session_id, environ=self._environ)
 

@@ -35,18 +35,12 @@ _encode = msgspec.json.Encoder().encode
 _NOT_ANSWERED = -32601
 
 
-def live_options_problem(options: CodexOptions) -> str | None:
-    """Why these options cannot run on app-server (then the agent runs per turn), or None."""
+def runs_live(options: CodexOptions) -> bool:
+    """Whether app-server can run these options: not those only ``codex exec`` has
+    (``--approve-for-me``, ``--profile``, ``--image``, ``--output-schema``, extra flags)."""
     o = options
-    if o.approval == "approve-for-me":
-        return "approval='approve-for-me' is an exec flag"
-    if o.profile:
-        return "profile is an exec flag"
-    if o.images or o.output_schema is not None:
-        return "images and output_schema are exec flags"
-    if o.extra_args:
-        return "extra_args are exec flags"
-    return None
+    exec_only = o.approval == "approve-for-me" or o.profile or o.images or o.extra_args
+    return not exec_only and o.output_schema is None
 
 
 class CodexLive:
