@@ -10,6 +10,7 @@ import attrs
 from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
+from ._live import CodexLive, runs_live
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
 
@@ -24,8 +25,9 @@ APP_TOOLS_TOKEN_VAR = "AGENTRT_APP_TOOLS_TOKEN"
 
 
 class CodexBackend:
-    """Drives ``codex exec --json`` (``exec resume`` for later turns); registered as
-    ``backend="codex"``. ``environ`` stands in for ``os.environ`` (for tests)."""
+    """Drives ``codex exec --json`` (``exec resume`` for later turns), or one live
+    ``codex app-server`` per conversation (`live`); registered as ``backend="codex"``.
+    ``environ`` stands in for ``os.environ`` (for tests)."""
 
     name = "codex"
     written_for_version = WRITTEN_FOR_VERSION
@@ -49,6 +51,15 @@ class CodexBackend:
         reported (see `agentrt.backends.codex._translate`)."""
         usage = None if baseline is None else baseline.usage
         return CodexTranslator(model=options.model, usage_baseline=usage)
+
+    def live(self, options: CodexOptions, *, session_id: str | None) -> CodexLive | None:
+        """A live ``codex app-server`` for the thread ``session_id`` (None: a new thread),
+        or None for options only ``codex exec`` takes (``approval="approve-for-me"``,
+        ``profile``, ``images``, ``output_schema``, ``extra_args``): such an agent runs one
+        process per turn. See `agentrt.backends.codex._live`."""
+        if not runs_live(options):
+            return None
+        return CodexLive(options, session_id=session_id, environ=self._environ)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""

@@ -58,13 +58,12 @@ def build_command(
     elif o.output_schema is not None:
         schema = json.dumps(o.output_schema, separators=(",", ":")).encode()
         argv += ["--output-schema", SecretFile("output-schema.json", schema)]
-    for key, value in o.config.items():
-        argv += ["-c", f"{key}={toml_value(value)}"]
+    argv += config_args(o)
     argv += o.extra_args
     argv.append("-")
     return Command(
         argv=tuple(argv),
-        env=_env(o, environ),
+        env=codex_env(o, environ),
         cwd=o.cwd,
         stdin=prompt.encode(),
         # codex ends a turn on SIGINT within ~50 ms (exit 1): it kills the turn's commands
@@ -77,7 +76,8 @@ def build_version_command(
     options: CodexOptions, *, environ: Mapping[str, str] | None = None
 ) -> Command:
     """``codex --version``, which prints ``codex-cli X.Y.Z``."""
-    return Command(argv=(options.binary, "--version"), env=_env(options, environ), cwd=options.cwd)
+    env = codex_env(options, environ)
+    return Command(argv=(options.binary, "--version"), env=env, cwd=options.cwd)
 
 
 def _check_resumable(o: CodexOptions, session_id: str) -> None:
@@ -104,6 +104,12 @@ def _check_resumable(o: CodexOptions, session_id: str) -> None:
         )
 
 
-def _env(o: CodexOptions, environ: Mapping[str, str] | None) -> dict[str, str]:
+def config_args(o: CodexOptions) -> list[str]:
+    """``-c key=value`` for each ``config`` override (every codex subcommand takes them)."""
+    return [arg for key, value in o.config.items() for arg in ("-c", f"{key}={toml_value(value)}")]
+
+
+def codex_env(o: CodexOptions, environ: Mapping[str, str] | None) -> dict[str, str]:
+    """The child environment: the env policy's, CODEX_HOME, then the explicit ``env``."""
     explicit = {"CODEX_HOME": o.codex_home} if o.codex_home else {}
     return child_env(o.effective_env_policy, {**explicit, **o.env}, environ=environ)

@@ -27,10 +27,11 @@ anything else                      `RawEvent`
 Usage. codex's ``turn.completed`` usage is the THREAD's running total, not the turn's: the
 sum of every model call since the thread began, across ``exec resume`` processes (measured
 with 0.171.0, see tests/realcli/CODEX.md). The translator reports the turn's own share: the
-totals minus ``usage_baseline``, each count floored at 0. The baseline is what the runtime
-has already reported for this thread: the sum of the usage of the thread's earlier turns
-(`agentrt.backend.Backend.translator`). That sum equals codex's totals after the previous
-turn, so each turn gets exactly its own calls, and the runtime keeps a plain sum per session:
+totals minus ``usage_baseline``, each count floored at 0 (see ``_usage``). The baseline is
+what the runtime has already reported for this thread: the sum of the usage of the
+thread's earlier turns (`agentrt.backend.Backend.translator`). That sum equals codex's
+totals after the previous turn, so each turn gets exactly its own calls, and the runtime
+keeps a plain sum per session:
 
 - Without a baseline (a new thread) the totals are the turn's own usage.
 - A turn that ends without ``turn.completed`` reports no usage. After SIGINT (the
@@ -53,7 +54,6 @@ codex's output (reasoning tokens included).
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,35 +65,16 @@ from agentrt import (
     SessionEvent,
     StopReason,
     TextEvent,
-    ToolResultEvent,
-    ToolUseEvent,
     Usage,
     UsageEvent,
 )
 from agentrt.backend import ExitStatus, redact
 
-_STATUS = re.compile(r"(?:unexpected status|last status:) (\d{3})\b")
+from ._failures import ended_early, error_event
+from ._items import ToolItems, tool_name
+from ._usage import EXEC_KEYS, since, totals
+
 _NO_ROLLOUT = re.compile(r"no rollout found for thread id (\S+)")
-_OVERLOADED = frozenset({500, 502, 503, 504, 529})
-_TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
-_MESSAGE_LIMIT = 500
-
-
-def classify(message: str) -> tuple[StopReason, int | None, bool]:
-    """The stop reason, HTTP status and retryability of a codex error message."""
-    match = _STATUS.search(message)
-    status = int(match.group(1)) if match else None
-    if status == 401 or message.startswith("Missing environment variable"):
-        return StopReason.AUTHENTICATION_FAILED, status, False
-    if message.startswith("Quota exceeded"):
-        return StopReason.RATE_LIMITED, status or 429, False
-    if status == 429:
-        return StopReason.RATE_LIMITED, status, True
-    # codex words a 500 as "We're currently experiencing high demand, ..." with no status.
-    if status in _OVERLOADED or "high demand" in message:
-        return StopReason.OVERLOADED, status, True
-    retryable = message.startswith("stream disconnected before completion")
-    return StopReason.CLI_ERROR, status, retryable
 
 
 class CodexTranslator:
@@ -105,7 +86,7 @@ class CodexTranslator:
         self._baseline = usage_baseline
         self._session_id: str | None = None
         self._final_text = ""
-        self._tool_ids: set[str] = set()
+        self._tools = ToolItems()
         self._notice: str | None = None
         self._terminal_seen = False
 
@@ -128,8 +109,8 @@ class CodexTranslator:
             return [SessionEvent(session_id=thread_id, model=self._model)]
         if kind == "turn.started":
             return []
-        if kind == "item.started" and isinstance(item, Mapping) and _tool_name(item):
-            return self._tool_use(item)
+        if kind == "item.started" and isinstance(item, Mapping) and tool_name(item):
+            return self._tools.started(item)
         if kind == "item.completed" and isinstance(item, Mapping):
             return self._completed(item)
         if kind in ("turn.completed", "turn.failed") and self._terminal_seen:
@@ -141,7 +122,7 @@ class CodexTranslator:
             error = frame.get("error")
             message = error.get("message") if isinstance(error, Mapping) else None
             self._terminal_seen = True
-            return [self._error(str(message or "turn failed"))]
+            return [error_event(str(message or "turn failed"), self._session_id)]
         if kind == "error":
             self._notice = redact(str(frame.get("message") or ""))
             return [RawEvent(data={"type": "error", "message": self._notice}, note="codex notice")]
@@ -161,45 +142,7 @@ class CodexTranslator:
                 message=f"codex has no saved thread {lost.group(1)}",
                 session_id=lost.group(1),
             )
-        if exit_status.signal is not None:
-            return ErrorEvent(
-                reason=StopReason.PROCESS_CRASHED,
-                message=f"codex was killed by {_signal_name(exit_status.signal)}",
-                session_id=self._session_id,
-            )
-        if self._notice:
-            return self._error(self._notice)
-        error_line = next(
-            (ln.strip() for ln in tail.splitlines() if ln.lower().startswith("error")), ""
-        )
-        reason = (
-            StopReason.INVALID_OPTIONS
-            if exit_status.returncode == 2 and "unexpected argument" in error_line
-            else StopReason.MALFORMED_OUTPUT
-        )
-        how = f"exited with code {exit_status.returncode}"
-        return ErrorEvent(
-            reason=reason,
-            message=f"codex {how} before the turn ended"
-            + (f": {error_line[:_MESSAGE_LIMIT]}" if error_line else ""),
-            session_id=self._session_id,
-        )
-
-    def _tool_use(self, item: Mapping[str, Any]) -> list[Event]:
-        item_id = str(item.get("id"))
-        if item_id in self._tool_ids:
-            return []
-        self._tool_ids.add(item_id)
-        kind = item.get("type")
-        if kind == "command_execution":
-            tool_input: Any = {"command": item.get("command")}
-        elif kind == "file_change":
-            tool_input = {"changes": item.get("changes")}
-        elif kind == "mcp_tool_call":
-            tool_input = item.get("arguments")
-        else:
-            tool_input = {"query": item.get("query"), "action": item.get("action")}
-        return [ToolUseEvent(id=item_id, name=_tool_name(item), input=tool_input)]
+        return ended_early(exit_status, tail, self._session_id, self._notice)
 
     def _completed(self, item: Mapping[str, Any]) -> list[Event]:
         kind = item.get("type")
@@ -208,30 +151,14 @@ class CodexTranslator:
             return [TextEvent(text=self._final_text, message_boundary=True)]
         if kind == "reasoning":
             return []
-        if not _tool_name(item):
+        if not tool_name(item):
             return [RawEvent(data=dict(item), note=f"item.completed {kind}")]
-        status = item.get("status")
-        if kind == "command_execution":
-            content: Any = {
-                "output": item.get("aggregated_output"),
-                "exit_code": item.get("exit_code"),
-                "status": status,
-            }
-        elif kind == "file_change":
-            content = {"changes": item.get("changes"), "status": status}
-        elif kind == "mcp_tool_call":
-            content = item.get("error") or item.get("result")
-        else:
-            content = {"query": item.get("query"), "action": item.get("action")}
-        is_error = status not in (None, "completed")
-        result = ToolResultEvent(
-            tool_use_id=str(item.get("id")), content=content, is_error=is_error
-        )
-        return [*self._tool_use(item), result]
+        return self._tools.completed(item)
 
     def _turn_completed(self, frame: Mapping[str, Any]) -> list[Event]:
         self._terminal_seen = True
-        usage = self._turn_usage(frame.get("usage"))
+        running = totals(frame.get("usage"), EXEC_KEYS)
+        usage = None if running is None else since(running, self._baseline)
         result = ResultEvent(
             text=self._final_text,
             session_id=self._session_id,
@@ -240,57 +167,3 @@ class CodexTranslator:
             raw=dict(frame),
         )
         return [UsageEvent(usage=usage), result] if usage is not None else [result]
-
-    def _turn_usage(self, raw: Any) -> Usage | None:
-        if not isinstance(raw, Mapping):
-            return None
-
-        def count(name: str) -> int:
-            value = raw.get(name)
-            return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-        cached = count("cached_input_tokens")
-        totals = Usage(
-            input_tokens=max(count("input_tokens") - cached, 0),
-            output_tokens=count("output_tokens"),
-            cache_creation_input_tokens=count("cache_write_input_tokens"),
-            cache_read_input_tokens=cached,
-        )
-        base = self._baseline
-        if base is None:
-            return totals
-        return Usage(
-            input_tokens=max(totals.input_tokens - base.input_tokens, 0),
-            output_tokens=max(totals.output_tokens - base.output_tokens, 0),
-            cache_creation_input_tokens=max(
-                totals.cache_creation_input_tokens - base.cache_creation_input_tokens, 0
-            ),
-            cache_read_input_tokens=max(
-                totals.cache_read_input_tokens - base.cache_read_input_tokens, 0
-            ),
-        )
-
-    def _error(self, message: str) -> ErrorEvent:
-        message = redact(message)
-        reason, status, retryable = classify(message)
-        return ErrorEvent(
-            reason=reason,
-            message=message[:_MESSAGE_LIMIT],
-            status=status,
-            retryable=retryable,
-            session_id=self._session_id,
-        )
-
-
-def _tool_name(item: Mapping[str, Any]) -> str:
-    kind = item.get("type")
-    if kind == "mcp_tool_call":
-        return f"mcp__{item.get('server')}__{item.get('tool')}"
-    return kind if isinstance(kind, str) and kind in _TOOL_ITEMS else ""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

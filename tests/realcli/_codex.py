@@ -3,8 +3,11 @@ fixture capture script (see CODEX.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,7 +21,7 @@ from proc_helpers import kill_marked, marked
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexOptions
-from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI
+from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI, OpenAIUsage
 
 ROOT = Path(__file__).resolve().parents[2]
 # Set in every codex process a test starts: how the sweep finds what codex left behind,
@@ -100,6 +103,13 @@ class Turn:
         return self.events[-1]
 
 
+def call_usage(power: int) -> OpenAIUsage:
+    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
+    return OpenAIUsage(
+        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
+    )
+
+
 def exit_status(returncode: int) -> ExitStatus:
     return ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode)
 
@@ -156,3 +166,99 @@ def redact_paths(text: str, place: Place, api: FakeOpenAI) -> str:
         text = text.replace(str(path), name)
     text = text.replace(str(place.home), "$HOME").replace(str(place.marker), "$ROOT")
     return text.replace(f"127.0.0.1:{api.port}", "127.0.0.1:$PORT")
+
+
+class LiveCodex:
+    """A ``codex app-server`` driven by hand through the backend's `LiveProtocol`, as the
+    runtime drives a warm session: write the opening, answer control frames until ready,
+    then per turn write the prompt and feed the turn's frames to a fresh translator."""
+
+    def __init__(self, protocol: Any, process: trio.Process) -> None:
+        self.protocol = protocol
+        self.process = process
+        self._buffer = b""
+        self._writing = trio.Lock()
+        self.frames: list[Any] = []  # every frame read, in order
+        # Everything written and read, in order: {"write": message} / {"read": frame}.
+        self.transcript: list[dict[str, Any]] = []
+
+    async def _frame(self) -> Any:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            chunk = await self.process.stdout.receive_some(65536)
+            if not chunk:
+                raise EOFError(f"codex app-server closed stdout (exit {self.process.poll()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        frame = json.loads(line)
+        self.frames.append(frame)
+        self.transcript.append({"read": frame})
+        return frame
+
+    async def write(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        if data:
+            async with self._writing:
+                self.transcript += [{"write": json.loads(line)} for line in data.splitlines()]
+                await self.process.stdin.send_all(data)
+
+    async def interrupt(self) -> None:
+        """Write the protocol's interrupt (from another task, while `turn` runs)."""
+        await self.write(self.protocol.interrupt())
+
+    async def until_ready(self) -> None:
+        await self.write(self.protocol.opening())
+        while not self.protocol.ready:
+            frame = await self._frame()
+            assert self.protocol.classify(frame) == "control", frame
+            await self.write(self.protocol.control(frame))
+
+    async def turn(self, prompt: str, *, baseline: SessionTotals | None = None) -> list[Event]:
+        """One turn's events, the terminal one last. At most 60 s."""
+        translator = self.protocol.translator(baseline=baseline)
+        events: list[Event] = []
+        with trio.fail_after(60):
+            await self.write(self.protocol.prompt(prompt))
+            while True:
+                frame = await self._frame()
+                role = self.protocol.classify(frame)
+                if role == "control":
+                    await self.write(self.protocol.control(frame))
+                    continue
+                events += translator.feed(frame)
+                if role == "end":
+                    return events
+
+    async def close(self) -> int:
+        """Close stdin (app-server then exits) and wait, at most 20 s; the exit code."""
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+        with trio.fail_after(20):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def live_codex(protocol: Any) -> AsyncIterator[LiveCodex]:
+    """Spawn ``protocol.command`` (stdin kept open, stderr discarded) and make it ready."""
+    command = protocol.command
+    process = await trio.lowlevel.open_process(
+        [str(a) for a in command.argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=dict(command.env),
+        cwd=command.cwd,
+        start_new_session=True,
+    )
+    live = LiveCodex(protocol, process)
+    try:
+        with trio.fail_after(60):
+            await live.until_ready()
+        yield live
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                # The group: the npm wrapper's native codex child must not outlive it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()

@@ -26,11 +26,10 @@ from agentrt.testing import (
     OpenAIError,
     OpenAIReply,
     OpenAIScript,
-    OpenAIUsage,
     open_fake_openai,
 )
 
-from ._codex import MARKER_VAR, Place, codex_binary, codex_place, find_marked
+from ._codex import MARKER_VAR, Place, call_usage, codex_binary, codex_place, find_marked
 
 BINARY = codex_binary()
 pytestmark = [
@@ -120,13 +119,6 @@ async def test_interrupt_kills_the_command_tree_with_zero_survivors() -> None:
     assert result.error.reason is StopReason.INTERRUPTED
     assert result.error.session_id is not None
     assert s.agent.errors == [result.error]
-
-
-def call_usage(power: int) -> OpenAIUsage:
-    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
-    return OpenAIUsage(
-        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
-    )
 
 
 async def test_each_response_reports_its_turns_own_usage() -> None:

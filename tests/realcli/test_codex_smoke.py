@@ -23,7 +23,7 @@ from agentrt.backend import Command, ExitStatus
 from agentrt.backends.codex import CodexBackend
 from agentrt.testing import OpenAIError, OpenAIReply, OpenAIUsage, open_fake_openai
 
-from ._codex import MARKER_VAR, Place, codex_binary, codex_place, run_turn
+from ._codex import MARKER_VAR, Place, call_usage, codex_binary, codex_place, run_turn
 
 BINARY = codex_binary()
 pytestmark = [
@@ -88,13 +88,6 @@ async def test_resume_keeps_the_thread_and_resends_the_history() -> None:
         ("assistant", "First answer"),
         ("user", "Question two"),
     ]
-
-
-def call_usage(power: int) -> OpenAIUsage:
-    """A distinct usage per model call: 3/1/2 x 10**power (input/cached/output)."""
-    return OpenAIUsage(
-        input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
-    )
 
 
 async def test_usage_is_the_threads_running_total_and_reported_per_turn() -> None:
