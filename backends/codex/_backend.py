@@ -52,12 +52,19 @@ class CodexBackend:
         usage = None if baseline is None else baseline.usage
         return CodexTranslator(model=options.model, usage_baseline=usage)
 
-    def live(self, options: CodexOptions, *, session_id: str | None) -> CodexLive | None:
+    def live(
+        self,
+        options: CodexOptions,
+        *,
+        session_id: str | None,
+        approvals: bool = False,
+        hooks: bool = False,
+    ) -> CodexLive | None:
         """A live ``codex app-server`` for the thread ``session_id`` (None: a new thread),
         or None for options only ``codex exec`` takes (``approval="approve-for-me"``,
         ``profile``, ``images``, ``output_schema``, ``extra_args``): such an agent runs one
         process per turn. See `agentrt.backends.codex._live`."""
-        if not runs_live(options):
+        if not runs_live(options) or hooks:  # codex has no hooks to call
             return None
         return CodexLive(options, session_id=session_id, environ=self._environ)
 
