@@ -48,6 +48,8 @@ logger = logging.getLogger("agentrt")
 
 # Bound on waiting for an ended warm process to be gone (its kill ladder), beyond the grace.
 _GONE_MARGIN = 5.0
+# How long the rest of a line printed between turns may take to arrive.
+_CATCH_UP = 0.5
 
 
 @attrs.define(eq=False)
@@ -103,9 +105,31 @@ class WarmCli:
             return "the agent's options changed"
         if session_id != self.session_id:
             return "the agent's session changed"
-        if proc.has_unread_output():
-            return "it printed output between turns"
         return None
+
+    async def catch_up(self) -> str | None:
+        """Take what the CLI printed between turns: control frames (codex's status
+        notifications) are the protocol's; anything else is why the process must end."""
+        proc = self.proc
+        assert proc is not None
+        batches = proc.batches()
+        while proc.has_unread_output():
+            with trio.move_on_after(_CATCH_UP):
+                try:
+                    batch = await batches.__anext__()
+                except StopAsyncIteration:
+                    return "it exited"
+                except ProcessFailure as exc:
+                    return f"its output between turns: {exc.message}"
+                for frame in batch:
+                    if type(frame) is BadLine or self.protocol.classify(frame) != "control":
+                        return "it printed output between turns"
+                    self._control(frame)
+                continue
+            return "it left a partial line between turns"
+        if self.asks:
+            return "it asked a question between turns"
+        return self.ending
 
     # --- one turn ----------------------------------------------------------------------
 
@@ -349,6 +373,8 @@ class WarmProcess:
         cli = self._cli
         if cli is not None:
             why = cli.usable(backend_options, session_id)
+            if why is None and cli.proc is not None and cli.proc.has_unread_output():
+                why = await cli.catch_up()
             if why is None:
                 cli.in_turn = True
                 self.slots.busy(cli)
