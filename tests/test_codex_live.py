@@ -14,6 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrt import (
+    Allow,
+    Deny,
     ErrorEvent,
     Event,
     RawEvent,
@@ -21,12 +23,20 @@ from agentrt import (
     SessionEvent,
     StopReason,
     TextEvent,
+    ToolRequest,
     ToolResultEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
 )
-from agentrt.backend import ExitStatus, LiveBackend, ProtocolError, SessionTotals, redact
+from agentrt.backend import (
+    ExitStatus,
+    LiveBackend,
+    ProtocolError,
+    SessionTotals,
+    ToolApproval,
+    redact,
+)
 from agentrt.backends.codex import CodexBackend, CodexLive, CodexLiveTranslator
 
 SESSION = Path(__file__).parent / "fixtures" / "codex-app-server" / "0.171.0" / "session.jsonl"
@@ -189,6 +199,37 @@ def test_a_request_of_codexs_gets_an_error_answer_with_its_id() -> None:
     (reply,) = lines(protocol.control(request))
     assert reply["id"] == 0 and reply["error"]["code"] == -32601
     assert "item/commandExecution/requestApproval" in reply["error"]["message"]
+
+
+def test_with_approvals_codex_asks_and_the_answer_accepts_or_declines() -> None:
+    protocol = backend.live(backend.parse_options({}), session_id=None, approvals=True)
+    assert protocol is not None
+    _, _, thread = lines(protocol.opening())
+    assert thread["params"]["approvalPolicy"] == "untrusted"
+    ready(protocol)
+    request = {
+        "id": 3,
+        "method": "item/commandExecution/requestApproval",
+        "params": {"itemId": "call_1", "command": "rm -rf x", "cwd": "/w"},
+    }
+    ask = protocol.control(request)
+    assert isinstance(ask, ToolApproval)
+    assert ask.request == ToolRequest(
+        "command_execution", {"command": "rm -rf x", "cwd": "/w"}, "call_1"
+    )
+    assert lines(ask.answer(Allow())) == [{"id": 3, "result": {"decision": "accept"}}]
+    assert lines(ask.answer(Deny("no"))) == [{"id": 3, "result": {"decision": "decline"}}]
+    # codex cannot run another command than the one it asked about.
+    changed = Allow(updated_input={"command": "ls"})
+    assert lines(ask.answer(changed)) == [{"id": 3, "result": {"decision": "decline"}}]
+    patch = {"id": 4, "method": "item/fileChange/requestApproval", "params": {"itemId": "p1"}}
+    file_change = protocol.control(patch)
+    assert isinstance(file_change, ToolApproval)
+    assert file_change.request.tool_name == "file_change"
+
+
+def test_codex_has_no_hooks_so_handle_hook_keeps_it_per_turn() -> None:
+    assert backend.live(backend.parse_options({}), session_id=None, hooks=True) is None
 
 
 def test_a_turn_starts_with_its_prompt_and_ends_at_its_turn_completed() -> None:

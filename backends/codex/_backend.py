@@ -66,7 +66,7 @@ class CodexBackend:
         process per turn. See `agentrt.backends.codex._live`."""
         if not runs_live(options) or hooks:  # codex has no hooks to call
             return None
-        return CodexLive(options, session_id=session_id, environ=self._environ)
+        return CodexLive(options, session_id=session_id, environ=self._environ, approvals=approvals)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""

@@ -11,9 +11,15 @@ A turn is ``turn/start``; the notifications that name it go to a `CodexLiveTrans
 and it ends at its ``turn/completed``. ``turn/interrupt`` names the running turn, whose id
 the ``turn/start`` answer carries. Every other frame is control: codex reports the
 thread's start and status, rate limits and, after a resume, the saved usage totals.
-Requests codex makes of the client (approvals, user input: none come with approval
-policy "never", which this sends, as ``codex exec`` runs) are answered with a JSON-RPC
-error until agentrt answers them (issue 15).
+Requests codex makes of the client: with ``approvals`` the thread's approval policy is
+"untrusted" (codex asks before any command it does not know to be safe, and before a file
+change), and its ``item/commandExecution/requestApproval`` and
+``item/fileChange/requestApproval`` become `ToolApproval` questions (tools named as the
+translator names their items: ``command_execution``, ``file_change``), answered "accept"
+or "decline". codex takes no message with a decline (the model reads "rejected by user")
+and cannot change a command: an ``Allow`` with ``updated_input`` is declined. Without
+``approvals`` the policy is "never", as ``codex exec`` runs. Any other request is answered
+with a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Any
 
 import msgspec
 
-from agentrt.backend import Command, FrameRole, ProtocolError, SessionTotals, redact
+from agentrt import Allow, Deny, ToolRequest
+from agentrt.backend import Command, FrameRole, ProtocolError, SessionTotals, ToolApproval, redact
 
 from ._command import codex_env, config_args
 from ._live_translate import CodexLiveTranslator
@@ -33,6 +40,34 @@ from ._options import CodexOptions
 _encode = msgspec.json.Encoder().encode
 # JSON-RPC's "method not found": what codex gets for a request agentrt does not answer.
 _NOT_ANSWERED = -32601
+
+
+# codex's approval requests, and the tool each is about (as the translator names its items).
+_APPROVALS = {
+    "item/commandExecution/requestApproval": "command_execution",
+    "item/fileChange/requestApproval": "file_change",
+}
+
+
+def _approval(frame: Mapping[str, Any], tool_name: str) -> ToolApproval:
+    request_id = frame.get("id")
+    params = frame.get("params")
+    params = params if isinstance(params, Mapping) else {}
+    if tool_name == "command_execution":
+        tool_input: Any = {"command": params.get("command"), "cwd": params.get("cwd")}
+    else:
+        tool_input = {"changes": params.get("changes"), "reason": params.get("reason")}
+
+    def answer(decision: Allow | Deny) -> bytes:
+        # codex cannot run another command than the one it asked about.
+        accepted = isinstance(decision, Allow) and decision.updated_input is None
+        return _line(
+            {"id": request_id, "result": {"decision": "accept" if accepted else "decline"}}
+        )
+
+    item_id = params.get("itemId")
+    request = ToolRequest(tool_name, tool_input, item_id if isinstance(item_id, str) else "")
+    return ToolApproval(request=request, answer=answer)
 
 
 def runs_live(options: CodexOptions) -> bool:
@@ -53,8 +88,10 @@ class CodexLive:
         *,
         session_id: str | None,
         environ: Mapping[str, str] | None = None,
+        approvals: bool = False,
     ) -> None:
         self._options = options
+        self._approvals = approvals
         self._resume = session_id
         self._thread_id: str | None = None
         self._command = Command(
@@ -86,7 +123,7 @@ class CodexLive:
     def opening(self) -> bytes:
         """``initialize``, ``initialized`` and the thread's start or resume, in one write."""
         o = self._options
-        thread: dict[str, Any] = {"approvalPolicy": "never"}
+        thread: dict[str, Any] = {"approvalPolicy": "untrusted" if self._approvals else "never"}
         if o.cwd:
             thread["cwd"] = o.cwd
         if o.model:
@@ -122,13 +159,16 @@ class CodexLive:
             return "end"
         return "event"
 
-    def control(self, frame: Any) -> bytes:
+    def control(self, frame: Any) -> bytes | ToolApproval:
         """Take an answer (the thread id, the turn id) or a request of codex's; raises
         `ProtocolError` for an error answer the conversation cannot go on after."""
         if not isinstance(frame, Mapping) or ("method" in frame and "id" not in frame):
             return b""  # a notification between turns (status, rate limits, usage so far)
         if "method" in frame:
-            asked = redact(str(frame.get("method")))
+            method = frame.get("method")
+            if self._approvals and method in _APPROVALS:
+                return _approval(frame, _APPROVALS[method])
+            asked = redact(str(method))
             refusal = {"code": _NOT_ANSWERED, "message": f"agentrt does not answer {asked}"}
             return _line({"id": frame.get("id"), "error": refusal})
         request_id = frame.get("id")

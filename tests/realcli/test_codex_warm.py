@@ -143,3 +143,39 @@ async def test_a_warm_thread_continues_per_turn() -> None:
             "on the server",
             "per turn",
         ]
+
+
+class Decides(agentrt.Agent):
+    def __init__(self, decision: agentrt.Allow | agentrt.Deny) -> None:
+        self.decision = decision
+        self.requests: list[agentrt.ToolRequest] = []
+
+    def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow | agentrt.Deny:
+        self.requests.append(request)
+        return self.decision
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["denied", "allowed"])
+async def test_approve_tool_decides_codexs_commands(allowed: bool) -> None:
+    script = [OpenAIReply.exec_command("touch approved.txt"), OpenAIReply.text("done")]
+    decision = agentrt.Allow() if allowed else agentrt.Deny("no")
+    agent = Decides(decision)
+    assert BINARY is not None
+    async with (
+        open_fake_openai(script) as api,
+        codex_place(api) as place,
+        agentrt.open_runtime(store=agentrt.MemoryStore()) as rt,
+    ):
+        await rt.start_agent(
+            agent,
+            name="coder",
+            backend="codex",
+            **place.raw_options(BINARY, sandbox="danger-full-access"),
+        )
+        with trio.fail_after(BOUND):
+            response = await rt.ask("coder", "touch it")
+        assert (place.cwd / "approved.txt").exists() is allowed
+    [request] = agent.requests
+    assert request.tool_name == "command_execution"
+    assert "touch approved.txt" in str(request.input["command"])
+    assert response.text == "done"
