@@ -1,12 +1,14 @@
-"""A coding agent on a leash: it asks before each tool, and a hook keeps it out of .git.
+"""A coding agent on a leash: it asks before each tool, a hook keeps it out of .git, and
+it proposes deletions through a tool of ours instead of deleting.
 
     .venv/bin/python examples/guarded.py [DIRECTORY]
 
 ``approve_tool`` is asked before the CLI runs a tool its settings do not already allow:
-shell commands that delete are denied (the model is told why), every other command runs
-with a timeout put in front of it. ``handle_hook`` sees the hook events of each turn; its
-``before_tool`` blocks any tool call that names the ``.git`` directory. The agent is warm
-(``keep_alive``): its turns share one CLI process.
+shell commands that delete are denied (the model is told to propose them instead), every
+other command runs with a timeout put in front of it. ``handle_hook`` sees the hook events
+of each turn; its ``before_tool`` blocks any tool call that names the ``.git`` directory.
+``propose_deletion`` is an application tool (a method, so the proposals are the agent's).
+The agent is warm (``keep_alive``): its turns share one CLI process.
 """
 
 from __future__ import annotations
@@ -22,12 +24,21 @@ import agentrt
 class Guarded(agentrt.Agent):
     def __init__(self) -> None:
         self.decisions: list[str] = []
+        self.proposed: list[str] = []
+
+    @agentrt.tool
+    async def propose_deletion(self, paths: list[str]) -> str:
+        """Propose files to delete; a human decides."""
+        self.proposed += paths
+        return f"{len(paths)} paths proposed for deletion"
+
+    app_tools = (propose_deletion,)
 
     def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow | agentrt.Deny:
         command = request.input.get("command", "") if request.tool_name == "Bash" else ""
         if "rm " in command:
             self.decisions.append(f"denied {command!r}")
-            return agentrt.Deny("deleting files needs a human: list what you would delete")
+            return agentrt.Deny("deleting needs a human: call propose_deletion instead")
         if command:
             self.decisions.append(f"allowed {command!r} with a timeout")
             return agentrt.Allow(
@@ -43,7 +54,7 @@ class Guarded(agentrt.Agent):
         return None
 
 
-async def main(cwd: str = ".") -> list[str]:
+async def main(cwd: str = ".") -> tuple[list[str], list[str]]:
     agent = Guarded()
     async with agentrt.open_runtime() as rt:
         await rt.start_agent(agent, name="guarded", backend="claude", cwd=cwd, keep_alive=300)
@@ -52,7 +63,8 @@ async def main(cwd: str = ".") -> list[str]:
             print(f"{prompt} -> {response.text}")
     for decision in agent.decisions:
         print(f"  {decision}")
-    return agent.decisions
+    print(f"  proposed for deletion: {', '.join(agent.proposed) or 'nothing'}")
+    return agent.decisions, agent.proposed
 
 
 if __name__ == "__main__":

@@ -18,11 +18,9 @@ import agentrt
 from agentrt import SQLiteStore
 from agentrt._env import AMBIENT_AUTH_VARS
 from agentrt.testing import (
-    AnthropicReply,
     AnthropicText,
     AnthropicToolUse,
     FakeAnthropic,
-    RecordedRequest,
     open_fake_anthropic,
 )
 
@@ -266,21 +264,23 @@ async def test_chain(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
 @pytest.mark.realcli
 async def test_guarded(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     (tmp_path / "build").mkdir()
-
-    def script(request: RecordedRequest) -> AnthropicReply:
-        prompt = request.last_user_text()
-        if request.tool_results():
-            return AnthropicText(f"done: {request.tool_results()[-1]['content']}")
-        if "build" in prompt:
-            return AnthropicToolUse("Bash", {"command": "rm -rf build", "description": "Clean"})
-        return AnthropicToolUse("Read", {"file_path": str(tmp_path / ".git" / "config")})
-
-    fake_claude.set_script(script)
-    decisions = await load("guarded").main(str(tmp_path))  # type: ignore[attr-defined]
+    proposal = AnthropicToolUse.mcp("agentrt", "propose_deletion", {"paths": ["build"]})
+    fake_claude.set_script(
+        [
+            AnthropicToolUse("Bash", {"command": "rm -rf build", "description": "Clean"}),
+            AnthropicToolUse.tool_search(proposal.name),
+            proposal,
+            AnthropicText("Proposed."),
+            AnthropicToolUse("Read", {"file_path": str(tmp_path / ".git" / "config")}),
+            AnthropicText("Left it alone."),
+        ]
+    )
+    decisions, proposed = await load("guarded").main(str(tmp_path))  # type: ignore[attr-defined]
     assert decisions == ["denied 'rm -rf build'", "blocked Read on .git"]
-    assert (tmp_path / "build").exists()
+    assert proposed == ["build"] and (tmp_path / "build").exists()
     texts = [t for r in fake_claude.message_requests for t in r.texts()]
-    assert "deleting files needs a human: list what you would delete" in texts
+    assert "deleting needs a human: call propose_deletion instead" in texts
+    assert "1 paths proposed for deletion" in texts
     assert any("leave .git alone" in t for t in texts)
 
 
