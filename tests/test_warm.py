@@ -182,6 +182,20 @@ async def test_an_anomaly_in_a_turn_ends_the_process_with_it(
         assert (await ask(rt, "two")).text.startswith("1: ")
 
 
+async def test_a_protocol_error_in_a_turn_kills_the_process(tmp_path: Path) -> None:
+    # A control response without a response breaks the protocol: the process is killed
+    # (the turn ends as any turn whose CLI dies) and the next turn runs on a new one.
+    broken = [["emit", {"type": "control_response"}], ["hang"]]
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"turns": [[["answer"]], broken, [["answer"]]]})
+        await ask(rt, "one")
+        warm = pid(rt)
+        with trio.fail_after(SLACK + 3 * FAST["kill_grace"]), pytest.raises(TurnFailed):
+            await ask(rt, "two")
+        assert not running(warm)
+        assert (await ask(rt, "three")).text == "1: three"
+
+
 async def test_output_between_turns_ends_the_process(tmp_path: Path) -> None:
     late = [["answer"], ["sleep", 0.2], ["emit", {"type": "late"}]]
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
