@@ -35,6 +35,7 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore
+from ._telemetry import TurnTrace, bind_agent_logs
 from ._turn import Turn
 from .backend import Backend, InProcessBackend
 
@@ -64,11 +65,12 @@ class _AgentCrashed(Exception):
         super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
 
 
-def log_error(message: str, error: BaseException) -> None:
+def log_error(message: str, error: BaseException, agent: str | None = None) -> None:
     """Log ``message`` with ``error``'s traceback, redacted (an exception's text may carry
-    secrets)."""
+    secrets); ``agent`` names the agent outside its own task (whose records carry it)."""
     trace = "".join(traceback.format_exception(error))
-    logger.error("%s\n%s", message, redact(trace.rstrip()))
+    extra = None if agent is None else {"agent": agent}
+    logger.error("%s\n%s", message, redact(trace.rstrip()), extra=extra)
 
 
 def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
@@ -165,6 +167,7 @@ class Actor:
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: _AgentCrashed | None = None
+        bind_agent_logs(self.slot)
         try:
             with self._scope:
                 await self._loop()
@@ -233,6 +236,8 @@ class Actor:
 
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         slot = self.slot
+        parent = slot.current.trace_context if slot.current is not None else None
+        trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         slot.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
@@ -247,6 +252,7 @@ class Actor:
             session_id=slot.session_id,
             baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
+            trace=trace,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -262,7 +268,11 @@ class Actor:
             await self._turn_started()  # an in-process turn starts as it is called
         try:
             outcome = await turn.run()
+            if trace is not None:
+                trace.end(outcome)
         finally:
+            if trace is not None:
+                trace.close()  # a no-op after end(); else the actor stopped mid-turn
             slot.turn_ended()
             if self._live:
                 await self._clear_live()
