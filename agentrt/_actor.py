@@ -74,11 +74,12 @@ def log_error(message: str, error: BaseException, agent: str | None = None) -> N
 
 
 def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
-    # Content-free: the outcome's reason and figures, never the prompt or the answer.
+    # Content-free: the outcome's reason and figures, never the prompt or the answer (nor a
+    # failure's message: a CLI's error result is the model's own text).
     if isinstance(outcome, Response):
         reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
     else:
-        reason, detail = outcome.reason.value, outcome.message
+        reason, detail = outcome.reason.value, f"exit status {outcome.exit_status}"
     logger.debug(
         "agent %r: turn ended, %s (%s), session %s",
         agent,
