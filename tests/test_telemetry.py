@@ -4,6 +4,7 @@ without an SDK. Real processes: the claude backend on the fake CLI (tests/cli_pr
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -383,3 +384,34 @@ def test_without_an_sdk_a_turn_makes_no_span_and_no_measurement(mode: str, expec
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == expected
+
+
+def readme_block(containing: str) -> str:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if containing in b]
+    return block
+
+
+async def test_the_readmes_json_log_setup_indexes_the_agents_fields(
+    autojump_clock: MockClock,
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_block("JsonFormatter"), "README.md", "exec"), namespace)
+    handler: logging.StreamHandler[Any] = namespace["handler"]
+    out = io.StringIO()
+    handler.setStream(out)
+    try:
+        CrashesOnce.crashes = []
+        async with open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(CrashesOnce, name="a", backend=echo_backend(), restart="permanent")
+            ref = rt.tell("a", "one")
+            await rt.wait(ref)
+            await rt.ask("a", "two")  # waits for the restarted instance
+    finally:
+        logging.getLogger("agentrt").removeHandler(handler)
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    [crashed] = [e for e in entries if "crashed" in e["msg"]]
+    assert crashed["level"] == "ERROR" and crashed["request_id"] == ref.id
+    assert (crashed["agent"], crashed["backend"]) == ("a", "scripted")
+    [restart] = [e for e in entries if "restarting" in e["msg"]]
+    assert (restart["level"], restart["agent"]) == ("WARNING", "a")
