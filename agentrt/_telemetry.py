@@ -12,7 +12,7 @@ prompt, an answer, a tool input, an error message (it may quote any of those) or
 Spans: ``invoke_agent <agent>`` per turn (parent: the span current where its request was
 made, captured with the request), with events for spawn, first event, interrupt, kill and
 session loss; ``agentrt.restart`` per supervisor restart; ``agentrt.reap`` per process
-group of a dead runtime. Metrics: see ``_Instruments``.
+group of a dead runtime. Metrics: see ``_COUNTERS`` and the tables after it.
 """
 
 from __future__ import annotations
@@ -188,69 +188,48 @@ def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:
     return [Observation(count, {AGENT: name}) for name, count in queued.items()]
 
 
+# The instruments, by name: (unit, description). Observable ones are read from the open
+# runtimes when the SDK collects.
+_COUNTERS = {
+    "agentrt.turns": ("{turn}", "Turns ended, by stop reason"),
+    "agentrt.cost": ("{USD}", "What turns cost, as the CLI reported"),
+    "agentrt.restarts": ("{restart}", "Supervisor restarts"),
+    "agentrt.reaped": ("{process_group}", "Process groups of dead runtimes reaped"),
+    "agentrt.warm.hits": ("{turn}", "Turns served by a live CLI kept from the previous turn"),
+    "agentrt.warm.misses": ("{turn}", "Turns of a keep-alive agent that had to start a CLI"),
+}
+_HISTOGRAMS = {
+    "agentrt.turn.duration": ("s", "A turn, from start to outcome"),
+    "agentrt.turn.time_to_first_event": ("s", "From a turn's start to its first content event"),
+    # The GenAI semantic conventions' client token usage.
+    "gen_ai.client.token.usage": ("{token}", "Tokens used per turn"),
+}
+_OBSERVED = {
+    "agentrt.processes.live": (_observe_processes, "{process}", "CLI processes of running turns"),
+    "agentrt.requests.queued": (_observe_queued, "{request}", "Requests in agents' mailboxes"),
+}
+
+
 @attrs.frozen
 class _Instruments:
-    turns: metrics.Counter
-    duration: metrics.Histogram
-    first_event: metrics.Histogram
-    tokens: metrics.Histogram
-    cost: metrics.Counter
-    restarts: metrics.Counter
-    reaped: metrics.Counter
-    warm_hits: metrics.Counter
-    warm_misses: metrics.Counter
+    counters: Mapping[str, metrics.Counter]
+    histograms: Mapping[str, metrics.Histogram]
 
     @classmethod
     def create(cls, meter: metrics.Meter) -> _Instruments:
-        meter.create_observable_up_down_counter(
-            "agentrt.processes.live",
-            [_observe_processes],
-            unit="{process}",
-            description="CLI processes of running turns",
-        )
-        meter.create_observable_up_down_counter(
-            "agentrt.requests.queued",
-            [_observe_queued],
-            unit="{request}",
-            description="Requests waiting in an agent's mailbox",
-        )
+        for name, (callback, unit, description) in _OBSERVED.items():
+            meter.create_observable_up_down_counter(
+                name, [callback], unit=unit, description=description
+            )
         return cls(
-            turns=meter.create_counter(
-                "agentrt.turns", unit="{turn}", description="Turns ended, by stop reason"
-            ),
-            duration=meter.create_histogram(
-                "agentrt.turn.duration", unit="s", description="A turn, from start to outcome"
-            ),
-            first_event=meter.create_histogram(
-                "agentrt.turn.time_to_first_event",
-                unit="s",
-                description="From a turn's start to its first content event",
-            ),
-            # The GenAI semantic conventions' client token usage.
-            tokens=meter.create_histogram(
-                "gen_ai.client.token.usage", unit="{token}", description="Tokens used per turn"
-            ),
-            cost=meter.create_counter(
-                "agentrt.cost", unit="{USD}", description="What turns cost, as the CLI reported"
-            ),
-            restarts=meter.create_counter(
-                "agentrt.restarts", unit="{restart}", description="Supervisor restarts"
-            ),
-            reaped=meter.create_counter(
-                "agentrt.reaped",
-                unit="{process_group}",
-                description="Process groups of dead runtimes reaped at open_runtime",
-            ),
-            warm_hits=meter.create_counter(
-                "agentrt.warm.hits",
-                unit="{turn}",
-                description="Turns served by a live CLI process kept from the previous turn",
-            ),
-            warm_misses=meter.create_counter(
-                "agentrt.warm.misses",
-                unit="{turn}",
-                description="Turns of a keep-alive agent that had to start a CLI (cold)",
-            ),
+            {
+                name: meter.create_counter(name, unit=unit, description=description)
+                for name, (unit, description) in _COUNTERS.items()
+            },
+            {
+                name: meter.create_histogram(name, unit=unit, description=description)
+                for name, (unit, description) in _HISTOGRAMS.items()
+            },
         )
 
 
@@ -259,8 +238,8 @@ def record_warm_process(agent: str, backend: str, *, hit: bool) -> None:
     else a miss (the turn started a CLI: the first turn, or after an anomaly ended one)."""
     instruments = _instruments()
     if instruments is not None:
-        counter = instruments.warm_hits if hit else instruments.warm_misses
-        counter.add(1, {AGENT: agent, BACKEND: backend})
+        name = "agentrt.warm.hits" if hit else "agentrt.warm.misses"
+        instruments.counters[name].add(1, {AGENT: agent, BACKEND: backend})
 
 
 ################################################################
@@ -320,7 +299,8 @@ class TurnTrace:
         elapsed = trio.current_time() - self._started
         self._span.add_event("agentrt.first_event", {"agentrt.time_to_first_event": elapsed})
         if self._instruments is not None:
-            self._instruments.first_event.record(elapsed, {BACKEND: self._backend})
+            histogram = self._instruments.histograms["agentrt.turn.time_to_first_event"]
+            histogram.record(elapsed, {BACKEND: self._backend})
 
     def stopping(self, reason: StopReason) -> None:
         # Only the first stop takes effect (Turn.stop).
@@ -392,18 +372,20 @@ class TurnTrace:
         if instruments is None:
             return
         by_reason = {BACKEND: self._backend, STOP_REASON: reason.value}
-        instruments.turns.add(1, by_reason)
-        instruments.duration.record(trio.current_time() - self._started, by_reason)
+        instruments.counters["agentrt.turns"].add(1, by_reason)
+        elapsed = trio.current_time() - self._started
+        instruments.histograms["agentrt.turn.duration"].record(elapsed, by_reason)
         if outcome is None:
             return
         agent = {AGENT: self._agent, BACKEND: self._backend}
         if outcome.usage is not None:
             usage = outcome.usage
             base = {**agent, OPERATION: _INVOKE_AGENT}
-            instruments.tokens.record(usage.input_tokens, {**base, TOKEN_TYPE: "input"})
-            instruments.tokens.record(usage.output_tokens, {**base, TOKEN_TYPE: "output"})
+            tokens = instruments.histograms["gen_ai.client.token.usage"]
+            tokens.record(usage.input_tokens, {**base, TOKEN_TYPE: "input"})
+            tokens.record(usage.output_tokens, {**base, TOKEN_TYPE: "output"})
         if outcome.cost_usd is not None:
-            instruments.cost.add(outcome.cost_usd, agent)
+            instruments.counters["agentrt.cost"].add(outcome.cost_usd, agent)
 
 
 @contextmanager
@@ -425,7 +407,7 @@ def restart_span(
         yield
     instruments = _instruments()
     if instruments is not None:
-        instruments.restarts.add(1, {AGENT: agent})
+        instruments.counters["agentrt.restarts"].add(1, {AGENT: agent})
 
 
 @contextmanager
@@ -445,7 +427,7 @@ def reap_span(agent: str, pgid: int, dead_runtime: str) -> Iterator[dict[str, bo
         )
     instruments = _instruments()
     if instruments is not None:
-        instruments.reaped.add(1, {"agentrt.reap.killed": result["killed"]})
+        instruments.counters["agentrt.reaped"].add(1, {"agentrt.reap.killed": result["killed"]})
 
 
 class _NoSpan:

@@ -28,6 +28,7 @@ from trio.testing import MockClock
 import agentrt
 from agentrt import Agent, MemoryStore, SQLiteStore, StopReason, TurnFailed, open_runtime
 from agentrt._telemetry import LOGGERS, record_warm_process
+from agentrt.testing import Fail
 
 FAST = {"kill_grace": 0.3}
 tracer = trace.get_tracer("tests")
@@ -245,6 +246,27 @@ async def test_a_reap_of_a_dead_runtimes_turn_is_a_span_and_is_counted(
     # The dead runtime's id: host, its pid (the marker's prefix), start time, random part.
     assert f":{prefix.rstrip('.')}:" in str(attributes["agentrt.reap.runtime_id"])
     assert otel.total("agentrt.reaped", **{"agentrt.reap.killed": True}) == 1
+
+
+async def test_a_lost_session_is_an_event_of_its_turn_and_the_fresh_turn_a_span_of_its_own(
+    autojump_clock: MockClock, otel: Telemetry
+) -> None:
+    backend = echo_backend([Fail(StopReason.SESSION_LOST, "No conversation found: LOSTCANARY")])
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend=backend, resume="gone-session", on_session_lost="fresh"
+        )
+        with tracer.start_as_current_span("caller") as caller:
+            response = await rt.ask("a", "hello")
+    assert response.text == "echo hello"
+
+    lost, fresh = otel.named("invoke_agent a")
+    assert parent_id(lost) == parent_id(fresh) == span_id(caller)
+    assert events(lost)["agentrt.session_lost"] == {"gen_ai.conversation.id": "gone-session"}
+    assert dict(lost.attributes or {})["error.type"] == "session_lost"
+    assert dict(fresh.attributes or {})["agentrt.stop_reason"] == "complete"
+    assert "agentrt.session_lost" not in events(fresh)
+    assert "LOSTCANARY" not in otel.exported_text()
 
 
 SECRET = "sk-ant-api03-CANARYSECRET0123456789abcdefghij"

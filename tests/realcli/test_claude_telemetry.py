@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 from otel_helpers import Telemetry, events, parent_id, recording, span_id
 
-from agentrt import Agent, MemoryStore, StopReason, TurnFailed, open_runtime
+from agentrt import Agent, MemoryStore, Runtime, StopReason, TurnFailed, open_runtime
 from agentrt.testing import AnthropicText, AnthropicToolUse
 
 from ._claude import Claude, wait_for_process
@@ -28,6 +28,16 @@ tracer = trace.get_tracer("tests")
 def otel() -> Iterator[Telemetry]:
     with recording() as telemetry:
         yield telemetry
+
+
+async def start_with_bash(rt: Runtime, claude: Claude) -> None:
+    await rt.start_agent(
+        Agent,
+        name="coder",
+        backend="claude",
+        kill_grace=1.0,
+        **claude.agent_options(allowed_tools=["Bash"]),
+    )
 
 
 async def test_a_real_turn_is_a_span_with_its_session_tokens_and_model(
@@ -69,13 +79,7 @@ async def test_an_interrupted_real_turn_is_an_error_span_with_the_interrupt(
         [AnthropicToolUse("Bash", {"command": "echo start; sleep 300", "description": "Run"})]
     )
     async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent,
-            name="coder",
-            backend="claude",
-            kill_grace=1.0,
-            **claude.agent_options(allowed_tools=["Bash"]),
-        )
+        await start_with_bash(rt, claude)
         with trio.fail_after(TURN_BOUND):
             async with trio.open_nursery() as nursery:
 
@@ -105,13 +109,7 @@ async def test_a_process_a_real_turn_leaves_behind_is_killed_and_counted(
         [AnthropicToolUse("Bash", {"command": command, "description": "Run"}), AnthropicText("ok")]
     )
     async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent,
-            name="coder",
-            backend="claude",
-            kill_grace=1.0,
-            **claude.agent_options(allowed_tools=["Bash"]),
-        )
+        await start_with_bash(rt, claude)
         with trio.fail_after(TURN_BOUND):
             response = await rt.ask("coder", "run it")
     assert response.stop_reason is StopReason.COMPLETE
