@@ -73,13 +73,32 @@ def log_error(message: str, error: BaseException, agent: str | None = None) -> N
     logger.error("%s\n%s", message, redact(trace.rstrip()), extra=extra)
 
 
+# Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the
+# others carry what the CLI printed, which may quote the model or the prompt.
+_OWN_MESSAGES = frozenset(
+    (
+        StopReason.INTERRUPTED,
+        StopReason.CANCELLED,
+        StopReason.STARTUP_TIMEOUT,
+        StopReason.FIRST_EVENT_TIMEOUT,
+        StopReason.IDLE_TIMEOUT,
+        StopReason.TOTAL_TIMEOUT,
+        StopReason.OUTPUT_LINE_TOO_LONG,
+        StopReason.SPAWN_FAILED,
+        StopReason.EVENT_CAPTURE_OVERFLOW,
+        StopReason.STORE_FAILED,
+    )
+)
+
+
 def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
-    # Content-free: the outcome's reason and figures, never the prompt or the answer (nor a
-    # failure's message: a CLI's error result is the model's own text).
+    # Content-free: the outcome's reason and figures, never the prompt or the answer.
     if isinstance(outcome, Response):
         reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
+    elif outcome.reason in _OWN_MESSAGES:
+        reason, detail = outcome.reason.value, outcome.message
     else:
-        reason, detail = outcome.reason.value, f"exit status {outcome.exit_status}"
+        reason, detail = outcome.reason.value, "the CLI's message is not logged"
     logger.debug(
         "agent %r: turn ended, %s (%s), session %s",
         agent,

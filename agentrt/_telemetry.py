@@ -18,7 +18,6 @@ group of a dead runtime. Metrics: see ``_COUNTERS`` and the tables after it.
 from __future__ import annotations
 
 import contextvars
-import importlib.metadata
 import logging
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
@@ -41,10 +40,11 @@ try:
     from opentelemetry import metrics, trace
     from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+    from opentelemetry.version import __version__ as _api_version
 except ImportError:  # the otel extra is not installed
     API_VERSION: str | None = None
 else:
-    API_VERSION = importlib.metadata.version("opentelemetry-api")
+    API_VERSION = _api_version
 
 __all__ = [
     "API_VERSION",
@@ -59,8 +59,8 @@ __all__ = [
     "track_runtime",
 ]
 
+# The instrumentation scope (no version: importlib.metadata is not imported with agentrt).
 _SCOPE = "agentrt"
-_VERSION = importlib.metadata.version("agentrt")
 
 # Attribute names: the GenAI semantic conventions where one fits, agentrt.* otherwise.
 AGENT = "gen_ai.agent.name"
@@ -103,14 +103,14 @@ class _Resolved:
         if provider is not self.tracer_provider:
             self.tracer_provider = provider
             real = _real(provider, "opentelemetry.trace")
-            self.tracer = provider.get_tracer(_SCOPE, _VERSION) if real else None
+            self.tracer = provider.get_tracer(_SCOPE) if real else None
         return self.tracer
 
     def current_instruments(self) -> _Instruments | None:
         provider = metrics.get_meter_provider()
         if provider is not self.meter_provider:
             self.meter_provider = provider
-            meter = provider.get_meter(_SCOPE, _VERSION)
+            meter = provider.get_meter(_SCOPE)
             real = _real(provider, "opentelemetry.metrics")
             self.instruments = _Instruments.create(meter) if real else None
         return self.instruments

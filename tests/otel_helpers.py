@@ -1,8 +1,8 @@
 """An OpenTelemetry SDK for the telemetry tests: spans and metrics kept in memory.
 
-The API lets a process set its tracer and meter providers once, so the SDK is installed on
-first use and stays for the rest of the session; spans are kept only inside `recording`,
-and metrics are read as deltas from its start.
+The API lets a process set its global providers once; `recording` sets fresh ones for one
+test and then puts the API back as it was (no provider set), as OpenTelemetry's own test
+utilities do, so every other test runs the no-SDK path.
 """
 
 from __future__ import annotations
@@ -13,40 +13,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import attrs
+import opentelemetry.metrics._internal as metrics_internal
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-DELTA = AggregationTemporality.DELTA
-
-
-class _WhileRecording(SimpleSpanProcessor):
-    """Exports only inside `recording`: later tests of the session make spans too."""
-
-    on = False
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.on:
-            super().on_end(span)
-
-
-_exporter = InMemorySpanExporter()
-_processor = _WhileRecording(_exporter)
-_reader = InMemoryMetricReader(preferred_temporality={Counter: DELTA, Histogram: DELTA})
-_installed = False
-
-
-def _install() -> None:
-    global _installed
-    if not _installed:
-        provider = TracerProvider()
-        provider.add_span_processor(_processor)
-        trace.set_tracer_provider(provider)
-        metrics.set_meter_provider(MeterProvider(metric_readers=[_reader]))
-        _installed = True
+from opentelemetry.util._once import Once
 
 
 @attrs.define
@@ -59,57 +33,48 @@ class Point:
 
 @attrs.define
 class Telemetry:
-    """What the runtime exported since `recording` began."""
+    """What the runtime exported since `recording` began (metrics are cumulative)."""
 
-    _points: list[Point] = attrs.field(factory=list)
+    tracer: trace.Tracer
+    _exporter: InMemorySpanExporter
+    _reader: InMemoryMetricReader
 
     def spans(self) -> list[ReadableSpan]:
-        return list(_exporter.get_finished_spans())
+        return list(self._exporter.get_finished_spans())
 
     def named(self, prefix: str) -> list[ReadableSpan]:
         return [span for span in self.spans() if span.name.startswith(prefix)]
 
     def collect(self) -> list[Point]:
-        """Every data point so far (each collection adds the deltas since the last)."""
-        data = _reader.get_metrics_data()
+        """Every data point as of now (observable instruments are read now)."""
+        points = []
+        data = self._reader.get_metrics_data()
         for resource in data.resource_metrics if data is not None else ():
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
                     for point in metric.data.data_points:
                         attributes = dict(point.attributes or {})
                         if hasattr(point, "count"):
-                            self._points.append(
-                                Point(metric.name, attributes, point.sum, point.count)
-                            )
+                            points.append(Point(metric.name, attributes, point.sum, point.count))
                         else:
-                            self._points.append(Point(metric.name, attributes, point.value, 1))
-        return self._points
+                            points.append(Point(metric.name, attributes, point.value, 1))
+        return points
 
-    def total(self, name: str, **attributes: Any) -> float:
-        """The sum of ``name``'s points whose attributes include ``attributes``."""
-        return sum(
-            p.value
+    def _matching(self, name: str, attributes: dict[str, Any]) -> list[Point]:
+        return [
+            p
             for p in self.collect()
             if p.name == name and attributes.items() <= p.attributes.items()
-        )
+        ]
+
+    def total(self, name: str, **attributes: Any) -> float:
+        """The sum of ``name``'s points whose attributes include ``attributes`` (for an
+        observable instrument: what it reports now)."""
+        return sum(p.value for p in self._matching(name, attributes))
 
     def count(self, name: str, **attributes: Any) -> int:
         """How many measurements of histogram ``name`` match ``attributes``."""
-        return sum(
-            p.count
-            for p in self.collect()
-            if p.name == name and attributes.items() <= p.attributes.items()
-        )
-
-    def gauge(self, name: str, **attributes: Any) -> float | None:
-        """The value an observable instrument reports now (None: it reports nothing)."""
-        known = len(self._points)
-        found = [
-            p.value
-            for p in self.collect()[known:]
-            if p.name == name and attributes.items() <= p.attributes.items()
-        ]
-        return found[-1] if found else None
+        return sum(p.count for p in self._matching(name, attributes))
 
     def exported_text(self) -> str:
         """Everything exported, as text: every span (names, attributes, events, status,
@@ -118,18 +83,30 @@ class Telemetry:
         return "\n".join(spans) + json.dumps([attrs.asdict(p) for p in self.collect()])
 
 
+def _unset_providers() -> None:
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+
+
 @contextmanager
 def recording() -> Iterator[Telemetry]:
-    """Keep the spans ended inside the block; metrics count from its start."""
-    _install()
-    _reader.get_metrics_data()  # what came before is not this test's
-    _exporter.clear()
-    _processor.on = True
+    """Configure the SDK (in-memory exporter and reader) for the block, and no longer
+    after it."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
     try:
-        yield Telemetry()
+        yield Telemetry(tracer_provider.get_tracer("tests"), exporter, reader)
     finally:
-        _processor.on = False
-        _exporter.clear()
+        _unset_providers()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
 
 
 def parent_id(span: ReadableSpan) -> int | None:

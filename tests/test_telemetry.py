@@ -18,7 +18,6 @@ import pytest
 import trio
 from _helpers import echo_backend
 from cli_programs import SID, FakeClaude, init_frame, result_frame
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_helpers import Telemetry, events, parent_id, recording, span_id
 from proc_helpers import turn_processes, wait_until
@@ -27,11 +26,10 @@ from trio.testing import MockClock
 
 import agentrt
 from agentrt import Agent, MemoryStore, SQLiteStore, StopReason, TurnFailed, open_runtime
-from agentrt._telemetry import LOGGERS, record_warm_process
+from agentrt._telemetry import LOGGERS, TurnTrace, record_warm_process
 from agentrt.testing import Fail
 
 FAST = {"kill_grace": 0.3}
-tracer = trace.get_tracer("tests")
 
 
 @pytest.fixture
@@ -70,9 +68,9 @@ async def test_a_complete_turn_is_a_span_under_the_caller_of_ask_and_of_tell(
     cli = FakeClaude(tmp_path / "cli", answering())
     async with open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        with tracer.start_as_current_span("caller") as caller:
+        with otel.tracer.start_as_current_span("caller") as caller:
             response = await rt.ask("coder", "what is it?")
-        with tracer.start_as_current_span("teller") as teller:
+        with otel.tracer.start_as_current_span("teller") as teller:
             ref = rt.tell("coder", "and now?")
         # Waited for outside the span: the turn keeps the context tell was called in.
         with trio.fail_after(30):
@@ -160,14 +158,14 @@ async def test_an_interrupt_and_the_kill_of_what_the_turn_left_are_events(
         # CLI's group signal would reach it before).
         [live] = await rt.store.live_processes()
         await wait_until(lambda: tool_in_own_session(live.live_marker or "-", live.live_pid))
-        assert otel.gauge("agentrt.processes.live") == 1
-        assert otel.gauge("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 1
+        assert otel.total("agentrt.processes.live") == 1
+        assert otel.total("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 1
         assert rt.interrupt("coder")
         assert rt.withdraw("coder", queued)
         with trio.fail_after(30):
             await rt.wait(ref)
-        assert otel.gauge("agentrt.processes.live") == 0
-        assert otel.gauge("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 0
+        assert otel.total("agentrt.processes.live") == 0
+        assert otel.total("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 0
 
     [span] = otel.named("invoke_agent")
     attributes = dict(span.attributes or {})
@@ -208,7 +206,7 @@ async def test_a_supervisor_restart_is_a_span_and_is_counted(
         with pytest.raises(agentrt.AgentStopped):
             await rt.ask("a", "one")
         # Sent while it restarts: it waits for the new instance.
-        with tracer.start_as_current_span("after") as after:
+        with otel.tracer.start_as_current_span("after") as after:
             await rt.ask("a", "two")
 
     [restart] = otel.named("agentrt.restart")
@@ -234,7 +232,7 @@ async def test_a_reap_of_a_dead_runtimes_turn_is_a_span_and_is_counted(
 ) -> None:
     cli = FakeClaude(tmp_path / "cli")
     async with killed_child(tmp_path, cli) as (store_path, prefix):
-        with tracer.start_as_current_span("opener") as opener:
+        with otel.tracer.start_as_current_span("opener") as opener:
             async with open_runtime(store=SQLiteStore(store_path)):
                 pass
     [reap] = otel.named("agentrt.reap")
@@ -256,7 +254,7 @@ async def test_a_lost_session_is_an_event_of_its_turn_and_the_fresh_turn_a_span_
         await rt.start_agent(
             Agent, name="a", backend=backend, resume="gone-session", on_session_lost="fresh"
         )
-        with tracer.start_as_current_span("caller") as caller:
+        with otel.tracer.start_as_current_span("caller") as caller:
             response = await rt.ask("a", "hello")
     assert response.text == "echo hello"
 
@@ -313,7 +311,7 @@ async def test_no_prompt_answer_tool_input_or_secret_is_exported_or_logged(
         await rt.start_agent(
             Agent, name="coder", backend="claude", binary=cli.binary, env=env, **FAST
         )
-        with tracer.start_as_current_span("caller"):
+        with otel.tracer.start_as_current_span("caller"):
             response = await rt.ask("coder", PROMPT)
             assert ANSWER in response.text  # it did go through the turn
             cli.run(failing())
@@ -371,7 +369,16 @@ def test_warm_process_hits_and_misses_are_counted(otel: Telemetry) -> None:
     assert otel.total("agentrt.warm.misses", **labels) == 1
 
 
-# A fresh interpreter: the SDK the tests above installed is global to this one.
+async def test_a_provider_configured_or_unset_later_is_seen_by_the_next_turn() -> None:
+    assert TurnTrace.start(None, "a", "scripted", None) is None
+    with recording():
+        trace = TurnTrace.start(None, "a", "scripted", None)
+        assert trace is not None
+        trace.close()
+    assert TurnTrace.start(None, "a", "scripted", None) is None
+
+
+# A fresh interpreter, as a program without the extra (or without an SDK) runs.
 NO_SDK = """
 import sys
 if sys.argv[1] == "no-api":

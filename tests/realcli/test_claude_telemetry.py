@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 import trio
-from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 from otel_helpers import Telemetry, events, parent_id, recording, span_id
 
@@ -21,7 +20,6 @@ pytestmark = pytest.mark.realcli
 
 TURN_BOUND = 60  # generous: CI machines are shared
 PROMPT = "PROMPTCANARY say hello"
-tracer = trace.get_tracer("tests")
 
 
 @pytest.fixture
@@ -46,7 +44,7 @@ async def test_a_real_turn_is_a_span_with_its_session_tokens_and_model(
     claude.api.set_script([AnthropicText("ANSWERCANARY hello", input_tokens=11, output_tokens=7)])
     async with open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
-        with trio.fail_after(TURN_BOUND), tracer.start_as_current_span("caller") as caller:
+        with trio.fail_after(TURN_BOUND), otel.tracer.start_as_current_span("caller") as caller:
             response = await rt.ask("coder", PROMPT)
 
     [span] = otel.named("invoke_agent")
