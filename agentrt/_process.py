@@ -664,6 +664,11 @@ class ProcessTracker:
             for t in self._trees.values()
         )
 
+    def live_count(self) -> int:
+        """How many turn processes run now; safe to call from another thread (a metric
+        reader's)."""
+        return len(self._trees)
+
     def reap(self) -> int:
         """Walk the live trees once and reap the adopted zombies among them; return how many.
 

@@ -158,8 +158,9 @@ def status() -> TelemetryStatus:
 # Metrics
 ################################################################
 
-# Open runtimes, for the observable counts (read in the metric reader's thread: the tuple
-# is replaced whole, never changed in place).
+# Open runtimes, for the observable counts. These are read in the metric reader's thread:
+# the tuple is replaced whole, never changed in place, and what is read of a runtime is
+# copied or counted in one step.
 _runtimes: tuple[weakref.ref[Context], ...] = ()
 
 
@@ -177,7 +178,7 @@ def _open_runtimes() -> Iterator[Context]:
 
 
 def _observe_processes(_: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(sum(len(c.tracker.live()) for c in _open_runtimes()))]
+    return [Observation(sum(c.tracker.live_count() for c in _open_runtimes()))]
 
 
 def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:

@@ -83,7 +83,8 @@ class Telemetry:
         return "\n".join(spans) + json.dumps([attrs.asdict(p) for p in self.collect()])
 
 
-def _unset_providers() -> None:
+def unset_providers() -> None:
+    """Undo ``set_tracer_provider`` and ``set_meter_provider`` (the API allows them once)."""
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
     metrics_internal._METER_PROVIDER_SET_ONCE = Once()
@@ -104,7 +105,7 @@ def recording() -> Iterator[Telemetry]:
     try:
         yield Telemetry(tracer_provider.get_tracer("tests"), exporter, reader)
     finally:
-        _unset_providers()
+        unset_providers()
         tracer_provider.shutdown()
         meter_provider.shutdown()
 

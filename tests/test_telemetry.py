@@ -10,6 +10,7 @@ import logging
 import re
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,11 @@ import pytest
 import trio
 from _helpers import echo_backend
 from cli_programs import SID, FakeClaude, init_frame, result_frame
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from otel_helpers import Telemetry, events, parent_id, recording, span_id
+from otel_helpers import Telemetry, events, parent_id, recording, span_id, unset_providers
 from proc_helpers import turn_processes, wait_until
 from test_durable_cli import killed_child
 from trio.testing import MockClock
@@ -444,3 +448,35 @@ async def test_the_readmes_json_log_setup_indexes_the_agents_fields(
     assert (crashed["agent"], crashed["backend"]) == ("a", "scripted")
     [restart] = [e for e in entries if "restarting" in e["msg"]]
     assert (restart["level"], restart["agent"]) == ("WARNING", "a")
+
+
+OTLP_MODULES = ("exporter", "exporter.otlp", "exporter.otlp.proto", "exporter.otlp.proto.http")
+
+
+async def test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The OTLP exporter package, stood in for by in-memory and text exporters.
+    spans = InMemorySpanExporter()
+    exported_metrics = io.StringIO()
+    for name in OTLP_MODULES:
+        monkeypatch.setitem(sys.modules, f"opentelemetry.{name}", types.ModuleType(name))
+    http = "opentelemetry.exporter.otlp.proto.http"
+    trace_exporter = types.ModuleType(f"{http}.trace_exporter")
+    trace_exporter.OTLPSpanExporter = lambda: spans  # type: ignore[attr-defined]
+    metric_exporter = types.ModuleType(f"{http}.metric_exporter")
+    metric_exporter.OTLPMetricExporter = lambda: ConsoleMetricExporter(out=exported_metrics)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, trace_exporter.__name__, trace_exporter)
+    monkeypatch.setitem(sys.modules, metric_exporter.__name__, metric_exporter)
+    namespace: dict[str, Any] = {}
+    try:
+        exec(compile(readme_block("OTLPSpanExporter"), "README.md", "exec"), namespace)
+        async with open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(Agent, name="a", backend=echo_backend())
+            await rt.ask("a", "hello")
+        namespace["tracer_provider"].shutdown()  # flushes the batch
+        metrics.get_meter_provider().shutdown()  # type: ignore[attr-defined]
+    finally:
+        unset_providers()
+    assert [span.name for span in spans.get_finished_spans()] == ["invoke_agent a"]
+    assert '"name": "agentrt.turns"' in exported_metrics.getvalue()
