@@ -473,7 +473,7 @@ def bind_agent_logs(slot: Slot) -> None:
     _bound.set(slot)
 
 
-def log_fields(slot: Slot) -> Mapping[str, object]:
+def _log_fields(slot: Slot) -> Mapping[str, object]:
     fields: dict[str, object] = {"agent": slot.name, "backend": slot.backend}
     if slot.current is not None:
         fields["request_id"] = slot.current.ref.id
@@ -488,7 +488,7 @@ class _AgentFields(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         slot = _bound.get(None)
         if slot is not None:
-            for key, value in log_fields(slot).items():
+            for key, value in _log_fields(slot).items():
                 if not hasattr(record, key):
                     setattr(record, key, value)
         return True
