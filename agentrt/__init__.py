@@ -23,9 +23,10 @@
 # _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
 # _reaper.py (turns a dead runtime left running), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
-# callers observe), _arguments.py and _exceptiongroups.py (the API's edges). _tools.py
-# describes application tools (@agentrt.tool); _tool_server.py serves them to the CLIs
-# over a loopback MCP server per runtime.
+# callers observe), _arguments.py and _exceptiongroups.py (the API's edges), _telemetry.py
+# (OpenTelemetry spans and metrics when an SDK is configured; the fields of log records).
+# _tools.py describes application tools (@agentrt.tool); _tool_server.py serves them to
+# the CLIs over a loopback MCP server per runtime.
 #
 # backend.py is the public protocol a CLI adapter implements; _backends.py finds one by
 # name through the "agentrt.backends" entry points, and the adapters (the repository's

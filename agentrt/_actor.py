@@ -47,6 +47,7 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore
+from ._telemetry import TurnTrace, bind_agent_logs
 from ._turn import Turn
 from ._warm import WarmProcess
 from .backend import Backend, InProcessBackend, LiveBackend
@@ -80,19 +81,40 @@ class _AgentCrashed(Exception):
         super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
 
 
-def log_error(message: str, error: BaseException) -> None:
+def log_error(message: str, error: BaseException, agent: str | None = None) -> None:
     """Log ``message`` with ``error``'s traceback, redacted (an exception's text may carry
-    secrets)."""
+    secrets); ``agent`` names the agent outside its own task (whose records carry it)."""
     trace = "".join(traceback.format_exception(error))
-    logger.error("%s\n%s", message, redact(trace.rstrip()))
+    extra = None if agent is None else {"agent": agent}
+    logger.error("%s\n%s", message, redact(trace.rstrip()), extra=extra)
+
+
+# Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the
+# others carry what the CLI printed, which may quote the model or the prompt.
+_OWN_MESSAGES = frozenset(
+    (
+        StopReason.INTERRUPTED,
+        StopReason.CANCELLED,
+        StopReason.STARTUP_TIMEOUT,
+        StopReason.FIRST_EVENT_TIMEOUT,
+        StopReason.IDLE_TIMEOUT,
+        StopReason.TOTAL_TIMEOUT,
+        StopReason.OUTPUT_LINE_TOO_LONG,
+        StopReason.SPAWN_FAILED,
+        StopReason.EVENT_CAPTURE_OVERFLOW,
+        StopReason.STORE_FAILED,
+    )
+)
 
 
 def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
     # Content-free: the outcome's reason and figures, never the prompt or the answer.
     if isinstance(outcome, Response):
         reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
-    else:
+    elif outcome.reason in _OWN_MESSAGES:
         reason, detail = outcome.reason.value, outcome.message
+    else:
+        reason, detail = outcome.reason.value, "the CLI's message is not logged"
     logger.debug(
         "agent %r: turn ended, %s (%s), session %s",
         agent,
@@ -190,6 +212,7 @@ class Actor:
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: _AgentCrashed | None = None
+        bind_agent_logs(self.slot)
         try:
             with self._scope, collapse_exception_groups():
                 async with self._warm_process():
@@ -307,6 +330,8 @@ class Actor:
 
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         slot = self.slot
+        parent = slot.current.trace_context if slot.current is not None else None
+        trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         slot.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
@@ -323,6 +348,8 @@ class Actor:
             session_id=slot.session_id,
             baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
+            trace=trace,
+            agent_name=self.name,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -338,7 +365,11 @@ class Actor:
             await self._turn_started()  # an in-process turn starts as it is called
         try:
             outcome = await turn.run()
+            if trace is not None:
+                trace.end(outcome)
         finally:
+            if trace is not None:
+                trace.close()  # a no-op after end(); else the actor stopped mid-turn
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")

@@ -21,6 +21,7 @@ from ._events import ErrorEvent, Event, Response, StopReason, text_size
 from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
 from ._stream import EventStream
+from ._telemetry import capture_context
 
 # Notifications waiting for an agent (while it processes a request) before notify refuses.
 MAX_NOTIFICATIONS = 1000
@@ -65,7 +66,8 @@ class Mailbox:
 
     def request(self, prompt: str, origin: Origin) -> Request:
         """A new request for ``prompt``, not queued yet."""
-        return Request(Ref(self.name, self.new_id()), prompt, len(prompt.encode()), origin)
+        ref = Ref(self.name, self.new_id())
+        return Request(ref, prompt, len(prompt.encode()), origin, trace_context=capture_context())
 
     def admit(self, request: Request, *, idle: bool) -> None:
         """Queue ``request``, or raise `MailboxFull` (an idle agent with nothing queued

@@ -328,6 +328,12 @@ class CliProcess:
         """How the process ended, or None while it runs."""
         return self._exit_status
 
+    @property
+    def killed(self) -> int:
+        """How many processes of the tree were still running when the kill ladder began
+        (0 until it has run, and for a turn that left nothing behind)."""
+        return self._tree.killed
+
     def batches(self, decode: Callable[[bytes], Any] | None = None) -> AsyncIterator[FrameBatch]:
         """The decoded stdout lines, one `FrameBatch` per read of stdout (up to 256 KiB of
         lines), decoded as it is iterated: JSON values, or `BadLine` for a line that is not
@@ -721,6 +727,11 @@ class ProcessTracker:
             ProcessInfo(t.leader, t.pgid, t.start_time, t.marker or "")
             for t in self._trees.values()
         )
+
+    def live_count(self) -> int:
+        """How many turn processes run now; safe to call from another thread (a metric
+        reader's)."""
+        return len(self._trees)
 
     def reap(self) -> int:
         """Walk the live trees once and reap the adopted zombies among them; return how many.

@@ -244,6 +244,8 @@ class ProcTree:
     # The turn's own cgroup, the leader placed in it before exec: then its members are
     # exactly what the cgroup holds, and no walk is needed.
     cgroup: TurnCgroup | None = None
+    # How many members were still running when `kill_tree` began (the turn's telemetry).
+    killed: int = 0
 
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
         """Walk /proc (or a `snapshot` just taken), or read the turn's cgroup: record every
@@ -408,6 +410,7 @@ async def kill_tree(
     live = scan()
     if not live:
         return []  # nobody runs, so nobody can have forked since: no rescan needed
+    tree.killed += len(live)
     send(signal.SIGTERM, live)
     send(signal.SIGCONT, live)
     await wait_gone(live, term_grace)

@@ -19,6 +19,7 @@ import socket
 from ._events import StopReason
 from ._process import kill_stale_group, process_start_time
 from ._store import SessionRecord, SessionStore
+from ._telemetry import reap_span
 
 logger = logging.getLogger("agentrt")
 
@@ -73,13 +74,16 @@ async def reap_stale_turns(store: SessionStore, *, term_grace: float = 2.0) -> i
 
 async def _reap(store: SessionStore, record: SessionRecord, term_grace: float) -> None:
     assert record.live_pgid is not None and record.live_pid is not None
-    killed = await kill_stale_group(
-        record.live_pgid,
-        record.live_pid,
-        record.live_start_time or 0,
-        marker=record.live_marker,
-        term_grace=term_grace,
-    )
+    assert record.runtime_id is not None
+    with reap_span(record.name, record.live_pgid, record.runtime_id) as reaped:
+        killed = reaped["killed"] = await kill_stale_group(
+            record.live_pgid,
+            record.live_pid,
+            record.live_start_time or 0,
+            marker=record.live_marker,
+            term_grace=term_grace,
+        )
+    extra = {"agent": record.name}
     if killed:
         logger.warning(
             "agent %r: killed process group %d (pid %d), left running by runtime %s",
@@ -87,6 +91,7 @@ async def _reap(store: SessionStore, record: SessionRecord, term_grace: float) -
             record.live_pgid,
             record.live_pid,
             record.runtime_id,
+            extra=extra,
         )
     else:
         logger.info(
@@ -94,6 +99,7 @@ async def _reap(store: SessionStore, record: SessionRecord, term_grace: float) -
             record.name,
             record.live_pgid,
             record.runtime_id,
+            extra=extra,
         )
     await store.record_turn(
         record.name,

@@ -72,6 +72,8 @@ class Request:
     abandoned: bool = False
     done: trio.Event | None = None  # created by the first waiter
     subscriptions: list[Subscription] | None = None
+    # The OpenTelemetry context the request was made in: its span parents the turn's.
+    trace_context: object = None
 
     @property
     def settled(self) -> bool:

@@ -26,6 +26,7 @@ from ._store import SessionStore
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Child, Context, Supervisor
+from ._telemetry import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
 from .backend import Backend
@@ -373,6 +374,7 @@ async def open_runtime(
                 await services.start(tracker.run)
                 async with trio.open_nursery() as nursery:
                     context = Context(opened, runtime_id, slots, tracker, ToolHost(services))
+                    track_runtime(context)
                     root = Supervisor._create(context, nursery, chosen, intensity)
                     await nursery.start(root._run)
                     runtime = Runtime._create(context, root)

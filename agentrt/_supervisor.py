@@ -50,6 +50,7 @@ from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
 from ._store import SessionRecord, SessionStore
+from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
 from .backend import AppToolsBackend, Backend
@@ -437,20 +438,23 @@ class Supervisor(metaclass=NoPublicConstructor):
                 await self._stop_for_restart(sibling, why)
         # Their own exits, if any are waiting, are handled by this restart.
         self._pending = deque(item for item in self._pending if item[0] not in affected)
+        restarting = [child.name for child in affected if not child.removed]
         logger.warning(
             "agent %r ended (%s); restarting %s in %g s (%d of at most %d restarts in %g s)",
             crashed.name,
             reason,
-            ", ".join(repr(child.name) for child in affected if not child.removed),
+            ", ".join(map(repr, restarting)),
             delay,
             len(self._intensity.history),
             self._intensity.max_restarts,
             self._intensity.period,
+            extra={"agent": crashed.name},
         )
-        await trio.sleep(delay)
-        for child in affected:
-            if not child.removed:
-                await self._start_again(child)
+        with restart_span(crashed.name, restarting, delay, len(self._intensity.history)):
+            await trio.sleep(delay)
+            for child in affected:
+                if not child.removed:
+                    await self._start_again(child)
 
     async def _stop_for_restart(self, child: Child, reason: str) -> None:
         actor = child.actor
@@ -483,7 +487,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             if binding is not None:
                 binding.close()
             # A backend or an agent that cannot start is one more crash.
-            log_error(f"agent {child.name!r} could not be restarted", exc)
+            log_error(f"agent {child.name!r} could not be restarted", exc, child.name)
             self._pending.append((child, f"restart failed: {type(exc).__name__}: {exc}"))
             return
         if child.removed or self._closed or self._context.closed:
@@ -495,7 +499,7 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     async def _give_up(self, crashed: Child) -> NoReturn:
         error = RestartLimitExceeded(crashed.name, self._intensity.history)
-        logger.error("supervisor gives up: %s", error)
+        logger.error("supervisor gives up: %s", error, extra={"agent": crashed.name})
         self._closed = True
         reason = f"its supervisor gave up ({error})"
         actors = [self._discard(child, reason, error) for child in reversed(self._children)]

@@ -69,6 +69,7 @@ from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
+from ._telemetry import TurnTrace, record_warm_process
 from ._warm import WarmCli, WarmProcess
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
@@ -128,6 +129,10 @@ class Turn:
     # Called once the CLI process is running, before its first frame is read (the actor
     # records its process group for the reaper).
     on_spawn: Callable[[CliProcess], Awaitable[None]] | None = None
+    # The turn's span and metrics, when telemetry records (agentrt._telemetry).
+    trace: TurnTrace | None = None
+    # The agent's name, for what telemetry counts per agent.
+    agent_name: str = ""
 
     # trio.current_time(), from the run's clock without the per-call wrapper (a scripted
     # turn asks it several times).
@@ -192,6 +197,8 @@ class Turn:
         unless ``reason`` is a fault of the turn's own."""
         if self._ended:
             return
+        if self.trace is not None:
+            self.trace.stopping(reason)
         if type(self._terminal) is ResultEvent and reason not in _LOSES_RESULT:
             self._settle()
         else:
@@ -251,7 +258,7 @@ class Turn:
             self._total_deadline = now + options.watchdog
         if options.first_event is not None:
             self._first_deadline = now + options.first_event
-            self._awaiting_content = True
+        self._awaiting_content = options.first_event is not None or self.trace is not None
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
         status: ExitStatus | None = None
         stderr_tail = ""
@@ -294,6 +301,8 @@ class Turn:
         assert self.command is not None
         try:
             async with open_cli_process(self.command, limits, tracker=self.tracker) as proc:
+                if self.trace is not None:
+                    self.trace.spawned(proc)
                 if self.on_spawn is not None:
                     await self.on_spawn(proc)
                 self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
@@ -321,6 +330,10 @@ class Turn:
                 return None, ""
             assert cli.proc is not None
             proc = cli.proc
+            reused = cli.turns > 0  # it ran a turn before: a warm hit
+            record_warm_process(self.agent_name, self.backend.name, hit=reused)
+            if self.trace is not None and not reused:
+                self.trace.spawned(proc)
             self.command = cli.protocol.command
             self.translator = cli.translator(self.baseline)
             grace = self.options.kill_grace
@@ -561,6 +574,8 @@ class Turn:
     def _content_arrived(self) -> None:
         # The first content event lifts the first-event bound.
         self._awaiting_content = False
+        if self.trace is not None:
+            self.trace.first_event()
         self._first_deadline = math.inf
         self._reschedule()
 

@@ -1,5 +1,5 @@
 """``agentrt doctor``: can agents run here? Binaries, versions, credentials under each env
-policy, the session store, process limits; ``--smoke`` runs one real turn.
+policy, the session store, process limits, telemetry; ``--smoke`` runs one real turn.
 
 Only names and paths are ever printed: never the value of a credential.
 """
@@ -21,7 +21,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from .. import _cgroup
+from .. import _cgroup, _telemetry
 from .._agent import Agent
 from .._backends import resolve_backend
 from .._env import ENV_POLICIES, EnvPolicy, child_env
@@ -396,6 +396,45 @@ def limit_checks() -> list[Check]:
     return checks
 
 
+def telemetry_check() -> Check:
+    """Whether agents' spans and metrics go anywhere: the OpenTelemetry API, and an SDK's
+    tracer and meter providers configured in this process (by ``opentelemetry-instrument``
+    or the OTEL_PYTHON_*_PROVIDER variables; a program configures its own)."""
+    found = _telemetry.status()
+    if found.api_version is None:
+        return Check(
+            "telemetry",
+            "opentelemetry",
+            "skip",
+            "opentelemetry-api is not installed: no spans or metrics",
+            "pip install 'agentrt[otel]' and configure an SDK",
+        )
+    configured = [
+        f"{what} {provider}"
+        for what, provider in (
+            ("traces:", found.tracer_provider),
+            ("metrics:", found.meter_provider),
+        )
+        if provider is not None
+    ]
+    if not configured:
+        return Check(
+            "telemetry",
+            "opentelemetry",
+            "skip",
+            f"opentelemetry-api {found.api_version}, but no SDK tracer or meter provider is "
+            "configured: spans and metrics are dropped (at no cost)",
+            "configure the SDK in your program (README: Telemetry), or run under "
+            "opentelemetry-instrument",
+        )
+    return Check(
+        "telemetry",
+        "opentelemetry",
+        "ok",
+        f"active (opentelemetry-api {found.api_version}); {'; '.join(configured)}",
+    )
+
+
 async def smoke_check(name: str) -> Check:
     """One real turn, in a scratch directory, with no tools."""
     with tempfile.TemporaryDirectory(prefix="agentrt-doctor-") as scratch:
@@ -472,6 +511,7 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
     checks += await store_checks(store_path(args))
     checks += limit_checks()
     checks.append(Check("system", "process isolation", "ok", await _cgroup.probe()))
+    checks.append(telemetry_check())
     if args.smoke:
         ready = [
             n for n in installed if not any(c.area == n and c.status == "fail" for c in checks)

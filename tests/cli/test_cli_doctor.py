@@ -10,7 +10,9 @@ import pytest
 
 import agentrt.backends.claude._backend as claude_backend
 import agentrt.backends.codex._backend as codex_backend
+from agentrt import _telemetry
 from agentrt._cgroup import Unavailable, own_cgroup
+from agentrt._cli._doctor import telemetry_check
 from agentrt.testing import AnthropicText, FakeAnthropic
 
 from ._run import agentrt
@@ -176,6 +178,40 @@ async def test_it_says_which_process_isolation_is_in_force(base_env: dict[str, s
         assert shown.startswith("ok /proc walk (")
     else:
         assert shown.startswith(f"ok cgroup v2 at {parent}/agentrt-")
+
+
+async def test_it_says_whether_telemetry_is_active(base_env: dict[str, str]) -> None:
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+    run = await agentrt("doctor", "--backend", "claude", env=env)
+    assert (
+        lines_of(run.stdout)["telemetry opentelemetry"].startswith("-- opentelemetry-api 1.")
+        and "no SDK tracer or meter provider is configured" in run.stdout
+    )
+    # What opentelemetry-instrument does: the SDK's providers, named in the environment.
+    sdk = {
+        **env,
+        "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider",
+        "OTEL_PYTHON_METER_PROVIDER": "sdk_meter_provider",
+    }
+    run = await agentrt("doctor", "--backend", "claude", "--json", env=sdk)
+    [check] = [c for c in json.loads(run.stdout)["checks"] if c["area"] == "telemetry"]
+    assert check["status"] == "ok"
+    assert check["detail"].startswith("active (opentelemetry-api 1.")
+    assert "traces: opentelemetry.sdk.trace.TracerProvider" in check["detail"]
+    assert "metrics: opentelemetry.sdk.metrics" in check["detail"]
+
+
+def test_without_the_otel_extra_telemetry_is_skipped_with_its_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_telemetry, "status", lambda: _telemetry.TelemetryStatus(None, None, None))
+    check = telemetry_check()
+    assert (check.status, check.detail) == (
+        "skip",
+        "opentelemetry-api is not installed: no spans or metrics",
+    )
+    assert check.fix is not None and "agentrt[otel]" in check.fix
 
 
 async def test_the_store_is_checked_as_ask_would_open_it(
