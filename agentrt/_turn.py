@@ -43,6 +43,7 @@ from ._events import (
     ErrorEvent,
     Event,
     InitEvent,
+    PermissionDenial,
     RawEvent,
     Response,
     ResultEvent,
@@ -51,6 +52,7 @@ from ._events import (
     StopReason,
     TextEvent,
     TextRetractedEvent,
+    ToolDecisionEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
@@ -177,6 +179,8 @@ class Turn:
     _cost: float | None = None
     _model: str | None = None
     _init: InitEvent | None = None
+    # The tools the agent's approve_tool denied (a CLI's result may not list them).
+    _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
     _parents: dict[str, str] = attrs.field(factory=dict)
 
@@ -366,6 +370,16 @@ class Turn:
                 request = attrs.evolve(ask.request, parent_tool_use_id=parent)
                 ask = attrs.evolve(ask, request=request)
         answer, events = await self.decide(ask)
+        for event in events:
+            if type(event) is ToolDecisionEvent and not event.allowed:
+                assert isinstance(ask, ToolApproval)
+                request = ask.request
+                denial = PermissionDenial(
+                    tool_name=request.tool_name,
+                    tool_use_id=request.tool_use_id,
+                    input=request.input,
+                )
+                self._denials.append(denial)
         await cli.answer(answer)
         if events:
             await self._handle((), events)
@@ -623,6 +637,11 @@ class Turn:
     # The outcome: a Response or a TurnFailed
     ################
 
+    def _with_denials(self, reported: tuple[PermissionDenial, ...]) -> tuple[PermissionDenial, ...]:
+        # What the CLI reported, and the agent's own denials it did not.
+        known = {d.tool_use_id for d in reported}
+        return (*reported, *(d for d in self._denials if d.tool_use_id not in known))
+
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
             assert self.translator is not None
@@ -669,7 +688,7 @@ class Turn:
                 raw=terminal.raw,
                 init=self._init,
                 structured_output=terminal.structured_output,
-                permission_denials=terminal.permission_denials,
+                permission_denials=self._with_denials(terminal.permission_denials),
             )
         detail: dict[str, Any] | None = None
         cost, usage = self._cost, self._usage

@@ -102,6 +102,10 @@ async def test_a_denial_reaches_the_cli_and_the_turns_events(tmp_path: Path) -> 
         "not in this repository",
     )
     assert decision.decided_by == "approve_tool"
+    # The fake's result lists no denial: the runtime adds the agent's own.
+    assert response.permission_denials == (
+        agentrt.PermissionDenial(tool_name="Bash", tool_use_id="toolu_1", input=TOOL["input"]),
+    )
 
 
 async def test_the_request_names_the_tool_and_its_subagents_task(tmp_path: Path) -> None:

@@ -90,12 +90,15 @@ async def test_three_turns_on_one_process_keep_the_history_and_report_their_own_
         left = await kill_marked(MARKER_VAR, place.marker)
     thread = live.protocol.thread_id
     assert thread is not None and uuid.UUID(thread)
-    assert [e.kind for e in first] == ["session", "text", "text", "text", "usage", "result"]
+    # Raw events left out: codex's other notifications (output deltas of a command, say)
+    # come or not depending on timing.
+    kinds = [[e.kind for e in turn if e.kind != "raw"] for turn in (first, second)]
+    assert kinds[0] == ["session", "text", "text", "text", "usage", "result"]
     assert first[0] == SessionEvent(session_id=thread, model=None)
-    assert [e.kind for e in second] == [
+    assert kinds[1] == [
         *("session", "tool_use", "tool_result", "text", "text", "text", "usage", "result")
     ]
-    use, tool_result = second[1], second[2]
+    use, tool_result = [e for e in second if e.kind in ("tool_use", "tool_result")]
     assert isinstance(use, ToolUseEvent) and "echo from-the-tool" in use.input["command"]
     assert isinstance(tool_result, ToolResultEvent) and not tool_result.is_error
     assert "from-the-tool" in tool_result.content["output"]

@@ -179,3 +179,5 @@ async def test_approve_tool_decides_codexs_commands(allowed: bool) -> None:
     assert request.tool_name == "command_execution"
     assert "touch approved.txt" in str(request.input["command"])
     assert response.text == "done"
+    denied = [d.tool_name for d in response.permission_denials]
+    assert denied == ([] if allowed else ["command_execution"])
