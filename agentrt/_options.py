@@ -10,6 +10,7 @@ from typing import Any, Literal
 import attrs
 
 from ._errors import InvalidOptions
+from ._process import ProcessLimits
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
 
@@ -150,6 +151,18 @@ class AgentOptions:
     on_session_lost: SessionLostPolicy | None = attrs.field(
         default=None, metadata=_checked_by(_session_lost)
     )
+
+    @property
+    def process_limits(self) -> ProcessLimits:
+        """The bounds of the agent's CLI processes, per turn or warm."""
+        return ProcessLimits(
+            startup=self.startup,
+            idle=self.idle,
+            max_line_bytes=self.max_line_bytes,
+            term_grace=self.kill_grace,
+            eof_grace=self.kill_grace,
+        )
+
     # Application tools the model may call (see agentrt.tool); None: the agent class's
     # ``app_tools``.
     app_tools: tuple[Tool, ...] | None = attrs.field(

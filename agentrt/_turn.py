@@ -63,7 +63,6 @@ from ._process import (
     BadLine,
     CliProcess,
     ProcessFailure,
-    ProcessLimits,
     ProcessTracker,
     open_cli_process,
 )
@@ -294,14 +293,7 @@ class Turn:
         return None
 
     async def _run_cli_process(self) -> tuple[ExitStatus | None, str]:
-        options = self.options
-        limits = ProcessLimits(
-            startup=options.startup,
-            idle=options.idle,
-            max_line_bytes=options.max_line_bytes,
-            term_grace=options.kill_grace,
-            eof_grace=options.kill_grace,
-        )
+        limits = self.options.process_limits
         assert self.command is not None
         try:
             async with open_cli_process(self.command, limits, tracker=self.tracker) as proc:
@@ -341,8 +333,9 @@ class Turn:
             self.command = cli.protocol.command
             self.translator = cli.translator(self.baseline)
             grace = self.options.kill_grace
-            # In band, then the driver's ladder: SIGINT, SIGTERM, SIGKILL a grace apart.
-            self._drain_bound = 3 * grace + _DRAIN_MARGIN
+            # In band, then the driver's ladder: SIGINT, SIGTERM, SIGKILL.
+            limits = self.options.process_limits
+            self._drain_bound = grace + limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
             self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
             await cli.start_turn(self.prompt)
             await self._read(cli.batches(self._decode(), functools.partial(self._answer, cli)))

@@ -351,17 +351,6 @@ class WarmProcess:
     def pid(self) -> int | None:
         return None if self._cli is None else self._cli.pid
 
-    def limits(self) -> ProcessLimits:
-        o = self.options
-        return ProcessLimits(
-            startup=o.startup,
-            idle=o.idle,
-            max_line_bytes=o.max_line_bytes,
-            interrupt_grace=o.kill_grace,
-            term_grace=o.kill_grace,
-            eof_grace=o.kill_grace,
-        )
-
     async def begin_turn(
         self, backend_options: Any, session_id: str | None, on_wait: Callable[[bool], None]
     ) -> WarmCli | None:
@@ -426,13 +415,16 @@ class WarmProcess:
         spawned = False
         try:
             async with open_cli_process(
-                cli.protocol.command, self.limits(), tracker=self.tracker, stdin_open=True
+                cli.protocol.command,
+                self.options.process_limits,
+                tracker=self.tracker,
+                stdin_open=True,
             ) as proc:
                 cli.proc = proc
                 cli._nursery = self.nursery
                 spawned = True
                 await self.on_spawn(proc)
-                await cli.handshake(self.limits())
+                await cli.handshake(self.options.process_limits)
                 cli.resident = proc.members()
                 task_status.started()
                 async with trio.open_nursery() as watchers:
