@@ -21,7 +21,8 @@
 #
 # Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
 # _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
-# _reaper.py (turns a dead runtime left running), _env.py / _secretfiles.py / _redact.py
+# _reaper.py (turns a dead runtime left running), _ownership.py (the leases through which a
+# runtime owns its agent names, their renewal and the fence), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
 # callers observe), _arguments.py and _exceptiongroups.py (the API's edges).
 #
@@ -62,6 +63,7 @@ from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import InvalidOptions as InvalidOptions
+from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
@@ -103,6 +105,8 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
+from ._store import Lease as Lease
+from ._store import LeaseOwner as LeaseOwner
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
 from ._store_memory import MemoryStore as MemoryStore

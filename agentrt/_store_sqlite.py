@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -14,7 +15,17 @@ import trio
 from ._errors import StoreError
 from ._events import SessionTotals, Usage
 from ._redact import redact
-from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+from ._store import (
+    NO_USAGE,
+    ClosedOnExit,
+    Lease,
+    LeaseOwner,
+    SessionRecord,
+    check_fence,
+    granted_epoch,
+    no_row,
+    stored_reason,
+)
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -85,6 +96,23 @@ CREATE TABLE sessions (
 )
 """
 
+# One row per agent name ever leased; the owner columns are NULL once released. The epoch
+# stays, so a later grant gets a larger one. ``clock`` names the boot whose CLOCK_MONOTONIC
+# ``renewed_at`` / ``expires_at`` are on.
+_CREATE_LEASES = """
+CREATE TABLE leases (
+    name TEXT PRIMARY KEY NOT NULL,
+    epoch INTEGER NOT NULL,
+    node TEXT,
+    pid INTEGER,
+    start_time INTEGER,
+    runtime_id TEXT,
+    clock TEXT NOT NULL,
+    renewed_at REAL NOT NULL,
+    expires_at REAL NOT NULL
+)
+"""
+
 # _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
 # is an empty file. Each step runs in one transaction with its version bump.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -102,7 +130,25 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             "cache_read_input_tokens INTEGER",
         )
     ),
+    # 4: which runtime owns each agent name.
+    (_CREATE_LEASES,),
 )
+
+_LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
+
+_GRANT_LEASE = f"""
+INSERT OR REPLACE INTO leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+_RENEW_LEASE = """
+UPDATE leases SET clock = ?, renewed_at = ?, expires_at = ?
+WHERE name = ? AND epoch = ? AND runtime_id IS NOT NULL
+"""
+
+_RELEASE_LEASE = """
+UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
+WHERE name = ? AND epoch = ?
+"""
 
 _COLUMNS = (
     "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
@@ -194,6 +240,29 @@ def _as_path(path: str | os.PathLike[str]) -> Path:
     return Path(path)
 
 
+def boot_id() -> str:
+    """This boot of the machine (Linux's random boot id): CLOCK_MONOTONIC starts again at
+    each boot, so a lease time is only comparable within one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as file:
+            return file.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
+    # IMMEDIATE: the write lock first, so what is read in the transaction stays true.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
 @attrs.define(eq=False)
 class SQLiteStore(ClosedOnExit):
     """The default :class:`SessionStore`: one SQLite file, written durably.
@@ -202,6 +271,12 @@ class SQLiteStore(ClosedOnExit):
     hold working directories and agent state; its directory must exist, except at the
     default location, whose directories are created (0700) (see :func:`missing_directory`).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
+    Leases are timed on ``lease_clock``, by default ``time.monotonic``: CLOCK_MONOTONIC,
+    one clock for every process of the machine, which NTP or a changed wall clock never
+    steps, and the very clock trio times each runtime's renewals and fencing deadline
+    with. A lease written in an earlier boot of the machine (its boot id differs) counts
+    as expired: every process of that boot is gone.
 
     Opening checks the file before changing anything: a file that is not SQLite, is
     corrupt (``PRAGMA quick_check``), belongs to another application, or has a schema newer
@@ -232,12 +307,17 @@ class SQLiteStore(ClosedOnExit):
     path: Path = attrs.field(factory=default_store_path, converter=_as_path)
     busy_timeout: float = 5.0
     clock: Callable[[], float] = time.time
+    lease_clock: Callable[[], float] = time.monotonic
     _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
     _opening: bool = attrs.field(default=False, init=False, repr=False)
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
     # (st_dev, st_ino) of the file the connection opened: SQLite goes on writing to a file
     # that was deleted or replaced, and those writes would be lost without a word.
     _identity: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
+    _boot: str = attrs.field(factory=boot_id, init=False, repr=False)
+    # The epoch of each lease this handle acquired, which its writes for that name carry
+    # (used on the worker thread only, one call at a time).
+    _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
 
     async def __aenter__(self) -> Self:
         if self._conn is not None or self._opening:
@@ -245,6 +325,7 @@ class SQLiteStore(ClosedOnExit):
         if self._limiter is None:
             self._limiter = trio.CapacityLimiter(1)
         self._opening = True
+        self._epochs.clear()
         try:
             self._conn = await trio.to_thread.run_sync(self._connect, limiter=self._limiter)
         finally:
@@ -363,7 +444,11 @@ class SQLiteStore(ClosedOnExit):
         assert isinstance(version, int)
         return version
 
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _call(
+        self, work: Callable[[sqlite3.Connection], _T], *, fence: str | None = None
+    ) -> _T:
+        """Run ``work`` on the connection; a write for the agent ``fence`` runs in one
+        transaction with the check of this handle's lease epoch, if it holds one."""
         conn = self._conn
         path = str(self.path)
         if conn is None:
@@ -377,7 +462,15 @@ class SQLiteStore(ClosedOnExit):
                 raise StoreError(path, "store is not open")
             self._check_file()
             try:
-                return work(conn)
+                epoch = None if fence is None else self._epochs.get(fence)
+                if fence is None or epoch is None:
+                    return work(conn)
+
+                def fenced() -> _T:
+                    check_fence(path, fence, epoch, self._lease_in(conn, fence))
+                    return work(conn)
+
+                return _transaction(conn, fenced)
             except sqlite3.Error as exc:
                 raise StoreError(path, redact(str(exc))) from exc
 
@@ -387,7 +480,7 @@ class SQLiteStore(ClosedOnExit):
         def work(conn: sqlite3.Connection) -> int:
             return conn.execute(sql, params).rowcount
 
-        if await self._call(work) == 0:
+        if await self._call(work, fence=name) == 0:
             raise no_row(str(self.path), name)
 
     async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
@@ -407,7 +500,7 @@ class SQLiteStore(ClosedOnExit):
     ) -> None:
         now = self.clock()
         params = (name, backend, session_id, cwd, now, now)
-        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params))
+        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params), fence=name)
 
     async def record_turn(
         self,
@@ -451,7 +544,7 @@ class SQLiteStore(ClosedOnExit):
 
     async def clear_live_process(self, name: str) -> None:
         params = (self.clock(), name)
-        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params))
+        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params), fence=name)
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         return await self._select("WHERE live_pgid IS NOT NULL", ())
@@ -465,7 +558,72 @@ class SQLiteStore(ClosedOnExit):
         def work(conn: sqlite3.Connection) -> int:
             return conn.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount
 
-        return await self._call(work) > 0
+        return await self._call(work, fence=name) > 0
 
     async def list(self) -> Sequence[SessionRecord]:
         return await self._select("", ())
+
+    def _lease_in(self, conn: sqlite3.Connection, name: str) -> Lease | None:
+        sql = f"SELECT {_LEASE_COLUMNS} FROM leases WHERE name = ?"
+        row = conn.execute(sql, (name,)).fetchone()
+        return None if row is None else self._lease(row, self.lease_clock())
+
+    def _lease(self, row: tuple[Any, ...], now: float) -> Lease:
+        name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at = row
+        owner = (
+            None
+            if runtime_id is None
+            else LeaseOwner(node=node, pid=pid, start_time=start_time, runtime_id=runtime_id)
+        )
+        if clock != self._boot:  # timed on an earlier boot's clock: long expired
+            return Lease(name=name, epoch=epoch, owner=owner, age=math.inf, remaining=-math.inf)
+        return Lease(
+            name=name, epoch=epoch, owner=owner, age=now - renewed_at, remaining=expires_at - now
+        )
+
+    async def acquire_lease(
+        self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
+    ) -> Lease:
+        def grant(conn: sqlite3.Connection) -> Lease:
+            epoch = granted_epoch(name, self._lease_in(conn, name), replacing)
+            now = self.lease_clock()
+            params = (name, epoch, owner.node, owner.pid, owner.start_time, owner.runtime_id)
+            conn.execute(_GRANT_LEASE, (*params, self._boot, now, now + ttl))
+            return Lease(name=name, epoch=epoch, owner=owner, age=0.0, remaining=ttl)
+
+        def work(conn: sqlite3.Connection) -> Lease:
+            lease = _transaction(conn, lambda: grant(conn))
+            self._epochs[name] = lease.epoch
+            return lease
+
+        return await self._call(work)
+
+    async def renew_leases(self, *, ttl: float) -> Set[str]:
+        def renew(conn: sqlite3.Connection) -> frozenset[str]:
+            now = self.lease_clock()
+            lost = set()
+            for name, epoch in self._epochs.items():
+                params = (self._boot, now, now + ttl, name, epoch)
+                if conn.execute(_RENEW_LEASE, params).rowcount == 0:
+                    lost.add(name)
+            return frozenset(lost)
+
+        # One transaction: one fsync for all of this handle's leases.
+        return await self._call(lambda conn: _transaction(conn, lambda: renew(conn)))
+
+    async def release_lease(self, name: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            epoch = self._epochs.pop(name, None)
+            if epoch is not None:
+                conn.execute(_RELEASE_LEASE, (name, epoch))
+
+        await self._call(work)
+
+    async def leases(self) -> Sequence[Lease]:
+        sql = f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name"
+
+        def work(conn: sqlite3.Connection) -> tuple[Lease, ...]:
+            now = self.lease_clock()
+            return tuple(self._lease(row, now) for row in conn.execute(sql))
+
+        return await self._call(work)

@@ -43,6 +43,7 @@ from ._errors import (
 from ._events import NO_TOTALS
 from ._mailbox import Mailbox
 from ._options import AgentOptions, resume_option, split_options
+from ._ownership import Ownership, check_kill_grace
 from ._process import ProcessTracker
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
@@ -102,6 +103,7 @@ class Context:
     runtime_id: str
     limiter: trio.CapacityLimiter | None
     tracker: ProcessTracker
+    ownership: Ownership
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
@@ -252,10 +254,14 @@ class Supervisor(metaclass=NoPublicConstructor):
             raise AgentAlreadyStarted(name)
         resume = resume_option(resume)
         agent_options, rest = split_options(options)
+        ownership = context.ownership
+        check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
         store = context.store
         context.starting.add(name)
+        started = False
         try:
+            await ownership.acquire(name)
             record = None if resume is False else await store.load(name)
             instance, backend_options = await spec.instantiate()
             cwd = working_directory(backend_options)
@@ -296,8 +302,13 @@ class Supervisor(metaclass=NoPublicConstructor):
             context.children[name] = child
             self._children.append(child)
             actor = self._launch(child, instance, backend_options)
+            started = True
         finally:
             context.starting.discard(name)
+            if not started:
+                ownership.release_soon(name)
+        if not ownership.holds(name):  # fenced while it started, so nothing stopped it
+            self._discard(child, "lease lost while it was starting")
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
@@ -341,6 +352,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
             self._remove(child)
+            self._context.ownership.release_soon(child.name)
             child.slot.mailbox.fail_queued(exit.error)
             return
         self._pending.append((child, exit.error.reason))
@@ -366,6 +378,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             error = AgentStopped(child.name, reason)
             error.__cause__ = cause
             child.slot.mailbox.fail_queued(error)
+            self._context.ownership.release_soon(child.name)
         return actor
 
     def _close(self, reason: str) -> None:
