@@ -19,7 +19,7 @@ CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,cli]'
+	$(BIN)/pip install --quiet -e '.[test,cli,postgres]'
 	touch $(STAMP)
 
 # The demo runs the pinned claude binary when npm could install it, else a bundled fake CLI.

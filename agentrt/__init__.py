@@ -20,7 +20,8 @@
 # limiter; _api.py is the module-level form of its methods.
 #
 # Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
-# _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
+# _store.py (the SessionStore protocol, record and lease; _store_memory.py, _store_sqlite.py,
+# _store_postgres.py),
 # _reaper.py (turns a dead runtime left running), _ownership.py (the leases through which a
 # runtime owns its agent names, their renewal and the fence), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
@@ -110,6 +111,7 @@ from ._store import LeaseOwner as LeaseOwner
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
 from ._store_memory import MemoryStore as MemoryStore
+from ._store_postgres import PostgresStore as PostgresStore
 from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._store_sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream

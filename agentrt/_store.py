@@ -224,6 +224,16 @@ class SessionStore(Protocol):
         ...
 
 
+def lease_owner(
+    node: str | None, pid: int | None, start_time: int | None, runtime_id: str | None
+) -> LeaseOwner | None:
+    """The owner of a stored lease's columns; None once released (no runtime id)."""
+    if runtime_id is None:
+        return None
+    assert node is not None and pid is not None and start_time is not None
+    return LeaseOwner(node=node, pid=pid, start_time=start_time, runtime_id=runtime_id)
+
+
 def granted_epoch(name: str, current: Lease | None, replacing: int | None) -> int:
     """The epoch a new grant of ``name``'s lease gets, or `AgentAlreadyStarted` naming the
     live holder."""

@@ -23,6 +23,7 @@ from ._store import (
     SessionRecord,
     check_fence,
     granted_epoch,
+    lease_owner,
     no_row,
     stored_reason,
 )
@@ -150,7 +151,7 @@ UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
 WHERE name = ? AND epoch = ?
 """
 
-_COLUMNS = (
+SESSION_COLUMNS = (
     "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
     " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
     " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
@@ -174,7 +175,7 @@ ON CONFLICT (name) DO UPDATE SET
 """
 
 # One statement, so concurrent writers (other connections too) never lose an increment.
-_RECORD_TURN = """
+RECORD_TURN = """
 UPDATE sessions SET
     turns = turns + 1, cost_usd = cost_usd + ?,
     input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
@@ -189,13 +190,13 @@ UPDATE sessions SET
 WHERE name = ?
 """
 
-_SET_LIVE = """
+SET_LIVE = """
 UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
     live_marker = ?, updated_at = ?
 WHERE name = ?
 """
 
-_CLEAR_LIVE = """
+CLEAR_LIVE = """
 UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
     runtime_id = NULL, live_marker = NULL, updated_at = ?
 WHERE name = ? AND live_pgid IS NOT NULL
@@ -211,7 +212,27 @@ def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
     )
 
 
-def _record(row: tuple[Any, ...]) -> SessionRecord:
+def record_turn_params(
+    name: str,
+    stop_reason: str,
+    cost_usd: float | None,
+    usage: Usage | None,
+    session_id: str | None,
+    now: float,
+) -> tuple[object, ...]:
+    """The parameters of `RECORD_TURN`."""
+    u = usage or NO_USAGE
+    figures = (
+        cost_usd or 0.0,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_creation_input_tokens,
+        u.cache_read_input_tokens,
+    )
+    return (*figures, *figures, stored_reason(stop_reason), session_id, now, name)
+
+
+def record_from_row(row: Sequence[Any]) -> SessionRecord:
     (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
     (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
     (session_cost, *session_tokens) = row[19:]
@@ -484,10 +505,10 @@ class SQLiteStore(ClosedOnExit):
             raise no_row(str(self.path), name)
 
     async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
-        sql = f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY name"
+        sql = f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY name"
 
         def work(conn: sqlite3.Connection) -> tuple[SessionRecord, ...]:
-            return tuple(_record(row) for row in conn.execute(sql, params))
+            return tuple(record_from_row(row) for row in conn.execute(sql, params))
 
         return await self._call(work)
 
@@ -511,23 +532,8 @@ class SQLiteStore(ClosedOnExit):
         usage: Usage | None,
         session_id: str | None,
     ) -> None:
-        u = usage or NO_USAGE
-        figures = (
-            cost_usd or 0.0,
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_creation_input_tokens,
-            u.cache_read_input_tokens,
-        )
-        params = (
-            *figures,
-            *figures,
-            stored_reason(stop_reason),
-            session_id,
-            self.clock(),
-            name,
-        )
-        await self._update(name, _RECORD_TURN, params)
+        params = record_turn_params(name, stop_reason, cost_usd, usage, session_id, self.clock())
+        await self._update(name, RECORD_TURN, params)
 
     async def set_live_process(
         self,
@@ -540,11 +546,11 @@ class SQLiteStore(ClosedOnExit):
         marker: str | None = None,
     ) -> None:
         params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
-        await self._update(name, _SET_LIVE, params)
+        await self._update(name, SET_LIVE, params)
 
     async def clear_live_process(self, name: str) -> None:
         params = (self.clock(), name)
-        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params), fence=name)
+        await self._call(lambda conn: conn.execute(CLEAR_LIVE, params), fence=name)
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         return await self._select("WHERE live_pgid IS NOT NULL", ())
@@ -570,11 +576,7 @@ class SQLiteStore(ClosedOnExit):
 
     def _lease(self, row: tuple[Any, ...], now: float) -> Lease:
         name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at = row
-        owner = (
-            None
-            if runtime_id is None
-            else LeaseOwner(node=node, pid=pid, start_time=start_time, runtime_id=runtime_id)
-        )
+        owner = lease_owner(node, pid, start_time, runtime_id)
         if clock != self._boot:  # timed on an earlier boot's clock: long expired
             return Lease(name=name, epoch=epoch, owner=owner, age=math.inf, remaining=-math.inf)
         return Lease(

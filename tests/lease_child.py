@@ -1,7 +1,9 @@
-"""A runtime in a program of its own that takes agent "x" on a shared SQLite store, for the
-tests that stand two programs (or two nodes) on one store.
+"""A runtime in a program of its own that takes agent "x" on a shared store, for the tests
+that stand two programs (or two nodes) on one store.
 
     python lease_child.py STORE NODE LEASE_TTL once|wait
+
+STORE is an SQLite file's path, or a PostgreSQL DSN (``host=...``).
 
 Prints ``STARTED`` once it owns "x", then runs until killed. ``once``: a refusal prints
 ``REFUSED <message>`` and ends. ``wait``: a refusal prints ``REFUSED`` the first time and is
@@ -19,9 +21,8 @@ from agentrt.testing import ScriptedBackend, reply
 
 
 async def main(store: str, node: str, lease_ttl: str, mode: str) -> None:
-    async with agentrt.open_runtime(
-        store=agentrt.SQLiteStore(store), node=node, lease_ttl=float(lease_ttl)
-    ) as rt:
+    opened = agentrt.PostgresStore(store) if "host=" in store else agentrt.SQLiteStore(store)
+    async with agentrt.open_runtime(store=opened, node=node, lease_ttl=float(lease_ttl)) as rt:
         refused = False
         while True:
             try:

@@ -28,6 +28,7 @@ from agentrt import (
     LeaseLost,
     LeaseOwner,
     MemoryStore,
+    PostgresStore,
     SessionStore,
     SQLiteStore,
     StoreError,
@@ -61,22 +62,48 @@ def lease_clock() -> LeaseClock:
     return LeaseClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def handles(
-    request: pytest.FixtureRequest, tmp_path: Path, lease_clock: LeaseClock
-) -> AsyncIterator[tuple[SessionStore, SessionStore]]:
-    """Two open handles on one store, as two programs sharing it have."""
+@attrs.define
+class Handles:
+    """Two open handles on one store, as two programs sharing it have, and the store's
+    lease clock: moved by hand where it can be injected, real on PostgreSQL (the server's),
+    where ``ttl`` is short and ``advance`` sleeps."""
+
     one: SessionStore
     two: SessionStore
+    ttl: float
+    clock: LeaseClock | None
+
+    async def advance(self, fraction: float) -> None:
+        """Let ``fraction`` of ``ttl`` pass on the lease clock."""
+        if self.clock is None:
+            await trio.sleep(fraction * self.ttl)
+        else:
+            self.clock.now += fraction * self.ttl
+
+    def about(self, fraction: float) -> object:
+        """``fraction`` of ``ttl``, as read back (real time moves on a little)."""
+        return pytest.approx(fraction * self.ttl, abs=0 if self.clock else 0.25)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def handles(
+    request: pytest.FixtureRequest, tmp_path: Path, lease_clock: LeaseClock
+) -> AsyncIterator[Handles]:
+    one: SessionStore
+    two: SessionStore
+    clock: LeaseClock | None = lease_clock
     if request.param == "memory":
         memory = MemoryStore(lease_clock=lease_clock)
         one, two = memory, memory.handle()
-    else:
+    elif request.param == "sqlite":
         path = tmp_path / "sessions.sqlite3"
         one = SQLiteStore(path, lease_clock=lease_clock)
         two = SQLiteStore(path, lease_clock=lease_clock)
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        one, two, clock = PostgresStore(dsn), PostgresStore(dsn), None
     async with one, two:
-        yield one, two
+        yield Handles(one, two, TTL if clock else 2.0, clock)
 
 
 async def write(store: SessionStore, name: str, session_id: str) -> None:
@@ -84,30 +111,30 @@ async def write(store: SessionStore, name: str, session_id: str) -> None:
 
 
 async def test_a_held_lease_is_refused_to_another_owner_naming_the_holder(
-    handles: tuple[SessionStore, SessionStore],
+    handles: Handles,
 ) -> None:
-    one, two = handles
-    lease = await one.acquire_lease("x", A, ttl=TTL)
-    assert (lease.epoch, lease.owner, lease.remaining) == (1, A, TTL)
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    lease = await one.acquire_lease("x", A, ttl=ttl)
+    assert (lease.epoch, lease.owner, lease.remaining) == (1, A, ttl)
     with pytest.raises(AgentAlreadyStarted) as refused:
-        await two.acquire_lease("x", B, ttl=TTL)
+        await two.acquire_lease("x", B, ttl=ttl)
     assert refused.value.holder is not None and refused.value.holder.owner == A
     assert "node 'host-a', pid 4242" in str(refused.value)
     # Another name is free.
-    assert (await two.acquire_lease("y", B, ttl=TTL)).epoch == 1
+    assert (await two.acquire_lease("y", B, ttl=ttl)).epoch == 1
 
 
 async def test_an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
-    handles: tuple[SessionStore, SessionStore], lease_clock: LeaseClock
+    handles: Handles,
 ) -> None:
-    one, two = handles
-    await one.acquire_lease("x", A, ttl=TTL)
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
     await write(one, "x", "s1")
-    lease_clock.now += TTL - 0.5
+    await handles.advance(0.8)
     with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=TTL)
-    lease_clock.now += 0.5
-    taken = await two.acquire_lease("x", B, ttl=TTL)
+        await two.acquire_lease("x", B, ttl=ttl)
+    await handles.advance(0.2)
+    taken = await two.acquire_lease("x", B, ttl=ttl)
     assert (taken.epoch, taken.owner) == (2, B)
     with pytest.raises(LeaseLost) as lost:
         await write(one, "x", "stale")
@@ -125,59 +152,57 @@ async def test_an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
             await stale
     record = await two.load("x")
     assert record is not None and (record.session_id, record.turns) == ("s1", 0)
-    assert await one.renew_leases(ttl=TTL) == {"x"}
+    assert await one.renew_leases(ttl=ttl) == {"x"}
     await write(two, "x", "s2")  # the new owner's writes go through
 
 
-async def test_a_renewed_lease_lasts_ttl_from_the_renewal(
-    handles: tuple[SessionStore, SessionStore], lease_clock: LeaseClock
-) -> None:
-    one, two = handles
-    await one.acquire_lease("x", A, ttl=TTL)
-    lease_clock.now += 8
-    assert await one.renew_leases(ttl=TTL) == set()
-    lease_clock.now += 8
+async def test_a_renewed_lease_lasts_ttl_from_the_renewal(handles: Handles) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    await handles.advance(0.8)
+    assert await one.renew_leases(ttl=ttl) == set()
+    await handles.advance(0.8)
     with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=TTL)
+        await two.acquire_lease("x", B, ttl=ttl)
     [lease] = await two.leases()
-    assert (lease.age, lease.remaining, lease.held) == (8.0, 2.0, True)
-    lease_clock.now += 2
-    assert (await two.acquire_lease("x", B, ttl=TTL)).epoch == 2
+    assert (lease.age, lease.remaining, lease.held) == (
+        handles.about(0.8),
+        handles.about(0.2),
+        True,
+    )
+    await handles.advance(0.2)
+    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
 
 
-async def test_replacing_takes_only_the_current_epoch(
-    handles: tuple[SessionStore, SessionStore],
-) -> None:
-    one, two = handles
-    await one.acquire_lease("x", A, ttl=TTL)
+async def test_replacing_takes_only_the_current_epoch(handles: Handles) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
     with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=TTL, replacing=7)
-    assert (await two.acquire_lease("x", B, ttl=TTL, replacing=1)).epoch == 2
-    assert await one.renew_leases(ttl=TTL) == {"x"}
+        await two.acquire_lease("x", B, ttl=ttl, replacing=7)
+    assert (await two.acquire_lease("x", B, ttl=ttl, replacing=1)).epoch == 2
+    assert await one.renew_leases(ttl=ttl) == {"x"}
 
 
 async def test_a_released_lease_is_free_at_once_and_listed_without_owner(
-    handles: tuple[SessionStore, SessionStore],
+    handles: Handles,
 ) -> None:
-    one, two = handles
-    await one.acquire_lease("x", A, ttl=TTL)
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
     await one.release_lease("x")
     [lease] = await two.leases()
     assert (lease.epoch, lease.owner, lease.held) == (1, None, False)
-    assert (await two.acquire_lease("x", B, ttl=TTL)).epoch == 2
+    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
     await one.release_lease("x")  # no longer its lease: nothing happens
     [lease] = await two.leases()
     assert lease.owner == B
 
 
-async def test_a_reopened_handle_holds_no_lease(
-    handles: tuple[SessionStore, SessionStore],
-) -> None:
-    one, _ = handles
-    await one.acquire_lease("x", A, ttl=TTL)
+async def test_a_reopened_handle_holds_no_lease(handles: Handles) -> None:
+    one, ttl = handles.one, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
     await one.aclose()
     async with one:
-        assert await one.renew_leases(ttl=TTL) == set()
+        assert await one.renew_leases(ttl=ttl) == set()
 
 
 async def test_an_sqlite_lease_of_an_earlier_boot_has_expired(
@@ -505,13 +530,21 @@ class Program:
         await self.process.wait()
 
 
-@pytest.fixture
-async def programs(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def programs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
+    """Start lease_child.py programs on one store: an SQLite file, or a PostgreSQL database
+    (whose programs stand for hosts when they name different nodes)."""
     started: list[Program] = []
-    store = tmp_path / "sessions.sqlite3"
+    store = (
+        str(tmp_path / "sessions.sqlite3")
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_dsn")
+    )
 
     async def start(node: str, lease_ttl: float, mode: str = "once") -> Program:
-        argv = [sys.executable, str(CHILD), str(store), node, str(lease_ttl), mode]
+        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), mode]
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
         started.append(Program(process))
         return started[-1]
