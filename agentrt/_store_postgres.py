@@ -202,9 +202,10 @@ class PostgresStore(ClosedOnExit):
     by then), and a closed one is replaced, so a restart between calls costs nothing. A
     connection that breaks during a call (the server went down under it, the network
     failed) makes that call raise `StoreError`: such a write may or may not have been
-    made, so it is never retried blind; the next call connects again. ``connect_timeout`` bounds connecting and
-    ``statement_timeout`` every statement (seconds), so no call hangs on a dead server
-    for long; TCP keepalives find a silent one.
+    made, so it is never retried blind; the next call connects again.
+    ``connect_timeout`` bounds connecting and ``statement_timeout`` every statement
+    (seconds), so no call hangs on a dead server for long; TCP keepalives find a silent
+    one.
 
     Cancellation: waiting for the connection is cancellable; a statement that has started
     runs to its end (at most ``statement_timeout``), and the cancellation arrives at the
