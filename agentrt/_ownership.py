@@ -20,10 +20,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import trio
 
+from . import _fence_guard
 from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
 from ._process import process_start_time
 from ._reaper import local_runtime_gone
@@ -90,6 +93,7 @@ class Ownership:
         runtime_id: str,
         ttl: float,
         on_lost: Callable[[str, str], None],
+        guarded: bool,
     ) -> None:
         pid = os.getpid()
         self.store = store
@@ -110,15 +114,23 @@ class Ownership:
         self._wake_renewer = trio.Event()
         self._wake_fence = trio.Event()
         self._last_renewal = -math.inf
+        # The fence guard (`_fence_guard`), started with the first lease of an agent that
+        # runs CLI processes when other programs may share the store (``guarded``).
+        self._guarded = guarded
+        self._guard: trio.Process | None = None
+        self._nursery: trio.Nursery | None = None
 
     def holds(self, name: str) -> bool:
         return name in self._held
 
-    async def acquire(self, name: str) -> None:
+    async def acquire(self, name: str, *, runs_processes: bool) -> None:
         """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
-        owner if another runtime holds it.
+        owner if another runtime holds it. An agent that ``runs_processes`` (CLI turns)
+        gets the fence guard watching this runtime first.
 
         Cancellation: safe; a lease granted as the call was cancelled expires unrenewed."""
+        if runs_processes and self._guarded and self._guard is None:
+            await self._start_guard()
         async with self._lock:
             sent = trio.current_time()
             try:
@@ -176,10 +188,45 @@ class Ownership:
         cancelled; start it with ``nursery.start``.
 
         Cancellation: this is how it stops; `release_all` gives back what is left."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._renew_forever)
-            nursery.start_soon(self._fence_forever)
+        async with trio.open_nursery() as self._nursery:
+            self._nursery.start_soon(self._renew_forever)
+            self._nursery.start_soon(self._fence_forever)
             task_status.started()
+
+    async def _start_guard(self) -> None:
+        assert self._nursery is not None
+        argv = [sys.executable, "-I", "-S", _fence_guard.__file__, str(self.owner.pid)]
+        self._guard = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, start_new_session=True
+        )
+        await self._beat()
+
+    async def _beat(self) -> None:
+        """Tell the guard how long until this runtime would fence its agents itself."""
+        guard = self._guard
+        if guard is None or guard.stdin is None:
+            return
+        left = min(self._held.values(), default=math.inf) - trio.current_time()
+        try:
+            await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            logger.error("the fence guard of this runtime has ended (%s)", guard.returncode)
+            self._guard = None
+
+    async def _stop_guard(self) -> None:
+        guard, self._guard = self._guard, None
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            await guard.stdin.send_all(b"exit\n")
+            await guard.stdin.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        with trio.move_on_after(5.0):
+            await guard.wait()
+        if guard.returncode is None:
+            guard.kill()
+            await guard.wait()
 
     async def release_all(self) -> None:
         """Give back every lease this runtime still has (its agents have ended).
@@ -188,8 +235,11 @@ class Ownership:
         self._releasing |= self._held.keys() | self._fenced
         self._held.clear()
         self._fenced.clear()
-        async with self._lock:
-            await self._release_pending()
+        try:
+            async with self._lock:
+                await self._release_pending()
+        finally:
+            await self._stop_guard()
 
     async def _renew_forever(self) -> None:
         while True:
@@ -232,6 +282,8 @@ class Ownership:
         while True:
             wake = self._wake_fence = trio.Event()
             soonest = min(self._held.values(), default=math.inf)
+            if self._guard is not None:  # the guard hears from us every lease_ttl / 5
+                soonest = min(soonest, trio.current_time() + self.ttl * RENEW_SHARE)
             with trio.move_on_at(soonest):
                 await wake.wait()
             now = trio.current_time()
@@ -242,6 +294,8 @@ class Ownership:
                         f"not renewed for {self.ttl * FENCE_SHARE:g} s "
                         f"(half of lease_ttl={self.ttl:g} s)",
                     )
+            # After the fence has run: a guard that fired while we were frozen stops here.
+            await self._beat()
 
     def _lose(self, name: str, why: str) -> None:
         del self._held[name]

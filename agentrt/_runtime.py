@@ -24,6 +24,7 @@ from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import SessionStore
+from ._store_memory import MemoryStore
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Child, Context, Supervisor
@@ -405,6 +406,8 @@ async def open_runtime(
                     runtime_id=runtime_id,
                     ttl=ttl,
                     on_lost=lambda name, reason: _stop_lost(context, name, reason),
+                    # Only another program can take a lease from a frozen one.
+                    guarded=not isinstance(opened, MemoryStore),
                 )
                 await services.start(ownership.run)
                 try:

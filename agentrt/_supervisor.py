@@ -50,7 +50,7 @@ from ._slot import Slot
 from ._status import AgentHandle
 from ._store import SessionRecord, SessionStore
 from ._util import NoPublicConstructor
-from .backend import Backend
+from .backend import Backend, InProcessBackend
 
 logger = logging.getLogger("agentrt")
 
@@ -261,7 +261,9 @@ class Supervisor(metaclass=NoPublicConstructor):
         context.starting.add(name)
         started = False
         try:
-            await ownership.acquire(name)
+            await ownership.acquire(
+                name, runs_processes=not isinstance(spec.backend, InProcessBackend)
+            )
             record = None if resume is False else await store.load(name)
             instance, backend_options = await spec.instantiate()
             cwd = working_directory(backend_options)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import SID, FakeClaude
-from proc_helpers import kill_marked, turn_processes, wait_until
+from proc_helpers import kill_marked, proc_info, turn_processes, wait_until
 
 from agentrt import (
     Agent,
@@ -28,6 +28,7 @@ from agentrt import (
     SQLiteStore,
     StopReason,
     TurnFailed,
+    _proctree,
     open_runtime,
 )
 from agentrt._proctree import MARKER_ENV
@@ -106,11 +107,24 @@ async def test_which_session_a_turn_resumes(tmp_path: Path) -> None:
         assert cli.resumed() is None
 
 
+def fence_guards(runtime_pid: int) -> list[int]:
+    """The fence guards of the runtime in process ``runtime_pid``."""
+    procs = _proctree.snapshot()
+    children = _proctree.descendants(procs, [runtime_pid])
+    return [
+        pid
+        for pid in children
+        if (info := proc_info(pid)) is not None and "_fence_guard.py" in info.cmdline
+    ]
+
+
 @asynccontextmanager
 async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
     """Run crash_child.py until its turn is under way and its CLI has started its tool, then
-    SIGKILL it; give the store and the marker prefix of its turns. Whatever of its turns
-    is still running at the end is killed (the test has failed by then)."""
+    SIGKILL its fence guard and it (as the OOM killer or a kill of the whole session
+    might: a guard alone would kill the turn itself, see the next test); give the store and
+    the marker prefix of its turns. Whatever of its turns is still running at the end is
+    killed (the test has failed by then)."""
     store = tmp_path / "s.sqlite3"
     argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
     # The reaper is what these tests are about. In turn cgroups, any runtime that starts on
@@ -126,6 +140,8 @@ async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[P
                 assert chunk, f"the child ended early: {seen!r}"
                 seen += chunk
     finally:
+        for guard in fence_guards(process.pid):
+            os.kill(guard, signal.SIGKILL)
         process.kill()
         await process.wait()
         await process.stdout.aclose()
@@ -154,6 +170,37 @@ async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
         await wait_until(lambda: turn_processes(prefix) == [], bound=5)
     [kill] = [r.getMessage() for r in caplog.records if "killed process group" in r.getMessage()]
     assert "'coder'" in kill and f":{prefix.rstrip('.')}:" in kill  # the dead runtime's id
+
+
+async def test_the_fence_guard_kills_the_turn_of_a_killed_runtime_at_once(
+    tmp_path: Path,
+) -> None:
+    cli = FakeClaude(tmp_path / "cli")
+    store = tmp_path / "s.sqlite3"
+    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
+    env = {**os.environ, "AGENTRT_CGROUP": "off"}
+    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, env=env)
+    assert process.stdout is not None
+    prefix = f"{process.pid}."
+    try:
+        seen = b""
+        with trio.fail_after(30):
+            while f"SESSION {SID}".encode() not in seen:
+                chunk = await process.stdout.receive_some()
+                assert chunk, f"the child ended early: {seen!r}"
+                seen += chunk
+        await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
+        assert len(fence_guards(process.pid)) == 1
+    finally:
+        process.kill()
+        await process.wait()
+        await process.stdout.aclose()
+    try:
+        # No new runtime, no reaper: the guard saw its runtime go and killed the CLI and
+        # its setsid'd tool.
+        await wait_until(lambda: turn_processes(prefix) == [], bound=5)
+    finally:
+        await kill_marked(MARKER_ENV, prefix, prefix=True)
 
 
 async def test_rows_of_a_live_runtime_are_left_alone(tmp_path: Path) -> None:

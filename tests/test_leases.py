@@ -4,6 +4,8 @@ runtime's renewals and fence under a MockClock."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +17,11 @@ import attrs
 import pytest
 import trio
 from _helpers import echo_backend, settle
+from cli_programs import SID, FakeClaude
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from proc_helpers import kill_marked, turn_processes, wait_until
 
 import agentrt
 from agentrt import (
@@ -34,6 +38,7 @@ from agentrt import (
     StoreError,
     open_runtime,
 )
+from agentrt._proctree import MARKER_ENV
 from agentrt.testing import Gate
 
 T = TypeVar("T")
@@ -543,8 +548,8 @@ async def programs(
         else request.getfixturevalue("postgres_dsn")
     )
 
-    async def start(node: str, lease_ttl: float, mode: str = "once") -> Program:
-        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), mode]
+    async def start(node: str, lease_ttl: float, mode: str = "once", *cli: str) -> Program:
+        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), mode, *cli]
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
         started.append(Program(process))
         return started[-1]
@@ -556,6 +561,7 @@ async def programs(
             await program.kill()
             assert program.process.stdout is not None
             await program.process.stdout.aclose()
+            await kill_marked(MARKER_ENV, f"{program.pid}.", prefix=True)
 
 
 async def test_two_programs_one_owner_and_a_killed_owner_is_replaced_at_once(
@@ -591,3 +597,32 @@ async def test_another_node_takes_a_killed_owners_name_once_its_lease_has_expire
     assert await second.line() == "STARTED"
     # The lease was renewed at most ttl / 5 before the kill, and lasts ttl from then.
     assert trio.current_time() - killed >= ttl * 0.8 - 0.1
+
+
+async def test_a_runtime_frozen_past_its_lease_has_its_cli_dead_before_another_node_starts(
+    programs: Callable[..., Awaitable[Program]], tmp_path: Path
+) -> None:
+    cli = FakeClaude(tmp_path / "cli")  # a turn that starts a setsid'd tool and hangs
+    ttl = 3.0
+    first = await programs("node-a", ttl, "once", cli.binary, str(tmp_path))
+    assert await first.line() == "STARTED"
+    assert await first.line() == f"SESSION {SID}"
+    prefix = f"{first.pid}."
+    await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = await programs("node-b", ttl, "wait", cli.binary, str(tmp_path))
+        assert await second.line() == "REFUSED"
+        assert await second.line() == "STARTED"
+        # The frozen runtime's fence guard killed its CLI and tool before the lease could
+        # pass; the new owner's CLI starts only now.
+        assert turn_processes(prefix) == []
+        assert await second.line() == f"SESSION {SID}"
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    # Awake again, it finds its lease lost and stops the agent instead of driving it.
+    result = await first.line()
+    assert result.startswith("RESULT Failed(") and "lease lost" in result, result
+    await trio.sleep(0.5)
+    assert turn_processes(prefix) == []
+    assert len(turn_processes(f"{second.pid}.")) == 2  # the new owner's turn runs on
