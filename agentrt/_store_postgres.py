@@ -10,26 +10,15 @@ import attrs
 import trio
 
 from ._errors import StoreError
-from ._events import Usage
 from ._redact import redact
 from ._store import (
-    ClosedOnExit,
     Lease,
     LeaseOwner,
-    SessionRecord,
     check_fence,
     granted_epoch,
     lease_owner,
-    no_row,
 )
-from ._store_sqlite import (
-    CLEAR_LIVE,
-    RECORD_TURN,
-    SESSION_COLUMNS,
-    SET_LIVE,
-    record_from_row,
-    record_turn_params,
-)
+from ._store_sql import SqlSessions
 
 if TYPE_CHECKING:
     import psycopg
@@ -148,11 +137,6 @@ WHERE name = %s AND epoch = %s
 """
 
 
-def _pg(sql: str) -> str:
-    """A statement written for SQLite's placeholders, for psycopg's."""
-    return sql.replace("?", "%s")
-
-
 def _lease(row: Sequence[Any]) -> Lease:
     name, epoch, node, pid, start_time, runtime_id, age, remaining = row
     owner = lease_owner(node, pid, start_time, runtime_id)
@@ -179,7 +163,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(ClosedOnExit):
+class PostgresStore(SqlSessions):
     """A :class:`SessionStore` on PostgreSQL (``pip install 'agentrt[postgres]'``), for
     runtimes on many hosts sharing one database.
 
@@ -223,6 +207,9 @@ class PostgresStore(ClosedOnExit):
     )
     # The epoch of each lease this handle acquired (used on the worker thread only).
     _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+
+    _UPSERT_SESSION = _UPSERT_SESSION
+    _PLACEHOLDER = "%s"
 
     @property
     def _where(self) -> str:
@@ -341,78 +328,6 @@ class PostgresStore(ClosedOnExit):
                 raise StoreError(self._where, redact(str(exc))) from exc
 
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
-
-    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
-        def work(conn: psycopg.Connection[Any]) -> int:
-            return conn.execute(sql, params).rowcount
-
-        if await self._call(work, fence=name) == 0:
-            raise no_row(self._where, name)
-
-    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
-        sql = f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY name"
-
-        def work(conn: psycopg.Connection[Any]) -> tuple[SessionRecord, ...]:
-            return tuple(record_from_row(row) for row in conn.execute(sql, params))
-
-        return await self._call(work)
-
-    async def load(self, name: str) -> SessionRecord | None:
-        records = await self._select("WHERE name = %s", (name,))
-        return records[0] if records else None
-
-    async def checkpoint_session(
-        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
-    ) -> None:
-        now = self.clock()
-        params = (name, backend, session_id, cwd, now, now)
-        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params), fence=name)
-
-    async def record_turn(
-        self,
-        name: str,
-        *,
-        stop_reason: str,
-        cost_usd: float | None,
-        usage: Usage | None,
-        session_id: str | None,
-    ) -> None:
-        params = record_turn_params(name, stop_reason, cost_usd, usage, session_id, self.clock())
-        await self._update(name, _pg(RECORD_TURN), params)
-
-    async def set_live_process(
-        self,
-        name: str,
-        *,
-        pgid: int,
-        pid: int,
-        start_time: int,
-        runtime_id: str,
-        marker: str | None = None,
-    ) -> None:
-        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
-        await self._update(name, _pg(SET_LIVE), params)
-
-    async def clear_live_process(self, name: str) -> None:
-        params = (self.clock(), name)
-        await self._call(lambda conn: conn.execute(_pg(CLEAR_LIVE), params), fence=name)
-
-    async def live_processes(self) -> Sequence[SessionRecord]:
-        return await self._select("WHERE live_pgid IS NOT NULL", ())
-
-    async def save_state(self, name: str, state: bytes | None) -> None:
-        blob = None if state is None else bytes(state)
-        sql = "UPDATE sessions SET state = %s, updated_at = %s WHERE name = %s"
-        await self._update(name, sql, (blob, self.clock(), name))
-
-    async def forget(self, name: str) -> bool:
-        def work(conn: psycopg.Connection[Any]) -> int:
-            return conn.execute("DELETE FROM sessions WHERE name = %s", (name,)).rowcount
-
-        return await self._call(work, fence=name) > 0
-
-    async def list(self) -> Sequence[SessionRecord]:
-        return await self._select("", ())
 
     async def acquire_lease(
         self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None

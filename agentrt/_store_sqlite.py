@@ -13,20 +13,15 @@ import attrs
 import trio
 
 from ._errors import StoreError
-from ._events import SessionTotals, Usage
 from ._redact import redact
 from ._store import (
-    NO_USAGE,
-    ClosedOnExit,
     Lease,
     LeaseOwner,
-    SessionRecord,
     check_fence,
     granted_epoch,
     lease_owner,
-    no_row,
-    stored_reason,
 )
+from ._store_sql import SqlSessions
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -151,14 +146,6 @@ UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
 WHERE name = ? AND epoch = ?
 """
 
-SESSION_COLUMNS = (
-    "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
-    " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
-    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
-    " session_cost_usd, session_input_tokens, session_output_tokens,"
-    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
-)
-
 _UPSERT_SESSION = """
 INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -173,88 +160,6 @@ ON CONFLICT (name) DO UPDATE SET
     session_cache_read_input_tokens = IIF(
         session_id IS excluded.session_id, session_cache_read_input_tokens, 0)
 """
-
-# One statement, so concurrent writers (other connections too) never lose an increment.
-RECORD_TURN = """
-UPDATE sessions SET
-    turns = turns + 1, cost_usd = cost_usd + ?,
-    input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-    cache_creation_input_tokens = cache_creation_input_tokens + ?,
-    cache_read_input_tokens = cache_read_input_tokens + ?,
-    session_cost_usd = session_cost_usd + ?,
-    session_input_tokens = session_input_tokens + ?,
-    session_output_tokens = session_output_tokens + ?,
-    session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
-    session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
-    last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
-WHERE name = ?
-"""
-
-SET_LIVE = """
-UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
-    live_marker = ?, updated_at = ?
-WHERE name = ?
-"""
-
-CLEAR_LIVE = """
-UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
-    runtime_id = NULL, live_marker = NULL, updated_at = ?
-WHERE name = ? AND live_pgid IS NOT NULL
-"""
-
-
-def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        cache_creation_input_tokens=cache_new,
-        cache_read_input_tokens=cache_read,
-    )
-
-
-def record_turn_params(
-    name: str,
-    stop_reason: str,
-    cost_usd: float | None,
-    usage: Usage | None,
-    session_id: str | None,
-    now: float,
-) -> tuple[object, ...]:
-    """The parameters of `RECORD_TURN`."""
-    u = usage or NO_USAGE
-    figures = (
-        cost_usd or 0.0,
-        u.input_tokens,
-        u.output_tokens,
-        u.cache_creation_input_tokens,
-        u.cache_read_input_tokens,
-    )
-    return (*figures, *figures, stored_reason(stop_reason), session_id, now, name)
-
-
-def record_from_row(row: Sequence[Any]) -> SessionRecord:
-    (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
-    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
-    (session_cost, *session_tokens) = row[19:]
-    return SessionRecord(
-        name=name,
-        backend=backend,
-        session_id=session_id,
-        cwd=cwd,
-        turns=turns,
-        cost_usd=cost_usd,
-        usage=_usage(inp, out, cache_new, cache_read),
-        last_stop_reason=stop,
-        created_at=created,
-        updated_at=updated,
-        live_pgid=pgid,
-        live_pid=pid,
-        live_start_time=start_time,
-        runtime_id=runtime_id,
-        state=state,
-        live_marker=marker,
-        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
-    )
 
 
 def _as_path(path: str | os.PathLike[str]) -> Path:
@@ -285,7 +190,7 @@ def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(ClosedOnExit):
+class SQLiteStore(SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
@@ -339,6 +244,12 @@ class SQLiteStore(ClosedOnExit):
     # The epoch of each lease this handle acquired, which its writes for that name carry
     # (used on the worker thread only, one call at a time).
     _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+
+    _UPSERT_SESSION = _UPSERT_SESSION
+
+    @property
+    def _where(self) -> str:
+        return str(self.path)
 
     async def __aenter__(self) -> Self:
         if self._conn is not None or self._opening:
@@ -496,78 +407,6 @@ class SQLiteStore(ClosedOnExit):
                 raise StoreError(path, redact(str(exc))) from exc
 
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
-
-    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(sql, params).rowcount
-
-        if await self._call(work, fence=name) == 0:
-            raise no_row(str(self.path), name)
-
-    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
-        sql = f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY name"
-
-        def work(conn: sqlite3.Connection) -> tuple[SessionRecord, ...]:
-            return tuple(record_from_row(row) for row in conn.execute(sql, params))
-
-        return await self._call(work)
-
-    async def load(self, name: str) -> SessionRecord | None:
-        records = await self._select("WHERE name = ?", (name,))
-        return records[0] if records else None
-
-    async def checkpoint_session(
-        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
-    ) -> None:
-        now = self.clock()
-        params = (name, backend, session_id, cwd, now, now)
-        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params), fence=name)
-
-    async def record_turn(
-        self,
-        name: str,
-        *,
-        stop_reason: str,
-        cost_usd: float | None,
-        usage: Usage | None,
-        session_id: str | None,
-    ) -> None:
-        params = record_turn_params(name, stop_reason, cost_usd, usage, session_id, self.clock())
-        await self._update(name, RECORD_TURN, params)
-
-    async def set_live_process(
-        self,
-        name: str,
-        *,
-        pgid: int,
-        pid: int,
-        start_time: int,
-        runtime_id: str,
-        marker: str | None = None,
-    ) -> None:
-        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
-        await self._update(name, SET_LIVE, params)
-
-    async def clear_live_process(self, name: str) -> None:
-        params = (self.clock(), name)
-        await self._call(lambda conn: conn.execute(CLEAR_LIVE, params), fence=name)
-
-    async def live_processes(self) -> Sequence[SessionRecord]:
-        return await self._select("WHERE live_pgid IS NOT NULL", ())
-
-    async def save_state(self, name: str, state: bytes | None) -> None:
-        blob = None if state is None else bytes(state)
-        sql = "UPDATE sessions SET state = ?, updated_at = ? WHERE name = ?"
-        await self._update(name, sql, (blob, self.clock(), name))
-
-    async def forget(self, name: str) -> bool:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount
-
-        return await self._call(work, fence=name) > 0
-
-    async def list(self) -> Sequence[SessionRecord]:
-        return await self._select("", ())
 
     def _lease_in(self, conn: sqlite3.Connection, name: str) -> Lease | None:
         sql = f"SELECT {_LEASE_COLUMNS} FROM leases WHERE name = ?"

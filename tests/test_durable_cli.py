@@ -118,15 +118,10 @@ def fence_guards(runtime_pid: int) -> list[int]:
     ]
 
 
-@asynccontextmanager
-async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
-    """Run crash_child.py until its turn is under way and its CLI has started its tool, then
-    SIGKILL its fence guard and it (as the OOM killer or a kill of the whole session
-    might: a guard alone would kill the turn itself, see the next test); give the store and
-    the marker prefix of its turns. Whatever of its turns is still running at the end is
-    killed (the test has failed by then)."""
-    store = tmp_path / "s.sqlite3"
-    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
+async def hanging_child(store: Path, cli: FakeClaude, cwd: Path) -> trio.Process:
+    """crash_child.py in ``hang`` mode, once its turn has reported its session (killed if
+    it does not get there)."""
+    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(cwd), "hang"]
     # The reaper is what these tests are about. In turn cgroups, any runtime that starts on
     # this machine may remove a dead runtime's cgroups first (tests/test_isolation.py).
     env = {**os.environ, "AGENTRT_CGROUP": "off"}
@@ -139,12 +134,31 @@ async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[P
                 chunk = await process.stdout.receive_some()
                 assert chunk, f"the child ended early: {seen!r}"
                 seen += chunk
-    finally:
-        for guard in fence_guards(process.pid):
-            os.kill(guard, signal.SIGKILL)
-        process.kill()
-        await process.wait()
-        await process.stdout.aclose()
+    except BaseException:
+        await kill_child(process)
+        raise
+    return process
+
+
+async def kill_child(process: trio.Process) -> None:
+    process.kill()
+    await process.wait()
+    assert process.stdout is not None
+    await process.stdout.aclose()
+
+
+@asynccontextmanager
+async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
+    """Run crash_child.py until its turn is under way and its CLI has started its tool, then
+    SIGKILL its fence guard and it (as the OOM killer or a kill of the whole session
+    might: a guard alone would kill the turn itself, see the next test); give the store and
+    the marker prefix of its turns. Whatever of its turns is still running at the end is
+    killed (the test has failed by then)."""
+    store = tmp_path / "s.sqlite3"
+    process = await hanging_child(store, cli, tmp_path)
+    for guard in fence_guards(process.pid):
+        os.kill(guard, signal.SIGKILL)
+    await kill_child(process)
     assert process.returncode == -signal.SIGKILL
     prefix = f"{process.pid}."
     try:
@@ -176,25 +190,13 @@ async def test_the_fence_guard_kills_the_turn_of_a_killed_runtime_at_once(
     tmp_path: Path,
 ) -> None:
     cli = FakeClaude(tmp_path / "cli")
-    store = tmp_path / "s.sqlite3"
-    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
-    env = {**os.environ, "AGENTRT_CGROUP": "off"}
-    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, env=env)
-    assert process.stdout is not None
+    process = await hanging_child(tmp_path / "s.sqlite3", cli, tmp_path)
     prefix = f"{process.pid}."
     try:
-        seen = b""
-        with trio.fail_after(30):
-            while f"SESSION {SID}".encode() not in seen:
-                chunk = await process.stdout.receive_some()
-                assert chunk, f"the child ended early: {seen!r}"
-                seen += chunk
         await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
         assert len(fence_guards(process.pid)) == 1
     finally:
-        process.kill()
-        await process.wait()
-        await process.stdout.aclose()
+        await kill_child(process)
     try:
         # No new runtime, no reaper: the guard saw its runtime go and killed the CLI and
         # its setsid'd tool.
