@@ -49,7 +49,16 @@ def _default_store() -> SessionStore:
 
 
 # SessionStore is a Protocol: what a store given to open_runtime must at least have.
-_STORE_METHODS = ("__aenter__", "__aexit__", "load", "checkpoint_session", "record_turn")
+_STORE_METHODS = (
+    "__aenter__",
+    "__aexit__",
+    "load",
+    "checkpoint_session",
+    "record_turn",
+    "acquire_lease",
+    "renew_leases",
+    "release_lease",
+)
 
 
 def _store_argument(store: object) -> SessionStore:

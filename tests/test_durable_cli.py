@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import SID, FakeClaude
-from proc_helpers import kill_marked, proc_info, turn_processes, wait_until
+from proc_helpers import fence_guards, kill_marked, turn_processes, wait_until
 
 from agentrt import (
     Agent,
@@ -28,7 +28,6 @@ from agentrt import (
     SQLiteStore,
     StopReason,
     TurnFailed,
-    _proctree,
     open_runtime,
 )
 from agentrt._proctree import MARKER_ENV
@@ -105,17 +104,6 @@ async def test_which_session_a_turn_resumes(tmp_path: Path) -> None:
         await rt.start_agent(Coder(), name="a", backend="claude", binary=cli.binary, resume=False)
         await rt.ask("a", "five")
         assert cli.resumed() is None
-
-
-def fence_guards(runtime_pid: int) -> list[int]:
-    """The fence guards of the runtime in process ``runtime_pid``."""
-    procs = _proctree.snapshot()
-    children = _proctree.descendants(procs, [runtime_pid])
-    return [
-        pid
-        for pid in children
-        if (info := proc_info(pid)) is not None and "_fence_guard.py" in info.cmdline
-    ]
 
 
 async def hanging_child(store: Path, cli: FakeClaude, cwd: Path) -> trio.Process:

@@ -11,6 +11,8 @@ tool's, which the CLI starts in a session of its own.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import ProcInfo, marked
+from proc_helpers import ProcInfo, fence_guards, marked
 
 from agentrt import (
     Agent,
@@ -178,8 +180,9 @@ async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> Non
 
 
 async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: Path) -> None:
-    """A program runs turn 1 and is SIGKILLed while turn 2 runs a Bash tool; a new runtime
-    on the same store kills what the dead one left and resumes its session."""
+    """A program runs turn 1 and is SIGKILLed (its fence guard first, as a kill of its whole
+    session would) while turn 2 runs a Bash tool; a new runtime on the same store kills what
+    the dead one left and resumes its session."""
     store = tmp_path / "sessions.sqlite3"
     claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
     options = claude.agent_options(allowed_tools=["Bash"], kill_grace=1.0)
@@ -194,6 +197,8 @@ async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: P
             await child.stdin.send_all(json.dumps(options).encode())
             await child.stdin.aclose()
             sleeper = await _wait_for_sleeper(claude)
+            for guard in fence_guards(child.pid):
+                os.kill(guard, signal.SIGKILL)
             child.kill()
             await child.wait()
             output = await child.stdout.receive_some(65536)
