@@ -23,12 +23,14 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import ProcInfo, fence_guards, marked
+from proc_helpers import ProcInfo, fence_guards, marked, wait_until
 
 from agentrt import (
     Agent,
+    AgentAlreadyStarted,
     AgentStopped,
     MemoryStore,
+    PostgresStore,
     Response,
     Runtime,
     SessionStore,
@@ -223,6 +225,59 @@ async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: P
     session_id = first.headers["x-claude-code-session-id"]
     assert three.text == "Back." and three.session_id == session_id
     assert second.headers["x-claude-code-session-id"] == session_id
+    assert third.headers["x-claude-code-session-id"] == session_id
+    texts = third.texts()
+    assert "First answer." in texts and "second prompt" in texts and "third prompt" in texts
+
+
+async def test_another_node_continues_the_conversation_after_the_owners_lease(
+    claude: Claude, postgres_dsn: str
+) -> None:
+    """Two hosts on one PostgreSQL (two programs naming different nodes; one CLI home, as a
+    shared home would be): node-a runs turn 1 and is SIGKILLed while turn 2 runs a Bash
+    tool. Its fence guard kills that turn; node-b can take the agent only once node-a's
+    lease has expired, and its turn resumes the same session, the fake seeing turn 1."""
+    ttl = 5.0  # room for the kill ladder of kill_grace=0.5 in half of it
+    claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
+    options = claude.agent_options(allowed_tools=["Bash"], kill_grace=0.5)
+    with trio.fail_after(TURN_BOUND):
+        child = await trio.lowlevel.open_process(
+            [sys.executable, str(CHILD_PROGRAM), postgres_dsn, "node-a", str(ttl)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert child.stdin is not None and child.stdout is not None
+            await child.stdin.send_all(json.dumps(options).encode())
+            await child.stdin.aclose()
+            await _wait_for_sleeper(claude)
+            child.kill()
+            killed = trio.current_time()
+            await child.wait()
+            output = await child.stdout.receive_some(65536)
+        finally:
+            if child.returncode is None:
+                child.kill()
+            with trio.CancelScope(shield=True):
+                await child.wait()
+                await child.stdout.aclose()
+        assert b"ANSWER First answer." in output
+        await wait_until(lambda: marked(MARKER_VAR, claude.marker) == [], bound=5)
+
+        async with open_runtime(store=PostgresStore(postgres_dsn), node="node-b") as rt:
+            while True:
+                try:
+                    await rt.start_agent(Agent, name="coder", backend="claude", **options)
+                    break
+                except AgentAlreadyStarted as exc:
+                    assert "node 'node-a'" in str(exc)
+                    await trio.sleep(0.1)
+            assert trio.current_time() - killed >= ttl * 0.8 - 0.1
+            three = await rt.ask("coder", "third prompt")
+
+    first, _, third = claude.api.message_requests
+    session_id = first.headers["x-claude-code-session-id"]
+    assert three.text == "Back." and three.session_id == session_id
     assert third.headers["x-claude-code-session-id"] == session_id
     texts = third.texts()
     assert "First answer." in texts and "second prompt" in texts and "third prompt" in texts
