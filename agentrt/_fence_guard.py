@@ -85,7 +85,10 @@ def main(runtime_pid: str) -> None:
             last = lines[-1].strip()
             if last == b"exit":
                 return
-            deadline = time.monotonic() + float(last)
+            try:
+                deadline = time.monotonic() + float(last)
+            except ValueError:  # a line cut short by the runtime's bounded write
+                continue
             missed = False
 
 

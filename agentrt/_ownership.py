@@ -118,7 +118,6 @@ class Ownership:
         # runs CLI processes when other programs may share the store (``guarded``).
         self._guarded = guarded
         self._guard: trio.Process | None = None
-        self._nursery: trio.Nursery | None = None
 
     def holds(self, name: str) -> bool:
         return name in self._held
@@ -128,33 +127,36 @@ class Ownership:
         owner if another runtime holds it. An agent that ``runs_processes`` (CLI turns)
         gets the fence guard watching this runtime first.
 
-        Cancellation: safe; a lease granted as the call was cancelled expires unrenewed."""
-        if runs_processes and self._guarded and self._guard is None:
-            await self._start_guard()
+        Cancellation: safe. The grant is shielded (bounded by the store's own timeouts), so
+        a lease is either not granted or held here, where the caller's cleanup releases it."""
         async with self._lock:
+            if runs_processes and self._guarded and self._guard is None:
+                await self._start_guard()
             sent = trio.current_time()
-            try:
-                await self.store.acquire_lease(name, self.owner, ttl=self.ttl)
-            except AgentAlreadyStarted as exc:
-                holder = exc.holder
-                if holder is None or not self._gone(holder):
-                    raise
-                assert holder.owner is not None
-                logger.warning(
-                    "agent %r: taking it over from runtime %s (pid %d), which has ended",
-                    name,
-                    holder.owner.runtime_id,
-                    holder.owner.pid,
-                )
-                await self.store.acquire_lease(
-                    name, self.owner, ttl=self.ttl, replacing=holder.epoch
-                )
+            with trio.CancelScope(shield=True):
+                await self._grant(name)
             self._releasing.discard(name)
             if not self._held:  # the renewals start from this grant
                 self._last_renewal = sent
                 self._wake_renewer.set()
             self._held[name] = sent + self.ttl * FENCE_SHARE
             self._wake_fence.set()
+
+    async def _grant(self, name: str) -> None:
+        try:
+            await self.store.acquire_lease(name, self.owner, ttl=self.ttl)
+        except AgentAlreadyStarted as exc:
+            holder = exc.holder
+            if holder is None or not self._gone(holder):
+                raise
+            assert holder.owner is not None
+            logger.warning(
+                "agent %r: taking it over from runtime %s (pid %d), which has ended",
+                name,
+                holder.owner.runtime_id,
+                holder.owner.pid,
+            )
+            await self.store.acquire_lease(name, self.owner, ttl=self.ttl, replacing=holder.epoch)
 
     def _gone(self, holder: Lease) -> bool:
         owner = holder.owner
@@ -188,13 +190,12 @@ class Ownership:
         cancelled; start it with ``nursery.start``.
 
         Cancellation: this is how it stops; `release_all` gives back what is left."""
-        async with trio.open_nursery() as self._nursery:
-            self._nursery.start_soon(self._renew_forever)
-            self._nursery.start_soon(self._fence_forever)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._renew_forever)
+            nursery.start_soon(self._fence_forever)
             task_status.started()
 
     async def _start_guard(self) -> None:
-        assert self._nursery is not None
         argv = [sys.executable, "-I", "-S", _fence_guard.__file__, str(self.owner.pid)]
         self._guard = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, start_new_session=True
@@ -208,7 +209,9 @@ class Ownership:
             return
         left = min(self._held.values(), default=math.inf) - trio.current_time()
         try:
-            await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
+            # Bounded: a guard that stopped reading must not hold up the fence.
+            with trio.move_on_after(1.0):
+                await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.error("the fence guard of this runtime has ended (%s)", guard.returncode)
             self._guard = None
