@@ -239,9 +239,12 @@ class Supervisor(metaclass=NoPublicConstructor):
         anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
         `InvalidOptions` naming the offending key, also for a ``backend`` that is neither a
         name nor a backend object, for a ``name`` that is empty, over 255 characters or
-        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), and for a
-        ``cwd`` that does not exist or is not a directory. Also `AgentAlreadyStarted`,
-        `BackendNotFound`, `SessionMismatch`, `StoreError`.
+        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), for a
+        ``cwd`` that does not exist or is not a directory, and for a ``kill_grace`` whose
+        kill ladder does not fit in half the runtime's ``lease_ttl``. Also
+        `AgentAlreadyStarted` (also while another live runtime sharing the store owns the
+        name: its message names that owner's node and pid), `BackendNotFound`,
+        `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).

@@ -54,21 +54,12 @@ def state_of(record: SessionRecord | None, lease: Lease | None) -> str:
 
 def owner_data(record: SessionRecord | None, lease: Lease | None) -> dict[str, Any]:
     """The JSON shape of who owns an agent: state, owner (node, pid, runtime), lease."""
-    owner = None if lease is None else lease.owner
-    return {
-        "state": state_of(record, lease),
-        "owner": None
-        if owner is None
-        else {"node": owner.node, "pid": owner.pid, "runtime_id": owner.runtime_id},
-        "lease": None
-        if lease is None
-        else {
-            "epoch": lease.epoch,
-            "age": lease.age,
-            "remaining": lease.remaining,
-            "held": lease.held,
-        },
-    }
+    data: dict[str, Any] = {"state": state_of(record, lease), "owner": None, "lease": None}
+    if lease is not None:
+        data["lease"] = {key: getattr(lease, key) for key in ("epoch", "age", "remaining", "held")}
+        if (owner := lease.owner) is not None:
+            data["owner"] = {key: getattr(owner, key) for key in ("node", "pid", "runtime_id")}
+    return data
 
 
 def _owner_cells(record: SessionRecord | None, lease: Lease | None) -> list[str]:

@@ -181,6 +181,35 @@ async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> Non
     assert "Before the crash." in claude.api.message_requests[1].texts()
 
 
+async def _killed_in_turn_two(
+    claude: Claude, options: dict[str, Any], args: list[str], *, guard: bool = True
+) -> tuple[bytes, ProcInfo]:
+    """Run claude_child.py ARGS until turn 2's Bash tool runs, then SIGKILL it (with
+    ``guard=False`` its fence guard first, as a kill of its whole session would); its
+    output and the tool's process."""
+    child = await trio.lowlevel.open_process(
+        [sys.executable, str(CHILD_PROGRAM), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        await child.stdin.send_all(json.dumps(options).encode())
+        await child.stdin.aclose()
+        sleeper = await _wait_for_sleeper(claude)
+        if not guard:
+            for pid in fence_guards(child.pid):
+                os.kill(pid, signal.SIGKILL)
+        child.kill()
+        await child.wait()
+        return await child.stdout.receive_some(65536), sleeper
+    finally:
+        if child.returncode is None:
+            child.kill()
+        with trio.CancelScope(shield=True):
+            await child.wait()
+            assert child.stdout is not None
+            await child.stdout.aclose()
+
+
 async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: Path) -> None:
     """A program runs turn 1 and is SIGKILLed (its fence guard first, as a kill of its whole
     session would) while turn 2 runs a Bash tool; a new runtime on the same store kills what
@@ -189,27 +218,7 @@ async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: P
     claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
     options = claude.agent_options(allowed_tools=["Bash"], kill_grace=1.0)
     with trio.fail_after(TURN_BOUND):
-        child = await trio.lowlevel.open_process(
-            [sys.executable, str(CHILD_PROGRAM), str(store)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        try:
-            assert child.stdin is not None and child.stdout is not None
-            await child.stdin.send_all(json.dumps(options).encode())
-            await child.stdin.aclose()
-            sleeper = await _wait_for_sleeper(claude)
-            for guard in fence_guards(child.pid):
-                os.kill(guard, signal.SIGKILL)
-            child.kill()
-            await child.wait()
-            output = await child.stdout.receive_some(65536)
-        finally:
-            if child.returncode is None:
-                child.kill()
-            with trio.CancelScope(shield=True):
-                await child.wait()
-                await child.stdout.aclose()
+        output, sleeper = await _killed_in_turn_two(claude, options, [str(store)], guard=False)
         assert b"ANSWER First answer." in output
         # The dead program's turn runs on without it: the CLI and its tool, at least.
         orphans = {p.pid for p in marked(MARKER_VAR, claude.marker)}
@@ -241,26 +250,8 @@ async def test_another_node_continues_the_conversation_after_the_owners_lease(
     claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
     options = claude.agent_options(allowed_tools=["Bash"], kill_grace=0.5)
     with trio.fail_after(TURN_BOUND):
-        child = await trio.lowlevel.open_process(
-            [sys.executable, str(CHILD_PROGRAM), postgres_dsn, "node-a", str(ttl)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        try:
-            assert child.stdin is not None and child.stdout is not None
-            await child.stdin.send_all(json.dumps(options).encode())
-            await child.stdin.aclose()
-            await _wait_for_sleeper(claude)
-            child.kill()
-            killed = trio.current_time()
-            await child.wait()
-            output = await child.stdout.receive_some(65536)
-        finally:
-            if child.returncode is None:
-                child.kill()
-            with trio.CancelScope(shield=True):
-                await child.wait()
-                await child.stdout.aclose()
+        output, _ = await _killed_in_turn_two(claude, options, [postgres_dsn, "node-a", str(ttl)])
+        killed = trio.current_time()
         assert b"ANSWER First answer." in output
         await wait_until(lambda: marked(MARKER_VAR, claude.marker) == [], bound=5)
 
