@@ -14,12 +14,12 @@ AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
 export AGENTRT_CODEX_VERSION
 CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli
+.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli postgres-server
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,cli]'
+	$(BIN)/pip install --quiet -e '.[test,cli,postgres]'
 	touch $(STAMP)
 
 # The demo runs the pinned claude binary when npm could install it, else a bundled fake CLI.
@@ -35,8 +35,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) clis
+pytest: $(STAMP) clis postgres-server
 	$(BIN)/pytest -q
+
+# The PostgreSQL tier starts a throwaway server from the installed binaries
+# (tests/pg_server.py finds them). Where none are installed and we are root with apt, the
+# Debian package is installed; otherwise that tier is skipped, saying so.
+postgres-server:
+	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null \
+		|| [ -n "$$AGENTRT_PG_BIN" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql \
+		|| echo "could not install PostgreSQL: its test tier will be skipped"; \
+	else echo "no PostgreSQL server binaries: its test tier will be skipped"; fi
 
 clis: claude-cli codex-cli
 

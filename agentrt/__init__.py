@@ -20,8 +20,10 @@
 # limiter; _api.py is the module-level form of its methods.
 #
 # Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
-# _store.py (the SessionStore protocol and record; _store_memory.py, _store_sqlite.py),
-# _reaper.py (turns a dead runtime left running), _env.py / _secretfiles.py / _redact.py
+# _store.py (the SessionStore protocol, record and lease; _store_memory.py, _store_sqlite.py,
+# _store_postgres.py),
+# _reaper.py (turns a dead runtime left running), _ownership.py (the leases through which a
+# runtime owns its agent names, their renewal and the fence), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
 # callers observe), _arguments.py and _exceptiongroups.py (the API's edges), _telemetry.py
 # (OpenTelemetry spans and metrics when an SDK is configured; the fields of log records).
@@ -72,6 +74,7 @@ from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import InvalidOptions as InvalidOptions
+from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
@@ -114,9 +117,12 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
+from ._store import Lease as Lease
+from ._store import LeaseOwner as LeaseOwner
 from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
 from ._store_memory import MemoryStore as MemoryStore
+from ._store_postgres import PostgresStore as PostgresStore
 from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._store_sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._events import StopReason, Usage
+
+if TYPE_CHECKING:
+    from ._store import Lease
 
 
 class AgentRTError(Exception):
@@ -33,9 +36,19 @@ class AgentNotFound(AgentRTError):
 
 
 class AgentAlreadyStarted(AgentRTError):
-    def __init__(self, name: str) -> None:
+    """The name is taken: by an agent of this runtime, or (``holder``) by the live lease of
+    another runtime sharing the store."""
+
+    def __init__(self, name: str, holder: Lease | None = None) -> None:
         self.name = name
-        super().__init__(f"an agent named {name!r} is already running")
+        self.holder = holder
+        owner = None if holder is None else holder.owner
+        where = (
+            ""
+            if owner is None
+            else f" (owned by node {owner.node!r}, pid {owner.pid}, runtime {owner.runtime_id})"
+        )
+        super().__init__(f"an agent named {name!r} is already running{where}")
 
 
 class AgentBusy(AgentRTError):
@@ -105,6 +118,16 @@ class StoreError(AgentRTError):
         self.path = path
         self.why = why
         super().__init__(f"session store {path}: {why}")
+
+
+class LeaseLost(StoreError):
+    """A write or renewal for an agent whose lease this store handle no longer holds:
+    another runtime has taken it (a newer epoch) or it was released. Nothing was written."""
+
+    def __init__(self, path: str, name: str, epoch: int, why: str) -> None:
+        self.name = name
+        self.epoch = epoch
+        super().__init__(path, f"agent {name!r}: lease epoch {epoch} is stale ({why})")
 
 
 class SessionMismatch(AgentRTError):

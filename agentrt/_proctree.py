@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+# The marker is read by the fence guard too, a program that imports nothing of agentrt.
+from ._fence_guard import MARKER_ENV as MARKER_ENV
+from ._fence_guard import marker_of as marker_of
+
 if TYPE_CHECKING:
     from ._cgroup import TurnCgroup
-
-MARKER_ENV = "AGENTRT_TURN"
 
 # After SIGKILL, how long members may take to disappear before they are reported as survivors
 # (a process in uninterruptible sleep can outlast any signal).
@@ -186,26 +188,6 @@ def new_marker() -> str:
     """A fresh marker value: this process's pid (so a test can find what it started) and a
     random part (so two turns never share one)."""
     return f"{os.getpid()}.{secrets.token_hex(8)}"
-
-
-def marker_of(pid: int) -> str | None:
-    """The ``AGENTRT_TURN`` value a process was started with, if any.
-
-    Only our own user's processes are read: the marker is inherited, so anything of ours runs
-    as us, and other users' environments are none of our business.
-    """
-    try:
-        if os.stat(f"{_PROC}/{pid}").st_uid != os.getuid():
-            return None
-        with open(f"{_PROC}/{pid}/environ", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    prefix = MARKER_ENV.encode() + b"="
-    for entry in data.split(b"\0"):
-        if entry.startswith(prefix):
-            return entry[len(prefix) :].decode("utf-8", "replace")
-    return None
 
 
 # The leaders of the turns running in this process, whatever runtime started them, each

@@ -51,6 +51,13 @@ def runtime_gone(runtime_id: str) -> bool:
         pid, start_time = int(parts[1]), int(parts[2])
     except ValueError:
         return False
+    return local_runtime_gone(runtime_id, pid, start_time)
+
+
+def local_runtime_gone(runtime_id: str, pid: int, start_time: int) -> bool:
+    """Whether the runtime ``runtime_id`` of this machine's process ``pid`` (started at
+    ``start_time`` clock ticks) has ended: the process is gone (or the pid is another
+    process's now), or it is this process and that runtime is no longer open."""
     if pid == os.getpid() and start_time == process_start_time(pid):
         return runtime_id not in _open
     return process_start_time(pid) != start_time

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
@@ -17,12 +18,14 @@ from ._errors import AgentNotFound, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._options import intensity_option, strategy_option
+from ._ownership import DEFAULT_LEASE_TTL, Ownership, lease_ttl_option, node_option
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import SessionStore
+from ._store_memory import MemoryStore
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Child, Context, Supervisor
@@ -49,7 +52,16 @@ def _default_store() -> SessionStore:
 
 
 # SessionStore is a Protocol: what a store given to open_runtime must at least have.
-_STORE_METHODS = ("__aenter__", "__aexit__", "load", "checkpoint_session", "record_turn")
+_STORE_METHODS = (
+    "__aenter__",
+    "__aexit__",
+    "load",
+    "checkpoint_session",
+    "record_turn",
+    "acquire_lease",
+    "renew_leases",
+    "release_lease",
+)
 
 
 def _store_argument(store: object) -> SessionStore:
@@ -83,6 +95,11 @@ class Runtime(metaclass=NoPublicConstructor):
     def runtime_id(self) -> str:
         """This runtime's id, as the store records it with the process of a running turn."""
         return self._context.runtime_id
+
+    @property
+    def node(self) -> str:
+        """The node (host) this runtime names itself as in the leases of its agents."""
+        return self._context.ownership.owner.node
 
     @property
     def store(self) -> SessionStore:
@@ -279,15 +296,15 @@ class Runtime(metaclass=NoPublicConstructor):
     async def stop_agent(self, name: str) -> None:
         """Stop agent ``name`` for good (its supervisor does not restart it): its running
         turn is cancelled, its active and queued asks get `AgentStopped`, then
-        ``terminate_agent`` runs. Returns once it has ended.
+        ``terminate_agent`` runs. Returns once it has ended and its lease is given back
+        (another runtime may start ``name`` then).
 
         Cancellation: the agent still stops; only the wait for it is cut short."""
         child = self._child(name)
         actor = child.supervisor._discard(child, "stopped")
         if actor is not None:
             await actor.wait_exited()
-        else:
-            await trio.lowlevel.checkpoint()
+        await self._context.ownership.release(name)
 
     def statistics(self) -> RuntimeStatistics:
         """How many agents run, how many turns hold a process slot, how many wait for one."""
@@ -318,6 +335,8 @@ async def open_runtime(
     backoff: float = 0.1,
     max_backoff: float = 5.0,
     cgroups: bool = True,
+    node: str | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -346,6 +365,20 @@ async def open_runtime(
     ``cgroups=False`` (or ``AGENTRT_CGROUP=off`` in the environment) uses the /proc walk
     instead, as on machines without that permission.
 
+    Ownership: at most one runtime owns an agent name at a time, across the programs and
+    hosts sharing the store. `Runtime.start_agent` takes the name's lease in the store
+    and raises `AgentAlreadyStarted` (naming the owner's node and pid) while another live
+    runtime holds it. A dead owner's lease is taken at once on the same node (its pid and
+    start time are checked), from another node once it has expired. ``node`` names this
+    runtime's host (default: the machine's hostname; runtimes on one machine may name
+    themselves apart); ``lease_ttl`` (default 10 s, at least 1 s) is how long a lease
+    lasts without renewal, measured on the store's clock. The runtime renews its leases
+    every ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its
+    CLI is killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is
+    not restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <=
+    lease_ttl / 2``. Every store write of an owned agent carries its lease's epoch and is
+    refused (`LeaseLost`) once another runtime has taken the lease.
+
     Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime. An
     exception leaves the block as itself (the runtime's own nurseries do not wrap it in an
     `ExceptionGroup`); a group leaves only when several exceptions happened at once.
@@ -359,6 +392,8 @@ async def open_runtime(
         raise InvalidOptions("max_processes", max_processes, "must be an int >= 1, or None")
     chosen = strategy_option(strategy)
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
+    node = socket.gethostname() if node is None else node_option(node)
+    ttl = lease_ttl_option(lease_ttl)
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     runtime_id = new_runtime_id()
@@ -372,16 +407,44 @@ async def open_runtime(
             async with trio.open_nursery() as services:
                 tracker = ProcessTracker(cgroups=cgroups)
                 await services.start(tracker.run)
-                async with trio.open_nursery() as nursery:
-                    context = Context(opened, runtime_id, slots, tracker, ToolHost(services))
-                    track_runtime(context)
-                    root = Supervisor._create(context, nursery, chosen, intensity)
-                    await nursery.start(root._run)
-                    runtime = Runtime._create(context, root)
-                    token = _current.set(runtime)
-                    try:
-                        yield runtime
-                    finally:
-                        _current.reset(token)
-                        runtime._close()
+                ownership = Ownership(
+                    opened,
+                    node=node,
+                    runtime_id=runtime_id,
+                    ttl=ttl,
+                    on_lost=lambda name, reason: _stop_lost(context, name, reason),
+                    # Only another program can take a lease from a frozen one.
+                    guarded=not isinstance(opened, MemoryStore),
+                )
+                await services.start(ownership.run)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        context = Context(
+                            opened, runtime_id, slots, tracker, ToolHost(services), ownership
+                        )
+                        track_runtime(context)
+                        root = Supervisor._create(context, nursery, chosen, intensity)
+                        await nursery.start(root._run)
+                        runtime = Runtime._create(context, root)
+                        token = _current.set(runtime)
+                        try:
+                            yield runtime
+                        finally:
+                            _current.reset(token)
+                            runtime._close()
+                finally:
+                    # Every agent has ended: its processes are gone.
+                    with trio.move_on_after(_RELEASE_GRACE, shield=True):
+                        await ownership.release_all()
                 services.cancel_scope.cancel()
+
+
+# Bound on giving the leases back as a runtime closes; an unreleased lease expires.
+_RELEASE_GRACE = 10.0
+
+
+def _stop_lost(context: Context, name: str, reason: str) -> None:
+    """Stop the agent whose lease was lost: not a crash, so it is not restarted."""
+    child = context.children.get(name)
+    if child is not None:
+        child.supervisor._discard(child, reason)

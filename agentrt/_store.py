@@ -1,16 +1,17 @@
-"""Durable session records, one per agent name: the record and the SessionStore protocol,
-and what its two stores (_store_memory, _store_sqlite) share."""
+"""Durable session records, one per agent name: the record, the lease that says which runtime
+owns the name, the SessionStore protocol, and what its stores (_store_memory, _store_sqlite)
+share."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from types import TracebackType
 from typing import Protocol, Self
 
 import attrs
 
-from ._errors import StoreError
+from ._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from ._events import NO_TOTALS, SessionTotals, StopReason, Usage
 from ._redact import redact
 
@@ -57,6 +58,39 @@ class SessionRecord(SessionRow):
     """
 
 
+@attrs.frozen(kw_only=True)
+class LeaseOwner:
+    """The runtime a lease belongs to: its node (`open_runtime`'s ``node``), the pid and
+    start time (clock ticks, from ``/proc/<pid>/stat``) of its process, and its id."""
+
+    node: str
+    pid: int
+    start_time: int
+    runtime_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Lease:
+    """Which runtime owns an agent name, as the store saw it when read.
+
+    ``epoch`` grows by one each time the lease is granted; ``owner`` is None once it was
+    released. ``age`` is the time since it was granted or last renewed and ``remaining``
+    the time until it expires (at most 0: expired), both in seconds on the store's lease
+    clock (see each store), never on the reader's wall clock.
+    """
+
+    name: str
+    epoch: int
+    owner: LeaseOwner | None
+    age: float
+    remaining: float
+
+    @property
+    def held(self) -> bool:
+        """Whether an owner holds it now: granted, not released, not expired."""
+        return self.owner is not None and self.remaining > 0
+
+
 class SessionStore(Protocol):
     """Where agents' session ids, totals and live process groups survive a restart.
 
@@ -69,6 +103,14 @@ class SessionStore(Protocol):
     A row is created by :meth:`checkpoint_session`; :meth:`record_turn`,
     :meth:`set_live_process` and :meth:`save_state` need that row and raise
     :class:`StoreError` naming the agent without it.
+
+    Ownership: at most one runtime owns an agent name, through its lease
+    (:meth:`acquire_lease`, :meth:`renew_leases`, :meth:`release_lease`). A store handle (one
+    opened store object, one runtime's) that acquired the lease of a name fences every
+    write it makes for that name: the write carries the lease's epoch and is refused with
+    `LeaseLost`, writing nothing, once another handle holds a newer epoch or the lease was
+    released. Writes for names the handle holds no lease on (the reaper's, the ``agentrt``
+    command's) are not fenced. Opening a handle starts it with no leases.
 
     Cancellation: a call that is cancelled before its write starts writes nothing; a write
     that has started is completed (see each implementation), so a checkpoint is never half
@@ -152,6 +194,69 @@ class SessionStore(Protocol):
     async def list(self) -> Sequence[SessionRecord]:
         """Every record, by name."""
         ...
+
+    async def acquire_lease(
+        self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
+    ) -> Lease:
+        """Grant ``owner`` the lease of ``name`` for ``ttl`` seconds, with the next epoch;
+        this handle then fences its writes for ``name`` with it.
+
+        Granted when no lease exists, it was released or it has expired, or when
+        ``replacing`` is the epoch of the lease held now (a holder the caller found dead:
+        only the caller can see processes of its own node). Otherwise raises
+        `AgentAlreadyStarted` carrying the holder's `Lease`.
+        """
+        ...
+
+    async def renew_leases(self, *, ttl: float) -> Set[str]:
+        """Extend every lease this handle holds to ``ttl`` seconds from now; return the
+        names whose lease it no longer holds (taken by another handle, or released), which
+        stay fenced until :meth:`release_lease`."""
+        ...
+
+    async def release_lease(self, name: str) -> None:
+        """Give up the lease of ``name`` if this handle's epoch is still the current one;
+        the handle stops fencing ``name`` either way."""
+        ...
+
+    async def leases(self) -> Sequence[Lease]:
+        """Every agent name's lease (held, expired or released), by name."""
+        ...
+
+
+def lease_owner(
+    node: str | None, pid: int | None, start_time: int | None, runtime_id: str | None
+) -> LeaseOwner | None:
+    """The owner of a stored lease's columns; None once released (no runtime id)."""
+    if runtime_id is None:
+        return None
+    assert node is not None and pid is not None and start_time is not None
+    return LeaseOwner(node=node, pid=pid, start_time=start_time, runtime_id=runtime_id)
+
+
+def granted_epoch(name: str, current: Lease | None, replacing: int | None) -> int:
+    """The epoch a new grant of ``name``'s lease gets, or `AgentAlreadyStarted` naming the
+    live holder."""
+    if current is None:
+        return 1
+    if current.held and current.epoch != replacing:
+        raise AgentAlreadyStarted(name, current)
+    return current.epoch + 1
+
+
+def check_fence(path: str, name: str, epoch: int | None, current: Lease | None) -> None:
+    """Refuse a write by a handle whose epoch for ``name`` is no longer the lease's (None:
+    the handle holds no lease on it, so its write is not fenced)."""
+    if epoch is None or (
+        current is not None and current.epoch == epoch and current.owner is not None
+    ):
+        return
+    if current is None or current.owner is None:
+        why = "the lease was released"
+    else:
+        owner = current.owner
+        why = f"epoch {current.epoch} is held by node {owner.node!r}, pid {owner.pid}"
+    raise LeaseLost(path, name, epoch, why)
 
 
 def no_row(path: str, name: str) -> StoreError:

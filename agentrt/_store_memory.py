@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Self
 
 import attrs
@@ -11,7 +11,36 @@ import trio
 
 from ._errors import StoreError
 from ._events import NO_TOTALS, Usage
-from ._store import NO_USAGE, ClosedOnExit, SessionRecord, SessionRow, no_row, stored_reason
+from ._store import (
+    NO_USAGE,
+    ClosedOnExit,
+    Lease,
+    LeaseOwner,
+    SessionRecord,
+    SessionRow,
+    check_fence,
+    granted_epoch,
+    no_row,
+    stored_reason,
+)
+
+
+@attrs.define
+class _LeaseRow:
+    epoch: int
+    owner: LeaseOwner | None
+    renewed_at: float
+    expires_at: float
+
+
+@attrs.define
+class _Tables:
+    """What the handles of one MemoryStore share."""
+
+    # Mutable rows, changed field by field; a SessionRecord is made only when one is read
+    # (a frozen record replaced by attrs.evolve on each update costs scripted asks).
+    rows: dict[str, SessionRow] = attrs.field(factory=dict)
+    leases: dict[str, _LeaseRow] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -23,24 +52,45 @@ class MemoryStore(ClosedOnExit):
     :meth:`aclose`: opening it again, for instance in a second runtime, finds them.
 
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+    ``lease_clock`` measures leases: trio's clock (``trio.current_time``, so a
+    ``MockClock`` moves leases too) unless a test passes its own. The records and leases
+    are this object's; :meth:`handle` gives another handle on them, as a second program
+    opening the same SQLite file has (its own open state and leases), for a second runtime
+    in the same test.
 
     Cancellation: each method is one checkpoint followed by the whole change, so a
     cancelled call changes nothing.
     """
 
     clock: Callable[[], float] = time.time
-    # Mutable rows, changed field by field; a SessionRecord is made only when one is read
-    # (a frozen record replaced by attrs.evolve on each update costs scripted asks).
-    _rows: dict[str, SessionRow] = attrs.field(factory=dict, init=False, repr=False)
+    lease_clock: Callable[[], float] = trio.current_time
+    _tables: _Tables = attrs.field(factory=_Tables, init=False, repr=False)
+    # The epoch of each lease this handle acquired, which its writes for that name carry.
+    _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _open: bool = attrs.field(default=False, init=False)
 
     _PATH = "<memory>"
+
+    def handle(self) -> MemoryStore:
+        """Another handle on this store's records and leases, closed until entered."""
+        other = MemoryStore(clock=self.clock, lease_clock=self.lease_clock)
+        other._tables = self._tables
+        return other
+
+    @property
+    def _rows(self) -> dict[str, SessionRow]:
+        return self._tables.rows
+
+    @property
+    def _leases(self) -> dict[str, _LeaseRow]:
+        return self._tables.leases
 
     async def __aenter__(self) -> Self:
         await trio.lowlevel.checkpoint()
         if self._open:
             raise StoreError(self._PATH, "already open")
         self._open = True
+        self._epochs.clear()
         return self
 
     async def aclose(self) -> None:
@@ -53,6 +103,22 @@ class MemoryStore(ClosedOnExit):
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._open:
             raise StoreError(self._PATH, "store is not open")
+
+    def _fence(self, name: str) -> None:
+        check_fence(self._PATH, name, self._epochs.get(name), self._lease(name))
+
+    def _lease(self, name: str) -> Lease | None:
+        row = self._leases.get(name)
+        if row is None:
+            return None
+        now = self.lease_clock()
+        return Lease(
+            name=name,
+            epoch=row.epoch,
+            owner=row.owner,
+            age=now - row.renewed_at,
+            remaining=row.expires_at - now,
+        )
 
     def _changing(self, name: str) -> SessionRow:
         """The row of ``name``, stamped as updated now; `StoreError` without one."""
@@ -71,6 +137,7 @@ class MemoryStore(ClosedOnExit):
         self, name: str, *, backend: str, session_id: str | None, cwd: str | None
     ) -> None:
         await self._enter()
+        self._fence(name)
         if name in self._rows:
             row = self._changing(name)
             if row.session_id != session_id:
@@ -106,6 +173,7 @@ class MemoryStore(ClosedOnExit):
         session_id: str | None,
     ) -> None:
         await self._enter()
+        self._fence(name)
         row = self._changing(name)
         row.turns += 1
         row.cost_usd += cost_usd or 0.0
@@ -126,12 +194,14 @@ class MemoryStore(ClosedOnExit):
         marker: str | None = None,
     ) -> None:
         await self._enter()
+        self._fence(name)
         row = self._changing(name)
         row.live_pgid, row.live_pid, row.live_start_time = pgid, pid, start_time
         row.runtime_id, row.live_marker = runtime_id, marker
 
     async def clear_live_process(self, name: str) -> None:
         await self._enter()
+        self._fence(name)
         row = self._rows.get(name)
         if row is not None and row.live_pgid is not None:
             row = self._changing(name)
@@ -144,15 +214,52 @@ class MemoryStore(ClosedOnExit):
 
     async def save_state(self, name: str, state: bytes | None) -> None:
         await self._enter()
+        self._fence(name)
         self._changing(name).state = None if state is None else bytes(state)
 
     async def forget(self, name: str) -> bool:
         await self._enter()
+        self._fence(name)
         return self._rows.pop(name, None) is not None
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
+
+    async def acquire_lease(
+        self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
+    ) -> Lease:
+        await self._enter()
+        epoch = granted_epoch(name, self._lease(name), replacing)
+        now = self.lease_clock()
+        self._leases[name] = _LeaseRow(epoch, owner, now, now + ttl)
+        self._epochs[name] = epoch
+        lease = self._lease(name)
+        assert lease is not None
+        return lease
+
+    async def renew_leases(self, *, ttl: float) -> Set[str]:
+        await self._enter()
+        now = self.lease_clock()
+        lost = set()
+        for name, epoch in self._epochs.items():
+            row = self._leases.get(name)
+            if row is None or row.epoch != epoch or row.owner is None:
+                lost.add(name)
+            else:
+                row.renewed_at, row.expires_at = now, now + ttl
+        return frozenset(lost)
+
+    async def release_lease(self, name: str) -> None:
+        await self._enter()
+        epoch = self._epochs.pop(name, None)
+        row = self._leases.get(name)
+        if row is not None and row.epoch == epoch:
+            row.owner = None
+
+    async def leases(self) -> Sequence[Lease]:
+        await self._enter()
+        return tuple(lease for name in sorted(self._leases) if (lease := self._lease(name)))
 
     def _all(self) -> tuple[SessionRecord, ...]:
         return tuple(_record(row) for _, row in sorted(self._rows.items()))

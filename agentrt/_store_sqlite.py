@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -12,9 +13,15 @@ import attrs
 import trio
 
 from ._errors import StoreError
-from ._events import SessionTotals, Usage
 from ._redact import redact
-from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+from ._store import (
+    Lease,
+    LeaseOwner,
+    check_fence,
+    granted_epoch,
+    lease_owner,
+)
+from ._store_sql import SqlSessions
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -85,6 +92,23 @@ CREATE TABLE sessions (
 )
 """
 
+# One row per agent name ever leased; the owner columns are NULL once released. The epoch
+# stays, so a later grant gets a larger one. ``clock`` names the boot whose CLOCK_MONOTONIC
+# ``renewed_at`` / ``expires_at`` are on.
+_CREATE_LEASES = """
+CREATE TABLE leases (
+    name TEXT PRIMARY KEY NOT NULL,
+    epoch INTEGER NOT NULL,
+    node TEXT,
+    pid INTEGER,
+    start_time INTEGER,
+    runtime_id TEXT,
+    clock TEXT NOT NULL,
+    renewed_at REAL NOT NULL,
+    expires_at REAL NOT NULL
+)
+"""
+
 # _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
 # is an empty file. Each step runs in one transaction with its version bump.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -102,15 +126,25 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             "cache_read_input_tokens INTEGER",
         )
     ),
+    # 4: which runtime owns each agent name.
+    (_CREATE_LEASES,),
 )
 
-_COLUMNS = (
-    "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
-    " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
-    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
-    " session_cost_usd, session_input_tokens, session_output_tokens,"
-    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
-)
+_LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
+
+_GRANT_LEASE = f"""
+INSERT OR REPLACE INTO leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+_RENEW_LEASE = """
+UPDATE leases SET clock = ?, renewed_at = ?, expires_at = ?
+WHERE name = ? AND epoch = ? AND runtime_id IS NOT NULL
+"""
+
+_RELEASE_LEASE = """
+UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
+WHERE name = ? AND epoch = ?
+"""
 
 _UPSERT_SESSION = """
 INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
@@ -127,81 +161,48 @@ ON CONFLICT (name) DO UPDATE SET
         session_id IS excluded.session_id, session_cache_read_input_tokens, 0)
 """
 
-# One statement, so concurrent writers (other connections too) never lose an increment.
-_RECORD_TURN = """
-UPDATE sessions SET
-    turns = turns + 1, cost_usd = cost_usd + ?,
-    input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
-    cache_creation_input_tokens = cache_creation_input_tokens + ?,
-    cache_read_input_tokens = cache_read_input_tokens + ?,
-    session_cost_usd = session_cost_usd + ?,
-    session_input_tokens = session_input_tokens + ?,
-    session_output_tokens = session_output_tokens + ?,
-    session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
-    session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
-    last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
-WHERE name = ?
-"""
-
-_SET_LIVE = """
-UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
-    live_marker = ?, updated_at = ?
-WHERE name = ?
-"""
-
-_CLEAR_LIVE = """
-UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
-    runtime_id = NULL, live_marker = NULL, updated_at = ?
-WHERE name = ? AND live_pgid IS NOT NULL
-"""
-
-
-def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
-    return Usage(
-        input_tokens=inp,
-        output_tokens=out,
-        cache_creation_input_tokens=cache_new,
-        cache_read_input_tokens=cache_read,
-    )
-
-
-def _record(row: tuple[Any, ...]) -> SessionRecord:
-    (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
-    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
-    (session_cost, *session_tokens) = row[19:]
-    return SessionRecord(
-        name=name,
-        backend=backend,
-        session_id=session_id,
-        cwd=cwd,
-        turns=turns,
-        cost_usd=cost_usd,
-        usage=_usage(inp, out, cache_new, cache_read),
-        last_stop_reason=stop,
-        created_at=created,
-        updated_at=updated,
-        live_pgid=pgid,
-        live_pid=pid,
-        live_start_time=start_time,
-        runtime_id=runtime_id,
-        state=state,
-        live_marker=marker,
-        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
-    )
-
 
 def _as_path(path: str | os.PathLike[str]) -> Path:
     return Path(path)
 
 
+def boot_id() -> str:
+    """This boot of the machine (Linux's random boot id): CLOCK_MONOTONIC starts again at
+    each boot, so a lease time is only comparable within one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as file:
+            return file.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
+    # IMMEDIATE: the write lock first, so what is read in the transaction stays true.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
 @attrs.define(eq=False)
-class SQLiteStore(ClosedOnExit):
+class SQLiteStore(SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
     hold working directories and agent state; its directory must exist, except at the
     default location, whose directories are created (0700) (see :func:`missing_directory`).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
+
+    Leases are timed on ``lease_clock``, by default ``time.monotonic``: CLOCK_MONOTONIC,
+    one clock for every process of the machine, which NTP or a changed wall clock never
+    steps, and the very clock trio times each runtime's renewals and fencing deadline
+    with. A lease written in an earlier boot of the machine (its boot id differs) counts
+    as expired: every process of that boot is gone.
 
     Opening checks the file before changing anything: a file that is not SQLite, is
     corrupt (``PRAGMA quick_check``), belongs to another application, or has a schema newer
@@ -232,12 +233,23 @@ class SQLiteStore(ClosedOnExit):
     path: Path = attrs.field(factory=default_store_path, converter=_as_path)
     busy_timeout: float = 5.0
     clock: Callable[[], float] = time.time
+    lease_clock: Callable[[], float] = time.monotonic
     _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
     _opening: bool = attrs.field(default=False, init=False, repr=False)
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
     # (st_dev, st_ino) of the file the connection opened: SQLite goes on writing to a file
     # that was deleted or replaced, and those writes would be lost without a word.
     _identity: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
+    _boot: str = attrs.field(factory=boot_id, init=False, repr=False)
+    # The epoch of each lease this handle acquired, which its writes for that name carry
+    # (used on the worker thread only, one call at a time).
+    _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+
+    _UPSERT_SESSION = _UPSERT_SESSION
+
+    @property
+    def _where(self) -> str:
+        return str(self.path)
 
     async def __aenter__(self) -> Self:
         if self._conn is not None or self._opening:
@@ -245,6 +257,7 @@ class SQLiteStore(ClosedOnExit):
         if self._limiter is None:
             self._limiter = trio.CapacityLimiter(1)
         self._opening = True
+        self._epochs.clear()
         try:
             self._conn = await trio.to_thread.run_sync(self._connect, limiter=self._limiter)
         finally:
@@ -363,7 +376,11 @@ class SQLiteStore(ClosedOnExit):
         assert isinstance(version, int)
         return version
 
-    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _call(
+        self, work: Callable[[sqlite3.Connection], _T], *, fence: str | None = None
+    ) -> _T:
+        """Run ``work`` on the connection; a write for the agent ``fence`` runs in one
+        transaction with the check of this handle's lease epoch, if it holds one."""
         conn = self._conn
         path = str(self.path)
         if conn is None:
@@ -377,95 +394,77 @@ class SQLiteStore(ClosedOnExit):
                 raise StoreError(path, "store is not open")
             self._check_file()
             try:
-                return work(conn)
+                epoch = None if fence is None else self._epochs.get(fence)
+                if fence is None or epoch is None:
+                    return work(conn)
+
+                def fenced() -> _T:
+                    check_fence(path, fence, epoch, self._lease_in(conn, fence))
+                    return work(conn)
+
+                return _transaction(conn, fenced)
             except sqlite3.Error as exc:
                 raise StoreError(path, redact(str(exc))) from exc
 
         return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
-    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(sql, params).rowcount
+    def _lease_in(self, conn: sqlite3.Connection, name: str) -> Lease | None:
+        sql = f"SELECT {_LEASE_COLUMNS} FROM leases WHERE name = ?"
+        row = conn.execute(sql, (name,)).fetchone()
+        return None if row is None else self._lease(row, self.lease_clock())
 
-        if await self._call(work) == 0:
-            raise no_row(str(self.path), name)
+    def _lease(self, row: tuple[Any, ...], now: float) -> Lease:
+        name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at = row
+        owner = lease_owner(node, pid, start_time, runtime_id)
+        if clock != self._boot:  # timed on an earlier boot's clock: long expired
+            return Lease(name=name, epoch=epoch, owner=owner, age=math.inf, remaining=-math.inf)
+        return Lease(
+            name=name, epoch=epoch, owner=owner, age=now - renewed_at, remaining=expires_at - now
+        )
 
-    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
-        sql = f"SELECT {_COLUMNS} FROM sessions {where} ORDER BY name"
+    async def acquire_lease(
+        self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
+    ) -> Lease:
+        def grant(conn: sqlite3.Connection) -> Lease:
+            epoch = granted_epoch(name, self._lease_in(conn, name), replacing)
+            now = self.lease_clock()
+            params = (name, epoch, owner.node, owner.pid, owner.start_time, owner.runtime_id)
+            conn.execute(_GRANT_LEASE, (*params, self._boot, now, now + ttl))
+            return Lease(name=name, epoch=epoch, owner=owner, age=0.0, remaining=ttl)
 
-        def work(conn: sqlite3.Connection) -> tuple[SessionRecord, ...]:
-            return tuple(_record(row) for row in conn.execute(sql, params))
+        def work(conn: sqlite3.Connection) -> Lease:
+            lease = _transaction(conn, lambda: grant(conn))
+            self._epochs[name] = lease.epoch
+            return lease
 
         return await self._call(work)
 
-    async def load(self, name: str) -> SessionRecord | None:
-        records = await self._select("WHERE name = ?", (name,))
-        return records[0] if records else None
+    async def renew_leases(self, *, ttl: float) -> Set[str]:
+        def renew(conn: sqlite3.Connection) -> frozenset[str]:
+            now = self.lease_clock()
+            lost = set()
+            for name, epoch in self._epochs.items():
+                params = (self._boot, now, now + ttl, name, epoch)
+                if conn.execute(_RENEW_LEASE, params).rowcount == 0:
+                    lost.add(name)
+            return frozenset(lost)
 
-    async def checkpoint_session(
-        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
-    ) -> None:
-        now = self.clock()
-        params = (name, backend, session_id, cwd, now, now)
-        await self._call(lambda conn: conn.execute(_UPSERT_SESSION, params))
+        # One transaction: one fsync for all of this handle's leases.
+        return await self._call(lambda conn: _transaction(conn, lambda: renew(conn)))
 
-    async def record_turn(
-        self,
-        name: str,
-        *,
-        stop_reason: str,
-        cost_usd: float | None,
-        usage: Usage | None,
-        session_id: str | None,
-    ) -> None:
-        u = usage or NO_USAGE
-        figures = (
-            cost_usd or 0.0,
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_creation_input_tokens,
-            u.cache_read_input_tokens,
-        )
-        params = (
-            *figures,
-            *figures,
-            stored_reason(stop_reason),
-            session_id,
-            self.clock(),
-            name,
-        )
-        await self._update(name, _RECORD_TURN, params)
+    async def release_lease(self, name: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            epoch = self._epochs.pop(name, None)
+            if epoch is not None:
+                conn.execute(_RELEASE_LEASE, (name, epoch))
 
-    async def set_live_process(
-        self,
-        name: str,
-        *,
-        pgid: int,
-        pid: int,
-        start_time: int,
-        runtime_id: str,
-        marker: str | None = None,
-    ) -> None:
-        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
-        await self._update(name, _SET_LIVE, params)
+        await self._call(work)
 
-    async def clear_live_process(self, name: str) -> None:
-        params = (self.clock(), name)
-        await self._call(lambda conn: conn.execute(_CLEAR_LIVE, params))
+    async def leases(self) -> Sequence[Lease]:
+        sql = f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name"
 
-    async def live_processes(self) -> Sequence[SessionRecord]:
-        return await self._select("WHERE live_pgid IS NOT NULL", ())
+        def work(conn: sqlite3.Connection) -> tuple[Lease, ...]:
+            now = self.lease_clock()
+            return tuple(self._lease(row, now) for row in conn.execute(sql))
 
-    async def save_state(self, name: str, state: bytes | None) -> None:
-        blob = None if state is None else bytes(state)
-        sql = "UPDATE sessions SET state = ?, updated_at = ? WHERE name = ?"
-        await self._update(name, sql, (blob, self.clock(), name))
-
-    async def forget(self, name: str) -> bool:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount
-
-        return await self._call(work) > 0
-
-    async def list(self) -> Sequence[SessionRecord]:
-        return await self._select("", ())
+        return await self._call(work)

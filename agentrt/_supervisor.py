@@ -44,6 +44,7 @@ from ._errors import (
 from ._events import NO_TOTALS
 from ._mailbox import Mailbox
 from ._options import AgentOptions, app_tools_option, resume_option, split_options
+from ._ownership import Ownership, check_kill_grace
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
@@ -53,7 +54,7 @@ from ._store import SessionRecord, SessionStore
 from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
-from .backend import AppToolsBackend, Backend
+from .backend import AppToolsBackend, Backend, InProcessBackend
 
 logger = logging.getLogger("agentrt")
 
@@ -124,6 +125,7 @@ class Context:
     tracker: ProcessTracker
     # Serves application tools; started when the first agent that has some starts.
     tools: ToolHost
+    ownership: Ownership
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
@@ -256,9 +258,12 @@ class Supervisor(metaclass=NoPublicConstructor):
         anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
         `InvalidOptions` naming the offending key, also for a ``backend`` that is neither a
         name nor a backend object, for a ``name`` that is empty, over 255 characters or
-        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), and for a
-        ``cwd`` that does not exist or is not a directory. Also `AgentAlreadyStarted`,
-        `BackendNotFound`, `SessionMismatch`, `StoreError`.
+        holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), for a
+        ``cwd`` that does not exist or is not a directory, and for a ``kill_grace`` whose
+        kill ladder does not fit in half the runtime's ``lease_ttl``. Also
+        `AgentAlreadyStarted` (also while another live runtime sharing the store owns the
+        name: its message names that owner's node and pid), `BackendNotFound`,
+        `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).
@@ -271,11 +276,17 @@ class Supervisor(metaclass=NoPublicConstructor):
             raise AgentAlreadyStarted(name)
         resume = resume_option(resume)
         agent_options, rest = split_options(options)
+        ownership = context.ownership
+        check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
         store = context.store
         context.starting.add(name)
         binding: ToolBinding | None = None
+        started = False
         try:
+            await ownership.acquire(
+                name, runs_processes=not isinstance(spec.backend, InProcessBackend)
+            )
             record = None if resume is False else await store.load(name)
             instance, backend_options, binding = await spec.instantiate(name, context.tools)
             cwd = working_directory(backend_options)
@@ -316,12 +327,17 @@ class Supervisor(metaclass=NoPublicConstructor):
             context.children[name] = child
             self._children.append(child)
             actor = self._launch(child, instance, backend_options, binding)
+            started = True
         except BaseException:
             if binding is not None:
                 binding.close()
             raise
         finally:
             context.starting.discard(name)
+            if not started:
+                ownership.release_soon(name)
+        if not ownership.holds(name):  # fenced while it started, so nothing stopped it
+            self._discard(child, "lease lost while it was starting")
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
@@ -370,6 +386,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
             self._remove(child)
+            self._context.ownership.release_soon(child.name)
             child.slot.mailbox.fail_queued(exit.error)
             return
         self._pending.append((child, exit.error.reason))
@@ -395,6 +412,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             error = AgentStopped(child.name, reason)
             error.__cause__ = cause
             child.slot.mailbox.fail_queued(error)
+            self._context.ownership.release_soon(child.name)
         return actor
 
     def _close(self, reason: str) -> None:

@@ -1,7 +1,7 @@
 """After every test, no process this test session started may be left running, nor a cgroup
 its runtimes made for their turns; and no test writes a session store into the user's home.
 Also the fixtures several tiers share: the pinned claude binary, a process marker, a clean
-``CLAUDE_CLI``."""
+``CLAUDE_CLI``, a throwaway PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pg_server
 import pytest
 import trio
 from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
@@ -49,6 +50,8 @@ def leftover_processes() -> list[ProcInfo]:
     procs = _proctree.snapshot()
     ours = {p.pid for p in turn_processes(f"{os.getpid()}.")}
     ours |= _proctree.descendants(procs, [os.getpid(), *ours])
+    servers = set(pg_server.SERVER_PIDS)  # the session's PostgreSQL, kept between tests
+    ours -= servers | _proctree.descendants(procs, servers)
     return [info for pid in sorted(ours) if (info := proc_info(pid)) is not None]
 
 
@@ -83,6 +86,20 @@ def autojump_clock() -> MockClock:
     """The clock of tier-2 tests (pytest-trio runs a test on a clock fixture it is given):
     time moves on only when every task is blocked, at once to the next deadline."""
     return MockClock(autojump_threshold=0)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[pg_server.Server]:
+    """A throwaway PostgreSQL for the session (tests/pg_server.py); skips where none is
+    installed."""
+    with pg_server.running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: pg_server.Server) -> str:
+    """The DSN of a new, empty database on the session's PostgreSQL."""
+    return postgres_server.create_database()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import trio
 from trio_util import AsyncValue
 
 from agentrt import Agent, Event, RawEvent, Ref, Response, TurnFailed
-from agentrt._proctree import MARKER_ENV, read_stat
+from agentrt._proctree import MARKER_ENV, descendants, read_stat, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
 from agentrt.testing import fake_cli_argv
@@ -217,3 +217,14 @@ class Watcher(Agent):
     def spawned(self) -> list[int]:
         """The pids the fake CLI announced."""
         return [data["pid"] for data in self.announced() if "pid" in data]
+
+
+def fence_guards(runtime_pid: int) -> list[int]:
+    """The fence guards of the runtime in process ``runtime_pid``."""
+    procs = snapshot()
+    children = descendants(procs, [runtime_pid])
+    return [
+        pid
+        for pid in children
+        if (info := proc_info(pid)) is not None and "_fence_guard.py" in info.cmdline
+    ]

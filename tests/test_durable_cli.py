@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import SID, FakeClaude
-from proc_helpers import kill_marked, turn_processes, wait_until
+from proc_helpers import fence_guards, kill_marked, turn_processes, wait_until
 
 from agentrt import (
     Agent,
@@ -106,13 +106,10 @@ async def test_which_session_a_turn_resumes(tmp_path: Path) -> None:
         assert cli.resumed() is None
 
 
-@asynccontextmanager
-async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
-    """Run crash_child.py until its turn is under way and its CLI has started its tool, then
-    SIGKILL it; give the store and the marker prefix of its turns. Whatever of its turns
-    is still running at the end is killed (the test has failed by then)."""
-    store = tmp_path / "s.sqlite3"
-    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(tmp_path), "hang"]
+async def hanging_child(store: Path, cli: FakeClaude, cwd: Path) -> trio.Process:
+    """crash_child.py in ``hang`` mode, once its turn has reported its session (killed if
+    it does not get there)."""
+    argv = [sys.executable, str(CHILD), str(store), cli.binary, str(cwd), "hang"]
     # The reaper is what these tests are about. In turn cgroups, any runtime that starts on
     # this machine may remove a dead runtime's cgroups first (tests/test_isolation.py).
     env = {**os.environ, "AGENTRT_CGROUP": "off"}
@@ -125,10 +122,31 @@ async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[P
                 chunk = await process.stdout.receive_some()
                 assert chunk, f"the child ended early: {seen!r}"
                 seen += chunk
-    finally:
-        process.kill()
-        await process.wait()
-        await process.stdout.aclose()
+    except BaseException:
+        await kill_child(process)
+        raise
+    return process
+
+
+async def kill_child(process: trio.Process) -> None:
+    process.kill()
+    await process.wait()
+    assert process.stdout is not None
+    await process.stdout.aclose()
+
+
+@asynccontextmanager
+async def killed_child(tmp_path: Path, cli: FakeClaude) -> AsyncIterator[tuple[Path, str]]:
+    """Run crash_child.py until its turn is under way and its CLI has started its tool, then
+    SIGKILL its fence guard and it (as the OOM killer or a kill of the whole session
+    might: a guard alone would kill the turn itself, see the next test); give the store and
+    the marker prefix of its turns. Whatever of its turns is still running at the end is
+    killed (the test has failed by then)."""
+    store = tmp_path / "s.sqlite3"
+    process = await hanging_child(store, cli, tmp_path)
+    for guard in fence_guards(process.pid):
+        os.kill(guard, signal.SIGKILL)
+    await kill_child(process)
     assert process.returncode == -signal.SIGKILL
     prefix = f"{process.pid}."
     try:
@@ -154,6 +172,25 @@ async def test_a_new_runtime_reaps_the_turn_a_killed_one_left(
         await wait_until(lambda: turn_processes(prefix) == [], bound=5)
     [kill] = [r.getMessage() for r in caplog.records if "killed process group" in r.getMessage()]
     assert "'coder'" in kill and f":{prefix.rstrip('.')}:" in kill  # the dead runtime's id
+
+
+async def test_the_fence_guard_kills_the_turn_of_a_killed_runtime_at_once(
+    tmp_path: Path,
+) -> None:
+    cli = FakeClaude(tmp_path / "cli")
+    process = await hanging_child(tmp_path / "s.sqlite3", cli, tmp_path)
+    prefix = f"{process.pid}."
+    try:
+        await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
+        assert len(fence_guards(process.pid)) == 1
+    finally:
+        await kill_child(process)
+    try:
+        # No new runtime, no reaper: the guard saw its runtime go and killed the CLI and
+        # its setsid'd tool.
+        await wait_until(lambda: turn_processes(prefix) == [], bound=5)
+    finally:
+        await kill_marked(MARKER_ENV, prefix, prefix=True)
 
 
 async def test_rows_of_a_live_runtime_are_left_alone(tmp_path: Path) -> None:

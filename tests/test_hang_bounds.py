@@ -93,7 +93,8 @@ async def test_every_bound_holds_while_a_closed_cli_lingers(tmp_path: Path, how:
     # escalates.
     agent = Watcher()
     options: dict[str, Any] = {"kill_grace": 20, "watchdog": 2 if how == "watchdog" else 30}
-    async with open_runtime() as rt:
+    # A lease long enough for that kill ladder (it must fit in half of lease_ttl).
+    async with open_runtime(lease_ttl=90) as rt:
         await start(
             rt,
             tmp_path,

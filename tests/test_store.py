@@ -21,6 +21,7 @@ import trio
 import agentrt
 from agentrt import (
     MemoryStore,
+    PostgresStore,
     ResultEvent,
     SessionEvent,
     SessionStore,
@@ -51,16 +52,18 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> AsyncIterator[SessionStore]:
     made: SessionStore
     if request.param == "memory":
         made = MemoryStore(clock=clock)
-    else:
+    elif request.param == "sqlite":
         (tmp_path / "state").mkdir()
         made = SQLiteStore(tmp_path / "state" / "sessions.sqlite3", clock=clock)
+    else:
+        made = PostgresStore(request.getfixturevalue("postgres_dsn"), clock=clock)
     async with made:
         yield made
 

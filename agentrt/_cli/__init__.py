@@ -52,6 +52,12 @@ async def _run_chat(args: argparse.Namespace, out: Output) -> int:
     return await run_chat(args, out)
 
 
+async def _run_status(args: argparse.Namespace, out: Output) -> int:
+    from ._sessions import run_status
+
+    return await run_status(args, out)
+
+
 async def _run_sessions(args: argparse.Namespace, out: Output) -> int:
     from ._sessions import run_sessions
 
@@ -77,7 +83,8 @@ def _store_parser(default: Any) -> argparse.ArgumentParser:
         "--store",
         metavar="PATH",
         default=default,
-        help="the session store (default: $AGENTRT_STORE, else "
+        help="the session store: an SQLite file, or a PostgreSQL DSN ('host=...' or "
+        "'postgresql://...') (default: $AGENTRT_STORE, else "
         "~/.local/state/agentrt/sessions.sqlite3)",
     )
     return parser
@@ -172,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         sub = actions.add_parser(action, parents=nested, help=text)
         sub.add_argument("session_name", metavar="NAME")
     sessions.set_defaults(run=_run_sessions)
+    actions.add_parser("status", parents=nested, help="every agent's state and owner")
+
+    status = commands.add_parser(
+        "status",
+        parents=[common, with_json, with_store],
+        help="every agent's state and owner (node, pid), for all runtimes sharing the store",
+    )
+    status.set_defaults(run=_run_status)
     return parser
 
 

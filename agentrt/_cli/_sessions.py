@@ -1,4 +1,5 @@
-"""``agentrt sessions [list | show NAME | forget NAME]``: the rows of the session store."""
+"""``agentrt sessions [list | show NAME | forget NAME]`` and ``agentrt status``: the rows of
+the session store, and which runtime (node, pid) owns each agent."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import argparse
 import datetime
 from typing import Any
 
-from .._store import SessionRecord
+from .._store import Lease, SessionRecord, SessionStore
+from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore
 from ._agent import store_path
 from ._render import CliError, Output, money
@@ -36,17 +38,58 @@ def record_data(record: SessionRecord) -> dict[str, Any]:
     }
 
 
+def is_dsn(value: str) -> bool:
+    """Whether ``--store`` names a PostgreSQL database rather than an SQLite file."""
+    return value.startswith(("postgresql://", "postgres://")) or "host=" in value
+
+
+def state_of(record: SessionRecord | None, lease: Lease | None) -> str:
+    """``in a turn`` / ``owned`` (a live lease), ``lease expired`` or ``not owned``."""
+    if lease is not None and lease.held:
+        return "in a turn" if record is not None and record.live_pgid is not None else "owned"
+    if lease is not None and lease.owner is not None:
+        return "lease expired"
+    return "not owned"
+
+
+def owner_data(record: SessionRecord | None, lease: Lease | None) -> dict[str, Any]:
+    """The JSON shape of who owns an agent: state, owner (node, pid, runtime), lease."""
+    data: dict[str, Any] = {"state": state_of(record, lease), "owner": None, "lease": None}
+    if lease is not None:
+        data["lease"] = {key: getattr(lease, key) for key in ("epoch", "age", "remaining", "held")}
+        if (owner := lease.owner) is not None:
+            data["owner"] = {key: getattr(owner, key) for key in ("node", "pid", "runtime_id")}
+    return data
+
+
+def _owner_cells(record: SessionRecord | None, lease: Lease | None) -> list[str]:
+    owner = None if lease is None else lease.owner
+    if lease is None or owner is None:
+        return [state_of(record, lease), "-", "-"]
+    return [state_of(record, lease), f"{owner.node}:{owner.pid}", f"{lease.age:.1f}s"]
+
+
 def _when(timestamp: float) -> str:
     return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
+async def run_status(args: argparse.Namespace, out: Output) -> int:
+    """Every agent name of the store, with its state and owner, for every runtime sharing
+    it: ``agentrt status`` is ``agentrt sessions status``."""
+    args.action = "status"
+    return await run_sessions(args, out)
+
+
 async def run_sessions(args: argparse.Namespace, out: Output) -> int:
     """List, show or forget stored sessions; exit 1 when a named one is not there."""
-    path = store_path(args)
     action = args.action or "list"
+    if args.store and is_dsn(args.store):
+        async with PostgresStore(args.store) as store:
+            return await _sessions(store, action, args, out, "the PostgreSQL store")
+    path = store_path(args)
     if not path.exists():
         # Reading must not create the store as a side effect.
-        if action == "list":
+        if action in ("list", "status"):
             if out.json_mode:
                 out.data([])
             else:
@@ -54,56 +97,91 @@ async def run_sessions(args: argparse.Namespace, out: Output) -> int:
             return 0
         raise _unknown(args.session_name, path)
     async with SQLiteStore(path) as store:
-        if action == "list":
-            records = await store.list()
-            if out.json_mode:
-                out.data([record_data(r) for r in records])
-            elif not records:
-                out.say(f"No sessions in {path}.")
-            else:
-                rows = [
-                    [
-                        r.name,
-                        r.backend,
-                        r.session_id or "-",
-                        str(r.turns),
-                        money(r.cost_usd),
-                        r.last_stop_reason or "-",
-                        _when(r.updated_at),
-                        r.cwd or "-",
-                    ]
-                    for r in records
-                ]
-                headers = ["NAME", "BACKEND", "SESSION", "TURNS", "COST", "LAST STOP"]
-                out.table([*headers, "UPDATED", "CWD"], rows, title=f"Sessions in {path}")
-            return 0
-        name = args.session_name
-        if action == "show":
-            record = await store.load(name)
-            if record is None:
-                raise _unknown(name, path)
-            data = record_data(record)
-            if out.json_mode:
-                out.data(data)
-            else:
-                data["created_at"] = _when(record.created_at)
-                data["updated_at"] = _when(record.updated_at)
-                data["cost_usd"] = money(record.cost_usd)
-                data["usage"] = f"{record.usage.input_tokens} in / {record.usage.output_tokens} out"
-                out.table(
-                    ["FIELD", "VALUE"], [[k, "-" if v is None else str(v)] for k, v in data.items()]
-                )
-            return 0
-        if not await store.forget(name):
-            raise _unknown(name, path)
+        return await _sessions(store, action, args, out, path)
+
+
+async def _sessions(
+    store: SessionStore, action: str, args: argparse.Namespace, out: Output, path: object
+) -> int:
+    if action == "list":
+        records = await store.list()
+        leases = {lease.name: lease for lease in await store.leases()}
         if out.json_mode:
-            out.data({"forgot": name})
+            out.data([record_data(r) | owner_data(r, leases.get(r.name)) for r in records])
+        elif not records:
+            out.say(f"No sessions in {path}.")
         else:
-            out.say(
-                f"Forgot agent {name!r}: its next start begins a new session "
-                "(the CLI's own transcript is left in place)."
+            rows = [
+                [
+                    r.name,
+                    r.backend,
+                    r.session_id or "-",
+                    str(r.turns),
+                    money(r.cost_usd),
+                    r.last_stop_reason or "-",
+                    _when(r.updated_at),
+                    *_owner_cells(r, leases.get(r.name)),
+                    r.cwd or "-",
+                ]
+                for r in records
+            ]
+            headers = ["NAME", "BACKEND", "SESSION", "TURNS", "COST", "LAST STOP", "UPDATED"]
+            owners = ["STATE", "OWNER", "LEASE AGE"]
+            out.table([*headers, *owners, "CWD"], rows, title=f"Sessions in {path}")
+        return 0
+    if action == "status":
+        return await _status(store, out, path)
+    name = args.session_name
+    if action == "show":
+        record = await store.load(name)
+        if record is None:
+            raise _unknown(name, path)
+        lease = next((lease for lease in await store.leases() if lease.name == name), None)
+        data = record_data(record) | owner_data(record, lease)
+        if out.json_mode:
+            out.data(data)
+        else:
+            data["created_at"] = _when(record.created_at)
+            data["updated_at"] = _when(record.updated_at)
+            data["cost_usd"] = money(record.cost_usd)
+            data["usage"] = f"{record.usage.input_tokens} in / {record.usage.output_tokens} out"
+            out.table(
+                ["FIELD", "VALUE"], [[k, "-" if v is None else str(v)] for k, v in data.items()]
             )
         return 0
+    if not await store.forget(name):
+        raise _unknown(name, path)
+    if out.json_mode:
+        out.data({"forgot": name})
+    else:
+        out.say(
+            f"Forgot agent {name!r}: its next start begins a new session "
+            "(the CLI's own transcript is left in place)."
+        )
+    return 0
+
+
+async def _status(store: SessionStore, out: Output, path: object) -> int:
+    records = {record.name: record for record in await store.list()}
+    leases = {lease.name: lease for lease in await store.leases()}
+    names = sorted(records.keys() | leases.keys())
+    if out.json_mode:
+        out.data(
+            [{"name": n} | owner_data(records.get(n), leases.get(n)) for n in names],
+        )
+        return 0
+    if not names:
+        out.say(f"No agents in {path}.")
+        return 0
+    rows = []
+    for name in names:
+        record, lease = records.get(name), leases.get(name)
+        left = "-" if lease is None or not lease.held else f"{lease.remaining:.1f}s"
+        stop = "-" if record is None else record.last_stop_reason or "-"
+        rows.append([name, *_owner_cells(record, lease), left, stop])
+    headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP"]
+    out.table(headers, rows, title=f"Agents in {path}")
+    return 0
 
 
 def _unknown(name: str, path: object) -> CliError:

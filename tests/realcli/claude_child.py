@@ -1,6 +1,9 @@
 """A program with one agent on the real claude backend, for the test that SIGKILLs it mid-turn.
 
-    python claude_child.py STORE [--idle] < options.json
+    python claude_child.py STORE [NODE LEASE_TTL] [--idle] < options.json
+
+STORE is an SQLite file, or a PostgreSQL DSN (``host=...``); NODE and LEASE_TTL are the
+runtime's (default: the hostname, 10 s).
 
 The agent's ``start_agent`` options come as JSON on stdin (they hold the dummy key, which
 must not travel on argv). The program asks ``first prompt`` and prints ``ANSWER <text>``,
@@ -10,6 +13,7 @@ waits between turns) and waits for ever: the test kills it.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -18,9 +22,12 @@ import trio
 import agentrt
 
 
-async def main(store: str, idle: bool) -> None:
+async def main(
+    store: str, node: str | None = None, lease_ttl: str = "10", *, idle: bool = False
+) -> None:
     options = json.loads(sys.stdin.read())
-    async with agentrt.open_runtime(store=agentrt.SQLiteStore(store)) as rt:
+    opened = agentrt.PostgresStore(store) if "host=" in store else agentrt.SQLiteStore(store)
+    async with agentrt.open_runtime(store=opened, node=node, lease_ttl=float(lease_ttl)) as rt:
         await rt.start_agent(agentrt.Agent, name="coder", backend="claude", **options)
         response = await rt.ask("coder", "first prompt")
         print(f"ANSWER {response.text}", flush=True)
@@ -30,4 +37,5 @@ async def main(store: str, idle: bool) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1], "--idle" in sys.argv[2:])
+    arguments = [a for a in sys.argv[1:] if a != "--idle"]
+    trio.run(functools.partial(main, *arguments, idle="--idle" in sys.argv[2:]))

@@ -11,6 +11,8 @@ tool's, which the CLI starts in a session of its own.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,12 +23,14 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import ProcInfo, marked
+from proc_helpers import ProcInfo, fence_guards, marked, wait_until
 
 from agentrt import (
     Agent,
+    AgentAlreadyStarted,
     AgentStopped,
     MemoryStore,
+    PostgresStore,
     Response,
     Runtime,
     SessionStore,
@@ -177,32 +181,44 @@ async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> Non
     assert "Before the crash." in claude.api.message_requests[1].texts()
 
 
+async def _killed_in_turn_two(
+    claude: Claude, options: dict[str, Any], args: list[str], *, guard: bool = True
+) -> tuple[bytes, ProcInfo]:
+    """Run claude_child.py ARGS until turn 2's Bash tool runs, then SIGKILL it (with
+    ``guard=False`` its fence guard first, as a kill of its whole session would); its
+    output and the tool's process."""
+    child = await trio.lowlevel.open_process(
+        [sys.executable, str(CHILD_PROGRAM), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        await child.stdin.send_all(json.dumps(options).encode())
+        await child.stdin.aclose()
+        sleeper = await _wait_for_sleeper(claude)
+        if not guard:
+            for pid in fence_guards(child.pid):
+                os.kill(pid, signal.SIGKILL)
+        child.kill()
+        await child.wait()
+        return await child.stdout.receive_some(65536), sleeper
+    finally:
+        if child.returncode is None:
+            child.kill()
+        with trio.CancelScope(shield=True):
+            await child.wait()
+            assert child.stdout is not None
+            await child.stdout.aclose()
+
+
 async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: Path) -> None:
-    """A program runs turn 1 and is SIGKILLed while turn 2 runs a Bash tool; a new runtime
-    on the same store kills what the dead one left and resumes its session."""
+    """A program runs turn 1 and is SIGKILLed (its fence guard first, as a kill of its whole
+    session would) while turn 2 runs a Bash tool; a new runtime on the same store kills what
+    the dead one left and resumes its session."""
     store = tmp_path / "sessions.sqlite3"
     claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
     options = claude.agent_options(allowed_tools=["Bash"], kill_grace=1.0)
     with trio.fail_after(TURN_BOUND):
-        child = await trio.lowlevel.open_process(
-            [sys.executable, str(CHILD_PROGRAM), str(store)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        try:
-            assert child.stdin is not None and child.stdout is not None
-            await child.stdin.send_all(json.dumps(options).encode())
-            await child.stdin.aclose()
-            sleeper = await _wait_for_sleeper(claude)
-            child.kill()
-            await child.wait()
-            output = await child.stdout.receive_some(65536)
-        finally:
-            if child.returncode is None:
-                child.kill()
-            with trio.CancelScope(shield=True):
-                await child.wait()
-                await child.stdout.aclose()
+        output, sleeper = await _killed_in_turn_two(claude, options, [str(store)], guard=False)
         assert b"ANSWER First answer." in output
         # The dead program's turn runs on without it: the CLI and its tool, at least.
         orphans = {p.pid for p in marked(MARKER_VAR, claude.marker)}
@@ -218,6 +234,41 @@ async def test_a_new_program_resumes_after_a_sigkill(claude: Claude, tmp_path: P
     session_id = first.headers["x-claude-code-session-id"]
     assert three.text == "Back." and three.session_id == session_id
     assert second.headers["x-claude-code-session-id"] == session_id
+    assert third.headers["x-claude-code-session-id"] == session_id
+    texts = third.texts()
+    assert "First answer." in texts and "second prompt" in texts and "third prompt" in texts
+
+
+async def test_another_node_continues_the_conversation_after_the_owners_lease(
+    claude: Claude, postgres_dsn: str
+) -> None:
+    """Two hosts on one PostgreSQL (two programs naming different nodes; one CLI home, as a
+    shared home would be): node-a runs turn 1 and is SIGKILLed while turn 2 runs a Bash
+    tool. Its fence guard kills that turn; node-b can take the agent only once node-a's
+    lease has expired, and its turn resumes the same session, the fake seeing turn 1."""
+    ttl = 5.0  # room for the kill ladder of kill_grace=0.5 in half of it
+    claude.api.set_script([AnthropicText("First answer."), long_bash(), AnthropicText("Back.")])
+    options = claude.agent_options(allowed_tools=["Bash"], kill_grace=0.5)
+    with trio.fail_after(TURN_BOUND):
+        output, _ = await _killed_in_turn_two(claude, options, [postgres_dsn, "node-a", str(ttl)])
+        killed = trio.current_time()
+        assert b"ANSWER First answer." in output
+        await wait_until(lambda: marked(MARKER_VAR, claude.marker) == [], bound=5)
+
+        async with open_runtime(store=PostgresStore(postgres_dsn), node="node-b") as rt:
+            while True:
+                try:
+                    await rt.start_agent(Agent, name="coder", backend="claude", **options)
+                    break
+                except AgentAlreadyStarted as exc:
+                    assert "node 'node-a'" in str(exc)
+                    await trio.sleep(0.1)
+            assert trio.current_time() - killed >= ttl * 0.8 - 0.1
+            three = await rt.ask("coder", "third prompt")
+
+    first, _, third = claude.api.message_requests
+    session_id = first.headers["x-claude-code-session-id"]
+    assert three.text == "Back." and three.session_id == session_id
     assert third.headers["x-claude-code-session-id"] == session_id
     texts = third.texts()
     assert "First answer." in texts and "second prompt" in texts and "third prompt" in texts

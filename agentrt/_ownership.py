@@ -1,0 +1,308 @@
+"""Ownership: the leases through which a runtime owns its agent names, renewed in the
+background, and the fence that stops the agents whose lease could not be renewed in time.
+
+A runtime takes the lease of a name before it starts the agent (`Ownership.acquire`), and
+gives it back once the agent has ended for good (`Ownership.release_soon`). A lease held by
+a dead runtime of the same node (its pid and start time are checked) is taken at once;
+one of another node only once it has expired on the store's clock.
+
+Fencing rests on two clocks measuring the same span: the store's, on which a lease expires
+``lease_ttl`` after the store granted or renewed it, and this runtime's own (trio's,
+monotonic), on which a lease counts as valid for ``lease_ttl`` after the request was
+*sent*, so never longer than on the store. Without a successful renewal for half of that
+(`FENCE_SHARE`), the runtime stops the agent: its turn's CLI tree is killed by the kill
+ladder in the other half, before any other runtime may take the name; the agent's waiters
+get `AgentStopped` ("lease lost ...") and its supervisor does not restart it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import trio
+
+from . import _fence_guard
+from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
+from ._process import process_start_time
+from ._reaper import local_runtime_gone
+from ._store import Lease, LeaseOwner, SessionStore
+
+logger = logging.getLogger("agentrt")
+
+DEFAULT_LEASE_TTL = 10.0
+MIN_LEASE_TTL = 1.0
+# Without a renewal for this share of lease_ttl the agents are stopped; the rest of the
+# lease is for their kill ladders.
+FENCE_SHARE = 0.5
+# Renewals every lease_ttl / 5: two may fail before the fence.
+RENEW_SHARE = 0.2
+
+
+def lease_ttl_option(value: object) -> float:
+    """``open_runtime``'s ``lease_ttl``, checked."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < MIN_LEASE_TTL
+    ):
+        raise InvalidOptions(
+            "lease_ttl", value, f"must be a finite number of seconds >= {MIN_LEASE_TTL:g}"
+        )
+    return float(value)
+
+
+def node_option(value: object) -> str:
+    """``open_runtime``'s ``node``, checked."""
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise InvalidOptions("node", value, "must be a non-empty printable str naming the host")
+    return value
+
+
+def check_kill_grace(kill_grace: float, lease_ttl: float) -> None:
+    """A lost lease leaves ``lease_ttl * (1 - FENCE_SHARE)`` for the kill ladder (two
+    ``kill_grace``, and a second to confirm); refuse a grace that does not fit."""
+    room = lease_ttl * (1 - FENCE_SHARE)
+    if 2 * kill_grace + 1.0 > room:
+        raise InvalidOptions(
+            "kill_grace",
+            kill_grace,
+            f"the kill ladder (2 x kill_grace + 1 s) must fit in the {room:g} s a runtime "
+            f"keeps of lease_ttl={lease_ttl:g} for stopping an agent whose lease it lost; "
+            "use a smaller kill_grace or a larger lease_ttl",
+        )
+
+
+class Ownership:
+    """The leases of one runtime; `run` renews them and fences the ones it cannot renew.
+
+    ``on_lost(name, reason)`` stops the agent of a lease that is lost (not renewed in
+    time, or taken by another runtime).
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        node: str,
+        runtime_id: str,
+        ttl: float,
+        on_lost: Callable[[str, str], None],
+        guarded: bool,
+    ) -> None:
+        pid = os.getpid()
+        self.store = store
+        self.ttl = ttl
+        self.owner = LeaseOwner(
+            node=node, pid=pid, start_time=process_start_time(pid) or 0, runtime_id=runtime_id
+        )
+        self._on_lost = on_lost
+        # Name -> when (trio clock) its agent is fenced without a renewal.
+        self._held: dict[str, float] = {}
+        # Lost: their agents are stopping; the store handle keeps fencing their writes.
+        self._fenced: set[str] = set()
+        # Their agents have ended; the release is on its way to the store.
+        self._releasing: set[str] = set()
+        # Lease calls one at a time, so a release never overtakes a grant of the same name.
+        self._lock = trio.Lock()
+        # Set for the renewer (a release wanted, a first lease) and for the fence (new times).
+        self._wake_renewer = trio.Event()
+        self._wake_fence = trio.Event()
+        self._last_renewal = -math.inf
+        # The fence guard (`_fence_guard`), started with the first lease of an agent that
+        # runs CLI processes when other programs may share the store (``guarded``).
+        self._guarded = guarded
+        self._guard: trio.Process | None = None
+
+    def holds(self, name: str) -> bool:
+        return name in self._held
+
+    async def acquire(self, name: str, *, runs_processes: bool) -> None:
+        """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
+        owner if another runtime holds it. An agent that ``runs_processes`` (CLI turns)
+        gets the fence guard watching this runtime first.
+
+        Cancellation: safe. The grant is shielded (bounded by the store's own timeouts), so
+        a lease is either not granted or held here, where the caller's cleanup releases it."""
+        async with self._lock:
+            if runs_processes and self._guarded and self._guard is None:
+                await self._start_guard()
+            sent = trio.current_time()
+            with trio.CancelScope(shield=True):
+                await self._grant(name)
+            self._releasing.discard(name)
+            if not self._held:  # the renewals start from this grant
+                self._last_renewal = sent
+                self._wake_renewer.set()
+            self._held[name] = sent + self.ttl * FENCE_SHARE
+            self._wake_fence.set()
+
+    async def _grant(self, name: str) -> None:
+        try:
+            await self.store.acquire_lease(name, self.owner, ttl=self.ttl)
+        except AgentAlreadyStarted as exc:
+            holder = exc.holder
+            if holder is None or not self._gone(holder):
+                raise
+            assert holder.owner is not None
+            logger.warning(
+                "agent %r: taking it over from runtime %s (pid %d), which has ended",
+                name,
+                holder.owner.runtime_id,
+                holder.owner.pid,
+            )
+            await self.store.acquire_lease(name, self.owner, ttl=self.ttl, replacing=holder.epoch)
+
+    def _gone(self, holder: Lease) -> bool:
+        owner = holder.owner
+        if owner is None or owner.node != self.owner.node:
+            return False
+        if owner.runtime_id == self.owner.runtime_id:
+            # This runtime's own lease of an agent that has ended, its release on the way.
+            return holder.name in self._releasing
+        return local_runtime_gone(owner.runtime_id, owner.pid, owner.start_time)
+
+    def release_soon(self, name: str) -> None:
+        """The agent ``name`` has ended for good (its processes are gone): give its lease
+        back, in the background."""
+        if self._held.pop(name, None) is not None or name in self._fenced:
+            self._fenced.discard(name)
+            self._releasing.add(name)
+            self._wake_renewer.set()
+
+    async def release(self, name: str) -> None:
+        """`release_soon`, done before returning (so another runtime may take ``name`` now).
+
+        Cancellation: safe; a release not made yet is left to the background."""
+        self.release_soon(name)
+        async with self._lock:
+            if name in self._releasing:
+                self._releasing.discard(name)
+                await self._release_one(name)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Renew the leases, release the given-back ones and fence the expiring ones, until
+        cancelled; start it with ``nursery.start``.
+
+        Cancellation: this is how it stops; `release_all` gives back what is left."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._renew_forever)
+            nursery.start_soon(self._fence_forever)
+            task_status.started()
+
+    async def _start_guard(self) -> None:
+        argv = [sys.executable, "-I", "-S", _fence_guard.__file__, str(self.owner.pid)]
+        self._guard = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, start_new_session=True
+        )
+        await self._beat()
+
+    async def _beat(self) -> None:
+        """Tell the guard how long until this runtime would fence its agents itself."""
+        guard = self._guard
+        if guard is None or guard.stdin is None:
+            return
+        left = min(self._held.values(), default=math.inf) - trio.current_time()
+        try:
+            # Bounded: a guard that stopped reading must not hold up the fence.
+            with trio.move_on_after(1.0):
+                await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            logger.error("the fence guard of this runtime has ended (%s)", guard.returncode)
+            self._guard = None
+
+    async def _stop_guard(self) -> None:
+        guard, self._guard = self._guard, None
+        if guard is None or guard.stdin is None:
+            return
+        try:
+            await guard.stdin.send_all(b"exit\n")
+            await guard.stdin.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        with trio.move_on_after(5.0):
+            await guard.wait()
+        if guard.returncode is None:
+            guard.kill()
+            await guard.wait()
+
+    async def release_all(self) -> None:
+        """Give back every lease this runtime still has (its agents have ended).
+
+        Cancellation: bounded by the caller; what is not released expires."""
+        self._releasing |= self._held.keys() | self._fenced
+        self._held.clear()
+        self._fenced.clear()
+        try:
+            async with self._lock:
+                await self._release_pending()
+        finally:
+            await self._stop_guard()
+
+    async def _renew_forever(self) -> None:
+        while True:
+            # A new event before the state is read: a change after it sets this one.
+            wake = self._wake_renewer = trio.Event()
+            due = self._last_renewal + self.ttl * RENEW_SHARE if self._held else math.inf
+            if not self._releasing:
+                with trio.move_on_at(due):
+                    await wake.wait()
+            async with self._lock:
+                await self._release_pending()
+                if self._held and trio.current_time() >= due:
+                    await self._renew()
+
+    async def _release_pending(self) -> None:
+        while self._releasing:
+            await self._release_one(self._releasing.pop())
+
+    async def _release_one(self, name: str) -> None:
+        try:
+            await self.store.release_lease(name)
+        except StoreError as exc:
+            logger.warning("agent %r: its lease could not be released (%s)", name, exc)
+
+    async def _renew(self) -> None:
+        sent = self._last_renewal = trio.current_time()
+        try:
+            lost = await self.store.renew_leases(ttl=self.ttl)
+        except StoreError as exc:
+            logger.warning("the leases of this runtime could not be renewed: %s", exc)
+            return
+        for name in list(self._held):
+            if name in lost:
+                self._lose(name, "another runtime holds it now")
+            else:
+                self._held[name] = sent + self.ttl * FENCE_SHARE
+        self._wake_fence.set()
+
+    async def _fence_forever(self) -> None:
+        while True:
+            wake = self._wake_fence = trio.Event()
+            soonest = min(self._held.values(), default=math.inf)
+            if self._guard is not None:  # the guard hears from us every lease_ttl / 5
+                soonest = min(soonest, trio.current_time() + self.ttl * RENEW_SHARE)
+            with trio.move_on_at(soonest):
+                await wake.wait()
+            now = trio.current_time()
+            for name, fence_at in list(self._held.items()):
+                if fence_at <= now:
+                    self._lose(
+                        name,
+                        f"not renewed for {self.ttl * FENCE_SHARE:g} s "
+                        f"(half of lease_ttl={self.ttl:g} s)",
+                    )
+            # After the fence has run: a guard that fired while we were frozen stops here.
+            await self._beat()
+
+    def _lose(self, name: str, why: str) -> None:
+        del self._held[name]
+        self._fenced.add(name)
+        reason = f"lease lost: {why}"
+        logger.error("agent %r: %s; stopping it (its CLI is killed)", name, reason)
+        self._on_lost(name, reason)

@@ -1,0 +1,204 @@
+"""What the two SQL stores (_store_sqlite, _store_postgres) share: the session table's
+columns and statements, written once with ``?`` placeholders, and the SessionStore methods
+on session rows, over each store's own ``_call``."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from ._events import SessionTotals, Usage
+from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+
+_T = TypeVar("_T")
+
+SESSION_COLUMNS = (
+    "name, backend, session_id, cwd, turns, cost_usd, input_tokens, output_tokens,"
+    " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
+    " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
+    " session_cost_usd, session_input_tokens, session_output_tokens,"
+    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
+)
+
+# One statement, so concurrent writers (other connections too) never lose an increment.
+RECORD_TURN = """
+UPDATE sessions SET
+    turns = turns + 1, cost_usd = cost_usd + ?,
+    input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+    cache_creation_input_tokens = cache_creation_input_tokens + ?,
+    cache_read_input_tokens = cache_read_input_tokens + ?,
+    session_cost_usd = session_cost_usd + ?,
+    session_input_tokens = session_input_tokens + ?,
+    session_output_tokens = session_output_tokens + ?,
+    session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
+    session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
+    last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
+WHERE name = ?
+"""
+
+SET_LIVE = """
+UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
+    live_marker = ?, updated_at = ?
+WHERE name = ?
+"""
+
+CLEAR_LIVE = """
+UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
+    runtime_id = NULL, live_marker = NULL, updated_at = ?
+WHERE name = ? AND live_pgid IS NOT NULL
+"""
+
+
+def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        cache_creation_input_tokens=cache_new,
+        cache_read_input_tokens=cache_read,
+    )
+
+
+def record_turn_params(
+    name: str,
+    stop_reason: str,
+    cost_usd: float | None,
+    usage: Usage | None,
+    session_id: str | None,
+    now: float,
+) -> tuple[object, ...]:
+    """The parameters of `RECORD_TURN`."""
+    u = usage or NO_USAGE
+    figures = (
+        cost_usd or 0.0,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_creation_input_tokens,
+        u.cache_read_input_tokens,
+    )
+    return (*figures, *figures, stored_reason(stop_reason), session_id, now, name)
+
+
+def record_from_row(row: Sequence[Any]) -> SessionRecord:
+    (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
+    (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
+    (session_cost, *session_tokens) = row[19:]
+    return SessionRecord(
+        name=name,
+        backend=backend,
+        session_id=session_id,
+        cwd=cwd,
+        turns=turns,
+        cost_usd=cost_usd,
+        usage=_usage(inp, out, cache_new, cache_read),
+        last_stop_reason=stop,
+        created_at=created,
+        updated_at=updated,
+        live_pgid=pgid,
+        live_pid=pid,
+        live_start_time=start_time,
+        runtime_id=runtime_id,
+        state=state,
+        live_marker=marker,
+        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
+    )
+
+
+class SqlSessions(ClosedOnExit):
+    """The session-row methods of a SQL store. A subclass gives ``clock``, `_where`, its
+    `_call` (``work`` on its connection, fenced by ``fence``'s lease), its upsert and its
+    driver's placeholder."""
+
+    clock: Callable[[], float]
+    _UPSERT_SESSION: ClassVar[str]
+    _PLACEHOLDER: ClassVar[str] = "?"
+
+    @property
+    @abc.abstractmethod
+    def _where(self) -> str:
+        """The store as error messages name it."""
+
+    @abc.abstractmethod
+    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
+
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", self._PLACEHOLDER)
+
+    async def _update(self, name: str, sql: str, params: tuple[object, ...]) -> None:
+        statement = self._sql(sql)
+
+        def work(conn: Any) -> int:
+            rowcount: int = conn.execute(statement, params).rowcount
+            return rowcount
+
+        if await self._call(work, fence=name) == 0:
+            raise no_row(self._where, name)
+
+    async def _select(self, where: str, params: tuple[object, ...]) -> tuple[SessionRecord, ...]:
+        sql = self._sql(f"SELECT {SESSION_COLUMNS} FROM sessions {where} ORDER BY name")
+
+        def work(conn: Any) -> tuple[SessionRecord, ...]:
+            return tuple(record_from_row(row) for row in conn.execute(sql, params))
+
+        return await self._call(work)
+
+    async def load(self, name: str) -> SessionRecord | None:
+        records = await self._select("WHERE name = ?", (name,))
+        return records[0] if records else None
+
+    async def checkpoint_session(
+        self, name: str, *, backend: str, session_id: str | None, cwd: str | None
+    ) -> None:
+        now = self.clock()
+        params = (name, backend, session_id, cwd, now, now)
+        upsert = self._UPSERT_SESSION
+        await self._call(lambda conn: conn.execute(upsert, params), fence=name)
+
+    async def record_turn(
+        self,
+        name: str,
+        *,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
+        params = record_turn_params(name, stop_reason, cost_usd, usage, session_id, self.clock())
+        await self._update(name, RECORD_TURN, params)
+
+    async def set_live_process(
+        self,
+        name: str,
+        *,
+        pgid: int,
+        pid: int,
+        start_time: int,
+        runtime_id: str,
+        marker: str | None = None,
+    ) -> None:
+        params = (pgid, pid, start_time, runtime_id, marker, self.clock(), name)
+        await self._update(name, SET_LIVE, params)
+
+    async def clear_live_process(self, name: str) -> None:
+        params, sql = (self.clock(), name), self._sql(CLEAR_LIVE)
+        await self._call(lambda conn: conn.execute(sql, params), fence=name)
+
+    async def live_processes(self) -> Sequence[SessionRecord]:
+        return await self._select("WHERE live_pgid IS NOT NULL", ())
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        blob = None if state is None else bytes(state)
+        sql = "UPDATE sessions SET state = ?, updated_at = ? WHERE name = ?"
+        await self._update(name, sql, (blob, self.clock(), name))
+
+    async def forget(self, name: str) -> bool:
+        sql = self._sql("DELETE FROM sessions WHERE name = ?")
+
+        def work(conn: Any) -> int:
+            rowcount: int = conn.execute(sql, (name,)).rowcount
+            return rowcount
+
+        return await self._call(work, fence=name) > 0
+
+    async def list(self) -> Sequence[SessionRecord]:
+        return await self._select("", ())

@@ -1,0 +1,68 @@
+"""`agentrt status` and the owner columns of `agentrt sessions`: which runtime (node, pid)
+owns each agent, from the store, on SQLite and on PostgreSQL (``--store DSN``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrt import Agent, PostgresStore, SessionStore, SQLiteStore, open_runtime
+from agentrt.testing import ScriptedBackend, reply
+
+from ._run import agentrt
+
+
+def echo() -> ScriptedBackend:
+    return ScriptedBackend(default=lambda call: reply(f"echo {call.prompt}"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_argument(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
+    if request.param == "sqlite":
+        return base_env["AGENTRT_STORE"]
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn
+
+
+def opened(argument: str) -> SessionStore:
+    return PostgresStore(argument) if "host=" in argument else SQLiteStore(argument)
+
+
+async def test_status_shows_each_agents_owner_and_lease(
+    base_env: dict[str, str], store_argument: str
+) -> None:
+    store = opened(store_argument)
+    async with open_runtime(store=store, node="host-a") as rt:
+        await rt.start_agent(Agent, name="busy", backend=echo())
+        await rt.ask("busy", "hi")  # a row and a lease
+        await rt.start_agent(Agent, name="gone", backend=echo())
+        await rt.ask("gone", "hi")
+        await rt.stop_agent("gone")  # its lease given back
+        pid = rt._context.ownership.owner.pid
+
+        run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
+        assert run.code == 0, run.stderr
+        busy, gone = json.loads(run.stdout)
+        assert busy["name"] == "busy" and busy["state"] == "owned"
+        assert busy["owner"]["node"] == "host-a" and busy["owner"]["pid"] == pid
+        assert busy["lease"]["held"] and 0 <= busy["lease"]["age"] < 10
+        assert gone["name"] == "gone" and gone["state"] == "not owned" and gone["owner"] is None
+
+        run = await agentrt("status", "--store", store_argument, env=base_env)
+        assert run.code == 0, run.stderr
+        lines = {line.split()[0]: line.split() for line in run.stdout.splitlines()[2:]}
+        assert lines["busy"][1:3] == ["owned", f"host-a:{pid}"]
+        assert lines["gone"][1:4] == ["not", "owned", "-"]
+
+        run = await agentrt("sessions", "--store", store_argument, "--json", env=base_env)
+        listed = {row["name"]: row for row in json.loads(run.stdout)}
+        assert listed["busy"]["owner"]["pid"] == pid and listed["busy"]["turns"] == 1
+    run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
+    assert [row["state"] for row in json.loads(run.stdout)] == ["not owned", "not owned"]
+
+
+async def test_status_of_a_missing_store_says_so(base_env: dict[str, str], tmp_path: Path) -> None:
+    run = await agentrt("status", "--store", str(tmp_path / "none.sqlite3"), env=base_env)
+    assert run.code == 0 and "does not exist" in run.stdout

@@ -1,0 +1,628 @@
+"""Leases: which runtime owns an agent name. The stores' lease operations and fencing (two
+handles on one store, as two programs on one file), a state machine over them, and the
+runtime's renewals and fence under a MockClock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+import pytest
+import trio
+from _helpers import echo_backend, settle
+from cli_programs import SID, FakeClaude
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from proc_helpers import kill_marked, turn_processes, wait_until
+
+import agentrt
+from agentrt import (
+    Agent,
+    AgentAlreadyStarted,
+    AgentStopped,
+    InvalidOptions,
+    LeaseLost,
+    LeaseOwner,
+    MemoryStore,
+    PostgresStore,
+    SessionStore,
+    SQLiteStore,
+    StoreError,
+    open_runtime,
+)
+from agentrt._proctree import MARKER_ENV
+from agentrt.testing import Gate
+
+T = TypeVar("T")
+
+
+class LeaseClock:
+    """The store's lease clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def owner(node: str, pid: int = 4242) -> LeaseOwner:
+    return LeaseOwner(node=node, pid=pid, start_time=7, runtime_id=f"{node}:{pid}:7:x")
+
+
+A, B = owner("host-a"), owner("host-b", 5151)
+TTL = 10.0
+
+
+@pytest.fixture
+def lease_clock() -> LeaseClock:
+    return LeaseClock()
+
+
+@attrs.define
+class Handles:
+    """Two open handles on one store, as two programs sharing it have, and the store's
+    lease clock: moved by hand where it can be injected, real on PostgreSQL (the server's),
+    where ``ttl`` is short and ``advance`` sleeps."""
+
+    one: SessionStore
+    two: SessionStore
+    ttl: float
+    clock: LeaseClock | None
+
+    async def advance(self, fraction: float) -> None:
+        """Let ``fraction`` of ``ttl`` pass on the lease clock."""
+        if self.clock is None:
+            await trio.sleep(fraction * self.ttl)
+        else:
+            self.clock.now += fraction * self.ttl
+
+    def about(self, fraction: float) -> object:
+        """``fraction`` of ``ttl``, as read back (real time moves on a little)."""
+        return pytest.approx(fraction * self.ttl, abs=0 if self.clock else 0.25)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def handles(
+    request: pytest.FixtureRequest, tmp_path: Path, lease_clock: LeaseClock
+) -> AsyncIterator[Handles]:
+    one: SessionStore
+    two: SessionStore
+    clock: LeaseClock | None = lease_clock
+    if request.param == "memory":
+        memory = MemoryStore(lease_clock=lease_clock)
+        one, two = memory, memory.handle()
+    elif request.param == "sqlite":
+        path = tmp_path / "sessions.sqlite3"
+        one = SQLiteStore(path, lease_clock=lease_clock)
+        two = SQLiteStore(path, lease_clock=lease_clock)
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        one, two, clock = PostgresStore(dsn), PostgresStore(dsn), None
+    async with one, two:
+        yield Handles(one, two, TTL if clock else 2.0, clock)
+
+
+async def write(store: SessionStore, name: str, session_id: str) -> None:
+    await store.checkpoint_session(name, backend="claude", session_id=session_id, cwd="/w")
+
+
+async def test_a_held_lease_is_refused_to_another_owner_naming_the_holder(
+    handles: Handles,
+) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    lease = await one.acquire_lease("x", A, ttl=ttl)
+    assert (lease.epoch, lease.owner, lease.remaining) == (1, A, ttl)
+    with pytest.raises(AgentAlreadyStarted) as refused:
+        await two.acquire_lease("x", B, ttl=ttl)
+    assert refused.value.holder is not None and refused.value.holder.owner == A
+    assert "node 'host-a', pid 4242" in str(refused.value)
+    # Another name is free.
+    assert (await two.acquire_lease("y", B, ttl=ttl)).epoch == 1
+
+
+async def test_an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
+    handles: Handles,
+) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    await write(one, "x", "s1")
+    await handles.advance(0.8)
+    with pytest.raises(AgentAlreadyStarted):
+        await two.acquire_lease("x", B, ttl=ttl)
+    await handles.advance(0.2)
+    taken = await two.acquire_lease("x", B, ttl=ttl)
+    assert (taken.epoch, taken.owner) == (2, B)
+    with pytest.raises(LeaseLost) as lost:
+        await write(one, "x", "stale")
+    assert (lost.value.name, lost.value.epoch) == ("x", 1)
+    assert "epoch 2 is held by node 'host-b', pid 5151" in str(lost.value)
+    assert isinstance(lost.value, StoreError)
+    for stale in (
+        one.record_turn("x", stop_reason="complete", cost_usd=1.0, usage=None, session_id="z"),
+        one.set_live_process("x", pgid=1, pid=1, start_time=1, runtime_id="r"),
+        one.clear_live_process("x"),
+        one.save_state("x", b"{}"),
+        one.forget("x"),
+    ):
+        with pytest.raises(LeaseLost):
+            await stale
+    record = await two.load("x")
+    assert record is not None and (record.session_id, record.turns) == ("s1", 0)
+    assert await one.renew_leases(ttl=ttl) == {"x"}
+    await write(two, "x", "s2")  # the new owner's writes go through
+
+
+async def test_a_renewed_lease_lasts_ttl_from_the_renewal(handles: Handles) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    await handles.advance(0.8)
+    assert await one.renew_leases(ttl=ttl) == set()
+    await handles.advance(0.8)
+    with pytest.raises(AgentAlreadyStarted):
+        await two.acquire_lease("x", B, ttl=ttl)
+    [lease] = await two.leases()
+    assert (lease.age, lease.remaining, lease.held) == (
+        handles.about(0.8),
+        handles.about(0.2),
+        True,
+    )
+    await handles.advance(0.2)
+    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
+
+
+async def test_replacing_takes_only_the_current_epoch(handles: Handles) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    with pytest.raises(AgentAlreadyStarted):
+        await two.acquire_lease("x", B, ttl=ttl, replacing=7)
+    assert (await two.acquire_lease("x", B, ttl=ttl, replacing=1)).epoch == 2
+    assert await one.renew_leases(ttl=ttl) == {"x"}
+
+
+async def test_a_released_lease_is_free_at_once_and_listed_without_owner(
+    handles: Handles,
+) -> None:
+    one, two, ttl = handles.one, handles.two, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    await one.release_lease("x")
+    [lease] = await two.leases()
+    assert (lease.epoch, lease.owner, lease.held) == (1, None, False)
+    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
+    await one.release_lease("x")  # no longer its lease: nothing happens
+    [lease] = await two.leases()
+    assert lease.owner == B
+
+
+async def test_a_reopened_handle_holds_no_lease(handles: Handles) -> None:
+    one, ttl = handles.one, handles.ttl
+    await one.acquire_lease("x", A, ttl=ttl)
+    await one.aclose()
+    async with one:
+        assert await one.renew_leases(ttl=ttl) == set()
+
+
+async def test_an_sqlite_lease_of_an_earlier_boot_has_expired(
+    tmp_path: Path, lease_clock: LeaseClock
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path, lease_clock=lease_clock) as one:
+        await one.acquire_lease("x", A, ttl=TTL)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE leases SET clock = 'another boot'")
+    async with SQLiteStore(path, lease_clock=lease_clock) as two:
+        [lease] = await two.leases()
+        assert lease.owner == A and not lease.held
+        assert (await two.acquire_lease("x", B, ttl=TTL)).epoch == 2
+
+
+# --- a state machine: at most one handle can write for a name at any time ---
+
+
+class LeaseMachine(RuleBasedStateMachine):
+    """Handles of one MemoryStore acquire, renew, release and steal leases while the lease
+    clock moves. A lease is granted (unless replacing) only when the model says its last
+    holder's lease has ended; after every step at most one handle that took a lease can
+    write for a name as its owner, and it is the owner the store's lease names."""
+
+    NAMES = ("x", "y")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = LeaseClock()
+        first = MemoryStore(lease_clock=self.clock)
+        self.stores = [first, first.handle(), first.handle()]
+        self.owners = [owner(f"n{i}", i) for i in range(3)]
+        # The names each handle took a lease on and has not released.
+        self.taken: list[set[str]] = [set() for _ in self.stores]
+        # The model: name -> (holder, expiry on the lease clock); a release drops it.
+        self.held: dict[str, tuple[int, float]] = {}
+
+        async def open_all() -> None:
+            for store in self.stores:
+                await store.__aenter__()
+            for name in self.NAMES:  # rows to write to, made before any lease
+                await write(first, name, "s0")
+
+        trio.run(open_all)
+
+    @staticmethod
+    def run(call: Callable[[], Awaitable[T]]) -> T:
+        async def main() -> T:
+            return await call()
+
+        return trio.run(main)
+
+    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES), ttl=st.sampled_from([1.0, 5.0]))
+    def acquire(self, h: int, name: str, ttl: float) -> None:
+        try:
+            self.run(lambda: self.stores[h].acquire_lease(name, self.owners[h], ttl=ttl))
+        except AgentAlreadyStarted as exc:
+            assert exc.holder is not None and exc.holder.held
+            assert name in self.held and self.held[name][1] > self.clock.now
+        else:
+            assert name not in self.held or self.held[name][1] <= self.clock.now
+            self.taken[h].add(name)
+            self.held[name] = (h, self.clock.now + ttl)
+
+    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES))
+    def steal(self, h: int, name: str) -> None:
+        """A caller that found the holder dead replaces its epoch."""
+        store = self.stores[h]
+        epochs = [lease.epoch for lease in self.run(store.leases) if lease.name == name]
+        if epochs:
+            (replacing,) = epochs
+            self.run(
+                lambda: store.acquire_lease(name, self.owners[h], ttl=2.0, replacing=replacing)
+            )
+            self.taken[h].add(name)
+            self.held[name] = (h, self.clock.now + 2.0)
+
+    @rule(h=st.integers(0, 2), ttl=st.sampled_from([1.0, 5.0]))
+    def renew(self, h: int, ttl: float) -> None:
+        lost = self.run(lambda: self.stores[h].renew_leases(ttl=ttl))
+        assert lost <= self.taken[h]
+        for name in self.taken[h] - lost:
+            assert self.held[name][0] == h
+            self.held[name] = (h, self.clock.now + ttl)
+
+    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES))
+    def release(self, h: int, name: str) -> None:
+        self.run(lambda: self.stores[h].release_lease(name))
+        self.taken[h].discard(name)
+        if self.held.get(name, (None,))[0] == h:
+            del self.held[name]
+
+    @rule(seconds=st.sampled_from([0.5, 1.0, 3.0, 6.0]))
+    def expire(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    @invariant()
+    def at_most_one_owner(self) -> None:
+        current = {lease.name: lease for lease in self.run(self.stores[0].leases)}
+        for name in self.NAMES:
+            writers = [h for h in range(3) if name in self.taken[h] and self._writes(h, name)]
+            assert len(writers) <= 1
+            if writers:
+                lease = current[name]
+                assert lease.owner == self.owners[writers[0]]
+
+    def _writes(self, h: int, name: str) -> bool:
+        try:
+            self.run(lambda: self.stores[h].save_state(name, None))
+        except LeaseLost:
+            return False
+        return True
+
+
+LeaseMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+TestLeaseMachine = LeaseMachine.TestCase
+
+
+# --- the runtime: ownership, renewal, the fence (MockClock, MemoryStore handles) ---
+
+
+async def test_a_name_another_live_runtime_owns_is_refused_naming_it() -> None:
+    store = MemoryStore()
+    async with (
+        open_runtime(store=store, node="host-a") as a,
+        open_runtime(store=store.handle(), node="host-b") as b,
+    ):
+        await a.start_agent(Agent, name="x", backend=echo_backend())
+        with pytest.raises(AgentAlreadyStarted) as refused:
+            await b.start_agent(Agent, name="x", backend=echo_backend())
+        assert f"node 'host-a', pid {a._context.ownership.owner.pid}" in str(refused.value)
+        assert b.agents() == ()
+        # A second runtime of this very process and node: alive, so refused too.
+        async with open_runtime(store=store.handle(), node="host-a") as c:
+            with pytest.raises(AgentAlreadyStarted):
+                await c.start_agent(Agent, name="x", backend=echo_backend())
+        await a.stop_agent("x")
+        await b.start_agent(Agent, name="x", backend=echo_backend())
+        assert (await b.ask("x", "hi")).text == "echo hi"
+
+
+async def test_a_runtime_that_closed_gives_its_names_back(autojump_clock: object) -> None:
+    store = MemoryStore()
+    async with open_runtime(store=store) as a:
+        await a.start_agent(Agent, name="x", backend=echo_backend())
+        await a.start_agent(Agent, name="y", backend=echo_backend())
+    async with store.handle() as reader:
+        [x, y] = await reader.leases()
+    assert x.owner is None and y.owner is None
+    async with open_runtime(store=store) as b:
+        await b.start_agent(Agent, name="x", backend=echo_backend())
+        assert trio.current_time() == 0  # at once, not after the lease
+
+
+async def test_stopping_and_starting_a_name_again_in_one_runtime(autojump_clock: object) -> None:
+    async with open_runtime() as rt:
+        for _ in range(3):
+            await rt.start_agent(Agent, name="x", backend=echo_backend())
+            await rt.stop_agent("x")
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        [lease] = await rt.store.leases()
+        assert lease.epoch == 4 and lease.held
+
+
+async def test_leases_are_renewed_while_agents_run(autojump_clock: object) -> None:
+    store = MemoryStore()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        await trio.sleep(100)
+        [lease] = await store.leases()
+        assert lease.held and lease.age <= 2.0  # renewed every lease_ttl / 5
+        assert (await rt.ask("x", "still mine")).text == "echo still mine"
+
+
+@attrs.define(eq=False)
+class CutOff(MemoryStore):
+    """A MemoryStore whose lease renewals and releases fail from ``cut`` on (the database
+    is gone for this handle)."""
+
+    cut: bool = False
+    renewals: list[float] = attrs.field(factory=list)
+
+    async def renew_leases(self, *, ttl: float) -> frozenset[str]:
+        if self.cut:
+            self.renewals.append(trio.current_time())
+            raise StoreError("<memory>", "connection refused")
+        return frozenset(await super().renew_leases(ttl=ttl))
+
+    async def release_lease(self, name: str) -> None:
+        if self.cut:
+            raise StoreError("<memory>", "connection refused")
+        await super().release_lease(name)
+
+
+async def test_a_runtime_that_cannot_renew_stops_its_agents_before_the_lease_ends(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = CutOff()
+    gate = Gate()
+    async with open_runtime(store=store, lease_ttl=10) as rt, trio.open_nursery() as nursery:
+        await rt.start_agent(Agent, name="x", backend=echo_backend([gate]), kill_grace=1)
+        await rt.start_agent(Agent, name="idle", backend=echo_backend())
+        outcome: list[BaseException] = []
+        answered = trio.Event()
+
+        async def ask() -> None:
+            try:
+                await rt.ask("x", "long job")
+            except AgentStopped as exc:
+                outcome.append(exc)
+            answered.set()
+
+        nursery.start_soon(ask)
+        await gate.wait_reached()
+        await trio.sleep(3.5)  # renewals at 2 s intervals went through
+        [lease] = [lease for lease in await _leases(store) if lease.name == "x"]
+        cut_at = trio.current_time()
+        store.cut = True
+        last_renewal = cut_at - lease.age
+        await answered.wait()
+        stopped_at = trio.current_time()
+        assert rt.agents() == ()
+        # Fenced half a lease after the last renewal that went through, with two failed
+        # renewals in between; the store's lease is still valid then.
+        assert stopped_at == pytest.approx(last_renewal + 5, abs=0.2)
+        assert len(store.renewals) == 2
+        [error] = outcome
+        assert isinstance(error, AgentStopped)
+        assert error.reason.startswith("lease lost: not renewed for 5 s")
+        assert "lease lost" in caplog.text
+        # Stopped, not crashed: nothing restarts it, and the runtime goes on.
+        await trio.sleep(30)
+        assert rt.agents() == ()
+        store.cut = False
+
+
+async def test_an_agent_whose_lease_another_runtime_took_is_stopped(
+    autojump_clock: object,
+) -> None:
+    store = MemoryStore()
+    async with open_runtime(store=store, node="host-a") as rt:
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        [lease] = await store.leases()
+        async with store.handle() as thief:
+            await thief.acquire_lease("x", B, ttl=TTL, replacing=lease.epoch)
+            await trio.sleep(2.5)  # the next renewal finds it gone
+            assert rt.agents() == ()
+            [now] = await thief.leases()
+            assert now.owner == B  # the loser's release did not touch it
+
+
+async def test_a_takeover_after_the_lease_on_another_node(autojump_clock: object) -> None:
+    store = CutOff()
+    async with open_runtime(store=store, node="host-a") as a:
+        await a.start_agent(Agent, name="x", backend=echo_backend())
+        store.cut = True  # host-a is cut off from here on
+        async with open_runtime(store=store.handle(), node="host-b") as b:
+            while True:
+                try:
+                    await b.start_agent(Agent, name="x", backend=echo_backend())
+                    break
+                except AgentAlreadyStarted:
+                    await trio.sleep(0.5)
+            took = trio.current_time()
+            assert a.agents() == ()  # fenced at 5 s
+            assert 10 <= took <= 12  # once the lease of 10 s ended on the store
+            assert (await b.ask("x", "hi")).text == "echo hi"
+
+
+async def _leases(store: SessionStore) -> list[agentrt.Lease]:
+    return list(await store.leases())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("lease_ttl", 0.5), ("lease_ttl", float("nan")), ("lease_ttl", "10"), ("node", "")],
+)
+async def test_bad_ownership_options_are_refused_naming_them(key: str, value: object) -> None:
+    with pytest.raises(InvalidOptions) as refused:
+        async with open_runtime(**{key: value}):  # type: ignore[arg-type]
+            pass
+    assert refused.value.key == key
+
+
+async def test_a_kill_grace_that_does_not_fit_in_the_lease_is_refused() -> None:
+    async with open_runtime(lease_ttl=10) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(Agent, name="x", backend=echo_backend(), kill_grace=3)
+        assert refused.value.key == "kill_grace" and "lease_ttl=10" in str(refused.value)
+        assert rt.agents() == ()
+        await settle()
+        assert await rt.store.leases() == ()
+
+
+# --- programs of their own on one SQLite file ---
+
+CHILD = Path(__file__).parent / "lease_child.py"
+
+
+class Program:
+    """lease_child.py running; its output read line by line."""
+
+    def __init__(self, process: trio.Process) -> None:
+        self.process = process
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def line(self) -> str:
+        stdout = self.process.stdout
+        assert stdout is not None
+        with trio.fail_after(30):  # a program's start is slow on a loaded machine
+            while b"\n" not in self._buffer:
+                chunk = await stdout.receive_some()
+                assert chunk, f"the program ended: {self._buffer!r}"
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    async def kill(self) -> None:
+        self.process.kill()
+        await self.process.wait()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def programs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
+    """Start lease_child.py programs on one store: an SQLite file, or a PostgreSQL database
+    (whose programs stand for hosts when they name different nodes)."""
+    started: list[Program] = []
+    store = (
+        str(tmp_path / "sessions.sqlite3")
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_dsn")
+    )
+
+    async def start(node: str, lease_ttl: float, mode: str = "once", *cli: str) -> Program:
+        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), mode, *cli]
+        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+        started.append(Program(process))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for program in started:
+            await program.kill()
+            assert program.process.stdout is not None
+            await program.process.stdout.aclose()
+            await kill_marked(MARKER_ENV, f"{program.pid}.", prefix=True)
+
+
+async def test_two_programs_one_owner_and_a_killed_owner_is_replaced_at_once(
+    programs: Callable[..., Awaitable[Program]],
+) -> None:
+    first = await programs("node-a", 60)
+    assert await first.line() == "STARTED"
+    second = await programs("node-a", 60)
+    refused = await second.line()
+    assert refused.startswith("REFUSED ") and f"node 'node-a', pid {first.pid}" in refused
+    await first.kill()
+    # Its lease has 60 s left, but its pid is gone: taken at once on the same node.
+    start = trio.current_time()
+    third = await programs("node-a", 60)
+    assert await third.line() == "STARTED"
+    assert trio.current_time() - start < 30
+    # A program naming another node cannot see node-a's processes: refused while the
+    # lease lasts, even though this owner too will be killed.
+    fourth = await programs("node-b", 60)
+    assert f"node 'node-a', pid {third.pid}" in await fourth.line()
+
+
+async def test_another_node_takes_a_killed_owners_name_once_its_lease_has_expired(
+    programs: Callable[..., Awaitable[Program]],
+) -> None:
+    ttl = 3.0
+    first = await programs("node-a", ttl)
+    assert await first.line() == "STARTED"
+    await first.kill()
+    killed = trio.current_time()
+    second = await programs("node-b", ttl, "wait")
+    assert await second.line() == "REFUSED"
+    assert await second.line() == "STARTED"
+    # The lease was renewed at most ttl / 5 before the kill, and lasts ttl from then.
+    assert trio.current_time() - killed >= ttl * 0.8 - 0.1
+
+
+async def test_a_runtime_frozen_past_its_lease_has_its_cli_dead_before_another_node_starts(
+    programs: Callable[..., Awaitable[Program]], tmp_path: Path
+) -> None:
+    cli = FakeClaude(tmp_path / "cli")  # a turn that starts a setsid'd tool and hangs
+    ttl = 3.0
+    first = await programs("node-a", ttl, "once", cli.binary, str(tmp_path))
+    assert await first.line() == "STARTED"
+    assert await first.line() == f"SESSION {SID}"
+    prefix = f"{first.pid}."
+    await wait_until(lambda: len(turn_processes(prefix)) == 2, bound=10)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = await programs("node-b", ttl, "wait", cli.binary, str(tmp_path))
+        assert await second.line() == "REFUSED"
+        assert await second.line() == "STARTED"
+        # The frozen runtime's fence guard killed its CLI and tool before the lease could
+        # pass; the new owner's CLI starts only now.
+        assert turn_processes(prefix) == []
+        assert await second.line() == f"SESSION {SID}"
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    # Awake again, it finds its lease lost and stops the agent instead of driving it.
+    result = await first.line()
+    assert result.startswith("RESULT Failed(") and "lease lost" in result, result
+    await trio.sleep(0.5)
+    assert turn_processes(prefix) == []
+    assert len(turn_processes(f"{second.pid}.")) == 2  # the new owner's turn runs on

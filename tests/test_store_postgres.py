@@ -1,0 +1,129 @@
+"""PostgresStore on a throwaway PostgreSQL (tests/pg_server.py): its schema and migrations,
+its connection handling across a server restart, a runtime's turn across one. The
+conformance suites (test_store.py, test_leases.py) run on it too."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import trio
+from pg_server import Server
+from proc_helpers import wait_until
+
+from agentrt import Agent, PostgresStore, StoreError, open_runtime
+from agentrt.testing import Gate, ScriptedBackend, reply
+
+
+async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn: str) -> None:
+    async with PostgresStore(postgres_dsn), PostgresStore(postgres_dsn):
+        pass  # two openers of a new database: migrated once
+    with psycopg.connect(postgres_dsn) as conn:
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'agentrt'"
+            )
+        }
+        assert tables == {"schema_version", "sessions", "leases"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(1,)]
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:
+    async with PostgresStore(postgres_dsn):
+        pass
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE agentrt.schema_version SET version = 99")
+    with pytest.raises(StoreError, match="schema version 99 is newer"):
+        async with PostgresStore(postgres_dsn):
+            pass
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(99,)]
+
+
+async def test_an_unreachable_server_is_a_store_error_without_the_password(
+    postgres_server: Server,
+) -> None:
+    dsn = f"host={postgres_server.root}/nowhere user=postgres password=hunter2secret"
+    with pytest.raises(StoreError, match="cannot connect") as refused:
+        async with PostgresStore(dsn, connect_timeout=1):
+            pass
+    assert "hunter2secret" not in str(refused.value)
+
+
+async def restart(server: Server) -> None:
+    await trio.to_thread.run_sync(server.restart)
+
+
+async def test_a_server_restart_between_calls_is_not_seen(
+    postgres_server: Server, postgres_dsn: str
+) -> None:
+    async with PostgresStore(postgres_dsn) as store:
+        await store.checkpoint_session("x", backend="claude", session_id="s1", cwd="/w")
+        await restart(postgres_server)
+        await store.record_turn(
+            "x", stop_reason="complete", cost_usd=0.5, usage=None, session_id=None
+        )
+        record = await store.load("x")
+        assert record is not None and (record.turns, record.session_id) == (1, "s1")
+
+
+async def test_a_call_the_server_ends_under_fails_clearly_and_the_next_reconnects(
+    postgres_server: Server, postgres_dsn: str
+) -> None:
+    dbname = postgres_dsn.rsplit("dbname=", 1)[1]
+    waiting = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'agentrt' "
+        "AND datname = %s AND wait_event_type = 'Lock'"
+    )
+    async with PostgresStore(postgres_dsn) as store:
+        await store.checkpoint_session("x", backend="claude", session_id="s1", cwd="/w")
+        with psycopg.connect(postgres_dsn) as admin:
+            # The store's next read waits on this lock, its statement sent.
+            admin.execute("LOCK TABLE agentrt.sessions IN ACCESS EXCLUSIVE MODE")
+            failed: list[StoreError] = []
+
+            async def load() -> None:
+                try:
+                    await store.load("x")
+                except StoreError as exc:
+                    failed.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(load)
+                pids = await wait_until(lambda: admin.execute(waiting, (dbname,)).fetchall())
+                admin.execute("SELECT pg_terminate_backend(%s)", pids[0])
+            admin.rollback()
+        [error] = failed
+        assert "the connection broke, so this call may or may not have been made" in str(error)
+        record = await store.load("x")  # on a new connection
+        assert record is not None and record.session_id == "s1"
+
+
+async def test_a_turn_across_a_server_restart_keeps_everything(
+    postgres_server: Server, postgres_dsn: str
+) -> None:
+    gate = Gate()
+    backend = ScriptedBackend([*reply("first", session_id="s1")[:1], gate, *reply("first")[1:]])
+    store = PostgresStore(postgres_dsn)
+    async with open_runtime(store=store) as rt, trio.open_nursery() as nursery:
+        await rt.start_agent(Agent, name="x", backend=backend)
+        answers: list[str] = []
+
+        async def ask() -> None:
+            answers.append((await rt.ask("x", "one")).text)
+
+        nursery.start_soon(ask)
+        await gate.wait_reached()  # its session id is checkpointed
+        await restart(postgres_server)
+        gate.release()
+    assert answers == ["first"]
+    async with PostgresStore(postgres_dsn) as reader:
+        record = await reader.load("x")
+        assert record is not None
+        assert (record.session_id, record.turns, record.last_stop_reason) == (
+            "s1",
+            1,
+            "complete",
+        )
+        [lease] = await reader.leases()
+        assert lease.owner is None  # given back as the runtime closed
