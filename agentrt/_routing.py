@@ -18,6 +18,7 @@ notification (a listener that reconnected) costs at most that long as well.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -71,8 +72,9 @@ _COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING an
 _DROP = "DELETE FROM routed WHERE id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 
-# A local call the owner runs for a routed one: (call, name, arguments) -> its value.
-Serve = Callable[[str, str, tuple[Any, ...]], Awaitable[object]]
+# A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
+# synchronous call (made at once), or the awaitable of an async one.
+Serve = Callable[[str, str, tuple[Any, ...]], object]
 
 
 def channel(runtime_id: str) -> str:
@@ -220,37 +222,39 @@ class Router:
                     if (scope := self._serving.get(cancelled)) is not None:
                         scope.cancel()
                     continue
-                scope = self._serving[ident] = trio.CancelScope()
-                nursery.start_soon(
-                    self._serve_one, serve, scope, ident, caller, name, call, arguments
-                )
+                pending: Awaitable[object] | None = None
+                answer: tuple[str, object] | None = None
+                try:
+                    made = serve(call, name, decode(arguments))  # a synchronous call runs now
+                    if inspect.isawaitable(made):
+                        pending = made
+                        self._serving[ident] = trio.CancelScope()
+                    else:
+                        answer = ("ok", made)
+                except Exception as exc:
+                    answer = _failure(name, call, exc)
+                nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
             if len(rows) < _CLAIM_BATCH:
                 with trio.move_on_after(SWEEP_EVERY):
                     await wake.wait()
 
     async def _serve_one(
         self,
-        serve: Serve,
-        scope: trio.CancelScope,
         ident: str,
         caller: str,
         name: str,
         call: str,
-        arguments: bytes,
+        pending: Awaitable[object] | None,
+        answer: tuple[str, object] | None,
     ) -> None:
-        answer: tuple[str, object] | None = None
-        with scope:
-            try:
-                answer = ("ok", await serve(call, name, decode(arguments)))
-            except AgentRTError as exc:
-                answer = ("error", exc)
-            except Exception as exc:  # a bug here must not end the runtime's routing
-                logger.exception("agent %r: a routed %s failed", name, call)
-                answer = (
-                    "error",
-                    AgentRTError(f"the owner failed to run the routed {call}: {exc!r}"),
-                )
-        del self._serving[ident]
+        """Finish a call: await it (``pending``), then send its answer."""
+        if pending is not None:
+            with self._serving[ident]:
+                try:
+                    answer = ("ok", await pending)
+                except Exception as exc:
+                    answer = _failure(name, call, exc)
+            del self._serving[ident]
         if answer is None:  # cancelled by its caller, who wants no answer
             return
         try:
@@ -300,6 +304,15 @@ class Router:
         self._work.set()
         for arrived in self._answers.values():
             arrived.set()
+
+
+def _failure(name: str, call: str, exc: Exception) -> tuple[str, object]:
+    """The answer of a call that raised: its own error, or (a bug, which must not end the
+    runtime's routing) one saying so."""
+    if isinstance(exc, AgentRTError):
+        return ("error", exc)
+    logger.error("agent %r: a routed %s failed", name, call, exc_info=exc)
+    return ("error", AgentRTError(f"the owner failed to run the routed {call}: {exc!r}"))
 
 
 def _owner_of(conn: psycopg.Connection[Any], name: str) -> _Owner | None:

@@ -4,7 +4,6 @@ process limiter."""
 from __future__ import annotations
 
 import contextvars
-import inspect
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -195,15 +194,15 @@ class Runtime(metaclass=NoPublicConstructor):
         assert self._router is not None
         return await self._router.call(name, call, arguments)
 
-    async def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
-        """Run a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on)."""
+    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
+        """Make a call another runtime routed here, for an agent of this runtime only (so a
+        routed call is never routed on): a synchronous one at once (calls taken together
+        run in the order they were sent), an async one as the awaitable returned."""
         self._child(name)
         if call not in _ROUTABLE:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         method = getattr(self, call)
-        result = method(name, *arguments) if call != "wait" else method(*arguments)
-        return await result if inspect.isawaitable(result) else result
+        return method(name, *arguments) if call != "wait" else method(*arguments)
 
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.

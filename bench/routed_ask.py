@@ -25,6 +25,7 @@ import agentrt
 from agentrt.testing import ScriptedBackend, reply
 
 WARMUP = 20
+REPO = Path(__file__).resolve().parents[1]
 
 
 async def serve(dsn: str) -> None:
@@ -40,8 +41,7 @@ def _backend() -> ScriptedBackend:
 
 async def measure(dsn: str, asks: int) -> dict[str, list[float]]:
     argv = [sys.executable, "-m", "bench.routed_ask", "--serve", "--dsn", dsn]
-    root = Path(__file__).resolve().parents[1]
-    owner = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, cwd=root)
+    owner = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, cwd=REPO)
     try:
         assert owner.stdout is not None
         assert (await owner.stdout.receive_some()).strip() == b"READY"
@@ -84,7 +84,7 @@ def main() -> None:
     if args.dsn:
         report(trio.run(measure, args.dsn, args.asks))
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(REPO / "tests"))
     import pg_server
 
     binaries = pg_server.find_binaries()
