@@ -43,6 +43,8 @@ logger = logging.getLogger("agentrt")
 CHECK_EVERY = 1.0
 # How often an owner looks for calls whose notification it missed.
 SWEEP_EVERY = 5.0
+# An answer not read for this long (seconds) has lost its caller.
+PRUNE_AFTER = 600
 # Rows one claim takes; more are claimed at once after.
 _CLAIM_BATCH = 100
 # A caller that was cancelled tells the owner so, within this bound.
@@ -67,7 +69,12 @@ WHERE id IN (
 RETURNING seq, id, caller, name, call, arguments
 """
 
-_ANSWER = "UPDATE routed SET answer = %s WHERE id = %s"
+_ANSWER = "UPDATE routed SET answer = %s, answered_at = clock_timestamp() WHERE id = %s"
+# Answers whose caller died before it read them (a caller reads within CHECK_EVERY).
+_PRUNE = f"""
+DELETE FROM routed
+WHERE target = %s AND answered_at < clock_timestamp() - make_interval(secs => {PRUNE_AFTER})
+"""
 _COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING answer"
 _DROP = "DELETE FROM routed WHERE id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
@@ -235,8 +242,10 @@ class Router:
                     answer = _failure(name, call, exc)
                 nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
             if len(rows) < _CLAIM_BATCH:
-                with trio.move_on_after(SWEEP_EVERY):
+                with trio.move_on_after(SWEEP_EVERY) as quiet:
                     await wake.wait()
+                if quiet.cancelled_caught:
+                    await self._prune()
 
     async def _serve_one(
         self,
@@ -261,6 +270,12 @@ class Router:
             await self._db._call(lambda conn: _answer(conn, ident, caller, encode(answer)))
         except StoreError as exc:
             logger.warning("agent %r: the answer to a routed %s was lost: %s", name, call, exc)
+
+    async def _prune(self) -> None:
+        try:
+            await self._db._call(lambda conn: conn.execute(_PRUNE, (self.me.runtime_id,)))
+        except StoreError as exc:
+            logger.warning("routed calls: old answers could not be pruned: %s", exc)
 
     # --- the channel ---
 

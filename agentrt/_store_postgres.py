@@ -76,7 +76,7 @@ CREATE TABLE leases (
 
 # Calls routed to the runtime that owns an agent (`_routing`): ``target`` and ``caller``
 # are runtime ids; a row is queued until its target takes it, and answered (``answer``)
-# until its caller reads and deletes it.
+# until its caller reads and deletes it (an answer nobody read is pruned).
 _CREATE_ROUTED = (
     """
     CREATE TABLE routed (
@@ -89,6 +89,7 @@ _CREATE_ROUTED = (
         arguments BYTEA NOT NULL,
         taken BOOLEAN NOT NULL DEFAULT false,
         answer BYTEA,
+        answered_at TIMESTAMPTZ,
         created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
     )
     """,

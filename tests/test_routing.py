@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 import trio
 from proc_helpers import wait_until
@@ -28,24 +29,33 @@ from agentrt import (
     TurnFailed,
 )
 from agentrt._route_codec import decode, encode
-from agentrt._routing import CHECK_EVERY
+from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "route_child.py"
-Owner = Callable[..., Awaitable[Program]]
+
+
+class OwnerProgram(Program):
+    """route_child.py: a program owning "x"; ``runtime_id`` is its runtime's."""
+
+    runtime_id = ""
+
+
+Owner = Callable[..., Awaitable[OwnerProgram]]
 
 
 @pytest.fixture
 async def owner(postgres_dsn: str) -> AsyncIterator[Owner]:
     """Start route_child.py programs (owners of "x") on the test's database."""
-    started: list[Program] = []
+    started: list[OwnerProgram] = []
 
-    async def start(node: str, lease_ttl: float = 60, *options_file: str) -> Program:
+    async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
         argv = [sys.executable, str(CHILD), postgres_dsn, node, str(lease_ttl), *options_file]
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        started.append(Program(process))
+        started.append(OwnerProgram(process))
         line = await started[-1].line()
         assert line.startswith("STARTED "), line
+        started[-1].runtime_id = line.removeprefix("STARTED ")
         return started[-1]
 
     try:
@@ -191,3 +201,24 @@ def test_a_routed_answer_can_carry_only_agentrt_classes() -> None:
 
     with pytest.raises(pickle.UnpicklingError, match="may not carry"):
         decode(pickle.dumps(Gadget()))
+
+
+async def test_an_answer_whose_caller_died_is_pruned_by_its_owner(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    program = await owner("node-a")
+    started = program.runtime_id
+    rows = [("stale", 3600), ("fresh", 0)]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for ident, age in rows:
+            conn.execute(
+                "INSERT INTO agentrt.routed (id, target, caller, name, call, arguments, taken,"
+                " answer, answered_at) VALUES (%s, %s, 'gone', 'x', 'status', '', true, 'a',"
+                " clock_timestamp() - make_interval(secs => %s))",
+                (ident, started, age),
+            )
+
+        def left() -> set[str]:
+            return {row[0] for row in conn.execute("SELECT id FROM agentrt.routed")}
+
+        await wait_until(lambda: left() == {"fresh"}, bound=SWEEP_EVERY + 30)
