@@ -29,6 +29,7 @@ import trio
 
 from ._errors import AgentNotFound, AgentRTError, AgentStopped, StoreError
 from ._reaper import local_runtime_gone
+from ._redact import redact
 from ._route_codec import decode, encode
 from ._store import LeaseOwner
 from ._store_postgres import PostgresStore
@@ -282,6 +283,7 @@ class Router:
     async def _listen_forever(self, *, task_status: trio.TaskStatus[None]) -> None:
         import psycopg
         from psycopg import sql
+        from psycopg.pq import ConnStatus
 
         ear = PostgresStore(self.store.dsn, connect_timeout=self.store.connect_timeout)
         listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel(self.me.runtime_id)))
@@ -298,12 +300,15 @@ class Router:
                 while True:
                     await trio.lowlevel.wait_readable(conn.fileno())
                     conn.pgconn.consume_input()
+                    if conn.pgconn.status != ConnStatus.OK:  # closed: readable for ever
+                        raise psycopg.OperationalError("the server closed the connection")
                     while (note := conn.pgconn.notifies()) is not None:
                         self._heard(note.extra.decode())
             except (psycopg.Error, StoreError, OSError) as exc:
+                why = redact(str(exc))
                 if not started:
-                    raise StoreError(ear._where, f"cannot listen for routed calls: {exc}") from exc
-                logger.warning("routed calls: the listening connection broke (%s)", exc)
+                    raise StoreError(ear._where, f"cannot listen for routed calls: {why}") from exc
+                logger.warning("routed calls: the listening connection broke (%s)", why)
             finally:
                 if conn is not None:
                     conn.close()

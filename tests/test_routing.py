@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import pg_server
 import psycopg
 import pytest
 import trio
@@ -222,3 +223,22 @@ async def test_an_answer_whose_caller_died_is_pruned_by_its_owner(
             return {row[0] for row in conn.execute("SELECT id FROM agentrt.routed")}
 
         await wait_until(lambda: left() == {"fresh"}, bound=SWEEP_EVERY + 30)
+
+
+async def test_routed_asks_go_on_after_the_database_restarts(
+    owner: Owner, postgres_dsn: str, postgres_server: pg_server.Server
+) -> None:
+    await owner("node-a")
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with trio.fail_after(60):
+            assert (await rt.ask("x", "before")).text == "node-a heard: before"
+        await trio.to_thread.run_sync(postgres_server.restart)
+        # Both runtimes reconnect: listening, routing and the store's own connection.
+        with trio.fail_after(60):
+            while True:
+                try:
+                    answer = await rt.ask("x", "after")
+                    break
+                except agentrt.StoreError:  # a call on a connection the restart broke
+                    await trio.sleep(0.2)
+        assert answer.text == "node-a heard: after"
