@@ -16,6 +16,7 @@ import pg_server
 import psycopg
 import pytest
 import trio
+from _helpers import echo_backend
 from proc_helpers import wait_until
 from test_leases import Program
 
@@ -242,3 +243,25 @@ async def test_routed_asks_go_on_after_the_database_restarts(
                 except agentrt.StoreError:  # a call on a connection the restart broke
                     await trio.sleep(0.2)
         assert answer.text == "node-a heard: after"
+
+
+async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        await rt.start_agent(agentrt.Agent, name="y", backend=echo_backend())
+        router = rt._router
+        assert router is not None
+
+        async def no_database(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a local call used the routing connection")
+
+        monkeypatch.setattr(router._db, "_call", no_database)
+        with trio.fail_after(30):
+            assert (await rt.ask("y", "hi")).text == "echo hi"
+            ref = await rt.atell("y", "later")
+            assert isinstance(await rt.wait(ref), Completed)
+            assert isinstance(await rt.apoll("y", ref), Completed)
+            assert (await rt.astatus("y")).turns == 2
+            assert await rt.ainterrupt("y") is False
+            await rt.stop_agent("y")
