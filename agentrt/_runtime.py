@@ -13,8 +13,8 @@ from typing import Any, cast
 import trio
 
 from ._actor import cancel_grace
-from ._arguments import check_ref, wrong_type
-from ._errors import AgentNotFound, InvalidOptions, NoRuntime
+from ._arguments import check_prompt, check_ref, wrong_type
+from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._options import intensity_option, strategy_option
@@ -22,10 +22,12 @@ from ._ownership import DEFAULT_LEASE_TTL, Ownership, lease_ttl_option, node_opt
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
-from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Withdrawn
+from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
+from ._routing import Router
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import SessionStore
 from ._store_memory import MemoryStore
+from ._store_postgres import PostgresStore
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Child, Context, Supervisor
@@ -87,9 +89,11 @@ class Runtime(metaclass=NoPublicConstructor):
 
     _made_by = "agentrt.open_runtime()"
 
-    def __init__(self, context: Context, root: Supervisor) -> None:
+    def __init__(self, context: Context, root: Supervisor, router: Router | None = None) -> None:
         self._context = context
         self._root = root
+        # On a PostgresStore: reaches the agents other runtimes own (see `_routing`).
+        self._router = router
 
     @property
     def runtime_id(self) -> str:
@@ -176,6 +180,30 @@ class Runtime(metaclass=NoPublicConstructor):
             raise AgentNotFound(name)
         return child
 
+    def _local(self, name: str) -> Child | None:
+        """The agent's `Child` in this runtime; None for a name another runtime may own
+        (the call is routed to it), on a store that routes calls."""
+        try:
+            return self._child(name)
+        except AgentNotFound:
+            if self._router is None:
+                raise
+            return None
+
+    async def _route(self, name: str, call: str, *arguments: object) -> Any:
+        assert self._router is not None
+        return await self._router.call(name, call, arguments)
+
+    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
+        """Make a call another runtime routed here, for an agent of this runtime only (so a
+        routed call is never routed on): a synchronous one at once (calls taken together
+        run in the order they were sent), an async one as the awaitable returned."""
+        self._child(name)
+        if call not in _ROUTABLE:
+            raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
+        method = getattr(self, call)
+        return method(name, *arguments) if call != "wait" else method(*arguments)
+
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
 
@@ -190,8 +218,14 @@ class Runtime(metaclass=NoPublicConstructor):
         ``cancelled`` (the session id is kept; ``handle_error`` sees the `TurnFailed`), and
         the cancellation reaches the caller once the turn's processes are gone: that wait
         is shielded and bounded (twice ``kill_grace`` plus 10 s).
+
+        On a `PostgresStore`, an agent another runtime owns is asked there (see README
+        "Calls to agents other runtimes own"); cancelling such an ask cancels it there.
         """
-        child = self._child(name)
+        child = self._local(name)
+        if child is None:
+            check_prompt(prompt)
+            return cast(Response, await self._route(name, "ask", prompt))
         request = child.slot.submit(prompt, "ask")
         try:
             await request.wait()
@@ -213,19 +247,44 @@ class Runtime(metaclass=NoPublicConstructor):
         `AgentNotFound`."""
         return self._child(name).slot.submit(prompt, "tell").ref
 
+    async def atell(self, name: str, prompt: str) -> Ref:
+        """`tell`, also for an agent another runtime owns (on a `PostgresStore`): the
+        returned `Ref` is then that runtime's, and `wait`, `apoll` reach it there. A local
+        agent's tell is made at once, without the database."""
+        child = self._local(name)
+        if child is None:
+            check_prompt(prompt)
+            return cast(Ref, await self._route(name, "tell", prompt))
+        await trio.lowlevel.checkpoint()
+        return child.slot.submit(prompt, "tell").ref
+
     def poll(self, name: str, ref: Ref) -> PollResult:
         """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell; `NotFound` for an
         unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
         or ``max_result_bytes``)."""
         return self._child(name).slot.mailbox.poll(check_ref(ref))
 
+    async def apoll(self, name: str, ref: Ref) -> PollResult:
+        """`poll`, also for an agent another runtime owns (on a `PostgresStore`)."""
+        child = self._local(name)
+        if child is None:
+            return cast(PollResult, await self._route(name, "poll", check_ref(ref)))
+        await trio.lowlevel.checkpoint()
+        return child.slot.mailbox.poll(check_ref(ref))
+
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
         (`Completed`, `Failed` or `Withdrawn`; `NotFound` for an unknown or evicted ref).
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
-        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
-        mailbox = self._child(check_ref(ref).name).slot.mailbox
+        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`).
+
+        On a `PostgresStore`, the ref of an agent another runtime owns (from `atell`) is
+        waited for there."""
+        child = self._local(check_ref(ref).name)
+        if child is None:
+            return cast(Settled | NotFound, await self._route(ref.name, "wait", ref))
+        mailbox = child.slot.mailbox
         request = mailbox.find(ref)
         if request is None:
             await trio.lowlevel.checkpoint()
@@ -252,6 +311,14 @@ class Runtime(metaclass=NoPublicConstructor):
         """End the agent's running turn (its caller gets `TurnFailed` with
         ``interrupted``); False if no turn was running."""
         return self._child(name).slot.interrupt()
+
+    async def ainterrupt(self, name: str) -> bool:
+        """`interrupt`, also for an agent another runtime owns (on a `PostgresStore`)."""
+        child = self._local(name)
+        if child is None:
+            return cast(bool, await self._route(name, "interrupt"))
+        await trio.lowlevel.checkpoint()
+        return child.slot.interrupt()
 
     def interrupt_request(self, name: str, ref: Ref) -> bool:
         """Like `interrupt`, only if ``ref`` is the request being processed now."""
@@ -283,6 +350,15 @@ class Runtime(metaclass=NoPublicConstructor):
         restarts."""
         return self._child(name).slot.status()
 
+    async def astatus(self, name: str) -> AgentStatus:
+        """`status`, also for an agent another runtime owns (on a `PostgresStore`): the
+        snapshot its owner takes."""
+        child = self._local(name)
+        if child is None:
+            return cast(AgentStatus, await self._route(name, "status"))
+        await trio.lowlevel.checkpoint()
+        return child.slot.status()
+
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order."""
         return tuple(self._context.children)
@@ -299,8 +375,13 @@ class Runtime(metaclass=NoPublicConstructor):
         ``terminate_agent`` runs. Returns once it has ended and its lease is given back
         (another runtime may start ``name`` then).
 
+        On a `PostgresStore`, an agent another runtime owns is stopped there.
+
         Cancellation: the agent still stops; only the wait for it is cut short."""
-        child = self._child(name)
+        child = self._local(name)
+        if child is None:
+            await self._route(name, "stop_agent")
+            return
         actor = child.supervisor._discard(child, "stopped")
         if actor is not None:
             await actor.wait_exited()
@@ -425,7 +506,12 @@ async def open_runtime(
                         track_runtime(context)
                         root = Supervisor._create(context, nursery, chosen, intensity)
                         await nursery.start(root._run)
-                        runtime = Runtime._create(context, root)
+                        router = None
+                        if isinstance(opened, PostgresStore):
+                            router = Router(opened, ownership.owner)
+                        runtime = Runtime._create(context, root, router)
+                        if router is not None:
+                            await services.start(router.run, runtime._serve_routed)
                         token = _current.set(runtime)
                         try:
                             yield runtime
@@ -438,6 +524,9 @@ async def open_runtime(
                         await ownership.release_all()
                 services.cancel_scope.cancel()
 
+
+# The Runtime methods a routed call may run on the owner.
+_ROUTABLE = frozenset({"ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent"})
 
 # Bound on giving the leases back as a runtime closes; an unreleased lease expires.
 _RELEASE_GRACE = 10.0

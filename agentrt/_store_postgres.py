@@ -74,6 +74,28 @@ CREATE TABLE leases (
 )
 """
 
+# Calls routed to the runtime that owns an agent (`_routing`): ``target`` and ``caller``
+# are runtime ids; a row is queued until its target takes it, and answered (``answer``)
+# until its caller reads and deletes it (an answer nobody read is pruned).
+_CREATE_ROUTED = (
+    """
+    CREATE TABLE routed (
+        id TEXT PRIMARY KEY,
+        seq BIGSERIAL NOT NULL,
+        target TEXT NOT NULL,
+        caller TEXT NOT NULL,
+        name TEXT NOT NULL,
+        call TEXT NOT NULL,
+        arguments BYTEA NOT NULL,
+        taken BOOLEAN NOT NULL DEFAULT false,
+        answer BYTEA,
+        answered_at TIMESTAMPTZ,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+    )
+    """,
+    "CREATE INDEX routed_queued ON routed (target, seq) WHERE NOT taken",
+)
+
 # _MIGRATIONS[v] takes a database from schema version v to v + 1 (version 0: no schema),
 # each step in one transaction with its version bump.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -84,6 +106,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_SESSIONS,
         _CREATE_LEASES,
     ),
+    _CREATE_ROUTED,
 )
 
 _UPSERT_SESSION = """

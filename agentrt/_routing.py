@@ -1,0 +1,359 @@
+"""Location transparency on a `PostgresStore`: a call for an agent that another runtime owns
+goes to that runtime through the database, and its answer comes back the same way.
+
+The transport is the store's database, not a protocol of ours. A call is a row of the table
+``routed`` addressed to the owner's runtime id (read from the name's lease), inserted
+with a ``NOTIFY`` on the owner's channel; the owner takes its rows with ``FOR UPDATE SKIP
+LOCKED``, runs each call as a local one, writes the answer into the row and notifies the
+caller's channel, and the caller reads the answer and deletes the row. Each runtime
+``LISTEN``s on one channel of its own (both roles) on a connection of its own, waited on
+by trio (no thread), and runs its routed queries on a second connection.
+
+Nothing hangs on a dead owner: while it waits the caller checks, every `CHECK_EVERY`
+seconds, that the owner still holds the name's lease with the same epoch (on the same
+node, that its process lives too) and otherwise raises `AgentStopped` naming it. A lost
+notification (a listener that reconnected) costs at most that long as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._errors import AgentNotFound, AgentRTError, AgentStopped, StoreError
+from ._reaper import local_runtime_gone
+from ._redact import redact
+from ._route_codec import decode, encode
+from ._store import LeaseOwner
+from ._store_postgres import PostgresStore
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = logging.getLogger("agentrt")
+
+# How often a waiting caller looks at the owner's lease (and for an answer whose
+# notification it missed); an owner that died is found within its lease_ttl plus this.
+CHECK_EVERY = 1.0
+# How often an owner looks for calls whose notification it missed.
+SWEEP_EVERY = 5.0
+# An answer not read for this long (seconds) has lost its caller.
+PRUNE_AFTER = 600
+# Rows one claim takes; more are claimed at once after.
+_CLAIM_BATCH = 100
+# A caller that was cancelled tells the owner so, within this bound.
+_CANCEL_GRACE = 5.0
+
+# The owner's lease of a name, live on the database's clock.
+_OWNER = """
+SELECT epoch, node, pid, start_time, runtime_id FROM leases
+WHERE name = %s AND runtime_id IS NOT NULL AND expires_at > clock_timestamp()
+"""
+
+_SEND = """
+INSERT INTO routed (id, target, caller, name, call, arguments) VALUES (%s, %s, %s, %s, %s, %s)
+"""
+
+_CLAIM = f"""
+UPDATE routed SET taken = true
+WHERE id IN (
+    SELECT id FROM routed WHERE target = %s AND NOT taken
+    ORDER BY seq LIMIT {_CLAIM_BATCH} FOR UPDATE SKIP LOCKED
+)
+RETURNING seq, id, caller, name, call, arguments
+"""
+
+_ANSWER = "UPDATE routed SET answer = %s, answered_at = clock_timestamp() WHERE id = %s"
+# Answers whose caller died before it read them (a caller reads within CHECK_EVERY).
+_PRUNE = f"""
+DELETE FROM routed
+WHERE target = %s AND answered_at < clock_timestamp() - make_interval(secs => {PRUNE_AFTER})
+"""
+_COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING answer"
+_DROP = "DELETE FROM routed WHERE id = %s"
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+
+# A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
+# synchronous call (made at once), or the awaitable of an async one.
+Serve = Callable[[str, str, tuple[Any, ...]], object]
+
+
+def channel(runtime_id: str) -> str:
+    """The ``LISTEN`` channel of a runtime: its id hashed, as an identifier fits 63 bytes."""
+    return "agentrt_" + hashlib.blake2b(runtime_id.encode(), digest_size=8).hexdigest()
+
+
+@attrs.frozen
+class _Owner:
+    epoch: int
+    owner: LeaseOwner
+
+
+@attrs.define(eq=False)
+class Router:
+    """Sends calls for names this runtime does not own, and serves the calls sent to it."""
+
+    store: PostgresStore
+    me: LeaseOwner
+    # Answers awaited by this runtime's callers, by call id.
+    _answers: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
+    # Calls this runtime is serving, by id: a caller's cancel cancels its scope.
+    _serving: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
+    _work: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _db: PostgresStore = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Routed queries have a connection of their own: none waits behind a checkpoint.
+        self._db = PostgresStore(
+            self.store.dsn,
+            connect_timeout=self.store.connect_timeout,
+            statement_timeout=self.store.statement_timeout,
+        )
+
+    async def run(
+        self, serve: Serve, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen and serve until cancelled; start it with ``nursery.start`` (it has started
+        once it listens)."""
+        async with self._db, trio.open_nursery() as nursery:
+            await nursery.start(self._listen_forever)
+            nursery.start_soon(self._serve_forever, serve, nursery)
+            task_status.started()
+
+    # --- the caller's side ---
+
+    async def call(self, name: str, call: str, arguments: tuple[Any, ...]) -> Any:
+        """Run ``call`` on the runtime that owns ``name``, and return what it returned (or
+        raise what it raised). `AgentNotFound` when no live runtime owns ``name``;
+        `AgentStopped` when its owner dies (or gives up the name) before answering."""
+        ident = secrets.token_hex(12)
+        arrived = self._answers[ident] = trio.Event()
+        try:
+            owner = await self._db._call(
+                lambda conn: self._send(conn, ident, name, call, arguments)
+            )
+            return await self._await_answer(ident, arrived, name, call, owner)
+        except BaseException:
+            with trio.move_on_after(_CANCEL_GRACE, shield=True):
+                await self._withdraw(ident, name)
+            raise
+        finally:
+            del self._answers[ident]
+
+    def _send(
+        self,
+        conn: psycopg.Connection[Any],
+        ident: str,
+        name: str,
+        call: str,
+        arguments: tuple[Any, ...],
+    ) -> _Owner:
+        with conn.transaction():
+            found = _owner_of(conn, name)
+            if found is None or found.owner.runtime_id == self.me.runtime_id:
+                # No live owner; or this runtime's own lease, of an agent starting or ending.
+                raise AgentNotFound(name)
+            target = found.owner.runtime_id
+            row = (ident, target, self.me.runtime_id, name, call, encode(arguments))
+            conn.execute(_SEND, row)
+            conn.execute(_NOTIFY, (channel(target), ""))
+        return found
+
+    async def _await_answer(
+        self, ident: str, arrived: trio.Event, name: str, call: str, owner: _Owner
+    ) -> Any:
+        while True:
+            with trio.move_on_after(CHECK_EVERY):
+                await arrived.wait()
+            answer = await self._db._call(lambda conn: _collect(conn, ident))
+            if answer is not None:
+                kind, value = decode(answer)
+                if kind == "error":
+                    raise value
+                return value
+            if not await self._still_owner(name, owner):
+                who = owner.owner
+                raise AgentStopped(
+                    name,
+                    f"its owner (node {who.node!r}, pid {who.pid}) ended or gave it up "
+                    f"before answering the routed {call}",
+                )
+
+    async def _still_owner(self, name: str, owner: _Owner) -> bool:
+        current = await self._db._call(lambda conn: _owner_of(conn, name))
+        if current != owner:
+            return False
+        who = owner.owner
+        return who.node != self.me.node or not local_runtime_gone(
+            who.runtime_id, who.pid, who.start_time
+        )
+
+    async def _withdraw(self, ident: str, name: str) -> None:
+        """The caller has gone: drop its call, and have the owner stop serving it."""
+        try:
+            await self._db._call(lambda conn: self._cancel(conn, ident, name))
+        except (AgentRTError, StoreError) as exc:
+            logger.warning("agent %r: a routed call could not be withdrawn: %s", name, exc)
+
+    def _cancel(self, conn: psycopg.Connection[Any], ident: str, name: str) -> None:
+        with conn.transaction():
+            row = conn.execute("SELECT target, taken FROM routed WHERE id = %s", (ident,))
+            found = row.fetchone()
+            conn.execute(_DROP, (ident,))
+            if found is not None and found[1]:  # taken: its owner is serving it
+                cancel = (secrets.token_hex(12), found[0], self.me.runtime_id, name, "cancel")
+                conn.execute(_SEND, (*cancel, encode((ident,))))
+                conn.execute(_NOTIFY, (channel(found[0]), ""))
+
+    # --- the owner's side ---
+
+    async def _serve_forever(self, serve: Serve, nursery: trio.Nursery) -> None:
+        while True:
+            # A new event before the claim: a notification during it makes another claim.
+            wake = self._work = trio.Event()
+            try:
+                rows = await self._db._call(lambda conn: _claim(conn, self.me.runtime_id))
+            except StoreError as exc:
+                logger.warning("routed calls could not be taken: %s", exc)
+                rows = []
+            # In the order they were sent: tells from one caller queue in that order.
+            for _seq, ident, caller, name, call, arguments in sorted(rows):
+                if call == "cancel":
+                    (cancelled,) = decode(arguments)
+                    if (scope := self._serving.get(cancelled)) is not None:
+                        scope.cancel()
+                    continue
+                pending: Awaitable[object] | None = None
+                answer: tuple[str, object] | None = None
+                try:
+                    made = serve(call, name, decode(arguments))  # a synchronous call runs now
+                    if inspect.isawaitable(made):
+                        pending = made
+                        self._serving[ident] = trio.CancelScope()
+                    else:
+                        answer = ("ok", made)
+                except Exception as exc:
+                    answer = _failure(name, call, exc)
+                nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
+            if len(rows) < _CLAIM_BATCH:
+                with trio.move_on_after(SWEEP_EVERY) as quiet:
+                    await wake.wait()
+                if quiet.cancelled_caught:
+                    await self._prune()
+
+    async def _serve_one(
+        self,
+        ident: str,
+        caller: str,
+        name: str,
+        call: str,
+        pending: Awaitable[object] | None,
+        answer: tuple[str, object] | None,
+    ) -> None:
+        """Finish a call: await it (``pending``), then send its answer."""
+        if pending is not None:
+            with self._serving[ident]:
+                try:
+                    answer = ("ok", await pending)
+                except Exception as exc:
+                    answer = _failure(name, call, exc)
+            del self._serving[ident]
+        if answer is None:  # cancelled by its caller, who wants no answer
+            return
+        try:
+            await self._db._call(lambda conn: _answer(conn, ident, caller, encode(answer)))
+        except StoreError as exc:
+            logger.warning("agent %r: the answer to a routed %s was lost: %s", name, call, exc)
+
+    async def _prune(self) -> None:
+        try:
+            await self._db._call(lambda conn: conn.execute(_PRUNE, (self.me.runtime_id,)))
+        except StoreError as exc:
+            logger.warning("routed calls: old answers could not be pruned: %s", exc)
+
+    # --- the channel ---
+
+    async def _listen_forever(self, *, task_status: trio.TaskStatus[None]) -> None:
+        import psycopg
+        from psycopg import sql
+        from psycopg.pq import ConnStatus
+
+        ear = PostgresStore(self.store.dsn, connect_timeout=self.store.connect_timeout)
+        listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel(self.me.runtime_id)))
+        started = False
+        while True:
+            conn: psycopg.Connection[Any] | None = None
+            try:
+                conn = await trio.to_thread.run_sync(ear._connect)
+                await trio.to_thread.run_sync(conn.execute, listen)
+                if not started:
+                    task_status.started()
+                    started = True
+                self._wake_all()  # whatever came while it was not listening
+                while True:
+                    await trio.lowlevel.wait_readable(conn.fileno())
+                    conn.pgconn.consume_input()
+                    if conn.pgconn.status != ConnStatus.OK:  # closed: readable for ever
+                        raise psycopg.OperationalError("the server closed the connection")
+                    while (note := conn.pgconn.notifies()) is not None:
+                        self._heard(note.extra.decode())
+            except (psycopg.Error, StoreError, OSError) as exc:
+                why = redact(str(exc))
+                if not started:
+                    raise StoreError(ear._where, f"cannot listen for routed calls: {why}") from exc
+                logger.warning("routed calls: the listening connection broke (%s)", why)
+            finally:
+                if conn is not None:
+                    conn.close()
+            await trio.sleep(CHECK_EVERY)
+
+    def _heard(self, payload: str) -> None:
+        if not payload:
+            self._work.set()
+        elif (arrived := self._answers.get(payload)) is not None:
+            arrived.set()
+
+    def _wake_all(self) -> None:
+        self._work.set()
+        for arrived in self._answers.values():
+            arrived.set()
+
+
+def _failure(name: str, call: str, exc: Exception) -> tuple[str, object]:
+    """The answer of a call that raised: its own error, or (a bug, which must not end the
+    runtime's routing) one saying so."""
+    if isinstance(exc, AgentRTError):
+        return ("error", exc)
+    logger.error("agent %r: a routed %s failed", name, call, exc_info=exc)
+    return ("error", AgentRTError(f"the owner failed to run the routed {call}: {exc!r}"))
+
+
+def _owner_of(conn: psycopg.Connection[Any], name: str) -> _Owner | None:
+    row = conn.execute(_OWNER, (name,)).fetchone()
+    if row is None:
+        return None
+    epoch, node, pid, start_time, runtime_id = row
+    owner = LeaseOwner(node=node, pid=pid, start_time=start_time, runtime_id=runtime_id)
+    return _Owner(epoch=epoch, owner=owner)
+
+
+def _collect(conn: psycopg.Connection[Any], ident: str) -> bytes | None:
+    row = conn.execute(_COLLECT, (ident,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _claim(conn: psycopg.Connection[Any], target: str) -> list[tuple[Any, ...]]:
+    return [(*row[:5], bytes(row[5])) for row in conn.execute(_CLAIM, (target,))]
+
+
+def _answer(conn: psycopg.Connection[Any], ident: str, caller: str, answer: bytes) -> None:
+    with conn.transaction():
+        conn.execute(_ANSWER, (answer, ident))
+        conn.execute(_NOTIFY, (channel(caller), ident))
