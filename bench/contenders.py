@@ -659,18 +659,31 @@ LIVE_CLAUDE_ARGS = (
 )
 
 
-@conversation_contender(
-    CLAUDE_FLOOR, "floor: one stream-json claude driven by hand (initialize, a message a turn)"
+# What claude-agent-sdk runs (its defaults): no -p, an empty system prompt (so a shorter
+# model request than Claude Code's own), and its entrypoint in the environment.
+SDK_CLAUDE_ARGS = (
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--system-prompt",
+    "",
+    "--include-partial-messages",
+    "--input-format",
+    "stream-json",
 )
-async def _claude_floor(claude: Claude, body: ConversationBody) -> None:
+
+
+async def _hand_driven(
+    claude: Claude, body: ConversationBody, args: tuple[str, ...], env: dict[str, str]
+) -> None:
     live: _Live | None = None
 
     async def say(prompt: str) -> str | None:
         nonlocal live
         if live is None:
             live = await _Live.open(
-                [claude.binary, *LIVE_CLAUDE_ARGS],
-                env=claude.env,
+                [claude.binary, *args],
+                env={**claude.env, **env},
                 cwd=claude.cwd,
                 stderr=subprocess.DEVNULL,
             )
@@ -684,8 +697,23 @@ async def _claude_floor(claude: Claude, body: ConversationBody) -> None:
             await live.aclose()
 
 
+@conversation_contender(
+    CLAUDE_FLOOR, "floor: one stream-json claude driven by hand (initialize, a message a turn)"
+)
+async def _claude_floor(claude: Claude, body: ConversationBody) -> None:
+    await _hand_driven(claude, body, LIVE_CLAUDE_ARGS, {})
+
+
+@conversation_contender(
+    "claude-floor-sdk-argv", "floor, with the SDK's argv (empty system prompt, no -p)"
+)
+async def _claude_floor_sdk_argv(claude: Claude, body: ConversationBody) -> None:
+    # Tells the SDK's own cost from that of the CLI it runs, which does less per turn.
+    await _hand_driven(claude, body, SDK_CLAUDE_ARGS, {"CLAUDE_CODE_ENTRYPOINT": "sdk-py"})
+
+
 async def _agentrt_conversation(
-    claude: Claude, body: ConversationBody, keep_alive: float | None
+    claude: Claude, body: ConversationBody, keep_alive: float | None, **options: Any
 ) -> None:
     import agentrt
 
@@ -699,6 +727,7 @@ async def _agentrt_conversation(
             env_policy="isolated",
             env=claude.env,
             keep_alive=keep_alive,
+            **options,
         )
 
         async def say(prompt: str) -> str | None:
@@ -716,6 +745,13 @@ async def _agentrt_per_turn(claude: Claude, body: ConversationBody) -> None:
 @conversation_contender(AGENTRT_WARM, f"agentrt ask(), warm (keep_alive={KEEP_ALIVE:g})")
 async def _agentrt_warm_conversation(claude: Claude, body: ConversationBody) -> None:
     await _agentrt_conversation(claude, body, KEEP_ALIVE)
+
+
+@conversation_contender(
+    "agentrt-warm-sdk-prompt", 'agentrt ask(), warm, system_prompt="" (the SDK\'s default)'
+)
+async def _agentrt_warm_sdk_prompt(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE, system_prompt="")
 
 
 @conversation_contender("sdk-client", "claude_agent_sdk.ClaudeSDKClient on asyncio", loop="asyncio")
