@@ -77,6 +77,11 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> str:
+    if scenario == "warm-interleaved":
+        return ", ".join(
+            f"{name} {statistics.median(xs) * 1000:.0f} ms"
+            for name, xs in result["latencies"].items()
+        )
     if scenario == "warm":
         follow = statistics.median(result["latencies"]) * 1000
         return f"first turn {result['first']:.2f} s, follow-ups {follow:.0f} ms (median)"
@@ -128,6 +133,16 @@ def _plan(
                             "binary": str(claude),
                         }
                     )
+                specs.append(
+                    {
+                        "scenario": "warm-interleaved",
+                        "contender": "interleaved",
+                        "round": rnd,
+                        "contenders": list(CONVERSATION_CONTENDERS),
+                        "turns": params["warm_turns"],
+                        "binary": str(claude),
+                    }
+                )
             elif scenario == "interrupt":
                 for name in INTERRUPT_CONTENDERS:
                     specs.append(

@@ -189,13 +189,10 @@ def _asks(spec: dict[str, Any]) -> Result:
 IDLE_BEFORE_RSS = 1.0
 
 
-def _conversation(spec: dict[str, Any]) -> Result:
-    # Turn 1 (the CLI's start included) is timed on its own; turns 2..N one by one, with the
-    # CPU of this process and of the CLI's tree over them. The fake API runs in a process of
-    # its own, left out of every figure.
-    contender = CONVERSATION_CONTENDERS[spec["contender"]]
-    turns = spec["turns"]
-    out: Result = {"turns": turns}
+@contextlib.contextmanager
+def _fake_claude(binary: str) -> Iterator[tuple[Claude, int]]:
+    """The real claude on a fresh HOME and project, with a fake API of their own (the
+    fake's pid is the second item)."""
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         home, cwd = os.path.join(tmp, "home"), os.path.join(tmp, "project")
         for folder in (home, cwd, os.path.join(home, "tmp")):
@@ -213,17 +210,75 @@ def _conversation(spec: dict[str, Any]) -> Result:
                     "TMPDIR": os.path.join(home, "tmp"),
                     **json.loads(fake.stdout.readline()),
                 }
-                claude = Claude(spec["binary"], cwd, env)
-                _run(
-                    contender.loop,
-                    lambda: contender.run(
-                        claude, _conversing(out, turns, fake.pid, contender.loop)
-                    ),
-                )
+                yield Claude(binary, cwd, env), fake.pid
             finally:
                 fake.stdin.close()
                 fake.wait(timeout=30)
+
+
+def _conversation(spec: dict[str, Any]) -> Result:
+    # Turn 1 (the CLI's start included) is timed on its own; turns 2..N one by one, with the
+    # CPU of this process and of the CLI's tree over them. The fake API runs in a process of
+    # its own, left out of every figure.
+    contender = CONVERSATION_CONTENDERS[spec["contender"]]
+    out: Result = {"turns": spec["turns"]}
+    with _fake_claude(spec["binary"]) as (claude, fake):
+        body = _conversing(out, spec["turns"], fake, contender.loop)
+        _run(contender.loop, lambda: contender.run(claude, body))
     return out
+
+
+def _interleaved(spec: dict[str, Any]) -> Result:
+    # Every contender's conversation at once in this process (on trio: the SDK runs on it
+    # too), their turns taken one after another, the order rotated each turn: each
+    # follow-up is compared with the others' under the same load. Latencies only: the CPU
+    # and memory of one contender cannot be told from the others' here.
+    names: list[str] = spec["contenders"]
+    turns: int = spec["turns"]
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+
+    async def hold(
+        name: str, claude: Claude, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        # Each conversation's turns run in its own task (the SDK's task groups need it).
+        prompts_in, prompts = trio.open_memory_channel[str](0)
+        answers_in, answers = trio.open_memory_channel[str | None](0)
+
+        async def body(say: Say) -> None:
+            task_status.started((prompts_in, answers))
+            async for prompt in prompts:
+                await answers_in.send(await say(prompt))
+
+        await CONVERSATION_CONTENDERS[name].run(claude, body)
+
+    async def main(claudes: list[Claude]) -> None:
+        async with trio.open_nursery() as nursery:
+            channels = [
+                await nursery.start(hold, n, c) for n, c in zip(names, claudes, strict=True)
+            ]
+            order = list(zip(names, channels, strict=True))
+            for n in range(1, turns + 1):
+                prompt = f"turn {n}"
+                k = n % len(order)
+                for name, (ask, answer) in order[k:] + order[:k]:
+                    t0 = time.perf_counter()
+                    await ask.send(prompt)
+                    text = await answer.receive()
+                    latencies[name].append(time.perf_counter() - t0)
+                    if text is None or f"ok: {prompt}" not in text:
+                        raise IncompleteTurn(f"{name}: turn {n} answered {text!r}")
+            for ask, _ in channels:
+                await ask.aclose()
+
+    with contextlib.ExitStack() as stack:
+        claudes = [stack.enter_context(_fake_claude(spec["binary"]))[0] for _ in names]
+        trio.run(main, claudes)
+    return {
+        "turns": turns,
+        "latencies": {name: xs[1:] for name, xs in latencies.items()},
+        "wall": sum(sum(xs[1:]) for xs in latencies.values()),
+        "maxrss_kib": cli_tree.status_kib("self", "VmHWM"),
+    }
 
 
 def _conversing(out: Result, turns: int, fake: int, loop: Loop) -> Callable[[Say], Awaitable[None]]:
@@ -266,6 +321,7 @@ _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
     "idle": _idle,
     "asks": _asks,
     "warm": _conversation,
+    "warm-interleaved": _interleaved,
 }
 
 

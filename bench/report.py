@@ -413,6 +413,7 @@ def warm_table(res: Results, turns: int) -> list[str]:
                 _fmt(_median(res.metric("warm", c, lambda r: r["cpu_self"] * 1000))),
                 _fmt(_median(res.metric("warm", c, lambda r: r["cpu_cli"] * 1000))),
                 _fmt(_median(rss)) if _median(rss) > 0 else "none",
+                _fmt(_median(res.metric("warm", c, lambda r: r["rss_kib"] / 1024))),
             ]
         )
     header = [
@@ -425,6 +426,7 @@ def warm_table(res: Results, turns: int) -> list[str]:
         "runtime CPU ms/turn",
         "CLI CPU ms/turn",
         "idle CLI tree RSS MiB",
+        "runtime RSS MiB",
     ]
     return [
         "### Follow-up turns on the real claude (warm sessions)",
@@ -434,20 +436,61 @@ def warm_table(res: Results, turns: int) -> list[str]:
         "nothing running to its result (spawn and handshake included). Median per run, p95 "
         "over every run's follow-ups (nearest rank). CPU over turns 2-N, per turn: the "
         "measuring process (the runtime, or the SDK) and the CLI's process tree. RSS: the "
-        "CLI's tree (sum of VmRSS) after its last turn and a second of idling.",
+        "CLI's tree (sum of VmRSS) after its last turn and a second of idling, and the "
+        "measuring process's.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def _turn_ratios(res: Results, contender: str, other: str) -> list[list[float]]:
+    """Per interleaved run: each follow-up of ``contender`` over the same turn of ``other``."""
+    return [
+        [a / b for a, b in zip(r["latencies"][contender], r["latencies"][other], strict=True)]
+        for r in res.of("warm-interleaved", "interleaved")
+        if contender in r["latencies"] and other in r["latencies"]
+    ]
+
+
+def interleaved_table(res: Results) -> list[str]:
+    records = res.of("warm-interleaved", "interleaved")
+    rows = []
+    for c in dict.fromkeys(name for r in records for name in r["latencies"]):
+        pooled = [x * 1000 for r in records for x in r["latencies"].get(c, ())]
+        per_run = _turn_ratios(res, c, CLAUDE_FLOOR)
+        ratios = [x for run in per_run for x in run]
+        rows.append(
+            [
+                _label(c, CONVERSATION_CONTENDERS),
+                _fmt(_median(pooled)),
+                _fmt(_nearest_rank(pooled, 0.95)) if pooled else "—",
+                f"{_median(ratios):.2f}x" if ratios else "—",
+                _range([_median(run) for run in per_run], 2),
+            ]
+        )
+    header = ["contender", "median ms", "p95 ms", "x floor, turn by turn", "min-max of runs"]
+    return [
+        "### Follow-up turns on the real claude, interleaved in one process",
+        "",
+        "Every conversation at once in one process, on trio, each with its own fake API and "
+        "HOME; each turn goes to each contender in turn (the order rotated every turn), so "
+        "every follow-up meets the same load as the others of its turn. Ratio: each "
+        "follow-up over the floor's of the same turn, the median over every run's.",
         "",
         *_table(header, rows),
     ]
 
 
 def warm_targets_table(res: Results) -> list[str]:
-    """Issue 14's targets, judged on the warm agentrt row against the others."""
+    """Issue 14's targets, judged on the warm agentrt rows against the others: turn by turn
+    when the run interleaved them, else run by run."""
 
     def median_ms(r: Record) -> float:
         return float(statistics.median(r["latencies"]))
 
     def against(other: str) -> float | None:
-        ratio = res.paired("warm", AGENTRT_WARM, median_ms, other)
+        turns = [x for run in _turn_ratios(res, AGENTRT_WARM, other) for x in run]
+        ratio = turns or res.paired("warm", AGENTRT_WARM, median_ms, other)
         return _median(ratio) if ratio else None
 
     floor, per_turn, sdk = against(CLAUDE_FLOOR), against(AGENTRT), against("sdk-client")
@@ -476,8 +519,9 @@ def warm_targets_table(res: Results) -> list[str]:
     return [
         "### Targets (issue 14)",
         "",
-        "The median follow-up of agentrt warm against the other's, taken run by run "
-        "(the median of the runs' ratios).",
+        "agentrt warm's follow-ups against the other's: turn by turn in the interleaved "
+        "runs (the median of every turn's ratio) when there are any, else run by run (the "
+        "median of the ratios of the runs' medians).",
         "",
         *_table(["target", "agentrt warm", "status"], rows),
     ]
@@ -504,6 +548,8 @@ def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
         lines += [*scale_table(res), ""]
     if res.contenders("warm"):
         lines += [*warm_table(res, params["warm_turns"]), ""]
+    if res.contenders("warm-interleaved"):
+        lines += [*interleaved_table(res), ""]
     lines += targets_table(res)
     if any(res.of(scenario, AGENTRT_WARM) for scenario in (*THROUGHPUT, "tiny", "concurrent")):
         title = "### Targets (issue 8) for warm turns, against the live trio floor"

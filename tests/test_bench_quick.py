@@ -98,7 +98,20 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     # The real claude's conversation runs where the pinned binary is installed.
     if claude_binary().exists():
         assert "### Follow-up turns on the real claude (warm sessions)" in text
+        assert "### Follow-up turns on the real claude, interleaved in one process" in text
         assert "### Targets (issue 14)" in text
+        (mixed,) = [r for r in records if r["scenario"] == "warm-interleaved"]
+        assert {c: len(xs) for c, xs in mixed["latencies"].items()} == dict.fromkeys(
+            (
+                "claude-floor",
+                "claude-floor-sdk-argv",
+                "agentrt",
+                "agentrt-warm",
+                "agentrt-warm-sdk-prompt",
+                "sdk-client",
+            ),
+            2,
+        )
         conversers = (
             "claude-floor",
             "claude-floor-sdk-argv",
@@ -220,3 +233,22 @@ def test_warm_targets_are_judged_run_by_run(monkeypatch: pytest.MonkeyPatch) -> 
 
     without_sdk = report.warm_targets_table(report.Results(records[:6], {}))[6:]
     assert "not measured yet" in without_sdk[2]
+
+    # Interleaved runs, when there are some, judge turn by turn instead: warm at 1.1x the
+    # floor's same turn in every turn, 1.0x the SDK's, a twentieth of per-turn's.
+    floor = [0.03, 0.2, 0.05]
+    mixed = {
+        "claude-floor": floor,
+        "agentrt-warm": [x * 1.1 for x in floor],
+        "sdk-client": [x * 1.1 for x in floor],
+        "agentrt": [x * 22 for x in floor],
+    }
+    interleaved = {"scenario": "warm-interleaved", "contender": "interleaved", "round": 0}
+    res = report.Results([*records, interleaved | {"latencies": mixed}], {})
+    rows = report.warm_targets_table(res)[6:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == ["met", "met", "met"]
+    assert "| 1.10x the floor |" in rows[0] and "| 1.00x the SDK's |" in rows[2]
+    assert any(
+        line.startswith("| agentrt ask(), warm (keep_alive=600) | ")
+        for line in report.interleaved_table(res)
+    )
