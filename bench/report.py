@@ -472,7 +472,8 @@ def interleaved_table(res: Results) -> list[str]:
     return [
         "### Follow-up turns on the real claude, interleaved in one process",
         "",
-        "Every conversation at once in one process, on trio, each with its own fake API and "
+        "Every conversation at once in one process, on trio (the SDK's client too), each with "
+        "its own fake API and "
         "HOME; each turn goes to each contender in turn (the order rotated every turn), so "
         "every follow-up meets the same load as the others of its turn. Ratio: each "
         "follow-up over the floor's of the same turn, the median over every run's.",
