@@ -123,24 +123,16 @@ def _plan(
                             }
                         )
             elif scenario == "warm":
+                # Each conversation in a fresh process, then all of them interleaved.
+                conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
                 for name in CONVERSATION_CONTENDERS:
-                    specs.append(
-                        {
-                            "scenario": scenario,
-                            "contender": name,
-                            "round": rnd,
-                            "turns": params["warm_turns"],
-                            "binary": str(claude),
-                        }
-                    )
+                    specs.append({"scenario": scenario, "contender": name, **conversation})
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
-                        "round": rnd,
                         "contenders": list(CONVERSATION_CONTENDERS),
-                        "turns": params["warm_turns"],
-                        "binary": str(claude),
+                        **conversation,
                     }
                 )
             elif scenario == "interrupt":
