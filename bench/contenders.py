@@ -75,6 +75,11 @@ _INITIALIZE = (
 )
 
 
+_INTERRUPT = (
+    b'{"type":"control_request","request_id":"req_2_0a1b2c3d","request":{"subtype":"interrupt"}}\n'
+)
+
+
 def _user(prompt: str) -> bytes:
     message = {"role": "user", "content": prompt}
     return msgspec.json.encode({"type": "user", "message": message}) + b"\n"
@@ -94,6 +99,8 @@ class InterruptContender:
     name: str
     label: str
     run: InterruptRun
+    # Interrupts a warm turn: its CLI is a live process and stays (bench.interrupt).
+    live: bool = False
 
 
 @attrs.frozen
@@ -427,11 +434,13 @@ async def _agentrt_warm(fixture: Fixture, slots: int, body: TurnBody) -> None:
 # --- interrupt latency ---------------------------------------------------------------------
 
 
-def interrupt_contender(name: str, label: str) -> Callable[[InterruptRun], InterruptRun]:
+def interrupt_contender(
+    name: str, label: str, *, live: bool = False
+) -> Callable[[InterruptRun], InterruptRun]:
     """Register an interrupt contender (the decorated function is its ``run``)."""
 
     def register(run: InterruptRun) -> InterruptRun:
-        INTERRUPT_CONTENDERS[name] = InterruptContender(name, label, run)
+        INTERRUPT_CONTENDERS[name] = InterruptContender(name, label, run, live)
         return run
 
     return register
@@ -513,14 +522,58 @@ def _reap(pids: list[int]) -> None:
     pids.clear()
 
 
-@interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
-async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
-    # rt.interrupt() sends the claude backend's SIGINT to the group, then the turn's kill
-    # ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs it.
+@interrupt_contender(
+    LIVE_FLOOR, "floor, warm: the interrupt request, and SIGTERM to the known children", live=True
+)
+async def _interrupt_live_floor(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    # One live fake tree driven by hand: told the children (the init line), it signals them
+    # and sends the CLI its interrupt request, then reads the turn to its result.
+    _become_subreaper()
+    adopted: list[int] = []
+    live = await _Live.open([cli])
+    try:
+
+        async def start(nursery: trio.Nursery) -> Interrupt:
+            _reap(adopted)
+            await live.send(_user(PROMPT))
+            init = await live.until("system")
+            tree: list[int] = init["pids"]
+            adopted.extend(tree)
+
+            async def interrupt() -> None:
+                for pid in tree:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+                await live.send(_INTERRUPT)
+                if await live.until("result") is None:
+                    raise RuntimeError(f"{cli} ended instead of answering the interrupt")
+
+            return interrupt
+
+        await body(start)
+    finally:
+        await live.aclose()
+        _reap(adopted)
+
+
+async def _agentrt_interrupts(
+    cli: str, body: Callable[[Start], Awaitable[None]], *, warm: bool
+) -> None:
+    # Per turn: rt.interrupt() sends the claude backend's SIGINT to the group, then the
+    # turn's kill ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs
+    # it. Warm: the CLI's own interrupt request in band; the CLI ends the turn and stays,
+    # and the turn's end kills what the turn started.
     import agentrt
 
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
+        await rt.start_agent(
+            agentrt.Agent,
+            name="a",
+            backend="claude",
+            binary=cli,
+            keep_alive=KEEP_ALIVE if warm else None,
+        )
+        warm_pid: list[int | None] = []
 
         async def ask() -> None:
             try:
@@ -530,6 +583,11 @@ async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]])
                     raise
             else:
                 raise RuntimeError("an interrupted turn completed")
+            if warm:
+                # Answered in band, the interrupt keeps the process for the next turn.
+                warm_pid.append(rt.status("a").cli_pid)
+                if None in warm_pid or len(set(warm_pid)) != 1:
+                    raise RuntimeError(f"the warm CLI did not stay: pids {warm_pid}")
 
         def interrupt() -> None:
             if not rt.interrupt("a"):
@@ -540,6 +598,16 @@ async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]])
             return interrupt
 
         await body(start)
+
+
+@interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
+async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    await _agentrt_interrupts(cli, body, warm=False)
+
+
+@interrupt_contender(AGENTRT_WARM, "agentrt interrupt(), warm (in band)", live=True)
+async def _agentrt_warm_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    await _agentrt_interrupts(cli, body, warm=True)
 
 
 # --- idle agents and scripted round trips ---------------------------------------------------

@@ -72,6 +72,7 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         "| agentrt, scripted backend | ",
         "| live trio floor: one process kept, a user message per turn, read to its result | ",
         "| agentrt ask(), warm (keep_alive), retention compact | ",
+        "| agentrt interrupt(), warm (in band) | ",
     ):
         assert row in text
     assert "### Targets (issue 8) for warm turns, against the live trio floor" in text
@@ -92,6 +93,7 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
             assert (scenario, contender) in seen
     for scenario in ("interrupt", "idle", "asks"):
         assert {(scenario, "trio-floor"), (scenario, "agentrt")} <= seen
+    assert {("interrupt", "trio-floor-live"), ("interrupt", "agentrt-warm")} <= seen
     for record in (r for r in records if r["scenario"] == "interrupt"):
         latencies = record["latencies"]
         assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)
