@@ -566,13 +566,9 @@ async def _agentrt_interrupts(
     import agentrt
 
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-        await rt.start_agent(
-            agentrt.Agent,
-            name="a",
-            backend="claude",
-            binary=cli,
-            keep_alive=KEEP_ALIVE if warm else None,
-        )
+        # Warm: no recycling, so every interrupted turn must leave the same process behind.
+        warm_options = {"keep_alive": KEEP_ALIVE, "recycle_turns": 10**9} if warm else {}
+        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli, **warm_options)
         warm_pid: list[int | None] = []
 
         async def ask() -> None:

@@ -279,7 +279,9 @@ def interrupt_table(res: Results) -> list[str]:
         "### Interrupt latency",
         "",
         "From the interrupt call to every process of the fake CLI's tree gone (a shell, a "
-        "child in its group, a child in its own session); see bench/interrupt.py.",
+        "child in its group, a child in its own session); for the warm rows, the turn's "
+        "two children while the live CLI stays (it answers the interrupt request with an "
+        "error result); see bench/interrupt.py.",
         "",
         *_table(header, rows),
     ]
