@@ -392,7 +392,6 @@ class WarmProcess:
 
     async def _retire(self, cli: WarmCli, why: str) -> None:
         cli.end(why)
-        logger.debug("warm CLI pid %s ends: %s", cli.pid, why)
         with trio.move_on_after(2 * self.options.kill_grace + _GONE_MARGIN, shield=True):
             await cli.ended.wait()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -16,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from . import report
-from .contenders import INTERRUPT_CONTENDERS, SCALE_CONTENDERS, TURN_CONTENDERS
+from .contenders import (
+    CONVERSATION_CONTENDERS,
+    INTERRUPT_CONTENDERS,
+    SCALE_CONTENDERS,
+    TURN_CONTENDERS,
+)
 from .generate import Fixture, ensure
 
 HERE = Path(__file__).resolve().parent
@@ -30,6 +36,7 @@ FULL = {
     "interrupt_turns": 200,
     "idle_agents": 10_000,
     "asks": 50_000,
+    "warm_turns": 20,
 }
 QUICK = {
     "mode": "quick",
@@ -39,10 +46,17 @@ QUICK = {
     "interrupt_turns": 10,
     "idle_agents": 500,
     "asks": 1_000,
+    "warm_turns": 3,
 }
-SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks")
+SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks", "warm")
 # Which fixture each turn scenario streams.
 _FIXTURE = {"mix": "mix", "small": "small", "tiny": "tiny", "concurrent": "turn1m"}
+
+
+def claude_binary() -> Path:
+    """The pinned real claude (tests/realcli/CLAUDE_VERSION), where `make claude-cli` puts it."""
+    version = (ROOT / "tests" / "realcli" / "CLAUDE_VERSION").read_text().strip()
+    return ROOT / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
 
 
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +77,14 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> str:
+    if scenario == "warm-interleaved":
+        return ", ".join(
+            f"{name} {statistics.median(xs) * 1000:.0f} ms"
+            for name, xs in result["latencies"].items()
+        )
+    if scenario == "warm":
+        follow = statistics.median(result["latencies"]) * 1000
+        return f"first turn {result['first']:.2f} s, follow-ups {follow:.0f} ms (median)"
     if "latencies" in result:
         return f"p50 {sorted(result['latencies'])[len(result['latencies']) // 2] * 1000:.2f} ms"
     if "kib_per_agent" in result:
@@ -78,6 +100,10 @@ def _plan(
     params: dict[str, Any], fixtures: dict[str, Fixture], only: set[str]
 ) -> list[dict[str, Any]]:
     specs = []
+    claude = claude_binary()
+    if "warm" in only and not claude.exists():
+        print(f"bench: warm skipped: no claude at {claude} (make claude-cli)", file=sys.stderr)
+        only = only - {"warm"}
     for scenario in SCENARIOS:
         if scenario not in only:
             continue
@@ -96,6 +122,19 @@ def _plan(
                                 "slots": params["slots"] if scenario == "concurrent" else 1,
                             }
                         )
+            elif scenario == "warm":
+                # Each conversation in a fresh process, then all of them interleaved.
+                conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
+                for name in CONVERSATION_CONTENDERS:
+                    specs.append({"scenario": scenario, "contender": name, **conversation})
+                specs.append(
+                    {
+                        "scenario": "warm-interleaved",
+                        "contender": "interleaved",
+                        "contenders": list(CONVERSATION_CONTENDERS),
+                        **conversation,
+                    }
+                )
             elif scenario == "interrupt":
                 for name in INTERRUPT_CONTENDERS:
                     specs.append(

@@ -1,6 +1,6 @@
 """Who is measured: the floors, claude-agent-sdk, and the places where agentrt plugs in.
 
-Three registries, one per kind of measurement. A contender only says how to run; the
+Four registries, one per kind of measurement. A contender only says how to run; the
 harness (bench.measure) times it, in a fresh process per measurement.
 
 - `TURN_CONTENDERS`: stream one fixture turn (scenarios ``mix``, ``small``, ``tiny``,
@@ -14,9 +14,13 @@ harness (bench.measure) times it, in a fresh process per measurement.
 - `SCALE_CONTENDERS`: ``idle(n, checkpoint)`` starts ``n`` idle agents and awaits
   ``checkpoint()`` while they are all alive; ``asks(body)`` awaits ``body(ask)`` where each
   ``await ask()`` is one round trip.
+- `CONVERSATION_CONTENDERS`: one conversation with the real claude CLI (scenario ``warm``).
+  ``run(claude, body)`` awaits ``body(turn)``; ``await turn(prompt)`` is one turn of the
+  conversation (the first one starts the CLI) and returns the result's text, or None when
+  the turn did not end with a result.
 
-The agentrt contenders are registered under the name "agentrt"; the tables and the targets
-pick them up by that name.
+The agentrt contenders are registered under the name "agentrt" (warm sessions:
+"agentrt-warm"); the tables and the targets pick them up by those names.
 """
 
 from __future__ import annotations
@@ -46,15 +50,39 @@ InterruptRun = Callable[[str, Callable[[Start], Awaitable[None]]], Awaitable[Non
 Ask = Callable[[], Awaitable[object]]
 IdleRun = Callable[[int, Callable[[], Awaitable[None]]], Awaitable[None]]
 AsksRun = Callable[[Callable[[Ask], Awaitable[None]]], Awaitable[None]]
+Say = Callable[[str], Awaitable[str | None]]
+ConversationBody = Callable[[Say], Awaitable[None]]
 
 THROUGHPUT = ("mix", "small")
 TURN_SCENARIOS = (*THROUGHPUT, "tiny", "concurrent")
 # Every pairwise ratio is against this one: open_process + receive_some + split + msgspec.
 FLOOR = "trio-floor"
 AGENTRT = "agentrt"
+# Warm turns: agentrt with keep_alive, and their floor, one live fake CLI driven by hand.
+AGENTRT_WARM = "agentrt-warm"
+LIVE_FLOOR = "trio-floor-live"
+# The real-claude conversation's floor: one stream-json claude process driven by hand.
+CLAUDE_FLOOR = "claude-floor"
+# Long enough that no warm process hibernates during a measurement.
+KEEP_ALIVE = 600.0
 # A turn's prompt; every fake ignores it (the SDK fake reads and drops it).
 PROMPT = "bench"
 _CHUNK = 65536
+# The control protocol's opening, as claude-agent-sdk writes it (stream-json input).
+_INITIALIZE = (
+    b'{"type": "control_request", "request_id": "req_1_0a1b2c3d", "request": '
+    b'{"subtype": "initialize", "hooks": null}}\n'
+)
+
+
+_INTERRUPT = (
+    b'{"type":"control_request","request_id":"req_2_0a1b2c3d","request":{"subtype":"interrupt"}}\n'
+)
+
+
+def _user(prompt: str) -> bytes:
+    message = {"role": "user", "content": prompt}
+    return msgspec.json.encode({"type": "user", "message": message}) + b"\n"
 
 
 @attrs.frozen
@@ -71,6 +99,8 @@ class InterruptContender:
     name: str
     label: str
     run: InterruptRun
+    # Interrupts a warm turn: its CLI is a live process and stays (bench.interrupt).
+    live: bool = False
 
 
 @attrs.frozen
@@ -81,9 +111,31 @@ class ScaleContender:
     asks: AsksRun
 
 
+@attrs.frozen
+class Claude:
+    """The real CLI of the ``warm`` scenario: its binary, a fresh project directory, and its
+    whole environment (a fresh HOME, the fake API's URL and key)."""
+
+    binary: str
+    cwd: str
+    env: dict[str, str]
+
+
+ConversationRun = Callable[[Claude, ConversationBody], Awaitable[None]]
+
+
+@attrs.frozen
+class ConversationContender:
+    name: str
+    label: str
+    loop: Loop
+    run: ConversationRun
+
+
 TURN_CONTENDERS: dict[str, TurnContender] = {}
 INTERRUPT_CONTENDERS: dict[str, InterruptContender] = {}
 SCALE_CONTENDERS: dict[str, ScaleContender] = {}
+CONVERSATION_CONTENDERS: dict[str, ConversationContender] = {}
 
 
 def turn_contender(
@@ -124,12 +176,7 @@ async def _raw(fixture: Fixture, slots: int, body: TurnBody) -> None:
 async def _raw_sdk_fake(fixture: Fixture, slots: int, body: TurnBody) -> None:
     # The SDK's fake CLI served to a reader that does the handshake by hand: shows the fake
     # (a shell answering the initialize request, then cat) is not what limits the SDK.
-    handshake = (
-        b'{"type": "control_request", "request_id": "req_1_0a1b2c3d", "request": '
-        b'{"subtype": "initialize", "hooks": null}}\n'
-        b'{"type": "user", "session_id": "", "message": {"role": "user", "content": "bench"}, '
-        b'"parent_tool_use_id": null}\n'
-    )
+    handshake = _INITIALIZE + _user(PROMPT)
 
     async def turn(slot: int) -> bool:
         return _raw_read([fixture.sdk_cli], handshake)
@@ -215,27 +262,108 @@ async def _trio_lines(cli: str) -> AsyncIterator[bytes]:
     )
     try:
         assert proc.stdout is not None
-        pending: list[bytes] = []
-        while chunk := await proc.stdout.receive_some(_CHUNK):
-            if b"\n" not in chunk:
-                # Part of a long line: join once, when its newline arrives (linear, not
-                # quadratic, in the line's length).
-                pending.append(chunk)
-                continue
-            lines = chunk.split(b"\n")
-            if pending:
-                pending.append(lines[0])
-                lines[0] = b"".join(pending)
-                pending.clear()
-            pending.append(lines.pop())
-            for line in lines:
-                if line:
-                    yield line
-        if rest := b"".join(pending):
-            yield rest
+        async for line in _split(proc.stdout):
+            yield line
         await proc.wait()
     finally:
         await _close(proc)
+
+
+async def _split(stdout: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
+    """The non-empty lines of ``stdout``, up to its EOF."""
+    pending: list[bytes] = []
+    while chunk := await stdout.receive_some(_CHUNK):
+        if b"\n" not in chunk:
+            # Part of a long line: join once, when its newline arrives (linear, not
+            # quadratic, in the line's length).
+            pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        if pending:
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending.clear()
+        pending.append(lines.pop())
+        for line in lines:
+            if line:
+                yield line
+    if rest := b"".join(pending):
+        yield rest
+
+
+# --- warm turns: one live process per conversation ---------------------------------------
+
+
+@attrs.define(eq=False)
+class _Live:
+    """One process reading stream-json input, driven by hand: the floor of warm turns.
+    Every line it prints is decoded (msgspec, one decoder), as the trio floor does."""
+
+    proc: trio.Process
+    lines: AsyncIterator[bytes]
+    decoder: msgspec.json.Decoder[Any] = attrs.field(factory=msgspec.json.Decoder)
+
+    @classmethod
+    async def open(cls, argv: list[str], **kwargs: Any) -> _Live:
+        """Spawn and do the initialize handshake."""
+        proc = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            **kwargs,
+        )
+        assert proc.stdout is not None
+        live = cls(proc, _split(proc.stdout))
+        await live.send(_INITIALIZE)
+        if await live.until("control_response") is None:
+            raise RuntimeError(f"{argv[0]} ended before answering the initialize request")
+        return live
+
+    async def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        await self.proc.stdin.send_all(data)
+
+    async def until(self, kind: str) -> Any:
+        """Read up to the next frame of type ``kind`` and return it (None at EOF)."""
+        async for line in self.lines:
+            frame = self.decoder.decode(line)
+            if type(frame) is dict and frame.get("type") == kind:
+                return frame
+        return None
+
+    async def turn(self, prompt: str) -> Any:
+        """One user message, read to its result; the result frame (None at EOF)."""
+        await self.send(_user(prompt))
+        return await self.until("result")
+
+    async def aclose(self) -> None:
+        with trio.CancelScope(shield=True):
+            assert self.proc.stdin is not None
+            await self.proc.stdin.aclose()
+            with trio.move_on_after(10):
+                await self.proc.wait()
+            await _close(self.proc)
+
+
+@turn_contender(
+    LIVE_FLOOR, "live trio floor: one process kept, a user message per turn, read to its result"
+)
+async def _live_floor(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    # The live fake CLI per slot, spawned and past its handshake before the clock starts:
+    # a turn is one write and the floor's reading of the fixture.
+    fakes: list[_Live] = []
+    try:
+        for _ in range(slots):
+            fakes.append(await _Live.open([fixture.live_cli]))
+
+        async def turn(slot: int) -> bool:
+            return await fakes[slot].turn(PROMPT) is not None
+
+        await body(turn)
+    finally:
+        for fake in fakes:
+            await fake.aclose()
 
 
 # --- claude-agent-sdk ----------------------------------------------------------------------
@@ -264,11 +392,12 @@ turn_contender("sdk-trio", "claude_agent_sdk.query() on trio (anyio)", loop="tri
 # --- agentrt: turns ---------------------------------------------------------------------
 
 
-@turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
-async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
+async def _agentrt_turns(fixture: Fixture, slots: int, body: TurnBody, *, warm: bool) -> None:
     # One claude agent per slot with the fake as its binary; starting them is untimed. Each
-    # turn is a whole ask(): spawn, the driver's bounds, translation, events, retention,
-    # the Response, and the kill ladder's check that the tree is gone.
+    # turn is a whole ask(): spawn (per-turn) or the prompt written to the warm process,
+    # the driver's bounds, translation, events, retention, the Response, and the check that
+    # the turn's processes are gone. A warm agent answers one ask before the clock starts,
+    # so every timed turn is a follow-up on its live process.
     import agentrt
 
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
@@ -277,25 +406,41 @@ async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
                 agentrt.Agent,
                 name=f"a{slot}",
                 backend="claude",
-                binary=fixture.cli,
+                binary=fixture.live_cli if warm else fixture.cli,
                 retention="compact",
+                keep_alive=KEEP_ALIVE if warm else None,
             )
 
         async def turn(slot: int) -> bool:
             response = await rt.ask(f"a{slot}", PROMPT)
             return response.stop_reason is agentrt.StopReason.COMPLETE
 
+        if warm:
+            for slot in range(slots):
+                await turn(slot)
         await body(turn)
+
+
+@turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
+async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    await _agentrt_turns(fixture, slots, body, warm=False)
+
+
+@turn_contender(AGENTRT_WARM, "agentrt ask(), warm (keep_alive), retention compact")
+async def _agentrt_warm(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    await _agentrt_turns(fixture, slots, body, warm=True)
 
 
 # --- interrupt latency ---------------------------------------------------------------------
 
 
-def interrupt_contender(name: str, label: str) -> Callable[[InterruptRun], InterruptRun]:
+def interrupt_contender(
+    name: str, label: str, *, live: bool = False
+) -> Callable[[InterruptRun], InterruptRun]:
     """Register an interrupt contender (the decorated function is its ``run``)."""
 
     def register(run: InterruptRun) -> InterruptRun:
-        INTERRUPT_CONTENDERS[name] = InterruptContender(name, label, run)
+        INTERRUPT_CONTENDERS[name] = InterruptContender(name, label, run, live)
         return run
 
     return register
@@ -377,14 +522,54 @@ def _reap(pids: list[int]) -> None:
     pids.clear()
 
 
-@interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
-async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
-    # rt.interrupt() sends the claude backend's SIGINT to the group, then the turn's kill
-    # ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs it.
+@interrupt_contender(
+    LIVE_FLOOR, "floor, warm: the interrupt request, and SIGTERM to the known children", live=True
+)
+async def _interrupt_live_floor(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    # One live fake tree driven by hand: told the children (the init line), it signals them
+    # and sends the CLI its interrupt request, then reads the turn to its result.
+    _become_subreaper()
+    adopted: list[int] = []
+    live = await _Live.open([cli])
+    try:
+
+        async def start(nursery: trio.Nursery) -> Interrupt:
+            _reap(adopted)
+            await live.send(_user(PROMPT))
+            init = await live.until("system")
+            tree: list[int] = init["pids"]
+            adopted.extend(tree)
+
+            async def interrupt() -> None:
+                for pid in tree:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+                await live.send(_INTERRUPT)
+                if await live.until("result") is None:
+                    raise RuntimeError(f"{cli} ended instead of answering the interrupt")
+
+            return interrupt
+
+        await body(start)
+    finally:
+        await live.aclose()
+        _reap(adopted)
+
+
+async def _agentrt_interrupts(
+    cli: str, body: Callable[[Start], Awaitable[None]], *, warm: bool
+) -> None:
+    # Per turn: rt.interrupt() sends the claude backend's SIGINT to the group, then the
+    # turn's kill ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs
+    # it. Warm: the CLI's own interrupt request in band; the CLI ends the turn and stays,
+    # and the turn's end kills what the turn started.
     import agentrt
 
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli)
+        # Warm: no recycling, so every interrupted turn must leave the same process behind.
+        warm_options = {"keep_alive": KEEP_ALIVE, "recycle_turns": 10**9} if warm else {}
+        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=cli, **warm_options)
+        warm_pid: list[int | None] = []
 
         async def ask() -> None:
             try:
@@ -394,6 +579,11 @@ async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]])
                     raise
             else:
                 raise RuntimeError("an interrupted turn completed")
+            if warm:
+                # Answered in band, the interrupt keeps the process for the next turn.
+                warm_pid.append(rt.status("a").cli_pid)
+                if None in warm_pid or len(set(warm_pid)) != 1:
+                    raise RuntimeError(f"the warm CLI did not stay: pids {warm_pid}")
 
         def interrupt() -> None:
             if not rt.interrupt("a"):
@@ -404,6 +594,16 @@ async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]])
             return interrupt
 
         await body(start)
+
+
+@interrupt_contender(AGENTRT, "agentrt interrupt(), claude backend")
+async def _agentrt_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    await _agentrt_interrupts(cli, body, warm=False)
+
+
+@interrupt_contender(AGENTRT_WARM, "agentrt interrupt(), warm (in band)", live=True)
+async def _agentrt_warm_interrupt(cli: str, body: Callable[[Start], Awaitable[None]]) -> None:
+    await _agentrt_interrupts(cli, body, warm=True)
 
 
 # --- idle agents and scripted round trips ---------------------------------------------------
@@ -494,3 +694,154 @@ async def _agentrt_asks(body: Callable[[Ask], Awaitable[None]]) -> None:
 SCALE_CONTENDERS[AGENTRT] = ScaleContender(
     AGENTRT, "agentrt, scripted backend", _agentrt_idle, _agentrt_asks
 )
+
+
+# --- the real claude: one conversation -----------------------------------------------------
+
+
+def conversation_contender(
+    name: str, label: str, *, loop: Loop = "trio"
+) -> Callable[[ConversationRun], ConversationRun]:
+    """Register a conversation contender (the decorated function is its ``run``)."""
+
+    def register(run: ConversationRun) -> ConversationRun:
+        CONVERSATION_CONTENDERS[name] = ConversationContender(name, label, loop, run)
+        return run
+
+    return register
+
+
+# agentrt's argv for a live claude (its backend's defaults), so the floor does the same work.
+LIVE_CLAUDE_ARGS = (
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--input-format",
+    "stream-json",
+    "--include-partial-messages",
+)
+
+
+# What claude-agent-sdk runs (its defaults): no -p, an empty system prompt (so a shorter
+# model request than Claude Code's own), and its entrypoint in the environment.
+SDK_CLAUDE_ARGS = (
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--system-prompt",
+    "",
+    "--include-partial-messages",
+    "--input-format",
+    "stream-json",
+)
+
+
+async def _hand_driven(
+    claude: Claude, body: ConversationBody, args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    live: _Live | None = None
+
+    async def say(prompt: str) -> str | None:
+        nonlocal live
+        if live is None:
+            live = await _Live.open(
+                [claude.binary, *args],
+                env={**claude.env, **env},
+                cwd=claude.cwd,
+                stderr=subprocess.DEVNULL,
+            )
+        result = await live.turn(prompt)
+        return None if result is None else result.get("result")
+
+    try:
+        await body(say)
+    finally:
+        if live is not None:
+            await live.aclose()
+
+
+@conversation_contender(
+    CLAUDE_FLOOR, "floor: one stream-json claude driven by hand (initialize, a message a turn)"
+)
+async def _claude_floor(claude: Claude, body: ConversationBody) -> None:
+    await _hand_driven(claude, body, LIVE_CLAUDE_ARGS, {})
+
+
+@conversation_contender(
+    "claude-floor-sdk-argv", "floor, with the SDK's argv (empty system prompt, no -p)"
+)
+async def _claude_floor_sdk_argv(claude: Claude, body: ConversationBody) -> None:
+    # Tells the SDK's own cost from that of the CLI it runs, which does less per turn.
+    await _hand_driven(claude, body, SDK_CLAUDE_ARGS, {"CLAUDE_CODE_ENTRYPOINT": "sdk-py"})
+
+
+async def _agentrt_conversation(
+    claude: Claude, body: ConversationBody, keep_alive: float | None, **options: Any
+) -> None:
+    import agentrt
+
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(
+            agentrt.Agent,
+            name="coder",
+            backend="claude",
+            binary=claude.binary,
+            cwd=claude.cwd,
+            env_policy="isolated",
+            env=claude.env,
+            keep_alive=keep_alive,
+            **options,
+        )
+
+        async def say(prompt: str) -> str | None:
+            response = await rt.ask("coder", prompt)
+            return response.text if response.stop_reason is agentrt.StopReason.COMPLETE else None
+
+        await body(say)
+
+
+@conversation_contender(AGENTRT, "agentrt ask(), per turn (keep_alive=None: --resume each turn)")
+async def _agentrt_per_turn(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, None)
+
+
+@conversation_contender(AGENTRT_WARM, f"agentrt ask(), warm (keep_alive={KEEP_ALIVE:g})")
+async def _agentrt_warm_conversation(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE)
+
+
+@conversation_contender(
+    "agentrt-warm-sdk-prompt", 'agentrt ask(), warm, system_prompt="" (the SDK\'s default)'
+)
+async def _agentrt_warm_sdk_prompt(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE, system_prompt="")
+
+
+@conversation_contender("sdk-client", "claude_agent_sdk.ClaudeSDKClient on asyncio", loop="asyncio")
+async def _sdk_client(claude: Claude, body: ConversationBody) -> None:
+    # The SDK's defaults but for the binary, the directory, the environment (merged into the
+    # SDK's own) and partial messages (agentrt's default, so the CLI streams the same lines).
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
+
+    options = ClaudeAgentOptions(
+        cli_path=claude.binary, cwd=claude.cwd, env=claude.env, include_partial_messages=True
+    )
+    client = ClaudeSDKClient(options)
+    connected = False
+
+    async def say(prompt: str) -> str | None:
+        nonlocal connected
+        if not connected:
+            await client.connect()
+            connected = True
+        await client.query(prompt)
+        async for message in client.receive_response():
+            if isinstance(message, ResultMessage):
+                return message.result
+        return None
+
+    try:
+        await body(say)
+    finally:
+        await client.disconnect()

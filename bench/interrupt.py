@@ -38,6 +38,34 @@ printf '{{"type":"system","subtype":"init","session_id":"t","pids":[%s,%s,%s]}}\
 wait
 """
 _TREE_SIZE = 3
+# The warm variant: a live process (stream-json input) that starts the two children at each
+# user message and, like claude 2.1.332, answers an interrupt request by ending the turn with
+# an error_during_execution result and living on; its children are left for the runtime to
+# kill at the turn's end. The pid file names the children only (the CLI stays).
+_LIVE_TREE = """#!/bin/sh
+# Fake live CLI tree for the warm interrupt benchmark (see bench/interrupt.py).
+ok='{{"type":"control_response","response":{{"subtype":"success","request_id":"'
+stop='{{"type":"result","subtype":"error_during_execution","is_error":true,"result":""'
+while IFS= read -r line; do
+    case "$line" in
+    *control_request*)
+        rest=${{line#*\\"request_id\\"}}
+        rest=${{rest#*\\"}}
+        printf '%s%s","response":{{}}}}}}\\n' "$ok" "${{rest%%\\"*}}"
+        case "$line" in
+        *'"interrupt"'*) printf '%s,"session_id":"t"}}\\n' "$stop";;
+        esac;;
+    *'"user"'*)
+        sleep 1000 &
+        a=$!
+        setsid sleep 1000 &
+        b=$!
+        printf '%s %s\\n' "$a" "$b" > {pidfile}
+        printf '{{"type":"system","subtype":"init","session_id":"t","pids":[%s,%s]}}\\n' "$a" "$b";;
+    esac
+done
+"""
+_LIVE_TREE_SIZE = 2
 # Bounds so a contender that never kills the tree fails the run instead of hanging it.
 _READY_TIMEOUT = 10.0
 _GONE_TIMEOUT = 30.0
@@ -49,18 +77,19 @@ async def measure(contender: InterruptContender, turns: int) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="bench-interrupt-") as tmp:
         pidfile = trio.Path(tmp, "tree.pids")
         cli = trio.Path(tmp, "tree.cli")
-        await cli.write_text(_TREE.format(pidfile=shlex.quote(str(pidfile))))
+        script, size = (_LIVE_TREE, _LIVE_TREE_SIZE) if contender.live else (_TREE, _TREE_SIZE)
+        await cli.write_text(script.format(pidfile=shlex.quote(str(pidfile))))
         await cli.chmod(0o755)
 
         async def body(start: Start) -> None:
             for _ in range(turns):
-                latencies.append(await _one_turn(start, pidfile))
+                latencies.append(await _one_turn(start, pidfile, size))
 
         await contender.run(str(cli), body)
     return latencies
 
 
-async def _one_turn(start: Start, pidfile: trio.Path) -> float:
+async def _one_turn(start: Start, pidfile: trio.Path, size: int) -> float:
     await pidfile.unlink(missing_ok=True)
     pidfds: list[int] = []
     gone = False
@@ -68,7 +97,7 @@ async def _one_turn(start: Start, pidfile: trio.Path) -> float:
         async with trio.open_nursery() as nursery:
             interrupt = await start(nursery)
             with trio.fail_after(_READY_TIMEOUT):
-                pids = await _wait_tree(pidfile)
+                pids = await _wait_tree(pidfile, size)
             pidfds = [os.pidfd_open(pid) for pid in pids]
             t0 = time.perf_counter()
             result = interrupt()
@@ -90,13 +119,13 @@ async def _one_turn(start: Start, pidfile: trio.Path) -> float:
             os.close(fd)
 
 
-async def _wait_tree(pidfile: trio.Path) -> list[int]:
+async def _wait_tree(pidfile: trio.Path, size: int) -> list[int]:
     # Before T0, so polling costs nothing that is measured.
     while True:
         with contextlib.suppress(FileNotFoundError):
             text = await pidfile.read_text()
             if text.endswith("\n"):
                 pids = [int(p) for p in text.split()]
-                if len(pids) == _TREE_SIZE:
+                if len(pids) == size:
                     return pids
         await trio.sleep(0.001)

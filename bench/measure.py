@@ -17,20 +17,25 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
 
-from . import interrupt
+from . import cli_tree, interrupt
 from .contenders import (
+    CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
     SCALE_CONTENDERS,
     TURN_CONTENDERS,
     Ask,
+    Claude,
     Loop,
+    Say,
     Turn,
 )
 from .generate import Fixture
@@ -46,7 +51,7 @@ class IncompleteTurn(Exception):
 def _usage(out: Result) -> Iterator[None]:
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak0 = _status_kib("VmHWM")
+    peak0 = cli_tree.status_kib("self", "VmHWM")
     t0 = time.perf_counter()
     yield
     t1 = time.perf_counter()
@@ -60,7 +65,7 @@ def _usage(out: Result) -> Iterator[None]:
     # The peak RSS is VmHWM, the high-water mark of this process's own address space; it is
     # what ru_maxrss reports, except that Linux carries into ru_maxrss the peak of the
     # process that exec'd us (the harness, forked) and would report that instead.
-    out["maxrss_kib"] = _status_kib("VmHWM")
+    out["maxrss_kib"] = cli_tree.status_kib("self", "VmHWM")
     out["growth_kib"] = out["maxrss_kib"] - peak0
 
 
@@ -136,14 +141,6 @@ def _interrupt(spec: dict[str, Any]) -> Result:
     return out
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def _idle(spec: dict[str, Any]) -> Result:
     contender = SCALE_CONTENDERS[spec["contender"]]
     n = spec["agents"]
@@ -151,11 +148,11 @@ def _idle(spec: dict[str, Any]) -> Result:
 
     async def checkpoint() -> None:
         gc.collect()
-        out["rss_after_kib"] = _status_kib("VmRSS")
+        out["rss_after_kib"] = cli_tree.status_kib("self", "VmRSS")
 
     async def main() -> None:
         gc.collect()
-        out["rss_before_kib"] = _status_kib("VmRSS")
+        out["rss_before_kib"] = cli_tree.status_kib("self", "VmRSS")
         await contender.idle(n, checkpoint)
 
     trio.run(main)
@@ -187,6 +184,134 @@ def _asks(spec: dict[str, Any]) -> Result:
     return out
 
 
+# How long a conversation's CLI idles after its last turn before its memory is read: long
+# enough for what it does after a result (writing the transcript) to be over.
+IDLE_BEFORE_RSS = 1.0
+
+
+@contextlib.contextmanager
+def _fake_claude(binary: str) -> Iterator[tuple[Claude, int]]:
+    """The real claude on a fresh HOME and project, with a fake API of their own (the
+    fake's pid is the second item)."""
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        home, cwd = os.path.join(tmp, "home"), os.path.join(tmp, "project")
+        for folder in (home, cwd, os.path.join(home, "tmp")):
+            os.mkdir(folder)
+        with subprocess.Popen(
+            [sys.executable, "-m", "bench.fake_api", home],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        ) as fake:
+            assert fake.stdin is not None and fake.stdout is not None
+            try:
+                env = {
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "LANG": "C.UTF-8",
+                    "TMPDIR": os.path.join(home, "tmp"),
+                    **json.loads(fake.stdout.readline()),
+                }
+                yield Claude(binary, cwd, env), fake.pid
+            finally:
+                fake.stdin.close()
+                fake.wait(timeout=30)
+
+
+def _conversation(spec: dict[str, Any]) -> Result:
+    # Turn 1 (the CLI's start included) is timed on its own; turns 2..N one by one, with the
+    # CPU of this process and of the CLI's tree over them. The fake API runs in a process of
+    # its own, left out of every figure.
+    contender = CONVERSATION_CONTENDERS[spec["contender"]]
+    out: Result = {"turns": spec["turns"]}
+    with _fake_claude(spec["binary"]) as (claude, fake):
+        body = _conversing(out, spec["turns"], fake, contender.loop)
+        _run(contender.loop, lambda: contender.run(claude, body))
+    return out
+
+
+def _interleaved(spec: dict[str, Any]) -> Result:
+    # Every contender's conversation at once in this process (on trio: the SDK runs on it
+    # too), their turns taken one after another, the order rotated each turn: each
+    # follow-up is compared with the others' under the same load. Latencies only: the CPU
+    # and memory of one contender cannot be told from the others' here.
+    names: list[str] = spec["contenders"]
+    turns: int = spec["turns"]
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+
+    async def hold(
+        name: str, claude: Claude, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        # Each conversation's turns run in its own task (the SDK's task groups need it).
+        prompts_in, prompts = trio.open_memory_channel[str](0)
+        answers_in, answers = trio.open_memory_channel[str | None](0)
+
+        async def body(say: Say) -> None:
+            task_status.started((prompts_in, answers))
+            async for prompt in prompts:
+                await answers_in.send(await say(prompt))
+
+        await CONVERSATION_CONTENDERS[name].run(claude, body)
+
+    async def main(claudes: list[Claude]) -> None:
+        async with trio.open_nursery() as nursery:
+            channels = [
+                await nursery.start(hold, n, c) for n, c in zip(names, claudes, strict=True)
+            ]
+            order = list(zip(names, channels, strict=True))
+            for n in range(1, turns + 1):
+                prompt = f"turn {n}"
+                k = n % len(order)
+                for name, (ask, answer) in order[k:] + order[:k]:
+                    t0 = time.perf_counter()
+                    await ask.send(prompt)
+                    text = await answer.receive()
+                    latencies[name].append(time.perf_counter() - t0)
+                    if text is None or f"ok: {prompt}" not in text:
+                        raise IncompleteTurn(f"{name}: turn {n} answered {text!r}")
+            for ask, _ in channels:
+                await ask.aclose()
+
+    with contextlib.ExitStack() as stack:
+        claudes = [stack.enter_context(_fake_claude(spec["binary"]))[0] for _ in names]
+        trio.run(main, claudes)
+    return {
+        "turns": turns,
+        "latencies": {name: xs[1:] for name, xs in latencies.items()},
+        "wall": sum(sum(xs[1:]) for xs in latencies.values()),
+        "maxrss_kib": cli_tree.status_kib("self", "VmHWM"),
+    }
+
+
+def _conversing(out: Result, turns: int, fake: int, loop: Loop) -> Callable[[Say], Awaitable[None]]:
+    async def body(say: Say) -> None:
+        latencies = []
+        for n in range(1, turns + 1):
+            if n == 2:
+                self0 = resource.getrusage(resource.RUSAGE_SELF)
+                cli0 = cli_tree.cpu_seconds(exclude={fake})
+            prompt = f"turn {n}"
+            t0 = time.perf_counter()
+            text = await say(prompt)
+            latencies.append(time.perf_counter() - t0)
+            if text is None or f"ok: {prompt}" not in text:
+                raise IncompleteTurn(f"turn {n} answered {text!r}")
+        self1 = resource.getrusage(resource.RUSAGE_SELF)
+        cli1 = cli_tree.cpu_seconds(exclude={fake})
+        follow_ups = turns - 1
+        out["first"] = latencies[0]
+        out["latencies"] = latencies[1:]
+        out["wall"] = sum(latencies[1:])
+        out["cpu_self"] = (
+            self1.ru_utime - self0.ru_utime + self1.ru_stime - self0.ru_stime
+        ) / follow_ups
+        out["cpu_cli"] = (cli1 - cli0) / follow_ups
+        await (trio.sleep if loop == "trio" else asyncio.sleep)(IDLE_BEFORE_RSS)
+        out["cli_rss_kib"] = cli_tree.rss_kib(exclude={fake})
+        out["maxrss_kib"] = cli_tree.status_kib("self", "VmHWM")
+        out["rss_kib"] = cli_tree.status_kib("self", "VmRSS")
+
+    return body
+
+
 _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
     "mix": _turns,
     "small": _turns,
@@ -195,6 +320,8 @@ _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
     "interrupt": _interrupt,
     "idle": _idle,
     "asks": _asks,
+    "warm": _conversation,
+    "warm-interleaved": _interleaved,
 }
 
 

@@ -15,11 +15,16 @@ from typing import Any
 
 from .contenders import (
     AGENTRT,
+    AGENTRT_WARM,
+    CLAUDE_FLOOR,
+    CONVERSATION_CONTENDERS,
     FLOOR,
     INTERRUPT_CONTENDERS,
+    LIVE_FLOOR,
     SCALE_CONTENDERS,
     THROUGHPUT,
     TURN_CONTENDERS,
+    ConversationContender,
     InterruptContender,
     ScaleContender,
     TurnContender,
@@ -138,9 +143,15 @@ class Results:
     def metric(self, scenario: str, contender: str, f: Callable[[Record], float]) -> list[float]:
         return [f(r) for r in self.of(scenario, contender)]
 
-    def paired(self, scenario: str, contender: str, f: Callable[[Record], float]) -> list[float]:
-        """f(contender) / f(trio floor), round by round (both measured in the same round)."""
-        floor = {r["round"]: f(r) for r in self.of(scenario, FLOOR)}
+    def paired(
+        self,
+        scenario: str,
+        contender: str,
+        f: Callable[[Record], float],
+        floor_name: str = FLOOR,
+    ) -> list[float]:
+        """f(contender) / f(floor), round by round (both measured in the same round)."""
+        floor = {r["round"]: f(r) for r in self.of(scenario, floor_name)}
         return [
             f(r) / floor[r["round"]] for r in self.of(scenario, contender) if r["round"] in floor
         ]
@@ -152,7 +163,9 @@ def _rate(r: Record, fixture: Fixture) -> float:
 
 def _label(
     name: str,
-    registry: Mapping[str, TurnContender | InterruptContender | ScaleContender] = TURN_CONTENDERS,
+    registry: Mapping[
+        str, TurnContender | InterruptContender | ScaleContender | ConversationContender
+    ] = TURN_CONTENDERS,
 ) -> str:
     return registry[name].label if name in registry else name
 
@@ -266,7 +279,9 @@ def interrupt_table(res: Results) -> list[str]:
         "### Interrupt latency",
         "",
         "From the interrupt call to every process of the fake CLI's tree gone (a shell, a "
-        "child in its group, a child in its own session); see bench/interrupt.py.",
+        "child in its group, a child in its own session); for the warm rows, the turn's "
+        "two children while the live CLI stays (it answers the interrupt request with an "
+        "error result); see bench/interrupt.py.",
         "",
         *_table(header, rows),
     ]
@@ -305,8 +320,16 @@ def _fixture_line(fx: Fixture) -> str:
     )
 
 
-def targets_table(res: Results) -> list[str]:
-    """The issue's targets, judged on the agentrt rows when they exist."""
+def targets_table(
+    res: Results,
+    contender: str = AGENTRT,
+    floor: str = FLOOR,
+    title: str = "### Targets (issue 8)",
+    *,
+    scale: bool = True,
+) -> list[str]:
+    """The issue's targets, judged on ``contender``'s rows against ``floor``'s when they
+    exist; ``scale`` adds target 4 (idle agents, round trips)."""
     rows: list[list[str]] = []
 
     def row(number: str, target: str, measured: str | None, met: bool | None) -> None:
@@ -318,7 +341,7 @@ def targets_table(res: Results) -> list[str]:
     shares = {}
     for scenario in THROUGHPUT:
         fx = res.fixtures[scenario]
-        ratio = res.paired(scenario, AGENTRT, lambda r, fx=fx: _rate(r, fx))
+        ratio = res.paired(scenario, contender, lambda r, fx=fx: _rate(r, fx), floor)
         shares[scenario] = _median(ratio) if ratio else None
     if all(v is not None for v in shares.values()):
         mix, small = shares["mix"], shares["small"]
@@ -331,37 +354,38 @@ def targets_table(res: Results) -> list[str]:
         )
     else:
         row("1", "ask() throughput ≥ 75 % of the trio floor, mix and small lines", None, None)
-    growth = res.metric("mix", AGENTRT, lambda r: r["growth_kib"] / 1024)
+    growth = res.metric("mix", contender, lambda r: r["growth_kib"] / 1024)
     row(
         "1",
         "retention compact: peak RSS growth of the 100 MB turn < 32 MiB",
         f"{_median(growth):.1f} MiB" if growth else None,
         bool(growth) and _median(growth) < 32,
     )
-    tiny = res.paired("tiny", AGENTRT, lambda r: r["wall"])
+    tiny = res.paired("tiny", contender, lambda r: r["wall"], floor)
     row(
         "2",
         "per-turn overhead on the tiny turn ≤ 1.3x the trio floor",
         f"{_median(tiny):.2f}x" if tiny else None,
         bool(tiny) and _median(tiny) <= 1.3,
     )
-    wall = res.paired("concurrent", AGENTRT, lambda r: r["wall"])
-    rss = res.metric("concurrent", AGENTRT, lambda r: r["maxrss_kib"] / 1024)
+    wall = res.paired("concurrent", contender, lambda r: r["wall"], floor)
+    rss = res.metric("concurrent", contender, lambda r: r["maxrss_kib"] / 1024)
     row(
         "3",
         "100 concurrent 1 MB turns: wall ≤ 1.2x plain trio tasks, peak RSS ≤ 60 MiB",
         f"{_median(wall):.2f}x, {_median(rss):.0f} MiB" if wall and rss else None,
         bool(wall and rss) and _median(wall) <= 1.2 and _median(rss) <= 60,
     )
-    idle = res.metric("idle", AGENTRT, lambda r: r["kib_per_agent"])
-    asks = res.metric("asks", AGENTRT, lambda r: r["per_second"])
-    row(
-        "4",
-        "10,000 idle agents ≤ 10 KiB each; scripted ask() ≥ 20,000/s on one core",
-        f"{_median(idle):.1f} KiB, {_median(asks):,.0f}/s" if idle and asks else None,
-        bool(idle and asks) and _median(idle) <= 10 and _median(asks) >= 20_000,
-    )
-    lat = [x * 1000 for r in res.of("interrupt", AGENTRT) for x in r["latencies"]]
+    if scale:
+        idle = res.metric("idle", AGENTRT, lambda r: r["kib_per_agent"])
+        asks = res.metric("asks", AGENTRT, lambda r: r["per_second"])
+        row(
+            "4",
+            "10,000 idle agents ≤ 10 KiB each; scripted ask() ≥ 20,000/s on one core",
+            f"{_median(idle):.1f} KiB, {_median(asks):,.0f}/s" if idle and asks else None,
+            bool(idle and asks) and _median(idle) <= 10 and _median(asks) >= 20_000,
+        )
+    lat = [x * 1000 for r in res.of("interrupt", contender) for x in r["latencies"]]
     row(
         "5",
         "interrupt → whole tree gone: p99 ≤ 100 ms over 200 turns",
@@ -370,7 +394,140 @@ def targets_table(res: Results) -> list[str]:
         else None,
         bool(lat) and _nearest_rank(lat, 0.99) <= 100,
     )
-    return ["### Targets (issue 8)", "", *_table(["#", "target", "agentrt", "status"], rows)]
+    return [title, "", *_table(["#", "target", "agentrt", "status"], rows)]
+
+
+def warm_table(res: Results, turns: int) -> list[str]:
+    rows = []
+    for c in res.contenders("warm"):
+        medians = res.metric("warm", c, lambda r: statistics.median(r["latencies"]) * 1000)
+        pooled = [x * 1000 for r in res.of("warm", c) for x in r["latencies"]]
+        ratio = res.paired("warm", c, lambda r: statistics.median(r["latencies"]), CLAUDE_FLOOR)
+        rss = res.metric("warm", c, lambda r: r["cli_rss_kib"] / 1024)
+        rows.append(
+            [
+                _label(c, CONVERSATION_CONTENDERS),
+                _fmt(_median(res.metric("warm", c, lambda r: r["first"])), 2),
+                _fmt(_median(medians)),
+                _fmt(_nearest_rank(pooled, 0.95)),
+                _range(medians),
+                f"{_median(ratio):.2f}x" if ratio else "—",
+                _fmt(_median(res.metric("warm", c, lambda r: r["cpu_self"] * 1000))),
+                _fmt(_median(res.metric("warm", c, lambda r: r["cpu_cli"] * 1000))),
+                _fmt(_median(rss)) if _median(rss) > 0 else "none",
+                _fmt(_median(res.metric("warm", c, lambda r: r["rss_kib"] / 1024))),
+            ]
+        )
+    header = [
+        "contender",
+        "first turn s",
+        f"turns 2-{turns}: median ms",
+        "p95 ms",
+        "min-max of medians",
+        "x floor",
+        "runtime CPU ms/turn",
+        "CLI CPU ms/turn",
+        "idle CLI tree RSS MiB",
+        "runtime RSS MiB",
+    ]
+    return [
+        "### Follow-up turns on the real claude (warm sessions)",
+        "",
+        f"The pinned claude against agentrt.testing's fake Messages API (its own process, "
+        f"answering at once), one conversation of {turns} turns per run. First turn: from "
+        "nothing running to its result (spawn and handshake included). Median per run, p95 "
+        "over every run's follow-ups (nearest rank). CPU over turns 2-N, per turn: the "
+        "measuring process (the runtime, or the SDK) and the CLI's process tree. RSS: the "
+        "CLI's tree (sum of VmRSS) after its last turn and a second of idling, and the "
+        "measuring process's.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def _turn_ratios(res: Results, contender: str, other: str) -> list[list[float]]:
+    """Per interleaved run: each follow-up of ``contender`` over the same turn of ``other``."""
+    return [
+        [a / b for a, b in zip(r["latencies"][contender], r["latencies"][other], strict=True)]
+        for r in res.of("warm-interleaved", "interleaved")
+        if contender in r["latencies"] and other in r["latencies"]
+    ]
+
+
+def interleaved_table(res: Results) -> list[str]:
+    records = res.of("warm-interleaved", "interleaved")
+    rows = []
+    for c in dict.fromkeys(name for r in records for name in r["latencies"]):
+        pooled = [x * 1000 for r in records for x in r["latencies"].get(c, ())]
+        per_run = _turn_ratios(res, c, CLAUDE_FLOOR)
+        ratios = [x for run in per_run for x in run]
+        rows.append(
+            [
+                _label(c, CONVERSATION_CONTENDERS),
+                _fmt(_median(pooled)),
+                _fmt(_nearest_rank(pooled, 0.95)) if pooled else "—",
+                f"{_median(ratios):.2f}x" if ratios else "—",
+                _range([_median(run) for run in per_run], 2),
+            ]
+        )
+    header = ["contender", "median ms", "p95 ms", "x floor, turn by turn", "min-max of runs"]
+    return [
+        "### Follow-up turns on the real claude, interleaved in one process",
+        "",
+        "Every conversation at once in one process, on trio (the SDK's client too), each with "
+        "its own fake API and "
+        "HOME; each turn goes to each contender in turn (the order rotated every turn), so "
+        "every follow-up meets the same load as the others of its turn. Ratio: each "
+        "follow-up over the floor's of the same turn, the median over every run's.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def warm_targets_table(res: Results) -> list[str]:
+    """Issue 14's targets, judged on the warm agentrt rows against the others: turn by turn
+    when the run interleaved them, else run by run."""
+
+    def median_ms(r: Record) -> float:
+        return float(statistics.median(r["latencies"]))
+
+    def against(other: str) -> float | None:
+        turns = [x for run in _turn_ratios(res, AGENTRT_WARM, other) for x in run]
+        ratio = turns or res.paired("warm", AGENTRT_WARM, median_ms, other)
+        return _median(ratio) if ratio else None
+
+    floor, per_turn, sdk = against(CLAUDE_FLOOR), against(AGENTRT), against("sdk-client")
+    rows = []
+    for target, measured, met in (
+        (
+            "warm follow-up ≤ 1.2x the hand-driven floor",
+            None if floor is None else f"{floor:.2f}x the floor",
+            floor is not None and floor <= 1.2,
+        ),
+        (
+            "warm follow-up ≥ 10x faster than per-turn",
+            None if per_turn is None else f"{1 / per_turn:.1f}x faster",
+            per_turn is not None and per_turn <= 0.1,
+        ),
+        (
+            "warm follow-up not slower than ClaudeSDKClient",
+            None if sdk is None else f"{sdk:.2f}x the SDK's",
+            sdk is not None and sdk <= 1.0,
+        ),
+    ):
+        if measured is None:
+            rows.append([target, "—", "not measured yet: not in this run"])
+        else:
+            rows.append([target, measured, "met" if met else "**missed**"])
+    return [
+        "### Targets (issue 14)",
+        "",
+        "agentrt warm's follow-ups against the other's: turn by turn in the interleaved "
+        "runs (the median of every turn's ratio) when there are any, else run by run (the "
+        "median of the ratios of the runs' medians).",
+        "",
+        *_table(["target", "agentrt warm", "status"], rows),
+    ]
 
 
 def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
@@ -392,7 +549,16 @@ def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
         lines += [*interrupt_table(res), ""]
     if res.contenders("idle") or res.contenders("asks"):
         lines += [*scale_table(res), ""]
+    if res.contenders("warm"):
+        lines += [*warm_table(res, params["warm_turns"]), ""]
+    if res.contenders("warm-interleaved"):
+        lines += [*interleaved_table(res), ""]
     lines += targets_table(res)
+    if any(res.of(s, AGENTRT_WARM) for s in (*THROUGHPUT, "tiny", "concurrent", "interrupt")):
+        title = "### Targets (issue 8) for warm turns, against the live trio floor"
+        lines += ["", *targets_table(res, AGENTRT_WARM, LIVE_FLOOR, title, scale=False)]
+    if res.contenders("warm"):
+        lines += ["", *warm_targets_table(res)]
     return "\n".join(lines) + "\n"
 
 

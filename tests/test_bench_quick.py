@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from proc_helpers import marked
+from realcli._claude import claude_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/run's exit status when it cannot build bench/.venv (no package registry).
@@ -69,21 +70,58 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         "| agentrt ask(), claude backend, retention compact | ",
         "| agentrt interrupt(), claude backend | ",
         "| agentrt, scripted backend | ",
+        "| live trio floor: one process kept, a user message per turn, read to its result | ",
+        "| agentrt ask(), warm (keep_alive), retention compact | ",
+        "| agentrt interrupt(), warm (in band) | ",
     ):
         assert row in text
+    assert "### Targets (issue 8) for warm turns, against the live trio floor" in text
     assert "| 100 % |" in text  # the trio floor against itself, pair by pair
     assert "### Targets (issue 8)" in done.stdout  # printed as well as written
 
     records = json.loads(raw.read_text())["records"]
     seen = {(r["scenario"], r["contender"]) for r in records}
     for scenario in ("mix", "small", "tiny", "concurrent"):
-        for contender in ("trio-floor", "sdk-asyncio", "sdk-trio", "agentrt"):
+        for contender in (
+            "trio-floor",
+            "sdk-asyncio",
+            "sdk-trio",
+            "agentrt",
+            "trio-floor-live",
+            "agentrt-warm",
+        ):
             assert (scenario, contender) in seen
     for scenario in ("interrupt", "idle", "asks"):
         assert {(scenario, "trio-floor"), (scenario, "agentrt")} <= seen
+    assert {("interrupt", "trio-floor-live"), ("interrupt", "agentrt-warm")} <= seen
     for record in (r for r in records if r["scenario"] == "interrupt"):
         latencies = record["latencies"]
         assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)
+    # The real claude's conversation runs where the pinned binary is installed.
+    if claude_binary().exists():
+        assert "### Follow-up turns on the real claude (warm sessions)" in text
+        assert "### Follow-up turns on the real claude, interleaved in one process" in text
+        assert "### Targets (issue 14)" in text
+        conversers = (
+            "claude-floor",
+            "claude-floor-sdk-argv",
+            "agentrt",
+            "agentrt-warm",
+            "agentrt-warm-sdk-prompt",
+            "sdk-client",
+        )
+        (mixed,) = [r for r in records if r["scenario"] == "warm-interleaved"]
+        assert {c: len(xs) for c, xs in mixed["latencies"].items()} == dict.fromkeys(conversers, 2)
+        for contender in conversers:
+            (warm,) = [
+                r for r in records if r["scenario"] == "warm" and r["contender"] == contender
+            ]
+            assert len(warm["latencies"]) == 2 and warm["first"] > 0 and warm["cpu_cli"] > 0
+        # A CLI idles after the last turn, but for per-turn agentrt.
+        idle = {r["contender"]: r["cli_rss_kib"] > 0 for r in records if "cli_rss_kib" in r}
+        assert idle == {c: c != "agentrt" for c in conversers}
+    else:
+        assert "bench: warm skipped: no claude at" in done.stderr
     assert "not measured yet" not in text
     assert all(r["wall"] > 0 and r["maxrss_kib"] > 0 for r in records if "wall" in r)
 
@@ -117,7 +155,9 @@ def test_targets_are_judged_on_the_agentrt_rows(monkeypatch: pytest.MonkeyPatch)
     from bench.generate import Fixture
 
     fixtures = {
-        name: Fixture(name, "f.jsonl", "f.cli", "f.sdk-cli", 100_000_000, 1000, 300, 900)
+        name: Fixture(
+            name, "f.jsonl", "f.cli", "f.sdk-cli", "f.live-cli", 100_000_000, 1000, 300, 900
+        )
         for name in ("mix", "small", "tiny", "turn1m")
     }
 
@@ -156,3 +196,51 @@ def test_targets_are_judged_on_the_agentrt_rows(monkeypatch: pytest.MonkeyPatch)
 
     without = report.targets_table(report.Results(records[4:6], fixtures))[4:]
     assert all("not measured yet" in row for row in without)
+
+
+def test_warm_targets_are_judged_run_by_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from bench import report
+
+    def rec(contender: str, rnd: int, *latencies: float) -> dict[str, object]:
+        return {"scenario": "warm", "contender": contender, "round": rnd, "latencies": latencies}
+
+    records = [
+        # Round medians: warm 0.05 / 0.12 against the floor's 0.04 / 0.1 (1.25x, 1.2x).
+        rec("claude-floor", 0, 0.03, 0.04, 0.9),
+        rec("agentrt-warm", 0, 0.05, 0.05, 0.06),
+        rec("claude-floor", 1, 0.1, 0.1, 0.1),
+        rec("agentrt-warm", 1, 0.12, 0.12, 0.2),
+        # 10x and 20x the warm medians: ratios 0.1 and 0.05, median 0.075, 13.3x faster.
+        rec("agentrt", 0, 0.5, 0.5, 0.5),
+        rec("agentrt", 1, 2.4, 2.4, 2.4),
+        # The SDK a hair faster in both rounds.
+        rec("sdk-client", 0, 0.049, 0.049),
+        rec("sdk-client", 1, 0.119, 0.119),
+    ]
+    rows = report.warm_targets_table(report.Results(records, {}))[6:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == ["**missed**", "met", "**missed**"]
+    assert "| 1.23x the floor |" in rows[0]
+    assert "| 13.3x faster |" in rows[1]
+
+    without_sdk = report.warm_targets_table(report.Results(records[:6], {}))[6:]
+    assert "not measured yet" in without_sdk[2]
+
+    # Interleaved runs, when there are some, judge turn by turn instead: warm at 1.1x the
+    # floor's same turn in every turn, 1.0x the SDK's, a twentieth of per-turn's.
+    floor = [0.03, 0.2, 0.05]
+    mixed = {
+        "claude-floor": floor,
+        "agentrt-warm": [x * 1.1 for x in floor],
+        "sdk-client": [x * 1.1 for x in floor],
+        "agentrt": [x * 22 for x in floor],
+    }
+    interleaved = {"scenario": "warm-interleaved", "contender": "interleaved", "round": 0}
+    res = report.Results([*records, interleaved | {"latencies": mixed}], {})
+    rows = report.warm_targets_table(res)[6:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == ["met", "met", "met"]
+    assert "| 1.10x the floor |" in rows[0] and "| 1.00x the SDK's |" in rows[2]
+    assert any(
+        line.startswith("| agentrt ask(), warm (keep_alive=600) | ")
+        for line in report.interleaved_table(res)
+    )
