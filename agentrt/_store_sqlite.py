@@ -22,6 +22,7 @@ from ._store import (
     lease_owner,
 )
 from ._store_sql import SqlSessions
+from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -128,6 +129,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 4: which runtime owns each agent name.
     (_CREATE_LEASES,),
+    # 5: the CLI's transcripts, chunk by chunk (portable sessions).
+    (CREATE_TRANSCRIPTS.replace("BYTES", "BLOB"),),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -190,7 +193,7 @@ def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlSessions):
+class SQLiteStore(SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
