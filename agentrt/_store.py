@@ -242,10 +242,6 @@ class SessionStore(Protocol):
         """The stored CLI transcript of ``name``, or None."""
         ...
 
-    async def forget_transcript(self, name: str) -> None:
-        """Drop the stored CLI transcript of ``name``, if any."""
-        ...
-
 
 def lease_owner(
     node: str | None, pid: int | None, start_time: int | None, runtime_id: str | None

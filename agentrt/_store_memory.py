@@ -239,11 +239,6 @@ class MemoryStore(ClosedOnExit):
         await self._enter()
         return self._tables.transcripts.load(name)
 
-    async def forget_transcript(self, name: str) -> None:
-        await self._enter()
-        self._fence(name)
-        self._tables.transcripts.chunks.pop(name, None)
-
     async def acquire_lease(
         self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
     ) -> Lease:

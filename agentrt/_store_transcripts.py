@@ -118,11 +118,6 @@ class SqlTranscripts:
         session_id, path = rows[0][0], rows[0][1]
         return StoredTranscript(session_id, path, b"".join(bytes(row[2]) for row in rows))
 
-    async def forget_transcript(self: _SqlStore, name: str) -> None:
-        """Drop the stored transcript of ``name``, if any."""
-        delete = self._sql(_DELETE)
-        await self._call(lambda conn: conn.execute(delete, (name,)), fence=name)
-
 
 @attrs.define
 class MemoryTranscripts:
