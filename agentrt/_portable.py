@@ -21,6 +21,7 @@ import trio
 
 from ._errors import InvalidOptions, StoreError
 from ._store import SessionStore
+from ._store_sqlite import state_directory
 from ._store_transcripts import check_transcript_path
 from .backend import Backend, PortableBackend
 
@@ -31,9 +32,7 @@ def default_cli_homes() -> Path:
     """Where portable agents' CLI homes live unless ``cli_homes`` says:
     ``$XDG_STATE_HOME/agentrt/cli-homes`` (an absolute XDG_STATE_HOME only), else
     ``~/.local/state/agentrt/cli-homes``."""
-    state_home = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
-    return base / "agentrt" / "cli-homes"
+    return state_directory() / "cli-homes"
 
 
 def home_folder(name: str) -> str:
@@ -115,13 +114,7 @@ class PortableSession:
             restored = await self._restore(session_id)
         except (StoreError, OSError, ValueError) as exc:
             # The CLI resumes what this node has (or reports the session lost).
-            logger.warning(
-                "agent %r: session %s's transcript could not be restored: %s",
-                self.name,
-                session_id,
-                exc,
-                extra={"agent": self.name, "session_id": session_id},
-            )
+            self._warn("could not be restored", session_id, exc)
             return
         if restored:
             logger.info(
@@ -146,6 +139,16 @@ class PortableSession:
         await trio.to_thread.run_sync(write_whole, target, stored.data)
         return len(stored.data)
 
+    def _warn(self, what: str, session_id: str, exc: Exception) -> None:
+        logger.warning(
+            "agent %r: session %s's transcript %s: %s",
+            self.name,
+            session_id,
+            what,
+            exc,
+            extra={"agent": self.name, "session_id": session_id},
+        )
+
     async def after_turn(self, session_id: str | None) -> None:
         """Append what the turn added to ``session_id``'s transcript to the store. A failed
         write is logged, not raised: the turn is over, and the next turn sends it again."""
@@ -167,13 +170,7 @@ class PortableSession:
             )
         except StoreError as exc:
             self.stored = None  # read the store again before the next turn
-            logger.warning(
-                "agent %r: session %s's transcript was not stored: %s",
-                self.name,
-                session_id,
-                exc,
-                extra={"agent": self.name, "session_id": session_id},
-            )
+            self._warn("was not stored", session_id, exc)
             return
         self.session_id, self.path, self.stored = session_id, path, offset + len(data)
 

@@ -41,9 +41,15 @@ def default_store_path() -> Path:
     override = os.environ.get("AGENTRT_STORE")
     if override:
         return Path(override).expanduser()
+    return state_directory() / "sessions.sqlite3"
+
+
+def state_directory() -> Path:
+    """agentrt's directory of the user's state: ``$XDG_STATE_HOME/agentrt`` (an absolute
+    XDG_STATE_HOME only), else ``~/.local/state/agentrt``."""
     state_home = os.environ.get("XDG_STATE_HOME", "")
     base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
-    return base / "agentrt" / "sessions.sqlite3"
+    return base / "agentrt"
 
 
 def missing_directory(path: Path) -> StoreError | None:
