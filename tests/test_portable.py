@@ -23,6 +23,7 @@ from agentrt import (
 from agentrt._portable import PortableSession, default_cli_homes, home_folder, share_login
 from agentrt._store_transcripts import StoredTranscript
 from agentrt.backends.claude import ClaudeBackend
+from agentrt.backends.codex import CodexBackend
 from agentrt.testing import ScriptedBackend, reply
 
 A = LeaseOwner(node="host-a", pid=4242, start_time=7, runtime_id="host-a:4242:7:x")
@@ -272,3 +273,27 @@ async def test_a_version_1_postgres_database_gains_the_transcripts_table(
         assert (record := await store.load("kept")) is not None and record.session_id == "s"
         await store.append_transcript("kept", session_id="s", path=PATH, offset=0, data=b"d")
         assert await store.load_transcript("kept") == StoredTranscript("s", PATH, b"d")
+
+
+def test_codex_gets_its_home_as_codex_home_with_the_users_login_linked(tmp_path: Path) -> None:
+    user = tmp_path / "codex-home"
+    user.mkdir()
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "secret"}')
+    (user / "config.toml").write_text('model = "m"\n')
+    backend = CodexBackend(environ={})
+    options = backend.parse_options({"env": {"CODEX_HOME": str(user)}})
+    assert backend.cli_home(options) == str(user)
+    home = tmp_path / "homes" / "coder"
+    share_login(backend, options, home)
+    assert sorted(p.name for p in home.iterdir() if p.is_symlink()) == ["auth.json", "config.toml"]
+    assert (home / "auth.json").resolve() == user / "auth.json"
+
+    moved = backend.with_cli_home(options, str(home))
+    assert backend.cli_home(moved) == str(home)
+    assert moved.effective_env_policy == options.effective_env_policy
+    assert backend.command(moved, "hi", session_id=None).env["CODEX_HOME"] == str(home)
+    rollout = home / "sessions/2026/12/01/rollout-2026-12-01T13-00-00-t1.jsonl"
+    rollout.parent.mkdir(parents=True)
+    rollout.touch()
+    assert list(home.glob(backend.transcript_pattern("t1"))) == [rollout]
+    assert list(home.glob(backend.transcript_pattern("t2"))) == []
