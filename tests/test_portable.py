@@ -18,10 +18,10 @@ from agentrt import (
     PostgresStore,
     SessionStore,
     SQLiteStore,
+    StoredTranscript,
     StoreError,
 )
 from agentrt._portable import PortableSession, default_cli_homes, home_folder, share_login
-from agentrt._store_transcripts import StoredTranscript
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
 from agentrt.testing import ScriptedBackend, reply
