@@ -20,17 +20,20 @@ pytestmark = pytest.mark.realcli
 TURN_BOUND = 60
 
 
-def host_options(claude: Claude, host: Path) -> dict[str, Any]:
+def host_options(claude: Claude, host: Path, **extra: Any) -> dict[str, Any]:
     """The agent's options on one host: its own HOME (the user's login and settings would
     be there) and its CLI homes under it."""
     (host / "tmp").mkdir(parents=True, exist_ok=True)
     env = {"HOME": str(host), "TMPDIR": str(host / "tmp")}
-    return claude.agent_options(env=env, portable=True, cli_homes=str(host / "cli-homes"))
+    return claude.agent_options(env=env, portable=True, cli_homes=str(host / "cli-homes"), **extra)
 
 
-async def turn_on(store: SessionStore, claude: Claude, host: Path, prompt: str) -> str:
+async def turn_on(
+    store: SessionStore, claude: Claude, host: Path, prompt: str, **extra: Any
+) -> str:
     async with open_runtime(store=store, node=host.name) as rt:
-        await rt.start_agent(Agent, name="coder", backend="claude", **host_options(claude, host))
+        options = host_options(claude, host, **extra)
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
         with trio.fail_after(TURN_BOUND):
             response = await rt.ask("coder", prompt)
     assert response.session_id is not None
@@ -99,3 +102,23 @@ async def test_the_conversation_moves_between_hosts(
     # Each agent's home is its own: nothing in the HOME's own ~/.claude.
     assert not list(host_a.glob(".claude/projects/*/*.jsonl"))
     assert not list(claude.home.glob(".claude/projects/*/*.jsonl"))
+
+
+async def test_a_warm_cli_s_turns_travel_too(claude: Claude, tmp_path: Path) -> None:
+    """Two turns on one warm CLI (keep_alive) on host A, the third on host B: B's fresh CLI
+    resumes with both earlier turns."""
+    claude.api.set_script([AnthropicText("One."), AnthropicText("Two."), AnthropicText("Three.")])
+    store = SQLiteStore(tmp_path / "sessions.sqlite3")
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    async with open_runtime(store=store, node="host-a") as rt:
+        options = host_options(claude, host_a, keep_alive=60)
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
+        with trio.fail_after(TURN_BOUND):
+            one = await rt.ask("coder", "first prompt")
+            two = await rt.ask("coder", "second prompt")
+    assert one.session_id == two.session_id is not None
+    three = await turn_on(store, claude, host_b, "third prompt")
+    assert three == one.session_id
+    texts = claude.api.message_requests[2].texts()
+    positions = [texts.index(t) for t in ("One.", "second prompt", "Two.", "third prompt")]
+    assert positions == sorted(positions)
