@@ -21,7 +21,8 @@
 #
 # Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
 # _store.py (the SessionStore protocol, record and lease; _store_memory.py, _store_sqlite.py,
-# _store_postgres.py),
+# _store_postgres.py; _store_transcripts.py the CLI transcripts of portable sessions),
+# _portable.py (a portable agent's own CLI home, its transcript between it and the store),
 # _reaper.py (turns a dead runtime left running), _ownership.py (the leases through which a
 # runtime owns its agent names, their renewal and the fence), _env.py / _secretfiles.py / _redact.py
 # (a child's environment, its secret files, redaction), _status.py and _stream.py (what
@@ -129,6 +130,7 @@ from ._store_memory import MemoryStore as MemoryStore
 from ._store_postgres import PostgresStore as PostgresStore
 from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._store_sqlite import default_store_path as default_store_path
+from ._store_transcripts import StoredTranscript as StoredTranscript
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool

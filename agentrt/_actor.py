@@ -20,6 +20,7 @@ import logging
 import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
@@ -40,6 +41,7 @@ from ._events import (
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._options import AgentOptions, SessionLostPolicy
+from ._portable import PortableSession
 from ._process import CliProcess, ProcessTracker
 from ._process_slots import ProcessSlots
 from ._redact import redact
@@ -50,7 +52,7 @@ from ._store import SessionStore
 from ._telemetry import TurnTrace, bind_agent_logs
 from ._turn import Turn
 from ._warm import WarmProcess
-from .backend import Backend, InProcessBackend, LiveBackend
+from .backend import Backend, InProcessBackend, LiveBackend, PortableBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
@@ -190,11 +192,17 @@ class Actor:
     _warm: WarmProcess | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
     _ask_crash: _AgentCrashed | None = None
+    # The transcript carried in the store (``portable``); None when not portable.
+    _portable: PortableSession | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
+        self._portable = None
+        if self.options.portable and isinstance(self.backend, PortableBackend):
+            home = Path(self.backend.cli_home(self.backend_options))
+            self._portable = PortableSession(self.store, self.name, self.backend, home)
 
     @property
     def name(self) -> str:
@@ -332,6 +340,8 @@ class Actor:
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
+        if self._portable is not None:
+            await self._portable.before_turn(slot.session_id)
         slot.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
@@ -376,6 +386,8 @@ class Actor:
             if self._live and self._warm is None:
                 await self._clear_live()
         slot.turns += 1
+        if self._portable is not None:
+            await self._portable.after_turn(slot.session_id)
         if logger.isEnabledFor(logging.DEBUG):
             _log_turn_end(self.name, outcome)
         await self._record_turn(outcome)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -96,6 +97,20 @@ def app_tools_option(key: str, value: object) -> tuple[Tool, ...]:
         raise InvalidOptions(key, value, str(exc)) from None
 
 
+def _flag(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidOptions(key, value, "must be True or False")
+    return value
+
+
+def _absolute_directory(key: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise InvalidOptions(key, value, "must be an absolute path, or None (the default)")
+    return value
+
+
 # Each option's check: called with its key and the value given, it returns the value to
 # keep or raises InvalidOptions naming the key.
 Check = Callable[[str, object], Any]
@@ -168,6 +183,10 @@ class AgentOptions:
     app_tools: tuple[Tool, ...] | None = attrs.field(
         default=None, metadata=_checked_by(app_tools_option)
     )
+    # Portable sessions (_portable.py): the agent's own CLI home under ``cli_homes`` (None:
+    # default_cli_homes()), its transcript carried in the store.
+    portable: bool = attrs.field(default=False, metadata=_checked_by(_flag))
+    cli_homes: str | None = attrs.field(default=None, metadata=_checked_by(_absolute_directory))
 
 
 _CHECKS: dict[str, Check] = {

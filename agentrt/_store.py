@@ -7,13 +7,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence, Set
 from types import TracebackType
-from typing import Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 import attrs
 
 from ._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from ._events import NO_TOTALS, SessionTotals, StopReason, Usage
 from ._redact import redact
+
+if TYPE_CHECKING:
+    from ._store_transcripts import StoredTranscript
 
 NO_USAGE = Usage()
 
@@ -221,6 +224,22 @@ class SessionStore(Protocol):
 
     async def leases(self) -> Sequence[Lease]:
         """Every agent name's lease (held, expired or released), by name."""
+        ...
+
+    # Portable sessions (`AgentOptions.portable`; see _store_transcripts): a store without
+    # these methods serves every agent that is not portable.
+
+    async def append_transcript(
+        self, name: str, *, session_id: str, path: str, offset: int, data: bytes
+    ) -> None:
+        """Append ``data`` to the stored CLI transcript of ``name``, which must be
+        ``offset`` bytes of session ``session_id`` long (``offset=0`` replaces what is
+        stored); else `StoreError`, writing nothing. ``path`` is the file's path relative
+        to the CLI's home. Fenced as every write for ``name``."""
+        ...
+
+    async def load_transcript(self, name: str) -> StoredTranscript | None:
+        """The stored CLI transcript of ``name``, or None."""
         ...
 
 

@@ -23,6 +23,7 @@ from ._store import (
     no_row,
     stored_reason,
 )
+from ._store_transcripts import MemoryTranscripts, StoredTranscript
 
 
 @attrs.define
@@ -41,6 +42,7 @@ class _Tables:
     # (a frozen record replaced by attrs.evolve on each update costs scripted asks).
     rows: dict[str, SessionRow] = attrs.field(factory=dict)
     leases: dict[str, _LeaseRow] = attrs.field(factory=dict)
+    transcripts: MemoryTranscripts = attrs.field(factory=MemoryTranscripts)
 
 
 @attrs.define(eq=False)
@@ -225,6 +227,17 @@ class MemoryStore(ClosedOnExit):
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
+
+    async def append_transcript(
+        self, name: str, *, session_id: str, path: str, offset: int, data: bytes
+    ) -> None:
+        await self._enter()
+        self._fence(name)
+        self._tables.transcripts.append(self._PATH, name, session_id, path, offset, data)
+
+    async def load_transcript(self, name: str) -> StoredTranscript | None:
+        await self._enter()
+        return self._tables.transcripts.load(name)
 
     async def acquire_lease(
         self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None

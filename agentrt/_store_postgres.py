@@ -19,6 +19,7 @@ from ._store import (
     lease_owner,
 )
 from ._store_sql import SqlSessions
+from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
     import psycopg
@@ -106,7 +107,10 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_SESSIONS,
         _CREATE_LEASES,
     ),
+    # 2: calls routed to the runtime that owns an agent.
     _CREATE_ROUTED,
+    # 3: the CLI's transcripts, chunk by chunk (portable sessions).
+    (CREATE_TRANSCRIPTS.replace("BYTES", "BYTEA").replace("INTEGER", "BIGINT"),),
 )
 
 _UPSERT_SESSION = """
@@ -186,7 +190,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlSessions):
+class PostgresStore(SqlTranscripts, SqlSessions):
     """A :class:`SessionStore` on PostgreSQL (``pip install 'agentrt[postgres]'``), for
     runtimes on many hosts sharing one database.
 
@@ -233,6 +237,7 @@ class PostgresStore(SqlSessions):
 
     _UPSERT_SESSION = _UPSERT_SESSION
     _PLACEHOLDER = "%s"
+    _LENGTH = "OCTET_LENGTH"
 
     @property
     def _where(self) -> str:

@@ -22,6 +22,7 @@ from ._store import (
     lease_owner,
 )
 from ._store_sql import SqlSessions
+from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -40,9 +41,15 @@ def default_store_path() -> Path:
     override = os.environ.get("AGENTRT_STORE")
     if override:
         return Path(override).expanduser()
+    return state_directory() / "sessions.sqlite3"
+
+
+def state_directory() -> Path:
+    """agentrt's directory of the user's state: ``$XDG_STATE_HOME/agentrt`` (an absolute
+    XDG_STATE_HOME only), else ``~/.local/state/agentrt``."""
     state_home = os.environ.get("XDG_STATE_HOME", "")
     base = Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"
-    return base / "agentrt" / "sessions.sqlite3"
+    return base / "agentrt"
 
 
 def missing_directory(path: Path) -> StoreError | None:
@@ -128,6 +135,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 4: which runtime owns each agent name.
     (_CREATE_LEASES,),
+    # 5: the CLI's transcripts, chunk by chunk (portable sessions).
+    (CREATE_TRANSCRIPTS.replace("BYTES", "BLOB"),),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -190,7 +199,7 @@ def _transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlSessions):
+class SQLiteStore(SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows

@@ -45,6 +45,7 @@ from ._events import NO_TOTALS
 from ._mailbox import Mailbox
 from ._options import AgentOptions, app_tools_option, resume_option, split_options
 from ._ownership import Ownership, check_kill_grace
+from ._portable import portable_options
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
@@ -99,6 +100,8 @@ class AgentSpec:
         if not isinstance(raw, Mapping):
             raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
         options = self.backend.parse_options(raw)
+        if self.options.portable:
+            options = portable_options(self.backend, options, name, self.options.cli_homes)
         chosen = self.options.app_tools
         if chosen is None:
             cls = type(instance)

@@ -39,6 +39,7 @@ __all__ = [
     "InProcessBackend",
     "LiveBackend",
     "LiveProtocol",
+    "PortableBackend",
     "ProtocolError",
     "SecretFile",
     "SessionTotals",
@@ -241,6 +242,30 @@ class AppToolsBackend(Protocol):
     def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
         """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
         connects to ``server`` with its token and may call its tools without asking."""
+        ...
+
+
+@runtime_checkable
+class PortableBackend(Protocol):
+    """A backend whose CLI keeps a conversation's transcript in a file under a home
+    directory of its own, which agentrt can carry in the store (``portable=True``)."""
+
+    def cli_home(self, options: Any) -> str:
+        """The CLI home these options use (absolute), as the CLI finds it."""
+        ...
+
+    def with_cli_home(self, options: Any, home: str) -> Any:
+        """``options`` changed so the CLI uses ``home`` as its home, everything else as
+        before (the env policy in force included)."""
+        ...
+
+    def login_files(self, options: Any) -> Mapping[str, str]:
+        """The files that carry the user's login and settings for these options: the name
+        each has in a CLI home, and the absolute path it has now (which may not exist)."""
+        ...
+
+    def transcript_pattern(self, session_id: str) -> str:
+        """A glob, relative to the CLI home, that matches the transcript of ``session_id``."""
         ...
 
 

@@ -10,6 +10,7 @@ import attrs
 from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
+from ._home import cli_home, login_files, transcript_pattern, with_cli_home
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator
@@ -56,6 +57,22 @@ class ClaudeBackend:
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""
         return build_version_command(options)
+
+    def cli_home(self, options: ClaudeOptions) -> str:
+        """``CLAUDE_CONFIG_DIR`` as the child gets it, else ``$HOME/.claude``."""
+        return cli_home(options)
+
+    def with_cli_home(self, options: ClaudeOptions, home: str) -> ClaudeOptions:
+        """The options with ``home`` as the CLI's config dir."""
+        return with_cli_home(options, home)
+
+    def login_files(self, options: ClaudeOptions) -> dict[str, str]:
+        """``.credentials.json`` and ``.claude.json`` where these options' CLI reads them."""
+        return login_files(options)
+
+    def transcript_pattern(self, session_id: str) -> str:
+        """``projects/*/<session id>.jsonl``."""
+        return transcript_pattern(session_id)
 
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)

@@ -98,7 +98,7 @@ def _command(o: ClaudeOptions, session_id: str | None, stdin: bytes, *, live: bo
     argv += o.extra_args
     return Command(
         argv=tuple(argv),
-        env=_env(o),
+        env=cli_env(o),
         cwd=o.cwd,
         stdin=stdin,
         # Claude Code ends a turn cleanly on SIGINT: exit 0, a final result, transcript saved.
@@ -108,10 +108,11 @@ def _command(o: ClaudeOptions, session_id: str | None, stdin: bytes, *, live: bo
 
 def build_version_command(options: ClaudeOptions) -> Command:
     """``claude --version``, with the same binary, environment and cwd as a turn."""
-    return Command(argv=(options.binary, "--version"), env=_env(options), cwd=options.cwd)
+    return Command(argv=(options.binary, "--version"), env=cli_env(options), cwd=options.cwd)
 
 
-def _env(o: ClaudeOptions) -> dict[str, str]:
+def cli_env(o: ClaudeOptions) -> dict[str, str]:
+    """The child's whole environment."""
     explicit = dict(o.env)
     if o.config_dir is not None:
         explicit.setdefault("CLAUDE_CONFIG_DIR", o.config_dir)

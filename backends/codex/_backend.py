@@ -10,6 +10,7 @@ import attrs
 from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
+from ._home import cli_home, login_files, transcript_pattern, with_cli_home
 from ._live import CodexLive, runs_live
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
@@ -71,6 +72,22 @@ class CodexBackend:
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""
         return build_version_command(options, environ=self._environ)
+
+    def cli_home(self, options: CodexOptions) -> str:
+        """``CODEX_HOME`` as the child gets it, else ``$HOME/.codex``."""
+        return cli_home(options, self._environ)
+
+    def with_cli_home(self, options: CodexOptions, home: str) -> CodexOptions:
+        """The options with ``home`` as the CLI's ``CODEX_HOME``."""
+        return with_cli_home(options, home)
+
+    def login_files(self, options: CodexOptions) -> dict[str, str]:
+        """``auth.json`` and ``config.toml`` of the CODEX_HOME these options use."""
+        return login_files(options, self._environ)
+
+    def transcript_pattern(self, session_id: str) -> str:
+        """``sessions/*/*/*/rollout-*-<thread id>.jsonl``."""
+        return transcript_pattern(session_id)
 
     def with_app_tools(self, options: CodexOptions, server: AppToolServer) -> CodexOptions:
         """The server as ``mcp_servers.<name>`` (streamable HTTP) in the ``-c`` overrides,
