@@ -18,7 +18,7 @@ from ._store import (
     granted_epoch,
     lease_owner,
 )
-from ._store_sql import SqlSessions
+from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 
 if TYPE_CHECKING:
     import psycopg
@@ -84,6 +84,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_SESSIONS,
         _CREATE_LEASES,
     ),
+    # 2: the agents' supervisor specs, for failover.
+    (CREATE_AGENT_SPECS,),
 )
 
 _UPSERT_SESSION = """

@@ -21,7 +21,7 @@ from ._store import (
     granted_epoch,
     lease_owner,
 )
-from ._store_sql import SqlSessions
+from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -128,6 +128,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 4: which runtime owns each agent name.
     (_CREATE_LEASES,),
+    # 5: the agents' supervisor specs, for failover.
+    (CREATE_AGENT_SPECS,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
