@@ -24,8 +24,8 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'agentrt'"
             )
         }
-        assert tables == {"schema_version", "sessions", "leases"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(1,)]
+        assert tables == {"schema_version", "sessions", "leases", "agent_specs"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(2,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:
