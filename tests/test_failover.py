@@ -5,8 +5,6 @@ with programs of their own on SQLite and PostgreSQL, one of them SIGKILLed."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,11 +15,10 @@ import trio.testing
 from _helpers import echo_backend, settle
 from cli_programs import SID, FakeClaude
 from hosted_agent import Hosted
-from proc_helpers import kill_marked
+from proc_helpers import Program, store_programs
 
 import agentrt
 from agentrt import InvalidOptions, MemoryStore, open_runtime
-from agentrt._proctree import MARKER_ENV
 
 
 def claude_options(tmp_path: Path) -> dict[str, Any]:
@@ -165,60 +162,19 @@ async def test_a_live_owners_agents_are_not_taken(
 CHILD = Path(__file__).parent / "host_child.py"
 
 
-class Program:
-    """host_child.py running; its output read line by line."""
-
-    def __init__(self, process: trio.Process) -> None:
-        self.process = process
-        self._buffer = b""
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    async def line(self, bound: float = 60) -> str:
-        stdout = self.process.stdout
-        assert stdout is not None
-        with trio.fail_after(bound):  # generous: a program's start is slow on a loaded machine
-            while b"\n" not in self._buffer:
-                chunk = await stdout.receive_some()
-                assert chunk, f"the program ended: {self._buffer!r}"
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode()
-
-    async def kill(self) -> None:
-        self.process.kill()
-        await self.process.wait()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 async def programs(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
     """Start host_child.py programs on one store, each naming its own node: SQLite (many
     programs, one machine) or PostgreSQL (many hosts)."""
-    started: list[Program] = []
     store = (
         str(tmp_path / "sessions.sqlite3")
         if request.param == "sqlite"
         else request.getfixturevalue("postgres_dsn")
     )
-
-    async def start(node: str, lease_ttl: float, *args: str) -> Program:
-        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), *args]
-        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        started.append(Program(process))
-        return started[-1]
-
-    try:
+    async with store_programs(CHILD, store) as start:
         yield start
-    finally:
-        for program in started:
-            await program.kill()
-            assert program.process.stdout is not None
-            await program.process.stdout.aclose()
-            await kill_marked(MARKER_ENV, f"{program.pid}.", prefix=True)
 
 
 async def test_a_killed_owners_agents_are_taken_over_by_hosts_and_their_sessions_go_on(
@@ -227,10 +183,10 @@ async def test_a_killed_owners_agents_are_taken_over_by_hosts_and_their_sessions
     cli = FakeClaude(tmp_path / "cli")
     cli.answer()
     ttl = 3.0
-    owner = await programs("node-a", ttl, "own", "4", cli.binary, str(tmp_path), "a1")
+    owner = await programs("node-a", str(ttl), "own", "4", cli.binary, str(tmp_path), "a1")
     assert await owner.line() == "READY"
     assert cli.resumed() is None  # a3's first turn: a new session
-    bounded = await programs("node-b", ttl, "host", "2")
+    bounded = await programs("node-b", str(ttl), "host", "2")
     await trio.sleep(ttl)  # several polls: the owner is alive, nothing is taken
     await owner.kill()
     killed = trio.current_time()
@@ -240,7 +196,7 @@ async def test_a_killed_owners_agents_are_taken_over_by_hosts_and_their_sessions
     # The lease was renewed at most ttl / 5 before the kill, and lasts ttl from then.
     assert trio.current_time() - killed >= ttl * 0.8 - 0.1
     assert cli.resumed() == SID  # the host's turn continued the stored conversation
-    unbounded = await programs("node-c", ttl, "host", "none")
+    unbounded = await programs("node-c", str(ttl), "host", "none")
     assert await unbounded.line() == f"TOOK a3 {SID}"
     with trio.move_on_after(ttl):  # nothing more for anyone: a1 stays stopped
         extra = await unbounded.line()
