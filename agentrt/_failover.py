@@ -24,6 +24,7 @@ import trio
 
 from ._agent import Agent
 from ._errors import AgentAlreadyStarted, InvalidOptions, NoRuntime, StoreError
+from ._redact import redact
 from ._store import Lease, SessionStore
 
 logger = logging.getLogger("agentrt")
@@ -72,7 +73,8 @@ def _import_agent(reference: str) -> type[Agent]:
 
 def encode_spec(agent: object, backend: object, options: Mapping[str, Any]) -> str:
     """The stored spec of a `start_agent` call, or `ValueError` saying what cannot be
-    stored (an instance or factory, a backend object, options that are not JSON)."""
+    stored (an instance or factory, a backend object, options that are not JSON or may
+    hold secrets: ``env``, or what `redact` would hide)."""
     if not isinstance(backend, str):
         raise ValueError("a backend object cannot be stored; pass the backend's name")
     reference = _agent_reference(agent)
@@ -84,6 +86,14 @@ def encode_spec(agent: object, backend: object, options: Mapping[str, Any]) -> s
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"its options are not JSON ({exc})") from exc
+    # Secrets never reach the store: a host gives its CLIs its own environment.
+    if "env" in options:
+        raise ValueError(
+            "its env option may hold secrets, which are not stored; give the hosts those "
+            "variables in their own environment"
+        )
+    if redact(encoded) != encoded:
+        raise ValueError("its options hold what looks like a secret, which is not stored")
     return encoded
 
 

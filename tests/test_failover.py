@@ -35,6 +35,13 @@ def claude_options(tmp_path: Path) -> dict[str, Any]:
         (Hosted(), "claude", {}, "an Agent instance cannot be stored"),
         (Hosted, echo_backend(), {}, "a backend object cannot be stored"),
         (Hosted, "claude", {"model": object()}, "its options are not JSON"),
+        (Hosted, "claude", {"env": {"TERM": "dumb"}}, "its env option may hold secrets"),
+        (
+            Hosted,
+            "claude",
+            {"append_system_prompt": "token sk-ant-api03-" + "a" * 40},
+            "looks like a secret",
+        ),
     ],
 )
 async def test_failover_true_refuses_a_spec_that_cannot_be_stored(
