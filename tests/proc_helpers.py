@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -262,16 +262,17 @@ class Program:
 
 @contextlib.asynccontextmanager
 async def store_programs(
-    child: Path, store: str
+    child: Path, store: str, env: Mapping[str, str] | None = None
 ) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
     """Start ``child`` programs on ``store`` (their first argument): the test programs that
     stand for other programs or hosts sharing one store. Each is killed afterwards, with
-    every process carrying its turns' marker."""
+    every process carrying its turns' marker. ``env``: their whole environment (default:
+    this process's)."""
     started: list[Program] = []
 
     async def start(*args: str) -> Program:
         argv = [sys.executable, str(child), store, *args]
-        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, env=env)
         started.append(Program(process))
         return started[-1]
 
