@@ -5,10 +5,11 @@ The spec is what a runtime of another program needs to start the agent again: th
 class as an importable reference (``module:qualname``), its backend's name and its
 ``start_agent`` options, as JSON. `start_agent` writes it (fenced by the name's lease) and
 `stop_agent` removes it before the lease is given back, as does an agent that ends for good
-on its own; a runtime that dies, or closes, leaves it, so the name's lease lapses with the
-spec still there. A host polls the specs, in start order, and starts each one whose lease
-is not held (released, expired, or held by a dead runtime of its own node) while it runs
-fewer agents than its ``max_processes``; ``resume="auto"`` continues the stored session.
+while its runtime stays open; a runtime that dies, or closes, leaves it, so the name's
+lease lapses with the spec still there. A host polls the specs, in start order, and
+starts each one whose lease is not held (released, expired, or held by a dead runtime of
+its own node) while it runs fewer agents than its ``max_processes``; ``resume="auto"``
+continues the stored session.
 """
 
 from __future__ import annotations

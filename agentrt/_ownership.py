@@ -174,10 +174,11 @@ class Ownership:
     def release_soon(self, name: str, *, retire: bool = False) -> None:
         """The agent ``name`` has ended for good (its processes are gone): give its lease
         back, in the background; with ``retire``, after removing its failover spec."""
-        if self._held.pop(name, None) is not None or name in self._fenced:
+        held = self._held.pop(name, None) is not None
+        if held or name in self._fenced:
             self._fenced.discard(name)
             self._releasing.add(name)
-            if retire:
+            if retire and held:  # a lost lease's spec is its new owner's
                 self._retiring.add(name)
             self._wake_renewer.set()
 

@@ -388,10 +388,11 @@ class Supervisor(metaclass=NoPublicConstructor):
             or exit.kind == "stopped"
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
-            # Ended on its own for good: no host is to start it again.
-            retire = not (child.removed or self._closed or self._context.closed)
+            # Ended for good while the runtime stays open (on its own, or its supervisor
+            # closed or gave up): no host is to start it again. A closing runtime's agents
+            # keep their specs, for the hosts.
             self._remove(child)
-            self._context.ownership.release_soon(child.name, retire=retire)
+            self._context.ownership.release_soon(child.name, retire=not self._context.closed)
             child.slot.mailbox.fail_queued(exit.error)
             return
         self._pending.append((child, exit.error.reason))

@@ -144,6 +144,11 @@ async def test_an_agent_stopped_on_purpose_or_ended_for_good_is_not_taken_over(
         )
         with pytest.raises(agentrt.AgentStopped):
             await rt.ask("ended", "hello")
+        # Agents of a nested supervisor whose block is left are stopped for good too.
+        async with rt.open_supervisor() as nested:
+            await nested.start_agent(
+                Hosted, name="nested", backend="claude", **claude_options(tmp_path)
+            )
         await trio.sleep(1)
         assert [name for name, _ in await rt.store.specs()] == ["kept"]
         assert rt.agents() == ("kept",)
