@@ -18,7 +18,8 @@ from hosted_agent import Hosted
 from proc_helpers import Program, store_programs
 
 import agentrt
-from agentrt import InvalidOptions, MemoryStore, open_runtime
+from agentrt import InvalidOptions, LeaseOwner, MemoryStore, open_runtime
+from agentrt._failover import encode_spec
 
 
 def claude_options(tmp_path: Path) -> dict[str, Any]:
@@ -167,6 +168,25 @@ async def test_a_live_owners_agents_are_not_taken(
             await trio.sleep(100)  # many lease periods: the owner renews
             await settle()
             assert host.agents() == () and owner.agents() == ("x",)
+
+
+# A pid beyond the largest the kernel gives: no process has it.
+NO_SUCH_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+async def test_a_dead_runtime_of_the_hosts_own_node_is_replaced_at_once(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """A lease held by a runtime of this node whose process has ended is taken without
+    waiting for it to expire."""
+    gone = LeaseOwner(node="node-a", pid=NO_SUCH_PID, start_time=1, runtime_id="gone:1")
+    store = MemoryStore()
+    async with store:
+        await store.acquire_lease("x", gone, ttl=3600)
+        await store.save_spec("x", encode_spec(Hosted, "claude", claude_options(tmp_path)))
+    async with open_runtime(store=store.handle(), node="node-a", host_agents=True) as host:
+        await trio.sleep(2)
+        assert host.agents() == ("x",)
 
 
 # --- programs of their own, one SIGKILLed ---
