@@ -63,6 +63,8 @@ _STORE_METHODS = (
     "acquire_lease",
     "renew_leases",
     "release_lease",
+    "save_spec",
+    "specs",
 )
 
 
