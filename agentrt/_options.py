@@ -81,6 +81,15 @@ def _session_lost(key: str, value: object) -> SessionLostPolicy:
     raise InvalidOptions(key, value, "must be 'fail' or 'fresh'")
 
 
+def _failover(key: str, value: object) -> bool | None:
+    """``start_agent``'s ``failover``: None, True or False."""
+    if value is not None and not isinstance(value, bool):
+        raise InvalidOptions(
+            key, value, "must be True (store the spec or refuse), False (never) or None"
+        )
+    return value
+
+
 def _restart(key: str, value: object) -> RestartType:
     for restart in RestartType:
         if value == restart.value:
@@ -177,6 +186,10 @@ class AgentOptions:
             term_grace=self.kill_grace,
             eof_grace=self.kill_grace,
         )
+
+    # Whether the agent's spec goes into the store for a host to take it over (_failover):
+    # None stores it when it can be stored, True refuses a start whose spec cannot be.
+    failover: bool | None = attrs.field(default=None, metadata=_checked_by(_failover))
 
     # Application tools the model may call (see agentrt.tool); None: the agent class's
     # ``app_tools``.

@@ -28,6 +28,7 @@ import trio
 
 from . import _fence_guard
 from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
+from ._failover import forget_spec
 from ._process import process_start_time
 from ._reaper import local_runtime_gone
 from ._store import Lease, LeaseOwner, SessionStore
@@ -108,6 +109,8 @@ class Ownership:
         self._fenced: set[str] = set()
         # Their agents have ended; the release is on its way to the store.
         self._releasing: set[str] = set()
+        # Of those, the ones whose failover spec goes first (they ended for good).
+        self._retiring: set[str] = set()
         # Lease calls one at a time, so a release never overtakes a grant of the same name.
         self._lock = trio.Lock()
         # Set for the renewer (a release wanted, a first lease) and for the fence (new times).
@@ -147,7 +150,7 @@ class Ownership:
             await self.store.acquire_lease(name, self.owner, ttl=self.ttl)
         except AgentAlreadyStarted as exc:
             holder = exc.holder
-            if holder is None or not self._gone(holder):
+            if holder is None or not self.holder_gone(holder):
                 raise
             assert holder.owner is not None
             logger.warning(
@@ -158,7 +161,8 @@ class Ownership:
             )
             await self.store.acquire_lease(name, self.owner, ttl=self.ttl, replacing=holder.epoch)
 
-    def _gone(self, holder: Lease) -> bool:
+    def holder_gone(self, holder: Lease) -> bool:
+        """Whether a held lease's runtime is of this node and has ended."""
         owner = holder.owner
         if owner is None or owner.node != self.owner.node:
             return False
@@ -167,12 +171,15 @@ class Ownership:
             return holder.name in self._releasing
         return local_runtime_gone(owner.runtime_id, owner.pid, owner.start_time)
 
-    def release_soon(self, name: str) -> None:
+    def release_soon(self, name: str, *, retire: bool = False) -> None:
         """The agent ``name`` has ended for good (its processes are gone): give its lease
-        back, in the background."""
-        if self._held.pop(name, None) is not None or name in self._fenced:
+        back, in the background; with ``retire``, after removing its failover spec."""
+        held = self._held.pop(name, None) is not None
+        if held or name in self._fenced:
             self._fenced.discard(name)
             self._releasing.add(name)
+            if retire and held:  # a lost lease's spec is its new owner's
+                self._retiring.add(name)
             self._wake_renewer.set()
 
     async def release(self, name: str) -> None:
@@ -262,6 +269,9 @@ class Ownership:
             await self._release_one(self._releasing.pop())
 
     async def _release_one(self, name: str) -> None:
+        if name in self._retiring:  # still fenced by the lease it is about to give up
+            self._retiring.discard(name)
+            await forget_spec(self.store, name)
         try:
             await self.store.release_lease(name)
         except StoreError as exc:

@@ -13,10 +13,12 @@ from typing import Any, cast
 import trio
 
 from ._actor import cancel_grace
+from ._agent import Agent
 from ._arguments import check_prompt, check_ref, wrong_type
 from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
+from ._failover import Host, forget_spec
 from ._options import intensity_option, strategy_option
 from ._ownership import DEFAULT_LEASE_TTL, Ownership, lease_ttl_option, node_option
 from ._process import ProcessTracker
@@ -63,6 +65,8 @@ _STORE_METHODS = (
     "acquire_lease",
     "renew_leases",
     "release_lease",
+    "save_spec",
+    "specs",
 )
 
 
@@ -373,7 +377,8 @@ class Runtime(metaclass=NoPublicConstructor):
         """Stop agent ``name`` for good (its supervisor does not restart it): its running
         turn is cancelled, its active and queued asks get `AgentStopped`, then
         ``terminate_agent`` runs. Returns once it has ended and its lease is given back
-        (another runtime may start ``name`` then).
+        (another runtime may start ``name`` then). Its failover spec is removed from the
+        store first, so no runtime hosting agents takes it over.
 
         On a `PostgresStore`, an agent another runtime owns is stopped there.
 
@@ -382,6 +387,7 @@ class Runtime(metaclass=NoPublicConstructor):
         if child is None:
             await self._route(name, "stop_agent")
             return
+        await forget_spec(self._context.store, name)
         actor = child.supervisor._discard(child, "stopped")
         if actor is not None:
             await actor.wait_exited()
@@ -418,6 +424,7 @@ async def open_runtime(
     cgroups: bool = True,
     node: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    host_agents: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -460,6 +467,14 @@ async def open_runtime(
     lease_ttl / 2``. Every store write of an owned agent carries its lease's epoch and is
     refused (`LeaseLost`) once another runtime has taken the lease.
 
+    Failover: `Runtime.start_agent` stores the agent's spec (its class as
+    ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
+    an agent out, ``failover=True`` refuses one whose spec cannot be stored). With
+    ``host_agents=True`` the runtime takes over, under its root supervisor, every stored
+    agent whose lease is free (its owner died, or closed), in start order, while it runs
+    fewer agents than ``max_processes``, and resumes its session. `Runtime.stop_agent` and
+    an agent that ends for good remove the spec.
+
     Inside the block, the module-level ``agentrt.ask`` etc. act on this runtime. An
     exception leaves the block as itself (the runtime's own nurseries do not wrap it in an
     `ExceptionGroup`); a group leaves only when several exceptions happened at once.
@@ -475,6 +490,8 @@ async def open_runtime(
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
     node = socket.gethostname() if node is None else node_option(node)
     ttl = lease_ttl_option(lease_ttl)
+    if not isinstance(host_agents, bool):
+        raise InvalidOptions("host_agents", host_agents, "must be True or False")
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     runtime_id = new_runtime_id()
@@ -512,6 +529,11 @@ async def open_runtime(
                         runtime = Runtime._create(context, root, router)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)
+                        if host_agents:
+                            services.start_soon(
+                                host_for(runtime, context, max_processes).run,
+                                name="agentrt host_agents",
+                            )
                         token = _current.set(runtime)
                         try:
                             yield runtime
@@ -537,3 +559,19 @@ def _stop_lost(context: Context, name: str, reason: str) -> None:
     child = context.children.get(name)
     if child is not None:
         child.supervisor._discard(child, reason)
+
+
+def host_for(runtime: Runtime, context: Context, max_processes: int | None) -> Host:
+    """The loop of a runtime opened with ``host_agents=True``."""
+
+    async def start(agent: type[Agent], name: str, backend: str, options: dict[str, Any]) -> None:
+        await runtime.start_agent(agent, name=name, backend=backend, **options)
+
+    return Host(
+        context.store,
+        ttl=context.ownership.ttl,
+        capacity=max_processes,
+        running=lambda: set(context.children) | context.starting,
+        dead_holder=context.ownership.holder_gone,
+        start=start,
+    )

@@ -198,6 +198,16 @@ class SessionStore(Protocol):
         """Every record, by name."""
         ...
 
+    async def save_spec(self, name: str, spec: str | None) -> None:
+        """Store (or with ``None`` drop) the supervisor spec of ``name`` (`_failover`'s
+        JSON), which a runtime hosting agents starts it again from; a name keeps its place
+        in start order while its spec is replaced. Needs no session row."""
+        ...
+
+    async def specs(self) -> Sequence[tuple[str, str]]:
+        """Every stored ``(name, spec)``, in the order the specs were first stored."""
+        ...
+
     async def acquire_lease(
         self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
     ) -> Lease:

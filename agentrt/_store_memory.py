@@ -43,6 +43,8 @@ class _Tables:
     rows: dict[str, SessionRow] = attrs.field(factory=dict)
     leases: dict[str, _LeaseRow] = attrs.field(factory=dict)
     transcripts: MemoryTranscripts = attrs.field(factory=MemoryTranscripts)
+    # Supervisor specs by name, in start order (a replaced spec keeps its place).
+    specs: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -222,7 +224,20 @@ class MemoryStore(ClosedOnExit):
     async def forget(self, name: str) -> bool:
         await self._enter()
         self._fence(name)
+        self._tables.specs.pop(name, None)
         return self._rows.pop(name, None) is not None
+
+    async def save_spec(self, name: str, spec: str | None) -> None:
+        await self._enter()
+        self._fence(name)
+        if spec is None:
+            self._tables.specs.pop(name, None)
+        else:
+            self._tables.specs[name] = spec
+
+    async def specs(self) -> Sequence[tuple[str, str]]:
+        await self._enter()
+        return tuple(self._tables.specs.items())
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()

@@ -18,7 +18,7 @@ from ._store import (
     granted_epoch,
     lease_owner,
 )
-from ._store_sql import SqlSessions
+from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
@@ -111,6 +111,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _CREATE_ROUTED,
     # 3: the CLI's transcripts, chunk by chunk (portable sessions).
     (CREATE_TRANSCRIPTS.replace("BYTES", "BYTEA").replace("INTEGER", "BIGINT"),),
+    # 4: the agents' supervisor specs, for failover.
+    (CREATE_AGENT_SPECS,),
 )
 
 _UPSERT_SESSION = """

@@ -50,6 +50,22 @@ WHERE name = ? AND live_pgid IS NOT NULL
 """
 
 
+# The supervisor specs of agents (_failover), in start order: ``started`` numbers them.
+CREATE_AGENT_SPECS = """
+CREATE TABLE agent_specs (
+    name TEXT PRIMARY KEY NOT NULL,
+    started BIGINT NOT NULL,
+    spec TEXT NOT NULL
+)
+"""
+
+_SAVE_SPEC = """
+INSERT INTO agent_specs (name, started, spec)
+VALUES (?, (SELECT COALESCE(MAX(started), 0) + 1 FROM agent_specs), ?)
+ON CONFLICT (name) DO UPDATE SET spec = excluded.spec
+"""
+
+
 def _usage(inp: int, out: int, cache_new: int, cache_read: int) -> Usage:
     return Usage(
         input_tokens=inp,
@@ -193,12 +209,27 @@ class SqlSessions(ClosedOnExit):
 
     async def forget(self, name: str) -> bool:
         sql = self._sql("DELETE FROM sessions WHERE name = ?")
+        drop_spec = self._sql("DELETE FROM agent_specs WHERE name = ?")
 
         def work(conn: Any) -> int:
             rowcount: int = conn.execute(sql, (name,)).rowcount
+            conn.execute(drop_spec, (name,))
             return rowcount
 
         return await self._call(work, fence=name) > 0
 
     async def list(self) -> Sequence[SessionRecord]:
         return await self._select("", ())
+
+    async def save_spec(self, name: str, spec: str | None) -> None:
+        params: tuple[str, ...] = (name,) if spec is None else (name, spec)
+        sql = self._sql("DELETE FROM agent_specs WHERE name = ?" if spec is None else _SAVE_SPEC)
+        await self._call(lambda conn: conn.execute(sql, params), fence=name)
+
+    async def specs(self) -> Sequence[tuple[str, str]]:
+        sql = "SELECT name, spec FROM agent_specs ORDER BY started, name"
+
+        def work(conn: Any) -> tuple[tuple[str, str], ...]:
+            return tuple((name, spec) for name, spec in conn.execute(sql))
+
+        return await self._call(work)

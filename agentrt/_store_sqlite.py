@@ -21,7 +21,7 @@ from ._store import (
     granted_epoch,
     lease_owner,
 )
-from ._store_sql import SqlSessions
+from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
@@ -137,6 +137,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (_CREATE_LEASES,),
     # 5: the CLI's transcripts, chunk by chunk (portable sessions).
     (CREATE_TRANSCRIPTS.replace("BYTES", "BLOB"),),
+    # 6: the agents' supervisor specs, for failover.
+    (CREATE_AGENT_SPECS,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"

@@ -42,6 +42,7 @@ from ._errors import (
     SessionMismatch,
 )
 from ._events import NO_TOTALS
+from ._failover import stored_spec
 from ._mailbox import Mailbox
 from ._options import AgentOptions, app_tools_option, resume_option, split_options
 from ._ownership import Ownership, check_kill_grace
@@ -282,6 +283,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
+        stored = stored_spec(name, agent, backend, options, agent_options.failover)
         store = context.store
         context.starting.add(name)
         binding: ToolBinding | None = None
@@ -315,6 +317,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 )
             if resume is False and record is not None and record.state is not None:
                 await store.save_state(name, None)
+            await store.save_spec(name, stored)
             self._check_open()
             slot = Slot(
                 Mailbox(name, agent_options, context.new_id),
@@ -388,8 +391,11 @@ class Supervisor(metaclass=NoPublicConstructor):
             or exit.kind == "stopped"
             or not child.spec.options.restart.restarts_after(abnormal=exit.kind == "crashed")
         ):
+            # Ended for good while the runtime stays open (on its own, or its supervisor
+            # closed or gave up): no host is to start it again. A closing runtime's agents
+            # keep their specs, for the hosts.
             self._remove(child)
-            self._context.ownership.release_soon(child.name)
+            self._context.ownership.release_soon(child.name, retire=not self._context.closed)
             child.slot.mailbox.fail_queued(exit.error)
             return
         self._pending.append((child, exit.error.reason))

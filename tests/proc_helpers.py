@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -228,3 +230,57 @@ def fence_guards(runtime_pid: int) -> list[int]:
         for pid in children
         if (info := proc_info(pid)) is not None and "_fence_guard.py" in info.cmdline
     ]
+
+
+class Program:
+    """A program of the tests (lease_child.py, host_child.py) running; its output read line
+    by line."""
+
+    def __init__(self, process: trio.Process) -> None:
+        self.process = process
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def line(self, bound: float = 30) -> str:
+        stdout = self.process.stdout
+        assert stdout is not None
+        with trio.fail_after(bound):  # generous: a program's start is slow on a loaded machine
+            while b"\n" not in self._buffer:
+                chunk = await stdout.receive_some()
+                assert chunk, f"the program ended: {self._buffer!r}"
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    async def kill(self) -> None:
+        self.process.kill()
+        await self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def store_programs(
+    child: Path, store: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
+    """Start ``child`` programs on ``store`` (their first argument): the test programs that
+    stand for other programs or hosts sharing one store. Each is killed afterwards, with
+    every process carrying its turns' marker. ``env``: their whole environment (default:
+    this process's)."""
+    started: list[Program] = []
+
+    async def start(*args: str) -> Program:
+        argv = [sys.executable, str(child), store, *args]
+        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, env=env)
+        started.append(Program(process))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for program in started:
+            await program.kill()
+            assert program.process.stdout is not None
+            await program.process.stdout.aclose()
+            await kill_marked(MARKER_ENV, f"{program.pid}.", prefix=True)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -21,7 +19,7 @@ from cli_programs import SID, FakeClaude
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from proc_helpers import kill_marked, turn_processes, wait_until
+from proc_helpers import Program, store_programs, turn_processes, wait_until
 
 import agentrt
 from agentrt import (
@@ -38,7 +36,6 @@ from agentrt import (
     StoreError,
     open_runtime,
 )
-from agentrt._proctree import MARKER_ENV
 from agentrt.testing import Gate
 
 T = TypeVar("T")
@@ -508,60 +505,23 @@ async def test_a_kill_grace_that_does_not_fit_in_the_lease_is_refused() -> None:
 CHILD = Path(__file__).parent / "lease_child.py"
 
 
-class Program:
-    """lease_child.py running; its output read line by line."""
-
-    def __init__(self, process: trio.Process) -> None:
-        self.process = process
-        self._buffer = b""
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    async def line(self) -> str:
-        stdout = self.process.stdout
-        assert stdout is not None
-        with trio.fail_after(30):  # a program's start is slow on a loaded machine
-            while b"\n" not in self._buffer:
-                chunk = await stdout.receive_some()
-                assert chunk, f"the program ended: {self._buffer!r}"
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode()
-
-    async def kill(self) -> None:
-        self.process.kill()
-        await self.process.wait()
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 async def programs(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[Program]]]:
     """Start lease_child.py programs on one store: an SQLite file, or a PostgreSQL database
     (whose programs stand for hosts when they name different nodes)."""
-    started: list[Program] = []
     store = (
         str(tmp_path / "sessions.sqlite3")
         if request.param == "sqlite"
         else request.getfixturevalue("postgres_dsn")
     )
+    async with store_programs(CHILD, store) as run:
 
-    async def start(node: str, lease_ttl: float, mode: str = "once", *cli: str) -> Program:
-        argv = [sys.executable, str(CHILD), store, node, str(lease_ttl), mode, *cli]
-        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        started.append(Program(process))
-        return started[-1]
+        async def start(node: str, lease_ttl: float, mode: str = "once", *cli: str) -> Program:
+            return await run(node, str(lease_ttl), mode, *cli)
 
-    try:
         yield start
-    finally:
-        for program in started:
-            await program.kill()
-            assert program.process.stdout is not None
-            await program.process.stdout.aclose()
-            await kill_marked(MARKER_ENV, f"{program.pid}.", prefix=True)
 
 
 async def test_two_programs_one_owner_and_a_killed_owner_is_replaced_at_once(

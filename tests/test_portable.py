@@ -106,7 +106,7 @@ async def test_the_sqlite_schema_gains_the_transcripts_table(tmp_path: Path) -> 
         columns = [row[1] for row in conn.execute("PRAGMA table_info(transcripts)")]
     finally:
         conn.close()
-    assert version == 5
+    assert version == 6  # 5: transcripts; 6: failover's agent specs
     assert columns == ["name", "start", "session_id", "path", "data"]
 
 
@@ -268,6 +268,7 @@ async def test_a_version_2_postgres_database_gains_the_transcripts_table(
         await store.checkpoint_session("kept", backend="claude", session_id="s", cwd="/w")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # before portable sessions
         conn.execute("DROP TABLE agentrt.transcripts")
+        conn.execute("DROP TABLE agentrt.agent_specs")  # migration 4, after it
         conn.execute("UPDATE agentrt.schema_version SET version = 2")
     async with PostgresStore(postgres_dsn) as store:
         assert (record := await store.load("kept")) is not None and record.session_id == "s"

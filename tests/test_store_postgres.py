@@ -24,8 +24,9 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'agentrt'"
             )
         }
-        assert tables == {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(3,)]
+        tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
+        assert tables == tables_wanted | {"agent_specs"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(4,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:
