@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -17,8 +15,7 @@ import psycopg
 import pytest
 import trio
 from _helpers import echo_backend
-from proc_helpers import wait_until
-from test_leases import Program
+from proc_helpers import Program, store_programs, wait_until
 
 import agentrt
 from agentrt import (
@@ -37,10 +34,19 @@ from agentrt.testing import ScriptedBackend, reply
 CHILD = Path(__file__).parent / "route_child.py"
 
 
-class OwnerProgram(Program):
-    """route_child.py: a program owning "x"; ``runtime_id`` is its runtime's."""
+class OwnerProgram:
+    """route_child.py running: a program owning "x"; ``runtime_id`` is its runtime's."""
 
-    runtime_id = ""
+    def __init__(self, program: Program, runtime_id: str) -> None:
+        self.program = program
+        self.runtime_id = runtime_id
+
+    @property
+    def pid(self) -> int:
+        return self.program.pid
+
+    async def kill(self) -> None:
+        await self.program.kill()
 
 
 Owner = Callable[..., Awaitable[OwnerProgram]]
@@ -49,24 +55,15 @@ Owner = Callable[..., Awaitable[OwnerProgram]]
 @pytest.fixture
 async def owner(postgres_dsn: str) -> AsyncIterator[Owner]:
     """Start route_child.py programs (owners of "x") on the test's database."""
-    started: list[OwnerProgram] = []
+    async with store_programs(CHILD, postgres_dsn) as start_program:
 
-    async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
-        argv = [sys.executable, str(CHILD), postgres_dsn, node, str(lease_ttl), *options_file]
-        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        started.append(OwnerProgram(process))
-        line = await started[-1].line()
-        assert line.startswith("STARTED "), line
-        started[-1].runtime_id = line.removeprefix("STARTED ")
-        return started[-1]
+        async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
+            program = await start_program(node, str(lease_ttl), *options_file)
+            line = await program.line()
+            assert line.startswith("STARTED "), line
+            return OwnerProgram(program, line.removeprefix("STARTED "))
 
-    try:
         yield start
-    finally:
-        for program in started:
-            await program.kill()
-            assert program.process.stdout is not None
-            await program.process.stdout.aclose()
 
 
 async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
