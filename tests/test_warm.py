@@ -222,6 +222,19 @@ async def test_a_bound_ends_the_process(tmp_path: Path) -> None:
         assert (await ask(rt, "three")).text == "1: three"
 
 
+async def test_a_line_past_the_cap_fails_the_turn_and_ends_the_process(tmp_path: Path) -> None:
+    live = {"turns": [[["answer"]], [["big_line", 200_000]], [["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live, max_line_bytes=100_000)
+        await ask(rt, "one")
+        warm = pid(rt)
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.OUTPUT_LINE_TOO_LONG
+        assert not running(warm)
+        assert (await ask(rt, "three")).text == "1: three"
+
+
 async def test_a_refused_handshake_fails_the_turn(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"refuse": True})
