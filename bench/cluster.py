@@ -13,7 +13,8 @@ cluster's routed asks per second, the median and 95th percentile of an ask, and 
 database's load over the same window: committed transactions per second
 (``pg_stat_database.xact_commit``), connections (``pg_stat_activity``, at mid-run) and the
 CPU of the server's processes (postmaster and backends, from /proc; only for the
-throwaway server, started without ``--dsn`` from tests/pg_server.py).
+throwaway server, started without ``--dsn`` from tests/pg_server.py), and the nodes' own
+CPU, to show which side is the bottleneck.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ async def serve(dsn: str, node: int, nodes: int, agents: int, callers: int, seco
         latencies: list[float] = []
         errors: list[str] = []
         deadline = trio.current_time() + seconds
+        cpu = time.process_time()
 
         async def caller(seed: int) -> None:
             pick = random.Random(seed)
@@ -71,7 +73,8 @@ async def serve(dsn: str, node: int, nodes: int, agents: int, callers: int, seco
         async with trio.open_nursery() as nursery:
             for seed in range(callers):
                 nursery.start_soon(caller, node * 1000 + seed)
-        print(json.dumps({"latencies": latencies, "errors": errors}), flush=True)
+        cpu = time.process_time() - cpu
+        print(json.dumps({"latencies": latencies, "errors": errors, "cpu": cpu}), flush=True)
         # Open until every node is done: the others may still be asking this one's agents.
         await trio.to_thread.run_sync(sys.stdin.readline)
 
@@ -175,6 +178,8 @@ def measure(dsn: str, postmaster: int | None, args: argparse.Namespace) -> None:
     print(f"database: {commits / wall:.0f} commits per second, {connections} connections")
     if postmaster is not None:
         print(f"server CPU: {cpu:.1f} s in {wall:.1f} s ({cpu / wall:.2f} cores)")
+    nodes_cpu = sum(r["cpu"] for r in results)
+    print(f"the nodes' CPU: {nodes_cpu:.1f} s in {wall:.1f} s ({nodes_cpu / wall:.2f} cores)")
     print(f"load average now: {os.getloadavg()[0]:.2f} (2 shared cores)")
 
 

@@ -105,29 +105,37 @@ def _turn_kinds(directory: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-async def measure(store: Any, options: dict[str, Any], turns: int) -> tuple[Counted, int]:
-    """The calls of ``turns`` turns after the first, and how many the first one made."""
+async def measure(
+    store: Any, name: str, options: dict[str, Any], turns: int
+) -> tuple[Counted, Counter[str]]:
+    """The calls of ``turns`` turns after the first, and those the first one made. ``name``
+    is new to the store (the PostgreSQL database is shared by the rows), so the first turn
+    starts a session."""
     counted = Counted(store)
     async with agentrt.open_runtime(store=store, node="bench") as rt:
-        await rt.start_agent(agentrt.Agent, name="a", **options)
+        await rt.start_agent(agentrt.Agent, name=name, **options)
         counted.on = True
-        await rt.ask("a", "first")
-        first = sum(counted.calls.values())
+        await rt.ask(name, "first")
+        first = counted.calls.copy()
         counted.calls.clear()
         counted.seconds.clear()
         for n in range(turns):
-            await rt.ask("a", f"turn {n}")
+            await rt.ask(name, f"turn {n}")
         counted.on = False
     return counted, first
 
 
-def report(kind: str, store: str, measured: tuple[Counted, int], turns: int) -> None:
+def _kinds(calls: Counter[str], turns: int) -> str:
+    return ", ".join(f"{name} {n / turns:g}" for name, n in sorted(calls.items()))
+
+
+def report(kind: str, store: str, measured: tuple[Counted, Counter[str]], turns: int) -> None:
     counted, first = measured
     total = sum(counted.calls.values())
     seconds = sum(counted.seconds.values())
-    each = ", ".join(f"{name} {n / turns:g}" for name, n in sorted(counted.calls.items()))
     per_call = seconds / total * 1000 if total else 0.0
-    print(f"| {kind} | {store} | {first} | {total / turns:g} | {each} | {per_call:.2f} ms |")
+    row = (kind, store, _kinds(first, 1), f"{total / turns:g}", _kinds(counted.calls, turns))
+    print(f"| {' | '.join(row)} | {per_call:.2f} ms |")
 
 
 async def run(dsn: str, turns: int) -> None:
@@ -135,9 +143,10 @@ async def run(dsn: str, turns: int) -> None:
         directory = Path(scratch)
         print("| turn | store | first turn | calls per turn | of each kind | time per call |")
         print("|---|---|---|---|---|---|", flush=True)
-        for kind, options in _turn_kinds(directory).items():
+        for k, (kind, options) in enumerate(_turn_kinds(directory).items()):
             for store, make in _stores(directory, dsn).items():
-                report(kind, store, await measure(make(), options, turns), turns)
+                measured = await measure(make(), f"agent-{k}", options, turns)
+                report(kind, store, measured, turns)
                 sys.stdout.flush()
 
 
