@@ -17,7 +17,7 @@ import functools
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ class Counted:
 
     def __init__(self, store: Any) -> None:
         self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: dict[str, float] = defaultdict(float)
         self.on = False
         for name in METHODS:
             setattr(store, name, self._wrap(name, getattr(store, name)))

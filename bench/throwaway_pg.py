@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 def throwaway_dsn() -> Iterator[tuple[str, int]]:
     """Yield a fresh database's DSN and the server's postmaster pid; remove it all after."""
     sys.path.insert(0, str(REPO / "tests"))
-    import pg_server
+    import pg_server  # type: ignore[import-not-found]  # tests/, not a package
 
     binaries = pg_server.find_binaries()
     if binaries is None:
