@@ -27,6 +27,7 @@ import trio
 import agentrt
 from agentrt.testing import fake_cli_executable
 from bench.hosted import Parked
+from bench.throwaway_pg import throwaway_dsn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,19 +123,8 @@ def main() -> None:
                 str(Path(workdir) / "store.sqlite3"), args.lease_ttl, args.agents, workdir
             )
         else:
-            sys.path.insert(0, str(ROOT / "tests"))
-            import pg_server
-
-            binaries = pg_server.find_binaries()
-            if binaries is None:
-                raise SystemExit("no PostgreSQL binaries found (set AGENTRT_PG_BIN)")
-            server = pg_server.Server(binaries)
-            server.start()
-            try:
-                dsn = server.create_database()
+            with throwaway_dsn() as (dsn, _):
                 first, last = measure(dsn, args.lease_ttl, args.agents, workdir)
-            finally:
-                server.remove()
     goal = args.lease_ttl + 5
     print("| store | agents | lease_ttl | first runs elsewhere | all run elsewhere | goal |")
     print("|---|---|---|---|---|---|")

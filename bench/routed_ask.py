@@ -23,6 +23,7 @@ import trio
 
 import agentrt
 from agentrt.testing import ScriptedBackend, reply
+from bench.throwaway_pg import throwaway_dsn
 
 WARMUP = 20
 REPO = Path(__file__).resolve().parents[1]
@@ -84,18 +85,8 @@ def main() -> None:
     if args.dsn:
         report(trio.run(measure, args.dsn, args.asks))
         return
-    sys.path.insert(0, str(REPO / "tests"))
-    import pg_server
-
-    binaries = pg_server.find_binaries()
-    if binaries is None:
-        sys.exit("no PostgreSQL binaries found (set AGENTRT_PG_BIN, or pass --dsn)")
-    server = pg_server.Server(binaries)
-    try:
-        server.start()
-        report(trio.run(measure, server.create_database(), args.asks))
-    finally:
-        server.remove()
+    with throwaway_dsn() as (dsn, _):
+        report(trio.run(measure, dsn, args.asks))
 
 
 if __name__ == "__main__":
