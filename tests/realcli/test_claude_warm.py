@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import marked, running, wait_until
+from proc_helpers import fence_guards, marked, running, wait_until
 
 from agentrt import (
     Agent,
@@ -206,6 +206,10 @@ async def test_the_next_runtime_reaps_an_idle_warm_cli(claude: Claude, tmp_path:
             output = await child.stdout.receive_some(65536)
             assert b"ANSWER said 'first prompt'" in output
             warm = await wait_for_process(claude.marker, lambda p: "claude" in p.cmdline)
+            # The program's fence guard would kill its CLI at once (tests/test_fence_guard.py):
+            # killed first, as a kill of the whole session does, so the reaper is what is left.
+            for pid in fence_guards(child.pid):
+                os.kill(pid, signal.SIGKILL)
             child.kill()
             await child.wait()
         finally:
