@@ -318,9 +318,7 @@ class Turn:
         cli: WarmCli | None = None
         try:
             with trio.CancelScope() as self._scope:
-                cli = await warm.begin_turn(
-                    self.backend_options, self.session_id, self._wait_for_process
-                )
+                cli = await warm.begin_turn(self.session_id, self._wait_for_process)
             self._scope = None
             if cli is None:  # stopped while waiting for a process slot or its spawn
                 return None, ""

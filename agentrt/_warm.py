@@ -10,7 +10,8 @@ so any doubt ends the process and the next turn starts cold:
 - the turn did not end at its end frame: a bound, a crash, an exit, a kill, an interrupt
   the CLI did not answer within ``kill_grace``;
 - an unreadable line, a protocol error, output between turns or after a turn's end;
-- another conversation or other options (a new session, ``init_agent``'s options changed);
+- another conversation (a new session; other options come only with a new instance of the
+  agent, whose end ended this process);
 - a tool process of the turn that survived its kill; recycling (``recycle_turns``,
   ``recycle_rss_bytes``); a turn that waits for a slot while this process idles.
 
@@ -57,7 +58,6 @@ class WarmCli:
     """One live CLI process, from its spawn to its end, and the turn it runs."""
 
     protocol: LiveProtocol
-    backend_options: Any
     # The conversation it holds: the session it resumed, then what its turns reported.
     session_id: str | None
     proc: CliProcess | None = None
@@ -94,15 +94,14 @@ class WarmCli:
     def _poke(self) -> None:
         self._wake.set()
 
-    def usable(self, backend_options: Any, session_id: str | None) -> str | None:
-        """Why this process cannot run the next turn, or None if it can."""
+    def usable(self, session_id: str | None) -> str | None:
+        """Why this process cannot run the next turn, or None if it can. (Its options are
+        its agent instance's: other options come with a new instance, and a new process.)"""
         proc = self.proc
         if self.ending is not None:
             return self.ending
         if proc is None or proc.exit_status is not None:
             return "it exited"
-        if backend_options != self.backend_options:
-            return "the agent's options changed"
         if session_id != self.session_id:
             return "the agent's session changed"
         return None
@@ -352,7 +351,7 @@ class WarmProcess:
         return None if self._cli is None else self._cli.pid
 
     async def begin_turn(
-        self, backend_options: Any, session_id: str | None, on_wait: Callable[[bool], None]
+        self, session_id: str | None, on_wait: Callable[[bool], None]
     ) -> WarmCli | None:
         """The process for the next turn: this agent's warm one if it fits, else a new one
         (waiting for a process slot; ``on_wait`` is told while it waits). None when the
@@ -361,7 +360,7 @@ class WarmProcess:
         Raises `ProcessFailure` when a new process cannot be spawned or made ready."""
         cli = self._cli
         if cli is not None:
-            why = cli.usable(backend_options, session_id)
+            why = cli.usable(session_id)
             if why is None and cli.proc is not None and cli.proc.has_unread_output():
                 why = await cli.catch_up()
             if why is None:
@@ -373,9 +372,7 @@ class WarmProcess:
         protocol = self.live(session_id)
         if protocol is None:
             return None
-        cli = WarmCli(
-            protocol=protocol, backend_options=backend_options, session_id=session_id, in_turn=True
-        )
+        cli = WarmCli(protocol=protocol, session_id=session_id, in_turn=True)
         on_wait(True)
         try:
             await self.slots.acquire(cli)
