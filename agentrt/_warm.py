@@ -352,10 +352,9 @@ class WarmProcess:
 
     async def begin_turn(
         self, session_id: str | None, on_wait: Callable[[bool], None]
-    ) -> WarmCli | None:
+    ) -> WarmCli:
         """The process for the next turn: this agent's warm one if it fits, else a new one
-        (waiting for a process slot; ``on_wait`` is told while it waits). None when the
-        backend cannot run these options live: the turn then runs one process of its own.
+        (waiting for a process slot; ``on_wait`` is told while it waits).
 
         Raises `ProcessFailure` when a new process cannot be spawned or made ready."""
         cli = self._cli
@@ -370,8 +369,9 @@ class WarmProcess:
                 return cli
             await self._retire(cli, why)
         protocol = self.live(session_id)
-        if protocol is None:
-            return None
+        # The instance runs warm only where its options can (the actor asked once), and the
+        # answer depends on the options alone.
+        assert protocol is not None
         cli = WarmCli(protocol=protocol, session_id=session_id, in_turn=True)
         on_wait(True)
         try:
