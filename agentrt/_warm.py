@@ -350,9 +350,7 @@ class WarmProcess:
     def pid(self) -> int | None:
         return None if self._cli is None else self._cli.pid
 
-    async def begin_turn(
-        self, session_id: str | None, on_wait: Callable[[bool], None]
-    ) -> WarmCli:
+    async def begin_turn(self, session_id: str | None, on_wait: Callable[[bool], None]) -> WarmCli:
         """The process for the next turn: this agent's warm one if it fits, else a new one
         (waiting for a process slot; ``on_wait`` is told while it waits).
 
