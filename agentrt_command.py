@@ -8,13 +8,16 @@ from __future__ import annotations
 # loaded machine) in which a Ctrl+C would still end in a traceback.
 import _signal
 
+# Ctrl+C's default action (the process ends by SIGINT, which a shell shows as 130) until
+# agentrt._cli.main hands it to trio; an inherited "ignore" stays. Set as this module is
+# imported, not when main() is called: the console script's `from agentrt_command import
+# main` is itself part of the window.
+if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+
 
 def main() -> int:
     """Run the ``agentrt`` command; returns its exit code."""
-    # Ctrl+C's default action (the process ends by SIGINT, which a shell shows as 130)
-    # until agentrt._cli.main hands it to trio; an inherited "ignore" stays.
-    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     from agentrt._cli import main as run
 
     return run()
