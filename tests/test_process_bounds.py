@@ -176,7 +176,9 @@ async def test_the_drain_after_the_exit_is_bounded_in_all_not_per_line() -> None
 async def test_a_grandchild_writing_flat_out_cannot_hold_the_stream_past_the_drain() -> None:
     # The consumer is slower than the grandchild, so the pipe is never empty. Past the drain
     # bound only what the CLI left in the pipe is read: its last line arrives, then the end.
-    flood = ["repeat", 10**9, [["emit", "x" * 10_000]]]
+    # Each flood line fits in PIPE_BUF (4096 bytes), so the kernel writes it whole: a longer
+    # write may be split around the CLI's own line, and that line would then not be a line.
+    flood = ["repeat", 10**9, [["emit", "x" * 4000]]]
     command = fake(child(flood, setsid=True), ["sleep", 0.2], ["emit", "last words"], ["exit", 0])
     got: list[Any] = []
     async with open_cli_process(command, FAST) as proc:
