@@ -119,8 +119,10 @@ def _read_script(path: Path) -> list[AnthropicReply]:
     """The replies in the JSON list at ``path``; ValueError saying which one is wrong."""
     try:
         items = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
-        raise ValueError(f"--script {path}: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"--script {path}: cannot be read ({exc.strerror})") from None
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"--script {path}: not a JSON document ({exc})") from None
     if not isinstance(items, list):
         raise ValueError(f"--script {path}: expected a JSON list of replies")
     return [_reply(item, f"--script {path}: reply {n}") for n, item in enumerate(items, 1)]

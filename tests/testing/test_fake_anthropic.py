@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import http_client
@@ -455,7 +456,9 @@ async def run_runner(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 async def test_the_runner_serves_a_command_and_exits_with_its_status() -> None:
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-real-0000", "XDG_STATE_HOME": "/x"}
     code, out, err = await run_runner("--", sys.executable, "-c", ASKING, "3", env=env)
-    assert (code, err) == (3, "")
+    assert code == 3
+    [said] = err.splitlines()  # which claude the command gets, and nothing else
+    assert said.startswith("fake_anthropic: claude: ")
     echoed, home_line, key_line = out.splitlines()
     assert echoed == "You said: ping"
     home, existed = home_line.split()
@@ -512,3 +515,106 @@ async def test_the_runner_reports_a_command_killed_by_a_signal_as_the_shell_does
         env=dict(os.environ),
     )
     assert code == 128 + signal.SIGKILL
+
+
+# Prints where the command's claude and python are.
+WHERE = "import os, shutil; print(os.environ.get('CLAUDE_CLI')); print(shutil.which('python'))"
+
+
+def without_venv(path: str) -> str:
+    """``path`` without this virtualenv's bin: a shell that did not activate it."""
+    venv_bin = os.path.dirname(sys.executable)
+    return os.pathsep.join(f for f in path.split(os.pathsep) if f and f != venv_bin)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not run from a virtualenv")
+async def test_the_runner_gives_the_command_the_pinned_claude_and_its_virtualenv(
+    claude_bin: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_CLI"}
+    env["PATH"] = without_venv(env.get("PATH", ""))
+    code, out, err = await run_runner("--", sys.executable, "-c", WHERE, env=env)
+    assert code == 0
+    assert out.splitlines() == [
+        str(claude_bin),
+        os.path.join(os.path.dirname(sys.executable), "python"),
+    ]
+    version = claude_bin.parents[2].name.removeprefix("claude-")
+    assert err == (
+        f"fake_anthropic: claude: claude {version} (pinned, .cache/claude-{version}/node_modules"
+        "/.bin/claude), installed by `make claude-cli`\n"
+    )
+    # A claude the user names is the one the command gets.
+    code, out, err = await run_runner(
+        "--", sys.executable, "-c", WHERE, env={**env, "CLAUDE_CLI": "/opt/my/claude"}
+    )
+    assert out.splitlines()[0] == "/opt/my/claude"
+    assert err == "fake_anthropic: claude: /opt/my/claude ($CLAUDE_CLI)\n"
+
+
+# Asks three times; prints each answer's content blocks.
+ASKING_THRICE = """
+import json, os, urllib.request
+body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "ping"}]}
+for _ in range(3):
+    request = urllib.request.Request(
+        os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        print(json.dumps([{k: b[k] for k in ("type", "text", "name", "input") if k in b}
+                          for b in json.load(answer)["content"]]))
+"""
+
+
+async def test_the_runner_answers_from_a_script_file_then_echoes(tmp_path: Path) -> None:
+    script = tmp_path / "replies.json"
+    read = {"tool": "Read", "input": {"file_path": "notes.txt"}, "text": "Reading."}
+    script.write_text(json.dumps([read, {"text": "Done."}]))
+    code, out, _ = await run_runner(
+        "--script", str(script), "--", sys.executable, "-c", ASKING_THRICE, env=dict(os.environ)
+    )
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "name": "Read", "input": {"file_path": "notes.txt"}},
+        ],
+        [{"type": "text", "text": "Done."}],
+        [{"type": "text", "text": "You said: ping"}],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (
+            '[{"text": "ok"}, {"tool": "Read"}]',
+            'reply 2 is {"tool":"Read"}: expected {"text": TEXT}',
+        ),
+        ('[{"text": 3}]', 'reply 1 is {"text":3}: expected'),
+        ('{"text": "ok"}', "expected a JSON list of replies"),
+        ("[{", "not a JSON document (Input data was truncated)"),
+    ],
+)
+async def test_a_bad_script_file_is_refused_saying_what_is_wrong(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    script = tmp_path / "replies.json"
+    script.write_text(content)
+    code, out, err = await run_runner("--script", str(script), "--", "true", env=dict(os.environ))
+    assert (code, out) == (2, "")
+    assert f"--script {script}: {why}" in err
+
+
+async def test_the_runner_keeps_the_home_it_is_given(tmp_path: Path) -> None:
+    home = tmp_path / "home" / "made"
+    code, out, _ = await run_runner(
+        "--home", str(home), "--", sys.executable, "-c", ASKING, "0", env=dict(os.environ)
+    )
+    assert code == 0
+    assert out.splitlines()[1] == f"{home} True"
+    assert home.is_dir()
+    code, _, err = await run_runner("--home", str(home), env=dict(os.environ))
+    assert code == 2 and "--home is CMD's HOME: give it with -- CMD" in err
