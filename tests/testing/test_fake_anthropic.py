@@ -618,3 +618,91 @@ async def test_the_runner_keeps_the_home_it_is_given(tmp_path: Path) -> None:
     assert home.is_dir()
     code, _, err = await run_runner("--home", str(home), env=dict(os.environ))
     assert code == 2 and "--home is CMD's HOME: give it with -- CMD" in err
+
+
+# Plays the CLI's part of one turn: sends the prompt (after a system text naming its working
+# directory, as Claude Code does), answers each tool call with the result argv[3] gives that
+# tool, and prints each reply's tool call or text, until a reply calls no tool.
+PLAYING_THE_CLI = """
+import json, os, sys, urllib.request
+prompt, cwd, results = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+messages = [
+    {"role": "user", "content": [{"type": "text", "text": "<system-reminder>hi</system-reminder>"},
+                                 {"type": "text", "text": prompt}]},
+    {"role": "system", "content": f"# Environment\\n - Primary working directory: {cwd}\\n"},
+]
+for _ in range(6):
+    body = {"model": "m", "max_tokens": 9, "messages": messages}
+    request = urllib.request.Request(
+        os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        content = json.load(answer)["content"]
+    [block] = content
+    if block["type"] == "text":
+        print(block["text"])
+        break
+    print(block["name"], json.dumps(block["input"], sort_keys=True))
+    messages.append({"role": "assistant", "content": content})
+    result = {"type": "tool_result", "tool_use_id": block["id"],
+              "content": [{"type": "text", "text": results.get(block["name"], "")}]}
+    messages.append({"role": "user", "content": [result]})
+"""
+
+
+@pytest.mark.parametrize(
+    ("scenario", "prompt", "results", "expected"),
+    [
+        (
+            "app_tools",
+            "How many words are in 'to be or not to be'? Note the answer.",
+            {"mcp__agentrt__word_count": "6"},
+            [
+                'ToolSearch {"max_results": 5, "query": '
+                '"select:mcp__agentrt__word_count,mcp__agentrt__note"}',
+                'mcp__agentrt__word_count {"text": "to be or not to be"}',
+                'mcp__agentrt__note {"tags": ["hamlet"], "text": "6 words"}',
+                "6 words; noted.",
+            ],
+        ),
+        (
+            "guarded",
+            "What is in .git/config?",
+            {},
+            [
+                'Read {"file_path": "/srv/project/.git/config"}',
+                "The hook blocked it: I left .git alone.",
+            ],
+        ),
+        (
+            "reviewer",
+            "Review the Python files here: the worst bug, briefly.",
+            {"Glob": "README.md\nsrc/calc.py\nsrc/io.py"},
+            [
+                'Glob {"pattern": "**/*.py"}',
+                'Read {"file_path": "src/calc.py"}',
+                "Read calc.py; a real model would name its worst bug here.",
+            ],
+        ),
+        ("reviewer", "Hello", {}, ["You said: Hello"]),
+    ],
+)
+async def test_a_scenario_answers_each_step_of_a_turn_from_the_request(
+    scenario: str, prompt: str, results: dict[str, str], expected: list[str]
+) -> None:
+    code, out, err = await run_runner(
+        "--scenario",
+        scenario,
+        "--",
+        sys.executable,
+        "-c",
+        PLAYING_THE_CLI,
+        prompt,
+        "/srv/project",
+        json.dumps(results),
+        env=dict(os.environ),
+    )
+    assert code == 0, err
+    assert out.splitlines() == expected
