@@ -21,7 +21,8 @@ from ._fake_anthropic import AnthropicReply, AnthropicText, AnthropicToolUse, Re
 Step: TypeAlias = Callable[[RecordedRequest], AnthropicReply]
 Scenario: TypeAlias = Callable[[RecordedRequest], AnthropicReply]
 
-# Where Claude Code (2.1.332) tells the model its working directory.
+# Where Claude Code (2.1.332) tells the model its working directory: a system text, looked
+# for anywhere in the request (its place has moved between versions of the CLI).
 _CWD = re.compile(r"Primary working directory: ([^\n]+)")
 _QUOTED = re.compile(r"'([^']+)'")
 _REMINDER = "<system-reminder>"

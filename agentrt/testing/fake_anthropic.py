@@ -98,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(str(exc))
     if args.home is not None and not args.command:
         parser.error("--home is CMD's HOME: give it with -- CMD")
+    if args.home is not None:
+        try:
+            args.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--home {args.home}: cannot be made a directory ({exc.strerror})")
     if args.command:
         raise SystemExit(_run(args.command, args.host, args.port, answer, args.home))
     with contextlib.suppress(KeyboardInterrupt):
@@ -179,7 +184,6 @@ async def _log_requests(api: FakeAnthropic) -> None:
 
 def _run(command: Sequence[str], host: str, port: int, answer: Scenario, home: Path | None) -> int:
     if home is not None:
-        home.mkdir(parents=True, exist_ok=True)
         return trio.run(_run_command, command, str(home.resolve()), host, port, answer)
     scratch = tempfile.mkdtemp(prefix="agentrt-fake-home-")
     try:

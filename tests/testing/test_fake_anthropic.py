@@ -618,6 +618,12 @@ async def test_the_runner_keeps_the_home_it_is_given(tmp_path: Path) -> None:
     assert home.is_dir()
     code, _, err = await run_runner("--home", str(home), env=dict(os.environ))
     assert code == 2 and "--home is CMD's HOME: give it with -- CMD" in err
+    (tmp_path / "a-file").write_text("")
+    code, _, err = await run_runner(
+        "--home", str(tmp_path / "a-file"), "--", "true", env=dict(os.environ)
+    )
+    assert code == 2
+    assert f"--home {tmp_path / 'a-file'}: cannot be made a directory (File exists)" in err
 
 
 # Plays the CLI's part of one turn: sends the prompt (after a system text naming its working
