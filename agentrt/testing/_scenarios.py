@@ -22,7 +22,7 @@ Step: TypeAlias = Callable[[RecordedRequest], AnthropicReply]
 Scenario: TypeAlias = Callable[[RecordedRequest], AnthropicReply]
 
 # Where Claude Code (2.1.332) tells the model its working directory: a system text, looked
-# for anywhere in the request (its place has moved between versions of the CLI).
+# for anywhere in the request, so that a CLI which moves it elsewhere is still answered.
 _CWD = re.compile(r"Primary working directory: ([^\n]+)")
 _QUOTED = re.compile(r"'([^']+)'")
 _REMINDER = "<system-reminder>"
