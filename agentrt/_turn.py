@@ -89,6 +89,14 @@ class _Failure:
     cause: BaseException | None = None
 
 
+# What a user can do when the CLI no longer has the stored session (the runtime keeps its
+# id, so that nothing is started afresh without being asked).
+_SESSION_LOST_WAYS_OUT = (
+    "The CLI no longer has this session (its transcript is in another HOME, or gone). "
+    "To start a new one: rt.reset_session(name), start_agent(..., resume=False), "
+    '`agentrt ask/chat --new`, or on_session_lost="fresh" to do so by itself.'
+)
+
 # Stops a warm CLI is asked to end in band, so it may live on; any other stop kills it.
 _IN_BAND: frozenset[StopReason] = frozenset((StopReason.INTERRUPTED, StopReason.CANCELLED))
 
@@ -685,6 +693,9 @@ class Turn:
         cost, usage = self._cost, self._usage
         if failure is None:
             assert isinstance(terminal, ErrorEvent)
+            if terminal.reason is StopReason.SESSION_LOST:
+                lost = f"{terminal.message.rstrip('. ')}. {_SESSION_LOST_WAYS_OUT}"
+                terminal = msgspec.structs.replace(terminal, message=lost)
             # A bill printed after it, or usage only a UsageEvent reported.
             if (terminal.cost_usd, terminal.usage) != (cost, usage):
                 terminal = msgspec.structs.replace(terminal, cost_usd=cost, usage=usage)

@@ -1,6 +1,8 @@
 """Application tools: the model calls Python functions of yours, typed by their hints.
 
     .venv/bin/python examples/app_tools.py [DIRECTORY]
+    .venv/bin/python -m agentrt.testing.fake_anthropic --scenario app_tools \\
+        -- python examples/app_tools.py .
 
 ``word_count`` is a plain tool; ``note`` is a method tool, called on this agent's own
 instance, so the notes are the agent's state. The runtime serves both to the CLI over a

@@ -2,6 +2,8 @@
 it proposes deletions through a tool of ours instead of deleting.
 
     .venv/bin/python examples/guarded.py [DIRECTORY]
+    .venv/bin/python -m agentrt.testing.fake_anthropic --scenario guarded \\
+        -- python examples/guarded.py .
 
 ``approve_tool`` is asked before the CLI runs a tool its settings do not already allow:
 shell commands that delete are denied (the model is told to propose them instead), every

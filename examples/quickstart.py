@@ -1,6 +1,7 @@
 """Quickstart: one supervised agent answers one question.
 
     .venv/bin/python examples/quickstart.py [DIRECTORY]
+    .venv/bin/python -m agentrt.testing.fake_anthropic -- python examples/quickstart.py .
 
 Needs a logged-in ``claude`` (``agentrt doctor`` checks). The session id is kept in the
 SQLite store under the agent's name, so its conversation survives crashes and restarts.

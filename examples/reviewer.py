@@ -1,6 +1,8 @@
 """A read-only reviewer: it may read, search and list files, and nothing else.
 
     .venv/bin/python examples/reviewer.py [DIRECTORY]
+    .venv/bin/python -m agentrt.testing.fake_anthropic --scenario reviewer \\
+        -- python examples/reviewer.py .
 
 ``tools`` limits the CLI's built-in tools to the read-only ones, so the model cannot edit
 or run anything; ``hermetic=True`` leaves out the user's and the project's Claude

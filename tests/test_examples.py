@@ -109,9 +109,12 @@ def pinned_claude() -> Path:
     return binary
 
 
-async def run_on_the_fake(name: str, cwd: Path, claude: Path) -> list[str]:
-    """``python -m agentrt.testing.fake_anthropic -- python examples/NAME.py CWD``: its
-    stdout lines, after checking it succeeded."""
+async def run_on_the_fake(
+    name: str, cwd: Path, claude: Path, *options: str, check: bool = True
+) -> list[str]:
+    """``python -m agentrt.testing.fake_anthropic [OPTIONS] -- python examples/NAME.py CWD``:
+    its stdout lines, after checking it succeeded (unless ``check`` is false: then its
+    stdout and stderr)."""
     env = {**os.environ, "CLAUDE_CLI": str(claude)}
     with trio.fail_after(120):
         done = await trio.run_process(
@@ -119,6 +122,7 @@ async def run_on_the_fake(name: str, cwd: Path, claude: Path) -> list[str]:
                 sys.executable,
                 "-m",
                 "agentrt.testing.fake_anthropic",
+                *options,
                 "--",
                 sys.executable,
                 str(EXAMPLES / f"{name}.py"),
@@ -129,6 +133,8 @@ async def run_on_the_fake(name: str, cwd: Path, claude: Path) -> list[str]:
             capture_stderr=True,
             check=False,
         )
+    if not check:
+        return [done.stdout.decode(), done.stderr.decode()]
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode().splitlines()
 
@@ -161,6 +167,28 @@ async def test_reviewer_in_one_command(pinned_claude: Path, tmp_path: Path) -> N
         "You said: Review the Python files here: the worst bug, briefly.",
         "(read: nothing)",
     ]
+
+
+@pytest.mark.realcli
+async def test_reviewers_story_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    # Scripted: the Python files listed, one of them read.
+    (tmp_path / "calc.py").write_text("def ratio(a, b):\n    return a / b\n")
+    lines = await run_on_the_fake("reviewer", tmp_path, pinned_claude, "--scenario", "reviewer")
+    assert lines == ["Read calc.py; a real model would name its worst bug here.", "(read: calc.py)"]
+
+
+@pytest.mark.realcli
+async def test_guardeds_story_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    lines = await run_on_the_fake("guarded", tmp_path, pinned_claude, "--scenario", "guarded")
+    assert lines == [
+        "Clean up the build output. -> Deleting was denied, so I proposed build for deletion.",
+        "What is in .git/config? -> The hook blocked it: I left .git alone.",
+        "  denied 'rm -rf build'",
+        "  blocked Read on .git",
+        "  proposed for deletion: build",
+    ]
+    assert (tmp_path / "build").is_dir()
 
 
 @pytest.mark.realcli
@@ -292,6 +320,45 @@ async def test_app_tools_in_one_command(pinned_claude: Path, tmp_path: Path) -> 
         "You said: How many words are in 'to be or not to be'? Note the answer.",
         "(notes: none)",
     ]
+
+
+@pytest.mark.realcli
+async def test_app_tools_story_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    # Scripted: the plain tool counts, the method tool notes the count.
+    lines = await run_on_the_fake("app_tools", tmp_path, pinned_claude, "--scenario", "app_tools")
+    assert lines == ["6 words; noted.", "(notes: 6 words #hamlet)"]
+
+
+@pytest.mark.realcli
+async def test_app_tools_from_a_script_file(pinned_claude: Path, tmp_path: Path) -> None:
+    counted = "mcp__agentrt__word_count"
+    replies = [
+        {"tool": "ToolSearch", "input": {"query": f"select:{counted}", "max_results": 5}},
+        {"tool": counted, "input": {"text": "a b c"}, "text": "Counting."},
+        {"text": "Three words."},
+    ]
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps(replies))
+    lines = await run_on_the_fake("app_tools", tmp_path, pinned_claude, "--script", str(script))
+    assert lines == ["Counting.Three words.", "(notes: none)"]
+
+
+@pytest.mark.realcli
+async def test_a_second_run_with_the_same_home_continues_the_session(
+    pinned_claude: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    _, first = await run_on_the_fake("quickstart", tmp_path, pinned_claude, "--home", str(home))
+    _, second = await run_on_the_fake("quickstart", tmp_path, pinned_claude, "--home", str(home))
+    session = first.rsplit("session ", 1)[1].rstrip(")")
+    assert second.endswith(f", complete, session {session})")
+    async with SQLiteStore(Path(os.environ["AGENTRT_STORE"])) as store:
+        record = await store.load("quickstart")
+    assert record is not None and (record.session_id, record.turns) == (session, 2)
+    # Without that HOME the CLI has no transcript of it: the turn says how to go on.
+    out, err = await run_on_the_fake("quickstart", tmp_path, pinned_claude, check=False)
+    assert out == "" and "turn failed (session_lost): No conversation found" in err
+    assert "rt.reset_session(name), start_agent(..., resume=False)" in err
 
 
 @pytest.mark.realcli

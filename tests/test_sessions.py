@@ -4,6 +4,7 @@ crashes; state checkpoints; resume="auto" / False / id and the cwd rule; session
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import attrs
 import msgspec
 import pytest
 import trio
-from _helpers import echo, settle
+from _helpers import echo, echo_backend, settle
 from proc_helpers import Watcher
 from trio.testing import MockClock
 
@@ -338,6 +339,31 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
     ]
     assert [e.reason for e in agent.errors] == [StopReason.SESSION_LOST]
     assert backend.session_ids == [None, "s1", "s1"]
+
+
+async def test_session_lost_names_the_ways_out_and_each_works(autojump_clock: MockClock) -> None:
+    backend = lost_backend()
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Watcher(), name="a", backend=backend)
+        await rt.ask("a", "one")
+        with pytest.raises(TurnFailed) as lost:
+            await rt.ask("a", "two")
+        message = lost.value.message
+        assert message.startswith("No conversation found with session ID: s1. ")
+        ways_out = ["rt.reset_session(name)", "resume=False", "--new", 'on_session_lost="fresh"']
+        assert all(way in message for way in ways_out), message
+        # Each is spelt as the API spells it: reset_session starts afresh...
+        await rt.reset_session("a")
+        assert (await rt.ask("a", "three")).session_id == "s2"
+        # ...and start_agent takes resume=False and on_session_lost="fresh".
+        await rt.stop_agent("a")
+        await rt.start_agent(
+            Watcher(), name="a", backend=echo_backend(), resume=False, on_session_lost="fresh"
+        )
+    usage = await trio.run_process(
+        [sys.executable, "-m", "agentrt", "ask", "--help"], capture_stdout=True
+    )
+    assert b"--new" in usage.stdout
 
 
 @pytest.mark.parametrize("how", ["class", "option"])

@@ -33,9 +33,9 @@ import trio
 
 from .. import _proctree
 from .._agent import Agent
-from .._backends import resolve_backend
 from .._errors import AgentNotFound, AgentRTError, TurnFailed
 from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
+from .._pinned import pinned_claude
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
 from .._store import SessionRecord
@@ -52,7 +52,6 @@ from ._demo_model import (
 )
 from ._render import CliError, Output, money, plain_table, rich_table, seconds, short
 
-_REPO = Path(__file__).resolve().parents[2]
 # How long the demo waits for a supervisor to bring a crashed agent back.
 _RESTART_BOUND = 10.0
 # What the demo checks, in story order; a check whose step never ran stays failed.
@@ -208,14 +207,6 @@ class Fragile(DemoAgent):
         if isinstance(outcome, TurnFailed) and outcome.reason is StopReason.PROCESS_CRASHED:
             self.board.note(f"{self.label}: post_turn raises (let it crash)", "red")
             raise RuntimeError(f"{self.label}: my CLI was killed mid-turn")
-
-
-def pinned_claude() -> Path | None:
-    """The claude binary ``make claude-cli`` installs in this checkout, if it is there."""
-    written_for: str = getattr(resolve_backend("claude"), "written_for_version", "")
-    version = os.environ.get("AGENTRT_CLAUDE_VERSION") or written_for
-    path = _REPO / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
-    return path if path.exists() else None
 
 
 def _cli_pid(cwd: str) -> int | None:
@@ -612,8 +603,8 @@ async def _setup(
             "your logged-in claude and a real model (this costs tokens)",
             "claude on PATH (or $CLAUDE_CLI)",
         )
-    binary = None if args.fake_cli else pinned_claude()
-    if binary is None:
+    pinned = None if args.fake_cli else pinned_claude()
+    if pinned is None:
         folder = os.path.join(scratch, "bin")
         os.makedirs(folder)
         for name in board.rows:
@@ -646,12 +637,10 @@ async def _setup(
     }
 
     def claude_options(name: str) -> dict[str, Any]:
-        return {"binary": str(binary), "env_policy": "isolated", "env": env}
+        return {"binary": str(pinned.path), "env_policy": "isolated", "env": env}
 
-    shown = binary.relative_to(_REPO) if binary.is_relative_to(_REPO) else binary
-    version = binary.parent.parent.parent.name.removeprefix("claude-")
     return (
         claude_options,
         f"agentrt's fake Anthropic API at {api.base_url} (no credentials, no network)",
-        f"claude {version} (pinned, {shown})",
+        str(pinned),
     )

@@ -27,6 +27,7 @@ from .._backends import resolve_backend
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
 from .._errors import AgentRTError, StoreError, TurnFailed
+from .._pinned import PinnedClaude, pinned_claude
 from .._redact import redact
 from .._runtime import open_runtime
 from .._store_memory import MemoryStore
@@ -185,6 +186,21 @@ def _auth_checks(backend: str, environ: Mapping[str, str]) -> list[Check]:
     return checks
 
 
+def _pinned(backend: str, environ: Mapping[str, str]) -> PinnedClaude | None:
+    # Agents run $CLAUDE_CLI or `claude` on PATH: the pinned one only where it is pointed at.
+    return pinned_claude() if backend == "claude" and not environ.get("CLAUDE_CLI") else None
+
+
+def _install_fix(backend: str, environ: Mapping[str, str]) -> str:
+    pinned = _pinned(backend, environ)
+    if pinned is None:
+        return _INSTALL[backend]
+    return (
+        f"set CLAUDE_CLI={pinned.path} for agents to use the pinned claude (the fake-API "
+        "runner, python -m agentrt.testing.fake_anthropic, uses it by itself)"
+    )
+
+
 def _find_binary(binary: str) -> str | None:
     if os.sep in binary:
         return binary if os.access(binary, os.X_OK) and os.path.isfile(binary) else None
@@ -233,7 +249,11 @@ async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str
     if path is None:
         # Without --backend, a CLI that is not installed is not a problem by itself.
         status: Status = "fail" if explicit else "skip"
-        return [Check(name, "binary", status, f"{binary!r} not found on PATH", _INSTALL[name])]
+        detail, fix = f"{binary!r} not found on PATH", _install_fix(name, environ)
+        pinned = _pinned(name, environ)
+        if pinned is not None:
+            detail += f"; found {pinned}, which `make claude-cli` installed"
+        return [Check(name, "binary", status, detail, fix)]
     checks = [Check(name, "binary", "ok", path)]
     written_for: str | None = getattr(backend, "written_for_version", None)
     found, raw = await _version(backend, options)
@@ -505,7 +525,11 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
     if not installed and not args.backend:
         checks.append(
             Check(
-                "agentrt", "backends", "fail", "no supported CLI is installed", _INSTALL["claude"]
+                "agentrt",
+                "backends",
+                "fail",
+                "no supported CLI is installed",
+                _install_fix("claude", environ),
             )
         )
     checks += await store_checks(store_path(args))

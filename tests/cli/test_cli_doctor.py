@@ -96,6 +96,35 @@ async def test_missing_binary_is_unhealthy_with_its_fix(base_env: dict[str, str]
     assert run.stdout.rstrip().endswith("NOT healthy: fix the problems above")
 
 
+def path_without_claude(env: dict[str, str]) -> str:
+    """``env``'s PATH without the folders that hold a ``claude``: a fresh clone's."""
+    folders = env.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(f for f in folders if f and not os.path.exists(f"{f}/claude"))
+
+
+@pytest.mark.realcli
+async def test_the_pinned_claude_off_path_is_named_with_how_to_use_it(
+    base_env: dict[str, str], claude_bin: Path
+) -> None:
+    # After `make demo`: the pinned claude is under .cache/, nothing is on PATH.
+    env = {**base_env, "PATH": path_without_claude(base_env)}
+    run = await agentrt("doctor", "--backend", "claude", env=env)
+    assert run.code == 1
+    assert lines_of(run.stdout)["claude binary"] == (
+        "FAIL 'claude' not found on PATH; found claude 2.1.332 (pinned, "
+        ".cache/claude-2.1.332/node_modules/.bin/claude), which `make claude-cli` installed"
+    )
+    assert f"fix: set CLAUDE_CLI={claude_bin} for agents to use the pinned claude" in run.stdout
+    assert "npm install" not in run.stdout
+    run = await agentrt("doctor", env=env)
+    assert lines_of(run.stdout)["agentrt backends"] == "FAIL no supported CLI is installed"
+    assert "npm install -g @anthropic-ai" not in run.stdout
+    # Pointed at it, agents run it: the binary is found and its version checked.
+    run = await agentrt("doctor", "--backend", "claude", env={**env, "CLAUDE_CLI": str(claude_bin)})
+    assert lines_of(run.stdout)["claude binary"] == f"ok {claude_bin}"
+    assert lines_of(run.stdout)["claude version"].startswith("ok 2.1.332")
+
+
 @pytest.mark.realcli
 async def test_without_backend_one_usable_cli_is_enough(
     base_env: dict[str, str], claude_bin: Path

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import http_client
@@ -455,7 +456,9 @@ async def run_runner(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 async def test_the_runner_serves_a_command_and_exits_with_its_status() -> None:
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-real-0000", "XDG_STATE_HOME": "/x"}
     code, out, err = await run_runner("--", sys.executable, "-c", ASKING, "3", env=env)
-    assert (code, err) == (3, "")
+    assert code == 3
+    [said] = err.splitlines()  # which claude the command gets, and nothing else
+    assert said.startswith("fake_anthropic: claude: ")
     echoed, home_line, key_line = out.splitlines()
     assert echoed == "You said: ping"
     home, existed = home_line.split()
@@ -512,3 +515,200 @@ async def test_the_runner_reports_a_command_killed_by_a_signal_as_the_shell_does
         env=dict(os.environ),
     )
     assert code == 128 + signal.SIGKILL
+
+
+# Prints where the command's claude and python are.
+WHERE = "import os, shutil; print(os.environ.get('CLAUDE_CLI')); print(shutil.which('python'))"
+
+
+def without_venv(path: str) -> str:
+    """``path`` without this virtualenv's bin: a shell that did not activate it."""
+    venv_bin = os.path.dirname(sys.executable)
+    return os.pathsep.join(f for f in path.split(os.pathsep) if f and f != venv_bin)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not run from a virtualenv")
+async def test_the_runner_gives_the_command_the_pinned_claude_and_its_virtualenv(
+    claude_bin: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_CLI"}
+    env["PATH"] = without_venv(env.get("PATH", ""))
+    code, out, err = await run_runner("--", sys.executable, "-c", WHERE, env=env)
+    assert code == 0
+    assert out.splitlines() == [
+        str(claude_bin),
+        os.path.join(os.path.dirname(sys.executable), "python"),
+    ]
+    version = claude_bin.parents[2].name.removeprefix("claude-")
+    assert err == (
+        f"fake_anthropic: claude: claude {version} (pinned, .cache/claude-{version}/node_modules"
+        "/.bin/claude), installed by `make claude-cli`\n"
+    )
+    # A claude the user names is the one the command gets.
+    code, out, err = await run_runner(
+        "--", sys.executable, "-c", WHERE, env={**env, "CLAUDE_CLI": "/opt/my/claude"}
+    )
+    assert out.splitlines()[0] == "/opt/my/claude"
+    assert err == "fake_anthropic: claude: /opt/my/claude ($CLAUDE_CLI)\n"
+
+
+# Asks three times; prints each answer's content blocks.
+ASKING_THRICE = """
+import json, os, urllib.request
+body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "ping"}]}
+for _ in range(3):
+    request = urllib.request.Request(
+        os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        print(json.dumps([{k: b[k] for k in ("type", "text", "name", "input") if k in b}
+                          for b in json.load(answer)["content"]]))
+"""
+
+
+async def test_the_runner_answers_from_a_script_file_then_echoes(tmp_path: Path) -> None:
+    script = tmp_path / "replies.json"
+    read = {"tool": "Read", "input": {"file_path": "notes.txt"}, "text": "Reading."}
+    script.write_text(json.dumps([read, {"text": "Done."}]))
+    code, out, _ = await run_runner(
+        "--script", str(script), "--", sys.executable, "-c", ASKING_THRICE, env=dict(os.environ)
+    )
+    assert code == 0
+    assert [json.loads(line) for line in out.splitlines()] == [
+        [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "name": "Read", "input": {"file_path": "notes.txt"}},
+        ],
+        [{"type": "text", "text": "Done."}],
+        [{"type": "text", "text": "You said: ping"}],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (
+            '[{"text": "ok"}, {"tool": "Read"}]',
+            'reply 2 is {"tool":"Read"}: expected {"text": TEXT}',
+        ),
+        ('[{"text": 3}]', 'reply 1 is {"text":3}: expected'),
+        ('{"text": "ok"}', "expected a JSON list of replies"),
+        ("[{", "not a JSON document (Input data was truncated)"),
+    ],
+)
+async def test_a_bad_script_file_is_refused_saying_what_is_wrong(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    script = tmp_path / "replies.json"
+    script.write_text(content)
+    code, out, err = await run_runner("--script", str(script), "--", "true", env=dict(os.environ))
+    assert (code, out) == (2, "")
+    assert f"--script {script}: {why}" in err
+
+
+async def test_the_runner_keeps_the_home_it_is_given(tmp_path: Path) -> None:
+    home = tmp_path / "home" / "made"
+    code, out, _ = await run_runner(
+        "--home", str(home), "--", sys.executable, "-c", ASKING, "0", env=dict(os.environ)
+    )
+    assert code == 0
+    assert out.splitlines()[1] == f"{home} True"
+    assert home.is_dir()
+    code, _, err = await run_runner("--home", str(home), env=dict(os.environ))
+    assert code == 2 and "--home is CMD's HOME: give it with -- CMD" in err
+    (tmp_path / "a-file").write_text("")
+    code, _, err = await run_runner(
+        "--home", str(tmp_path / "a-file"), "--", "true", env=dict(os.environ)
+    )
+    assert code == 2
+    assert f"--home {tmp_path / 'a-file'}: cannot be made a directory (File exists)" in err
+
+
+# Plays the CLI's part of one turn: sends the prompt (after a system text naming its working
+# directory, as Claude Code does), answers each tool call with the result argv[3] gives that
+# tool, and prints each reply's tool call or text, until a reply calls no tool.
+PLAYING_THE_CLI = """
+import json, os, sys, urllib.request
+prompt, cwd, results = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+messages = [
+    {"role": "user", "content": [{"type": "text", "text": "<system-reminder>hi</system-reminder>"},
+                                 {"type": "text", "text": prompt}]},
+    {"role": "system", "content": f"# Environment\\n - Primary working directory: {cwd}\\n"},
+]
+for _ in range(6):
+    body = {"model": "m", "max_tokens": 9, "messages": messages}
+    request = urllib.request.Request(
+        os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        content = json.load(answer)["content"]
+    [block] = content
+    if block["type"] == "text":
+        print(block["text"])
+        break
+    print(block["name"], json.dumps(block["input"], sort_keys=True))
+    messages.append({"role": "assistant", "content": content})
+    result = {"type": "tool_result", "tool_use_id": block["id"],
+              "content": [{"type": "text", "text": results.get(block["name"], "")}]}
+    messages.append({"role": "user", "content": [result]})
+"""
+
+
+@pytest.mark.parametrize(
+    ("scenario", "prompt", "results", "expected"),
+    [
+        (
+            "app_tools",
+            "How many words are in 'to be or not to be'? Note the answer.",
+            {"mcp__agentrt__word_count": "6"},
+            [
+                'ToolSearch {"max_results": 5, "query": '
+                '"select:mcp__agentrt__word_count,mcp__agentrt__note"}',
+                'mcp__agentrt__word_count {"text": "to be or not to be"}',
+                'mcp__agentrt__note {"tags": ["hamlet"], "text": "6 words"}',
+                "6 words; noted.",
+            ],
+        ),
+        (
+            "guarded",
+            "What is in .git/config?",
+            {},
+            [
+                'Read {"file_path": "/srv/project/.git/config"}',
+                "The hook blocked it: I left .git alone.",
+            ],
+        ),
+        (
+            "reviewer",
+            "Review the Python files here: the worst bug, briefly.",
+            {"Glob": "README.md\nsrc/calc.py\nsrc/io.py"},
+            [
+                'Glob {"pattern": "**/*.py"}',
+                'Read {"file_path": "src/calc.py"}',
+                "Read calc.py; a real model would name its worst bug here.",
+            ],
+        ),
+        ("reviewer", "Hello", {}, ["You said: Hello"]),
+    ],
+)
+async def test_a_scenario_answers_each_step_of_a_turn_from_the_request(
+    scenario: str, prompt: str, results: dict[str, str], expected: list[str]
+) -> None:
+    code, out, err = await run_runner(
+        "--scenario",
+        scenario,
+        "--",
+        sys.executable,
+        "-c",
+        PLAYING_THE_CLI,
+        prompt,
+        "/srv/project",
+        json.dumps(results),
+        env=dict(os.environ),
+    )
+    assert code == 0, err
+    assert out.splitlines() == expected
