@@ -113,6 +113,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_TRANSCRIPTS.replace("BYTES", "BYTEA").replace("INTEGER", "BIGINT"),),
     # 4: the agents' supervisor specs, for failover.
     (CREATE_AGENT_SPECS,),
+    # 5: whether a live process is a warm CLI idling between turns.
+    ("ALTER TABLE sessions ADD COLUMN live_idle BOOLEAN NOT NULL DEFAULT FALSE",),
 )
 
 _UPSERT_SESSION = """

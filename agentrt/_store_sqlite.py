@@ -139,6 +139,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_TRANSCRIPTS.replace("BYTES", "BLOB"),),
     # 6: the agents' supervisor specs, for failover.
     (CREATE_AGENT_SPECS,),
+    # 7: whether a live process is a warm CLI idling between turns.
+    ("ALTER TABLE sessions ADD COLUMN live_idle INTEGER NOT NULL DEFAULT 0",),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"

@@ -278,6 +278,36 @@ async def test_live_process_is_recorded_listed_and_cleared(
     assert b_after.updated_at == 1000.0
 
 
+async def test_a_warm_cli_idling_between_turns_is_recorded_until_its_process_goes(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    async def idle(name: str) -> tuple[bool, float]:
+        record = await store.load(name)
+        assert record is not None
+        return record.live_idle, record.updated_at
+
+    await store.checkpoint_session("a", backend="claude", session_id=None, cwd=None)
+    await store.set_live_idle("a", True)  # no live process: nothing to mark
+    await store.set_live_idle("ghost", True)  # no row: nothing either
+    assert await idle("a") == (False, 1000.0)
+    await store.set_live_process("a", pgid=10, pid=10, start_time=1, runtime_id="rt")
+    assert await idle("a") == (False, 1000.0)  # a new process runs a turn
+    clock.now = 1001.0
+    await store.set_live_idle("a", True)
+    assert await idle("a") == (True, 1001.0)
+    (live,) = await store.live_processes()  # still the reaper's to find
+    assert (live.live_pgid, live.live_idle) == (10, True)
+    await store.set_live_idle("a", False)  # the next turn takes it
+    assert (await idle("a"))[0] is False
+    await store.set_live_idle("a", True)
+    await store.set_live_process("a", pgid=20, pid=20, start_time=2, runtime_id="rt")
+    assert (await idle("a"))[0] is False
+    await store.set_live_idle("a", True)
+    await store.clear_live_process("a")  # it hibernated or died
+    assert (await idle("a"))[0] is False
+    assert list(await store.live_processes()) == []
+
+
 async def test_both_stores_keep_every_field_alike(tmp_path: Path, clock: FakeClock) -> None:
     # Field by field, whole records: a write that one store drops or misnames shows here.
     async def story(store: SessionStore) -> tuple[agentrt.SessionRecord, ...]:

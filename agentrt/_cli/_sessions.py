@@ -34,6 +34,7 @@ def record_data(record: SessionRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "live_pgid": record.live_pgid,
+        "live_idle": record.live_idle,
         "state_bytes": None if record.state is None else len(record.state),
     }
 
@@ -44,9 +45,12 @@ def is_dsn(value: str) -> bool:
 
 
 def state_of(record: SessionRecord | None, lease: Lease | None) -> str:
-    """``in a turn`` / ``owned`` (a live lease), ``lease expired`` or ``not owned``."""
+    """``in a turn`` / ``idle, CLI kept`` / ``owned`` (a live lease), ``lease expired`` or
+    ``not owned``."""
     if lease is not None and lease.held:
-        return "in a turn" if record is not None and record.live_pgid is not None else "owned"
+        if record is None or record.live_pgid is None:
+            return "owned"
+        return "idle, CLI kept" if record.live_idle else "in a turn"
     if lease is not None and lease.owner is not None:
         return "lease expired"
     return "not owned"
