@@ -18,7 +18,8 @@ SESSION_COLUMNS = (
     " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
     " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
     " session_cost_usd, session_input_tokens, session_output_tokens,"
-    " session_cache_creation_input_tokens, session_cache_read_input_tokens, live_idle"
+    " session_cache_creation_input_tokens, session_cache_read_input_tokens, live_idle,"
+    " session_turns"
 )
 
 # One statement, so concurrent writers (other connections too) never lose an increment.
@@ -33,6 +34,7 @@ UPDATE sessions SET
     session_output_tokens = session_output_tokens + ?,
     session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
     session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
+    session_turns = session_turns + 1,
     last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
 WHERE name = ?
 """
@@ -122,7 +124,9 @@ def record_from_row(row: Sequence[Any]) -> SessionRecord:
         state=state,
         live_marker=marker,
         live_idle=bool(row[24]),  # SQLite's 0 / 1
-        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
+        session_totals=SessionTotals(
+            usage=_usage(*session_tokens), cost_usd=session_cost, turns=row[25]
+        ),
     )
 
 

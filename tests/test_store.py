@@ -143,7 +143,9 @@ async def test_session_totals_sum_one_session_and_restart_with_a_new_id(
     await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
     record = await store.load("coder")
     assert record is not None
-    assert record.session_totals == SessionTotals(usage=Usage(output_tokens=4), cost_usd=0.75)
+    assert record.session_totals == SessionTotals(
+        usage=Usage(output_tokens=4), cost_usd=0.75, turns=2
+    )
     # A new session (or none, after a reset) starts from zero; the agent's totals go on.
     await store.checkpoint_session("coder", backend="claude", session_id="s-2", cwd="/r")
     await store.record_turn(
@@ -151,8 +153,8 @@ async def test_session_totals_sum_one_session_and_restart_with_a_new_id(
     )
     record = await store.load("coder")
     assert record is not None
-    assert record.session_totals == SessionTotals(cost_usd=1.0)
-    assert record.cost_usd == 1.75
+    assert record.session_totals == SessionTotals(cost_usd=1.0, turns=1)
+    assert (record.cost_usd, record.turns) == (1.75, 3)
     await store.checkpoint_session("coder", backend="claude", session_id=None, cwd="/r")
     record = await store.load("coder")
     assert record is not None
@@ -513,7 +515,9 @@ async def test_a_version_1_file_gains_the_later_columns(tmp_path: Path) -> None:
         )
         record = await store.load("coder")
         assert record is not None
-        assert record.session_totals == SessionTotals(usage=Usage(input_tokens=3), cost_usd=0.5)
+        assert record.session_totals == SessionTotals(
+            usage=Usage(input_tokens=3), cost_usd=0.5, turns=1
+        )
 
 
 async def test_a_failing_migration_changes_nothing(

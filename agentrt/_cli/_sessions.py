@@ -10,7 +10,7 @@ from typing import Any
 from .._store import Lease, SessionRecord, SessionStore
 from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore
-from ._agent import store_path
+from ._agent import is_dsn, store_path
 from ._render import CliError, Output, money
 
 
@@ -37,11 +37,6 @@ def record_data(record: SessionRecord) -> dict[str, Any]:
         "live_idle": record.live_idle,
         "state_bytes": None if record.state is None else len(record.state),
     }
-
-
-def is_dsn(value: str) -> bool:
-    """Whether ``--store`` names a PostgreSQL database rather than an SQLite file."""
-    return value.startswith(("postgresql://", "postgres://")) or "host=" in value
 
 
 def state_of(record: SessionRecord | None, lease: Lease | None) -> str:
@@ -87,7 +82,7 @@ async def run_status(args: argparse.Namespace, out: Output) -> int:
 async def run_sessions(args: argparse.Namespace, out: Output) -> int:
     """List, show or forget stored sessions; exit 1 when a named one is not there."""
     action = args.action or "list"
-    if args.store and is_dsn(args.store):
+    if is_dsn(args.store):
         async with PostgresStore(args.store) as store:
             return await _sessions(store, action, args, out, "the PostgreSQL store")
     path = store_path(args)
