@@ -2,7 +2,9 @@
 
 Exit codes: 0 success (``doctor``: healthy), 1 failure (a failed turn, an unhealthy set-up,
 any error), 2 a usage error, 130 interrupted by Ctrl+C. An error is one line saying what
-went wrong and how to fix it; ``--debug`` adds the traceback and the runtime's debug log.
+went wrong and how to fix it (with ``--json`` also a JSON error object on stdout); a usage
+error shows the usage of the subcommand it was made on; ``--debug`` adds the traceback and
+the runtime's debug log.
 """
 
 from __future__ import annotations
