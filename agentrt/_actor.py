@@ -188,6 +188,8 @@ class Actor:
     _done: bool = False
     # A live process record is in the store for the running turn (or the warm CLI).
     _live: bool = False
+    # That record says the warm CLI idles between turns.
+    _live_idle: bool = False
     # The live CLI (``keep_alive``, approvals, hooks), while the instance runs.
     _warm: WarmProcess | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
@@ -373,6 +375,8 @@ class Actor:
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
         elif self._runner is not None:
             await self._turn_started()  # an in-process turn starts as it is called
+        if self._live_idle:
+            await self._set_live_idle(False)  # the warm CLI is this turn's now
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -385,6 +389,8 @@ class Actor:
                 self.tools.cancel_calls("its turn ended")
             if self._live and self._warm is None:
                 await self._clear_live()
+        if self._live and self._warm is not None and self._warm.pid is not None:
+            await self._set_live_idle(True)  # the warm CLI outlived its turn
         slot.turns += 1
         if self._portable is not None:
             await self._portable.after_turn(slot.session_id)
@@ -442,7 +448,7 @@ class Actor:
         await self._turn_started()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
-        self._live = True
+        self._live, self._live_idle = True, False
         self.slot.cli_pid = proc.pid
         logger.debug(
             "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
@@ -460,8 +466,16 @@ class Actor:
             # The turn goes on; only a reaper after a crash of this program would miss it.
             log_error(f"agent {self.name!r}: the session store could not record a process", exc)
 
+    async def _set_live_idle(self, idle: bool) -> None:
+        self._live_idle = idle
+        try:
+            await self.store.set_live_idle(self.name, idle)
+        except Exception as exc:
+            # Only what `agentrt status` shows is behind.
+            log_error(f"agent {self.name!r}: the session store could not record its CLI idle", exc)
+
     async def _clear_live(self) -> None:
-        self._live = False
+        self._live = self._live_idle = False
         self.slot.cli_pid = None
         # Also after a stop: the process is gone, so its record must go too.
         with trio.move_on_after(STORE_GRACE, shield=True):

@@ -63,11 +63,14 @@ class SessionTotals(msgspec.Struct, frozen=True, kw_only=True):
 
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    turns: int = 0  # the turns of this session, failed ones too
 
     def add(self, usage: Usage | None, cost_usd: float | None) -> SessionTotals:
+        """These totals with one more turn's figures."""
         return SessionTotals(
             usage=self.usage if usage is None else self.usage.plus(usage),
             cost_usd=self.cost_usd + (cost_usd or 0.0),
+            turns=self.turns + 1,
         )
 
 

@@ -206,8 +206,11 @@ class Slot:
                 waiting_for_process=turn is not None and turn.waiting_for_process,
             )
             state = "processing"
+        elif self.halted:
+            state = "halted"
         else:
-            state = "halted" if self.halted else "idle"
+            # Between turns only a warm CLI (keep_alive) lives on.
+            state = "idle" if self.cli_pid is None else "idle_warm"
         mailbox = self.mailbox
         notifications = mailbox.notifications
         return AgentStatus(

@@ -8,9 +8,10 @@ import attrs
 
 from ._requests import Origin, Ref
 
+# "idle_warm": idle, its warm CLI (``keep_alive``) kept alive for the next turn.
 # "restarting": crashed, its supervisor starts a new instance (after a backoff delay); work
 # sent meanwhile queues for it.
-AgentState = Literal["idle", "processing", "halted", "restarting"]
+AgentState = Literal["idle", "idle_warm", "processing", "halted", "restarting"]
 
 
 @attrs.frozen

@@ -42,6 +42,8 @@ class SessionRow:
     runtime_id: str | None
     state: bytes | None
     live_marker: str | None = None
+    # The live process is a warm CLI idling between turns (kept for the next), not a turn's.
+    live_idle: bool = False
     # The figures the turns of the current session reported, summed; zero when the session
     # id changes. A backend whose CLI reports running session totals subtracts them.
     session_totals: SessionTotals = NO_TOTALS
@@ -56,7 +58,9 @@ class SessionRecord(SessionRow):
     they were written (``live_start_time`` is the leader's start time in clock ticks, from
     ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
     ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
-    all of them are ``None`` when no turn runs. ``state`` is the agent's own checkpoint blob,
+    all of them are ``None`` when no turn runs. A warm CLI (``keep_alive``) keeps its
+    ``live_*`` fields between turns, with ``live_idle`` True while it waits for the next
+    turn (False while a turn runs). ``state`` is the agent's own checkpoint blob,
     stored as given.
     """
 
@@ -175,7 +179,12 @@ class SessionStore(Protocol):
         marker: str | None = None,
     ) -> None:
         """Record the process group (and env marker) of the turn ``name`` is running, for
-        the reaper."""
+        the reaper (``live_idle`` False: the process runs a turn)."""
+        ...
+
+    async def set_live_idle(self, name: str, idle: bool) -> None:
+        """Record whether the live process of ``name`` is a warm CLI idling between turns
+        (``idle``) or runs a turn; a no-op without a live process or without a row."""
         ...
 
     async def clear_live_process(self, name: str) -> None:

@@ -202,6 +202,14 @@ class MemoryStore(ClosedOnExit):
         row = self._changing(name)
         row.live_pgid, row.live_pid, row.live_start_time = pgid, pid, start_time
         row.runtime_id, row.live_marker = runtime_id, marker
+        row.live_idle = False
+
+    async def set_live_idle(self, name: str, idle: bool) -> None:
+        await self._enter()
+        self._fence(name)
+        row = self._rows.get(name)
+        if row is not None and row.live_pgid is not None:
+            self._changing(name).live_idle = idle
 
     async def clear_live_process(self, name: str) -> None:
         await self._enter()
@@ -211,6 +219,7 @@ class MemoryStore(ClosedOnExit):
             row = self._changing(name)
             row.live_pgid = row.live_pid = row.live_start_time = None
             row.runtime_id = row.live_marker = None
+            row.live_idle = False
 
     async def live_processes(self) -> Sequence[SessionRecord]:
         await self._enter()

@@ -113,6 +113,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_TRANSCRIPTS.replace("BYTES", "BYTEA").replace("INTEGER", "BIGINT"),),
     # 4: the agents' supervisor specs, for failover.
     (CREATE_AGENT_SPECS,),
+    # 5: whether a live process is a warm CLI idling between turns; the current session's
+    # turns.
+    (
+        "ALTER TABLE sessions ADD COLUMN live_idle BOOLEAN NOT NULL DEFAULT FALSE",
+        "ALTER TABLE sessions ADD COLUMN session_turns BIGINT NOT NULL DEFAULT 0",
+    ),
 )
 
 _UPSERT_SESSION = """
@@ -127,7 +133,8 @@ ON CONFLICT (name) DO UPDATE SET
     session_cache_creation_input_tokens = CASE WHEN same
         THEN s.session_cache_creation_input_tokens ELSE 0 END,
     session_cache_read_input_tokens = CASE WHEN same
-        THEN s.session_cache_read_input_tokens ELSE 0 END
+        THEN s.session_cache_read_input_tokens ELSE 0 END,
+    session_turns = CASE WHEN same THEN s.session_turns ELSE 0 END
 """.replace("same", "s.session_id IS NOT DISTINCT FROM excluded.session_id")
 
 # Age and time left on the server's clock, in seconds.

@@ -18,7 +18,8 @@ SESSION_COLUMNS = (
     " cache_creation_input_tokens, cache_read_input_tokens, last_stop_reason, created_at,"
     " updated_at, live_pgid, live_pid, live_start_time, runtime_id, state, live_marker,"
     " session_cost_usd, session_input_tokens, session_output_tokens,"
-    " session_cache_creation_input_tokens, session_cache_read_input_tokens"
+    " session_cache_creation_input_tokens, session_cache_read_input_tokens, live_idle,"
+    " session_turns"
 )
 
 # One statement, so concurrent writers (other connections too) never lose an increment.
@@ -33,19 +34,25 @@ UPDATE sessions SET
     session_output_tokens = session_output_tokens + ?,
     session_cache_creation_input_tokens = session_cache_creation_input_tokens + ?,
     session_cache_read_input_tokens = session_cache_read_input_tokens + ?,
+    session_turns = session_turns + 1,
     last_stop_reason = ?, session_id = COALESCE(?, session_id), updated_at = ?
 WHERE name = ?
 """
 
 SET_LIVE = """
 UPDATE sessions SET live_pgid = ?, live_pid = ?, live_start_time = ?, runtime_id = ?,
-    live_marker = ?, updated_at = ?
+    live_marker = ?, live_idle = FALSE, updated_at = ?
 WHERE name = ?
+"""
+
+SET_LIVE_IDLE = """
+UPDATE sessions SET live_idle = ?, updated_at = ?
+WHERE name = ? AND live_pgid IS NOT NULL
 """
 
 CLEAR_LIVE = """
 UPDATE sessions SET live_pgid = NULL, live_pid = NULL, live_start_time = NULL,
-    runtime_id = NULL, live_marker = NULL, updated_at = ?
+    runtime_id = NULL, live_marker = NULL, live_idle = FALSE, updated_at = ?
 WHERE name = ? AND live_pgid IS NOT NULL
 """
 
@@ -98,7 +105,7 @@ def record_turn_params(
 def record_from_row(row: Sequence[Any]) -> SessionRecord:
     (name, backend, session_id, cwd, turns, cost_usd, inp, out, cache_new, cache_read) = row[:10]
     (stop, created, updated, pgid, pid, start_time, runtime_id, state, marker) = row[10:19]
-    (session_cost, *session_tokens) = row[19:]
+    (session_cost, *session_tokens) = row[19:24]
     return SessionRecord(
         name=name,
         backend=backend,
@@ -116,7 +123,10 @@ def record_from_row(row: Sequence[Any]) -> SessionRecord:
         runtime_id=runtime_id,
         state=state,
         live_marker=marker,
-        session_totals=SessionTotals(usage=_usage(*session_tokens), cost_usd=session_cost),
+        live_idle=bool(row[24]),  # SQLite's 0 / 1
+        session_totals=SessionTotals(
+            usage=_usage(*session_tokens), cost_usd=session_cost, turns=row[25]
+        ),
     )
 
 
@@ -197,6 +207,10 @@ class SqlSessions(ClosedOnExit):
 
     async def clear_live_process(self, name: str) -> None:
         params, sql = (self.clock(), name), self._sql(CLEAR_LIVE)
+        await self._call(lambda conn: conn.execute(sql, params), fence=name)
+
+    async def set_live_idle(self, name: str, idle: bool) -> None:
+        params, sql = (idle, self.clock(), name), self._sql(SET_LIVE_IDLE)
         await self._call(lambda conn: conn.execute(sql, params), fence=name)
 
     async def live_processes(self) -> Sequence[SessionRecord]:

@@ -139,6 +139,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_TRANSCRIPTS.replace("BYTES", "BLOB"),),
     # 6: the agents' supervisor specs, for failover.
     (CREATE_AGENT_SPECS,),
+    # 7: whether a live process is a warm CLI idling between turns; the current session's
+    # turns.
+    (
+        "ALTER TABLE sessions ADD COLUMN live_idle INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN session_turns INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -169,7 +175,8 @@ ON CONFLICT (name) DO UPDATE SET
     session_cache_creation_input_tokens = IIF(
         session_id IS excluded.session_id, session_cache_creation_input_tokens, 0),
     session_cache_read_input_tokens = IIF(
-        session_id IS excluded.session_id, session_cache_read_input_tokens, 0)
+        session_id IS excluded.session_id, session_cache_read_input_tokens, 0),
+    session_turns = IIF(session_id IS excluded.session_id, session_turns, 0)
 """
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,9 @@ class ToolBinding:
             scope.cancel()
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        if self._server._bindings.get(self.endpoint.token) is not self:
+            # Revoked after the gate admitted the request: its agent stopped meanwhile.
+            return ToolResult("this agent's tools are gone (it stopped)", is_error=True)
         tool = self.tools.get(name)
         if tool is None:
             return ToolResult(f"no tool named {name!r}", is_error=True)
@@ -106,19 +110,29 @@ class ToolServer:
         self._bindings[endpoint.token] = binding
         return binding
 
-    def _binding(self, headers: Mapping[str, str]) -> ToolBinding | None:
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        return self._bindings.get(token) if scheme.lower() == "bearer" else None
+    def _caller(self, scope: Scope) -> ToolBinding | _Refusal:
+        """Whose request this is, from its one ``Authorization: Bearer`` header: the only
+        place that reads it, so the gate and the tools cannot disagree on the caller."""
+        values = [v for k, v in scope["headers"] if k.lower() == b"authorization"]
+        if len(values) > 1:
+            return _Refusal(400, "more than one Authorization header")
+        scheme, _, token = (values[0] if values else b"").decode("latin-1").partition(" ")
+        binding = self._bindings.get(token) if scheme.lower() == "bearer" else None
+        return binding or _Refusal(401, "unknown or revoked agentrt tool token")
 
     def asgi_app(self) -> Any:
         """The ASGI application: the mcp package's transport behind the token check."""
         import mcp_types as types
         from mcp.server.lowlevel import Server
 
+        def caller(ctx: ServerRequestContext[Any, Any]) -> ToolBinding | None:
+            # What the gate decided for this request (None off HTTP, which the gate refuses).
+            return ctx.request.scope.get(_CALLER) if ctx.request else None
+
         async def list_tools(
             ctx: ServerRequestContext[Any, Any], params: object
         ) -> ListToolsResult:
-            binding = self._binding(ctx.request.headers) if ctx.request else None
+            binding = caller(ctx)
             tools = binding.tools.values() if binding else ()
             listed = [
                 types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
@@ -129,7 +143,7 @@ class ToolServer:
         async def call_tool(
             ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
         ) -> CallToolResult:
-            binding = self._binding(ctx.request.headers) if ctx.request else None
+            binding = caller(ctx)
             if binding is None:
                 result = ToolResult("this agent's tools are gone (it stopped)", is_error=True)
             else:
@@ -142,22 +156,44 @@ class ToolServer:
             streamable_http_path=_PATH, stateless_http=True, json_response=True
         )
 
-        async def app(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] == "http":
-                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-                if self._binding(headers) is None:
-                    await _unauthorized(send)
-                    return
+        async def gate(scope: Scope, receive: Receive, send: Send) -> None:
+            # Every connection is authenticated here, whatever routes the mcp app has; only
+            # the server's own lifespan events pass unasked.
+            if scope["type"] == "lifespan":
+                await mcp_app(scope, receive, send)
+                return
+            if scope["type"] not in ("http", "websocket"):
+                return  # any other kind of connection is ended unserved
+            decided = self._caller(scope)
+            if isinstance(decided, ToolBinding) and scope["type"] == "websocket":
+                decided = _Refusal(400, "the agentrt tool server serves HTTP requests only")
+            if isinstance(decided, _Refusal):
+                await decided.send(scope, send)
+                return
+            scope[_CALLER] = decided
             await mcp_app(scope, receive, send)
 
-        return app
+        return gate
 
 
-async def _unauthorized(send: Send) -> None:
-    body = b'{"error":"unknown or revoked agentrt tool token"}'
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 401, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+# The scope key under which the gate hands the tools the caller it admitted.
+_CALLER = "agentrt.tool_binding"
+
+
+@attrs.frozen
+class _Refusal:
+    status: int
+    reason: str
+
+    async def send(self, scope: Scope, send: Send) -> None:
+        """Answer with ``status`` and the reason: a plain HTTP response, or for a WebSocket
+        upgrade the same response in place of the handshake (hypercorn offers the ASGI
+        WebSocket Denial Response extension)."""
+        prefix = "http" if scope["type"] == "http" else "websocket.http"
+        body = json.dumps({"error": self.reason}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": f"{prefix}.response.start", "status": self.status, "headers": headers})
+        await send({"type": f"{prefix}.response.body", "body": body})
 
 
 @attrs.define(eq=False)

@@ -36,6 +36,7 @@ METHODS = (
     "record_turn",
     "set_live_process",
     "clear_live_process",
+    "set_live_idle",
     "save_state",
     "save_spec",
     "append_transcript",

@@ -143,7 +143,9 @@ async def test_session_totals_sum_one_session_and_restart_with_a_new_id(
     await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
     record = await store.load("coder")
     assert record is not None
-    assert record.session_totals == SessionTotals(usage=Usage(output_tokens=4), cost_usd=0.75)
+    assert record.session_totals == SessionTotals(
+        usage=Usage(output_tokens=4), cost_usd=0.75, turns=2
+    )
     # A new session (or none, after a reset) starts from zero; the agent's totals go on.
     await store.checkpoint_session("coder", backend="claude", session_id="s-2", cwd="/r")
     await store.record_turn(
@@ -151,8 +153,8 @@ async def test_session_totals_sum_one_session_and_restart_with_a_new_id(
     )
     record = await store.load("coder")
     assert record is not None
-    assert record.session_totals == SessionTotals(cost_usd=1.0)
-    assert record.cost_usd == 1.75
+    assert record.session_totals == SessionTotals(cost_usd=1.0, turns=1)
+    assert (record.cost_usd, record.turns) == (1.75, 3)
     await store.checkpoint_session("coder", backend="claude", session_id=None, cwd="/r")
     record = await store.load("coder")
     assert record is not None
@@ -276,6 +278,36 @@ async def test_live_process_is_recorded_listed_and_cleared(
     assert c_after.runtime_id is None and c_after.live_marker is None
     assert c_after.updated_at == 1006.0
     assert b_after.updated_at == 1000.0
+
+
+async def test_a_warm_cli_idling_between_turns_is_recorded_until_its_process_goes(
+    store: SessionStore, clock: FakeClock
+) -> None:
+    async def idle(name: str) -> tuple[bool, float]:
+        record = await store.load(name)
+        assert record is not None
+        return record.live_idle, record.updated_at
+
+    await store.checkpoint_session("a", backend="claude", session_id=None, cwd=None)
+    await store.set_live_idle("a", True)  # no live process: nothing to mark
+    await store.set_live_idle("ghost", True)  # no row: nothing either
+    assert await idle("a") == (False, 1000.0)
+    await store.set_live_process("a", pgid=10, pid=10, start_time=1, runtime_id="rt")
+    assert await idle("a") == (False, 1000.0)  # a new process runs a turn
+    clock.now = 1001.0
+    await store.set_live_idle("a", True)
+    assert await idle("a") == (True, 1001.0)
+    (live,) = await store.live_processes()  # still the reaper's to find
+    assert (live.live_pgid, live.live_idle) == (10, True)
+    await store.set_live_idle("a", False)  # the next turn takes it
+    assert (await idle("a"))[0] is False
+    await store.set_live_idle("a", True)
+    await store.set_live_process("a", pgid=20, pid=20, start_time=2, runtime_id="rt")
+    assert (await idle("a"))[0] is False
+    await store.set_live_idle("a", True)
+    await store.clear_live_process("a")  # it hibernated or died
+    assert (await idle("a"))[0] is False
+    assert list(await store.live_processes()) == []
 
 
 async def test_both_stores_keep_every_field_alike(tmp_path: Path, clock: FakeClock) -> None:
@@ -483,7 +515,9 @@ async def test_a_version_1_file_gains_the_later_columns(tmp_path: Path) -> None:
         )
         record = await store.load("coder")
         assert record is not None
-        assert record.session_totals == SessionTotals(usage=Usage(input_tokens=3), cost_usd=0.5)
+        assert record.session_totals == SessionTotals(
+            usage=Usage(input_tokens=3), cost_usd=0.5, turns=1
+        )
 
 
 async def test_a_failing_migration_changes_nothing(

@@ -14,6 +14,8 @@ import httpx2
 import mcp_types
 import pytest
 import trio
+import wsproto
+import wsproto.events
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from trio_util import AsyncValue
@@ -177,6 +179,77 @@ async def test_a_request_without_a_live_token_is_refused() -> None:
                 response = await http.post(server.url, json={})
             assert response.status_code == 401
             assert "unknown or revoked" in response.text
+
+
+async def websocket_refusal(server: AppToolServer, token: str | None) -> tuple[int, bytes]:
+    """Open a WebSocket to the server, with ``token`` (or none), as a real client would;
+    the status and body of the refusal (the test fails if the upgrade is accepted)."""
+    host, port = server.url.removeprefix("http://").split("/")[0].split(":")
+    ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    auth = [(b"authorization", f"Bearer {token}".encode())] if token is not None else []
+    request = wsproto.events.Request(host=host, target="/mcp", extra_headers=auth)
+    async with await trio.open_tcp_stream(host, int(port)) as stream:
+        await stream.send_all(ws.send(request))
+        status, body = 0, b""
+        while chunk := await stream.receive_some(65536):
+            ws.receive_data(chunk)
+            for event in ws.events():
+                assert not isinstance(event, wsproto.events.AcceptConnection), "upgrade accepted"
+                if isinstance(event, wsproto.events.RejectConnection):
+                    status = event.status_code
+                elif isinstance(event, wsproto.events.RejectData):
+                    body += event.data
+                    if event.body_finished:
+                        return status, body
+    raise AssertionError("the server closed without answering the upgrade")
+
+
+async def test_a_websocket_upgrade_is_refused_by_the_gate_itself() -> None:
+    backend = ToolsBackend()
+    async with runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, app_tools=[add])
+        (server,) = backend.servers
+        with trio.fail_after(BOUND):
+            unknown = b'{"error": "unknown or revoked agentrt tool token"}'
+            assert await websocket_refusal(server, None) == (401, unknown)
+            assert await websocket_refusal(server, "not-a-token") == (401, unknown)
+            # A live token does not open a WebSocket either: the server serves HTTP only.
+            served = b'{"error": "the agentrt tool server serves HTTP requests only"}'
+            assert await websocket_refusal(server, server.token) == (400, served)
+
+
+async def test_a_request_with_two_authorization_headers_is_refused_and_runs_no_tool() -> None:
+    calls: list[str] = []
+
+    @tool
+    async def mine(item: str) -> str:
+        """Alpha's own tool."""
+        calls.append(item)
+        return item
+
+    backend = ToolsBackend()
+    async with runtime() as rt:
+        await rt.start_agent(Agent, name="alpha", backend=backend, app_tools=[mine])
+        await rt.start_agent(Agent, name="beta", backend=backend, app_tools=[echo])
+        alpha, beta = backend.servers
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        call["params"] = {"name": "mine", "arguments": {"item": "x"}}
+
+        async def post(*tokens: str) -> httpx2.Response:
+            headers = [("Authorization", f"Bearer {t}") for t in tokens]
+            headers.append(("Accept", "application/json, text/event-stream"))
+            async with httpx2.AsyncClient() as http:
+                return await http.post(alpha.url, json=call, headers=headers)
+
+        with trio.fail_after(BOUND):
+            for tokens in [(alpha.token, beta.token), (beta.token, alpha.token)]:
+                response = await post(*tokens)
+                assert response.status_code == 400
+                assert response.json() == {"error": "more than one Authorization header"}
+            assert calls == []
+            # The same call with alpha's token alone runs alpha's tool.
+            assert (await post(alpha.token)).status_code == 200
+            assert calls == ["x"]
 
 
 async def test_stopping_an_agent_revokes_its_token_and_cancels_its_running_calls() -> None:

@@ -299,6 +299,37 @@ async def test_the_store_knows_the_warm_process_while_it_lives(tmp_path: Path) -
         assert not await store.live_processes()
 
 
+async def test_an_idle_warm_agent_has_its_own_state_in_its_status_and_the_store(
+    tmp_path: Path,
+) -> None:
+    init = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake"}
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["emit", init], ["hang"]]]}
+    store = MemoryStore()
+
+    async def live_idle() -> bool | None:
+        record = await store.load("a")
+        assert record is not None
+        return None if record.live_pgid is None else record.live_idle
+
+    async with agentrt.open_runtime(store=store) as rt:
+        await start(rt, tmp_path, live)
+        assert rt.status("a").state == "idle"  # no CLI before the first turn
+        await ask(rt, "one")
+        warm = pid(rt)
+        assert rt.status("a").state == "idle_warm" and await live_idle() is True
+        ref = rt.tell("a", "two")
+        async with rt.stream(ref) as stream:
+            await stream.__anext__()  # the turn runs on the kept CLI
+            assert rt.status("a").state == "processing" and pid(rt) == warm
+            assert await live_idle() is False
+            assert rt.interrupt("a")
+        await rt.wait(ref)
+        assert rt.status("a").state == "idle_warm" and await live_idle() is True
+        os.kill(warm, signal.SIGKILL)
+        await wait_until(lambda: rt.status("a").cli_pid is None)
+        assert rt.status("a").state == "idle" and await live_idle() is None
+
+
 async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore(), max_processes=1) as rt:
         await start(rt, tmp_path, {}, name="a")

@@ -2,7 +2,9 @@
 
 Exit codes: 0 success (``doctor``: healthy), 1 failure (a failed turn, an unhealthy set-up,
 any error), 2 a usage error, 130 interrupted by Ctrl+C. An error is one line saying what
-went wrong and how to fix it; ``--debug`` adds the traceback and the runtime's debug log.
+went wrong and how to fix it (with ``--json`` also a JSON error object on stdout); a usage
+error shows the usage of the subcommand it was made on; ``--debug`` adds the traceback and
+the runtime's debug log.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -28,7 +30,7 @@ from .._errors import (
     StoreError,
     TurnFailed,
 )
-from ._agent import add_agent_arguments, run_ask, turn_failed
+from ._agent import DSN_FIX, add_agent_arguments, is_dsn, run_ask, turn_failed
 from ._render import CliError, Output
 
 Command = Callable[[argparse.Namespace, Output], Awaitable[int]]
@@ -71,14 +73,49 @@ def _agentrt_version() -> str:
         return "unknown"
 
 
-def _json_parser(default: Any) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+class UsageError(Exception):
+    """Bad arguments, with the parser of the (sub)command they were given to."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        self.parser = parser
+        self.message = message
+        super().__init__(message)
+
+    def report(self, *, json_mode: bool) -> int:
+        """argparse's own report (that command's usage and the message) on stderr, and
+        with ``--json`` a JSON error object on stdout; the exit code, 2."""
+        self.parser.print_usage(sys.stderr)
+        print(f"{self.parser.prog}: error: {self.message}", file=sys.stderr, flush=True)
+        if json_mode:
+            fix = f"`{self.parser.prog} --help` lists its arguments"
+            Output(json_mode=True).data(CliError(self.message, fix, code=2).data())
+        return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises `UsageError` instead of exiting, and records on the namespace the innermost
+    (sub)command parser, so arguments left over are reported with that command's usage."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "usage_of"):  # a subcommand's parser finished first
+            parsed.usage_of = self
+        return parsed, extra
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def _json_parser(default: Any) -> _Parser:
+    parser = _Parser(add_help=False)
     parser.add_argument("--json", action="store_true", default=default, help="print JSON")
     return parser
 
 
-def _store_parser(default: Any) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+def _store_parser(default: Any) -> _Parser:
+    parser = _Parser(add_help=False)
     parser.add_argument(
         "--store",
         metavar="PATH",
@@ -90,9 +127,9 @@ def _store_parser(default: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The parser of every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     # SUPPRESS: a subcommand's default must not undo `agentrt --debug <command>`.
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and logs"
@@ -102,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The actions of `sessions` take the same options; SUPPRESS keeps `sessions --json list`.
     nested = [common, _json_parser(argparse.SUPPRESS), _store_parser(argparse.SUPPRESS)]
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agentrt",
         description="Supervised coding-CLI agents: demo, health check, chat, one-shot asks, "
         "stored sessions.",
@@ -205,8 +242,9 @@ def _leaves(error: BaseException) -> list[BaseException]:
     return [error]
 
 
-def describe(error: BaseException) -> CliError | None:
-    """The one-line report of a known failure; None for a bug."""
+def describe(error: BaseException, store: str | None = None) -> CliError | None:
+    """The one-line report of a known failure (``store``: the ``--store`` given); None for
+    a bug."""
     if isinstance(error, CliError):
         return error
     if isinstance(error, TurnFailed):
@@ -217,6 +255,8 @@ def describe(error: BaseException) -> CliError | None:
         given = _GIVEN_AS.get(error.key, f"the -o {error.key}=VALUE option")
         return CliError(str(error), f"check {given} (README: configuration)")
     if isinstance(error, StoreError):
+        if is_dsn(store):
+            return CliError(str(error), DSN_FIX)
         parent = Path(error.path).parent
         if not parent.is_dir():
             return CliError(
@@ -237,13 +277,13 @@ def describe(error: BaseException) -> CliError | None:
     return None
 
 
-def report(error: BaseException, out: Output, *, debug: bool) -> int:
-    """Print ``error`` as the command's last word; return the exit code."""
+def report(error: BaseException, out: Output, *, debug: bool, store: str | None = None) -> int:
+    """Print ``error`` as the command's last word (``store``: the ``--store`` given);
+    return the exit code."""
     leaves = _leaves(error)
     if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
-        out.say("interrupted", err=True)
-        return 130
-    known = [d for d in map(describe, leaves) if d is not None]
+        return out.interrupted()
+    known = [d for leaf in leaves if (d := describe(leaf, store)) is not None]
     if debug or not known:
         traceback.print_exception(error, file=sys.stderr)
     if known:
@@ -260,7 +300,13 @@ def report(error: BaseException, out: Output, *, debug: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentrt`` command; returns its exit code."""
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args, extra = build_parser().parse_known_args(given)
+        if extra:
+            args.usage_of.error(f"unrecognized arguments: {' '.join(extra)}")
+    except UsageError as error:
+        return error.report(json_mode="--json" in given)
     debug: bool = getattr(args, "debug", False)
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
@@ -276,5 +322,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         result: Any = trio.run(run, args, out)
     except BaseException as error:
-        return report(error, out, debug=debug)
+        return report(error, out, debug=debug, store=getattr(args, "store", None))
     return int(result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -21,9 +22,11 @@ from .._arguments import check_directory
 from .._backends import resolve_backend
 from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
+from .._options import split_options
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store import SessionRecord
+from .._store import SessionRecord, SessionStore
+from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore, default_store_path
 from ._render import CliError, Output, money, seconds, short
 
@@ -112,6 +115,25 @@ def store_path(args: argparse.Namespace) -> Path:
     return Path(args.store).expanduser() if args.store else default_store_path()
 
 
+def is_dsn(value: str | None) -> bool:
+    """Whether ``--store`` names a PostgreSQL database rather than an SQLite file."""
+    return value is not None and (
+        value.startswith(("postgresql://", "postgres://")) or "host=" in value
+    )
+
+
+def cli_store(args: argparse.Namespace) -> SessionStore:
+    """The store ``--store`` names (not opened): PostgreSQL for a DSN, else SQLite."""
+    return PostgresStore(args.store) if is_dsn(args.store) else SQLiteStore(store_path(args))
+
+
+# What to check when a database named by ``--store`` cannot be used.
+DSN_FIX = (
+    "check the DSN's host, port, dbname and user, and that the server accepts connections "
+    "from here (the password belongs in PGPASSWORD or ~/.pgpass, not in the DSN)"
+)
+
+
 @attrs.frozen
 class Started:
     """The agent a command talks to, and the stored session it continues (if any)."""
@@ -130,21 +152,35 @@ def _working_directory(given: str | None) -> str:
         raise CliError(f"the working directory {cwd} {exc.why}", "pass --cwd DIR") from None
 
 
+def _check_cli(backend: str, options: dict[str, Any]) -> None:
+    """`CliError` unless the CLI the agent would spawn is there, as its first turn would
+    find it (through the PATH of the CLI's own environment)."""
+    chosen = resolve_backend(backend)
+    command = chosen.version_command(chosen.parse_options(options))
+    binary = str(command.argv[0])
+    if shutil.which(binary, path=os.pathsep.join(os.get_exec_path(command.env))) is None:
+        raise CliError(f"cannot start {binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
+
+
 @asynccontextmanager
 async def open_agent(
-    args: argparse.Namespace, *, keep_alive: float | None = None
+    args: argparse.Namespace, *, keep_alive: float | None = None, check_cli: bool = False
 ) -> AsyncIterator[tuple[Runtime, Started]]:
-    """A runtime on the SQLite store with the agent ``args.name`` started in it, warm for
-    ``keep_alive`` seconds between turns unless ``-o keep_alive=...`` says otherwise.
+    """A runtime on the store ``--store`` names with the agent ``args.name`` started in it,
+    warm for ``keep_alive`` seconds between turns unless ``-o keep_alive=...`` says
+    otherwise; with ``check_cli``, `CliError` at once when its CLI is not installed.
 
     The backend and cwd default to the stored session's, so ``agentrt ask NAME`` from any
-    directory continues where the conversation was.
+    directory continues where the conversation was. An unknown backend or a ``--cwd``
+    that is no directory is refused before the store is opened (nor made).
 
     Cancellation: leaving the block stops the agent; its cleanup is shielded.
     """
     if args.backend:
         resolve_backend(args.backend)  # an unknown name is the first thing to fix
-    store = SQLiteStore(store_path(args))
+    if args.cwd:
+        _working_directory(args.cwd)
+    store = cli_store(args)
     async with open_runtime(store=store) as rt:
         record = await store.load(args.name)
         if args.new:
@@ -164,6 +200,8 @@ async def open_agent(
         await rt.start_agent(
             Agent, name=args.name, backend=backend, cwd=cwd, resume=resume, **options
         )
+        if check_cli:  # the options are valid: start_agent took them
+            _check_cli(backend, split_options({**options, "cwd": cwd})[1])
         resumed = record if record is not None and record.session_id else None
         yield rt, Started(args.name, backend, cwd, resumed)
 
@@ -280,8 +318,7 @@ async def run_ask(args: argparse.Namespace, out: Output) -> int:
             out.say(footer(response), style="dim", err=True)
         return 0
     if interrupted:
-        out.say("interrupted", err=True)
-        return 130
+        return out.interrupted()
     if isinstance(outcome, Failed):
         if isinstance(outcome.error, TurnFailed):
             raise turn_failed(args.name, outcome.error)

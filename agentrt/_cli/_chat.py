@@ -211,13 +211,14 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
     """Chat until the user leaves; exit 0."""
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with (
-            open_agent(args, keep_alive=CHAT_KEEP_ALIVE) as (rt, started),
+            open_agent(args, keep_alive=CHAT_KEEP_ALIVE, check_cli=True) as (rt, started),
             trio.open_nursery() as nursery,
         ):
             where = f"{started.backend} in {started.cwd}"
             if started.resumed is not None:
                 record = started.resumed
-                session = f"continuing session {record.session_id} ({record.turns} turns so far)"
+                turns = record.session_totals.turns
+                session = f"continuing session {record.session_id} ({turns} turns so far)"
             else:
                 session = "a new session"
             out.say(f"Chat with {started.name!r}: {where}, {session}.", style="bold")

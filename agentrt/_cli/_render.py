@@ -32,6 +32,10 @@ class CliError(Exception):
         fix = f" Fix: {self.fix}" if self.fix else ""
         return f"agentrt: {self.message}.{fix}"
 
+    def data(self) -> dict[str, Any]:
+        """The JSON shape of the failure, for ``--json``."""
+        return {"error": {"message": self.message, "fix": self.fix, "exit_code": self.code}}
+
 
 def rich_installed() -> bool:
     """Whether the optional ``agentrt[cli]`` extra (rich) can be imported."""
@@ -113,12 +117,24 @@ class Output:
         print(json.dumps(value, indent=2, sort_keys=False), file=self.stdout, flush=True)
 
     def error(self, error: CliError) -> None:
+        """The failure as its line on stderr and, with ``--json``, as a JSON object on
+        stdout (so a script that reads stdout learns of it too)."""
+        if self.json_mode:
+            self.data(error.data())
         if self._err_console is not None:
             from rich.text import Text
 
             self._err_console.print(Text(error.line(), style="bold red"))
         else:
             print(error.line(), file=self.stderr, flush=True)
+
+    def interrupted(self) -> int:
+        """Ctrl+C ended the command: said on stderr (with ``--json`` also as a JSON error
+        object on stdout); the exit code, 130."""
+        if self.json_mode:
+            self.data(CliError("interrupted", code=130).data())
+        self.say("interrupted", err=True)
+        return 130
 
     @contextmanager
     def progress(self, *, err: bool = False) -> Iterator[Progress]:

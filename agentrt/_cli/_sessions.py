@@ -10,7 +10,7 @@ from typing import Any
 from .._store import Lease, SessionRecord, SessionStore
 from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore
-from ._agent import store_path
+from ._agent import is_dsn, store_path
 from ._render import CliError, Output, money
 
 
@@ -34,19 +34,18 @@ def record_data(record: SessionRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "live_pgid": record.live_pgid,
+        "live_idle": record.live_idle,
         "state_bytes": None if record.state is None else len(record.state),
     }
 
 
-def is_dsn(value: str) -> bool:
-    """Whether ``--store`` names a PostgreSQL database rather than an SQLite file."""
-    return value.startswith(("postgresql://", "postgres://")) or "host=" in value
-
-
 def state_of(record: SessionRecord | None, lease: Lease | None) -> str:
-    """``in a turn`` / ``owned`` (a live lease), ``lease expired`` or ``not owned``."""
+    """``in a turn`` / ``idle, CLI kept`` / ``owned`` (a live lease), ``lease expired`` or
+    ``not owned``."""
     if lease is not None and lease.held:
-        return "in a turn" if record is not None and record.live_pgid is not None else "owned"
+        if record is None or record.live_pgid is None:
+            return "owned"
+        return "idle, CLI kept" if record.live_idle else "in a turn"
     if lease is not None and lease.owner is not None:
         return "lease expired"
     return "not owned"
@@ -83,7 +82,7 @@ async def run_status(args: argparse.Namespace, out: Output) -> int:
 async def run_sessions(args: argparse.Namespace, out: Output) -> int:
     """List, show or forget stored sessions; exit 1 when a named one is not there."""
     action = args.action or "list"
-    if args.store and is_dsn(args.store):
+    if is_dsn(args.store):
         async with PostgresStore(args.store) as store:
             return await _sessions(store, action, args, out, "the PostgreSQL store")
     path = store_path(args)

@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from agentrt import SQLiteStore, Usage
+from agentrt.testing import fake_cli_executable
 
 from ._run import agentrt
 
@@ -187,7 +188,8 @@ async def test_ctrl_c_while_the_command_starts_prints_no_traceback(
 ) -> None:
     # Whenever Ctrl+C comes, from the imports to the prompt: a quiet end, never a traceback.
     script = Path(sys.executable).with_name("agentrt")
-    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
+    # A CLI that is there (chat checks before it opens); no turn runs it.
+    env = {**base_env, "CLAUDE_CLI": fake_cli_executable(str(tmp_path), ["exit", 0])}
     for delay in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0):
         process = await trio.lowlevel.open_process(
             [str(script), "chat", "bob", "--cwd", str(tmp_path)],

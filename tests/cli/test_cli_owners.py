@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentrt import Agent, PostgresStore, SessionStore, SQLiteStore, open_runtime
-from agentrt.testing import ScriptedBackend, reply
+from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 
 from ._run import agentrt
 
@@ -66,3 +67,45 @@ async def test_status_shows_each_agents_owner_and_lease(
 async def test_status_of_a_missing_store_says_so(base_env: dict[str, str], tmp_path: Path) -> None:
     run = await agentrt("status", "--store", str(tmp_path / "none.sqlite3"), env=base_env)
     assert run.code == 0 and "does not exist" in run.stdout
+
+
+async def test_status_tells_a_warm_cli_idling_between_turns_from_one_in_a_turn(
+    base_env: dict[str, str], store_argument: str, tmp_path: Path
+) -> None:
+    init = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake"}
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["emit", init], ["hang"]]]}
+    binary = fake_cli_executable(str(tmp_path), ["live", live], name="claude")
+    options: dict[str, Any] = {"binary": binary, "keep_alive": 60, "kill_grace": 0.3}
+
+    async def states() -> dict[str, str]:
+        run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
+        assert run.code == 0, run.stderr
+        return {row["name"]: row["state"] for row in json.loads(run.stdout)}
+
+    # The command is another program reading the store, as from another host.
+    async with open_runtime(store=opened(store_argument), node="host-a") as rt:
+        await rt.start_agent(Agent, name="warm", backend="claude", **options)
+        await rt.start_agent(Agent, name="cold", backend=echo())
+        await rt.ask("warm", "one")
+        await rt.ask("cold", "one")
+        assert await states() == {"cold": "owned", "warm": "idle, CLI kept"}
+        if "host=" in store_argument:
+            # Another host's runtime asks the owner (routed through the database).
+            async with open_runtime(store=opened(store_argument), node="host-b") as other:
+                assert (await other.astatus("warm")).state == "idle_warm"
+        run = await agentrt("status", "--store", store_argument, env=base_env)
+        lines = {line.split()[0]: line for line in run.stdout.splitlines()[2:]}
+        assert " idle, CLI kept " in lines["warm"] and " owned " in lines["cold"]
+        run = await agentrt("sessions", "--store", store_argument, "--json", env=base_env)
+        listed = {row["name"]: row for row in json.loads(run.stdout)}
+        assert listed["warm"]["state"] == "idle, CLI kept" and listed["warm"]["live_idle"]
+        run = await agentrt("sessions", "--store", store_argument, env=base_env)
+        assert "idle, CLI kept" in run.stdout
+
+        ref = rt.tell("warm", "two")
+        async with rt.stream(ref) as stream:
+            await stream.__anext__()  # the second turn runs on the kept CLI
+            assert (await states())["warm"] == "in a turn"
+            assert rt.interrupt("warm")
+        await rt.wait(ref)
+        assert (await states())["warm"] == "idle, CLI kept"
