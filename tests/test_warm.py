@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, child, running, wait_until
+from proc_helpers import SLACK, Watcher, child, running, wait_until
 
 import agentrt
 from agentrt import Agent, MemoryStore, Response, Runtime, StopReason, TurnFailed
@@ -132,6 +133,99 @@ async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -
         await wait_until(lambda: rt.status("a").cli_pid is None)
         again = await ask(rt, "two")
         assert again.text == "1: two" and again.session_id == "s-1" and pid(rt) != warm
+
+
+def wait_dead_unseen(pid: int) -> None:
+    """Wait until /proc shows ``pid`` dead (a zombie, or gone) without letting the runtime
+    run meanwhile, so that its next turn is the first to meet the death."""
+    deadline = time.monotonic() + SLACK
+    while running(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.001)
+
+
+INIT = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
+
+
+@pytest.mark.parametrize("where", ["between turns", "on reading the prompt"])
+async def test_a_warm_cli_dead_before_the_turn_runs_it_on_a_new_process(
+    tmp_path: Path, where: str
+) -> None:
+    # Killed while it idles (the write of the prompt fails, or the stream ends at once), or
+    # gone as it read the prompt, before a line of the turn: no CLI answered the prompt.
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = pid(rt)
+        if where == "between turns":
+            os.kill(warm, signal.SIGKILL)
+            wait_dead_unseen(warm)
+        again = await ask(rt, "two")
+        # A new process (its first turn) on the same conversation (--resume s-1).
+        assert again.text == "1: two" and again.session_id == "s-1"
+        assert pid(rt) != warm and rt.status("a").turns == 2
+
+
+async def test_a_warm_cli_that_dies_after_a_line_of_the_turn_fails_it(tmp_path: Path) -> None:
+    # The CLI may have acted on the prompt: it is not sent again.
+    runs = tmp_path / "runs"
+    live = {"session_id": "s-1", "turns": [[["answer"]], [INIT, ["kill", "SIGKILL"]]]}
+    binary = fake_cli_executable(str(tmp_path), ["by_run", str(runs), [[["live", live]]]])
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.PROCESS_CRASHED
+        assert runs.read_text() == "1"  # no second process took the prompt
+        assert (await ask(rt, "three")).text == "1: three"
+
+
+async def test_a_turn_runs_again_once_only(tmp_path: Path) -> None:
+    # The new process dies before a line too: the turn fails, as a cold start's crash does.
+    runs = tmp_path / "runs"
+    first = {"turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    then = {"turns": [[["kill", "SIGKILL"]]]}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.PROCESS_CRASHED
+        assert runs.read_text() == "2"
+
+
+async def test_an_interrupt_stops_the_turn_on_its_new_process(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    first = {"turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    then = {"turns": [[INIT, ["hang"]]], "ignore_interrupt": True}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    agent = Watcher()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        seen = len(agent.events)
+        ref = rt.tell("a", "two")
+        with trio.fail_after(SLACK):
+            # The dead process printed nothing: this is the new process's turn.
+            await agent.wait_for(lambda: len(agent.events) > seen)
+        retried = pid(rt)
+        assert rt.interrupt("a")
+        with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert runs.read_text() == "2" and not running(retried)
 
 
 async def test_recycled_after_recycle_turns(tmp_path: Path) -> None:
