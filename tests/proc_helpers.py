@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +64,15 @@ def running(pid: int) -> bool:
     """Whether pid exists and is not a zombie."""
     st = read_stat(pid)
     return st is not None and not st.gone
+
+
+def wait_dead_unseen(pid: int, bound: float = SLACK) -> None:
+    """Wait until /proc shows ``pid`` dead (a zombie, or gone) without a checkpoint, so the
+    runtime cannot notice the death meanwhile: its next turn is the first to meet it."""
+    deadline = time.monotonic() + bound
+    while running(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.001)
 
 
 async def wait_until(predicate: Callable[[], T], bound: float = SLACK) -> T:

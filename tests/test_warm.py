@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, Watcher, child, running, wait_until
+from proc_helpers import SLACK, Watcher, child, running, wait_dead_unseen, wait_until
 
 import agentrt
 from agentrt import Agent, MemoryStore, Response, Runtime, StopReason, TurnFailed
@@ -133,15 +132,6 @@ async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -
         await wait_until(lambda: rt.status("a").cli_pid is None)
         again = await ask(rt, "two")
         assert again.text == "1: two" and again.session_id == "s-1" and pid(rt) != warm
-
-
-def wait_dead_unseen(pid: int) -> None:
-    """Wait until /proc shows ``pid`` dead (a zombie, or gone) without letting the runtime
-    run meanwhile, so that its next turn is the first to meet the death."""
-    deadline = time.monotonic() + SLACK
-    while running(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still runs"
-        time.sleep(0.001)
 
 
 INIT = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
