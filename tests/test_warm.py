@@ -19,7 +19,7 @@ import trio
 from proc_helpers import SLACK, Watcher, child, running, wait_dead_unseen, wait_until
 
 import agentrt
-from agentrt import Agent, MemoryStore, Response, Runtime, StopReason, TurnFailed
+from agentrt import Agent, MemoryStore, RawEvent, Response, Runtime, StopReason, TurnFailed
 from agentrt.testing import fake_cli_executable
 
 FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}
@@ -99,6 +99,7 @@ async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
             await wait_until(lambda: rt.interrupt("a"))  # once the turn has begun
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         after = await ask(rt, "three")
         assert after.text == "3: three" and pid(rt) == warm
@@ -117,6 +118,7 @@ async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert not running(warm)
         after = await ask(rt, "three")
@@ -214,6 +216,7 @@ async def test_an_interrupt_stops_the_turn_on_its_new_process(tmp_path: Path) ->
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert runs.read_text() == "2" and not running(retried)
 
@@ -238,8 +241,8 @@ async def test_a_turns_tool_processes_die_at_its_end(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live, retention="lossless")
         response = await ask(rt, "one")
-        spawned = [e for e in response.events if getattr(e, "data", None) and "pid" in e.data]
-        tool = spawned[0].data["pid"]
+        spawned = [e.data for e in response.events if type(e) is RawEvent and "pid" in e.data]
+        tool = spawned[0]["pid"]
         assert not running(tool)  # gone when ask returned
         assert running(pid(rt))
         assert (await ask(rt, "two")).text == "2: two"

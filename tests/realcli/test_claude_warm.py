@@ -33,6 +33,7 @@ from agentrt import (
     Runtime,
     SQLiteStore,
     StopReason,
+    TurnFailed,
     open_runtime,
 )
 from agentrt.testing import (
@@ -118,6 +119,7 @@ async def test_an_interrupt_in_band_keeps_the_process(claude: Claude) -> None:
             assert rt.interrupt("coder")
             result = await rt.wait(ref)
             assert isinstance(result, Failed)
+            assert isinstance(result.error, TurnFailed)
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "after the interrupt")
         assert cli_pid(rt) == pid
