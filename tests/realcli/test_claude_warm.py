@@ -23,7 +23,14 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import fence_guards, marked, running, wait_dead_unseen, wait_until
+from proc_helpers import (
+    KILL_POINTS,
+    ask_racing_a_kill,
+    fence_guards,
+    marked,
+    running,
+    wait_until,
+)
 
 from agentrt import (
     Agent,
@@ -247,48 +254,20 @@ async def test_an_idle_warm_cli_gives_its_slot_to_a_waiting_turn(claude: Claude)
     assert b_answer.text == "said 'second prompt'"
 
 
-async def kill_racing_the_ask(rt: Runtime, prompt: str, kill_at: int) -> Response:
-    """``ask`` while the warm CLI is SIGKILLed: ``kill_at`` < 0 kills it before the ask
-    (-1: seen dead in /proc first, with no checkpoint the runtime could notice it in; -2:
-    at once), >= 0 after that many checkpoints of the ask (-3: stopped first, so it prints
-    nothing, then killed once the ask has surely written its prompt)."""
-    pid = cli_pid(rt)
-    if kill_at in (-1, -2):
-        os.kill(pid, signal.SIGKILL)
-        if kill_at == -1:
-            wait_dead_unseen(pid)
-        return await rt.ask("coder", prompt)
-    answers: list[Response] = []
-
-    async def ask() -> None:
-        answers.append(await rt.ask("coder", prompt))
-
-    async with trio.open_nursery() as nursery:
-        if kill_at == -3:
-            os.kill(pid, signal.SIGSTOP)
-        nursery.start_soon(ask)
-        for _ in range(max(kill_at, 0) if kill_at != -3 else 50):
-            await trio.lowlevel.checkpoint()
-        os.kill(pid, signal.SIGKILL)
-    return answers[0]
-
-
 async def test_a_cli_killed_racing_the_next_ask_loses_no_prompt(claude: Claude) -> None:
     # However the kill and the ask interleave, before the CLI printed a line of the turn,
     # the ask runs on a new process resuming the conversation, and the model sees its prompt.
     claude.api.set_script(echo)
-    kill_points = [-1, -2, -3, 0, 1, 2, 3, 5, 8, 13]
     async with warm_agent(claude) as rt:
         with trio.fail_after(TURN_BOUND):
             first = await rt.ask("coder", "prompt 0")
-        for round in range(1, 2 * len(kill_points) + 1):
+        for round in range(1, 2 * len(KILL_POINTS) + 1):
             prompt = f"prompt {round}"
             pid = cli_pid(rt)
             with trio.fail_after(TURN_BOUND):
-                response = await kill_racing_the_ask(
-                    rt, prompt, kill_points[round % len(kill_points)]
-                )
-            assert response.text == f"said {prompt!r}", round
+                where = KILL_POINTS[round % len(KILL_POINTS)]
+                response = await ask_racing_a_kill(rt, "coder", prompt, where)
+            assert response.text == f"said {prompt!r}", where
             assert response.session_id == first.session_id
             assert not running(pid) and cli_pid(rt) != pid
     history = claude.api.message_requests[-1].texts("user")
