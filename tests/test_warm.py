@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import trio
 from proc_helpers import SLACK, Watcher, child, running, wait_dead_unseen, wait_until
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import Agent, MemoryStore, RawEvent, Response, Runtime, StopReason, TurnFailed
@@ -219,6 +220,46 @@ async def test_an_interrupt_stops_the_turn_on_its_new_process(tmp_path: Path) ->
         assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert runs.read_text() == "2" and not running(retried)
+
+
+@pytest.fixture
+def jumping_clock() -> MockClock:
+    """Real time, plus the jumps a test makes."""
+    return MockClock(rate=1.0)
+
+
+async def test_the_turn_on_its_new_process_keeps_the_watchdog_of_its_start(
+    tmp_path: Path, jumping_clock: MockClock
+) -> None:
+    # 90 s pass on the dead process (which took the prompt silently), 15 s on the new one:
+    # a watchdog of 100 s counted from the turn's start ends it, not one counted anew.
+    runs, took = tmp_path / "runs", tmp_path / "took the prompt"
+    first = {"turns": [[["answer"]], [["daemon", str(took), []], ["hang"]]]}
+    then = {"turns": [[INIT, ["hang"]]]}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    bounds = {**FAST, "watchdog": 100, "startup": 1000}
+    agent = Watcher()
+    # A lease that outlives the jumps (a 90 s silence would be a lost lease).
+    async with agentrt.open_runtime(store=MemoryStore(), lease_ttl=1000) as rt:
+        await rt.start_agent(
+            agent, name="a", backend="claude", binary=binary, keep_alive=600, **bounds
+        )
+        await ask(rt, "one")
+        warm, seen = pid(rt), len(agent.events)
+        ref = rt.tell("a", "two")
+        await wait_until(took.exists)
+        jumping_clock.jump(90)
+        os.kill(warm, signal.SIGKILL)
+        with trio.fail_after(SLACK):
+            await agent.wait_for(lambda: len(agent.events) > seen)  # the new process's turn
+        jumping_clock.jump(15)
+        with trio.fail_after(SLACK):
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, TurnFailed)
+        assert result.error.reason is StopReason.TOTAL_TIMEOUT
+        assert runs.read_text() == "2"
 
 
 async def test_recycled_after_recycle_turns(tmp_path: Path) -> None:
