@@ -330,13 +330,13 @@ class Turn:
     ) -> tuple[ExitStatus | None, str] | None:
         # None: the process died unheard and ``retry`` allowed running the turn again.
         cli: WarmCli | None = None
-        outcome: tuple[ExitStatus | None, str] | None = (None, "")
+        ran = True  # this process ran the turn (it was not given up for a new one)
         try:
             with trio.CancelScope() as self._scope:
                 cli = await warm.begin_turn(self.session_id, self._wait_for_process)
             self._scope = None
             if cli is None:  # stopped while waiting for a process slot or its spawn
-                return outcome
+                return None, ""
             assert cli.proc is not None
             proc = cli.proc
             if self.trace is not None and cli.turns == 0:
@@ -351,7 +351,7 @@ class Turn:
             await cli.start_turn(self.prompt)
             await self._read(cli.batches(self._decode(), functools.partial(self._answer, cli)))
             if cli.turn_over:
-                return outcome
+                return None, ""
             cli.kill("the turn's stream ended before its end frame")
             status: ExitStatus = await proc.wait()
             if retry and self._failure is None and cli.died_unheard():
@@ -362,20 +362,19 @@ class Turn:
                     proc.pid,
                     extra={"agent": self.agent_name},
                 )
-                outcome = None
-                return outcome
-            outcome = status, proc.stderr_tail
-            return outcome
+                ran = False
+                return None
+            return status, proc.stderr_tail
         except* ProcessFailure as group:
             self._process_failed(group)
         finally:
             self._interrupt_process = None
             if cli is not None:
-                if outcome is not None:  # the process that ran the turn: a hit if it was warm
+                if ran:  # a hit if the process was warm
                     record_warm_process(self.agent_name, self.backend.name, hit=cli.turns > 0)
                 cli.session_id = self.session_id
                 await warm.end_turn(cli, clean=self._ended_cleanly())
-        return (None, "")
+        return None, ""
 
     async def _answer(self, cli: WarmCli, ask: Ask) -> None:
         # In the turn's task, between reads: the CLI waits for this answer.
