@@ -427,6 +427,21 @@ async def test_the_store_knows_the_warm_process_while_it_lives(tmp_path: Path) -
         assert not await store.live_processes()
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_store_knows_the_process_that_took_over_a_dead_ones_turn(
+    tmp_path: Path, kind: str
+) -> None:
+    # The live record follows the turn to its new process (the reaper finds what runs).
+    store = MemoryStore() if kind == "memory" else agentrt.SQLiteStore(tmp_path / "s.sqlite3")
+    async with agentrt.open_runtime(store=store) as rt:
+        await start(rt, tmp_path, {"turns": [[["answer"]], [["kill", "SIGKILL"]]]})
+        await ask(rt, "one")
+        warm = pid(rt)
+        await ask(rt, "two")
+        [record] = await store.live_processes()
+        assert record.live_pid == pid(rt) != warm
+
+
 async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore(), max_processes=1) as rt:
         await start(rt, tmp_path, {}, name="a")
