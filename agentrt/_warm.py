@@ -454,10 +454,7 @@ class WarmProcess:
             slots.release(cli)
             if self._cli is cli:
                 self._cli = None
-            try:
-                if spawned:
-                    with trio.CancelScope(shield=True):
-                        await self.on_gone()
-            finally:
-                # After its records are gone: the next process's must not be cleared with them.
-                cli.ended.set()
+            cli.ended.set()
+            if spawned:
+                with trio.CancelScope(shield=True):
+                    await self.on_gone()
