@@ -147,9 +147,7 @@ class WarmCli:
         self._turn_over_event = trio.Event()
         self.proc.begin_turn()
         if not await self.proc.send(self.protocol.prompt(prompt)):
-            # Not a whole line reached it: it will never answer, and the prompt may go to a
-            # new process (died_unheard) once this one is gone.
-            self.kill("it no longer reads its input")
+            self.end("it no longer reads its input")
 
     def died_unheard(self) -> bool:
         """Whether this process, warm from an earlier turn, ended before it printed a line
