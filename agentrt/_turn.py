@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -73,6 +74,8 @@ from ._segment import SegmentText
 from ._telemetry import TurnTrace, record_warm_process
 from ._warm import WarmCli, WarmProcess
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
+
+logger = logging.getLogger("agentrt")
 
 # After the driver's SIGKILL, time for the last lines in the pipe to be read.
 _DRAIN_MARGIN = 1.0
@@ -322,8 +325,20 @@ class Turn:
 
     async def _run_warm(self, warm: WarmProcess) -> tuple[ExitStatus | None, str]:
         # A turn on the agent's live CLI: it ends at its end frame, and the CLI lives on if
-        # nothing went wrong (see agentrt._warm).
+        # nothing went wrong (see agentrt._warm). A warm CLI that turns out to have died
+        # before it printed a line of this turn never answered the prompt: the turn runs
+        # once more, on a new process, under the bounds that count from the turn's start.
+        ended = await self._warm_attempt(warm, retry=True)
+        if ended is None and self._failure is None:
+            ended = await self._warm_attempt(warm, retry=False)
+        return ended or (None, "")
+
+    async def _warm_attempt(
+        self, warm: WarmProcess, *, retry: bool
+    ) -> tuple[ExitStatus | None, str] | None:
+        # None: the process died unheard and ``retry`` allowed running the turn again.
         cli: WarmCli | None = None
+        ran = True  # this process ran the turn (it was not given up for a new one)
         try:
             with trio.CancelScope() as self._scope:
                 cli = await warm.begin_turn(self.session_id, self._wait_for_process)
@@ -332,9 +347,7 @@ class Turn:
                 return None, ""
             assert cli.proc is not None
             proc = cli.proc
-            reused = cli.turns > 0  # it ran a turn before: a warm hit
-            record_warm_process(self.agent_name, self.backend.name, hit=reused)
-            if self.trace is not None and not reused:
+            if self.trace is not None and cli.turns == 0:
                 self.trace.spawned(proc)
             self.command = cli.protocol.command
             self.translator = cli.translator(self.baseline)
@@ -349,12 +362,24 @@ class Turn:
                 return None, ""
             cli.kill("the turn's stream ended before its end frame")
             status: ExitStatus = await proc.wait()
+            if retry and self._failure is None and cli.died_unheard():
+                logger.info(
+                    "agent %r: warm CLI pid %d ended before it printed a line of the turn;"
+                    " the turn runs on a new process",
+                    self.agent_name,
+                    proc.pid,
+                    extra={"agent": self.agent_name},
+                )
+                ran = False
+                return None
             return status, proc.stderr_tail
         except* ProcessFailure as group:
             self._process_failed(group)
         finally:
             self._interrupt_process = None
             if cli is not None:
+                if ran:  # a hit if the process was warm
+                    record_warm_process(self.agent_name, self.backend.name, hit=cli.turns > 0)
                 cli.session_id = self.session_id
                 await warm.end_turn(cli, clean=self._ended_cleanly())
         return None, ""

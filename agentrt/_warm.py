@@ -15,6 +15,12 @@ so any doubt ends the process and the next turn starts cold:
 - a tool process of the turn that survived its kill; recycling (``recycle_turns``,
   ``recycle_rss_bytes``); a turn that waits for a slot while this process idles.
 
+A warm process may also die between turns (a kill, an OOM kill) unnoticed until the next
+turn writes its prompt. If it dies before printing a line of that turn, no CLI answered the
+prompt: the turn runs once more on a new process, resuming the conversation
+(`WarmCli.died_unheard`). Once any line of the turn was read, the CLI may have acted on the
+prompt, and a death fails the turn as for a one-process turn.
+
 What may outlive a turn is the CLI's resident set: the CLI itself and what its tree held
 when it became ready (its MCP servers); everything else is killed at each turn's end.
 """
@@ -67,6 +73,8 @@ class WarmCli:
     in_turn: bool = False
     # The running turn's end frame came.
     turn_over: bool = False
+    # A line was read since the running turn's prompt was written: the CLI may have it.
+    heard: bool = False
     # Why it must end (None while it may live on).
     ending: str | None = None
     idle_since: float = 0.0
@@ -135,10 +143,21 @@ class WarmCli:
     async def start_turn(self, prompt: str) -> None:
         assert self.proc is not None
         self.turn_over = False
+        self.heard = False
         self._turn_over_event = trio.Event()
         self.proc.begin_turn()
         if not await self.proc.send(self.protocol.prompt(prompt)):
             self.end("it no longer reads its input")
+
+    def died_unheard(self) -> bool:
+        """Whether this process, warm from an earlier turn, ended before it printed a line
+        of the running one: it did not answer the prompt, which may then run on a new
+        process. (A process spawned for the turn is not retried: that is a cold start's
+        crash, and fails the turn as a one-process turn's would.)"""
+        proc = self.proc
+        return (
+            self.turns > 0 and not self.heard and proc is not None and proc.exit_status is not None
+        )
 
     def translator(self, baseline: Any) -> Translator:
         return self.protocol.translator(baseline=baseline)
@@ -325,7 +344,9 @@ class _TurnBatches:
             await self._on_ask(cli.asks.popleft())
         if cli.turn_over:
             raise StopAsyncIteration
-        return cli.frames(await self._batches.__anext__())
+        batch = await self._batches.__anext__()
+        cli.heard = True
+        return cli.frames(batch)
 
 
 @attrs.define(eq=False)

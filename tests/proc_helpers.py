@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ import pytest
 import trio
 from trio_util import AsyncValue
 
-from agentrt import Agent, Event, RawEvent, Ref, Response, TurnFailed
+from agentrt import Agent, Event, RawEvent, Ref, Response, Runtime, TurnFailed
 from agentrt._proctree import MARKER_ENV, descendants, read_stat, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
@@ -63,6 +64,68 @@ def running(pid: int) -> bool:
     """Whether pid exists and is not a zombie."""
     st = read_stat(pid)
     return st is not None and not st.gone
+
+
+def wait_dead_unseen(pid: int, bound: float = SLACK) -> None:
+    """Wait until /proc shows ``pid`` dead (a zombie, or gone) without a checkpoint, so the
+    runtime cannot notice the death meanwhile: its next turn is the first to meet it."""
+    deadline = time.monotonic() + bound
+    while running(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.001)
+
+
+# Where `ask_racing_a_kill` kills, each before the CLI can print a line of the turn.
+KILL_POINTS = (
+    *(("seen dead", 0), ("before", 0)),
+    *(("running", n) for n in (0, 1, 2)),
+    *(("stopped", n) for n in (0, 2, 5, 13, 50)),
+)
+
+
+async def ask_racing_a_kill(
+    rt: Runtime, name: str, prompt: str, where: tuple[str, int], *, group: bool = False
+) -> Response:
+    """``ask`` while SIGKILL ends the agent's warm CLI (``group``: its process group, for a
+    CLI that is a wrapper around its server). ``where`` is one of `KILL_POINTS`: "seen
+    dead", killed before the ask and seen dead in /proc first (`wait_dead_unseen`);
+    "before", killed just before the ask; ("running", n) killed after n checkpoints of the
+    ask; ("stopped", n) stopped before the ask (so it prints nothing) and killed after n
+    checkpoints of it, before, while or after the ask writes the prompt."""
+    pid = rt.status(name).cli_pid
+    assert pid is not None
+    pids = [pid]
+    if group:
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit() and _pgrp(int(e)) == pid]
+
+    def signal_it(sig: signal.Signals) -> None:
+        (os.killpg if group else os.kill)(pid, sig)
+
+    how, checkpoints = where
+    if how in ("seen dead", "before"):
+        signal_it(signal.SIGKILL)
+        if how == "seen dead":
+            for member in pids:
+                wait_dead_unseen(member)
+        return await rt.ask(name, prompt)
+    answers: list[Response] = []
+
+    async def ask() -> None:
+        answers.append(await rt.ask(name, prompt))
+
+    async with trio.open_nursery() as nursery:
+        if how == "stopped":
+            signal_it(signal.SIGSTOP)
+        nursery.start_soon(ask)
+        for _ in range(checkpoints):
+            await trio.lowlevel.checkpoint()
+        signal_it(signal.SIGKILL)
+    return answers[0]
+
+
+def _pgrp(pid: int) -> int | None:
+    st = read_stat(pid)
+    return None if st is None else st.pgrp
 
 
 async def wait_until(predicate: Callable[[], T], bound: float = SLACK) -> T:

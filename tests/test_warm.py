@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, child, running, wait_until
+from proc_helpers import SLACK, Watcher, child, running, wait_dead_unseen, wait_until
+from trio.testing import MockClock
 
 import agentrt
-from agentrt import Agent, MemoryStore, Response, Runtime, StopReason, TurnFailed
+from agentrt import Agent, MemoryStore, RawEvent, Response, Runtime, StopReason, TurnFailed
 from agentrt.testing import fake_cli_executable
 
 FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}
@@ -99,6 +100,7 @@ async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
             await wait_until(lambda: rt.interrupt("a"))  # once the turn has begun
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         after = await ask(rt, "three")
         assert after.text == "3: three" and pid(rt) == warm
@@ -117,6 +119,7 @@ async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert not running(warm)
         after = await ask(rt, "three")
@@ -132,6 +135,131 @@ async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -
         await wait_until(lambda: rt.status("a").cli_pid is None)
         again = await ask(rt, "two")
         assert again.text == "1: two" and again.session_id == "s-1" and pid(rt) != warm
+
+
+INIT = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
+
+
+@pytest.mark.parametrize("where", ["between turns", "on reading the prompt"])
+async def test_a_warm_cli_dead_before_the_turn_runs_it_on_a_new_process(
+    tmp_path: Path, where: str
+) -> None:
+    # Killed while it idles (the write of the prompt fails, or the stream ends at once), or
+    # gone as it read the prompt, before a line of the turn: no CLI answered the prompt.
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = pid(rt)
+        if where == "between turns":
+            os.kill(warm, signal.SIGKILL)
+            wait_dead_unseen(warm)
+        again = await ask(rt, "two")
+        # A new process (its first turn) on the same conversation (--resume s-1).
+        assert again.text == "1: two" and again.session_id == "s-1"
+        assert pid(rt) != warm and rt.status("a").turns == 2
+
+
+async def test_a_warm_cli_that_dies_after_a_line_of_the_turn_fails_it(tmp_path: Path) -> None:
+    # The CLI may have acted on the prompt: it is not sent again.
+    runs = tmp_path / "runs"
+    live = {"session_id": "s-1", "turns": [[["answer"]], [INIT, ["kill", "SIGKILL"]]]}
+    binary = fake_cli_executable(str(tmp_path), ["by_run", str(runs), [[["live", live]]]])
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.PROCESS_CRASHED
+        assert runs.read_text() == "1"  # no second process took the prompt
+        assert (await ask(rt, "three")).text == "1: three"
+
+
+async def test_a_turn_runs_again_once_only(tmp_path: Path) -> None:
+    # The new process dies before a line too: the turn fails, as a cold start's crash does.
+    runs = tmp_path / "runs"
+    first = {"turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    then = {"turns": [[["kill", "SIGKILL"]]]}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "two")
+        assert info.value.reason is StopReason.PROCESS_CRASHED
+        assert runs.read_text() == "2"
+
+
+async def test_an_interrupt_stops_the_turn_on_its_new_process(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    first = {"turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    then = {"turns": [[INIT, ["hang"]]], "ignore_interrupt": True}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    agent = Watcher()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent, name="a", backend="claude", binary=binary, keep_alive=30, **FAST
+        )
+        await ask(rt, "one")
+        seen = len(agent.events)
+        ref = rt.tell("a", "two")
+        with trio.fail_after(SLACK):
+            # The dead process printed nothing: this is the new process's turn.
+            await agent.wait_for(lambda: len(agent.events) > seen)
+        retried = pid(rt)
+        assert rt.interrupt("a")
+        with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert runs.read_text() == "2" and not running(retried)
+
+
+@pytest.fixture
+def jumping_clock() -> MockClock:
+    """Real time, plus the jumps a test makes."""
+    return MockClock(rate=1.0)
+
+
+async def test_the_turn_on_its_new_process_keeps_the_watchdog_of_its_start(
+    tmp_path: Path, jumping_clock: MockClock
+) -> None:
+    # 90 s pass on the dead process (which took the prompt silently), 15 s on the new one:
+    # a watchdog of 100 s counted from the turn's start ends it, not one counted anew.
+    runs, took = tmp_path / "runs", tmp_path / "took the prompt"
+    first = {"turns": [[["answer"]], [["daemon", str(took), []], ["hang"]]]}
+    then = {"turns": [[INIT, ["hang"]]]}
+    program = ["by_run", str(runs), [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    bounds = {**FAST, "watchdog": 100, "startup": 1000}
+    agent = Watcher()
+    # A lease that outlives the jumps (a 90 s silence would be a lost lease).
+    async with agentrt.open_runtime(store=MemoryStore(), lease_ttl=1000) as rt:
+        await rt.start_agent(
+            agent, name="a", backend="claude", binary=binary, keep_alive=600, **bounds
+        )
+        await ask(rt, "one")
+        warm, seen = pid(rt), len(agent.events)
+        ref = rt.tell("a", "two")
+        await wait_until(took.exists)
+        jumping_clock.jump(90)
+        os.kill(warm, signal.SIGKILL)
+        with trio.fail_after(SLACK):
+            await agent.wait_for(lambda: len(agent.events) > seen)  # the new process's turn
+        jumping_clock.jump(15)
+        with trio.fail_after(SLACK):
+            result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, TurnFailed)
+        assert result.error.reason is StopReason.TOTAL_TIMEOUT
+        assert runs.read_text() == "2"
 
 
 async def test_recycled_after_recycle_turns(tmp_path: Path) -> None:
@@ -154,8 +282,8 @@ async def test_a_turns_tool_processes_die_at_its_end(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live, retention="lossless")
         response = await ask(rt, "one")
-        spawned = [e for e in response.events if getattr(e, "data", None) and "pid" in e.data]
-        tool = spawned[0].data["pid"]
+        spawned = [e.data for e in response.events if type(e) is RawEvent and "pid" in e.data]
+        tool = spawned[0]["pid"]
         assert not running(tool)  # gone when ask returned
         assert running(pid(rt))
         assert (await ask(rt, "two")).text == "2: two"
@@ -328,6 +456,21 @@ async def test_an_idle_warm_agent_has_its_own_state_in_its_status_and_the_store(
         os.kill(warm, signal.SIGKILL)
         await wait_until(lambda: rt.status("a").cli_pid is None)
         assert rt.status("a").state == "idle" and await live_idle() is None
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_store_knows_the_process_that_took_over_a_dead_ones_turn(
+    tmp_path: Path, kind: str
+) -> None:
+    # The live record follows the turn to its new process (the reaper finds what runs).
+    store = MemoryStore() if kind == "memory" else agentrt.SQLiteStore(tmp_path / "s.sqlite3")
+    async with agentrt.open_runtime(store=store) as rt:
+        await start(rt, tmp_path, {"turns": [[["answer"]], [["kill", "SIGKILL"]]]})
+        await ask(rt, "one")
+        warm = pid(rt)
+        await ask(rt, "two")
+        [record] = await store.live_processes()
+        assert record.live_pid == pid(rt) != warm
 
 
 async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path) -> None:

@@ -23,7 +23,14 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import fence_guards, marked, running, wait_until
+from proc_helpers import (
+    KILL_POINTS,
+    ask_racing_a_kill,
+    fence_guards,
+    marked,
+    running,
+    wait_until,
+)
 
 from agentrt import (
     Agent,
@@ -33,6 +40,7 @@ from agentrt import (
     Runtime,
     SQLiteStore,
     StopReason,
+    TurnFailed,
     open_runtime,
 )
 from agentrt.testing import (
@@ -118,6 +126,7 @@ async def test_an_interrupt_in_band_keeps_the_process(claude: Claude) -> None:
             assert rt.interrupt("coder")
             result = await rt.wait(ref)
             assert isinstance(result, Failed)
+            assert isinstance(result.error, TurnFailed)
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "after the interrupt")
         assert cli_pid(rt) == pid
@@ -243,3 +252,24 @@ async def test_an_idle_warm_cli_gives_its_slot_to_a_waiting_turn(claude: Claude)
         assert not running(a_pid) and rt.status("a").cli_pid is None
         assert rt.statistics().processes_in_use == 1
     assert b_answer.text == "said 'second prompt'"
+
+
+async def test_a_cli_killed_racing_the_next_ask_loses_no_prompt(claude: Claude) -> None:
+    # However the kill and the ask interleave, before the CLI printed a line of the turn,
+    # the ask runs on a new process resuming the conversation, and the model sees its prompt.
+    claude.api.set_script(echo)
+    async with warm_agent(claude) as rt:
+        with trio.fail_after(TURN_BOUND):
+            first = await rt.ask("coder", "prompt 0")
+        for round in range(1, 2 * len(KILL_POINTS) + 1):
+            prompt = f"prompt {round}"
+            pid = cli_pid(rt)
+            with trio.fail_after(TURN_BOUND):
+                where = KILL_POINTS[round % len(KILL_POINTS)]
+                response = await ask_racing_a_kill(rt, "coder", prompt, where)
+            assert response.text == f"said {prompt!r}", where
+            assert response.session_id == first.session_id
+            assert not running(pid) and cli_pid(rt) != pid
+    history = claude.api.message_requests[-1].texts("user")
+    assert [t for t in history if t.startswith("prompt ")] == [f"prompt {n}" for n in range(21)]
+    assert marked(MARKER_VAR, claude.marker) == []

@@ -11,13 +11,20 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import Watcher, running, wait_until
+from proc_helpers import KILL_POINTS, Watcher, ask_racing_a_kill, marked, running, wait_until
 
 import agentrt
 from agentrt import StopReason, ToolUseEvent
-from agentrt.testing import FakeOpenAI, OpenAIHang, OpenAIReply, OpenAIScript, open_fake_openai
+from agentrt.testing import (
+    FakeOpenAI,
+    OpenAIHang,
+    OpenAIReply,
+    OpenAIRequest,
+    OpenAIScript,
+    open_fake_openai,
+)
 
-from ._codex import Place, codex_binary, codex_place, find_marked
+from ._codex import MARKER_VAR, Place, codex_binary, codex_place, find_marked
 
 BINARY = codex_binary()
 pytestmark = [
@@ -82,7 +89,7 @@ async def test_three_turns_on_one_app_server() -> None:
 
 
 async def test_an_interrupt_in_band_keeps_the_app_server() -> None:
-    script = [OpenAIReply.text("one"), OpenAIHang(), OpenAIReply.text("after")]
+    script: OpenAIScript = [OpenAIReply.text("one"), OpenAIHang(), OpenAIReply.text("after")]
     async with warm_codex(script) as (api, _, rt, _):
         with trio.fail_after(BOUND):
             await rt.ask("coder", "first")
@@ -92,6 +99,7 @@ async def test_an_interrupt_in_band_keeps_the_app_server() -> None:
             assert rt.interrupt("coder")
             result = await rt.wait(ref)
             assert isinstance(result, agentrt.Failed)
+            assert isinstance(result.error, agentrt.TurnFailed)
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "again")
         assert rt.status("coder").cli_pid == pid
@@ -115,6 +123,40 @@ async def test_a_commands_tree_dies_with_its_turn_while_the_server_lives() -> No
             assert pid is not None and running(pid)
             assert (await rt.ask("coder", "next")).text == "next"
         assert rt.status("coder").cli_pid == pid
+
+
+def last_user_text(request: OpenAIRequest) -> str:
+    texts = [
+        part["text"]
+        for item in request.input_items()
+        if item.get("type") == "message" and item.get("role") == "user"
+        for part in item["content"]
+        if part.get("type") == "input_text"
+    ]
+    return texts[-1] if texts else ""
+
+
+async def test_an_app_server_killed_racing_the_next_ask_loses_no_prompt() -> None:
+    # However the kill and the ask interleave, before the server printed a line of the
+    # turn, the ask runs on a new server resuming the thread, and the model sees its prompt.
+    def echo(request: OpenAIRequest) -> OpenAIReply:
+        return OpenAIReply.text(f"said {last_user_text(request)!r}")
+
+    async with warm_codex(echo) as (api, place, rt, _):
+        with trio.fail_after(BOUND):
+            first = await rt.ask("coder", "prompt 0")
+        for round in range(1, 2 * len(KILL_POINTS) + 1):
+            prompt = f"prompt {round}"
+            pid = rt.status("coder").cli_pid
+            with trio.fail_after(BOUND):
+                where = KILL_POINTS[round % len(KILL_POINTS)]
+                response = await ask_racing_a_kill(rt, "coder", prompt, where, group=True)
+            assert response.text == f"said {prompt!r}", where
+            assert response.session_id == first.session_id
+            assert pid is not None and not running(pid) and rt.status("coder").cli_pid != pid
+        history = [t for t in user_texts(api) if t.startswith("prompt ")]
+        assert history == [f"prompt {n}" for n in range(21)]
+    assert marked(MARKER_VAR, place.marker) == []
 
 
 async def test_a_warm_thread_continues_per_turn() -> None:
