@@ -206,7 +206,7 @@ class Runtime(metaclass=NoPublicConstructor):
         if call not in _ROUTABLE:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         method = getattr(self, call)
-        return method(name, *arguments) if call != "wait" else method(*arguments)
+        return method(*arguments) if call in _BY_REF else method(name, *arguments)
 
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
@@ -262,19 +262,19 @@ class Runtime(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint()
         return child.slot.submit(prompt, "tell").ref
 
-    def poll(self, name: str, ref: Ref) -> PollResult:
-        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell; `NotFound` for an
-        unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
-        or ``max_result_bytes``)."""
-        return self._child(name).slot.mailbox.poll(check_ref(ref))
+    def poll(self, ref: Ref) -> PollResult:
+        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell (of the agent the ref
+        names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
+        beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`."""
+        return self._child(check_ref(ref).name).slot.mailbox.poll(ref)
 
-    async def apoll(self, name: str, ref: Ref) -> PollResult:
+    async def apoll(self, ref: Ref) -> PollResult:
         """`poll`, also for an agent another runtime owns (on a `PostgresStore`)."""
-        child = self._local(name)
+        child = self._local(check_ref(ref).name)
         if child is None:
-            return cast(PollResult, await self._route(name, "poll", check_ref(ref)))
+            return cast(PollResult, await self._route(ref.name, "poll", ref))
         await trio.lowlevel.checkpoint()
-        return child.slot.mailbox.poll(check_ref(ref))
+        return child.slot.mailbox.poll(ref)
 
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
@@ -324,14 +324,15 @@ class Runtime(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint()
         return child.slot.interrupt()
 
-    def interrupt_request(self, name: str, ref: Ref) -> bool:
-        """Like `interrupt`, only if ``ref`` is the request being processed now."""
-        return self._child(name).slot.interrupt_request(check_ref(ref))
+    def interrupt_request(self, ref: Ref) -> bool:
+        """Like `interrupt` on the agent ``ref`` names, only if ``ref`` is the request being
+        processed now."""
+        return self._child(check_ref(ref).name).slot.interrupt_request(ref)
 
-    def withdraw(self, name: str, ref: Ref) -> bool:
-        """Take a queued tell out of the queue (it polls as `Withdrawn`); False if it is
-        running, finished or unknown."""
-        return self._child(name).slot.withdraw(check_ref(ref))
+    def withdraw(self, ref: Ref) -> bool:
+        """Take a queued tell out of its agent's queue (it polls as `Withdrawn`); False if
+        it is running, finished or unknown."""
+        return self._child(check_ref(ref).name).slot.withdraw(ref)
 
     def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued
@@ -549,6 +550,8 @@ async def open_runtime(
 
 # The Runtime methods a routed call may run on the owner.
 _ROUTABLE = frozenset({"ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent"})
+# Of those, the calls whose one argument is a `Ref` (it names the agent).
+_BY_REF = frozenset({"poll", "wait"})
 
 # Bound on giving the leases back as a runtime closes; an unreleased lease expires.
 _RELEASE_GRACE = 10.0
