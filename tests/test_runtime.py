@@ -214,6 +214,19 @@ async def test_backends_are_found_by_entry_point_name(autojump_clock: MockClock)
         assert rt.agents() == ("a",)
 
 
+@pytest.mark.parametrize(("given", "hint"), [("cluade", "; did you mean 'claude'?"), ("zz", "")])
+async def test_an_unknown_backend_is_an_invalid_option_naming_the_closest(
+    given: str, hint: str
+) -> None:
+    async with open_runtime(store=agentrt.MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend=given)
+        assert rt.agents() == ()
+    assert isinstance(info.value, BackendNotFound)
+    assert (info.value.key, info.value.value, info.value.name) == ("backend", given, given)
+    assert str(info.value) == f"no backend named {given!r}{hint} (known: claude, codex)"
+
+
 def test_the_shipped_backends_are_their_entry_points() -> None:
     from importlib.metadata import entry_points
 
