@@ -208,11 +208,14 @@ class AgentOptions:
 _CHECKS: dict[str, Check] = {
     field.name: field.metadata["check"] for field in attrs.fields(AgentOptions)
 }
-_DEFAULT = AgentOptions()
+DEFAULT_OPTIONS = AgentOptions()
 
 
-def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, Any]]:
-    """Validate the runtime's options; return them and the rest (for ``init_agent``)."""
+def split_options(
+    options: Mapping[str, Any], defaults: AgentOptions = DEFAULT_OPTIONS
+) -> tuple[AgentOptions, dict[str, Any]]:
+    """Validate the runtime's options; return them (``defaults`` for those not given) and
+    the rest (for ``init_agent``)."""
     ours: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in options.items():
@@ -222,7 +225,12 @@ def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, A
         else:
             ours[key] = check(key, value)
     # Agents started with the defaults share one options object (memory per idle agent).
-    return (AgentOptions(**ours) if ours else _DEFAULT), rest
+    return (attrs.evolve(defaults, **ours) if ours else defaults), rest
+
+
+def kill_grace_option(value: object) -> float:
+    """``open_runtime``'s ``kill_grace`` (its agents' default), checked as an agent's is."""
+    return _seconds("kill_grace", value)
 
 
 # What start_agent takes besides the agent, its name and its backend: the runtime's options.

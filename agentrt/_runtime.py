@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
+import attrs
 import trio
 
 from ._actor import cancel_grace
@@ -19,8 +20,14 @@ from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host, forget_spec
-from ._options import intensity_option, strategy_option
-from ._ownership import DEFAULT_LEASE_TTL, Ownership, lease_ttl_option, node_option
+from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
+from ._ownership import (
+    DEFAULT_LEASE_TTL,
+    Ownership,
+    check_kill_grace,
+    lease_ttl_option,
+    node_option,
+)
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
@@ -425,6 +432,7 @@ async def open_runtime(
     cgroups: bool = True,
     node: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    kill_grace: float = DEFAULT_OPTIONS.kill_grace,
     host_agents: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
@@ -460,12 +468,15 @@ async def open_runtime(
     runtime holds it. A dead owner's lease is taken at once on the same node (its pid and
     start time are checked), from another node once it has expired. ``node`` names this
     runtime's host (default: the machine's hostname; runtimes on one machine may name
-    themselves apart); ``lease_ttl`` (default 10 s, at least 1 s) is how long a lease
-    lasts without renewal, measured on the store's clock. The runtime renews its leases
-    every ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its
-    CLI is killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is
-    not restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <=
-    lease_ttl / 2``. Every store write of an owned agent carries its lease's epoch and is
+    themselves apart); ``lease_ttl`` (default 10 s) is how long a lease lasts without
+    renewal, measured on the store's clock. The runtime renews its leases every
+    ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its CLI is
+    killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is not
+    restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <= lease_ttl /
+    2``, that is ``lease_ttl >= 4 * kill_grace + 2``. ``kill_grace`` (default 2 s) is the
+    option of that name of the agents that do not give their own; a ``lease_ttl`` it does not
+    fit raises `InvalidOptions` here (the default needs at least 10 s), an agent's own
+    ``kill_grace`` that does not fit raises it at `Runtime.start_agent`. Every store write of an owned agent carries its lease's epoch and is
     refused (`LeaseLost`) once another runtime has taken the lease.
 
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
@@ -491,6 +502,9 @@ async def open_runtime(
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
     node = socket.gethostname() if node is None else node_option(node)
     ttl = lease_ttl_option(lease_ttl)
+    grace = kill_grace_option(kill_grace)
+    check_kill_grace(grace, ttl, key="lease_ttl")
+    defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
     if not isinstance(host_agents, bool):
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
     slots = ProcessSlots(max_processes)
@@ -519,7 +533,13 @@ async def open_runtime(
                 try:
                     async with trio.open_nursery() as nursery:
                         context = Context(
-                            opened, runtime_id, slots, tracker, ToolHost(services), ownership
+                            opened,
+                            runtime_id,
+                            slots,
+                            tracker,
+                            ToolHost(services),
+                            ownership,
+                            defaults,
                         )
                         track_runtime(context)
                         root = Supervisor._create(context, nursery, chosen, intensity)

@@ -45,6 +45,7 @@ from ._events import NO_TOTALS
 from ._failover import stored_spec
 from ._mailbox import Mailbox
 from ._options import (
+    DEFAULT_OPTIONS,
     AgentOptions,
     app_tools_option,
     backend_options,
@@ -136,6 +137,8 @@ class Context:
     # Serves application tools; started when the first agent that has some starts.
     tools: ToolHost
     ownership: Ownership
+    # The options of an agent that gives none (open_runtime's kill_grace among them).
+    agent_defaults: AgentOptions = DEFAULT_OPTIONS
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
@@ -286,7 +289,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
         resume = resume_option(resume)
-        agent_options, rest = split_options(options)
+        agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
