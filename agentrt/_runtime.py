@@ -443,8 +443,8 @@ async def open_runtime(
     agents have stopped; a store file that is corrupt or not agentrt's raises `StoreError`
     naming it. Agents checkpoint their session ids into it the moment they appear, record
     their turns, their state, and the process group of each running CLI turn. On opening,
-    turns that a runtime which has since died left running are killed and logged (see
-    ``agentrt._reaper``).
+    turns that a runtime which has since died left running (by those records) are killed
+    and logged.
 
     ``max_processes`` bounds how many turns run at once across all agents (the others
     wait, shown in `Runtime.status`).
@@ -476,8 +476,9 @@ async def open_runtime(
     2``, that is ``lease_ttl >= 4 * kill_grace + 2``. ``kill_grace`` (default 2 s) is the
     option of that name of the agents that do not give their own; a ``lease_ttl`` it does not
     fit raises `InvalidOptions` here (the default needs at least 10 s), an agent's own
-    ``kill_grace`` that does not fit raises it at `Runtime.start_agent`. Every store write of an owned agent carries its lease's epoch and is
-    refused (`LeaseLost`) once another runtime has taken the lease.
+    ``kill_grace`` that does not fit raises it at `Runtime.start_agent`. Every store write
+    of an owned agent carries its lease's epoch and is refused (`LeaseLost`) once another
+    runtime has taken the lease.
 
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
