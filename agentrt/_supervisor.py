@@ -45,7 +45,6 @@ from ._events import NO_TOTALS
 from ._failover import stored_spec
 from ._mailbox import Mailbox
 from ._options import (
-    DEFAULT_OPTIONS,
     AgentOptions,
     app_tools_option,
     backend_options,
@@ -138,7 +137,7 @@ class Context:
     tools: ToolHost
     ownership: Ownership
     # The options of an agent that gives none (open_runtime's kill_grace among them).
-    agent_defaults: AgentOptions = DEFAULT_OPTIONS
+    agent_defaults: AgentOptions
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
