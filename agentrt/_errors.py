@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._events import StopReason, Usage
@@ -19,13 +19,28 @@ class NoRuntime(AgentRTError):
     """A module-level call was made outside ``async with agentrt.open_runtime()``."""
 
 
-class InvalidOptions(AgentRTError):
-    """An option is unknown or has a value it cannot take."""
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``given``, or nothing."""
+    import difflib  # only when an error is being made: no import cost for every program
 
-    def __init__(self, key: str, value: object, why: str) -> None:
+    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class InvalidOptions(AgentRTError):
+    """An option is unknown or has a value it cannot take. For an unknown option,
+    ``known_options`` holds the options that are known (None otherwise)."""
+
+    # A class default: an error rebuilt from its attributes alone still has it.
+    known_options: tuple[str, ...] | None = None
+
+    def __init__(
+        self, key: str, value: object, why: str, *, known_options: tuple[str, ...] | None = None
+    ) -> None:
         self.key = key
         self.value = value
         self.why = why
+        self.known_options = known_options
         super().__init__(f"option {key!r}={value!r}: {why}")
 
 
@@ -148,8 +163,13 @@ class RestartLimitExceeded(AgentRTError):
         super().__init__(f"agent {name!r} exceeded its restart intensity ({len(history)} crashes)")
 
 
-class BackendNotFound(AgentRTError):
+class BackendNotFound(InvalidOptions):
+    """No installed backend (entry point group ``agentrt.backends``) has the name given as
+    the option ``backend``; ``known`` are those that do."""
+
     def __init__(self, name: str, known: tuple[str, ...]) -> None:
         self.name = name
         self.known = known
-        super().__init__(f"no backend named {name!r}; known: {', '.join(known) or 'none'}")
+        why = f"no backend named {name!r}{did_you_mean(name, known)}"
+        super().__init__("backend", name, f"{why} (known: {', '.join(known) or 'none'})")
+        self.args = (self.why,)  # the why says it all: no "option 'backend'=..." before it

@@ -316,17 +316,18 @@ def _as_str(text: str | _Utf8) -> str:
     return text.data.decode(*TEXT_CODEC) if type(text) is _Utf8 else text
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Response:
     """What a successful turn returns.
 
     ``events`` is an immutable sequence of the retained events (see ``event_coverage``),
     kept compact and decoded on access; it compares equal to the tuple of its events.
     ``text`` is a str; a turn's Response may keep it as UTF-8 until it is first read
-    (equality, hash and repr compare and show the str)."""
+    (equality and hash compare the str). Its repr is one line: the stop reason, the text's
+    length and start, the session, the counts."""
 
     # The str, or the UTF-8 a turn built it from when that is smaller (see `text`).
-    _text: str | _Utf8 = attrs.field(alias="text", eq=_as_str, repr=lambda t: repr(_as_str(t)))
+    _text: str | _Utf8 = attrs.field(alias="text", eq=_as_str)
     final_message: str
     events: Sequence[Event]
     terminal: Event
@@ -356,6 +357,20 @@ class Response:
             text = text.data.decode(*TEXT_CODEC)
             object.__setattr__(self, "_text", text)  # frozen: a cache, not a change
         return text
+
+    def __repr__(self) -> str:
+        text = _as_str(self._text)  # not kept: a repr does not make the text take more room
+        start = repr(text[:_REPR_TEXT]) + ("..." if len(text) > _REPR_TEXT else "")
+        cost = "" if self.cost_usd is None else f", ${self.cost_usd:.4f}"
+        return (
+            f"<agentrt.Response {self.stop_reason.value}: {len(text)} chars {start}, "
+            f"session {self.session_id!r}, {len(self.events)} of "
+            f"{self.event_coverage.observed} events kept, {self.duration:.2f} s{cost}>"
+        )
+
+
+# Characters of its text a Response's repr shows.
+_REPR_TEXT = 40
 
 
 # What a text kept as UTF-8 costs besides its bytes: the holder and the bytes object's header.

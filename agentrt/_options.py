@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from ._errors import InvalidOptions
+from ._errors import InvalidOptions, did_you_mean
 from ._process import ProcessLimits
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
@@ -205,11 +208,14 @@ class AgentOptions:
 _CHECKS: dict[str, Check] = {
     field.name: field.metadata["check"] for field in attrs.fields(AgentOptions)
 }
-_DEFAULT = AgentOptions()
+DEFAULT_OPTIONS = AgentOptions()
 
 
-def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, Any]]:
-    """Validate the runtime's options; return them and the rest (for ``init_agent``)."""
+def split_options(
+    options: Mapping[str, Any], defaults: AgentOptions = DEFAULT_OPTIONS
+) -> tuple[AgentOptions, dict[str, Any]]:
+    """Validate the runtime's options; return them (``defaults`` for those not given) and
+    the rest (for ``init_agent``)."""
     ours: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in options.items():
@@ -219,7 +225,40 @@ def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, A
         else:
             ours[key] = check(key, value)
     # Agents started with the defaults share one options object (memory per idle agent).
-    return (AgentOptions(**ours) if ours else _DEFAULT), rest
+    return (attrs.evolve(defaults, **ours) if ours else defaults), rest
+
+
+def kill_grace_option(value: object) -> float:
+    """``open_runtime``'s ``kill_grace`` (its agents' default), checked as an agent's is."""
+    return _seconds("kill_grace", value)
+
+
+# What start_agent takes besides the agent, its name and its backend: the runtime's options.
+_RUNTIME_KEYS = ("resume", *_CHECKS)
+
+
+def backend_options(backend: Backend, raw: Mapping[str, Any]) -> Any:
+    """``backend.parse_options(raw)``. A key the backend does not know (it says so with
+    ``known_options``) is refused naming the closest of every option the agent takes, the
+    runtime's and the backend's, and listing them all: a misspelt runtime option reaches
+    the backend, which knows only its own."""
+    try:
+        return backend.parse_options(raw)
+    except InvalidOptions as exc:
+        if exc.known_options is None:
+            raise
+        key, value, theirs = exc.key, exc.value, exc.known_options
+    if key in _CHECKS:  # returned by an init_agent: the runtime never sees it there
+        why = "a runtime option, for start_agent, not for what init_agent returns"
+    else:
+        why = "unknown option" + did_you_mean(key, (*_RUNTIME_KEYS, *theirs))
+    listed = f"the runtime's options: {', '.join(_RUNTIME_KEYS)}; the {backend.name!r} backend's"
+    raise InvalidOptions(
+        key,
+        value,
+        f"{why} ({listed}: {', '.join(theirs)})",
+        known_options=(*_RUNTIME_KEYS, *theirs),
+    ) from None
 
 
 # The options of supervisors (open_runtime, open_supervisor) and of start_agent itself.

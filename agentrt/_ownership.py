@@ -65,18 +65,29 @@ def node_option(value: object) -> str:
     return value
 
 
-def check_kill_grace(kill_grace: float, lease_ttl: float) -> None:
+def check_kill_grace(kill_grace: float, lease_ttl: float, *, key: str = "kill_grace") -> None:
     """A lost lease leaves ``lease_ttl * (1 - FENCE_SHARE)`` for the kill ladder (two
-    ``kill_grace``, and a second to confirm); refuse a grace that does not fit."""
+    ``kill_grace``, and a second to confirm): ``lease_ttl >= 4 x kill_grace + 2 s``. Refuse
+    a pair that does not fit, as a bad ``key`` (the one of the two the caller was given)."""
     room = lease_ttl * (1 - FENCE_SHARE)
-    if 2 * kill_grace + 1.0 > room:
-        raise InvalidOptions(
-            "kill_grace",
-            kill_grace,
-            f"the kill ladder (2 x kill_grace + 1 s) must fit in the {room:g} s a runtime "
-            f"keeps of lease_ttl={lease_ttl:g} for stopping an agent whose lease it lost; "
-            "use a smaller kill_grace or a larger lease_ttl",
-        )
+    ladder = 2 * kill_grace + 1.0
+    if ladder <= room:
+        return
+    largest = (room - 1.0) / 2
+    whose = " (open_runtime's, for its agents that give none)" if key == "lease_ttl" else ""
+    raise InvalidOptions(
+        key,
+        kill_grace if key == "kill_grace" else lease_ttl,
+        f"kill_grace={kill_grace:g} s{whose} does not fit lease_ttl={lease_ttl:g} s: the kill "
+        f"ladder of an agent whose lease is lost (2 x kill_grace + 1 s = {ladder:g} s) must fit "
+        f"in the other half of the lease ({room:g} s), so lease_ttl >= 4 x kill_grace + 2 s; "
+        f"use a lease_ttl of at least {ladder / (1 - FENCE_SHARE):g} s"
+        + (
+            f", or a kill_grace of at most {largest:g} s"
+            if largest > 0
+            else " (no kill_grace fits a lease_ttl of 2 s or less)"
+        ),
+    )
 
 
 class Ownership:

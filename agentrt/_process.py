@@ -700,11 +700,11 @@ class ProcessTracker:
     after their parent dies, and reaps their zombies. It never waits for any pid it cannot
     attribute to a turn, so other children of the runtime keep their exit statuses.
 
-    Where the kernel lets us (``agentrt._cgroup``; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
+    Where the kernel lets us (cgroup v2; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
     forces the walk) each turn gets a cgroup of its own under one the tracker makes for the
     runtime, so nothing a turn starts can leave its tree. Elsewhere an orphan that escaped
-    every walk is reaped when it exits (``agentrt._orphans``), as is one that died too late
-    for a turn's ladder to reap it.
+    every walk is reaped when it exits, as is one that died too late for a turn's ladder to
+    reap it.
     """
 
     def __init__(self, *, cgroups: bool = True) -> None:

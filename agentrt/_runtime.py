@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
+import attrs
 import trio
 
 from ._actor import cancel_grace
@@ -19,8 +20,14 @@ from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host, forget_spec
-from ._options import intensity_option, strategy_option
-from ._ownership import DEFAULT_LEASE_TTL, Ownership, lease_ttl_option, node_option
+from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
+from ._ownership import (
+    DEFAULT_LEASE_TTL,
+    Ownership,
+    check_kill_grace,
+    lease_ttl_option,
+    node_option,
+)
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
@@ -206,7 +213,7 @@ class Runtime(metaclass=NoPublicConstructor):
         if call not in _ROUTABLE:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         method = getattr(self, call)
-        return method(name, *arguments) if call != "wait" else method(*arguments)
+        return method(*arguments) if call in _BY_REF else method(name, *arguments)
 
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
@@ -262,19 +269,19 @@ class Runtime(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint()
         return child.slot.submit(prompt, "tell").ref
 
-    def poll(self, name: str, ref: Ref) -> PollResult:
-        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell; `NotFound` for an
-        unknown ref or one whose result was evicted (oldest first, beyond ``max_results``
-        or ``max_result_bytes``)."""
-        return self._child(name).slot.mailbox.poll(check_ref(ref))
+    def poll(self, ref: Ref) -> PollResult:
+        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell (of the agent the ref
+        names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
+        beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`."""
+        return self._child(check_ref(ref).name).slot.mailbox.poll(ref)
 
-    async def apoll(self, name: str, ref: Ref) -> PollResult:
+    async def apoll(self, ref: Ref) -> PollResult:
         """`poll`, also for an agent another runtime owns (on a `PostgresStore`)."""
-        child = self._local(name)
+        child = self._local(check_ref(ref).name)
         if child is None:
-            return cast(PollResult, await self._route(name, "poll", check_ref(ref)))
+            return cast(PollResult, await self._route(ref.name, "poll", ref))
         await trio.lowlevel.checkpoint()
-        return child.slot.mailbox.poll(check_ref(ref))
+        return child.slot.mailbox.poll(ref)
 
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
@@ -324,14 +331,15 @@ class Runtime(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint()
         return child.slot.interrupt()
 
-    def interrupt_request(self, name: str, ref: Ref) -> bool:
-        """Like `interrupt`, only if ``ref`` is the request being processed now."""
-        return self._child(name).slot.interrupt_request(check_ref(ref))
+    def interrupt_request(self, ref: Ref) -> bool:
+        """Like `interrupt` on the agent ``ref`` names, only if ``ref`` is the request being
+        processed now."""
+        return self._child(check_ref(ref).name).slot.interrupt_request(ref)
 
-    def withdraw(self, name: str, ref: Ref) -> bool:
-        """Take a queued tell out of the queue (it polls as `Withdrawn`); False if it is
-        running, finished or unknown."""
-        return self._child(name).slot.withdraw(check_ref(ref))
+    def withdraw(self, ref: Ref) -> bool:
+        """Take a queued tell out of its agent's queue (it polls as `Withdrawn`); False if
+        it is running, finished or unknown."""
+        return self._child(check_ref(ref).name).slot.withdraw(ref)
 
     def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued
@@ -424,6 +432,7 @@ async def open_runtime(
     cgroups: bool = True,
     node: str | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    kill_grace: float = DEFAULT_OPTIONS.kill_grace,
     host_agents: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
@@ -434,8 +443,8 @@ async def open_runtime(
     agents have stopped; a store file that is corrupt or not agentrt's raises `StoreError`
     naming it. Agents checkpoint their session ids into it the moment they appear, record
     their turns, their state, and the process group of each running CLI turn. On opening,
-    turns that a runtime which has since died left running are killed and logged (see
-    ``agentrt._reaper``).
+    turns that a runtime which has since died left running (by those records) are killed
+    and logged.
 
     ``max_processes`` bounds how many turns run at once across all agents (the others
     wait, shown in `Runtime.status`).
@@ -459,13 +468,17 @@ async def open_runtime(
     runtime holds it. A dead owner's lease is taken at once on the same node (its pid and
     start time are checked), from another node once it has expired. ``node`` names this
     runtime's host (default: the machine's hostname; runtimes on one machine may name
-    themselves apart); ``lease_ttl`` (default 10 s, at least 1 s) is how long a lease
-    lasts without renewal, measured on the store's clock. The runtime renews its leases
-    every ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its
-    CLI is killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is
-    not restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <=
-    lease_ttl / 2``. Every store write of an owned agent carries its lease's epoch and is
-    refused (`LeaseLost`) once another runtime has taken the lease.
+    themselves apart); ``lease_ttl`` (default 10 s) is how long a lease lasts without
+    renewal, measured on the store's clock. The runtime renews its leases every
+    ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its CLI is
+    killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is not
+    restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <= lease_ttl /
+    2``, that is ``lease_ttl >= 4 * kill_grace + 2``. ``kill_grace`` (default 2 s) is the
+    option of that name of the agents that do not give their own; a ``lease_ttl`` it does not
+    fit raises `InvalidOptions` here (the default needs at least 10 s), an agent's own
+    ``kill_grace`` that does not fit raises it at `Runtime.start_agent`. Every store write
+    of an owned agent carries its lease's epoch and is refused (`LeaseLost`) once another
+    runtime has taken the lease.
 
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
@@ -490,6 +503,9 @@ async def open_runtime(
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
     node = socket.gethostname() if node is None else node_option(node)
     ttl = lease_ttl_option(lease_ttl)
+    grace = kill_grace_option(kill_grace)
+    check_kill_grace(grace, ttl, key="lease_ttl")
+    defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
     if not isinstance(host_agents, bool):
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
     slots = ProcessSlots(max_processes)
@@ -518,7 +534,13 @@ async def open_runtime(
                 try:
                     async with trio.open_nursery() as nursery:
                         context = Context(
-                            opened, runtime_id, slots, tracker, ToolHost(services), ownership
+                            opened,
+                            runtime_id,
+                            slots,
+                            tracker,
+                            ToolHost(services),
+                            ownership,
+                            defaults,
                         )
                         track_runtime(context)
                         root = Supervisor._create(context, nursery, chosen, intensity)
@@ -549,6 +571,8 @@ async def open_runtime(
 
 # The Runtime methods a routed call may run on the owner.
 _ROUTABLE = frozenset({"ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent"})
+# Of those, the calls whose one argument is a `Ref` (it names the agent).
+_BY_REF = frozenset({"poll", "wait"})
 
 # Bound on giving the leases back as a runtime closes; an unreleased lease expires.
 _RELEASE_GRACE = 10.0

@@ -44,7 +44,13 @@ from ._errors import (
 from ._events import NO_TOTALS
 from ._failover import stored_spec
 from ._mailbox import Mailbox
-from ._options import AgentOptions, app_tools_option, resume_option, split_options
+from ._options import (
+    AgentOptions,
+    app_tools_option,
+    backend_options,
+    resume_option,
+    split_options,
+)
 from ._ownership import Ownership, check_kill_grace
 from ._portable import portable_options
 from ._process import ProcessTracker
@@ -100,7 +106,7 @@ class AgentSpec:
             raw = await raw
         if not isinstance(raw, Mapping):
             raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
-        options = self.backend.parse_options(raw)
+        options = backend_options(self.backend, raw)
         if self.options.portable:
             options = portable_options(self.backend, options, name, self.options.cli_homes)
         chosen = self.options.app_tools
@@ -130,6 +136,8 @@ class Context:
     # Serves application tools; started when the first agent that has some starts.
     tools: ToolHost
     ownership: Ownership
+    # The options of an agent that gives none (open_runtime's kill_grace among them).
+    agent_defaults: AgentOptions
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
     # Names whose start_agent is under way (it awaits the store and init_agent).
@@ -260,14 +268,15 @@ class Supervisor(metaclass=NoPublicConstructor):
         after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never); every
         other keyword goes to ``init_agent``, whose result the backend validates. Before
         anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
-        `InvalidOptions` naming the offending key, also for a ``backend`` that is neither a
+        `InvalidOptions` naming the offending key (an unknown one with the closest of the
+        runtime's and the backend's options), also for a ``backend`` that is neither a
         name nor a backend object, for a ``name`` that is empty, over 255 characters or
         holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), for a
         ``cwd`` that does not exist or is not a directory, and for a ``kill_grace`` whose
         kill ladder does not fit in half the runtime's ``lease_ttl``. Also
         `AgentAlreadyStarted` (also while another live runtime sharing the store owns the
-        name: its message names that owner's node and pid), `BackendNotFound`,
-        `SessionMismatch`, `StoreError`.
+        name: its message names that owner's node and pid), `BackendNotFound` (an
+        `InvalidOptions` for ``backend``), `SessionMismatch`, `StoreError`.
 
         Cancellation: safe; a cancelled start leaves no agent behind (the store may hold
         its row already).
@@ -279,7 +288,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
         resume = resume_option(resume)
-        agent_options, rest = split_options(options)
+        agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)

@@ -7,6 +7,8 @@ from abc import ABCMeta
 from collections.abc import Mapping
 from typing import Any, NoReturn, TypeVar
 
+import msgspec
+
 T = TypeVar("T")
 
 
@@ -29,9 +31,9 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> Non
     """Make the public names of ``namespace`` (and their methods) say they live in
     ``module_name`` rather than the private module that defines them, as trio does, so
     tracebacks and reprs say ``agentrt.TurnFailed``. Pickling still works: each name is
-    found where its ``__module__`` now points. (msgspec resolves a Struct's string
-    annotations there too, but only once: the event decoders built at import have done it
-    already; tests/test_public_surface.py checks every public Struct still decodes.)"""
+    found where its ``__module__`` now points. A Struct's string annotations are resolved
+    first, in the module that wrote them: msgspec (a decoder, ``help()``'s signature) would
+    look for their names where ``__module__`` points."""
     seen: set[int] = set()
 
     def fix_one(obj: object) -> None:
@@ -44,6 +46,8 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> Non
             return
         if not obj.__module__.startswith("agentrt._"):
             return
+        if isinstance(obj, type) and issubclass(obj, msgspec.Struct):
+            obj.__annotations__ = inspect.get_annotations(obj, eval_str=True)
         obj.__module__ = module_name
         if isinstance(obj, type):
             for value in list(obj.__dict__.values()):

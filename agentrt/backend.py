@@ -7,7 +7,10 @@ agentrt, so one process driver serves every CLI and every backend is tested with
 Besides the protocol, this module is everything a backend may import from agentrt beyond
 the event and error types of ``agentrt`` itself: `SessionTotals` (a translator's
 baseline), the child environment policies (`EnvPolicy`, `child_env`,
-`default_env_policy`, `bypass_proxy`) and redaction (`redact`, `is_secret_name`, `REDACTED`).
+`default_env_policy`, `bypass_proxy`), redaction (`redact`, `is_secret_name`, `REDACTED`)
+and `did_you_mean` (the closest known name, for an error). ``parse_options`` raises
+`agentrt.InvalidOptions` with ``known_options`` (every option it knows) for an unknown key:
+the runtime then names the closest of its own options and the backend's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import attrs
 
 from ._asks import Ask, HookCall, ToolApproval
 from ._env import ENV_POLICIES, EnvPolicy, bypass_proxy, child_env, default_env_policy
+from ._errors import did_you_mean
 from ._events import Event, SessionTotals
 from ._redact import REDACTED, is_secret_name, redact
 from ._util import fixup_module_metadata as _fixup_module_metadata
@@ -48,6 +52,7 @@ __all__ = [
     "bypass_proxy",
     "child_env",
     "default_env_policy",
+    "did_you_mean",
     "is_secret_name",
     "redact",
 ]

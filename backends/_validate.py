@@ -3,7 +3,6 @@ or bad value into an `agentrt.InvalidOptions`."""
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -11,6 +10,7 @@ from typing import Any, TypeVar
 import attrs
 
 from agentrt import InvalidOptions
+from agentrt.backend import did_you_mean
 
 T = TypeVar("T")
 Check = Callable[[Any], Any]
@@ -48,16 +48,10 @@ def boolean(value: Any) -> bool:
     return value
 
 
-def suggest(value: str, known: tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known``, or nothing."""
-    close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def choice(allowed: tuple[str, ...]) -> Check:
     def check(value: Any) -> Any:
         if not isinstance(value, str) or value not in allowed:
-            hint = suggest(value, allowed) if isinstance(value, str) else ""
+            hint = did_you_mean(value, allowed) if isinstance(value, str) else ""
             raise Bad(f"expected one of {', '.join(map(repr, allowed))}{hint}")
         return value
 
@@ -116,8 +110,9 @@ def make_parser(
     """A function from raw options to ``cls`` that runs ``checks[field]`` on each given value.
 
     A ``None`` value means "unset". The first unknown key is reported with the closest known
-    one; a bad value with its key, the value as ``shown(key, value)`` lets an error show it,
-    and why. Each attrs field of ``cls`` needs exactly one check. ``keys`` maps a field to
+    one (and every known key, as ``known_options``, for the runtime to add its own); a bad
+    value with its key, the value as ``shown(key, value)`` lets an error show it, and why.
+    Each attrs field of ``cls`` needs exactly one check. ``keys`` maps a field to
     the key callers spell it with, where the two differ (a field cannot be named
     ``continue``).
 
@@ -138,8 +133,10 @@ def make_parser(
         unknown = sorted(str(k) for k in given if k not in field_of)
         if unknown:
             key = unknown[0]
-            hint = suggest(key, known) or f"; known options: {', '.join(known)}"
-            raise InvalidOptions(key, shown(key, given.get(key)), "unknown option" + hint)
+            hint = did_you_mean(key, known) or f"; known options: {', '.join(known)}"
+            raise InvalidOptions(
+                key, shown(key, given.get(key)), "unknown option" + hint, known_options=known
+            )
         values: dict[str, Any] = {}
         for name in names:
             key = spelled[name]

@@ -38,7 +38,10 @@ def open_store(store: str) -> agentrt.SessionStore:
 
 async def own(store: str, ttl: float, count: int, workdir: str) -> None:
     binary = fake_cli_executable(workdir, ["hang"], name="claude")
-    async with agentrt.open_runtime(store=open_store(store), node="node-a", lease_ttl=ttl) as rt:
+    # kill_grace: a --lease-ttl under 10 s needs the short one (open_runtime checks the pair).
+    async with agentrt.open_runtime(
+        store=open_store(store), node="node-a", lease_ttl=ttl, kill_grace=0.1
+    ) as rt:
         for index in range(count):
             await rt.start_agent(
                 Parked,
@@ -54,7 +57,7 @@ async def own(store: str, ttl: float, count: int, workdir: str) -> None:
 
 async def host(store: str, ttl: float) -> None:
     async with agentrt.open_runtime(
-        store=open_store(store), node="node-b", lease_ttl=ttl, host_agents=True
+        store=open_store(store), node="node-b", lease_ttl=ttl, kill_grace=0.1, host_agents=True
     ) as rt:
         print("HOSTING", flush=True)
         running = 0

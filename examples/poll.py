@@ -28,13 +28,13 @@ async def main(cwd: str = ".") -> list[str]:
         )
         first = rt.tell("reader", "Which files are here? One line.")
         second = rt.tell("reader", "Which of them looks most important, and why? One line.")
-        say(f"told twice; poll says {rt.poll('reader', first)}")
+        say(f"told twice; poll says {rt.poll(first)}")
 
         ticks = 0
-        while isinstance(rt.poll("reader", first), agentrt.Pending):
+        while isinstance(rt.poll(first), agentrt.Pending):
             ticks += 1  # your own work goes here
             await trio.sleep(0.05)
-        result = rt.poll("reader", first)
+        result = rt.poll(first)
         if not isinstance(result, agentrt.Completed):
             raise SystemExit(f"the first turn did not complete: {result}")
         say(f"first (after {ticks} ticks of our own work): {result.response.text}")

@@ -58,7 +58,7 @@ async def main(out: list[str] | None = None) -> None:
         )
 
         review = rt.tell("reviewer", "review chapter 1")
-        say(f"told the reviewer; poll says {rt.poll('reviewer', review)}")
+        say(f"told the reviewer; poll says {rt.poll(review)}")
 
         flaky = rt.tell("flaky", "this one hangs")
 

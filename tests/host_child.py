@@ -54,6 +54,7 @@ async def main(store: str, node: str, lease_ttl: str, mode: str, *args: str) -> 
         store=open_store(store),
         node=node,
         lease_ttl=float(lease_ttl),
+        kill_grace=0.1,  # a short lease_ttl needs it (the agents' default)
         host_agents=mode == "host",
         max_processes=limit,
     ) as rt:

@@ -34,7 +34,10 @@ async def main(store: str, node: str, lease_ttl: str, mode: str, *cli: str) -> N
     if cli:
         backend = "claude"
         options.update(binary=cli[0], cwd=cli[1])
-    async with agentrt.open_runtime(store=opened, node=node, lease_ttl=float(lease_ttl)) as rt:
+    # A short lease_ttl needs the short kill_grace at open_runtime, its agents' default.
+    async with agentrt.open_runtime(
+        store=opened, node=node, lease_ttl=float(lease_ttl), kill_grace=0.1
+    ) as rt:
         refused = False
         while True:
             try:

@@ -33,7 +33,10 @@ async def main(dsn: str, node: str, lease_ttl: str, claude_options: dict[str, An
     if claude_options:
         backend, options = "claude", claude_options
     store = agentrt.PostgresStore(dsn)
-    async with agentrt.open_runtime(store=store, node=node, lease_ttl=float(lease_ttl)) as rt:
+    # A short lease_ttl needs the short kill_grace at open_runtime, its agents' default.
+    async with agentrt.open_runtime(
+        store=store, node=node, lease_ttl=float(lease_ttl), kill_grace=0.1
+    ) as rt:
         await rt.start_agent(agentrt.Agent, name="x", backend=backend, **options)
         print(f"STARTED {rt.runtime_id}", flush=True)
         while "x" in rt.agents():  # noqa: ASYNC110 (a stop from another runtime)

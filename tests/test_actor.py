@@ -131,7 +131,7 @@ async def test_halt_and_unhalt_from_outside(autojump_clock: MockClock) -> None:
         status = rt.status("a")
         assert (status.state, status.halt_pending, status.queued) == ("halted", False, 1)
         rt.tell("a", "three")  # still accepted while halted
-        assert rt.poll("a", two) == rt.poll("a", two).__class__()  # Pending
+        assert rt.poll(two) == rt.poll(two).__class__()  # Pending
         assert backend.prompts == ["one"]
         rt.unhalt("a")
         await settle()
@@ -192,7 +192,7 @@ async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: Mo
         await settle()
         status = rt.status("a")
         assert (status.state, status.queued) == ("halted", 2)
-        assert rt.poll("a", first).__class__.__name__ == "Pending"
+        assert rt.poll(first).__class__.__name__ == "Pending"
         rt.unhalt("a")
         result = await rt.wait(first)
         assert isinstance(result, Completed)
@@ -212,15 +212,15 @@ async def test_interrupt_ends_the_current_turn_only(autojump_clock: MockClock) -
         second = rt.tell("a", "two")
         await gate.wait_reached()
         assert rt.status("a").current.ref == first  # type: ignore[union-attr]
-        assert not rt.interrupt_request("a", second)
-        assert rt.interrupt_request("a", first)
+        assert not rt.interrupt_request(second)
+        assert rt.interrupt_request(first)
         result = await rt.wait(first)
         assert isinstance(result, Failed)
         assert isinstance(result.error, TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert result.error.session_id == "s1"
         assert isinstance(await rt.wait(second), Completed)
-        assert not rt.interrupt_request("a", second)  # finished
+        assert not rt.interrupt_request(second)  # finished
     # The interrupted turn's session id was kept for the next turn.
     assert backend.session_ids == [None, "s1"]
     assert trio.current_time() == 0.0

@@ -161,9 +161,9 @@ async def test_a_ref_of_the_wrong_type_is_a_type_error(kind: str) -> None:
         api = _api(kind, rt)
         await api.start_agent(Agent, name="a", backend=echo_backend())
         calls: list[Callable[[], object]] = [
-            lambda: api.poll("a", "a:1"),
-            lambda: api.withdraw("a", 1),
-            lambda: api.interrupt_request("a", None),
+            lambda: api.poll("a:1"),
+            lambda: api.withdraw(1),
+            lambda: api.interrupt_request(None),
             lambda: api.stream("a"),
         ]
         for call in calls:
@@ -198,7 +198,7 @@ async def test_calls_on_a_closed_runtime_say_it_is_closed() -> None:
         ref = rt.tell("a", "hi")
     calls: list[Callable[[], object]] = [
         lambda: rt.tell("a", "x"),
-        lambda: rt.poll("a", ref),
+        lambda: rt.poll(ref),
         lambda: rt.status("a"),
         lambda: rt.interrupt("a"),
         lambda: rt.stream(ref),

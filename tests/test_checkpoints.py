@@ -59,7 +59,7 @@ async def test_the_sync_calls_never_checkpoint_and_act_at_once(autojump_clock: M
             first = rt.tell("a", "first")
             queued = rt.tell("a", "queued")
             rt.notify("a", "an event")
-            assert isinstance(rt.poll("a", queued), Pending)
+            assert isinstance(rt.poll(queued), Pending)
             assert rt.status("a").queued == 1  # the second: the first is the agent's already
         await gate.wait_reached()
         with assert_no_checkpoints():

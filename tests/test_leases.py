@@ -15,7 +15,7 @@ import attrs
 import pytest
 import trio
 from _helpers import echo_backend, settle
-from cli_programs import SID, FakeClaude
+from cli_programs import SID, FakeClaude, init_frame
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -34,9 +34,10 @@ from agentrt import (
     SessionStore,
     SQLiteStore,
     StoreError,
+    TurnFailed,
     open_runtime,
 )
-from agentrt.testing import Gate
+from agentrt.testing import Gate, fake_cli_executable
 
 T = TypeVar("T")
 
@@ -481,7 +482,14 @@ async def _leases(store: SessionStore) -> list[agentrt.Lease]:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("lease_ttl", 0.5), ("lease_ttl", float("nan")), ("lease_ttl", "10"), ("node", "")],
+    [
+        ("lease_ttl", 0.5),
+        ("lease_ttl", float("nan")),
+        ("lease_ttl", "10"),
+        ("node", ""),
+        ("kill_grace", 0),
+        ("kill_grace", "2"),
+    ],
 )
 async def test_bad_ownership_options_are_refused_naming_them(key: str, value: object) -> None:
     with pytest.raises(InvalidOptions) as refused:
@@ -498,6 +506,44 @@ async def test_a_kill_grace_that_does_not_fit_in_the_lease_is_refused() -> None:
         assert rt.agents() == ()
         await settle()
         assert await rt.store.leases() == ()
+
+
+@pytest.mark.parametrize("lease_ttl", [5, 9.5, 2])
+async def test_a_lease_too_short_for_the_default_kill_grace_is_refused_at_open(
+    tmp_path: Path, lease_ttl: float
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    with pytest.raises(InvalidOptions) as refused:
+        async with open_runtime(store=path, lease_ttl=lease_ttl):
+            pass
+    error = refused.value
+    assert (error.key, error.value) == ("lease_ttl", lease_ttl)
+    message = str(error)
+    assert f"lease_ttl={lease_ttl:g} " in message and "kill_grace=2 " in message
+    assert "lease_ttl >= 4 x kill_grace + 2 s" in message  # the rule
+    assert "a lease_ttl of at least 10 s" in message
+    assert not path.exists()  # refused before anything was opened
+
+
+async def test_a_short_lease_takes_the_kill_grace_of_agents_that_give_none(tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptions) as refused:
+        async with open_runtime(lease_ttl=3, kill_grace=0.3):
+            pass
+    assert refused.value.key == "lease_ttl"
+    assert "a kill_grace of at most 0.25 s" in str(refused.value)
+    # A CLI that closes its output and lingers is given kill_grace to exit.
+    binary = fake_cli_executable(
+        str(tmp_path), ["emit", init_frame()], ["close_output"], ["hang"], name="claude"
+    )
+    async with open_runtime(store=MemoryStore(), lease_ttl=3, kill_grace=0.25) as rt:
+        await rt.start_agent(Agent, name="a", backend="claude", binary=binary, cwd=str(tmp_path))
+        with trio.fail_after(30), pytest.raises(TurnFailed) as failed:
+            await rt.ask("a", "hi")
+        # An agent's own kill_grace is checked against the lease as before.
+        with pytest.raises(InvalidOptions) as own:
+            await rt.start_agent(Agent, name="b", backend=echo_backend(), kill_grace=0.3)
+    assert "closed its output and did not exit within 0.25 s" in failed.value.message
+    assert own.value.key == "kill_grace" and "kill_grace=0.3 " in str(own.value)
 
 
 # --- programs of their own on one SQLite file ---

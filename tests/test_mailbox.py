@@ -7,6 +7,7 @@ from trio.testing import MockClock
 
 from agentrt import (
     Agent,
+    AgentNotFound,
     Completed,
     ErrorEvent,
     MailboxFull,
@@ -139,17 +140,18 @@ async def test_poll_pending_completed_and_unknown(autojump_clock: MockClock) -> 
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("one")]))
         ref = rt.tell("a", "one")
-        assert rt.poll("a", ref) == Pending()
+        assert rt.poll(ref) == Pending()
         await gate.wait_reached()
-        assert rt.poll("a", ref) == Pending()
+        assert rt.poll(ref) == Pending()
         gate.release()
         result = await rt.wait(ref)
         assert isinstance(result, Completed)
         assert result.response.text == "one"
-        assert rt.poll("a", ref) == result
+        assert rt.poll(ref) == result
         other = rt.tell("a", "x")
-        assert rt.poll("a", type(ref)("a", other.id + 100)) == NotFound()
-        assert rt.poll("a", type(ref)("b", other.id)) == NotFound()
+        assert rt.poll(type(ref)("a", other.id + 100)) == NotFound()
+        with pytest.raises(AgentNotFound):  # the ref names an agent that is not running
+            rt.poll(type(ref)("b", other.id))
 
 
 async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: MockClock) -> None:
@@ -158,8 +160,8 @@ async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: MockClo
         refs = [rt.tell("a", f"p{i}") for i in range(3)]
         for ref in refs:
             await rt.wait(ref)
-        assert rt.poll("a", refs[0]) == NotFound()
-        assert [type(rt.poll("a", ref)) for ref in refs[1:]] == [Completed, Completed]
+        assert rt.poll(refs[0]) == NotFound()
+        assert [type(rt.poll(ref)) for ref in refs[1:]] == [Completed, Completed]
 
 
 async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: MockClock) -> None:
@@ -171,13 +173,13 @@ async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: Mo
         refs = [rt.tell("a", f"p{i}") for i in range(3)]
         for ref in refs:
             await rt.wait(ref)
-        assert rt.poll("a", refs[0]) == NotFound()
-        assert isinstance(rt.poll("a", refs[1]), Completed)
-        assert isinstance(rt.poll("a", refs[2]), Completed)
+        assert rt.poll(refs[0]) == NotFound()
+        assert isinstance(rt.poll(refs[1]), Completed)
+        assert isinstance(rt.poll(refs[2]), Completed)
         # A result larger than the whole bound is not kept at all (wait still gets it).
         big = rt.tell("a", "p" * (2 * size))
         assert isinstance(await rt.wait(big), Completed)
-        assert rt.poll("a", big) == NotFound()
+        assert rt.poll(big) == NotFound()
 
 
 async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) -> None:
@@ -189,10 +191,10 @@ async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) 
         await gate.wait_reached()
         queued = rt.tell("a", "queued")
         stream = rt.stream(queued)
-        assert not rt.withdraw("a", first)  # running: only interrupt_request stops it
-        assert rt.withdraw("a", queued)
-        assert not rt.withdraw("a", queued)  # already withdrawn
-        assert rt.poll("a", queued) == Withdrawn()
+        assert not rt.withdraw(first)  # running: only interrupt_request stops it
+        assert rt.withdraw(queued)
+        assert not rt.withdraw(queued)  # already withdrawn
+        assert rt.poll(queued) == Withdrawn()
         assert await rt.wait(queued) == Withdrawn()
         assert rt.status("a").queued == 0
         events = [event async for event in stream]
@@ -201,5 +203,5 @@ async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) 
         assert events[0].reason is StopReason.CANCELLED
         gate.release()
         await rt.wait(first)
-        assert not rt.withdraw("a", first)  # finished
+        assert not rt.withdraw(first)  # finished
     assert backend.prompts == ["first"]

@@ -1,11 +1,12 @@
 import math
+import re
 from pathlib import Path
 
 import attrs
 import pytest
 from _helpers import echo_backend
 
-from agentrt import Agent, InvalidOptions, open_runtime
+from agentrt import Agent, InvalidOptions, MemoryStore, open_runtime
 from agentrt._options import AgentOptions, split_options
 from agentrt._restart import RestartType
 
@@ -103,8 +104,59 @@ async def test_unknown_keys_go_to_init_agent_and_the_backend_names_them() -> Non
             await rt.start_agent(Agent, name="a", backend=echo_backend(), cwd=".", colour=3)
         assert info.value.key == "colour"
         assert info.value.value == 3
-        assert "scripted backend" in str(info.value)
+        assert "the 'scripted' backend's: cwd)" in str(info.value)
         assert rt.agents() == ()
+
+
+RUNTIME_OPTIONS = [field.name for field in attrs.fields(AgentOptions)]
+
+
+@pytest.mark.parametrize(
+    ("backend", "given", "closest", "backend_options"),
+    [
+        ("claude", "watchdgo", "watchdog", ["binary", "cwd", "model", "allowed_tools"]),
+        ("claude", "modle", "model", ["binary", "cwd", "model", "allowed_tools"]),
+        ("codex", "kep_alive", "keep_alive", ["binary", "cwd", "model", "sandbox"]),
+        (echo_backend(), "kill_grase", "kill_grace", ["cwd"]),
+    ],
+)
+async def test_a_misspelt_option_names_the_closest_and_every_option_the_agent_takes(
+    backend: object, given: str, closest: str, backend_options: list[str]
+) -> None:
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend=backend, cwd=".", **{given: 5})
+        assert rt.agents() == ()
+    error = info.value
+    assert (error.key, error.value) == (given, 5)
+    message = str(error)
+    assert f"unknown option; did you mean {closest!r}?" in message
+    listed = re.findall(r"[a-z_]+", message.partition("? (")[2])
+    assert set(RUNTIME_OPTIONS) <= set(listed)
+    assert set(backend_options) <= set(listed)
+    assert error.known_options is not None
+    assert set(RUNTIME_OPTIONS) | set(backend_options) <= set(error.known_options)
+
+
+async def test_an_option_nothing_is_close_to_is_refused_with_the_list() -> None:
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend="claude", cwd=".", zzz=1)
+    assert "did you mean" not in str(info.value)
+    assert "watchdog" in str(info.value) and "allowed_tools" in str(info.value)
+
+
+async def test_a_runtime_option_init_agent_returns_is_refused_as_such() -> None:
+    class Misplaced(Agent):
+        def init_agent(self, **options: object) -> dict[str, object]:
+            return {**options, "watchdog": 5}
+
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Misplaced, name="a", backend="claude", cwd=".")
+    assert info.value.key == "watchdog"
+    assert "a runtime option, for start_agent, not for what init_agent returns" in str(info.value)
+    assert "did you mean" not in str(info.value)
 
 
 async def test_init_agent_receives_the_rest_and_returns_the_backend_options(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import inspect
 import pickle
+import pydoc
+import re
 import traceback
 import types
 from pathlib import Path
@@ -19,6 +21,7 @@ import agentrt
 import agentrt.backend
 import agentrt.lowlevel
 from agentrt import Agent, MemoryStore, open_runtime
+from agentrt.testing import ScriptedBackend, reply
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +72,55 @@ def test_public_names_say_which_public_module_they_live_in(
         if isinstance(obj, type) or inspect.isfunction(obj):
             assert obj.__module__ == name, public
             assert getattr(module, obj.__qualname__) is obj, public  # so pickle finds it
+
+
+def _documented_names() -> set[str]:
+    """Every word of README.md and docs/ (a public name must be named there)."""
+    text = "".join(p.read_text() for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))])
+    return set(re.findall(r"\w+", text))
+
+
+def test_all_is_every_public_name_and_each_is_documented() -> None:
+    public = {
+        name
+        for name, value in vars(agentrt).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert sorted(agentrt.__all__) == sorted(public)
+    star: dict[str, object] = {}
+    exec("from agentrt import *", star)
+    assert set(star) - {"__builtins__"} == public
+    assert sorted(set(agentrt.__all__) - _documented_names()) == []
+
+
+@pytest.mark.parametrize(
+    "module", [agentrt, agentrt.lowlevel, agentrt.backend], ids=lambda m: m.__name__
+)
+def test_help_shows_every_public_name_in_its_public_module(module: types.ModuleType) -> None:
+    pydoc.render_doc(module, renderer=pydoc.plaintext)  # the module's whole page
+    for name, obj in _public(module).items():
+        if isinstance(obj, str):
+            continue  # a constant: pydoc would take it for a name to look up
+        page = pydoc.render_doc(obj, renderer=pydoc.plaintext)
+        if not (isinstance(obj, type) or inspect.isfunction(obj)):
+            continue  # a type alias: typing's page
+        assert page.splitlines()[0].endswith(f" in module {module.__name__}"), name
+        # The name's own documentation sends no reader to a private module.
+        assert re.findall(r"agentrt\._\w+", inspect.getdoc(obj) or "") == [], name
+    assert "in module agentrt\n" in pydoc.render_doc(agentrt.open_runtime)
+
+
+async def test_a_response_reprs_as_one_readable_line() -> None:
+    text = "line one\n" + "word " * 100
+    async with open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=lambda call: reply(text, session_id="sid-1"))
+        await rt.start_agent(Agent, name="a", backend=backend)
+        response = await rt.ask("a", "hi")
+    shown = repr(response)
+    assert shown == str(response) and "\n" not in shown and len(shown) < 200
+    assert shown.startswith("<agentrt.Response complete: 509 chars 'line one\\nword word")
+    assert "..., session 'sid-1', 3 of 3 events kept, " in shown
+    assert "_text" not in shown and "Event" not in shown  # no private field, no event dump
 
 
 def test_a_traceback_names_the_public_exception() -> None:

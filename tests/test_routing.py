@@ -82,7 +82,7 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
             settled = await rt.wait(ref)
             assert isinstance(settled, Completed)
             assert settled.response.text == "node-a heard: later"
-            assert await rt.apoll("x", ref) == settled
+            assert await rt.apoll(ref) == settled
 
             status = await rt.astatus("x")
             assert isinstance(status, AgentStatus)
@@ -258,7 +258,7 @@ async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
             assert (await rt.ask("y", "hi")).text == "echo hi"
             ref = await rt.atell("y", "later")
             assert isinstance(await rt.wait(ref), Completed)
-            assert isinstance(await rt.apoll("y", ref), Completed)
+            assert isinstance(await rt.apoll(ref), Completed)
             assert (await rt.astatus("y")).turns == 2
             assert await rt.ainterrupt("y") is False
             await rt.stop_agent("y")

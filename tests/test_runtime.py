@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from importlib.metadata import EntryPoint, EntryPoints
@@ -50,16 +51,16 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: Mock
         assert agentrt.agents() == ("outer",)
         ref = agentrt.tell("outer", "held")
         await gate.wait_reached()
-        assert agentrt.poll("outer", ref) == Pending()
+        assert agentrt.poll(ref) == Pending()
         assert agentrt.status("outer").state == "processing"
-        assert agentrt.interrupt_request("outer", ref)
+        assert agentrt.interrupt_request(ref)
         result = await agentrt.wait(ref)
         assert type(result).__name__ == "Failed"
         agentrt.notify("outer", "ping")
         agentrt.halt("outer")
         assert agentrt.status("outer").state == "halted"
         second = agentrt.tell("outer", "queued")
-        assert agentrt.withdraw("outer", second)
+        assert agentrt.withdraw(second)
         agentrt.unhalt("outer")
         assert not agentrt.interrupt("outer")
         third = agentrt.tell("outer", "streamed")
@@ -73,6 +74,42 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: Mock
         assert agentrt.whereis("outer") is None
     with pytest.raises(NoRuntime):
         agentrt.agents()
+
+
+REF_CALLS = ("poll", "apoll", "wait", "stream", "withdraw", "interrupt_request")
+
+
+def test_every_call_that_takes_a_ref_takes_the_ref_alone() -> None:
+    for call in REF_CALLS:
+        parameters = list(inspect.signature(getattr(agentrt, call)).parameters)
+        assert parameters == ["ref"], call
+        assert list(inspect.signature(getattr(agentrt.Runtime, call)).parameters) == [
+            "self",
+            "ref",
+        ], call
+
+
+async def test_a_ref_finds_its_own_agent(autojump_clock: MockClock) -> None:
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend())
+        await rt.start_agent(Agent, name="b", backend=echo_backend([gate]))
+        running = rt.tell("b", "held")
+        queued = rt.tell("b", "queued")
+        await gate.wait_reached()
+        assert rt.poll(running) == Pending() == await rt.apoll(queued)
+        assert rt.withdraw(queued)
+        assert rt.poll(queued) == agentrt.Withdrawn()
+        assert rt.interrupt_request(running)
+        assert isinstance(await rt.wait(running), agentrt.Failed)
+        done = rt.tell("a", "x")
+        assert isinstance(await rt.wait(done), Completed)
+        assert rt.poll(done) == await rt.apoll(done)
+        # A ref of an agent that is not running is not some other agent's NotFound.
+        stray = agentrt.Ref("gone", done.id)
+        for call in (rt.poll, rt.withdraw, rt.interrupt_request):
+            with pytest.raises(AgentNotFound, match="'gone'"):
+                call(stray)
 
 
 async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: MockClock) -> None:
@@ -175,6 +212,19 @@ async def test_backends_are_found_by_entry_point_name(autojump_clock: MockClock)
         assert bad.value.key == "backend"
         assert isinstance(bad.value.__cause__, ImportError)
         assert rt.agents() == ("a",)
+
+
+@pytest.mark.parametrize(("given", "hint"), [("cluade", "; did you mean 'claude'?"), ("zz", "")])
+async def test_an_unknown_backend_is_an_invalid_option_naming_the_closest(
+    given: str, hint: str
+) -> None:
+    async with open_runtime(store=agentrt.MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as info:
+            await rt.start_agent(Agent, name="a", backend=given)
+        assert rt.agents() == ()
+    assert isinstance(info.value, BackendNotFound)
+    assert (info.value.key, info.value.value, info.value.name) == ("backend", given, given)
+    assert str(info.value) == f"no backend named {given!r}{hint} (known: claude, codex)"
 
 
 def test_the_shipped_backends_are_their_entry_points() -> None:

@@ -29,7 +29,7 @@ async def test_a_slow_reader_holds_the_turn_back(autojump_clock: MockClock) -> N
             if isinstance(event, TextEvent):
                 texts.append(event.text)
             await trio.sleep(1)
-        assert isinstance(rt.poll("a", ref), Completed)
+        assert isinstance(rt.poll(ref), Completed)
     assert texts == [event.text for event in MANY] + ["end"]
     # The turn finished while the reader still had a full buffer to go.
     assert trio.current_time() == len(MANY) + 2

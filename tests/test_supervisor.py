@@ -420,7 +420,7 @@ async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: MockC
             await rt.ask("a", "crash")
         assert rt.status("a").state == "restarting"
         queued = rt.tell("a", "queued")
-        assert rt.withdraw("a", rt.tell("a", "cancelled"))
+        assert rt.withdraw(rt.tell("a", "cancelled"))
         rt.notify("a", "note")
         assert rt.status("a").pending_notifications == 1
         assert not rt.interrupt("a")

@@ -165,7 +165,7 @@ async def test_an_interrupt_and_the_kill_of_what_the_turn_left_are_events(
         assert otel.total("agentrt.processes.live") == 1
         assert otel.total("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 1
         assert rt.interrupt("coder")
-        assert rt.withdraw("coder", queued)
+        assert rt.withdraw(queued)
         with trio.fail_after(30):
             await rt.wait(ref)
         assert otel.total("agentrt.processes.live") == 0

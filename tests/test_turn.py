@@ -44,7 +44,7 @@ async def test_the_watchdog_ends_a_turn_at_its_limit_and_the_agent_goes_on(
         assert trio.current_time() == 30.0
         assert response.text == "echo next"
         assert response.duration == 0.0
-        result = rt.poll("a", slow)
+        result = rt.poll(slow)
     assert isinstance(result, Failed)
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.TOTAL_TIMEOUT
@@ -440,7 +440,7 @@ async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: MockCl
         assert rt.interrupt("a")
         await settle()
         assert rt.interrupt("a") is False
-        result = rt.poll("a", ref)
+        result = rt.poll(ref)
     assert isinstance(result, Failed)
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED

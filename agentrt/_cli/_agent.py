@@ -303,7 +303,7 @@ async def run_ask(args: argparse.Namespace, out: Output) -> int:
                     if interrupted:  # a second Ctrl+C: stop waiting for the CLI to end
                         raise KeyboardInterrupt
                     interrupted = True
-                    rt.interrupt_request(args.name, ref)
+                    rt.interrupt_request(ref)
 
             nursery.start_soon(on_sigint)
             await _watch(rt, ref, out, watch)

@@ -121,7 +121,7 @@ class _Chat:
             if self.turn is not None:
                 self._end_line()
                 self.out.say("(interrupting the turn)", style="yellow")
-                self.rt.interrupt_request(self.name, self.turn)
+                self.rt.interrupt_request(self.turn)
             elif self.armed:
                 self.out.say()
                 scope.cancel()

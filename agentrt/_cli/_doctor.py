@@ -7,6 +7,7 @@ Only names and paths are ever printed: never the value of a credential.
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import logging
 import os
 import re
@@ -416,6 +417,24 @@ def limit_checks() -> list[Check]:
     return checks
 
 
+def import_check(cwd: Path) -> Check | None:
+    """A warning when a Python started in ``cwd`` (``python -c``, ``python -m``, a script
+    there) would import ``cwd/agentrt`` as an empty namespace package: a folder without
+    ``__init__.py``, such as the clone of agentrt's repository seen from its parent, found
+    before an installed agentrt (an editable install's finder comes after the folders)."""
+    spec = importlib.machinery.PathFinder.find_spec("agentrt", [str(cwd), *sys.path])
+    if spec is None or spec.origin is not None:  # no such folder, or a regular package
+        return None
+    return Check(
+        "agentrt",
+        "import",
+        "warn",
+        f"Python started in {cwd} imports its folder agentrt/ (no __init__.py: a clone of "
+        "agentrt's repository?) as an empty namespace package, not agentrt",
+        "run Python from inside the clone (cd agentrt) or from any directory but its parent",
+    )
+
+
 def telemetry_check() -> Check:
     """Whether agents' spans and metrics go anywhere: the OpenTelemetry API, and an SDK's
     tracer and meter providers configured in this process (by ``opentelemetry-instrument``
@@ -536,6 +555,9 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
     checks += limit_checks()
     checks.append(Check("system", "process isolation", "ok", await _cgroup.probe()))
     checks.append(telemetry_check())
+    shadowed = import_check(Path.cwd())
+    if shadowed is not None:
+        checks.append(shadowed)
     if args.smoke:
         ready = [
             n for n in installed if not any(c.area == n and c.status == "fail" for c in checks)

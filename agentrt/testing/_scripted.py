@@ -45,6 +45,9 @@ class ScriptedOptions:
     cwd: str | None = None
 
 
+_OPTION_NAMES = tuple(field.name for field in attrs.fields(ScriptedOptions))
+
+
 @attrs.frozen
 class Call:
     """What one turn was given."""
@@ -186,7 +189,10 @@ class ScriptedBackend:
                 if isinstance(error, ForbiddenExtraKeysError):
                     key = sorted(error.extra_fields)[0]
                     raise InvalidOptions(
-                        key, raw[key], "not an option of the scripted backend"
+                        key,
+                        raw[key],
+                        "not an option of the scripted backend",
+                        known_options=_OPTION_NAMES,
                     ) from exc
             raise InvalidOptions("options", dict(raw), str(exc)) from exc
 

@@ -131,6 +131,16 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
         "option 'watchdog'=-1" in run.stderr
         and "Fix: check the -o watchdog=VALUE option" in run.stderr
     )
+    run = await agentrt("ask", "x", "hi", "--backend", "cluade", "--cwd", "/", env=base_env)
+    assert run.code == 1 and "did you mean 'claude'?" in run.stderr
+    run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdgo=900", env=base_env)
+    assert run.code == 1
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(
+        "agentrt: option 'watchdgo'=900: unknown option; did you mean 'watchdog'?"
+    )
+    assert all(option in line for option in ("keep_alive", "kill_grace", "approval_timeout"))
+    assert "allowed_tools" in line and "Fix: check the -o watchdgo=VALUE option" in line
 
 
 async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str]) -> None:

@@ -27,7 +27,11 @@ async def main(
 ) -> None:
     options = json.loads(sys.stdin.read())
     opened = agentrt.PostgresStore(store) if "host=" in store else agentrt.SQLiteStore(store)
-    async with agentrt.open_runtime(store=opened, node=node, lease_ttl=float(lease_ttl)) as rt:
+    # The agent's kill_grace is the runtime's too: open_runtime checks it against lease_ttl.
+    grace = {"kill_grace": options["kill_grace"]} if "kill_grace" in options else {}
+    async with agentrt.open_runtime(
+        store=opened, node=node, lease_ttl=float(lease_ttl), **grace
+    ) as rt:
         await rt.start_agent(agentrt.Agent, name="coder", backend="claude", **options)
         response = await rt.ask("coder", "first prompt")
         print(f"ANSWER {response.text}", flush=True)
