@@ -215,6 +215,10 @@ async def test_the_next_runtime_reaps_an_idle_warm_cli(claude: Claude, tmp_path:
             output = await child.stdout.receive_some(65536)
             assert b"ANSWER said 'first prompt'" in output
             warm = await wait_for_process(claude.marker, lambda p: "claude" in p.cmdline)
+            # Stopped, so that it cannot see its stdin close with the program and exit by itself
+            # (it does, some milliseconds later): a CLI busy or hung when its program dies is the
+            # one the reaper exists for, and a stopped one still dies by the ladder's SIGKILL.
+            os.kill(warm.pid, signal.SIGSTOP)
             # The program's fence guard would kill its CLI at once (tests/test_fence_guard.py):
             # killed first, as a kill of the whole session does, so the reaper is what is left.
             for pid in fence_guards(child.pid):
