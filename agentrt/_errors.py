@@ -153,3 +153,16 @@ class BackendNotFound(AgentRTError):
         self.name = name
         self.known = known
         super().__init__(f"no backend named {name!r}; known: {', '.join(known) or 'none'}")
+
+
+class RoutingError(AgentRTError):
+    """A call routed to another runtime (on a `PostgresStore`), or its answer, could not be
+    carried: its row does not decode, or was written in a routing protocol this agentrt
+    does not speak (hosts sharing the store run agentrt versions that cannot route to each
+    other). ``why`` says what was wrong; the call may or may not have run on the owner."""
+
+    def __init__(self, name: str, call: str, why: str) -> None:
+        self.name = name
+        self.call = call
+        self.why = why
+        super().__init__(f"agent {name!r}: the routed {call}: {why}")

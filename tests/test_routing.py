@@ -5,8 +5,6 @@ runtime (a third party to the store and the owner)."""
 from __future__ import annotations
 
 import contextlib
-import os
-import pickle
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -27,7 +25,6 @@ from agentrt import (
     StopReason,
     TurnFailed,
 )
-from agentrt._route_codec import decode, encode
 from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
 
@@ -181,25 +178,6 @@ async def wait_for_no_owner(rt: agentrt.Runtime) -> None:
             with contextlib.suppress(AgentStopped):  # its owner died: not reachable
                 await rt.astatus("x")
             await trio.sleep(0.2)
-
-
-def test_a_routed_answer_can_carry_only_agentrt_classes() -> None:
-    error = decode(encode(TurnFailed(StopReason.INTERRUPTED, "stopped", session_id="s")))
-    assert isinstance(error, TurnFailed)
-    assert (error.reason, error.message, error.session_id) == (
-        StopReason.INTERRUPTED,
-        "stopped",
-        "s",
-    )
-    stopped = decode(encode(AgentStopped("x", "why")))
-    assert (stopped.name, stopped.reason, str(stopped)) == ("x", "why", "agent 'x' stopped: why")
-
-    class Gadget:
-        def __reduce__(self) -> tuple[object, ...]:
-            return (os.system, ("true",))
-
-    with pytest.raises(pickle.UnpicklingError, match="may not carry"):
-        decode(pickle.dumps(Gadget()))
 
 
 async def test_an_answer_whose_caller_died_is_pruned_by_its_owner(
