@@ -17,7 +17,8 @@ be encoded (the owner answers with that `RoutingError` instead).
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, cast
 
 import msgspec
 
@@ -578,18 +579,28 @@ def _result_data(result: PollResult) -> _AnyResult:
     return _Withdrawn() if isinstance(result, Withdrawn) else _NotFound()
 
 
-# Each call's answer (besides an error): the Struct, and how a value becomes it.
-_ANSWERS: dict[str, tuple[type[_Answer], Any]] = {
-    "ask": (_ResponseAnswer, lambda value: _ResponseAnswer(_ResponseData.of(value))),
-    "tell": (_RefAnswer, lambda value: _RefAnswer(_RefData(value.name, value.id))),
-    "poll": (_PollAnswer, lambda value: _PollAnswer(_result_data(value))),
-    "wait": (_SettledAnswer, lambda value: _SettledAnswer(_result_data(value))),  # type: ignore[arg-type]
-    "interrupt": (_BoolAnswer, lambda value: _BoolAnswer(value)),
-    "status": (
+class _Returns(NamedTuple):
+    """What a call kind answers (besides an error): its Struct, the API types of its
+    value, and how a value becomes the Struct."""
+
+    answer: type[_Answer]
+    types: tuple[type, ...]
+    make: Callable[[Any], _Answer]
+
+
+_SETTLED = (Completed, Failed, Withdrawn, NotFound)
+_ANSWERS: dict[str, _Returns] = {
+    "ask": _Returns(_ResponseAnswer, (Response,), lambda v: _ResponseAnswer(_ResponseData.of(v))),
+    "tell": _Returns(_RefAnswer, (Ref,), lambda v: _RefAnswer(_RefData(v.name, v.id))),
+    "poll": _Returns(_PollAnswer, (Pending, *_SETTLED), lambda v: _PollAnswer(_result_data(v))),
+    "wait": _Returns(_SettledAnswer, _SETTLED, lambda v: _SettledAnswer(_result_data(v))),  # type: ignore[arg-type]
+    "interrupt": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
+    "status": _Returns(
         _StatusAnswer,
-        lambda value: _StatusAnswer(msgspec.convert(value, _StatusData, from_attributes=True)),
+        (AgentStatus,),
+        lambda v: _StatusAnswer(msgspec.convert(v, _StatusData, from_attributes=True)),
     ),
-    "stop_agent": (_NoneAnswer, lambda value: _NoneAnswer()),
+    "stop_agent": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
 }
 
 
@@ -599,7 +610,7 @@ _ANSWERS: dict[str, tuple[type[_Answer], Any]] = {
 _envelopes = msgspec.msgpack.Decoder(_Envelope)
 _call_decoder: msgspec.msgpack.Decoder[_Call] = _decoder(_AnyCall)
 _answer_decoders: dict[str, msgspec.msgpack.Decoder[_Answer]] = {
-    call: _decoder(_ErrorAnswer | answer) for call, (answer, _make) in _ANSWERS.items()
+    call: _decoder(_ErrorAnswer | answer) for call, (answer, _types, _make) in _ANSWERS.items()
 }
 
 
@@ -657,25 +668,26 @@ def decode_call(call: str, data: bytes) -> tuple[Any, ...]:
 
 def encode_answer(name: str, call: str, value: object) -> bytes:
     """The answer row of a call that returned ``value``; one carrying a `RoutingError`
-    if the value cannot travel (so the caller still hears why)."""
+    if the value cannot travel (so the caller still hears why). Never raises: the owner
+    answers whatever its call returned."""
     try:
-        return _seal(_ANSWERS[call][1](value))
-    except _UNDECODABLE as exc:
-        return encode_error(
-            RoutingError(name, call, f"the owner could not encode its answer ({exc})")
-        )
+        returns = _ANSWERS[call]
+        if not isinstance(value, returns.types):
+            raise TypeError(f"a {call} returns no {type(value).__name__}")
+        return _seal(returns.make(value))
+    except Exception as exc:  # a value of no routed type (a bug) or a text not UTF-8
+        why = f"the owner could not encode its answer ({exc})"
+        return encode_error(RoutingError(name, call, why))
 
 
 def encode_error(error: AgentRTError) -> bytes:
-    """The answer row of a call that raised ``error``."""
+    """The answer row of a call that raised ``error``. Never raises."""
     try:
         return _seal(_ErrorAnswer(_ErrorData.of(error)))
-    except _UNDECODABLE as exc:  # a field that cannot travel: the message alone
-        bare = _ErrorData(
-            "AgentRTError",
-            f"{error} (its fields could not be encoded: {exc})",
-            msgspec.Raw(_encoder.encode(_Fields())),
-        )
+    except Exception as exc:  # a field that cannot travel: the message alone, as UTF-8
+        message = f"{error} (its fields could not be encoded: {exc})"
+        message = message.encode("utf-8", "backslashreplace").decode()
+        bare = _ErrorData("AgentRTError", message, msgspec.Raw(_encoder.encode(_Fields())))
         return _seal(_ErrorAnswer(bare))
 
 
