@@ -284,11 +284,15 @@ def forge(
 
 async def answer_to(conn: psycopg.Connection[Any], ident: str) -> Any:
     """The owner's answer to a forged row, as plain data."""
+    return msgspec.msgpack.decode(await answered(conn, ident))
+
+
+async def answered(conn: psycopg.Connection[Any], ident: str) -> bytes:
     query = "SELECT answer FROM agentrt.routed WHERE id = %s AND answer IS NOT NULL"
     with trio.fail_after(60):
         while (row := conn.execute(query, (ident,)).fetchone()) is None:  # noqa: ASYNC110
             await trio.sleep(0.05)
-    return msgspec.msgpack.decode(row[0])
+    return bytes(row[0])
 
 
 def refusal(answer: Any) -> str:
@@ -381,20 +385,20 @@ async def test_a_forged_row_constructs_no_class_and_writes_no_file(
     )
     as_data = {"__class__": "agentrt._cli._demo_model.FakeClaude", **fields}
     rows = [
-        built,
-        msgspec.msgpack.encode({"protocol": 1, "body": {"call": "ask", "prompt": as_data}}),
-        msgspec.msgpack.encode({"protocol": 1, "body": {"call": "poll", "ref": as_data}}),
+        ("ask", built),
+        (
+            "ask",
+            msgspec.msgpack.encode({"protocol": 1, "body": {"call": "ask", "prompt": as_data}}),
+        ),
+        ("poll", msgspec.msgpack.encode({"protocol": 1, "body": {"call": "poll", "ref": as_data}})),
     ]
     async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            idents = [forge(conn, program.runtime_id, "ask", rows[0])]
-            idents += [
-                forge(conn, program.runtime_id, call, row)
-                for call, row in zip(("ask", "poll"), rows[1:], strict=True)
-            ]
-            for ident in idents:
-                refusal(await answer_to(conn, ident))
+            idents = [forge(conn, program.runtime_id, call, row) for call, row in rows]
+            answers = [await answered(conn, ident) for ident in idents]
         assert list(target.iterdir()) == []
+        for answer in answers:
+            assert "routed" in refusal(msgspec.msgpack.decode(answer))
         await assert_serves_on(program, rt)
 
 
