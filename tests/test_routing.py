@@ -530,3 +530,21 @@ async def test_arbitrary_rows_are_answered_or_dropped_and_the_owner_serves_on(
                     assert answer["body"]["error"]["kind"] in ("RoutingError", "AgentNotFound")
             await wait_until_deleted(conn, [ident for call, ident in sent if call == "cancel"])
         await assert_serves_on(program, rt)
+
+
+async def test_a_refused_row_is_logged_redacted_and_cut_short(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The owner is this test's runtime, so that its log is seen."""
+    secret = "sk-" + "a1b2c3d4" * 4
+    body = {"protocol": 1, "body": {"call": secret + "x" * 1000}}
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        await rt.start_agent(agentrt.Agent, name="x", backend=echo_backend())
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            ident = forge(conn, rt.runtime_id, "status", msgspec.msgpack.encode(body))
+            message = refusal(await answer_to(conn, ident))
+        assert (await rt.astatus("x")).name == "x"
+    (logged,) = [r.getMessage() for r in caplog.records if "was refused" in r.getMessage()]
+    for text in (logged, message):
+        assert secret not in text and "[REDACTED]" in text, text
+        assert len(text) < 600
