@@ -11,8 +11,8 @@ JSON-like data. So decoding can only produce these types: it imports nothing and
 no class a row names, whoever wrote the row.
 
 A row that does not decode, or comes in another protocol, raises `RowRefused` saying why
-(the router answers it with a `RoutingError`, or drops it); so does an answer that cannot
-be encoded (the owner answers with that `RoutingError` instead).
+(the router answers it with a `RoutingError`, or drops it). Encoding an answer never
+raises: an answer that cannot travel becomes a `RoutingError` saying so.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ from .backend import ExitStatus
 # The routing protocol this agentrt speaks: raised with any change to the bodies below, so
 # that hosts running agentrt versions that cannot understand each other say so.
 PROTOCOL = 1
+
+
+# How much of a row's own text a message shows.
+_SHOWN = 200
 
 
 class RowRefused(Exception):
@@ -710,6 +714,3 @@ def shown(text: str) -> str:
     message or a log."""
     text = redact(text)
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
-
-
-_SHOWN = 200

@@ -187,7 +187,9 @@ class Router:
                 try:
                     return decode_answer(call, answer)
                 except RowRefused as exc:
-                    raise RoutingError(name, call, f"its answer was refused: {exc}") from None
+                    raise RoutingError(
+                        name, call, f"its answer was refused: {shown(str(exc))}"
+                    ) from None
             if not await self._still_owner(name, owner):
                 who = owner.owner
                 raise AgentStopped(
