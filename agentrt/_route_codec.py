@@ -51,6 +51,7 @@ from ._events import (
     Usage,
     response_with_text,
 )
+from ._process import ProcessFailure
 from ._redact import redact
 from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
 from ._restart import Crash
@@ -362,6 +363,11 @@ class _BackendNotFoundFields(_Fields, frozen=True):
     known: tuple[str, ...]
 
 
+class _ProcessFailureFields(_Fields, frozen=True):
+    reason: StopReason
+    message: str
+
+
 class _RoutingFields(_Fields, frozen=True):
     name: str
     call: str
@@ -388,6 +394,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (RestartLimitExceeded, _RestartLimitFields),
         (BackendNotFound, _BackendNotFoundFields),
         (RoutingError, _RoutingFields),
+        (ProcessFailure, _ProcessFailureFields),
     )
 }
 _KINDS = {cls: kind for kind, (cls, _fields) in _ERRORS.items()}

@@ -17,6 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentrt
+import agentrt.backend
+import agentrt.lowlevel
+import agentrt.testing
 from agentrt import (
     AgentAlreadyStarted,
     AgentBusy,
@@ -52,6 +55,7 @@ from agentrt import (
 )
 from agentrt import _route_codec as codec
 from agentrt.backend import ExitStatus
+from agentrt.lowlevel import ProcessFailure
 from agentrt.testing import ScriptedBackend, reply
 
 CALLS = ("ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent")
@@ -89,6 +93,7 @@ ERRORS: tuple[AgentRTError, ...] = (
     RestartLimitExceeded("x", (Crash("x", 1.0, "boom"), Crash("x", 2.0, "again"))),
     BackendNotFound("cluade", ("claude", "codex")),
     RoutingError("x", "ask", "a bad row"),
+    ProcessFailure(StopReason.STARTUP_TIMEOUT, "no output"),
 )
 
 STATUS = AgentStatus(
@@ -173,7 +178,8 @@ def test_every_agentrt_error_comes_back_as_raised(error: AgentRTError) -> None:
 def test_the_error_list_covers_every_error_agentrt_exports() -> None:
     exported = {
         value
-        for value in vars(agentrt).values()
+        for module in (agentrt, agentrt.lowlevel, agentrt.backend, agentrt.testing)
+        for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, AgentRTError)
     }
     assert exported == {type(error) for error in ERRORS}
