@@ -359,7 +359,7 @@ ANSWERS: dict[str, tuple[type, ...]] = {
 LISTED = {type(error) for error in ERRORS}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(call=st.sampled_from([*CALLS, "cancel"]), row=call_rows)
 def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: bytes) -> None:
     try:
@@ -369,7 +369,7 @@ def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: b
     assert tuple(type(a) for a in arguments) == ARGUMENTS[call]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(call=st.sampled_from(CALLS), row=answer_rows)
 def test_any_answer_row_decodes_as_a_typed_value_or_a_listed_error(call: str, row: bytes) -> None:
     try:
