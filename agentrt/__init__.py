@@ -83,6 +83,7 @@ from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
+from ._errors import RoutingError as RoutingError
 from ._errors import SessionMismatch as SessionMismatch
 from ._errors import StoreError as StoreError
 from ._errors import TurnFailed as TurnFailed
@@ -186,6 +187,7 @@ __all__ = [
     "RestartLimitExceeded",
     "RestartType",
     "ResultEvent",
+    "RoutingError",
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",

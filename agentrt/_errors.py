@@ -173,3 +173,16 @@ class BackendNotFound(InvalidOptions):
         why = f"no backend named {name!r}{did_you_mean(name, known)}"
         super().__init__("backend", name, f"{why} (known: {', '.join(known) or 'none'})")
         self.args = (self.why,)  # the why says it all: no "option 'backend'=..." before it
+
+
+class RoutingError(AgentRTError):
+    """A call routed to another runtime (on a `PostgresStore`), or its answer, could not be
+    carried: its row does not decode, or was written in a routing protocol this agentrt
+    does not speak (hosts sharing the store run agentrt versions that cannot route to each
+    other). ``why`` says what was wrong; the call may or may not have run on the owner."""
+
+    def __init__(self, name: str, call: str, why: str) -> None:
+        self.name = name
+        self.call = call
+        self.why = why
+        super().__init__(f"agent {name!r}: the routed {call}: {why}")

@@ -1,73 +1,728 @@
-"""What a routed call carries through the database: its arguments and its answer (a value,
-or the `AgentRTError` it raised), as pickles that only agentrt's own classes may come
-back out of.
+"""What a routed call carries through the database: data, never instructions.
 
-Pickle, because a `Response` holds events, usage, the CLI's raw frames and a structured
-output of any JSON shape, and an error its own fields: each rebuilt as the same class on the
-other side. Loading is restricted (`_AgentrtOnly`): a pickle may name only classes that
-agentrt defines and a few builtin containers, never a function or a module's other
-attributes, so a row written by someone else cannot make a runtime run arbitrary code
-through `pickle`'s usual ``os.system`` gadgets.
+A row's ``arguments`` (a call) and ``answer`` are MessagePack: an envelope naming the
+routing protocol (`PROTOCOL`) around a body of one of the tagged Structs below. A call is
+one of the call kinds with its typed arguments; an answer is the value of its call's kind
+or an error as data (its kind, its message, its fields), rebuilt on the caller's side as
+the agentrt exception of that kind (`_ERRORS`, an explicit list). The attrs classes of the
+API travel as Structs mirroring them and are rebuilt through their own constructors; a
+value of an ``Any`` field (a CLI's raw frames, a structured output) decodes as plain
+JSON-like data. So decoding can only produce these types: it imports nothing and builds
+no class a row names, whoever wrote the row.
+
+A row that does not decode, or comes in another protocol, raises `RowRefused` saying why
+(the router answers it with a `RoutingError`, or drops it). Encoding an answer never
+raises: an answer that cannot travel becomes a `RoutingError` saying so.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, cast
 
-from ._errors import AgentRTError
-from ._events import Response
+import msgspec
 
-# What else a value of the API may hold: builtin containers (Response.raw and
-# structured_output are JSON shapes), the arrays a Response's retained events keep, and
-# msgspec's rebuild of keyword-only Structs (it calls a class the pickle names, which
-# `find_class` has let through only if it is agentrt's).
-_OTHERS = frozenset(
-    {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset", "bytes")}
-    | {("builtins", "bytearray"), ("array", "_array_reconstructor"), ("array", "array")}
-    | {("msgspec._utils", "rebuild")}
+from ._errors import (
+    AgentAlreadyStarted,
+    AgentBusy,
+    AgentNotFound,
+    AgentRTError,
+    AgentStopped,
+    BackendNotFound,
+    InvalidOptions,
+    LeaseLost,
+    MailboxFull,
+    NoRuntime,
+    RestartLimitExceeded,
+    RoutingError,
+    SessionMismatch,
+    StoreError,
+    TurnFailed,
 )
+from ._events import (
+    TEXT_CODEC,
+    AnyEvent,
+    EventCoverage,
+    InitEvent,
+    Omission,
+    PermissionDenial,
+    Response,
+    StopReason,
+    Usage,
+    response_with_text,
+)
+from ._process import ProcessFailure
+from ._redact import redact
+from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
+from ._restart import Crash
+from ._status import AgentState, AgentStatus, CurrentRequest
+from ._store import Lease, LeaseOwner
+from .backend import ExitStatus
+
+# The routing protocol this agentrt speaks: raised with any change to the bodies below, so
+# that hosts running agentrt versions that cannot understand each other say so.
+PROTOCOL = 1
 
 
-def _rebuild_error(cls: type[AgentRTError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    """An agentrt error as it was raised: its message and its fields (their ``__init__``s
-    take other arguments than the message ``args`` holds)."""
-    if not (isinstance(cls, type) and issubclass(cls, AgentRTError)):
-        raise pickle.UnpicklingError(f"not an agentrt error: {cls!r}")
-    error = cls.__new__(cls)
-    error.args = args
-    error.__dict__.update(state)
-    return error
+# How much of a row's own text a message shows.
+_SHOWN = 200
 
 
-class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, AgentRTError):
-            return _rebuild_error, (type(obj), obj.args, dict(obj.__dict__))
-        if isinstance(obj, Response):
-            obj.text  # noqa: B018 (a text kept as UTF-8 becomes the str it pickles as)
-        return NotImplemented
+class RowRefused(Exception):
+    """A row that is not a routed call (or answer) of this protocol; the message says why."""
 
 
-class _AgentrtOnly(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _OTHERS:
-            return super().find_class(module, name)
-        if module == __name__ and name == "_rebuild_error":
-            return _rebuild_error
-        if module == "agentrt" or module.startswith("agentrt."):
-            found = super().find_class(module, name)
-            if isinstance(found, type) and found.__module__.startswith("agentrt"):
-                return found
-        raise pickle.UnpicklingError(f"a routed call may not carry {module}.{name}")
+# What decoding may raise on a row of arbitrary bytes: msgspec's errors, a constructor's or
+# a text's ValueError (a refused MessagePack extension too), and too deep a nesting.
+_UNDECODABLE = (msgspec.MsgspecError, ValueError, TypeError, RecursionError, OverflowError)
 
 
-def encode(value: object) -> bytes:
-    buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    return buffer.getvalue()
+def _no_extension(code: int, data: memoryview) -> Any:
+    raise ValueError(f"a MessagePack extension (type {code}) is not data agentrt routes")
 
 
-def decode(data: bytes) -> Any:
-    return _AgentrtOnly(io.BytesIO(data)).load()
+def _decoder(of: Any) -> msgspec.msgpack.Decoder[Any]:
+    return msgspec.msgpack.Decoder(of, ext_hook=_no_extension)
+
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    protocol: int
+    body: msgspec.Raw
+
+
+# --- the API's attrs classes, as data ---
+
+
+class _Data(msgspec.Struct, frozen=True):
+    def value(self) -> Any:
+        """The API's object this data stands for, made by its own constructor."""
+        raise NotImplementedError
+
+
+class _RefData(_Data, frozen=True):
+    name: str
+    id: int
+
+    def value(self) -> Ref:
+        return Ref(self.name, self.id)
+
+
+class _CurrentRequestData(_Data, frozen=True):
+    ref: _RefData
+    origin: Origin
+    elapsed: float
+    waiting_for_process: bool
+
+    def value(self) -> CurrentRequest:
+        return CurrentRequest(self.ref.value(), self.origin, self.elapsed, self.waiting_for_process)
+
+
+class _StatusData(_Data, frozen=True):
+    name: str
+    state: AgentState
+    halt_pending: bool
+    queued: int
+    queued_bytes: int
+    chained: int
+    pending_notifications: int
+    current: _CurrentRequestData | None
+    turns: int
+    session_id: str | None
+    restarts: int
+    cli_pid: int | None
+
+    def value(self) -> AgentStatus:
+        fields = {name: getattr(self, name) for name in self.__struct_fields__}
+        return AgentStatus(**{**fields, "current": _value(self.current)})
+
+
+class _OmissionData(_Data, frozen=True):
+    index: int
+    kind: str
+    size: int
+    limit: Literal["max_events", "max_event_bytes"]
+
+    def value(self) -> Omission:
+        return Omission(self.index, self.kind, self.size, self.limit)
+
+
+class _CoverageData(_Data, frozen=True):
+    mode: Literal["compact", "lossless"]
+    observed: int
+    retained: int
+    omitted: int
+    retained_bytes: int
+    first_omission: _OmissionData | None
+
+    def value(self) -> EventCoverage:
+        return EventCoverage(
+            self.mode,
+            self.observed,
+            self.retained,
+            self.omitted,
+            self.retained_bytes,
+            _value(self.first_omission),
+        )
+
+
+class _ResponseData(_Data, frozen=True):
+    # Texts as UTF-8 with lone surrogates passed through (a CLI's JSON escapes may hold
+    # them, and MessagePack's strings cannot).
+    text: bytes
+    final_message: bytes
+    events: tuple[AnyEvent, ...]
+    terminal: AnyEvent
+    event_coverage: _CoverageData
+    usage: Usage | None
+    cost_usd: float | None
+    duration: float
+    num_turns: int | None
+    session_id: str | None
+    model: str | None
+    stop_reason: StopReason
+    raw: Any
+    init: InitEvent | None
+    structured_output: Any
+    permission_denials: tuple[PermissionDenial, ...]
+
+    @classmethod
+    def of(cls, response: Response) -> _ResponseData:
+        return cls(
+            text=response.text.encode(*TEXT_CODEC),
+            final_message=response.final_message.encode(*TEXT_CODEC),
+            events=cast(tuple[AnyEvent, ...], tuple(response.events)),
+            terminal=cast(AnyEvent, response.terminal),
+            event_coverage=msgspec.convert(
+                response.event_coverage, _CoverageData, from_attributes=True
+            ),
+            usage=response.usage,
+            cost_usd=response.cost_usd,
+            duration=response.duration,
+            num_turns=response.num_turns,
+            session_id=response.session_id,
+            model=response.model,
+            stop_reason=response.stop_reason,
+            raw=response.raw,
+            init=response.init,
+            structured_output=response.structured_output,
+            permission_denials=response.permission_denials,
+        )
+
+    def value(self) -> Response:
+        return response_with_text(
+            self.text,
+            final_message=self.final_message.decode(*TEXT_CODEC),
+            events=self.events,
+            terminal=self.terminal,
+            event_coverage=self.event_coverage.value(),
+            usage=self.usage,
+            cost_usd=self.cost_usd,
+            duration=self.duration,
+            num_turns=self.num_turns,
+            session_id=self.session_id,
+            model=self.model,
+            stop_reason=self.stop_reason,
+            raw=self.raw,
+            init=self.init,
+            structured_output=self.structured_output,
+            permission_denials=self.permission_denials,
+        )
+
+
+class _ExitStatusData(_Data, frozen=True):
+    returncode: int | None
+    signal: int | None
+
+    def value(self) -> ExitStatus:
+        return ExitStatus(self.returncode, self.signal)
+
+
+class _LeaseOwnerData(_Data, frozen=True):
+    node: str
+    pid: int
+    start_time: int
+    runtime_id: str
+
+    def value(self) -> LeaseOwner:
+        return LeaseOwner(
+            node=self.node, pid=self.pid, start_time=self.start_time, runtime_id=self.runtime_id
+        )
+
+
+class _LeaseData(_Data, frozen=True):
+    name: str
+    epoch: int
+    owner: _LeaseOwnerData | None
+    age: float
+    remaining: float
+
+    def value(self) -> Lease:
+        return Lease(
+            name=self.name,
+            epoch=self.epoch,
+            owner=_value(self.owner),
+            age=self.age,
+            remaining=self.remaining,
+        )
+
+
+class _CrashData(_Data, frozen=True):
+    name: str
+    at: float
+    reason: str
+
+    def value(self) -> Crash:
+        return Crash(self.name, self.at, self.reason)
+
+
+def _value(data: object) -> Any:
+    """A field's value as the API has it: data rebuilt into its class."""
+    if isinstance(data, _Data):
+        return data.value()
+    if isinstance(data, tuple):
+        return tuple(_value(item) for item in data)
+    return data
+
+
+# --- errors, as data ---
+
+
+class _Fields(msgspec.Struct, frozen=True):
+    """An error's own attributes (each error kind's below names them all)."""
+
+
+class _InvalidOptionsFields(_Fields, frozen=True):
+    key: str
+    value: Any
+    why: str
+    known_options: tuple[str, ...] | None = None
+
+
+class _NameFields(_Fields, frozen=True):
+    name: str
+
+
+class _AlreadyStartedFields(_Fields, frozen=True):
+    name: str
+    holder: _LeaseData | None
+
+
+class _BusyFields(_Fields, frozen=True):
+    name: str
+    state: str
+
+
+class _MailboxFullFields(_Fields, frozen=True):
+    name: str
+    limit: str
+    maximum: int
+    queued: int
+    queued_bytes: int
+
+
+class _StoppedFields(_Fields, frozen=True):
+    name: str
+    reason: str
+
+
+class _TurnFailedFields(_Fields, frozen=True):
+    reason: StopReason
+    message: str
+    exit_status: _ExitStatusData | None
+    stderr_tail: str
+    session_id: str | None
+    usage: Usage | None
+    cost_usd: float | None
+    detail: dict[str, Any]
+
+
+class _StoreFields(_Fields, frozen=True):
+    path: str
+    why: str
+
+
+class _LeaseLostFields(_StoreFields, frozen=True):
+    name: str
+    epoch: int
+
+
+class _MismatchFields(_Fields, frozen=True):
+    name: str
+    why: str
+
+
+class _RestartLimitFields(_Fields, frozen=True):
+    name: str
+    history: tuple[_CrashData, ...]
+
+
+class _BackendNotFoundFields(_Fields, frozen=True):
+    key: str
+    value: Any
+    why: str
+    name: str
+    known: tuple[str, ...]
+    known_options: tuple[str, ...] | None = None
+
+
+class _ProcessFailureFields(_Fields, frozen=True):
+    reason: StopReason
+    message: str
+
+
+class _RoutingFields(_Fields, frozen=True):
+    name: str
+    call: str
+    why: str
+
+
+# The errors an answer may carry, by kind (their class's name), with their fields. An
+# error of another class travels as its nearest listed base class.
+_ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
+    cls.__name__: (cls, fields)
+    for cls, fields in (
+        (AgentRTError, _Fields),
+        (NoRuntime, _Fields),
+        (InvalidOptions, _InvalidOptionsFields),
+        (AgentNotFound, _NameFields),
+        (AgentAlreadyStarted, _AlreadyStartedFields),
+        (AgentBusy, _BusyFields),
+        (MailboxFull, _MailboxFullFields),
+        (AgentStopped, _StoppedFields),
+        (TurnFailed, _TurnFailedFields),
+        (StoreError, _StoreFields),
+        (LeaseLost, _LeaseLostFields),
+        (SessionMismatch, _MismatchFields),
+        (RestartLimitExceeded, _RestartLimitFields),
+        (BackendNotFound, _BackendNotFoundFields),
+        (RoutingError, _RoutingFields),
+        (ProcessFailure, _ProcessFailureFields),
+    )
+}
+_KINDS = {cls: kind for kind, (cls, _fields) in _ERRORS.items()}
+_FIELD_DECODERS = {kind: _decoder(fields) for kind, (_cls, fields) in _ERRORS.items()}
+
+
+class _ErrorData(msgspec.Struct, frozen=True):
+    kind: str
+    message: str
+    fields: msgspec.Raw
+
+    @classmethod
+    def of(cls, error: AgentRTError) -> _ErrorData:
+        kind = next(_KINDS[c] for c in type(error).__mro__ if c in _KINDS)
+        try:
+            fields = msgspec.convert(error, _ERRORS[kind][1], from_attributes=True)
+        except msgspec.ValidationError:  # a subclass that changed a field: its message
+            kind, fields = "AgentRTError", _Fields()
+        return cls(kind, str(error), msgspec.Raw(_encoder.encode(fields)))
+
+    def value(self) -> AgentRTError:
+        listed = _ERRORS.get(self.kind)
+        if listed is None:
+            raise RowRefused(
+                f"it holds an error of a kind this agentrt does not know, {shown(self.kind)!r}:"
+                f" {shown(self.message)}"
+            )
+        cls, _fields = listed
+        fields = _FIELD_DECODERS[self.kind].decode(self.fields)
+        # As it was raised: its message, then its fields (an __init__ would make a new
+        # message from other arguments).
+        error = cls.__new__(cls)
+        error.args = (self.message,)
+        for name in fields.__struct_fields__:
+            setattr(error, name, _value(getattr(fields, name)))
+        return error
+
+
+# --- calls ---
+
+
+class _Call(msgspec.Struct, frozen=True, tag_field="call"):
+    def arguments(self) -> tuple[Any, ...]:
+        return tuple(_value(getattr(self, name)) for name in self.__struct_fields__)
+
+
+class _Ask(_Call, frozen=True, tag="ask"):
+    prompt: str
+
+
+class _Tell(_Call, frozen=True, tag="tell"):
+    prompt: str
+
+
+class _Poll(_Call, frozen=True, tag="poll"):
+    ref: _RefData
+
+
+class _Wait(_Call, frozen=True, tag="wait"):
+    ref: _RefData
+
+
+class _Interrupt(_Call, frozen=True, tag="interrupt"):
+    pass
+
+
+class _Status(_Call, frozen=True, tag="status"):
+    pass
+
+
+class _StopAgent(_Call, frozen=True, tag="stop_agent"):
+    pass
+
+
+class _Cancel(_Call, frozen=True, tag="cancel"):
+    """The caller of the call ``call_id`` has gone: stop serving it."""
+
+    call_id: str
+
+
+_AnyCall = _Ask | _Tell | _Poll | _Wait | _Interrupt | _Status | _StopAgent | _Cancel
+_CALLS: dict[str, type[_Call]] = {
+    kind.__struct_config__.tag: kind  # type: ignore[misc]
+    for kind in (_Ask, _Tell, _Poll, _Wait, _Interrupt, _Status, _StopAgent, _Cancel)
+}
+
+
+# --- answers ---
+
+
+class _Answer(msgspec.Struct, frozen=True, tag_field="answer"):
+    def value(self) -> Any:
+        raise NotImplementedError
+
+
+class _ErrorAnswer(_Answer, frozen=True, tag="error"):
+    error: _ErrorData
+
+
+class _ResponseAnswer(_Answer, frozen=True, tag="response"):
+    response: _ResponseData
+
+    def value(self) -> Response:
+        return self.response.value()
+
+
+class _RefAnswer(_Answer, frozen=True, tag="ref"):
+    ref: _RefData
+
+    def value(self) -> Ref:
+        return self.ref.value()
+
+
+class _Result(msgspec.Struct, frozen=True, tag_field="result"):
+    def value(self) -> PollResult:
+        raise NotImplementedError
+
+
+class _Pending(_Result, frozen=True, tag="pending"):
+    def value(self) -> Pending:
+        return Pending()
+
+
+class _Completed(_Result, frozen=True, tag="completed"):
+    response: _ResponseData
+
+    def value(self) -> Completed:
+        return Completed(self.response.value())
+
+
+class _Failed(_Result, frozen=True, tag="failed"):
+    error: _ErrorData
+
+    def value(self) -> Failed:
+        return Failed(self.error.value())
+
+
+class _Withdrawn(_Result, frozen=True, tag="withdrawn"):
+    def value(self) -> Withdrawn:
+        return Withdrawn()
+
+
+class _NotFound(_Result, frozen=True, tag="not_found"):
+    def value(self) -> NotFound:
+        return NotFound()
+
+
+_AnyResult = _Pending | _Completed | _Failed | _Withdrawn | _NotFound
+
+
+class _PollAnswer(_Answer, frozen=True, tag="poll_result"):
+    result: _AnyResult
+
+    def value(self) -> PollResult:
+        return self.result.value()
+
+
+class _SettledAnswer(_Answer, frozen=True, tag="settled"):
+    """What `wait` returns: never `Pending`."""
+
+    result: _Completed | _Failed | _Withdrawn | _NotFound
+
+    def value(self) -> PollResult:
+        return self.result.value()
+
+
+class _BoolAnswer(_Answer, frozen=True, tag="bool"):
+    result: bool
+
+    def value(self) -> bool:
+        return self.result
+
+
+class _StatusAnswer(_Answer, frozen=True, tag="status"):
+    status: _StatusData
+
+    def value(self) -> AgentStatus:
+        return self.status.value()
+
+
+class _NoneAnswer(_Answer, frozen=True, tag="none"):
+    def value(self) -> None:
+        return None
+
+
+def _result_data(result: PollResult) -> _AnyResult:
+    if isinstance(result, Completed):
+        return _Completed(_ResponseData.of(result.response))
+    if isinstance(result, Failed):
+        return _Failed(_ErrorData.of(result.error))
+    if isinstance(result, Pending):
+        return _Pending()
+    return _Withdrawn() if isinstance(result, Withdrawn) else _NotFound()
+
+
+class _Returns(NamedTuple):
+    """What a call kind answers (besides an error): its Struct, the API types of its
+    value, and how a value becomes the Struct."""
+
+    answer: type[_Answer]
+    types: tuple[type, ...]
+    make: Callable[[Any], _Answer]
+
+
+_SETTLED = (Completed, Failed, Withdrawn, NotFound)
+_ANSWERS: dict[str, _Returns] = {
+    "ask": _Returns(_ResponseAnswer, (Response,), lambda v: _ResponseAnswer(_ResponseData.of(v))),
+    "tell": _Returns(_RefAnswer, (Ref,), lambda v: _RefAnswer(_RefData(v.name, v.id))),
+    "poll": _Returns(_PollAnswer, (Pending, *_SETTLED), lambda v: _PollAnswer(_result_data(v))),
+    "wait": _Returns(_SettledAnswer, _SETTLED, lambda v: _SettledAnswer(_result_data(v))),  # type: ignore[arg-type]
+    "interrupt": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
+    "status": _Returns(
+        _StatusAnswer,
+        (AgentStatus,),
+        lambda v: _StatusAnswer(msgspec.convert(v, _StatusData, from_attributes=True)),
+    ),
+    "stop_agent": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+}
+
+
+# --- the rows ---
+
+
+_envelopes = msgspec.msgpack.Decoder(_Envelope)
+_call_decoder: msgspec.msgpack.Decoder[_Call] = _decoder(_AnyCall)
+_answer_decoders: dict[str, msgspec.msgpack.Decoder[_Answer]] = {
+    call: _decoder(_ErrorAnswer | answer) for call, (answer, _types, _make) in _ANSWERS.items()
+}
+
+
+def _seal(body: msgspec.Struct) -> bytes:
+    return _encoder.encode(_Envelope(PROTOCOL, msgspec.Raw(_encoder.encode(body))))
+
+
+def _open(data: bytes) -> msgspec.Raw:
+    """The body of a row of this protocol; `RowRefused` for any other."""
+    if data[:1] == b"\x80":  # a pickle's first byte: what agentrt routed before protocol 1
+        raise RowRefused(
+            f"it is a pickle, as agentrt wrote rows before routing protocol 1; this runtime "
+            f"speaks routing protocol {PROTOCOL} (hosts sharing the store run agentrt "
+            f"versions that cannot route to each other)"
+        )
+    try:
+        envelope = _envelopes.decode(data)
+    except _UNDECODABLE as exc:
+        raise RowRefused(f"it is not a routed row of any protocol ({exc})") from None
+    if envelope.protocol != PROTOCOL:
+        raise RowRefused(
+            f"it was written in routing protocol {envelope.protocol}, and this runtime speaks "
+            f"routing protocol {PROTOCOL} (hosts sharing the store run agentrt versions that "
+            f"cannot route to each other)"
+        )
+    return envelope.body
+
+
+def encode_call(call: str, arguments: tuple[Any, ...]) -> bytes:
+    """A call's row; `RowRefused` for a call this protocol does not route."""
+    kind = _CALLS.get(call)
+    if kind is None:
+        raise RowRefused(f"{call!r} is not a call agentrt routes")
+    try:
+        given = dict(zip(kind.__struct_fields__, arguments, strict=True))
+        return _seal(msgspec.convert(given, kind, from_attributes=True))
+    except _UNDECODABLE as exc:
+        raise RowRefused(f"its arguments cannot be routed ({exc})") from None
+
+
+def decode_call(call: str, data: bytes) -> tuple[Any, ...]:
+    """The arguments of a call's row (``call`` is the row's own column, which its body must
+    agree with); `RowRefused` saying why for a row that is not such a call."""
+    body = _open(data)
+    try:
+        made = _call_decoder.decode(body)
+        if made.__struct_config__.tag != call:
+            raise RowRefused(
+                f"its row says {shown(call)!r} and its body {made.__struct_config__.tag!r}"
+            )
+        return made.arguments()
+    except _UNDECODABLE as exc:
+        raise RowRefused(f"it is not a routed {shown(call)} of this protocol ({exc})") from None
+
+
+def encode_answer(name: str, call: str, value: object) -> bytes:
+    """The answer row of a call that returned ``value``; one carrying a `RoutingError`
+    if the value cannot travel (so the caller still hears why). Never raises: the owner
+    answers whatever its call returned."""
+    try:
+        returns = _ANSWERS[call]
+        if not isinstance(value, returns.types):
+            raise TypeError(f"a {call} returns no {type(value).__name__}")
+        return _seal(returns.make(value))
+    except Exception as exc:  # a value of no routed type (a bug) or a text not UTF-8
+        why = f"the owner could not encode its answer ({exc})"
+        return encode_error(RoutingError(name, call, why))
+
+
+def encode_error(error: AgentRTError) -> bytes:
+    """The answer row of a call that raised ``error``. Never raises."""
+    try:
+        return _seal(_ErrorAnswer(_ErrorData.of(error)))
+    except Exception as exc:  # a field that cannot travel: the message alone, as UTF-8
+        message = f"{error} (its fields could not be encoded: {exc})"
+        message = message.encode("utf-8", "backslashreplace").decode()
+        bare = _ErrorData("AgentRTError", message, msgspec.Raw(_encoder.encode(_Fields())))
+        return _seal(_ErrorAnswer(bare))
+
+
+def decode_answer(call: str, data: bytes) -> Any:
+    """The value a routed ``call`` returned; raises the error it raised, or `RowRefused`
+    saying why the row is not an answer to such a call."""
+    body = _open(data)
+    try:
+        answer = _answer_decoders[call].decode(body)
+        if not isinstance(answer, _ErrorAnswer):
+            return answer.value()
+        error = answer.error.value()
+    except _UNDECODABLE as exc:
+        raise RowRefused(f"it is not an answer to a routed {call} ({exc})") from None
+    raise error
+
+
+def shown(text: str) -> str:
+    """Text a row brought (anyone may have written it), redacted and cut short for a
+    message or a log."""
+    text = redact(text)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."

@@ -27,10 +27,18 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._errors import AgentNotFound, AgentRTError, AgentStopped, StoreError
+from ._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
 from ._reaper import local_runtime_gone
 from ._redact import redact
-from ._route_codec import decode, encode
+from ._route_codec import (
+    RowRefused,
+    decode_answer,
+    decode_call,
+    encode_answer,
+    encode_call,
+    encode_error,
+    shown,
+)
 from ._store import LeaseOwner
 from ._store_postgres import PostgresStore
 
@@ -133,12 +141,14 @@ class Router:
         """Run ``call`` on the runtime that owns ``name``, and return what it returned (or
         raise what it raised). `AgentNotFound` when no live runtime owns ``name``;
         `AgentStopped` when its owner dies (or gives up the name) before answering."""
+        try:
+            row = encode_call(call, arguments)
+        except RowRefused as exc:
+            raise RoutingError(name, call, str(exc)) from None
         ident = secrets.token_hex(12)
         arrived = self._answers[ident] = trio.Event()
         try:
-            owner = await self._db._call(
-                lambda conn: self._send(conn, ident, name, call, arguments)
-            )
+            owner = await self._db._call(lambda conn: self._send(conn, ident, name, call, row))
             return await self._await_answer(ident, arrived, name, call, owner)
         except BaseException:
             with trio.move_on_after(_CANCEL_GRACE, shield=True):
@@ -153,7 +163,7 @@ class Router:
         ident: str,
         name: str,
         call: str,
-        arguments: tuple[Any, ...],
+        arguments: bytes,
     ) -> _Owner:
         with conn.transaction():
             found = _owner_of(conn, name)
@@ -161,7 +171,7 @@ class Router:
                 # No live owner; or this runtime's own lease, of an agent starting or ending.
                 raise AgentNotFound(name)
             target = found.owner.runtime_id
-            row = (ident, target, self.me.runtime_id, name, call, encode(arguments))
+            row = (ident, target, self.me.runtime_id, name, call, arguments)
             conn.execute(_SEND, row)
             conn.execute(_NOTIFY, (channel(target), ""))
         return found
@@ -174,10 +184,12 @@ class Router:
                 await arrived.wait()
             answer = await self._db._call(lambda conn: _collect(conn, ident))
             if answer is not None:
-                kind, value = decode(answer)
-                if kind == "error":
-                    raise value
-                return value
+                try:
+                    return decode_answer(call, answer)
+                except RowRefused as exc:
+                    raise RoutingError(
+                        name, call, f"its answer was refused: {shown(str(exc))}"
+                    ) from None
             if not await self._still_owner(name, owner):
                 who = owner.owner
                 raise AgentStopped(
@@ -209,7 +221,7 @@ class Router:
             conn.execute(_DROP, (ident,))
             if found is not None and found[1]:  # taken: its owner is serving it
                 cancel = (secrets.token_hex(12), found[0], self.me.runtime_id, name, "cancel")
-                conn.execute(_SEND, (*cancel, encode((ident,))))
+                conn.execute(_SEND, (*cancel, encode_call("cancel", (ident,))))
                 conn.execute(_NOTIFY, (channel(found[0]), ""))
 
     # --- the owner's side ---
@@ -225,28 +237,63 @@ class Router:
                 rows = []
             # In the order they were sent: tells from one caller queue in that order.
             for _seq, ident, caller, name, call, arguments in sorted(rows):
-                if call == "cancel":
-                    (cancelled,) = decode(arguments)
-                    if (scope := self._serving.get(cancelled)) is not None:
-                        scope.cancel()
-                    continue
-                pending: Awaitable[object] | None = None
-                answer: tuple[str, object] | None = None
                 try:
-                    made = serve(call, name, decode(arguments))  # a synchronous call runs now
-                    if inspect.isawaitable(made):
-                        pending = made
-                        self._serving[ident] = trio.CancelScope()
-                    else:
-                        answer = ("ok", made)
-                except Exception as exc:
-                    answer = _failure(name, call, exc)
-                nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
+                    self._take(serve, nursery, ident, caller, name, call, arguments)
+                except Exception as exc:  # a bug: no row may end the serving of the others
+                    logger.error("a routed call could not be taken", exc_info=exc)
             if len(rows) < _CLAIM_BATCH:
                 with trio.move_on_after(SWEEP_EVERY) as quiet:
                     await wake.wait()
                 if quiet.cancelled_caught:
                     await self._prune()
+
+    def _take(
+        self,
+        serve: Serve,
+        nursery: trio.Nursery,
+        ident: str,
+        caller: str,
+        name: str,
+        call: str,
+        row: bytes,
+    ) -> None:
+        """Start serving one claimed row: a call, a caller's cancel, or (not decoding, or
+        of another protocol) a row refused, answered if it is a call."""
+        try:
+            arguments = decode_call(call, row)
+        except RowRefused as exc:
+            why = shown(str(exc))
+            logger.warning(
+                "a routed %s for agent %r from runtime %s was refused: %s",
+                shown(call),
+                shown(name),
+                shown(caller),
+                why,
+            )
+            if call == "cancel":  # nobody waits for an answer
+                nursery.start_soon(self._drop, ident)
+            else:
+                refused = encode_error(RoutingError(shown(name), shown(call), why))
+                nursery.start_soon(self._serve_one, ident, caller, name, call, None, refused)
+            return
+        if call == "cancel":
+            (cancelled,) = arguments
+            if (scope := self._serving.get(cancelled)) is not None:
+                scope.cancel()
+            nursery.start_soon(self._drop, ident)
+            return
+        pending: Awaitable[object] | None = None
+        answer: bytes | None = None
+        try:
+            made = serve(call, name, arguments)  # a synchronous call runs now
+            if inspect.isawaitable(made):
+                pending = made
+                self._serving[ident] = trio.CancelScope()
+            else:
+                answer = encode_answer(name, call, made)
+        except Exception as exc:
+            answer = encode_error(_failure(name, call, exc))
+        nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
 
     async def _serve_one(
         self,
@@ -255,22 +302,31 @@ class Router:
         name: str,
         call: str,
         pending: Awaitable[object] | None,
-        answer: tuple[str, object] | None,
+        answer: bytes | None,
     ) -> None:
         """Finish a call: await it (``pending``), then send its answer."""
         if pending is not None:
             with self._serving[ident]:
                 try:
-                    answer = ("ok", await pending)
+                    answer = encode_answer(name, call, await pending)
                 except Exception as exc:
-                    answer = _failure(name, call, exc)
+                    answer = encode_error(_failure(name, call, exc))
             del self._serving[ident]
         if answer is None:  # cancelled by its caller, who wants no answer
             return
         try:
-            await self._db._call(lambda conn: _answer(conn, ident, caller, encode(answer)))
+            await self._db._call(lambda conn: _answer(conn, ident, caller, answer))
         except StoreError as exc:
-            logger.warning("agent %r: the answer to a routed %s was lost: %s", name, call, exc)
+            logger.warning(
+                "agent %r: the answer to a routed %s was lost: %s", shown(name), shown(call), exc
+            )
+
+    async def _drop(self, ident: str) -> None:
+        """Delete a cancel row once read: it has no answer, and nobody reads it."""
+        try:
+            await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
+        except StoreError as exc:
+            logger.warning("routed calls: a cancel could not be deleted: %s", exc)
 
     async def _prune(self) -> None:
         try:
@@ -326,13 +382,13 @@ class Router:
             arrived.set()
 
 
-def _failure(name: str, call: str, exc: Exception) -> tuple[str, object]:
-    """The answer of a call that raised: its own error, or (a bug, which must not end the
-    runtime's routing) one saying so."""
+def _failure(name: str, call: str, exc: Exception) -> AgentRTError:
+    """The error a call that raised answers with: its own, or (a bug, which must not end
+    the runtime's routing) one saying so."""
     if isinstance(exc, AgentRTError):
-        return ("error", exc)
+        return exc
     logger.error("agent %r: a routed %s failed", name, call, exc_info=exc)
-    return ("error", AgentRTError(f"the owner failed to run the routed {call}: {exc!r}"))
+    return AgentRTError(f"the owner failed to run the routed {call}: {exc!r}")
 
 
 def _owner_of(conn: psycopg.Connection[Any], name: str) -> _Owner | None:

@@ -5,16 +5,21 @@ runtime (a third party to the store and the owner)."""
 from __future__ import annotations
 
 import contextlib
-import os
+import hashlib
 import pickle
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pg_server
 import psycopg
 import pytest
 import trio
 from _helpers import echo_backend
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from proc_helpers import Program, store_programs, wait_until
 
 import agentrt
@@ -27,7 +32,6 @@ from agentrt import (
     StopReason,
     TurnFailed,
 )
-from agentrt._route_codec import decode, encode
 from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
 
@@ -58,12 +62,21 @@ async def owner(postgres_dsn: str) -> AsyncIterator[Owner]:
     async with store_programs(CHILD, postgres_dsn) as start_program:
 
         async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
-            program = await start_program(node, str(lease_ttl), *options_file)
-            line = await program.line()
-            assert line.startswith("STARTED "), line
-            return OwnerProgram(program, line.removeprefix("STARTED "))
+            return await start_owner(start_program, node, lease_ttl, *options_file)
 
         yield start
+
+
+async def start_owner(
+    start_program: Callable[..., Awaitable[Program]],
+    node: str,
+    lease_ttl: float = 60,
+    *options_file: str,
+) -> OwnerProgram:
+    program = await start_program(node, str(lease_ttl), *options_file)
+    line = await program.line()
+    assert line.startswith("STARTED "), line
+    return OwnerProgram(program, line.removeprefix("STARTED "))
 
 
 async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
@@ -183,25 +196,6 @@ async def wait_for_no_owner(rt: agentrt.Runtime) -> None:
             await trio.sleep(0.2)
 
 
-def test_a_routed_answer_can_carry_only_agentrt_classes() -> None:
-    error = decode(encode(TurnFailed(StopReason.INTERRUPTED, "stopped", session_id="s")))
-    assert isinstance(error, TurnFailed)
-    assert (error.reason, error.message, error.session_id) == (
-        StopReason.INTERRUPTED,
-        "stopped",
-        "s",
-    )
-    stopped = decode(encode(AgentStopped("x", "why")))
-    assert (stopped.name, stopped.reason, str(stopped)) == ("x", "why", "agent 'x' stopped: why")
-
-    class Gadget:
-        def __reduce__(self) -> tuple[object, ...]:
-            return (os.system, ("true",))
-
-    with pytest.raises(pickle.UnpicklingError, match="may not carry"):
-        decode(pickle.dumps(Gadget()))
-
-
 async def test_an_answer_whose_caller_died_is_pruned_by_its_owner(
     owner: Owner, postgres_dsn: str
 ) -> None:
@@ -262,3 +256,295 @@ async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
             assert (await rt.astatus("y")).turns == 2
             assert await rt.ainterrupt("y") is False
             await rt.stop_agent("y")
+
+
+# --- rows written by anyone with access to the database ---
+# A forger writes rows as the router does: into ``agentrt.routed``, addressed to the owner's
+# runtime id, with a notification on its channel. Nothing in a row may act on the owner:
+# it answers what it cannot decode with a RoutingError (a cancel: drops it) and serves on.
+
+
+def channel_of(runtime_id: str) -> str:
+    """The owner's notification channel, as any program can work it out."""
+    return "agentrt_" + hashlib.blake2b(runtime_id.encode(), digest_size=8).hexdigest()
+
+
+def forge(
+    conn: psycopg.Connection[Any], target: str, call: str, row: bytes, name: str = "x"
+) -> str:
+    ident = secrets.token_hex(8)
+    conn.execute(
+        "INSERT INTO agentrt.routed (id, target, caller, name, call, arguments)"
+        " VALUES (%s, %s, 'forger', %s, %s, %s)",
+        (ident, target, name, call, row),
+    )
+    conn.execute("SELECT pg_notify(%s, '')", (channel_of(target),))
+    return ident
+
+
+async def answer_to(conn: psycopg.Connection[Any], ident: str) -> Any:
+    """The owner's answer to a forged row, as plain data."""
+    return msgspec.msgpack.decode(await answered(conn, ident))
+
+
+async def answered(conn: psycopg.Connection[Any], ident: str) -> bytes:
+    query = "SELECT answer FROM agentrt.routed WHERE id = %s AND answer IS NOT NULL"
+    with trio.fail_after(60):
+        while (row := conn.execute(query, (ident,)).fetchone()) is None:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    return bytes(row[0])
+
+
+def refusal(answer: Any) -> str:
+    """The message of the RoutingError an answer carries."""
+    assert answer["protocol"] == 1
+    assert answer["body"]["answer"] == "error"
+    error = answer["body"]["error"]
+    assert error["kind"] == "RoutingError", error
+    return str(error["message"])
+
+
+async def wait_until_deleted(conn: psycopg.Connection[Any], idents: list[str]) -> None:
+    query = "SELECT count(*) FROM agentrt.routed WHERE id = ANY(%s)"
+    with trio.fail_after(60):
+        while conn.execute(query, (idents,)).fetchone() != (0,):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+
+
+def pickled_call(module: str, name: str, *arguments: bytes) -> bytes:
+    """A pickle calling ``module.name(*arguments)`` on load; each argument pickled alone."""
+    tupled = {0: b")", 1: b"\x85", 2: b"\x86"}[len(arguments)]  # EMPTY_TUPLE, TUPLE1, TUPLE2
+    return b"\x80\x02c" + f"{module}\n{name}\n".encode() + b"".join(arguments) + tupled + b"R."
+
+
+def pickled(value: object) -> bytes:
+    """``value``'s pickle without its header and STOP: an argument of `pickled_call`."""
+    return pickle.dumps(value, protocol=2)[2:-1]
+
+
+def alive(program: OwnerProgram) -> bool:
+    return program.program.process.poll() is None
+
+
+async def assert_serves_on(program: OwnerProgram, rt: agentrt.Runtime) -> None:
+    with trio.fail_after(60):
+        assert (await rt.ask("x", "still there?")).text == "node-a heard: still there?"
+    assert alive(program)
+
+
+async def test_a_cancel_row_that_does_not_decode_is_dropped_and_the_owner_serves_on(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    program = await owner("node-a")
+    rows = [
+        b"garbage",
+        b"",
+        pickled_call("os", "system", pickled("true")),  # a global no row may name
+        msgspec.msgpack.encode({"protocol": 1, "body": {"call": "cancel", "call_id": 5}}),
+    ]
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            idents = [forge(conn, program.runtime_id, "cancel", row) for row in rows]
+            await wait_until_deleted(conn, idents)  # taken, and dropped
+        await assert_serves_on(program, rt)
+
+
+async def test_a_row_naming_a_module_imports_nothing_and_the_owner_serves_on(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    """Importing ``agentrt.__main__`` runs the command on the owner's argv, which exits."""
+    program = await owner("node-a")
+    named = pickled_call("agentrt.__main__", "main")
+    body = {"protocol": 1, "body": {"call": "agentrt.__main__", "prompt": "hi"}}
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            cancel = forge(conn, program.runtime_id, "cancel", named)
+            asked = forge(conn, program.runtime_id, "ask", named)
+            column = forge(conn, program.runtime_id, "agentrt.__main__", named)
+            tagged = forge(conn, program.runtime_id, "ask", msgspec.msgpack.encode(body))
+            assert "pickle" in refusal(await answer_to(conn, asked))
+            assert "pickle" in refusal(await answer_to(conn, column))
+            assert "agentrt.__main__" in refusal(await answer_to(conn, tagged))
+            await wait_until_deleted(conn, [cancel])
+        await assert_serves_on(program, rt)
+
+
+async def test_a_forged_row_constructs_no_class_and_writes_no_file(
+    owner: Owner, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The demo's FakeClaude writes an executable script where it is told to when built."""
+    program = await owner("node-a")
+    target = tmp_path / "target"
+    target.mkdir()
+    fields = {"directory": str(target), "name": "forged", "tool_seconds": 0.0}
+    built = pickled_call(
+        "msgspec._utils",
+        "rebuild",
+        b"cagentrt._cli._demo_model\nFakeClaude\n",
+        pickled(fields),
+    )
+    as_data = {"__class__": "agentrt._cli._demo_model.FakeClaude", **fields}
+    rows = [
+        ("ask", built),
+        (
+            "ask",
+            msgspec.msgpack.encode({"protocol": 1, "body": {"call": "ask", "prompt": as_data}}),
+        ),
+        ("poll", msgspec.msgpack.encode({"protocol": 1, "body": {"call": "poll", "ref": as_data}})),
+    ]
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            idents = [forge(conn, program.runtime_id, call, row) for call, row in rows]
+            answers = [await answered(conn, ident) for ident in idents]
+        assert list(target.iterdir()) == []
+        for answer in answers:
+            assert "routed" in refusal(msgspec.msgpack.decode(answer))
+        await assert_serves_on(program, rt)
+
+
+async def test_a_call_in_another_protocol_is_answered_with_an_error_naming_both(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    program = await owner("node-a")
+    newer = msgspec.msgpack.encode({"protocol": 2, "body": {"call": "ask", "prompt": "hi"}})
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            message = refusal(await answer_to(conn, forge(conn, program.runtime_id, "ask", newer)))
+        assert "written in routing protocol 2" in message
+        assert "this runtime speaks routing protocol 1" in message
+        await assert_serves_on(program, rt)
+
+
+# Answers a forged owner writes, and what its caller must be told.
+FORGED_ANSWERS = [
+    (b"garbage", "not a routed row of any protocol"),
+    (pickle.dumps(("ok", "x")), "it is a pickle"),
+    (
+        msgspec.msgpack.encode({"protocol": 2, "body": {"answer": "response"}}),
+        "written in routing protocol 2, and this runtime speaks routing protocol 1",
+    ),
+    (
+        msgspec.msgpack.encode(
+            {
+                "protocol": 1,
+                "body": {
+                    "answer": "error",
+                    "error": {"kind": "FakeClaude", "message": "m", "fields": {"name": "x"}},
+                },
+            }
+        ),
+        "a kind this agentrt does not know, 'FakeClaude'",
+    ),
+    (
+        msgspec.msgpack.encode({"protocol": 1, "body": {"answer": "bool", "result": True}}),
+        "not an answer to a routed ask",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "why"), FORGED_ANSWERS, ids=range(len(FORGED_ANSWERS)))
+async def test_an_answer_that_does_not_decode_raises_a_routing_error_for_its_caller(
+    postgres_dsn: str, row: bytes, why: str
+) -> None:
+    """The owner is forged too: a lease of "ghost" held by a runtime that is only rows."""
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO agentrt.leases (name, epoch, node, pid, start_time, runtime_id,"
+                " renewed_at, expires_at) VALUES ('ghost', 1, 'elsewhere', 1, 0, 'forged',"
+                " now(), now() + interval '1 hour')"
+            )
+            async with trio.open_nursery() as nursery:
+                errors: list[BaseException] = []
+
+                async def ask() -> None:
+                    try:
+                        await rt.ask("ghost", "hi")
+                    except BaseException as exc:
+                        errors.append(exc)
+
+                nursery.start_soon(ask)
+                query = "SELECT id FROM agentrt.routed WHERE target = 'forged'"
+                with trio.fail_after(60):
+                    while (sent := conn.execute(query).fetchone()) is None:  # noqa: ASYNC110
+                        await trio.sleep(0.05)
+                conn.execute(
+                    "UPDATE agentrt.routed SET answer = %s, answered_at = now() WHERE id = %s",
+                    (row, sent[0]),
+                )
+                conn.execute("SELECT pg_notify(%s, %s)", (channel_of(rt.runtime_id), sent[0]))
+    (error,) = errors
+    assert isinstance(error, agentrt.RoutingError), repr(error)
+    assert isinstance(error, agentrt.AgentRTError)
+    assert (error.name, error.call) == ("ghost", "ask")
+    assert why in str(error) and "its answer was refused" in str(error)
+
+
+# Rows of arbitrary data, some in the shape of a call (the name column is an agent nobody
+# owns, so that a row that is a valid call is answered AgentNotFound and acts on nothing).
+_any_data = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.text() | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["call", "prompt", "ref", "call_id"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_calls = st.sampled_from(["ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent"])
+_rows = st.tuples(
+    _calls | st.just("cancel"),
+    st.binary(max_size=40)
+    | _any_data.map(msgspec.msgpack.encode)
+    | st.builds(
+        lambda protocol, body: msgspec.msgpack.encode({"protocol": protocol, "body": body}),
+        st.sampled_from([1, 1, 2]),
+        st.builds(
+            lambda call, rest: {"call": call, **rest},
+            _calls,
+            st.dictionaries(st.sampled_from(["prompt", "ref", "call_id"]), _any_data, max_size=2),
+        ),
+    ),
+)
+
+
+@settings(max_examples=3, deadline=None)
+@given(rows=st.lists(_rows, min_size=6, max_size=6))
+async def test_arbitrary_rows_are_answered_or_dropped_and_the_owner_serves_on(
+    postgres_server: pg_server.Server, rows: list[tuple[str, bytes]]
+) -> None:
+    """Each example on a database and an owner of its own (the examples of a hypothesis
+    test share its fixtures, and an owner's lease of "x" outlives it)."""
+    dsn = await trio.to_thread.run_sync(postgres_server.create_database)
+    async with (
+        store_programs(CHILD, dsn) as start_program,
+        agentrt.open_runtime(store=PostgresStore(dsn), node="node-c") as rt,
+    ):
+        program = await start_owner(start_program, "node-a")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            target = program.runtime_id
+            sent = [(call, forge(conn, target, call, row, "nobody")) for call, row in rows]
+            for call, ident in sent:
+                if call != "cancel":
+                    answer = await answer_to(conn, ident)
+                    assert answer["protocol"] == 1 and answer["body"]["answer"] == "error"
+                    assert answer["body"]["error"]["kind"] in ("RoutingError", "AgentNotFound")
+            await wait_until_deleted(conn, [ident for call, ident in sent if call == "cancel"])
+        await assert_serves_on(program, rt)
+
+
+async def test_a_refused_row_is_logged_redacted_and_cut_short(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The owner is this test's runtime, so that its log is seen."""
+    secret = "sk-" + "a1b2c3d4" * 4
+    body = {"protocol": 1, "body": {"call": secret + "x" * 1000}}
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        await rt.start_agent(agentrt.Agent, name="x", backend=echo_backend())
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            ident = forge(conn, rt.runtime_id, "status", msgspec.msgpack.encode(body))
+            message = refusal(await answer_to(conn, ident))
+        assert (await rt.astatus("x")).name == "x"
+    (logged,) = [r.getMessage() for r in caplog.records if "was refused" in r.getMessage()]
+    for text in (logged, message):
+        assert secret not in text and "[REDACTED]" in text, text
+        assert len(text) < 600

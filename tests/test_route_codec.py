@@ -1,0 +1,409 @@
+"""The codec of routed calls (its own unit test): what a row of the ``routed`` table may
+carry, whoever wrote it. Rows that agentrt writes come back as the values and errors they
+carried; any other row, arbitrary bytes or arbitrary data, decodes as a valid typed value
+or raises `RowRefused` (or the listed agentrt error the row carries), never anything else,
+and imports nothing."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from typing import Any
+
+import attrs
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentrt
+import agentrt.backend
+import agentrt.lowlevel
+import agentrt.testing
+from agentrt import (
+    AgentAlreadyStarted,
+    AgentBusy,
+    AgentNotFound,
+    AgentRTError,
+    AgentStatus,
+    AgentStopped,
+    BackendNotFound,
+    Completed,
+    Crash,
+    CurrentRequest,
+    EventCoverage,
+    Failed,
+    InvalidOptions,
+    Lease,
+    LeaseLost,
+    LeaseOwner,
+    MailboxFull,
+    NoRuntime,
+    NotFound,
+    Omission,
+    Pending,
+    Ref,
+    Response,
+    RestartLimitExceeded,
+    RoutingError,
+    SessionMismatch,
+    StopReason,
+    StoreError,
+    TurnFailed,
+    Usage,
+    Withdrawn,
+)
+from agentrt import _route_codec as codec
+from agentrt.backend import ExitStatus
+from agentrt.lowlevel import ProcessFailure
+from agentrt.testing import ScriptedBackend, reply
+
+CALLS = ("ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent")
+
+# Every error class agentrt exports, raised with every field set.
+LEASE = Lease(
+    name="x",
+    epoch=4,
+    owner=LeaseOwner(node="n", pid=7, start_time=99, runtime_id="r"),
+    age=1.5,
+    remaining=8.0,
+)
+ERRORS: tuple[AgentRTError, ...] = (
+    AgentRTError("plain"),
+    NoRuntime("no runtime here"),
+    InvalidOptions("watchdog", {"idle": -1}, "must be positive"),
+    AgentNotFound("x"),
+    AgentAlreadyStarted("x", LEASE),
+    AgentBusy("x", "processing"),
+    MailboxFull("x", "max_pending", 3, 3, 120),
+    AgentStopped("x", "runtime closed"),
+    TurnFailed(
+        StopReason.PROCESS_CRASHED,
+        "killed",
+        exit_status=ExitStatus(None, 9),
+        stderr_tail="boom",
+        session_id="s",
+        usage=Usage(input_tokens=3, output_tokens=4),
+        cost_usd=0.25,
+        detail={"status": 529, "retryable": True},
+    ),
+    StoreError("/tmp/s.db", "locked"),
+    LeaseLost("dsn", "x", 3, "taken over"),
+    SessionMismatch("x", "another cwd"),
+    RestartLimitExceeded("x", (Crash("x", 1.0, "boom"), Crash("x", 2.0, "again"))),
+    BackendNotFound("cluade", ("claude", "codex")),
+    RoutingError("x", "ask", "a bad row"),
+    ProcessFailure(StopReason.STARTUP_TIMEOUT, "no output"),
+)
+
+STATUS = AgentStatus(
+    name="x",
+    state="processing",
+    halt_pending=True,
+    queued=2,
+    queued_bytes=30,
+    chained=1,
+    pending_notifications=4,
+    current=CurrentRequest(Ref("x", 5), "tell", 1.25, True),
+    turns=9,
+    session_id="sid",
+    restarts=2,
+    cli_pid=4242,
+)
+
+
+async def a_response(text: str = "an answer") -> Response:
+    backend = ScriptedBackend(default=lambda call: reply(text, session_id="sid"))
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="x", backend=backend)
+        return await rt.ask("x", "hi")
+
+
+def answered(call: str, value: object) -> Any:
+    return codec.decode_answer(call, codec.encode_answer("x", call, value))
+
+
+def test_every_call_kind_comes_back_as_its_arguments() -> None:
+    sent = {
+        "ask": ("hello",),
+        "tell": ("later",),
+        "poll": (Ref("x", 3),),
+        "wait": (Ref("x", 4),),
+        "interrupt": (),
+        "status": (),
+        "stop_agent": (),
+        "cancel": ("0123abcd",),
+    }
+    for call, arguments in sent.items():
+        back = codec.decode_call(call, codec.encode_call(call, arguments))
+        assert back == arguments
+        assert [type(a) for a in back] == [type(a) for a in arguments]
+    assert hash(codec.decode_call("poll", codec.encode_call("poll", (Ref("x", 3),)))[0]) == hash(
+        Ref("x", 3)
+    )  # made by its constructor: a Ref is a dict key in the owner's mailbox
+
+
+async def test_every_answer_kind_comes_back_as_its_value() -> None:
+    response = await a_response()
+    back = answered("ask", response)
+    assert type(back) is Response and back == response
+    assert (back.text, back.session_id, back.stop_reason) == ("an answer", "sid", "complete")
+    assert back.events == response.events and back.event_coverage == response.event_coverage
+    lone = attrs.evolve(response, text="half \ud800", final_message="\udfff")  # JSON escapes
+    assert (answered("ask", lone).text, answered("ask", lone).final_message) == (
+        "half \ud800",
+        "\udfff",
+    )
+    assert answered("tell", Ref("x", 7)) == Ref("x", 7)
+    failed = Failed(TurnFailed(StopReason.INTERRUPTED, "stopped"))
+    for result in (Pending(), Completed(response), failed, Withdrawn(), NotFound()):
+        assert answered("poll", result) == result or isinstance(result, Failed)
+    assert vars(answered("poll", failed).error) == vars(failed.error)
+    assert answered("wait", Completed(response)) == Completed(response)
+    assert answered("interrupt", True) is True
+    assert answered("interrupt", False) is False
+    assert answered("status", STATUS) == STATUS
+    assert answered("stop_agent", None) is None
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
+def test_every_agentrt_error_comes_back_as_raised(error: AgentRTError) -> None:
+    with pytest.raises(AgentRTError) as caught:
+        codec.decode_answer("ask", codec.encode_error(error))
+    back = caught.value
+    assert type(back) is type(error) and str(back) == str(error)
+    assert vars(back) == vars(error)
+
+
+def test_the_error_list_covers_every_error_agentrt_exports() -> None:
+    exported = {
+        value
+        for module in (agentrt, agentrt.lowlevel, agentrt.backend, agentrt.testing)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, AgentRTError)
+    }
+    assert exported == {type(error) for error in ERRORS}
+
+
+def test_an_error_of_another_class_travels_as_its_nearest_listed_base() -> None:
+    class Mine(AgentStopped):
+        pass
+
+    with pytest.raises(AgentRTError) as caught:
+        codec.decode_answer("ask", codec.encode_error(Mine("x", "mine")))
+    assert type(caught.value) is AgentStopped and str(caught.value) == "agent 'x' stopped: mine"
+
+
+def test_an_answer_that_cannot_travel_reaches_its_caller_as_a_routing_error() -> None:
+    with pytest.raises(RoutingError, match="could not encode its answer"):
+        answered("ask", "not a Response")
+    with pytest.raises(RoutingError, match="could not encode its answer"):
+        answered("tell", object())
+    # A field that is not data: the error still arrives, with its message.
+    with pytest.raises(AgentRTError, match="option 'x'=<object"):
+        codec.decode_answer("ask", codec.encode_error(InvalidOptions("x", object(), "no")))
+
+
+@pytest.mark.parametrize(
+    ("mirror", "cls"),
+    [
+        (codec._RefData, Ref),
+        (codec._CurrentRequestData, CurrentRequest),
+        (codec._StatusData, AgentStatus),
+        (codec._OmissionData, Omission),
+        (codec._CoverageData, EventCoverage),
+        (codec._ExitStatusData, ExitStatus),
+        (codec._LeaseOwnerData, LeaseOwner),
+        (codec._LeaseData, Lease),
+        (codec._CrashData, Crash),
+    ],
+)
+def test_each_mirror_has_its_class_s_fields(mirror: type[msgspec.Struct], cls: type) -> None:
+    """A field added to one of the API's classes must be added to what routes it."""
+    assert mirror.__struct_fields__ == tuple(field.name for field in attrs.fields(cls))
+
+
+def test_response_mirror_has_every_field() -> None:
+    names = {field.alias for field in attrs.fields(Response)}
+    assert set(codec._ResponseData.__struct_fields__) == names
+
+
+def pickled_global(module: str, name: str) -> bytes:
+    """A pickle naming ``module.name`` (what rows held before: calling it on load)."""
+    return b"\x80\x04c" + f"{module}\n{name}\n".encode() + b")R."
+
+
+@pytest.mark.parametrize("call", [*CALLS, "cancel"])
+def test_a_pickle_or_another_protocol_is_refused_naming_both(call: str) -> None:
+    before = set(sys.modules)
+    for row in (pickled_global("agentrt.__main__", "main"), pickle.dumps(("error", None))):
+        with pytest.raises(codec.RowRefused, match=r"pickle.*routing protocol 1"):
+            codec.decode_call(call, row)
+        if call != "cancel":
+            with pytest.raises(codec.RowRefused, match=r"pickle.*routing protocol 1"):
+                codec.decode_answer(call, row)
+    newer = msgspec.msgpack.encode({"protocol": 2, "body": {"call": call}})
+    with pytest.raises(codec.RowRefused, match=r"routing protocol 2.*speaks routing protocol 1"):
+        codec.decode_call(call, newer)
+    assert set(sys.modules) == before
+
+
+def test_an_error_of_a_kind_not_listed_is_refused_naming_it() -> None:
+    before = set(sys.modules)
+    for kind in ("FakeClaude", "agentrt.__main__", "os.system", "Exception"):
+        row = envelope(
+            {"answer": "error", "error": {"kind": kind, "message": "m", "fields": {"x": 1}}}
+        )
+        with pytest.raises(codec.RowRefused, match=f"does not know, '{kind}': m"):
+            codec.decode_answer("ask", row)
+    assert set(sys.modules) == before
+
+
+def test_a_row_whose_column_and_body_disagree_is_refused() -> None:
+    with pytest.raises(codec.RowRefused, match="its row says 'status' and its body 'stop_agent'"):
+        codec.decode_call("status", codec.encode_call("stop_agent", ()))
+
+
+# --- arbitrary rows ---
+
+# What MessagePack can carry: the values a forger can put anywhere in a row.
+data = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20)
+    | st.sampled_from([*CALLS, "cancel", "error", "response", "completed", "failed", "x"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["call", "prompt", "ref", "name", "id", "answer", "result", "kind"])
+            | st.text(max_size=8),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+# Field names of the bodies, so that arbitrary values land in typed fields too.
+ANSWER_KINDS: tuple[type[msgspec.Struct], ...] = (
+    codec._ErrorAnswer,
+    *(returns.answer for returns in codec._ANSWERS.values()),
+)
+BODIES: tuple[type[msgspec.Struct], ...] = (
+    *codec._CALLS.values(),
+    *ANSWER_KINDS,
+    codec._ErrorData,
+    codec._ResponseData,
+    codec._StatusData,
+    codec._RefData,
+)
+FIELDS = sorted({name for struct in BODIES for name in struct.__struct_fields__})
+ANSWER_TAGS = sorted(str(answer.__struct_config__.tag) for answer in ANSWER_KINDS)
+
+
+def envelope(body: object, protocol: object = codec.PROTOCOL) -> bytes:
+    return msgspec.msgpack.encode({"protocol": protocol, "body": body})
+
+
+@st.composite
+def bodies(draw: st.DrawFn, tag_field: str, tags: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = {tag_field: draw(st.sampled_from(tags) | data)}
+    for name in draw(st.lists(st.sampled_from(FIELDS), max_size=4)):
+        body[name] = draw(data)
+    if draw(st.booleans()):  # an error whose fields are arbitrary data
+        body["error"] = {
+            "kind": draw(st.sampled_from([type(e).__name__ for e in ERRORS]) | st.text()),
+            "message": draw(data),
+            "fields": draw(data),
+        }
+    return body
+
+
+call_rows = (
+    st.binary(max_size=64)
+    | data.map(msgspec.msgpack.encode)
+    | data.map(envelope)
+    | bodies("call", [*CALLS, "cancel"]).map(envelope)
+    | st.builds(envelope, bodies("call", [*CALLS, "cancel"]), data)
+)
+answer_rows = (
+    st.binary(max_size=64)
+    | data.map(msgspec.msgpack.encode)
+    | data.map(envelope)
+    | bodies("answer", ANSWER_TAGS).map(envelope)
+    | st.builds(envelope, bodies("answer", ANSWER_TAGS), data)
+)
+
+ARGUMENTS = {
+    "ask": (str,),
+    "tell": (str,),
+    "poll": (Ref,),
+    "wait": (Ref,),
+    "interrupt": (),
+    "status": (),
+    "stop_agent": (),
+    "cancel": (str,),
+}
+ANSWERS: dict[str, tuple[type, ...]] = {
+    "ask": (Response,),
+    "tell": (Ref,),
+    "poll": (Pending, Completed, Failed, Withdrawn, NotFound),
+    "wait": (Completed, Failed, Withdrawn, NotFound),
+    "interrupt": (bool,),
+    "status": (AgentStatus,),
+    "stop_agent": (type(None),),
+}
+LISTED = {type(error) for error in ERRORS}
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=st.sampled_from([*CALLS, "cancel"]), row=call_rows)
+def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: bytes) -> None:
+    try:
+        arguments = codec.decode_call(call, row)
+    except codec.RowRefused:
+        return
+    assert tuple(type(a) for a in arguments) == ARGUMENTS[call]
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=st.sampled_from(CALLS), row=answer_rows)
+def test_any_answer_row_decodes_as_a_typed_value_or_a_listed_error(call: str, row: bytes) -> None:
+    try:
+        value = codec.decode_answer(call, row)
+    except codec.RowRefused:
+        return
+    except AgentRTError as error:
+        assert type(error) in LISTED
+        return
+    assert isinstance(value, ANSWERS[call])
+    if isinstance(value, Failed):
+        assert type(value.error) in LISTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=st.sampled_from(CALLS), value=data)
+def test_any_value_an_owner_answers_reaches_its_caller_as_it_or_a_routing_error(
+    call: str, value: object
+) -> None:
+    try:
+        back = answered(call, value)
+    except RoutingError as error:
+        assert "could not encode its answer" in str(error)
+        return
+    assert isinstance(back, ANSWERS[call]) and back == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=st.sampled_from([*CALLS, "cancel"]), arguments=st.lists(data, max_size=2))
+def test_any_arguments_encode_as_the_call_s_types_or_are_refused(
+    call: str, arguments: list[object]
+) -> None:
+    try:
+        row = codec.encode_call(call, tuple(arguments))
+    except codec.RowRefused:
+        return
+    assert codec.decode_call(call, row) == tuple(arguments)
