@@ -37,7 +37,7 @@ from agentrt._proctree import MARKER_ENV, adopted_orphans, process_start_time, r
 from agentrt.lowlevel import ProcessFailure, ProcessTracker, open_cli_process
 from agentrt.testing import fake_cli_argv, fake_cli_executable
 
-KILL_GRACE = {"kill_grace": 0.3}
+KILL_GRACE: dict[str, Any] = {"kill_grace": 0.3}
 
 
 def cgroups_here() -> str | None:
