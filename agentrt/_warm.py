@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._alarm import Alarm
 from ._asks import Ask
 from ._events import StopReason
 from ._options import AgentOptions
@@ -345,6 +346,7 @@ class WarmProcess:
     on_spawn: Callable[[CliProcess], Awaitable[None]]
     on_gone: Callable[[], Awaitable[None]]
     _cli: WarmCli | None = None
+    _alarm: Alarm | None = None
 
     @property
     def pid(self) -> int | None:
@@ -384,6 +386,14 @@ class WarmProcess:
                 self._cli = None
             raise
         return cli
+
+    def alarm(self) -> Alarm:
+        """What watches the bounds of this instance's turns: one task for all of them (in
+        the instance's nursery, from its first turn), not one per turn."""
+        if self._alarm is None:
+            self._alarm = Alarm()
+            self.nursery.start_soon(self._alarm.run)
+        return self._alarm
 
     async def _retire(self, cli: WarmCli, why: str) -> None:
         cli.end(why)

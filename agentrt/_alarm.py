@@ -1,0 +1,56 @@
+"""A deadline that calls back when it passes, moved without a new task or cancel scope.
+
+A turn's bounds (the watchdog, the first event, after a result) are one deadline that moves
+as the turn goes; a warm agent runs turn after turn. One long-lived task waits in one cancel
+scope whose deadline is reassigned, so a turn sets and clears the alarm instead of opening
+a nursery, starting a task and entering a scope of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import trio
+
+
+class Alarm:
+    """Calls ``callback(now)`` once its deadline (trio time) passes, from the task that
+    awaits `run`."""
+
+    __slots__ = ("_callback", "_deadline", "_scope")
+
+    def __init__(self) -> None:
+        self._deadline = math.inf
+        self._callback: Callable[[float], None] | None = None
+        self._scope: trio.CancelScope | None = None
+
+    def set(self, deadline: float, callback: Callable[[float], None]) -> None:
+        """Call ``callback`` once at ``deadline``, unless `move`d, `clear`ed or set again
+        before."""
+        self._callback = callback
+        self.move(deadline)
+
+    def move(self, deadline: float) -> None:
+        self._deadline = deadline
+        if self._scope is not None:
+            self._scope.deadline = deadline
+
+    def clear(self) -> None:
+        self._callback = None
+        self.move(math.inf)
+
+    async def run(self) -> None:
+        """Wait for the deadlines and call back.
+
+        Cancellation: this is how it stops."""
+        while True:
+            with trio.CancelScope(deadline=self._deadline) as self._scope:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            callback = self._callback
+            # Moved later or cleared after the scope had fired: wait again.
+            if callback is not None and now >= self._deadline:
+                self._callback = None
+                self._deadline = math.inf
+                callback(now)
