@@ -6,8 +6,8 @@ under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per t
 that. The turn's CLI writes itself into its cgroup between fork and exec, so everything it
 ever starts is born inside: no new session, double fork or cleared environment leaves it,
 and ``cgroup.kill`` ends them all at once. Only the core files are used (cgroup.procs,
-cgroup.kill, cgroup.events), so no controller is enabled anywhere and cgroup v2's "no
-internal processes" rule never applies.
+cgroup.kill, cgroup.events, cgroup.stat), so no controller is enabled anywhere and cgroup
+v2's "no internal processes" rule never applies.
 
 The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is found in
 /proc/self/mountinfo, and our own cgroup in the ``0::`` line of /proc/self/cgroup.
@@ -161,7 +161,7 @@ class TurnCgroup:
             key, _, value = line.partition(b" ")
             if key == b"nr_descendants":
                 return int(value)
-        # A kernel that does not count them (none with cgroup.kill): walk.
+        # Not counted (the cgroup is gone): the walk decides, and finds nothing.
         return 1
 
     def kill(self) -> None:
