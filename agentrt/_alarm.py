@@ -32,13 +32,16 @@ class Alarm:
         self.move(deadline)
 
     def move(self, deadline: float) -> None:
-        self._deadline = deadline
-        if self._scope is not None:
-            self._scope.deadline = deadline
+        if deadline != self._deadline:
+            self._deadline = deadline
+            if self._scope is not None:
+                self._scope.deadline = deadline
 
     def clear(self) -> None:
+        # The scope keeps its deadline (the next `set` moves it): should it pass first, the
+        # task finds nothing to call and waits again.
         self._callback = None
-        self.move(math.inf)
+        self._deadline = math.inf
 
     async def run(self) -> None:
         """Wait for the deadlines and call back.
