@@ -32,28 +32,31 @@ class Alarm:
         self.move(deadline)
 
     def move(self, deadline: float) -> None:
-        if deadline != self._deadline:
-            self._deadline = deadline
-            if self._scope is not None:
-                self._scope.deadline = deadline
+        """The deadline of what was set; nothing is called for it once cleared or called."""
+        self._deadline = deadline
+        # Assigning re-registers the scope's deadline: skipped when it does not change.
+        scope = self._scope
+        if self._callback is not None and scope is not None and scope.deadline != deadline:
+            scope.deadline = deadline
 
     def clear(self) -> None:
         # The scope keeps its deadline (the next `set` moves it): should it pass first, the
         # task finds nothing to call and waits again.
         self._callback = None
-        self._deadline = math.inf
 
     async def run(self) -> None:
         """Wait for the deadlines and call back.
 
         Cancellation: this is how it stops."""
         while True:
-            with trio.CancelScope(deadline=self._deadline) as self._scope:
+            # With nothing to call, no deadline: a bound moved into the past after its turn
+            # stopped must not wake this task again and again.
+            deadline = self._deadline if self._callback is not None else math.inf
+            with trio.CancelScope(deadline=deadline) as self._scope:
                 await trio.sleep_forever()
             now = trio.current_time()
             callback = self._callback
-            # Moved later or cleared after the scope had fired: wait again.
+            # Moved later, or cleared, after the scope had fired: wait again.
             if callback is not None and now >= self._deadline:
                 self._callback = None
-                self._deadline = math.inf
                 callback(now)
