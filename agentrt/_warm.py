@@ -387,14 +387,6 @@ class WarmProcess:
             raise
         return cli
 
-    def alarm(self) -> Alarm:
-        """What watches the bounds of this instance's turns: one task for all of them (in
-        the instance's nursery, from its first turn), not one per turn."""
-        if self._alarm is None:
-            self._alarm = Alarm()
-            self.nursery.start_soon(self._alarm.run)
-        return self._alarm
-
     async def _retire(self, cli: WarmCli, why: str) -> None:
         cli.end(why)
         with trio.move_on_after(2 * self.options.kill_grace + _GONE_MARGIN, shield=True):
@@ -412,6 +404,14 @@ class WarmProcess:
         """End the warm process, if any (the instance ends)."""
         if self._cli is not None:
             await self._retire(self._cli, "the agent stopped")
+
+    def alarm(self) -> Alarm:
+        """What watches the bounds of this instance's turns: one task for all of them (in
+        the instance's nursery, from its first turn), not one per turn."""
+        if self._alarm is None:
+            self._alarm = Alarm()
+            self.nursery.start_soon(self._alarm.run)
+        return self._alarm
 
     async def _hold(self, cli: WarmCli, *, task_status: trio.TaskStatus[None]) -> None:
         # The process's life: spawn, handshake, turns, idling; its slot and records after.
