@@ -6,8 +6,8 @@ under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per t
 that. The turn's CLI writes itself into its cgroup between fork and exec, so everything it
 ever starts is born inside: no new session, double fork or cleared environment leaves it,
 and ``cgroup.kill`` ends them all at once. Only the core files are used (cgroup.procs,
-cgroup.kill, cgroup.events), so no controller is enabled anywhere and cgroup v2's "no
-internal processes" rule never applies.
+cgroup.kill, cgroup.events, cgroup.stat), so no controller is enabled anywhere and cgroup
+v2's "no internal processes" rule never applies.
 
 The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is found in
 /proc/self/mountinfo, and our own cgroup in the ``0::`` line of /proc/self/cgroup.
@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager, suppress
 import attrs
 import trio
 
+from ._kept_file import KeptFile
 from ._proctree import process_start_time
 
 SWITCH_ENV = "AGENTRT_CGROUP"
@@ -101,6 +102,13 @@ class TurnCgroup:
     path: str
     name: str  # as /proc/<pid>/cgroup shows it
     _procs_fd: int | None = None
+    # What `pids` reads at each turn's end, kept open.
+    _procs: KeptFile = attrs.field(init=False)
+    _stat: KeptFile = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._procs = KeptFile(f"{self.path}/cgroup.procs")
+        self._stat = KeptFile(f"{self.path}/cgroup.stat")
 
     @classmethod
     def create(cls, path: str, name: str) -> TurnCgroup:
@@ -133,7 +141,28 @@ class TurnCgroup:
     def pids(self) -> list[int]:
         """The processes in the cgroup and the cgroups below it now (zombies excluded: they
         have left it)."""
-        return _pids_below(self.path)
+        procs = self._procs.read()
+        if procs is None:
+            return []
+        pids = [int(pid) for pid in procs.split()]
+        # Cgroups below a turn's exist only if something in the turn made them (another
+        # runtime, a container tool): they are walked only when cgroup.stat counts one. It
+        # is read after cgroup.procs, so a process that left for a new one since was either
+        # listed above or moved into a cgroup made before this count.
+        if self._descendants():
+            with suppress(FileNotFoundError):
+                for entry in os.scandir(self.path):
+                    if entry.is_dir(follow_symlinks=False):
+                        pids += _pids_below(entry.path)
+        return pids
+
+    def _descendants(self) -> int:
+        for line in (self._stat.read() or b"").splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"nr_descendants":
+                return int(value)
+        # Not counted (the cgroup is gone): the walk decides, and finds nothing.
+        return 1
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, including any forking meanwhile."""
@@ -153,6 +182,8 @@ class TurnCgroup:
         if self._procs_fd is not None:
             os.close(self._procs_fd)
             self._procs_fd = None
+        self._procs.close()
+        self._stat.close()
         try:
             _rmdir_tree(self.path)
         except FileNotFoundError:

@@ -29,6 +29,7 @@ from ._cgroup import Isolation, TurnCgroup, open_isolation
 from ._errors import AgentRTError
 from ._events import StopReason
 from ._exceptiongroups import collapse_exception_groups
+from ._kept_file import KeptFile
 from ._lines import LineSplitter, LineTooLong
 from ._orphans import OrphanReaper
 from ._proctree import (
@@ -76,6 +77,7 @@ _PIPE_SIZE = 1024 * 1024
 _STDERR_CHUNK = 64 * 1024
 _BAD_LINE_TEXT = 4096
 _REAP_BOUND = 1.0
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 _decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 # What a decoder raises for a line it cannot read; msgspec's nesting limit is Python's
@@ -285,6 +287,8 @@ class CliProcess:
             self._pidfd = os.pidfd_open(self.pid)
         if self._pidfd is not None:
             track_leader(self.pid)  # until it is reaped (in _shutdown)
+        # Read after each warm turn (recycle_rss_bytes).
+        self._statm = KeptFile(f"/proc/{self.pid}/statm")
         self._splitter = LineSplitter(limits.max_line_bytes)
         self._chunk = _FIRST_READ
         # The lines of the last read, not yet decoded.
@@ -422,17 +426,17 @@ class CliProcess:
         """Kill every process of the tree but ``keep`` (see `members`), as the exit's ladder
         would; return whether none survived.
 
-        Cancellation: shielded and bounded by ``term_grace`` + 2 s."""
-        with trio.CancelScope(shield=True):
-            survivors = await kill_tree(self._tree, term_grace=self._limits.term_grace, keep=keep)
-            reap_adopted(self._tree)
+        Cancellation: not meant to be cancelled (a warm turn's end runs it shielded, so it
+        takes no scope of its own); bounded by ``term_grace`` + 2 s."""
+        survivors = await kill_tree(self._tree, term_grace=self._limits.term_grace, keep=keep)
+        reap_adopted(self._tree)
         return not survivors
 
     def rss_bytes(self) -> int | None:
         """The resident memory of the process itself, or None if unknown."""
         try:
-            with open(f"/proc/{self.pid}/statm") as f:
-                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            statm = self._statm.read()
+            return None if statm is None else int(statm.split()[1]) * _PAGE_SIZE
         except (OSError, ValueError, IndexError):
             return None
 
@@ -676,6 +680,8 @@ class CliProcess:
 
     async def _close(self) -> None:
         untrack_leader(self.pid)
+        self._tree.close()
+        self._statm.close()
         with trio.CancelScope(shield=True):
             await self._stdin.aclose()
             await self._stdout.aclose()

@@ -33,6 +33,7 @@ import trio
 # The marker is read by the fence guard too, a program that imports nothing of agentrt.
 from ._fence_guard import MARKER_ENV as MARKER_ENV
 from ._fence_guard import marker_of as marker_of
+from ._kept_file import KeptFile
 
 if TYPE_CHECKING:
     from ._cgroup import TurnCgroup
@@ -80,6 +81,11 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
     finally:
         os.close(fd)
+    return _parse_stat(pid, data)
+
+
+def _parse_stat(pid: int, data: bytes | None) -> ProcStat | None:
+    """`read_stat` from the text of ``/proc/<pid>/stat`` (None or empty: no such process)."""
     if not data:
         return None
     # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
@@ -228,6 +234,15 @@ class ProcTree:
     cgroup: TurnCgroup | None = None
     # How many members were still running when `kill_tree` began (the turn's telemetry).
     killed: int = 0
+    # The leader's stat, which every scan of its cgroup reads (see `close`).
+    _leader_stat: KeptFile = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._leader_stat = KeptFile(f"{_PROC}/{self.leader}/stat")
+
+    def close(self) -> None:
+        """Close what the scans keep open; call it once the tree is done with."""
+        self._leader_stat.close()
 
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
         """Walk /proc (or a `snapshot` just taken), or read the turn's cgroup: record every
@@ -272,7 +287,10 @@ class ProcTree:
     def _cgroup_scan(self, cgroup: TurnCgroup) -> list[ProcStat]:
         live = []
         for pid in cgroup.pids():
-            if (st := read_stat(pid)) is not None and not st.gone:
+            st = (
+                _parse_stat(pid, self._leader_stat.read()) if pid == self.leader else read_stat(pid)
+            )
+            if st is not None and not st.gone:
                 self.members[pid] = st.start_time
                 live.append(st)
         return live
@@ -424,6 +442,15 @@ def adopted_orphans() -> list[ProcStat]:
     return found
 
 
+def _exited_child() -> bool:
+    # Whether any child of this process (whichever thread forked or adopted it) has exited
+    # and waits to be reaped; WNOWAIT leaves it so.
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # no children at all
+        return False
+
+
 def reap_adopted(tree: ProcTree) -> int:
     """Reap the tree's zombies whose parent is us (orphans adopted as a subreaper).
 
@@ -434,7 +461,10 @@ def reap_adopted(tree: ProcTree) -> int:
     """
     me = os.getpid()
     reaped = 0
-    if tree.cgroup is not None:
+    # Only a child that has exited can be reaped, and most ends of turns have none: one
+    # query then saves reading our children and each one's cgroup.
+    exited = _exited_child()
+    if exited and tree.cgroup is not None:
         for pid in _adopted():
             if (
                 pid not in tree.members
@@ -449,7 +479,7 @@ def reap_adopted(tree: ProcTree) -> int:
         st = read_stat(pid)
         if st is None or st.start_time != start:
             del tree.members[pid]
-        elif st.ppid == me and st.state == "Z":
+        elif exited and st.ppid == me and st.state == "Z":
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:

@@ -37,6 +37,7 @@ import attrs
 import msgspec
 import trio
 
+from ._alarm import Alarm
 from ._asks import Ask, ToolApproval
 from ._errors import StoreError, TurnFailed
 from ._events import (
@@ -172,8 +173,8 @@ class Turn:
     _total_deadline: float = math.inf
     _first_deadline: float = math.inf
     _result_deadline: float = math.inf
-    # The bounds watcher's wait: a result brings its deadline nearer.
-    _bounds_scope: trio.CancelScope | None = None
+    # What watches the bounds while a process is read: a result brings its deadline nearer.
+    _alarm: Alarm | None = None
     _awaiting_content: bool = False
     _log: EventLog | None = None
     # A terminal event the current read recorded: what it starts (the after-result bound,
@@ -357,7 +358,9 @@ class Turn:
             self._drain_bound = grace + limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
             self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
             await cli.start_turn(self.prompt)
-            await self._read(cli.batches(self._decode(), functools.partial(self._answer, cli)))
+            await self._read(
+                cli.batches(self._decode(), functools.partial(self._answer, cli)), warm.alarm()
+            )
             if cli.turn_over:
                 return None, ""
             cli.kill("the turn's stream ended before its end frame")
@@ -420,13 +423,28 @@ class Turn:
         assert self.translator is not None
         return self.translator.decode  # its typed line decoder, if any
 
-    async def _read(self, batches: AsyncIterator[Iterable[Any]]) -> None:
-        # The frames of a process, with the bounds watched beside them.
+    async def _read(
+        self, batches: AsyncIterator[Iterable[Any]], alarm: Alarm | None = None
+    ) -> None:
+        # The frames of a process, with the bounds watched beside them: by ``alarm`` (a warm
+        # agent's, whose task outlives its turns), else by one that lives for this read.
         self._drain_scope = trio.CancelScope()
         if self._failure is not None:  # stopped while spawning
             self._interrupt_cli()
+        if alarm is not None:
+            await self._read_bounded(batches, alarm)
+            return
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_bounds)
+            alarm = Alarm()
+            nursery.start_soon(alarm.run)
+            await self._read_bounded(batches, alarm)
+            nursery.cancel_scope.cancel()
+
+    async def _read_bounded(self, batches: AsyncIterator[Iterable[Any]], alarm: Alarm) -> None:
+        assert self._drain_scope is not None
+        self._alarm = alarm
+        self._arm()
+        try:
             with self._drain_scope:
                 # One read, one delivery (unless a checkpoint or a full subscriber has to be
                 # waited for).
@@ -436,7 +454,9 @@ class Turn:
                     # Not kept while waiting for the next read: with many turns waiting on
                     # their pipes, a read's lines each add up.
                     del batch
-            nursery.cancel_scope.cancel()
+        finally:
+            self._alarm = None
+            alarm.clear()
 
     def _process_failed(self, group: BaseExceptionGroup[ProcessFailure]) -> None:
         # The process is gone already (the driver cleaned up before raising).
@@ -449,11 +469,14 @@ class Turn:
     # Bounds: the watchdog, the first event, after a result; crashes
     ################
 
-    async def _watch_bounds(self) -> None:
-        while self._failure is None and not self._ended:
-            with trio.CancelScope(deadline=self._deadline()) as self._bounds_scope:
-                await trio.sleep_forever()
-            self._stop_for_bound(trio.current_time())
+    def _arm(self) -> None:
+        # Until the turn is stopped or settled, the alarm rings at the nearest bound.
+        if self._alarm is not None and self._failure is None and not self._ended:
+            self._alarm.set(self._deadline(), self._bound_passed)
+
+    def _bound_passed(self, now: float) -> None:
+        self._stop_for_bound(now)
+        self._arm()
 
     def _deadline(self) -> float:
         # The first-event deadline is lifted (set to inf) by the first content event; the
@@ -462,8 +485,8 @@ class Turn:
 
     def _reschedule(self) -> None:
         deadline = self._deadline()
-        if self._bounds_scope is not None:
-            self._bounds_scope.deadline = deadline
+        if self._alarm is not None:
+            self._alarm.move(deadline)
         if self._scope is not None:
             self._scope.deadline = deadline
 

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._alarm import Alarm
 from ._asks import Ask
 from ._events import StopReason
 from ._options import AgentOptions
@@ -366,6 +367,7 @@ class WarmProcess:
     on_spawn: Callable[[CliProcess], Awaitable[None]]
     on_gone: Callable[[], Awaitable[None]]
     _cli: WarmCli | None = None
+    _alarm: Alarm | None = None
 
     @property
     def pid(self) -> int | None:
@@ -423,6 +425,14 @@ class WarmProcess:
         """End the warm process, if any (the instance ends)."""
         if self._cli is not None:
             await self._retire(self._cli, "the agent stopped")
+
+    def alarm(self) -> Alarm:
+        """What watches the bounds of this instance's turns: one task for all of them (in
+        the instance's nursery, from its first turn), not one per turn."""
+        if self._alarm is None:
+            self._alarm = Alarm()
+            self.nursery.start_soon(self._alarm.run)
+        return self._alarm
 
     async def _hold(self, cli: WarmCli, *, task_status: trio.TaskStatus[None]) -> None:
         # The process's life: spawn, handshake, turns, idling; its slot and records after.

@@ -231,11 +231,13 @@ def _conversation(spec: dict[str, Any]) -> Result:
 def _interleaved(spec: dict[str, Any]) -> Result:
     # Every contender's conversation at once in this process (on trio: the SDK runs on it
     # too), their turns taken one after another, the order rotated each turn: each
-    # follow-up is compared with the others' under the same load. Latencies only: the CPU
-    # and memory of one contender cannot be told from the others' here.
+    # follow-up is compared with the others' under the same load. One turn runs at a time,
+    # so this process's CPU over a turn is that contender's (the others wait, their CLIs are
+    # processes of their own); memory cannot be told apart here.
     names: list[str] = spec["contenders"]
     turns: int = spec["turns"]
     latencies: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
 
     async def hold(
         name: str, claude: Claude, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -261,10 +263,12 @@ def _interleaved(spec: dict[str, Any]) -> Result:
                 prompt = f"turn {n}"
                 k = n % len(order)
                 for name, (ask, answer) in order[k:] + order[:k]:
+                    cpu0 = _cpu_self()
                     t0 = time.perf_counter()
                     await ask.send(prompt)
                     text = await answer.receive()
                     latencies[name].append(time.perf_counter() - t0)
+                    cpu[name].append(_cpu_self() - cpu0)
                     if text is None or f"ok: {prompt}" not in text:
                         raise IncompleteTurn(f"{name}: turn {n} answered {text!r}")
             for ask, _ in channels:
@@ -276,9 +280,15 @@ def _interleaved(spec: dict[str, Any]) -> Result:
     return {
         "turns": turns,
         "latencies": {name: xs[1:] for name, xs in latencies.items()},
+        "cpu_self": {name: xs[1:] for name, xs in cpu.items()},
         "wall": sum(sum(xs[1:]) for xs in latencies.values()),
         "maxrss_kib": cli_tree.status_kib("self", "VmHWM"),
     }
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _conversing(out: Result, turns: int, fake: int, loop: Loop) -> Callable[[Say], Awaitable[None]]:

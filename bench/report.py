@@ -461,6 +461,7 @@ def interleaved_table(res: Results) -> list[str]:
         pooled = [x * 1000 for r in records for x in r["latencies"].get(c, ())]
         per_run = _turn_ratios(res, c, CLAUDE_FLOOR)
         ratios = [x for run in per_run for x in run]
+        cpu = [x * 1000 for r in records for x in r.get("cpu_self", {}).get(c, ())]
         rows.append(
             [
                 _label(c, CONVERSATION_CONTENDERS),
@@ -468,9 +469,17 @@ def interleaved_table(res: Results) -> list[str]:
                 _fmt(_nearest_rank(pooled, 0.95)) if pooled else "—",
                 f"{_median(ratios):.2f}x" if ratios else "—",
                 _range([_median(run) for run in per_run], 2),
+                f"{_median(cpu):.2f}" if cpu else "—",
             ]
         )
-    header = ["contender", "median ms", "p95 ms", "x floor, turn by turn", "min-max of runs"]
+    header = [
+        "contender",
+        "median ms",
+        "p95 ms",
+        "x floor, turn by turn",
+        "min-max of runs",
+        "runtime CPU ms/turn (median)",
+    ]
     return [
         "### Follow-up turns on the real claude, interleaved in one process",
         "",
@@ -478,7 +487,8 @@ def interleaved_table(res: Results) -> list[str]:
         "its own fake API and "
         "HOME; each turn goes to each contender in turn (the order rotated every turn), so "
         "every follow-up meets the same load as the others of its turn. Ratio: each "
-        "follow-up over the floor's of the same turn, the median over every run's.",
+        "follow-up over the floor's of the same turn, the median over every run's. CPU: this "
+        "process's (getrusage) over each follow-up, which runs alone.",
         "",
         *_table(header, rows),
     ]

@@ -112,6 +112,8 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         )
         (mixed,) = [r for r in records if r["scenario"] == "warm-interleaved"]
         assert {c: len(xs) for c, xs in mixed["latencies"].items()} == dict.fromkeys(conversers, 2)
+        assert {c: len(xs) for c, xs in mixed["cpu_self"].items()} == dict.fromkeys(conversers, 2)
+        assert all(x > 0 for xs in mixed["cpu_self"].values() for x in xs)
         for contender in conversers:
             (warm,) = [
                 r for r in records if r["scenario"] == "warm" and r["contender"] == contender

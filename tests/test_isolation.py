@@ -19,8 +19,10 @@ from proc_helpers import FAST, IGNORE_TERM, READY, Frames, fake, running, wait_u
 
 from agentrt import (
     Agent,
+    Allow,
     Runtime,
     StopReason,
+    ToolRequest,
     open_runtime,
 )
 from agentrt._cgroup import (
@@ -33,9 +35,9 @@ from agentrt._cgroup import (
 )
 from agentrt._proctree import MARKER_ENV, adopted_orphans, process_start_time, read_stat
 from agentrt.lowlevel import ProcessFailure, ProcessTracker, open_cli_process
-from agentrt.testing import fake_cli_argv
+from agentrt.testing import fake_cli_argv, fake_cli_executable
 
-KILL_GRACE = {"kill_grace": 0.3}
+KILL_GRACE: dict[str, Any] = {"kill_grace": 0.3}
 
 
 def cgroups_here() -> str | None:
@@ -224,6 +226,46 @@ async def test_a_turn_cgroup_goes_with_the_cgroups_made_below_it(tmp_path: Path)
         assert [p async for p in aiter_dir(runtime_cgroup)] == []
         assert read_stat(inner_cli) is None  # killed despite SIGTERM, and reaped
         nursery.cancel_scope.cancel()
+
+
+@needs_cgroups
+async def test_a_warm_turns_process_in_a_cgroup_below_its_own_dies_at_the_turns_end(
+    tmp_path: Path,
+) -> None:
+    # A warm turn's end spares the live CLI, so it signals the others one by one rather than
+    # through the cgroup: it must find them in the cgroups below the turn's too. The daemon
+    # (out of every walk's reach) is moved into one made mid-turn, as a container tool would.
+    record = tmp_path / "daemon.json"
+    tool = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {}, "tool_use_id": "t1"}
+    turn = [["daemon", str(record), [IGNORE_TERM, ["hang"]]], ["ask", tool], ["answer"]]
+    binary = fake_cli_executable(str(tmp_path), ["live", {"turns": [turn]}], name="claude")
+
+    class MovesTheDaemonDown(Agent):
+        async def approve_tool(self, request: ToolRequest) -> Allow:
+            [turn_cgroup] = [p async for p in aiter_dir(runtime_cgroup(rt))]
+            below = turn_cgroup / "job"
+            await below.mkdir()
+            await (below / "cgroup.procs").write_text(str(daemon_pid(record)))
+            return Allow()
+
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            MovesTheDaemonDown(),
+            name="coder",
+            backend="claude",
+            binary=binary,
+            keep_alive=30,
+            **KILL_GRACE,
+        )
+        assert (await rt.ask("coder", "start the daemon")).text == "1: start the daemon"
+        daemon = daemon_pid(record)
+        assert read_stat(daemon) is None  # killed despite SIGTERM, and reaped
+        cli = rt.status("coder").cli_pid
+        assert cli is not None and running(cli)  # the warm CLI lives on
+
+
+def runtime_cgroup(rt: Runtime) -> trio.Path:
+    return trio.Path(isolation(rt).removeprefix("cgroup v2 at "))
 
 
 async def dead_runtimes_cgroup() -> Path:

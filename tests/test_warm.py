@@ -350,6 +350,33 @@ async def test_a_bound_ends_the_process(tmp_path: Path) -> None:
         assert (await ask(rt, "three")).text == "1: three"
 
 
+@pytest.mark.parametrize(
+    ("bound", "reason"),
+    [("first_event", StopReason.FIRST_EVENT_TIMEOUT), ("watchdog", StopReason.TOTAL_TIMEOUT)],
+)
+async def test_a_turn_bound_fires_in_the_warm_turn_it_bounds(
+    tmp_path: Path, bound: str, reason: StopReason
+) -> None:
+    # A warm agent's turns share one alarm for their bounds (watchdog, first_event): each
+    # turn arms it afresh, so a bound fires in its own turn, with its own reason, on time.
+    seconds = 2.0
+    init = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
+    live = {"turns": [[["answer"]], [["answer"]], [init, ["hang"]], [["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        bounds: dict[str, Any] = {"watchdog": None, bound: seconds}
+        await start(rt, tmp_path, live, **bounds)
+        assert [(await ask(rt, p)).text for p in ("one", "two")] == ["1: one", "2: two"]
+        warm = pid(rt)
+        started = trio.current_time()
+        with trio.fail_after(seconds + SLACK), pytest.raises(TurnFailed) as info:
+            await ask(rt, "three")
+        took = trio.current_time() - started
+        assert info.value.reason is reason
+        assert seconds <= took < seconds + SLACK
+        assert not running(warm)  # a bound's stop is not in band: the process ends
+        assert (await ask(rt, "four")).text == "1: four"
+
+
 async def test_a_line_past_the_cap_fails_the_turn_and_ends_the_process(tmp_path: Path) -> None:
     live = {"turns": [[["answer"]], [["big_line", 200_000]], [["answer"]]]}
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
