@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
@@ -206,9 +207,10 @@ _CHECKS: dict[str, Check] = {
     field.name: field.metadata["check"] for field in attrs.fields(AgentOptions)
 }
 _DEFAULT = AgentOptions()
+_NO_REST: Mapping[str, Any] = MappingProxyType({})
 
 
-def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, Any]]:
+def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, Mapping[str, Any]]:
     """Validate the runtime's options; return them and the rest (for ``init_agent``)."""
     ours: dict[str, Any] = {}
     rest: dict[str, Any] = {}
@@ -218,8 +220,9 @@ def split_options(options: Mapping[str, Any]) -> tuple[AgentOptions, dict[str, A
             rest[key] = value
         else:
             ours[key] = check(key, value)
-    # Agents started with the defaults share one options object (memory per idle agent).
-    return (AgentOptions(**ours) if ours else _DEFAULT), rest
+    # Agents started with the defaults (and no options for init_agent) share one options
+    # object and one empty mapping (memory per idle agent).
+    return (AgentOptions(**ours) if ours else _DEFAULT), (rest or _NO_REST)
 
 
 # The options of supervisors (open_runtime, open_supervisor) and of start_agent itself.

@@ -16,11 +16,11 @@ arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that 
 
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
@@ -72,9 +72,10 @@ def working_directory(backend_options: Any) -> str:
         if isinstance(backend_options, Mapping)
         else getattr(backend_options, "cwd", None)
     )
+    # Interned: many agents share a directory, and each keeps it (memory per idle agent).
     if isinstance(raw, str) and raw:
-        return os.path.realpath(check_directory("cwd", raw))
-    return os.path.realpath(os.getcwd())
+        return sys.intern(os.path.realpath(check_directory("cwd", raw)))
+    return sys.intern(os.path.realpath(os.getcwd()))
 
 
 @attrs.frozen
@@ -158,6 +159,11 @@ class Child:
     @property
     def name(self) -> str:
         return self.slot.name
+
+    def exited(self, actor: Actor, exit: Exit) -> None:
+        """An instance of it has ended (a bound method: its actor holds it as long as it
+        runs)."""
+        self.supervisor._exited(self, actor, exit)
 
 
 def _resumed(
@@ -368,7 +374,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             backend_options=backend_options,
             options=spec.options,
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
-            on_exit=functools.partial(self._exited, child),
+            on_exit=child.exited,
             runtime_id=context.runtime_id,
             slots=context.slots,
             tracker=context.tracker,
