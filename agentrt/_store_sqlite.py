@@ -236,7 +236,10 @@ class SQLiteStore(SqlTranscripts, SqlSessions):
     process (a commit is in the OS's page cache once ``write`` returns), but it may lose
     the last commits on power loss or a kernel crash; a session id is written a few times
     per turn, so FULL's one fsync per write costs nothing next to a model call and the
-    checkpoint also survives a machine crash.
+    checkpoint also survives a machine crash. Lease writes (grants, renewals, releases) are
+    the exception, written with NORMAL: a lease of an earlier boot has expired anyway, so
+    durability past this process's death is all a lease needs (and what an fsync per
+    agent cost showed at thousands of agents starting or stopping).
 
     Every call first checks that the path still names the file the store opened (one
     ``stat``): SQLite would go on writing to a file deleted (with its directory, say) or
