@@ -49,7 +49,7 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore
-from ._telemetry import TurnTrace, bind_agent_logs
+from ._telemetry import AgentLogs, TurnTrace
 from ._turn import Turn
 from ._warm import WarmProcess
 from .backend import Backend, InProcessBackend, LiveBackend, PortableBackend
@@ -222,36 +222,33 @@ class Actor:
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: _AgentCrashed | None = None
-        bind_agent_logs(self.slot)
         try:
             with self._scope, collapse_exception_groups():
-                async with self._warm_process():
+                if self._runs_warm():
+                    with AgentLogs(self.slot):
+                        async with self._warm_process():
+                            await self._loop()
+                else:  # no context manager held for the idle agent's whole life
                     await self._loop()
         except _AgentCrashed as exc:
             crash = exc
-            log_error(f"agent {self.name!r} crashed: {crash}", crash.error)
+            with AgentLogs(self.slot):
+                log_error(f"agent {self.name!r} crashed: {crash}", crash.error)
         finally:
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), AgentLogs(self.slot):
                 await self._shutdown(crash)
 
-    @asynccontextmanager
-    async def _warm_process(self) -> AsyncIterator[None]:
-        # The instance's live CLI lives in a nursery of its own, inside the instance: its end
-        # (a stop, a crash, a restart) ends the process too. Approvals and hooks need the
-        # live channel even without keep_alive (then for one turn per process).
-        backend, options = self.backend, self.backend_options
+    def _runs_warm(self) -> bool:
+        """Whether the instance keeps a live CLI (`_warm_process`). Approvals and hooks
+        need the live channel even without keep_alive (then for one turn per process)."""
+        backend = self.backend
         approvals = "approve_tool" in self._overrides
         hooks = "handle_hook" in self._overrides
-
-        def live(session_id: str | None) -> Any:
-            assert isinstance(backend, LiveBackend)
-            return backend.live(options, session_id=session_id, approvals=approvals, hooks=hooks)
-
         if (
             (self.options.keep_alive is None and not (approvals or hooks))
             or self._runner is not None
             or not isinstance(backend, LiveBackend)
-            or live(None) is None
+            or self._live_protocol(None) is None
         ):
             if approvals or hooks:
                 logger.warning(
@@ -261,11 +258,26 @@ class Actor:
                     backend.name,
                     extra={"agent": self.name},
                 )
-            yield
-            return
+            return False
+        return True
+
+    def _live_protocol(self, session_id: str | None) -> Any:
+        backend = self.backend
+        assert isinstance(backend, LiveBackend)
+        return backend.live(
+            self.backend_options,
+            session_id=session_id,
+            approvals="approve_tool" in self._overrides,
+            hooks="handle_hook" in self._overrides,
+        )
+
+    @asynccontextmanager
+    async def _warm_process(self) -> AsyncIterator[None]:
+        # The instance's live CLI lives in a nursery of its own, inside the instance: its end
+        # (a stop, a crash, a restart) ends the process too.
         async with trio.open_nursery() as nursery:
             self._warm = WarmProcess(
-                live=live,
+                live=self._live_protocol,
                 options=self.options,
                 slots=self.slots or ProcessSlots(None),
                 tracker=self.tracker,
@@ -285,13 +297,15 @@ class Actor:
         mailbox = slot.mailbox
         while not self._stop_normally:
             if slot.current is None and mailbox.notifications:
-                await self._apply(mailbox.notifications.popleft())
+                with AgentLogs(slot):
+                    await self._apply(mailbox.notifications.popleft())
                 continue
             request = slot.current or slot.take()
             if request is None:
                 await slot.park()
                 continue
-            await self._process(request)
+            with AgentLogs(slot):
+                await self._process(request)
             if mailbox.queue or mailbox.chained:
                 # Scripted turns may never block: let other tasks run between turns.
                 await trio.lowlevel.checkpoint()

@@ -10,8 +10,6 @@ leaves only when several exceptions really happened at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 
 
@@ -48,19 +46,40 @@ def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return derived
 
 
-@contextmanager
-def collapse_exception_groups() -> Iterator[None]:
-    """Re-raise an exception group leaving the block as `collapse` makes it."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        collapsed = collapse(group)
-        if collapsed is group:
-            raise
+class _CollapseExceptionGroups:
+    """Re-raises an exception group leaving the block as `collapse` makes it. A class with
+    no state rather than a generator: every idle agent's task sits in one, and one shared
+    instance costs it nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if not isinstance(error, BaseExceptionGroup):
+            return
+        collapsed = collapse(error)
+        if collapsed is error:
+            return
         # Raising here would make the group the exception's __context__: keep its own.
         context = collapsed.__context__
         try:
             raise collapsed
         finally:
             collapsed.__context__ = context
-            del collapsed, context  # no reference cycle through this frame
+            del collapsed, context, error  # no reference cycle through this frame
+
+
+_COLLAPSE = _CollapseExceptionGroups()
+
+
+def collapse_exception_groups() -> _CollapseExceptionGroups:
+    """A context manager that re-raises an exception group leaving its block as `collapse`
+    makes it."""
+    return _COLLAPSE

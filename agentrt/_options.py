@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -209,11 +210,12 @@ _CHECKS: dict[str, Check] = {
     field.name: field.metadata["check"] for field in attrs.fields(AgentOptions)
 }
 DEFAULT_OPTIONS = AgentOptions()
+_NO_REST: Mapping[str, Any] = MappingProxyType({})
 
 
 def split_options(
     options: Mapping[str, Any], defaults: AgentOptions = DEFAULT_OPTIONS
-) -> tuple[AgentOptions, dict[str, Any]]:
+) -> tuple[AgentOptions, Mapping[str, Any]]:
     """Validate the runtime's options; return them (``defaults`` for those not given) and
     the rest (for ``init_agent``)."""
     ours: dict[str, Any] = {}
@@ -224,8 +226,9 @@ def split_options(
             rest[key] = value
         else:
             ours[key] = check(key, value)
-    # Agents started with the defaults share one options object (memory per idle agent).
-    return (attrs.evolve(defaults, **ours) if ours else defaults), rest
+    # Agents started with the defaults (and no options for init_agent) share one options
+    # object and one empty mapping (memory per idle agent).
+    return (attrs.evolve(defaults, **ours) if ours else defaults), (rest or _NO_REST)
 
 
 def kill_grace_option(value: object) -> float:

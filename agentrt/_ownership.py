@@ -22,6 +22,7 @@ import math
 import os
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable
 
 import trio
@@ -114,8 +115,18 @@ class Ownership:
             node=node, pid=pid, start_time=process_start_time(pid) or 0, runtime_id=runtime_id
         )
         self._on_lost = on_lost
-        # Name -> when (trio clock) its agent is fenced without a renewal.
+        # Name -> when (trio clock) its grant was sent. A lease is fenced FENCE_SHARE of the
+        # ttl after the later of that and the last renewal that went through (`_renewed`).
         self._held: dict[str, float] = {}
+        # Renewals renew every lease at once, so the deadlines are kept in two parts, each
+        # O(1) to look at: the leases the last renewal covered share one deadline; those
+        # granted since, oldest first (the grant order is the deadline order), sit in
+        # `_young` (an entry whose name was released or granted again meanwhile is skipped).
+        self._renewed = -math.inf
+        self._covered = False  # some held lease may be due at the renewal's deadline
+        self._young: deque[tuple[float, str]] = deque()
+        # What the fence sleeps until: only a sooner deadline wakes it.
+        self._fence_at = math.inf
         # Lost: their agents are stopping; the store handle keeps fencing their writes.
         self._fenced: set[str] = set()
         # Their agents have ended; the release is on its way to the store.
@@ -153,8 +164,11 @@ class Ownership:
             if not self._held:  # the renewals start from this grant
                 self._last_renewal = sent
                 self._wake_renewer.set()
-            self._held[name] = sent + self.ttl * FENCE_SHARE
-            self._wake_fence.set()
+            self._held[name] = sent
+            self._young.append((sent, name))
+            # A new grant is the last deadline, unless the fence sleeps for none at all.
+            if sent + self.ttl * FENCE_SHARE < self._fence_at:
+                self._wake_fence.set()
 
     async def _grant(self, name: str) -> None:
         try:
@@ -225,7 +239,7 @@ class Ownership:
         guard = self._guard
         if guard is None or guard.stdin is None:
             return
-        left = min(self._held.values(), default=math.inf) - trio.current_time()
+        left = self._soonest() - trio.current_time()
         try:
             # Bounded: a guard that stopped reading must not hold up the fence.
             with trio.move_on_after(1.0):
@@ -271,12 +285,14 @@ class Ownership:
                 with trio.move_on_at(due):
                     await wake.wait()
             async with self._lock:
-                await self._release_pending()
+                await self._release_pending(until=due)
                 if self._held and trio.current_time() >= due:
                     await self._renew()
 
-    async def _release_pending(self) -> None:
-        while self._releasing:
+    async def _release_pending(self, *, until: float = math.inf) -> None:
+        # Releases stop for a renewal that is due: many of them (a shutdown) must not keep
+        # the leases still held from being renewed, which the fence would take for a loss.
+        while self._releasing and trio.current_time() < until:
             await self._release_one(self._releasing.pop())
 
     async def _release_one(self, name: str) -> None:
@@ -295,31 +311,53 @@ class Ownership:
         except StoreError as exc:
             logger.warning("the leases of this runtime could not be renewed: %s", exc)
             return
-        for name in list(self._held):
-            if name in lost:
+        for name in lost:
+            if name in self._held:
                 self._lose(name, "another runtime holds it now")
-            else:
-                self._held[name] = sent + self.ttl * FENCE_SHARE
-        self._wake_fence.set()
+        # Every lease granted before it is renewed (grants wait for the lock it holds).
+        self._renewed = sent
+        self._covered = bool(self._held)
+        self._young.clear()
+        self._wake_fence.set()  # for the guard's next beat; the deadlines only moved later
+
+    def _soonest(self) -> float:
+        """The earliest fencing deadline of the held leases (inf: none)."""
+        young = self._young
+        while young and self._held.get(young[0][1]) != young[0][0]:
+            young.popleft()  # released or granted again since
+        soonest = self._renewed if self._covered else math.inf
+        if young:
+            soonest = min(soonest, young[0][0])
+        return soonest + self.ttl * FENCE_SHARE
 
     async def _fence_forever(self) -> None:
         while True:
             wake = self._wake_fence = trio.Event()
-            soonest = min(self._held.values(), default=math.inf)
+            soonest = self._soonest()
             if self._guard is not None:  # the guard hears from us every lease_ttl / 5
                 soonest = min(soonest, trio.current_time() + self.ttl * RENEW_SHARE)
+            self._fence_at = soonest
             with trio.move_on_at(soonest):
                 await wake.wait()
-            now = trio.current_time()
-            for name, fence_at in list(self._held.items()):
-                if fence_at <= now:
-                    self._lose(
-                        name,
-                        f"not renewed for {self.ttl * FENCE_SHARE:g} s "
-                        f"(half of lease_ttl={self.ttl:g} s)",
-                    )
+            self._fence(trio.current_time())
             # After the fence has run: a guard that fired while we were frozen stops here.
             await self._beat()
+
+    def _fence(self, now: float) -> None:
+        """Stop the agents of the leases due by ``now``."""
+        why = f"not renewed for {self.ttl * FENCE_SHARE:g} s (half of lease_ttl={self.ttl:g} s)"
+        share = self.ttl * FENCE_SHARE
+        if self._covered and self._renewed + share <= now:
+            # The last renewal's deadline: every lease it covered is due, once.
+            self._covered = False
+            for name, sent in list(self._held.items()):
+                if sent <= self._renewed:
+                    self._lose(name, why)
+        young = self._young
+        while young and young[0][0] + share <= now:
+            sent, name = young.popleft()
+            if self._held.get(name) == sent:
+                self._lose(name, why)
 
     def _lose(self, name: str, why: str) -> None:
         del self._held[name]

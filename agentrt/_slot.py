@@ -9,6 +9,7 @@ changes it in place: a restart hands nothing over.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import attrs
@@ -78,15 +79,18 @@ class Slot:
             self.begin(request)
         return request
 
-    async def park(self) -> None:
-        """Wait until other tasks give the instance something to do."""
+    def park(self) -> Awaitable[object]:
+        """Await it to wait until other tasks give the instance something to do.
+
+        Cancellation: safe; the instance is no longer parked."""
         self._parked = trio.lowlevel.current_task()
+        # What an idle agent holds while it waits, so no coroutine of its own, and a bound
+        # method rather than a closure.
+        return trio.lowlevel.wait_task_rescheduled(self._unpark)  # noqa: ASYNC105 (the caller awaits it)
 
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._parked = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _unpark(self, _: Any) -> trio.lowlevel.Abort:
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def _wake(self) -> None:
         task = self._parked

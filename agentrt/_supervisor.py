@@ -16,11 +16,11 @@ arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that 
 
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
@@ -78,9 +78,10 @@ def working_directory(backend_options: Any) -> str:
         if isinstance(backend_options, Mapping)
         else getattr(backend_options, "cwd", None)
     )
+    # Interned: many agents share a directory, and each keeps it (memory per idle agent).
     if isinstance(raw, str) and raw:
-        return os.path.realpath(check_directory("cwd", raw))
-    return os.path.realpath(os.getcwd())
+        return sys.intern(os.path.realpath(check_directory("cwd", raw)))
+    return sys.intern(os.path.realpath(os.getcwd()))
 
 
 @attrs.frozen
@@ -167,6 +168,11 @@ class Child:
     def name(self) -> str:
         return self.slot.name
 
+    def exited(self, actor: Actor, exit: Exit) -> None:
+        """An instance of it has ended (a bound method: its actor holds it as long as it
+        runs)."""
+        self.supervisor._exited(self, actor, exit)
+
 
 def _resumed(
     name: str, backend: Backend, cwd: str, record: SessionRecord | None, resume: str | bool
@@ -217,7 +223,9 @@ class Supervisor(metaclass=NoPublicConstructor):
         self.strategy = strategy
         self._nursery = nursery
         self._intensity = intensity
-        self._children: list[Child] = []
+        # Name -> child, in start order (the strategies' order); a dict so a child leaves
+        # in O(1), not in a scan of its siblings.
+        self._children: dict[str, Child] = {}
         self._pending: deque[tuple[Child, str]] = deque()
         self._wakeup = trio.Event()
         self._scope = trio.CancelScope()
@@ -233,7 +241,7 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     def agents(self) -> tuple[str, ...]:
         """The names of this supervisor's agents, in start order (restarting ones too)."""
-        return tuple(child.name for child in self._children)
+        return tuple(self._children)
 
     async def start_agent(
         self,
@@ -340,7 +348,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             )
             child = Child(spec, self, slot)
             context.children[name] = child
-            self._children.append(child)
+            self._children[name] = child
             actor = self._launch(child, instance, backend_options, binding)
             started = True
         except BaseException:
@@ -375,7 +383,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             backend_options=backend_options,
             options=spec.options,
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
-            on_exit=functools.partial(self._exited, child),
+            on_exit=child.exited,
             runtime_id=context.runtime_id,
             slots=context.slots,
             tracker=context.tracker,
@@ -414,8 +422,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         child.removed = True
         if self._context.children.get(child.name) is child:
             del self._context.children[child.name]
-        if child in self._children:
-            self._children.remove(child)
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
 
     def _discard(
         self, child: Child, reason: str, cause: BaseException | None = None
@@ -438,7 +446,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         returns at once (the owner's nursery waits for them)."""
         self._closed = True
         self._scope.cancel()
-        for child in reversed(self._children):
+        for child in reversed(list(self._children.values())):
             self._discard(child, reason)
 
     async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -462,7 +470,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         if delay is None:
             await self._give_up(crashed)
         names = set(self.strategy.affected(self.agents(), crashed.name))
-        affected = [child for child in self._children if child.name in names]
+        affected = [child for name, child in self._children.items() if name in names]
         siblings = [child for child in affected if child is not crashed]
         why = f"restarting with {crashed.name!r}, which ended ({reason})"
         for sibling in reversed(siblings):
@@ -538,7 +546,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         logger.error("supervisor gives up: %s", error, extra={"agent": crashed.name})
         self._closed = True
         reason = f"its supervisor gave up ({error})"
-        actors = [self._discard(child, reason, error) for child in reversed(self._children)]
+        children = reversed(list(self._children.values()))
+        actors = [self._discard(child, reason, error) for child in children]
         with trio.CancelScope(shield=True):
             for actor in actors:
                 if actor is not None:

@@ -48,9 +48,9 @@ else:
 
 __all__ = [
     "API_VERSION",
+    "AgentLogs",
     "TelemetryStatus",
     "TurnTrace",
-    "bind_agent_logs",
     "capture_context",
     "reap_span",
     "record_warm_process",
@@ -467,10 +467,24 @@ LOGGERS = ("agentrt", "agentrt.process", "agentrt.env", "agentrt.tools")
 _bound: contextvars.ContextVar[Slot] = contextvars.ContextVar("agentrt_log_slot")
 
 
-def bind_agent_logs(slot: Slot) -> None:
-    """Records the calling task (and the tasks it starts) logs carry ``slot``'s agent,
-    backend, current request id and session id."""
-    _bound.set(slot)
+class AgentLogs:
+    """In the block, the records the calling task (and the tasks it starts) logs carry
+    ``slot``'s agent, backend, current request id and session id. An agent binds them
+    while it works, not while it idles: a binding held is memory per idle agent."""
+
+    __slots__ = ("_slot", "_token")
+
+    def __init__(self, slot: Slot) -> None:
+        self._slot = slot
+        self._token: contextvars.Token[Slot] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _bound.set(self._slot)
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._token is not None
+        _bound.reset(self._token)
+        self._token = None
 
 
 def _log_fields(slot: Slot) -> Mapping[str, object]:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import many_agents, report
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
@@ -37,6 +37,9 @@ FULL = {
     "idle_agents": 10_000,
     "asks": 50_000,
     "warm_turns": 20,
+    "many_agents": (1_000, 10_000, 50_000),
+    # 50,000 agents on SQLite take minutes: fewer rounds than the other figures.
+    "many_agents_rounds": 3,
 }
 QUICK = {
     "mode": "quick",
@@ -47,8 +50,10 @@ QUICK = {
     "idle_agents": 500,
     "asks": 1_000,
     "warm_turns": 3,
+    "many_agents": (100, 300),
+    "many_agents_rounds": 1,
 }
-SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks", "warm")
+SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks", "warm", "agents")
 # Which fixture each turn scenario streams.
 _FIXTURE = {"mix": "mix", "small": "small", "tiny": "tiny", "concurrent": "turn1m"}
 
@@ -87,6 +92,12 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
         return f"first turn {result['first']:.2f} s, follow-ups {follow:.0f} ms (median)"
     if "latencies" in result:
         return f"p50 {sorted(result['latencies'])[len(result['latencies']) // 2] * 1000:.2f} ms"
+    if scenario == "agents":
+        return (
+            f"{result['agents']:,} agents: start {result['first_us']:.0f} / "
+            f"{result['last_us']:.0f} us per agent (first / last tenth), "
+            f"stop {result['stop_s']:.2f} s, {result['kib_per_agent']:.2f} KiB/agent"
+        )
     if "kib_per_agent" in result:
         return f"{result['kib_per_agent']:.2f} KiB/agent"
     if "per_second" in result:
@@ -108,6 +119,8 @@ def _plan(
         if scenario not in only:
             continue
         rounds = 1 if scenario == "interrupt" else params["rounds"]
+        if scenario == "agents":
+            rounds = min(rounds, params["many_agents_rounds"])
         for rnd in range(rounds):
             if scenario in _FIXTURE:
                 for c in TURN_CONTENDERS.values():
@@ -135,6 +148,19 @@ def _plan(
                         **conversation,
                     }
                 )
+            elif scenario == "agents":
+                # The two stores alternate at each size, within the round.
+                for n in params["many_agents"]:
+                    for store in many_agents.STORES:
+                        specs.append(
+                            {
+                                "scenario": scenario,
+                                "contender": f"agentrt-{store}",
+                                "round": rnd,
+                                "agents": n,
+                                "store": store,
+                            }
+                        )
             elif scenario == "interrupt":
                 for name in INTERRUPT_CONTENDERS:
                     specs.append(

@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from . import cli_tree, interrupt
+from . import cli_tree, interrupt, many_agents
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
@@ -332,6 +332,7 @@ _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
     "asks": _asks,
     "warm": _conversation,
     "warm-interleaved": _interleaved,
+    "agents": many_agents.measure,
 }
 
 

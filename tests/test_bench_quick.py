@@ -59,7 +59,9 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         "### Concurrent turns: 10 at once",
         "### Interrupt latency",
         "### Idle agents and round trips",
+        "### Many idle agents: start, stop, memory",
         "### Targets (issue 8)",
+        "### Targets (issue 22)",
     ):
         assert title in text
     for row in (
@@ -94,6 +96,16 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     for scenario in ("interrupt", "idle", "asks"):
         assert {(scenario, "trio-floor"), (scenario, "agentrt")} <= seen
     assert {("interrupt", "trio-floor-live"), ("interrupt", "agentrt-warm")} <= seen
+    many = [r for r in records if r["scenario"] == "agents"]
+    assert sorted((r["contender"], r["agents"]) for r in many) == [
+        ("agentrt-memory", 100),
+        ("agentrt-memory", 300),
+        ("agentrt-sqlite", 100),
+        ("agentrt-sqlite", 300),
+    ]
+    assert all(r["stop_s"] > 0 and r["first_us"] > 0 and r["last_us"] > 0 for r in many)
+    # Closing the runtime gave back every lease of the SQLite file.
+    assert [r["leases_left"] for r in many if r["contender"] == "agentrt-sqlite"] == [0, 0]
     for record in (r for r in records if r["scenario"] == "interrupt"):
         latencies = record["latencies"]
         assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)
@@ -198,6 +210,45 @@ def test_targets_are_judged_on_the_agentrt_rows(monkeypatch: pytest.MonkeyPatch)
 
     without = report.targets_table(report.Results(records[4:6], fixtures))[4:]
     assert all("not measured yet" in row for row in without)
+
+
+def test_many_agents_targets_are_judged_on_the_largest_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from bench import report
+
+    def rec(store: str, n: int, per_agent_us: float, stop: float) -> dict[str, object]:
+        return {
+            "scenario": "agents",
+            "contender": f"agentrt-{store}",
+            "round": 0,
+            "agents": n,
+            "first_us": per_agent_us,
+            "last_us": per_agent_us,
+            "start_s": n * per_agent_us / 1e6,
+            "stop_s": stop,
+            "kib_per_agent": 5.0,
+        }
+
+    records = [
+        # MemoryStore: 420 us per agent at 50k, 1.4x the 300 us at 1k; stop 11 s of the
+        # 12.5 s that 5 s per 20k allows; start 50k * 420 us = 21 s of 30 s.
+        rec("memory", 1_000, 300, 0.2),
+        rec("memory", 50_000, 420, 11.0),
+        # SQLiteStore: 2x (missed); stop 13 s (missed).
+        rec("sqlite", 1_000, 1000, 0.3),
+        rec("sqlite", 50_000, 2000, 13.0),
+    ]
+    rows = report.many_agents_targets_table(report.Results(records, {}))[4:]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == [
+        "met",
+        "**missed**",
+        "met",
+        "**missed**",
+        "met",
+    ]
+    assert "| 1.40x |" in rows[0] and "| 2.00x |" in rows[1]
 
 
 def test_warm_targets_are_judged_run_by_run(monkeypatch: pytest.MonkeyPatch) -> None:

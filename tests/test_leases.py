@@ -443,6 +443,70 @@ async def test_a_runtime_that_cannot_renew_stops_its_agents_before_the_lease_end
         store.cut = False
 
 
+class FenceSteps(trio.abc.Instrument):
+    """Counts the steps of the runtime's fencing task (each wake-up is one)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if "_fence_forever" in task.name:
+            self.steps += 1
+
+
+async def test_a_new_grant_does_not_wake_the_fence(autojump_clock: object) -> None:
+    counter = FenceSteps()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        async with open_runtime(store=MemoryStore(), lease_ttl=10) as rt:
+            await rt.start_agent(Agent, name="first", backend=echo_backend())
+            await settle()
+            before, at = counter.steps, trio.current_time()
+            assert before > 0  # the fence's task is the one counted
+            for i in range(200):
+                await rt.start_agent(Agent, name=f"a{i}", backend=echo_backend())
+            await settle()
+            # No renewal came between (the clock stood still): no step of the fence at all.
+            assert trio.current_time() == at
+            assert counter.steps == before
+            await trio.sleep(5.5)  # past the first lease's fence time: renewed, none lost
+            assert len(rt.agents()) == 201
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+
+
+@attrs.define(eq=False)
+class SlowRelease(MemoryStore):
+    """A MemoryStore whose lease releases take 0.4 s each."""
+
+    async def release_lease(self, name: str) -> None:
+        await trio.sleep(0.4)
+        await super().release_lease(name)
+
+
+class SlowToStop(Agent):
+    """Takes its time in terminate_agent, within the runtime's bound on it."""
+
+    async def terminate_agent(self, reason: str | BaseException) -> None:
+        await trio.sleep(4.9)
+
+
+async def test_a_shutdown_longer_than_half_a_lease_loses_no_lease(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SlowRelease()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        for i in range(20):  # their releases take 8 s, past the fence's 5 s
+            await rt.start_agent(Agent, name=f"quick{i}", backend=echo_backend())
+        await rt.start_agent(SlowToStop, name="slow", backend=echo_backend())
+        await trio.sleep(1.9)  # just before a renewal: the slow agent's lease is oldest
+        closing = trio.current_time()
+    assert trio.current_time() - closing > 5
+    assert "lease lost" not in caplog.text
+    async with store.handle() as reader:
+        assert [lease.owner for lease in await reader.leases()] == [None] * 21
+
+
 async def test_an_agent_whose_lease_another_runtime_took_is_stopped(
     autojump_clock: object,
 ) -> None:

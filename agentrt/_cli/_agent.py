@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,7 @@ def _working_directory(given: str | None) -> str:
         raise CliError(f"the working directory {cwd} {exc.why}", "pass --cwd DIR") from None
 
 
-def _check_cli(backend: str, options: dict[str, Any]) -> None:
+def _check_cli(backend: str, options: Mapping[str, Any]) -> None:
     """`CliError` unless the CLI the agent would spawn is there, as its first turn would
     find it (through the PATH of the CLI's own environment)."""
     chosen = resolve_backend(backend)
