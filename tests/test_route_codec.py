@@ -87,7 +87,7 @@ ERRORS: tuple[AgentRTError, ...] = (
         cost_usd=0.25,
         detail={"status": 529, "retryable": True},
     ),
-    StoreError("/tmp/s.db", "locked"),
+    StoreError("s.db", "locked"),
     LeaseLost("dsn", "x", 3, "taken over"),
     SessionMismatch("x", "another cwd"),
     RestartLimitExceeded("x", (Crash("x", 1.0, "boom"), Crash("x", 2.0, "again"))),
