@@ -95,8 +95,8 @@ def own_cgroup() -> tuple[str, str]:
 
 @attrs.define(eq=False)
 class TurnCgroup:
-    """One turn's cgroup. `enter` is the spawn's ``preexec_fn``: the child writes itself into
-    ``cgroup.procs`` before it execs, so nothing it starts is ever outside."""
+    """One turn's cgroup. The spawn `move`s its child in before the child runs its program
+    (agentrt._spawn), so nothing it starts is ever outside."""
 
     path: str
     name: str  # as /proc/<pid>/cgroup shows it
@@ -122,11 +122,15 @@ class TurnCgroup:
             return False
         return found is not None and (found == self.name or found.startswith(self.name + "/"))
 
+    def move(self, pid: int) -> None:
+        """Move ``pid`` (a spawned child not yet running its program) into the cgroup."""
+        assert self._procs_fd is not None
+        os.write(self._procs_fd, b"%d" % pid)
+
     @property
     def enter(self) -> Callable[[], object]:
-        # preexec_fn, not a shim program or clone3(CLONE_INTO_CGROUP): subprocess has no
-        # clone3, and a shim would cost an exec and hide a missing binary behind its own exit
-        # status. The child only makes one write(2) to an fd opened here ("0": the writer).
+        # The ``preexec_fn`` where the spawn has to fork (agentrt._spawn): the child makes one
+        # write(2) to an fd opened here ("0": the writer).
         assert self._procs_fd is not None
         return functools.partial(os.write, self._procs_fd, b"0")
 

@@ -15,7 +15,6 @@ import math
 import os
 import signal
 import struct
-import subprocess
 import termios
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
@@ -48,6 +47,7 @@ from ._proctree import (
 )
 from ._redact import redact
 from ._secretfiles import materialized_argv
+from ._spawn import CannotEnter, Spawned, spawn
 from .backend import Command, ExitStatus
 
 __all__ = [
@@ -247,7 +247,7 @@ class CliProcess:
 
     def __init__(
         self,
-        process: trio.Process,
+        process: Spawned,
         command: Command,
         limits: ProcessLimits,
         marker: str,
@@ -812,12 +812,10 @@ class ProcessTracker:
 _DEFAULT_LIMITS = ProcessLimits()
 
 
-def _spawn_message(
-    argv: tuple[str, ...], cwd: str | None, exc: OSError | subprocess.SubprocessError
-) -> str:
-    if not isinstance(exc, OSError):  # only the preexec_fn that enters the turn's cgroup
-        return f"cannot start {argv[0]!r} in its cgroup: {exc}"
+def _spawn_message(argv: tuple[str, ...], cwd: str | None, exc: OSError) -> str:
     what = exc.strerror or str(exc)
+    if isinstance(exc, CannotEnter):
+        return f"cannot start {argv[0]!r} in its cgroup: {what}"
     if cwd is not None and exc.filename == cwd:
         return f"cannot start {argv[0]!r} in {cwd!r}: {what}"
     return f"cannot start {argv[0]!r}: {what}"
@@ -857,17 +855,8 @@ async def open_cli_process(
         nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
     ):
         try:
-            process = await trio.lowlevel.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=command.cwd,
-                start_new_session=True,
-                preexec_fn=None if cgroup is None else cgroup.enter,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            process = await spawn(argv, env, command.cwd, cgroup)
+        except OSError as exc:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, _spawn_message(argv, command.cwd, exc)
             ) from exc
