@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -46,10 +46,12 @@ import trio
 _SETSIGDEF = 0x04
 _SETSIGMASK = 0x08
 _SETSID = 0x80
-# Opaque C objects, given more room than any libc needs (glibc: 80, 336 and 128 bytes).
+# Opaque C objects, given more room than any libc needs (glibc: 80 and 336 bytes).
 _FILE_ACTIONS_WORDS = 64
 _ATTR_WORDS = 128
-_SIGSET_WORDS = 32
+_SIGSET_WORDS = 1024 // (8 * ctypes.sizeof(ctypes.c_ulong))  # glibc's sigset_t: 1024 bits
+_NSIG = 65  # Linux: signals 1-64
+_UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)
 # How long the child may take to appear among the spawning thread's children.
 _APPEAR_BOUND = 5.0
 _POLL = 50e-6
@@ -89,9 +91,16 @@ class CannotEnter(OSError):
 
 def _default_signals() -> list[int]:
     # Every signal a handler can be set for: the CLI starts as if nothing had been inherited.
-    return sorted(
-        int(s) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)
-    )
+    return sorted(int(s) for s in signal.valid_signals() if s not in _UNCATCHABLE)
+
+
+def _sigset(signals: Iterable[int]) -> ctypes.Array[ctypes.c_ulong]:
+    words = (ctypes.c_ulong * _SIGSET_WORDS)()
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    for sig in signals:
+        if sig not in _UNCATCHABLE:
+            words[(sig - 1) // bits] |= 1 << ((sig - 1) % bits)
+    return words
 
 
 @attrs.define
@@ -116,12 +125,10 @@ class _Libc:
                 getattr(c, name)
         except (OSError, AttributeError):
             return None
-        sigdefault = (ctypes.c_uint64 * _SIGSET_WORDS)()
-        empty = (ctypes.c_uint64 * _SIGSET_WORDS)()
-        c.sigemptyset(sigdefault)
-        c.sigemptyset(empty)
-        for sig in _default_signals():
-            c.sigaddset(sigdefault, sig)
+        # Built bit by bit (the kernel's layout: bit sig-1): sigaddset refuses the signals
+        # glibc keeps for itself, and posix_spawn would pass those on ignored.
+        sigdefault = _sigset(range(1, _NSIG))
+        empty = _sigset(())
         return cls(c, sigdefault, empty)
 
     def spawn(
