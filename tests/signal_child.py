@@ -19,13 +19,20 @@ import trio
 import agentrt
 
 
+class Coder(agentrt.Agent):
+    session = trio.Event()
+
+    def handle_stream_event(self, event: agentrt.Event) -> None:
+        if isinstance(event, agentrt.SessionEvent):
+            self.session.set()
+
+
 async def main(binary: str) -> None:
     started_with = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, ()))
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
-        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=binary)
+        await rt.start_agent(Coder, name="a", backend="claude", binary=binary)
         ref = rt.tell("a", "hi")
-        while rt.status("a").session_id is None:
-            await trio.sleep(0.01)
+        await Coder.session.wait()
         rt.interrupt("a")
         outcome = await rt.wait(ref)
     assert isinstance(outcome, agentrt.Failed) and isinstance(outcome.error, agentrt.TurnFailed)
