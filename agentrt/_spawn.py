@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any, Protocol
 
 import attrs
@@ -235,42 +236,57 @@ class _Spawner:
 
     def run(self, spawn: Callable[[], int], gate: Gate) -> int:
         """Run ``spawn`` here, moving its child with ``gate`` while it waits at the FIFO;
-        returns the pid or raises OSError (`CannotEnter` if the move failed)."""
+        returns the pid or raises OSError (`CannotEnter` if the move failed: the child was
+        killed before it ran)."""
         request = _Request(spawn)
         self._requests.put(request)
         request.ready.wait()
-        child: int | None = None
         refused: OSError | None = None
+        try:
+            refused = self._let_in(request, gate)
+        except BaseException:
+            refused = OSError(errno.ECANCELED, "interrupted")
+            raise
+        finally:
+            if refused is not None:
+                # The child is dead or on its way to exec: it must not wait there for ever.
+                while not request.returned.wait(_POLL) and not _open_gate(self.fifo):
+                    pass
+            request.returned.wait()
+            if refused is not None and request.pid is not None:
+                with suppress(ProcessLookupError):
+                    os.kill(request.pid, signal.SIGKILL)
+                os.waitpid(request.pid, 0)
+                request.pid = None
+        if refused is not None:
+            raise CannotEnter(refused.errno, refused.strerror)
+        if request.error is not None:
+            raise request.error
+        assert request.pid is not None
+        return request.pid
+
+    def _let_in(self, request: _Request, gate: Gate) -> OSError | None:
+        # Find the child, move it, open the gate; the refusal if the move failed (the child
+        # killed where it waits) or the child never showed.
+        child: int | None = None
         deadline = time.monotonic() + _APPEAR_BOUND
         while not request.returned.is_set():
             if child is None:
                 new = self.children() - request.before
                 if new:
-                    [child] = new
+                    (child,) = new
                     try:
                         gate.move(child)
                     except OSError as exc:
-                        refused = exc
                         os.kill(child, signal.SIGKILL)  # our unreaped child: no reused pid
-                        break
+                        return exc
             if child is not None and _open_gate(self.fifo):
+                return None
+            if request.returned.wait(_POLL):
                 break
-            if request.returned.wait(_POLL) or time.monotonic() > deadline:
-                break
-        if child is None and not request.returned.is_set():
-            # Never seen (cannot happen where /proc works): let it go and kill it at once.
-            _open_gate_blocking(self.fifo)
-            refused = OSError(errno.ETIMEDOUT, "the child was not seen in time")
-        request.returned.wait()
-        if refused is not None:
-            if request.pid is not None:
-                os.kill(request.pid, signal.SIGKILL)
-                os.waitpid(request.pid, 0)
-            raise CannotEnter(refused.errno, refused.strerror) from refused
-        if request.error is not None:
-            raise request.error
-        assert request.pid is not None
-        return request.pid
+            if child is None and time.monotonic() > deadline:
+                return OSError(errno.ETIMEDOUT, "the new process did not show in /proc")
+        return None
 
 
 def _open_gate(fifo: str) -> bool:
@@ -284,10 +300,6 @@ def _open_gate(fifo: str) -> bool:
         raise
     os.close(fd)
     return True
-
-
-def _open_gate_blocking(fifo: str) -> None:
-    os.close(os.open(fifo, os.O_WRONLY | os.O_CLOEXEC))
 
 
 @functools.cache
@@ -327,6 +339,7 @@ def _reap(pidfd: int) -> int:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+@trio.lowlevel.enable_ki_protection  # a KeyboardInterrupt must not leave a child at the gate
 async def spawn(
     argv: Sequence[str], env: Mapping[str, str], cwd: str | None, gate: Gate | None
 ) -> Spawned:
