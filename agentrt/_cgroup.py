@@ -3,11 +3,11 @@
 Where the runtime may create cgroups (cgroup v2 with ``cgroup.kill``, Linux >= 5.14: as
 root, or in a delegated subtree such as a systemd user slice), a runtime makes one cgroup
 under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per turn below
-that. The turn's CLI writes itself into its cgroup between fork and exec, so everything it
-ever starts is born inside: no new session, double fork or cleared environment leaves it,
-and ``cgroup.kill`` ends them all at once. Only the core files are used (cgroup.procs,
-cgroup.kill, cgroup.events), so no controller is enabled anywhere and cgroup v2's "no
-internal processes" rule never applies.
+that. The turn's CLI is moved into its cgroup before it execs (agentrt._spawn holds it at a
+FIFO meanwhile), so everything it ever starts is born inside: no new session, double fork or
+cleared environment leaves it, and ``cgroup.kill`` ends them all at once. Only the core
+files are used (cgroup.procs, cgroup.kill, cgroup.events), so no controller is enabled
+anywhere and cgroup v2's "no internal processes" rule never applies.
 
 The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is found in
 /proc/self/mountinfo, and our own cgroup in the ``0::`` line of /proc/self/cgroup.

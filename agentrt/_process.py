@@ -1,6 +1,7 @@
 """The process driver: one CLI process per turn, from spawn to the last member of its tree.
 
-`open_cli_process` spawns a `Command` in a new session with an env marker, feeds it stdin,
+`open_cli_process` spawns a `Command` (`agentrt._spawn`: no fork of the runtime, signals at
+their defaults) in a new session with an env marker, feeds it stdin,
 yields decoded stdout lines as frames under the startup/idle/line-size bounds, keeps the
 newest stderr bytes, and on every way out runs the same shielded, bounded kill ladder over
 the whole process tree (`agentrt._proctree`). `ProcessTracker` is the runtime-wide part: it
@@ -834,9 +835,10 @@ async def open_cli_process(
 
     Secret files are written (0600, private directory), the process starts in a new session
     with ``AGENTRT_TURN=<marker>`` added to ``command.env`` (the child's whole environment),
-    ``command.stdin`` is written and closed, and stdout/stderr are read as `CliProcess`
-    describes. A binary that is missing or not executable raises `ProcessFailure`
-    (``SPAWN_FAILED``, naming the path).
+    every signal at its default disposition and none blocked, and (with a ``tracker`` that
+    has cgroups) in the turn's cgroup before it runs; ``command.stdin`` is written and
+    closed, and stdout/stderr are read as `CliProcess` describes. A binary that is missing
+    or not executable raises `ProcessFailure` (``SPAWN_FAILED``, naming the path).
 
     On the way out, however the block ends: stdin closed, SIGTERM to the group and to every
     other running member of the tree (found by group, session, env marker and parent pid),
