@@ -196,7 +196,7 @@ class _Request:
     ready: threading.Event = attrs.Factory(threading.Event)
     returned: threading.Event = attrs.Factory(threading.Event)
     pid: int | None = None
-    error: OSError | None = None
+    error: Exception | None = None
 
 
 class _Spawner:
@@ -209,9 +209,7 @@ class _Spawner:
         self._thread = threading.Thread(target=self._run, name="agentrt-spawn", daemon=True)
         self._tid = 0
         self._started = threading.Event()
-        self._fifo_dir = tempfile.mkdtemp(prefix="agentrt-spawn-")
-        self.fifo = os.path.join(self._fifo_dir, "gate")
-        os.mkfifo(self.fifo, 0o600)
+        self.fifo = _anonymous_fifo()
         self._thread.start()
         self._started.wait()
 
@@ -224,7 +222,7 @@ class _Spawner:
                 request.before = self.children()
                 request.ready.set()
                 request.pid = request.spawn()
-            except OSError as exc:
+            except Exception as exc:  # the caller's to raise; this thread serves the next
                 request.error = exc
             finally:
                 request.ready.set()
@@ -302,9 +300,29 @@ def _open_gate(fifo: str) -> bool:
     return True
 
 
+def _anonymous_fifo() -> str:
+    # A FIFO that leaves nothing on disk, not even if we are killed: made in a private
+    # directory, held by an O_PATH descriptor (neither a reader nor a writer), removed, and
+    # opened again through /proc by the child and by us.
+    directory = tempfile.mkdtemp(prefix="agentrt-spawn-")
+    path = os.path.join(directory, "gate")
+    try:
+        os.mkfifo(path, 0o600)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(path)
+        os.rmdir(directory)
+    return f"/proc/{os.getpid()}/fd/{fd}"
+
+
 @functools.cache
 def _spawner() -> _Spawner:
     return _Spawner()
+
+
+# A forked child of the runtime has none of its threads: it makes its own spawner.
+os.register_at_fork(after_in_child=_spawner.cache_clear)
 
 
 ################
