@@ -192,8 +192,7 @@ def _libc() -> _Libc | None:
 @attrs.define(eq=False)
 class _Request:
     spawn: Callable[[], int]
-    before: set[int] = attrs.Factory(set)
-    ready: threading.Event = attrs.Factory(threading.Event)
+    before: set[int]  # the spawning thread's children before this spawn
     returned: threading.Event = attrs.Factory(threading.Event)
     pid: int | None = None
     error: Exception | None = None
@@ -209,6 +208,7 @@ class _Spawner:
         self._thread = threading.Thread(target=self._run, name="agentrt-spawn", daemon=True)
         self._tid = 0
         self._started = threading.Event()
+        self._one_at_a_time = threading.Lock()
         self.fifo = _anonymous_fifo()
         self._thread.start()
         self._started.wait()
@@ -219,13 +219,10 @@ class _Spawner:
         while True:
             request = self._requests.get()
             try:
-                request.before = self.children()
-                request.ready.set()
                 request.pid = request.spawn()
             except Exception as exc:  # the caller's to raise; this thread serves the next
                 request.error = exc
             finally:
-                request.ready.set()
                 request.returned.set()
 
     def children(self) -> set[int]:
@@ -236,9 +233,12 @@ class _Spawner:
         """Run ``spawn`` here, moving its child with ``gate`` while it waits at the FIFO;
         returns the pid or raises OSError (`CannotEnter` if the move failed: the child was
         killed before it ran)."""
-        request = _Request(spawn)
+        with self._one_at_a_time:  # so that one new child of the thread is this one's
+            return self._run_one(spawn, gate)
+
+    def _run_one(self, spawn: Callable[[], int], gate: Gate) -> int:
+        request = _Request(spawn, self.children())
         self._requests.put(request)
-        request.ready.wait()
         refused: OSError | None = None
         try:
             refused = self._let_in(request, gate)
