@@ -58,6 +58,29 @@ _APPEAR_BOUND = 5.0
 _POLL = 50e-6
 
 
+_P = ctypes.c_void_p
+_SIGNATURES: dict[str, list[Any]] = {
+    "posix_spawn": [_P, ctypes.c_char_p, _P, _P, _P, _P],
+    "posix_spawn_file_actions_init": [_P],
+    "posix_spawn_file_actions_destroy": [_P],
+    "posix_spawn_file_actions_adddup2": [_P, ctypes.c_int, ctypes.c_int],
+    "posix_spawn_file_actions_addopen": [
+        _P,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_uint,
+    ],
+    "posix_spawn_file_actions_addchdir_np": [_P, ctypes.c_char_p],
+    "posix_spawn_file_actions_addclosefrom_np": [_P, ctypes.c_int],
+    "posix_spawnattr_init": [_P],
+    "posix_spawnattr_destroy": [_P],
+    "posix_spawnattr_setflags": [_P, ctypes.c_short],
+    "posix_spawnattr_setsigdefault": [_P, _P],
+    "posix_spawnattr_setsigmask": [_P, _P],
+}
+
+
 class Spawned(Protocol):
     """What a spawn returns: the child's pid, its pipes, and ``wait`` (reaps, returns the
     exit code as `subprocess` gives it: ``-N`` for a signal)."""
@@ -112,19 +135,16 @@ class _Libc:
 
     @classmethod
     def load(cls) -> _Libc | None:
-        if not hasattr(os, "pidfd_open") or not os.path.exists(
-            f"/proc/self/task/{threading.get_native_id()}/children"
-        ):
+        if not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children"):
             return None
         try:
+            os.close(os.pidfd_open(os.getpid()))
             c = ctypes.CDLL(None, use_errno=True)
-            for name in (
-                "posix_spawn",
-                "posix_spawn_file_actions_addchdir_np",
-                "posix_spawn_file_actions_addclosefrom_np",
-            ):
-                getattr(c, name)
-        except (OSError, AttributeError):
+            for name, argtypes in _SIGNATURES.items():
+                function = getattr(c, name)
+                function.argtypes = argtypes
+                function.restype = ctypes.c_int
+        except (OSError, AttributeError):  # no pidfds, another libc, an older glibc
             return None
         # Built bit by bit (the kernel's layout: bit sig-1): sigaddset refuses the signals
         # glibc keeps for itself, and posix_spawn would pass those on ignored.
@@ -161,11 +181,7 @@ class _Libc:
                 if cwd is not None:
                     _check(c.posix_spawn_file_actions_addchdir_np(actions, cwd))
                 _check(c.posix_spawn_file_actions_addclosefrom_np(actions, 3))
-                _check(
-                    c.posix_spawnattr_setflags(
-                        attr, ctypes.c_short(_SETSID | _SETSIGDEF | _SETSIGMASK)
-                    )
-                )
+                _check(c.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK))
                 _check(c.posix_spawnattr_setsigdefault(attr, self.sigdefault))
                 _check(c.posix_spawnattr_setsigmask(attr, self.empty))
                 pid = ctypes.c_int(0)
