@@ -12,8 +12,8 @@ interruptible), its cwd, its pipes on 0-2 and no other descriptor. Python's
 
 Entering the turn's cgroup: posix_spawn has no action for it (glibc 2.36 has no
 ``posix_spawnattr_setcgroup_np``), so the child's first step is to open a FIFO, which
-blocks it until a writer comes. The spawn runs in a thread of ours made for it; meanwhile
-the caller finds the new child among that thread's children, writes its pid into the
+blocks it until a writer comes. The spawn runs in a thread of ours kept for spawning; the
+caller meanwhile finds the new child among that thread's children, writes its pid into the
 turn's ``cgroup.procs``, and only then opens the FIFO's other end. The CLI never runs a
 single instruction outside its cgroup; if the move fails, the child is killed before it
 execs.
@@ -130,7 +130,7 @@ def _sigset(signals: Iterable[int]) -> ctypes.Array[ctypes.c_ulong]:
 @attrs.define
 class _Libc:
     c: Any
-    sigdefault: Any  # the sigset of `_default_signals`
+    sigdefault: Any  # signals 1-64 but SIGKILL and SIGSTOP
     empty: Any  # an empty sigset
 
     @classmethod
