@@ -36,8 +36,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any, Protocol
 
 import attrs
@@ -152,7 +152,8 @@ class _Libc:
         empty = _sigset(())
         return cls(c, sigdefault, empty)
 
-    def spawn(
+    @contextmanager
+    def prepared(
         self,
         path: bytes,
         argv: Sequence[bytes],
@@ -160,8 +161,9 @@ class _Libc:
         cwd: bytes | None,
         fds: tuple[int, int, int],
         gate: bytes | None,
-    ) -> int:
-        """posix_spawn; returns the pid or raises OSError (errno as the child saw it)."""
+    ) -> Iterator[Callable[[], int]]:
+        """A posix_spawn ready to call, all set up here (the call alone may run in another
+        thread); it returns the pid or raises OSError (errno as the child saw it)."""
         c = self.c
         actions = (ctypes.c_uint64 * _FILE_ACTIONS_WORDS)()
         attr = (ctypes.c_uint64 * _ATTR_WORDS)()
@@ -187,8 +189,12 @@ class _Libc:
                 pid = ctypes.c_int(0)
                 c_argv = (ctypes.c_char_p * (len(argv) + 1))(*argv, None)
                 c_env = (ctypes.c_char_p * (len(env) + 1))(*env, None)
-                _check(c.posix_spawn(ctypes.byref(pid), path, actions, attr, c_argv, c_env))
-                return pid.value
+
+                def call() -> int:
+                    _check(c.posix_spawn(ctypes.byref(pid), path, actions, attr, c_argv, c_env))
+                    return pid.value
+
+                yield call
             finally:
                 c.posix_spawnattr_destroy(attr)
         finally:
@@ -398,12 +404,10 @@ async def spawn(
     ours = (stdin_w, stdout_r, stderr_r)
     try:
         fds = (theirs[0], theirs[1], theirs[2])
-        if gate is None:
-            pid = libc.spawn(path, c_argv, c_env, c_cwd, fds, None)
-        else:
-            spawner = _spawner()
-            fifo = os.fsencode(spawner.fifo)
-            pid = spawner.run(lambda: libc.spawn(path, c_argv, c_env, c_cwd, fds, fifo), gate)
+        spawner = None if gate is None else _spawner()
+        fifo = None if spawner is None else os.fsencode(spawner.fifo)
+        with libc.prepared(path, c_argv, c_env, c_cwd, fds, fifo) as call:
+            pid = call() if spawner is None or gate is None else spawner.run(call, gate)
     except CannotEnter:
         _close(ours)
         raise
