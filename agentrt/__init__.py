@@ -6,10 +6,11 @@
 #
 #   _process -> _turn -> _actor -> _supervisor -> _runtime -> _api
 #
-# _process.py is the process driver: spawn, stdout lines (_lines), the stderr ring, the
-# liveness bounds and the kill ladder; _proctree.py, _cgroup.py and _orphans.py find and kill
-# every process a turn started. _turn.py runs one turn: a backend's Command through the
-# driver (or in process), frames to events, the checkpoint, retention (_retention,
+# _process.py is the process driver: spawn (_spawn: posix_spawn, no fork of the runtime),
+# stdout lines (_lines), the stderr ring, the liveness bounds and the kill ladder;
+# _proctree.py, _cgroup.py and _orphans.py find and kill every process a turn started.
+# _turn.py runs one turn: a backend's Command through the driver (or in process), frames to
+# events, the checkpoint, retention (_retention,
 # _segment) and the Response. _actor.py is one agent incarnation: its loop and the Agent
 # callbacks (_agent). _slot.py is the one owner of an agent's state, kept per name across
 # incarnations (each borrows it): the mailbox (_mailbox, _requests: every queued-request

@@ -3,11 +3,11 @@
 Where the runtime may create cgroups (cgroup v2 with ``cgroup.kill``, Linux >= 5.14: as
 root, or in a delegated subtree such as a systemd user slice), a runtime makes one cgroup
 under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per turn below
-that. The turn's CLI writes itself into its cgroup between fork and exec, so everything it
-ever starts is born inside: no new session, double fork or cleared environment leaves it,
-and ``cgroup.kill`` ends them all at once. Only the core files are used (cgroup.procs,
-cgroup.kill, cgroup.events, cgroup.stat), so no controller is enabled anywhere and cgroup
-v2's "no internal processes" rule never applies.
+that. The turn's CLI is moved into its cgroup before it execs (agentrt._spawn holds it at a
+FIFO meanwhile), so everything it ever starts is born inside: no new session, double fork or
+cleared environment leaves it, and ``cgroup.kill`` ends them all at once. Only the core
+files are used (cgroup.procs, cgroup.kill, cgroup.events, cgroup.stat), so no controller
+is enabled anywhere and cgroup v2's "no internal processes" rule never applies.
 
 The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is found in
 /proc/self/mountinfo, and our own cgroup in the ``0::`` line of /proc/self/cgroup.
@@ -96,8 +96,8 @@ def own_cgroup() -> tuple[str, str]:
 
 @attrs.define(eq=False)
 class TurnCgroup:
-    """One turn's cgroup. `enter` is the spawn's ``preexec_fn``: the child writes itself into
-    ``cgroup.procs`` before it execs, so nothing it starts is ever outside."""
+    """One turn's cgroup. The spawn `move`s its child in before the child runs its program
+    (agentrt._spawn), so nothing it starts is ever outside."""
 
     path: str
     name: str  # as /proc/<pid>/cgroup shows it
@@ -130,11 +130,15 @@ class TurnCgroup:
             return False
         return found is not None and (found == self.name or found.startswith(self.name + "/"))
 
+    def move(self, pid: int) -> None:
+        """Move ``pid`` (a spawned child not yet running its program) into the cgroup."""
+        assert self._procs_fd is not None
+        os.write(self._procs_fd, b"%d" % pid)
+
     @property
     def enter(self) -> Callable[[], object]:
-        # preexec_fn, not a shim program or clone3(CLONE_INTO_CGROUP): subprocess has no
-        # clone3, and a shim would cost an exec and hide a missing binary behind its own exit
-        # status. The child only makes one write(2) to an fd opened here ("0": the writer).
+        # The ``preexec_fn`` where the spawn has to fork (agentrt._spawn): the child makes one
+        # write(2) to an fd opened here ("0": the writer).
         assert self._procs_fd is not None
         return functools.partial(os.write, self._procs_fd, b"0")
 

@@ -1,6 +1,7 @@
 """The process driver: one CLI process per turn, from spawn to the last member of its tree.
 
-`open_cli_process` spawns a `Command` in a new session with an env marker, feeds it stdin,
+`open_cli_process` spawns a `Command` (`agentrt._spawn`: no fork of the runtime, signals at
+their defaults) in a new session with an env marker, feeds it stdin,
 yields decoded stdout lines as frames under the startup/idle/line-size bounds, keeps the
 newest stderr bytes, and on every way out runs the same shielded, bounded kill ladder over
 the whole process tree (`agentrt._proctree`). `ProcessTracker` is the runtime-wide part: it
@@ -15,7 +16,6 @@ import math
 import os
 import signal
 import struct
-import subprocess
 import termios
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
@@ -49,6 +49,7 @@ from ._proctree import (
 )
 from ._redact import redact
 from ._secretfiles import materialized_argv
+from ._spawn import CannotEnter, Spawned, spawn
 from .backend import Command, ExitStatus
 
 __all__ = [
@@ -249,7 +250,7 @@ class CliProcess:
 
     def __init__(
         self,
-        process: trio.Process,
+        process: Spawned,
         command: Command,
         limits: ProcessLimits,
         marker: str,
@@ -818,12 +819,10 @@ class ProcessTracker:
 _DEFAULT_LIMITS = ProcessLimits()
 
 
-def _spawn_message(
-    argv: tuple[str, ...], cwd: str | None, exc: OSError | subprocess.SubprocessError
-) -> str:
-    if not isinstance(exc, OSError):  # only the preexec_fn that enters the turn's cgroup
-        return f"cannot start {argv[0]!r} in its cgroup: {exc}"
+def _spawn_message(argv: tuple[str, ...], cwd: str | None, exc: OSError) -> str:
     what = exc.strerror or str(exc)
+    if isinstance(exc, CannotEnter):
+        return f"cannot start {argv[0]!r} in its cgroup: {what}"
     if cwd is not None and exc.filename == cwd:
         return f"cannot start {argv[0]!r} in {cwd!r}: {what}"
     return f"cannot start {argv[0]!r}: {what}"
@@ -842,9 +841,10 @@ async def open_cli_process(
 
     Secret files are written (0600, private directory), the process starts in a new session
     with ``AGENTRT_TURN=<marker>`` added to ``command.env`` (the child's whole environment),
-    ``command.stdin`` is written and closed, and stdout/stderr are read as `CliProcess`
-    describes. A binary that is missing or not executable raises `ProcessFailure`
-    (``SPAWN_FAILED``, naming the path).
+    every signal at its default disposition and none blocked, and (with a ``tracker`` that
+    has cgroups) in the turn's cgroup before it runs; ``command.stdin`` is written and
+    closed, and stdout/stderr are read as `CliProcess` describes. A binary that is missing
+    or not executable raises `ProcessFailure` (``SPAWN_FAILED``, naming the path).
 
     On the way out, however the block ends: stdin closed, SIGTERM to the group and to every
     other running member of the tree (found by group, session, env marker and parent pid),
@@ -863,17 +863,8 @@ async def open_cli_process(
         nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
     ):
         try:
-            process = await trio.lowlevel.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=command.cwd,
-                start_new_session=True,
-                preexec_fn=None if cgroup is None else cgroup.enter,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            process = await spawn(argv, env, command.cwd, cgroup)
+        except OSError as exc:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, _spawn_message(argv, command.cwd, exc)
             ) from exc

@@ -3,6 +3,7 @@ turn's cgroup where the kernel lets us, reaped once it dies where it does not.""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -320,10 +321,12 @@ async def test_an_empty_stale_cgroup_is_removed_without_a_warning(
 async def test_a_process_that_cannot_enter_its_cgroup_never_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def refuse() -> None:
-        raise PermissionError("cgroup.procs")
+    def refuse(self: TurnCgroup, pid: int) -> None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
-    monkeypatch.setattr(TurnCgroup, "enter", property(lambda self: refuse))
+    # The move comes before the child has run its program (it waits in the spawn); refused,
+    # the child is killed there.
+    monkeypatch.setattr(TurnCgroup, "move", refuse)
     record = tmp_path / "record.json"
     tracker = ProcessTracker()
     async with trio.open_nursery() as nursery:

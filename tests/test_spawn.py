@@ -1,0 +1,161 @@
+"""How a turn's CLI is started: with every signal at its default disposition and none
+blocked, whatever the runtime inherited, so an interrupt reaches it in band; in its cgroup
+before it runs; with no fork of the runtime where posix_spawn can do it all (agentrt._spawn's
+own tests, on both of its paths, below)."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from test_isolation import WHY_NOT
+
+from agentrt import _spawn
+from agentrt._cgroup import TurnCgroups, own_cgroup
+
+CHILD = Path(__file__).parent / "signal_child.py"
+INIT = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake-model"}
+
+
+def script_cli(directory: Path) -> tuple[Path, Path]:
+    """A ``claude`` that is a shell script: it records its signal state (the blocked and the
+    ignored sets of /proc/self/status), reports a session and waits in ``sleep``, which a
+    SIGINT at its default disposition ends."""
+    binary, record = directory / "claude", directory / "signals"
+    binary.write_text(
+        "#!/bin/sh\n"
+        # Read by the shell itself: a shell waiting for a child blocks every signal.
+        'while read -r line; do case $line in Sig[BI]*) echo "$line";; esac; done'
+        f" < /proc/self/status > '{record}'\n"
+        f"echo '{json.dumps(INIT)}'\n"
+        "exec sleep 600\n"
+    )
+    binary.chmod(0o755)
+    return binary, record
+
+
+def started_with_sigint_ignored() -> list[str]:
+    # What a shell does for a background job (``runtime &``): SIGINT and SIGQUIT ignored.
+    return ["sh", "-c", 'trap "" INT QUIT; exec "$@"', "sh"]
+
+
+def block_sigint() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+@pytest.mark.parametrize(
+    ("prefix", "preexec"),
+    [(started_with_sigint_ignored(), None), ([], block_sigint)],
+    ids=["sigint-ignored", "sigint-blocked"],
+)
+async def test_a_cli_is_interrupted_in_band_whatever_signal_state_the_runtime_inherited(
+    tmp_path: Path, prefix: list[str], preexec: Any
+) -> None:
+    binary, record = script_cli(tmp_path)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [*prefix, sys.executable, str(CHILD), str(binary)],
+            capture_stdout=True,
+            preexec_fn=preexec,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout.decode()
+    outcome = json.loads(done.stdout.decode().splitlines()[-1])
+    # The CLI saw nothing ignored and nothing blocked, and died of the SIGINT itself: no
+    # SIGTERM a second later.
+    assert record.read_text().split() == ["SigBlk:", "0" * 16, "SigIgn:", "0" * 16], (
+        record.read_text()
+    )
+    assert outcome == {"reason": "interrupted", "signal": signal.SIGINT, "runtime_unchanged": True}
+
+
+# -- the spawn itself, on both of its paths ------------------------------------------------------
+
+STATUS = "while read -r l; do case $l in Sig[BI]*) echo $l;; esac; done < /proc/self/status"
+
+
+@pytest.fixture(params=["posix_spawn", "fork"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test on the posix_spawn path and on the fallback (subprocess, a preexec_fn)."""
+    if request.param == "fork":
+        monkeypatch.setattr(_spawn, "_libc", lambda: None)
+    return str(request.param)
+
+
+@contextmanager
+def inherited_signal_state() -> Iterator[None]:
+    # This process as a background job with a blocked signal: SIGQUIT ignored, SIGUSR1 blocked.
+    before = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        signal.signal(signal.SIGQUIT, before)
+
+
+async def output(argv: list[str], gate: _spawn.Gate | None = None) -> str:
+    process = await _spawn.spawn(argv, {"PATH": os.defpath}, "/", gate)
+    assert process.stdout is not None and process.stdin is not None
+    await process.stdin.aclose()
+    got = b""
+    while chunk := await process.stdout.receive_some(65536):
+        got += chunk
+    assert await process.wait() == 0
+    return got.decode()
+
+
+async def test_the_child_starts_with_no_signal_ignored_or_blocked(path: str) -> None:
+    with inherited_signal_state():
+        got = await output(["sh", "-c", STATUS])
+    assert got.split() == ["SigBlk:", "0" * 16, "SigIgn:", "0" * 16]
+
+
+async def test_the_child_runs_its_first_instruction_in_its_cgroup(path: str) -> None:
+    if WHY_NOT is not None:
+        pytest.skip(f"no turn cgroups: {WHY_NOT}")
+    cgroups = TurnCgroups.create(*own_cgroup())
+    try:
+        turn = cgroups.new_turn()
+        got = await output(["cat", "/proc/self/cgroup"], turn)
+        assert f"0::{turn.name}\n" in got
+        turn.remove()
+    finally:
+        await cgroups.close()
+
+
+class Refusing:
+    def move(self, pid: int) -> None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    @property
+    def enter(self) -> Callable[[], object]:
+        return functools.partial(self.move, 0)
+
+
+async def test_a_child_that_cannot_be_moved_never_runs(path: str, tmp_path: Path) -> None:
+    witness = tmp_path / "ran"
+    with pytest.raises(_spawn.CannotEnter):
+        await _spawn.spawn(["touch", str(witness)], {"PATH": os.defpath}, None, Refusing())
+    assert not witness.exists()
+
+
+async def test_a_missing_binary_or_cwd_is_named(path: str, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as missing:
+        await _spawn.spawn([str(tmp_path / "nope")], {}, None, None)
+    assert missing.value.filename == str(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError) as no_cwd:
+        await _spawn.spawn(["true"], {"PATH": os.defpath}, str(tmp_path / "gone"), None)
+    assert no_cwd.value.filename == str(tmp_path / "gone")
