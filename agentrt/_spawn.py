@@ -19,7 +19,8 @@ single instruction outside its cgroup; if the move fails, the child is killed be
 execs.
 
 Where any of this is missing (another libc, no pidfd, no ``/proc/<pid>/task/<tid>/children``)
-`spawn` falls back to `subprocess` with a ``preexec_fn`` that does the same in a fork.
+`spawn` falls back to `subprocess` with a ``preexec_fn`` that does the same in a fork, for
+every signal Python can name (the C library's own, glibc's 32 and 33, keep what they were).
 """
 
 from __future__ import annotations
