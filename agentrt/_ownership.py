@@ -345,8 +345,8 @@ class Ownership:
 
     def _fence(self, now: float) -> None:
         """Stop the agents of the leases due by ``now``."""
-        why = f"not renewed for {self.ttl * FENCE_SHARE:g} s (half of lease_ttl={self.ttl:g} s)"
         share = self.ttl * FENCE_SHARE
+        why = f"not renewed for {share:g} s (half of lease_ttl={self.ttl:g} s)"
         if self._covered and self._renewed + share <= now:
             # The last renewal's deadline: every lease it covered is due, once.
             self._covered = False
