@@ -17,6 +17,8 @@
 # operation), the session, halted, the counts, the current request and turn, and every
 # call other tasks make on the agent. _supervisor.py restarts actors by the rules in
 # _restart.py; _options.py checks the runtime's options (each declared with its check).
+# _mode.py decides, once per instance, how its turns run (in process, one process per
+# turn, live, warm) from the backend's Capabilities, and refuses what it cannot honour.
 # _runtime.py owns the root nursery, the registry of names, the store and the process
 # limiter; _api.py is the module-level form of its methods.
 #

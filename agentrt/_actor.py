@@ -40,6 +40,7 @@ from ._events import (
     ToolDecisionEvent,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._mode import InProcess, Live, Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._process import CliProcess, ProcessTracker
@@ -169,6 +170,8 @@ class Actor:
     backend: Backend
     backend_options: Any
     options: AgentOptions
+    # How its turns run (in process, one process per turn, live), chosen at its start.
+    mode: Mode
     handle: AgentHandle
     # Called once the actor has ended; the supervisor decides what becomes of the queue.
     on_exit: Callable[[Actor, Exit], None]
@@ -198,13 +201,15 @@ class Actor:
     _portable: PortableSession | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._runner = self.backend if isinstance(self.backend, InProcessBackend) else None
+        mode = self.mode
+        self._runner = mode.runner if isinstance(mode, InProcess) else None
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
-        if self.options.portable and isinstance(self.backend, PortableBackend):
-            home = Path(self.backend.cli_home(self.backend_options))
-            self._portable = PortableSession(self.store, self.name, self.backend, home)
+        if self.options.portable:  # start_agent refused it for any other backend
+            backend = cast(PortableBackend, self.backend)
+            home = Path(backend.cli_home(self.backend_options))
+            self._portable = PortableSession(self.store, self.name, backend, home)
 
     @property
     def name(self) -> str:
@@ -224,7 +229,7 @@ class Actor:
         crash: _AgentCrashed | None = None
         try:
             with self._scope, collapse_exception_groups():
-                if self._runs_warm():
+                if isinstance(self.mode, Live):  # a live CLI, for one turn or kept warm
                     with AgentLogs(self.slot):
                         async with self._warm_process():
                             await self._loop()
@@ -238,37 +243,12 @@ class Actor:
             with trio.CancelScope(shield=True), AgentLogs(self.slot):
                 await self._shutdown(crash)
 
-    def _runs_warm(self) -> bool:
-        """Whether the instance keeps a live CLI (`_warm_process`). Approvals and hooks
-        need the live channel even without keep_alive (then for one turn per process)."""
-        backend = self.backend
-        approvals = "approve_tool" in self._overrides
-        hooks = "handle_hook" in self._overrides
-        if (
-            (self.options.keep_alive is None and not (approvals or hooks))
-            or self._runner is not None
-            or not isinstance(backend, LiveBackend)
-            or self._live_protocol(None) is None
-        ):
-            if approvals or hooks:
-                logger.warning(
-                    "agent %r: the %s backend has no live channel here, so approve_tool "
-                    "and handle_hook are not called",
-                    self.name,
-                    backend.name,
-                    extra={"agent": self.name},
-                )
-            return False
-        return True
-
     def _live_protocol(self, session_id: str | None) -> Any:
-        backend = self.backend
-        assert isinstance(backend, LiveBackend)
+        mode = self.mode
+        assert isinstance(mode, Live)
+        backend = cast(LiveBackend, self.backend)  # its capabilities say live
         return backend.live(
-            self.backend_options,
-            session_id=session_id,
-            approvals="approve_tool" in self._overrides,
-            hooks="handle_hook" in self._overrides,
+            self.backend_options, session_id=session_id, approvals=mode.approvals, hooks=mode.hooks
         )
 
     @asynccontextmanager

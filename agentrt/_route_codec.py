@@ -51,6 +51,7 @@ from ._events import (
     Usage,
     response_with_text,
 )
+from ._mode import ModeName
 from ._process import ProcessFailure
 from ._redact import redact
 from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
@@ -123,6 +124,7 @@ class _CurrentRequestData(_Data, frozen=True):
 class _StatusData(_Data, frozen=True):
     name: str
     state: AgentState
+    mode: ModeName
     halt_pending: bool
     queued: int
     queued_bytes: int

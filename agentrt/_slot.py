@@ -19,6 +19,7 @@ from ._arguments import check_prompt
 from ._errors import AgentBusy
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
+from ._mode import ONE_SHOT, Mode
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
 from ._store import SessionStore
@@ -50,6 +51,8 @@ class Slot:
     halt_pending: bool = False
     # The running instance's handle; None while its supervisor restarts it.
     handle: AgentHandle | None = None
+    # How the last instance started runs its turns (a restarted one may run otherwise).
+    mode: Mode = ONE_SHOT
     current: Request | None = None
     turn: Turn | None = None
     # The pid of the agent's live CLI process: its turn's, or its warm one's.
@@ -220,6 +223,7 @@ class Slot:
         return AgentStatus(
             name=self.name,
             state=state,
+            mode=self.mode.name,
             halt_pending=self.halt_pending,
             queued=mailbox.queued,
             queued_bytes=mailbox.queued_bytes,

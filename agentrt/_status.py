@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from ._mode import ModeName
 from ._requests import Origin, Ref
 
 # "idle_warm": idle, its warm CLI (``keep_alive``) kept alive for the next turn.
@@ -36,6 +37,7 @@ class CurrentRequest:
 class AgentStatus:
     name: str
     state: AgentState
+    mode: ModeName  # how its turns run (see agentrt._mode.ModeName)
     halt_pending: bool  # halt() while processing: halts when the current turn ends
     queued: int
     queued_bytes: int

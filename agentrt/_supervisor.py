@@ -30,7 +30,7 @@ import msgspec
 import trio
 
 from ._actor import Actor, Exit, log_error, restore_state
-from ._agent import Agent
+from ._agent import Agent, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
 from ._errors import (
@@ -44,6 +44,7 @@ from ._errors import (
 from ._events import NO_TOTALS
 from ._failover import stored_spec
 from ._mailbox import Mailbox
+from ._mode import Mode, choose_mode
 from ._options import (
     AgentOptions,
     app_tools_option,
@@ -62,7 +63,7 @@ from ._store import SessionRecord, SessionStore
 from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
-from .backend import AppToolsBackend, Backend, InProcessBackend
+from .backend import AppToolsBackend, Backend
 
 logger = logging.getLogger("agentrt")
 
@@ -95,9 +96,10 @@ class AgentSpec:
 
     async def instantiate(
         self, name: str, tools: ToolHost
-    ) -> tuple[Agent, Any, ToolBinding | None]:
+    ) -> tuple[Agent, Any, Mode, ToolBinding | None]:
         """A new instance (a given one is reused) after ``init_agent``, its backend options,
-        and the binding of its application tools, if it has any (the caller closes it)."""
+        its mode (`InvalidOptions` for one the backend cannot honour), and the binding of
+        its application tools, if it has any (the caller closes it)."""
         agent = self.agent
         instance = agent if isinstance(agent, Agent) else agent()
         if not isinstance(instance, Agent):
@@ -110,12 +112,16 @@ class AgentSpec:
         options = backend_options(self.backend, raw)
         if self.options.portable:
             options = portable_options(self.backend, options, name, self.options.cli_homes)
+        cls = type(instance)
+        # Before the tool server starts for it: application tools change no capability.
+        mode = choose_mode(
+            self.backend, options, self.options, overridden(cls), agent_class=cls.__name__
+        )
         chosen = self.options.app_tools
         if chosen is None:
-            cls = type(instance)
             chosen = app_tools_option(f"{cls.__name__}.app_tools", cls.app_tools)
         if not chosen:
-            return instance, options, None
+            return instance, options, mode, None
         backend = self.backend
         if not isinstance(backend, AppToolsBackend):
             names = [t.name for t in chosen]
@@ -123,7 +129,7 @@ class AgentSpec:
                 "app_tools", names, f"the {backend.name!r} backend cannot serve application tools"
             )
         binding = (await tools.server()).bind(name, instance, chosen)
-        return instance, backend.with_app_tools(options, binding.endpoint), binding
+        return instance, backend.with_app_tools(options, binding.endpoint), mode, binding
 
 
 @attrs.define(eq=False)
@@ -306,11 +312,10 @@ class Supervisor(metaclass=NoPublicConstructor):
         binding: ToolBinding | None = None
         started = False
         try:
-            await ownership.acquire(
-                name, runs_processes=not isinstance(spec.backend, InProcessBackend)
-            )
+            # The mode first: whether the fence guard must watch this agent's processes.
+            instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
+            await ownership.acquire(name, runs_processes=mode.runs_processes)
             record = None if resume is False else await store.load(name)
-            instance, backend_options, binding = await spec.instantiate(name, context.tools)
             cwd = working_directory(backend_options)
             session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
             resumes_record = record is not None and session_id == record.session_id
@@ -349,7 +354,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             child = Child(spec, self, slot)
             context.children[name] = child
             self._children[name] = child
-            actor = self._launch(child, instance, backend_options, binding)
+            actor = self._launch(child, instance, backend_options, mode, binding)
             started = True
         except BaseException:
             if binding is not None:
@@ -372,7 +377,12 @@ class Supervisor(metaclass=NoPublicConstructor):
             raise NoRuntime("this supervisor is closed")
 
     def _launch(
-        self, child: Child, instance: Agent, backend_options: Any, tools: ToolBinding | None
+        self,
+        child: Child,
+        instance: Agent,
+        backend_options: Any,
+        mode: Mode,
+        tools: ToolBinding | None,
     ) -> Actor:
         context = self._context
         spec = child.spec
@@ -382,6 +392,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             backend=spec.backend,
             backend_options=backend_options,
             options=spec.options,
+            mode=mode,
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
             on_exit=child.exited,
             runtime_id=context.runtime_id,
@@ -391,6 +402,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         )
         child.actor = actor
         child.slot.handle = actor.handle
+        child.slot.mode = mode
         self._nursery.start_soon(actor.run, name=f"agentrt agent {child.name!r}")
         return actor
 
@@ -515,7 +527,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         slot = child.slot
         binding: ToolBinding | None = None
         try:
-            instance, backend_options, binding = await child.spec.instantiate(
+            # init_agent may return other options: a mode they cannot run is one more crash.
+            instance, backend_options, mode, binding = await child.spec.instantiate(
                 child.name, self._context.tools
             )
             cwd = working_directory(backend_options)
@@ -539,7 +552,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 binding.close()
             return
         slot.restarts += 1
-        self._launch(child, instance, backend_options, binding)
+        self._launch(child, instance, backend_options, mode, binding)
 
     async def _give_up(self, crashed: Child) -> NoReturn:
         error = RestartLimitExceeded(crashed.name, self._intensity.history)

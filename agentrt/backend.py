@@ -35,6 +35,7 @@ __all__ = [
     "AppToolServer",
     "AppToolsBackend",
     "Backend",
+    "Capabilities",
     "Command",
     "EnvPolicy",
     "ExitStatus",
@@ -118,8 +119,39 @@ class Translator(Protocol):
         ...
 
 
+@attrs.frozen
+class Capabilities:
+    """What a backend can do with one agent's options, as `Backend.capabilities` declares
+    it; the runtime picks the agent's mode from this once, at ``start_agent``, and refuses
+    what the backend cannot honour there (`agentrt.InvalidOptions`, naming why).
+
+    ``in_process``: the frames come without a process (an `InProcessBackend`, such as the
+    scripted test backend), so nothing below applies. ``live``: a `LiveBackend` process can
+    run these options (``keep_alive``); ``approvals``: that process asks the agent before
+    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``).
+    ``not_live`` says why these options have no live process, naming the option
+    (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
+
+    in_process: bool = False
+    live: bool = False
+    approvals: bool = False
+    hooks: bool = False
+    not_live: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.approvals or self.hooks) and not self.live:
+            raise ValueError("approvals and hooks need the live channel: declare live=True")
+        if self.in_process and self.live:
+            raise ValueError("an in-process backend runs no live process")
+
+
 class Backend(Protocol):
-    """A coding CLI, described as pure functions."""
+    """A coding CLI, described as pure functions.
+
+    Optionally also ``capabilities(options) -> Capabilities``: what the backend can do with
+    these options (a live process, approvals, hooks). A backend without it runs one CLI
+    process per turn (``Capabilities()``), or none if it is an `InProcessBackend`; a
+    `LiveBackend` must declare it, or its live process is never used."""
 
     name: str
 
@@ -207,7 +239,9 @@ class LiveProtocol(Protocol):
 
 @runtime_checkable
 class LiveBackend(Protocol):
-    """A backend whose CLI can keep one process for a conversation (``keep_alive``)."""
+    """A backend whose CLI can keep one process for a conversation (``keep_alive``), and
+    whose live process answers approvals and hooks; its `Backend.capabilities` says for
+    which options."""
 
     def live(
         self,
@@ -216,11 +250,12 @@ class LiveBackend(Protocol):
         session_id: str | None,
         approvals: bool = False,
         hooks: bool = False,
-    ) -> LiveProtocol | None:
-        """A live process for the conversation ``session_id`` (None: a new one), or None
-        when these options cannot run live (the agent then runs one process per turn).
-        ``approvals``: the CLI asks before running a tool its settings do not allow
-        (`ToolApproval`); ``hooks``: it calls the agent's hooks (`HookCall`)."""
+    ) -> LiveProtocol:
+        """A live process for the conversation ``session_id`` (None: a new one). Called
+        only for options whose `Capabilities` say ``live``, with ``approvals`` and
+        ``hooks`` only where they say so: ``approvals``, the CLI asks before running a
+        tool its settings do not allow (`ToolApproval`); ``hooks``, it calls the agent's
+        hooks (`HookCall`)."""
         ...
 
 

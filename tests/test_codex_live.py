@@ -30,6 +30,7 @@ from agentrt import (
     UsageEvent,
 )
 from agentrt.backend import (
+    Capabilities,
     ExitStatus,
     LiveBackend,
     ProtocolError,
@@ -164,7 +165,12 @@ def test_the_opening_resumes_the_saved_thread_with_its_sandbox() -> None:
     ],
 )
 def test_options_only_exec_takes_run_one_process_per_turn(raw: dict[str, Any]) -> None:
-    assert backend.live(backend.parse_options(raw), session_id=None) is None
+    options = backend.parse_options(raw)
+    capabilities = backend.capabilities(options)
+    assert capabilities.live is False and capabilities.approvals is False
+    assert capabilities.not_live is not None and next(iter(raw)) in capabilities.not_live
+    with pytest.raises(ValueError, match="codex exec only"):
+        backend.live(options, session_id=None)
 
 
 def test_the_process_is_ready_once_the_thread_is_named() -> None:
@@ -228,8 +234,10 @@ def test_with_approvals_codex_asks_and_the_answer_accepts_or_declines() -> None:
     assert file_change.request.tool_name == "file_change"
 
 
-def test_codex_has_no_hooks_so_handle_hook_keeps_it_per_turn() -> None:
-    assert backend.live(backend.parse_options({}), session_id=None, hooks=True) is None
+def test_codex_runs_live_with_approvals_but_has_no_hooks() -> None:
+    assert backend.capabilities(backend.parse_options({})) == Capabilities(
+        live=True, approvals=True
+    )
 
 
 def test_a_turn_starts_with_its_prompt_and_ends_at_its_turn_completed() -> None:

@@ -99,6 +99,7 @@ ERRORS: tuple[AgentRTError, ...] = (
 STATUS = AgentStatus(
     name="x",
     state="processing",
+    mode="warm",
     halt_pending=True,
     queued=2,
     queued_bytes=30,

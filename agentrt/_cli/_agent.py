@@ -22,6 +22,7 @@ from .._arguments import check_directory
 from .._backends import resolve_backend
 from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
+from .._mode import capabilities
 from .._options import split_options
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
@@ -162,13 +163,25 @@ def _check_cli(backend: str, options: Mapping[str, Any]) -> None:
         raise CliError(f"cannot start {binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
 
 
+def _has_live_cli(backend: str, options: Mapping[str, Any]) -> bool:
+    """Whether an agent with these options has a live CLI to keep warm (codex with options
+    only ``codex exec`` takes has none, and start_agent would refuse ``keep_alive``)."""
+    chosen = resolve_backend(backend)
+    try:
+        parsed = chosen.parse_options(split_options(options)[1])
+    except InvalidOptions:
+        return True  # start_agent names the bad option, beside the runtime's own
+    return capabilities(chosen, parsed).live
+
+
 @asynccontextmanager
 async def open_agent(
     args: argparse.Namespace, *, keep_alive: float | None = None, check_cli: bool = False
 ) -> AsyncIterator[tuple[Runtime, Started]]:
     """A runtime on the store ``--store`` names with the agent ``args.name`` started in it,
-    warm for ``keep_alive`` seconds between turns unless ``-o keep_alive=...`` says
-    otherwise; with ``check_cli``, `CliError` at once when its CLI is not installed.
+    warm for ``keep_alive`` seconds between turns where its backend has a live CLI for its
+    options, unless ``-o keep_alive=...`` says otherwise; with ``check_cli``, `CliError` at
+    once when its CLI is not installed.
 
     The backend and cwd default to the stored session's, so ``agentrt ask NAME`` from any
     directory continues where the conversation was. An unknown backend or a ``--cwd``
@@ -192,9 +205,12 @@ async def open_agent(
                 f"pass --backend {record.backend}, or --new to start over with {args.backend}",
             )
         cwd = _working_directory(args.cwd or (record.cwd if record else None))
-        options: dict[str, Any] = {"keep_alive": keep_alive, **dict(args.options)}
+        options: dict[str, Any] = dict(args.options)
         if args.model:
             options["model"] = args.model
+        warm = keep_alive is not None and "keep_alive" not in options
+        if warm and _has_live_cli(backend, {**options, "cwd": cwd}):
+            options["keep_alive"] = keep_alive
         # start_agent resumes the stored session itself ("auto"); --new drops it.
         resume = False if args.new else "auto"
         await rt.start_agent(

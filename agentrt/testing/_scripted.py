@@ -37,7 +37,7 @@ from .._events import (
     StopReason,
     TextEvent,
 )
-from ..backend import Command, ExitStatus
+from ..backend import Capabilities, Command, ExitStatus
 
 
 @attrs.frozen
@@ -145,13 +145,16 @@ class _Translator:
 
 
 _TRANSLATOR = _Translator()
+_IN_PROCESS = Capabilities(in_process=True)
 _converter = cattrs.Converter(forbid_extra_keys=True)
 
 
 class ScriptedBackend:
     """An in-process backend for tests, demos and benchmarks (see the module docstring).
 
-    Implements both `agentrt.backend.Backend` and `agentrt.backend.InProcessBackend`.
+    Implements both `agentrt.backend.Backend` and `agentrt.backend.InProcessBackend`:
+    its turns run in process, so an agent on it has no CLI to keep alive (``keep_alive``)
+    or to ask (``approve_tool``, ``handle_hook``).
     """
 
     name = "scripted"
@@ -212,6 +215,9 @@ class ScriptedBackend:
 
     def version_command(self, options: ScriptedOptions) -> Command:
         return Command(argv=("scripted", "--version"))
+
+    def capabilities(self, options: ScriptedOptions) -> Capabilities:
+        return _IN_PROCESS
 
     async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus:
         call = self._pending.pop(int(str(command.argv[1])))

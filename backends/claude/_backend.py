@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
+from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
@@ -19,6 +19,8 @@ from ._translate import ClaudeTranslator
 # against (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier
 # pins its own copy in tests/realcli/CLAUDE_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "2.1.332"
+
+_LIVE = Capabilities(live=True, approvals=True, hooks=True)
 
 
 class ClaudeBackend:
@@ -42,6 +44,11 @@ class ClaudeBackend:
         its ``total_cost_usd`` is the session's running total: the turn reports it minus
         ``baseline.cost_usd``."""
         return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
+
+    def capabilities(self, options: ClaudeOptions) -> Capabilities:
+        """Live with any options: ``--input-format stream-json``, with the control
+        protocol's approvals (``--permission-prompt-tool stdio``) and hooks."""
+        return _LIVE
 
     def live(
         self,

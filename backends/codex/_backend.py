@@ -7,11 +7,11 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Command, SessionTotals, bypass_proxy
+from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
-from ._live import CodexLive, runs_live
+from ._live import CodexLive, exec_only
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
 
@@ -27,7 +27,8 @@ APP_TOOLS_TOKEN_VAR = "AGENTRT_APP_TOOLS_TOKEN"
 
 class CodexBackend:
     """Drives ``codex exec --json`` (``exec resume`` for later turns), or one live
-    ``codex app-server`` per conversation (`live`); registered as ``backend="codex"``.
+    ``codex app-server`` per conversation (`live`, where `capabilities` says so);
+    registered as ``backend="codex"``.
     ``environ`` stands in for ``os.environ`` (for tests)."""
 
     name = "codex"
@@ -53,6 +54,16 @@ class CodexBackend:
         usage = None if baseline is None else baseline.usage
         return CodexTranslator(model=options.model, usage_baseline=usage)
 
+    def capabilities(self, options: CodexOptions) -> Capabilities:
+        """A live ``codex app-server`` (``keep_alive``, approvals) for any options but
+        those only ``codex exec`` takes (``approval="approve-for-me"``, ``profile``,
+        ``images``, ``output_schema``, ``extra_args``): such an agent runs one process per
+        turn. Codex has no hooks."""
+        why = exec_only(options)
+        if why is not None:
+            return Capabilities(not_live=why)
+        return Capabilities(live=True, approvals=True)
+
     def live(
         self,
         options: CodexOptions,
@@ -60,13 +71,13 @@ class CodexBackend:
         session_id: str | None,
         approvals: bool = False,
         hooks: bool = False,
-    ) -> CodexLive | None:
+    ) -> CodexLive:
         """A live ``codex app-server`` for the thread ``session_id`` (None: a new thread),
-        or None for options only ``codex exec`` takes (``approval="approve-for-me"``,
-        ``profile``, ``images``, ``output_schema``, ``extra_args``): such an agent runs one
-        process per turn. See `agentrt.backends.codex._live`."""
-        if not runs_live(options) or hooks:  # codex has no hooks to call
-            return None
+        for options whose `capabilities` say live (``hooks`` is never asked for). See
+        `agentrt.backends.codex._live`."""
+        why = exec_only(options)
+        if why is not None:
+            raise ValueError(f"no live codex for these options: {why}")
         return CodexLive(options, session_id=session_id, environ=self._environ, approvals=approvals)
 
     def version_command(self, options: CodexOptions) -> Command:

@@ -70,12 +70,24 @@ def _approval(frame: Mapping[str, Any], tool_name: str) -> ToolApproval:
     return ToolApproval(request=request, answer=answer)
 
 
-def runs_live(options: CodexOptions) -> bool:
-    """Whether app-server can run these options: not those only ``codex exec`` has
-    (``--approve-for-me``, ``--profile``, ``--image``, ``--output-schema``, extra flags)."""
+def exec_only(options: CodexOptions) -> str | None:
+    """Why app-server cannot run these options, naming the first one only ``codex exec``
+    has (``--approve-for-me``, ``--profile``, ``--image``, ``--output-schema``, extra
+    flags), or None when it can."""
     o = options
-    exec_only = o.approval == "approve-for-me" or o.profile or o.images or o.extra_args
-    return not exec_only and o.output_schema is None
+    if o.approval == "approve-for-me":
+        found = "approval='approve-for-me'"
+    elif o.profile:
+        found = f"profile={o.profile!r}"
+    elif o.images:
+        found = "images"
+    elif o.output_schema is not None:
+        found = "output_schema"
+    elif o.extra_args:
+        found = "extra_args"
+    else:
+        return None
+    return f"{found} runs on codex exec only"
 
 
 class CodexLive:

@@ -221,3 +221,24 @@ async def test_chat_runs_every_turn_on_one_warm_cli(
     run = await agentrt("chat", "bob", "--cwd", str(tmp_path), env=env, stdin=b"one\ntwo\n")
     assert run.code == 0, run.stderr
     assert "bob> 1: one\n" in run.stdout and "bob> 2: two\n" in run.stdout
+
+
+async def test_chat_on_options_only_codex_exec_takes_runs_a_process_per_turn(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    # No live codex with extra flags (exec only): chat does not ask for a warm CLI there
+    # (start_agent would refuse keep_alive), and each line runs its own codex exec.
+    THREAD = "01a23174-c13c-7580-bacf-e3a4ff5f593c"
+    said = {"id": "m", "type": "agent_message", "text": "Hi from exec."}
+    codex = fake_cli_executable(
+        str(tmp_path),
+        ["emit", {"type": "thread.started", "thread_id": THREAD}],
+        ["emit", {"type": "item.completed", "item": said}],
+        ["emit", {"type": "turn.completed", "usage": {}}],
+        name="codex",
+    )
+    env = {**base_env, "CODEX_CLI": codex}
+    where = ("--backend", "codex", "--cwd", str(tmp_path), "-o", 'extra_args=["--oss"]')
+    run = await agentrt("chat", "bob", *where, env=env, stdin=b"one\ntwo\n")
+    assert run.code == 0, run.stderr
+    assert run.stdout.count("bob> Hi from exec.\n") == 2

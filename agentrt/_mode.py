@@ -1,0 +1,149 @@
+"""How an agent instance runs its turns, decided once, here, when the instance is made.
+
+`choose_mode` reads the backend's `Capabilities` for the instance's options, its
+``keep_alive`` and the callbacks its class overrides, and returns one `Mode`:
+
+- `InProcess`: the backend makes the frames itself (the scripted test backend); no process;
+- `OneShot`: one CLI process per turn, read to its end;
+- `Live`: a live CLI process, with stdin kept open for the turn's prompt and for answers to
+  the CLI's questions (approvals, hooks): one per turn (``keep_alive`` None), or kept warm
+  between turns for ``keep_alive`` seconds.
+
+A combination the backend cannot honour is refused with `InvalidOptions`, naming the
+option and why, before anything runs: ``handle_hook`` on a CLI without hooks, ``approve_tool``
+on options that give no approvals, ``keep_alive`` without a live process.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from ._errors import InvalidOptions
+from ._options import AgentOptions
+from .backend import Backend, Capabilities, InProcessBackend
+
+# What `AgentStatus.mode` reports: "in_process" (the backend makes the frames, no process:
+# the scripted backend), "one_shot" (one CLI process per turn), "live" (a live CLI per
+# turn, for the approvals and hooks the agent answers), "warm" (a live CLI kept between
+# turns, ``keep_alive``).
+ModeName = Literal["in_process", "one_shot", "live", "warm"]
+
+
+@attrs.frozen
+class InProcess:
+    """The backend's ``run`` makes each turn's frames; no process runs."""
+
+    runner: InProcessBackend
+    runs_processes: ClassVar[bool] = False
+    name: ClassVar[ModeName] = "in_process"
+
+
+@attrs.frozen
+class OneShot:
+    """One CLI process per turn, its prompt on argv or stdin, read until it exits."""
+
+    runs_processes: ClassVar[bool] = True
+    name: ClassVar[ModeName] = "one_shot"
+
+
+@attrs.frozen
+class Live:
+    """A live CLI process (`agentrt.backend.LiveBackend`): kept ``keep_alive`` seconds
+    between turns (``"warm"``), or one per turn when None (``"live"``: the channel that
+    ``approvals`` and ``hooks`` need)."""
+
+    keep_alive: float | None
+    approvals: bool
+    hooks: bool
+    runs_processes: ClassVar[bool] = True
+
+    @property
+    def name(self) -> ModeName:
+        return "live" if self.keep_alive is None else "warm"
+
+
+Mode = InProcess | OneShot | Live
+
+# Modes are shared between the instances that run alike (memory per idle agent). An
+# in-process mode is found by its backend's id while some instance holds it: it holds the
+# backend, so that id is not reused meanwhile.
+ONE_SHOT = OneShot()
+_in_process: weakref.WeakValueDictionary[int, InProcess] = weakref.WeakValueDictionary()
+
+
+@functools.lru_cache(maxsize=64)
+def _live(keep_alive: float | None, approvals: bool, hooks: bool) -> Live:
+    return Live(keep_alive, approvals, hooks)
+
+
+def _runs_in(backend: Backend) -> InProcess:
+    if not isinstance(backend, InProcessBackend):
+        raise TypeError(f"the {backend.name!r} backend declares in_process but has no run()")
+    mode = _in_process.get(id(backend))
+    if mode is None:
+        mode = _in_process[id(backend)] = InProcess(backend)
+    return mode
+
+
+def capabilities(backend: Backend, backend_options: Any) -> Capabilities:
+    """What ``backend`` declares for these options; without ``capabilities``, one CLI
+    process per turn (or none, for an in-process backend)."""
+    declare = getattr(backend, "capabilities", None)
+    if declare is None:
+        return Capabilities(in_process=isinstance(backend, InProcessBackend))
+    caps = declare(backend_options)
+    if not isinstance(caps, Capabilities):
+        raise TypeError(
+            f"the {backend.name!r} backend's capabilities() returned {caps!r}; "
+            "expected agentrt.backend.Capabilities"
+        )
+    return caps
+
+
+def choose_mode(
+    backend: Backend,
+    backend_options: Any,
+    options: AgentOptions,
+    overrides: frozenset[str],
+    *,
+    agent_class: str = "Agent",
+) -> Mode:
+    """The mode of an instance of ``agent_class`` (whose class overrides the callbacks
+    ``overrides`` names) on ``backend`` with these options; `InvalidOptions` for what the
+    backend cannot honour."""
+    caps = capabilities(backend, backend_options)
+    keep_alive = options.keep_alive
+    hooks = "handle_hook" in overrides
+    approvals = "approve_tool" in overrides
+    which = f"the {backend.name!r} backend"
+    if caps.in_process:
+        no_cli = f"{which} runs its turns in process, without a CLI"
+        if hooks:
+            raise InvalidOptions("handle_hook", f"{agent_class}.handle_hook", f"{no_cli} to call")
+        if approvals:
+            raise InvalidOptions("approve_tool", f"{agent_class}.approve_tool", f"{no_cli} to ask")
+        if keep_alive is not None:
+            raise InvalidOptions("keep_alive", keep_alive, f"{no_cli} to keep alive")
+        return _runs_in(backend)
+    no_live = (
+        f"{which} has no live process for these options ({caps.not_live})"
+        if caps.not_live
+        else f"{which} declares no live process (Backend.capabilities)"
+    )
+    if hooks and not caps.hooks:
+        why = f"{which} has no hooks to call" if caps.live else f"{no_live}, which hooks need"
+        raise InvalidOptions("handle_hook", f"{agent_class}.handle_hook", why)
+    if approvals and not caps.approvals:
+        why = f"{which} asks for no approvals" if caps.live else f"{no_live}, so nothing asks"
+        raise InvalidOptions("approve_tool", f"{agent_class}.approve_tool", why)
+    if keep_alive is not None and not caps.live:
+        raise InvalidOptions(
+            "keep_alive", keep_alive, f"{no_live}; leave it None for one process per turn"
+        )
+    if keep_alive is None and not (approvals or hooks):
+        return ONE_SHOT
+    return _live(keep_alive, approvals, hooks)
