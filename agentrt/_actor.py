@@ -48,7 +48,7 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._store import SessionStore
+from ._store import LiveProcessStore, SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
 from ._turn import Turn
 from ._warm import WarmProcess
@@ -204,7 +204,9 @@ class Actor:
         self._portable = None
         if self.options.portable and isinstance(self.backend, PortableBackend):
             home = Path(self.backend.cli_home(self.backend_options))
-            self._portable = PortableSession(self.store, self.name, self.backend, home)
+            # start_agent refused portable on a store without transcripts.
+            transcripts = cast(TranscriptStore, self.store)
+            self._portable = PortableSession(transcripts, self.name, self.backend, home)
 
     @property
     def name(self) -> str:
@@ -213,6 +215,11 @@ class Actor:
     @property
     def store(self) -> SessionStore:
         return self.slot.store
+
+    @property
+    def _live_records(self) -> LiveProcessStore:
+        # start_agent refused an agent that runs processes on a store without live records.
+        return cast(LiveProcessStore, self.slot.store)
 
     # --- the task -------------------------------------------------------------------
 
@@ -468,7 +475,7 @@ class Actor:
             "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
         )
         try:
-            await self.store.set_live_process(
+            await self._live_records.set_live_process(
                 self.name,
                 pgid=proc.pgid,
                 pid=proc.pid,
@@ -483,7 +490,7 @@ class Actor:
     async def _set_live_idle(self, idle: bool) -> None:
         self._live_idle = idle
         try:
-            await self.store.set_live_idle(self.name, idle)
+            await self._live_records.set_live_idle(self.name, idle)
         except Exception as exc:
             # Only what `agentrt status` shows is behind.
             log_error(f"agent {self.name!r}: the session store could not record its CLI idle", exc)
@@ -494,7 +501,7 @@ class Actor:
         # Also after a stop: the process is gone, so its record must go too.
         with trio.move_on_after(STORE_GRACE, shield=True):
             try:
-                await self.store.clear_live_process(self.name)
+                await self._live_records.clear_live_process(self.name)
             except Exception as exc:
                 log_error(f"agent {self.name!r}: the session store could not clear a process", exc)
 
