@@ -474,7 +474,9 @@ async def open_runtime(
     start time are checked), from another node once it has expired. ``node`` names this
     runtime's host (default: the machine's hostname; runtimes on one machine may name
     themselves apart); ``lease_ttl`` (default 10 s) is how long a lease lasts without
-    renewal, measured on the store's clock. The runtime renews its leases every
+    renewal, measured on the store's clock. Both, and ``host_agents``, need a store with
+    leases (`agentrt.store.LeaseStore`; `InvalidOptions` naming them otherwise): on a
+    store without, the runtime's names are a table of its own. The runtime renews its leases every
     ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its CLI is
     killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is not
     restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <= lease_ttl /
