@@ -293,7 +293,7 @@ class Ownership:
         while True:
             # A new event before the state is read: a change after it sets this one.
             wake = self._wake_renewer = trio.Event()
-            renews = self._held and self.store is not None
+            renews = bool(self._held) and self.store is not None
             due = self._last_renewal + self.ttl * RENEW_SHARE if renews else math.inf
             if not self._releasing:
                 with trio.move_on_at(due):
