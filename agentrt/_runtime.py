@@ -106,7 +106,7 @@ class Runtime(metaclass=NoPublicConstructor):
     def __init__(self, context: Context, root: Supervisor, router: Router | None = None) -> None:
         self._context = context
         self._root = root
-        # On a PostgresStore: reaches the agents other runtimes own (see `_routing`).
+        # On a store with routing (a `RoutingStore`): reaches the agents other runtimes own.
         self._router = router
 
     @property
