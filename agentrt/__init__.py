@@ -110,6 +110,10 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._records import Lease as Lease
+from ._records import LeaseOwner as LeaseOwner
+from ._records import SessionRecord as SessionRecord
+from ._records import StoredTranscript as StoredTranscript
 from ._requests import Completed as Completed
 from ._requests import Failed as Failed
 from ._requests import NotFound as NotFound
@@ -126,15 +130,11 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
-from ._store import Lease as Lease
-from ._store import LeaseOwner as LeaseOwner
-from ._store import SessionRecord as SessionRecord
 from ._store import SessionStore as SessionStore
 from ._store_memory import MemoryStore as MemoryStore
 from ._store_postgres import PostgresStore as PostgresStore
 from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._store_sqlite import default_store_path as default_store_path
-from ._store_transcripts import StoredTranscript as StoredTranscript
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool

@@ -49,7 +49,7 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._store import SessionStore
+from ._store import LiveProcessStore, SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
 from ._turn import Turn
 from ._warm import WarmProcess
@@ -206,10 +206,11 @@ class Actor:
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
-        if self.options.portable:  # start_agent refused it for any other backend
+        if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
             home = Path(backend.cli_home(self.backend_options))
-            self._portable = PortableSession(self.store, self.name, backend, home)
+            transcripts = cast(TranscriptStore, self.store)
+            self._portable = PortableSession(transcripts, self.name, backend, home)
 
     @property
     def name(self) -> str:
@@ -218,6 +219,11 @@ class Actor:
     @property
     def store(self) -> SessionStore:
         return self.slot.store
+
+    @property
+    def _live_records(self) -> LiveProcessStore:
+        # start_agent refused an agent that runs processes on a store without live records.
+        return cast(LiveProcessStore, self.slot.store)
 
     # --- the task -------------------------------------------------------------------
 
@@ -448,7 +454,7 @@ class Actor:
             "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
         )
         try:
-            await self.store.set_live_process(
+            await self._live_records.set_live_process(
                 self.name,
                 pgid=proc.pgid,
                 pid=proc.pid,
@@ -463,7 +469,7 @@ class Actor:
     async def _set_live_idle(self, idle: bool) -> None:
         self._live_idle = idle
         try:
-            await self.store.set_live_idle(self.name, idle)
+            await self._live_records.set_live_idle(self.name, idle)
         except Exception as exc:
             # Only what `agentrt status` shows is behind.
             log_error(f"agent {self.name!r}: the session store could not record its CLI idle", exc)
@@ -474,7 +480,7 @@ class Actor:
         # Also after a stop: the process is gone, so its record must go too.
         with trio.move_on_after(STORE_GRACE, shield=True):
             try:
-                await self.store.clear_live_process(self.name)
+                await self._live_records.clear_live_process(self.name)
             except Exception as exc:
                 log_error(f"agent {self.name!r}: the session store could not clear a process", exc)
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._events import StopReason, Usage
-
-if TYPE_CHECKING:
-    from ._store import Lease
+from ._records import Lease
 
 
 class AgentRTError(Exception):
@@ -45,9 +43,9 @@ class InvalidOptions(AgentRTError):
 
 
 class AgentNotFound(AgentRTError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str | None = None) -> None:
         self.name = name
-        super().__init__(f"no agent named {name!r}")
+        super().__init__(f"no agent named {name!r}" + (f" ({why})" if why else ""))
 
 
 class AgentAlreadyStarted(AgentRTError):

@@ -25,8 +25,9 @@ import trio
 
 from ._agent import Agent
 from ._errors import AgentAlreadyStarted, InvalidOptions, NoRuntime, StoreError
+from ._records import Lease
 from ._redact import redact
-from ._store import Lease, SessionStore
+from ._store import LeaseStore, SpecStore
 
 logger = logging.getLogger("agentrt")
 
@@ -128,15 +129,6 @@ def stored_spec(
         return None
 
 
-async def forget_spec(store: SessionStore, name: str) -> None:
-    """Remove the spec of an agent being stopped on purpose; a store that fails is logged
-    (a host may then start the agent again), and the stop goes on."""
-    try:
-        await store.save_spec(name, None)
-    except StoreError as exc:
-        logger.warning("agent %r: its failover spec could not be removed (%s)", name, exc)
-
-
 class Host:
     """The loop of a runtime that hosts agents: it starts, with ``start``, the stored
     agents whose lease is free while ``running()`` (its agents) is below ``capacity``.
@@ -146,7 +138,8 @@ class Host:
 
     def __init__(
         self,
-        store: SessionStore,
+        specs: SpecStore,
+        leases: LeaseStore,
         *,
         ttl: float,
         capacity: int | None,
@@ -154,7 +147,8 @@ class Host:
         dead_holder: Callable[[Lease], bool],
         start: StartAgent,
     ) -> None:
-        self._store = store
+        self._specs = specs
+        self._leases = leases
         self._interval = min(MAX_POLL_INTERVAL, ttl / 5)
         self._capacity = math.inf if capacity is None else capacity
         self._running = running
@@ -175,10 +169,10 @@ class Host:
     async def take_over(self) -> list[str]:
         """One pass: start the free agents there is room for, in start order; their names."""
         try:
-            specs = await self._store.specs()
+            specs = await self._specs.specs()
             if not specs:
                 return []
-            leases = {lease.name: lease for lease in await self._store.leases()}
+            leases = {lease.name: lease for lease in await self._leases.leases()}
         except StoreError as exc:
             logger.warning("hosting agents: the store could not be read: %s", exc)
             return []

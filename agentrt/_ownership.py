@@ -13,6 +13,9 @@ monotonic), on which a lease counts as valid for ``lease_ttl`` after the request
 (`FENCE_SHARE`), the runtime stops the agent: its turn's CLI tree is killed by the kill
 ladder in the other half, before any other runtime may take the name; the agent's waiters
 get `AgentStopped` ("lease lost ...") and its supervisor does not restart it.
+
+On a store without leases (no `LeaseStore`) the runtime's names are a table of its own:
+nothing is renewed, fenced or released in the store.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import trio
 
 from . import _fence_guard
 from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
-from ._failover import forget_spec
 from ._process import process_start_time
 from ._reaper import local_runtime_gone
-from ._store import Lease, LeaseOwner, SessionStore
+from ._records import Lease, LeaseOwner
+from ._specs import forget_spec
+from ._store import LeaseStore, SpecStore
 
 logger = logging.getLogger("agentrt")
 
@@ -95,21 +99,24 @@ class Ownership:
     """The leases of one runtime; `run` renews them and fences the ones it cannot renew.
 
     ``on_lost(name, reason)`` stops the agent of a lease that is lost (not renewed in
-    time, or taken by another runtime).
+    time, or taken by another runtime). ``store`` is None on a store without leases;
+    ``specs`` the store's failover specs (None without), removed before a retiring
+    agent's lease is given back.
     """
 
     def __init__(
         self,
-        store: SessionStore,
+        store: LeaseStore | None,
+        specs: SpecStore | None,
         *,
         node: str,
         runtime_id: str,
         ttl: float,
         on_lost: Callable[[str, str], None],
-        guarded: bool,
     ) -> None:
         pid = os.getpid()
         self.store = store
+        self._specs = specs
         self.ttl = ttl
         self.owner = LeaseOwner(
             node=node, pid=pid, start_time=process_start_time(pid) or 0, runtime_id=runtime_id
@@ -140,8 +147,9 @@ class Ownership:
         self._wake_fence = trio.Event()
         self._last_renewal = -math.inf
         # The fence guard (`_fence_guard`), started with the first lease of an agent that
-        # runs CLI processes when other programs may share the store (``guarded``).
-        self._guarded = guarded
+        # runs CLI processes when other programs may share the store: only they can take a
+        # lease from a frozen runtime.
+        self._guarded = store is not None and store.shared_between_programs
         self._guard: trio.Process | None = None
 
     def holds(self, name: str) -> bool:
@@ -161,6 +169,9 @@ class Ownership:
             with trio.CancelScope(shield=True):
                 await self._grant(name)
             self._releasing.discard(name)
+            if self.store is None:
+                self._held[name] = sent
+                return
             if not self._held:  # the renewals start from this grant
                 self._last_renewal = sent
                 self._wake_renewer.set()
@@ -171,6 +182,8 @@ class Ownership:
                 self._wake_fence.set()
 
     async def _grant(self, name: str) -> None:
+        if self.store is None:  # names are this runtime's table (the caller checked it)
+            return
         try:
             await self.store.acquire_lease(name, self.owner, ttl=self.ttl)
         except AgentAlreadyStarted as exc:
@@ -214,8 +227,7 @@ class Ownership:
         self.release_soon(name)
         async with self._lock:
             if name in self._releasing:
-                self._releasing.discard(name)
-                await self._release_one(name)
+                await self._release_names([name])
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Renew the leases, release the given-back ones and fence the expiring ones, until
@@ -224,7 +236,8 @@ class Ownership:
         Cancellation: this is how it stops; `release_all` gives back what is left."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._renew_forever)
-            nursery.start_soon(self._fence_forever)
+            if self.store is not None:  # without leases none can be lost
+                nursery.start_soon(self._fence_forever)
             task_status.started()
 
     async def _start_guard(self) -> None:
@@ -280,31 +293,39 @@ class Ownership:
         while True:
             # A new event before the state is read: a change after it sets this one.
             wake = self._wake_renewer = trio.Event()
-            due = self._last_renewal + self.ttl * RENEW_SHARE if self._held else math.inf
+            renews = bool(self._held) and self.store is not None
+            due = self._last_renewal + self.ttl * RENEW_SHARE if renews else math.inf
             if not self._releasing:
                 with trio.move_on_at(due):
                     await wake.wait()
             async with self._lock:
-                await self._release_pending(until=due)
+                await self._release_pending()
                 if self._held and trio.current_time() >= due:
                     await self._renew()
 
-    async def _release_pending(self, *, until: float = math.inf) -> None:
-        # Releases stop for a renewal that is due: many of them (a shutdown) must not keep
-        # the leases still held from being renewed, which the fence would take for a loss.
-        while self._releasing and trio.current_time() < until:
-            await self._release_one(self._releasing.pop())
+    async def _release_pending(self) -> None:
+        if self._releasing:
+            await self._release_names(list(self._releasing))
 
-    async def _release_one(self, name: str) -> None:
-        if name in self._retiring:  # still fenced by the lease it is about to give up
-            self._retiring.discard(name)
-            await forget_spec(self.store, name)
+    async def _release_names(self, names: list[str]) -> None:
+        """Give back the leases of ``names`` in one store call (a shutdown of thousands of
+        agents must not keep the leases still held from their renewal, which the fence
+        would take for a loss); the retiring ones' specs go first, while still fenced by
+        the lease about to be given up."""
+        for name in names:
+            if name in self._retiring:
+                self._retiring.discard(name)
+                await forget_spec(self._specs, name)
         try:
-            await self.store.release_lease(name)
+            if self.store is not None:
+                await self.store.release_leases(names)
         except StoreError as exc:
-            logger.warning("agent %r: its lease could not be released (%s)", name, exc)
+            logger.warning("%d agents' leases could not be released (%s)", len(names), exc)
+        finally:
+            self._releasing.difference_update(names)
 
     async def _renew(self) -> None:
+        assert self.store is not None
         sent = self._last_renewal = trio.current_time()
         try:
             lost = await self.store.renew_leases(ttl=self.ttl)

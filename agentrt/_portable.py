@@ -2,7 +2,7 @@
 and the CLI's transcript carried in the store, so a runtime on another node resumes it.
 
 After each turn the transcript file is read from the offset the store already has, and only
-the new bytes are appended (`SessionStore.append_transcript`). Before a turn that resumes a
+the new bytes are appended (`TranscriptStore.append_transcript`). Before a turn that resumes a
 session, a copy that is missing here or shorter than the stored one (another node ran the
 later turns) is replaced by the stored transcript, then the CLI resumes as always.
 """
@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from ._errors import InvalidOptions, StoreError
-from ._store import SessionStore
+from ._store import TranscriptStore
 from ._store_sqlite import state_directory
 from ._store_transcripts import check_transcript_path
 from .backend import Backend, PortableBackend
@@ -91,7 +91,7 @@ class PortableSession:
     bytes of ``session_id``'s transcript the store holds, as this runtime last saw it (None:
     not read yet)."""
 
-    store: SessionStore
+    store: TranscriptStore
     name: str
     backend: PortableBackend
     home: Path

@@ -18,7 +18,8 @@ import socket
 
 from ._events import StopReason
 from ._process import kill_stale_group, process_start_time
-from ._store import SessionRecord, SessionStore
+from ._records import SessionRecord
+from ._store import LiveProcessStore, SessionStore
 from ._telemetry import reap_span
 
 logger = logging.getLogger("agentrt")
@@ -69,17 +70,22 @@ async def reap_stale_turns(store: SessionStore, *, term_grace: float = 2.0) -> i
 
     Cancellation: bounded by about ``term_grace + 2 s`` per stale row; cancelled, the
     processes signalled so far stay signalled and unreaped rows stay for the next start.
+    A store without live process records (no `LiveProcessStore`) has none to reap.
     """
+    if not isinstance(store, LiveProcessStore):
+        return 0
     reaped = 0
     for record in await store.live_processes():
         if record.runtime_id is None or not runtime_gone(record.runtime_id):
             continue
-        await _reap(store, record, term_grace)
+        await _reap(store, store, record, term_grace)
         reaped += 1
     return reaped
 
 
-async def _reap(store: SessionStore, record: SessionRecord, term_grace: float) -> None:
+async def _reap(
+    store: SessionStore, live: LiveProcessStore, record: SessionRecord, term_grace: float
+) -> None:
     assert record.live_pgid is not None and record.live_pid is not None
     assert record.runtime_id is not None
     with reap_span(record.name, record.live_pgid, record.runtime_id) as reaped:
@@ -115,4 +121,4 @@ async def _reap(store: SessionStore, record: SessionRecord, term_grace: float) -
         usage=None,
         session_id=None,
     )
-    await store.clear_live_process(record.name)
+    await live.clear_live_process(record.name)

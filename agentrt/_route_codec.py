@@ -53,11 +53,11 @@ from ._events import (
 )
 from ._mode import ModeName
 from ._process import ProcessFailure
+from ._records import Lease, LeaseOwner
 from ._redact import redact
 from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
 from ._restart import Crash
 from ._status import AgentState, AgentStatus, CurrentRequest
-from ._store import Lease, LeaseOwner
 from .backend import ExitStatus
 
 # The routing protocol this agentrt speaks: raised with any change to the bodies below, so

@@ -22,13 +22,15 @@ import inspect
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import trio
 
 from ._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
 from ._reaper import local_runtime_gone
+from ._records import LeaseOwner
 from ._redact import redact
 from ._route_codec import (
     RowRefused,
@@ -39,11 +41,12 @@ from ._route_codec import (
     encode_error,
     shown,
 )
-from ._store import LeaseOwner
-from ._store_postgres import PostgresStore
+from ._store import Serve
 
 if TYPE_CHECKING:
     import psycopg
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("agentrt")
 
@@ -88,9 +91,17 @@ _COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING an
 _DROP = "DELETE FROM routed WHERE id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 
-# A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
-# synchronous call (made at once), or the awaitable of an async one.
-Serve = Callable[[str, str, tuple[Any, ...]], object]
+
+class Database(AbstractAsyncContextManager[Any], Protocol):
+    """What the router uses of a `PostgresStore` (one of its own, not opened yet): its
+    reconnecting calls, a connection of its own to listen on, and its name in errors."""
+
+    @property
+    def _where(self) -> str: ...
+
+    def _connect(self) -> psycopg.Connection[Any]: ...
+
+    async def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T: ...
 
 
 def channel(runtime_id: str) -> str:
@@ -105,25 +116,23 @@ class _Owner:
 
 
 @attrs.define(eq=False)
-class Router:
-    """Sends calls for names this runtime does not own, and serves the calls sent to it."""
+class PostgresRouter:
+    """Sends calls for names this runtime does not own, and serves the calls sent to it:
+    the `agentrt.store.Router` of a `PostgresStore`. ``database()`` makes an unopened
+    store on the same database, with the store's settings."""
 
-    store: PostgresStore
+    database: Callable[[], Database]
     me: LeaseOwner
     # Answers awaited by this runtime's callers, by call id.
     _answers: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
     # Calls this runtime is serving, by id: a caller's cancel cancels its scope.
     _serving: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False)
-    _db: PostgresStore = attrs.field(init=False)
+    _db: Database = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         # Routed queries have a connection of their own: none waits behind a checkpoint.
-        self._db = PostgresStore(
-            self.store.dsn,
-            connect_timeout=self.store.connect_timeout,
-            statement_timeout=self.store.statement_timeout,
-        )
+        self._db = self.database()
 
     async def run(
         self, serve: Serve, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -341,7 +350,7 @@ class Router:
         from psycopg import sql
         from psycopg.pq import ConnStatus
 
-        ear = PostgresStore(self.store.dsn, connect_timeout=self.store.connect_timeout)
+        ear = self.database()
         listen = sql.SQL("LISTEN {}").format(sql.Identifier(channel(self.me.runtime_id)))
         started = False
         while True:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, cast
 
@@ -19,7 +19,7 @@ from ._arguments import check_prompt, check_ref, wrong_type
 from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
-from ._failover import Host, forget_spec
+from ._failover import Host
 from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
 from ._ownership import (
     DEFAULT_LEASE_TTL,
@@ -32,11 +32,16 @@ from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
-from ._routing import Router
+from ._specs import forget_spec
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
-from ._store import SessionStore
-from ._store_memory import MemoryStore
-from ._store_postgres import PostgresStore
+from ._store import (
+    LeaseStore,
+    Router,
+    SessionStore,
+    SpecStore,
+    StoreCapabilities,
+    lacks,
+)
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Child, Context, Supervisor
@@ -62,29 +67,27 @@ def _default_store() -> SessionStore:
     return SQLiteStore(default_store_path())
 
 
-# SessionStore is a Protocol: what a store given to open_runtime must at least have.
-_STORE_METHODS = (
-    "__aenter__",
-    "__aexit__",
-    "load",
-    "checkpoint_session",
-    "record_turn",
-    "acquire_lease",
-    "renew_leases",
-    "release_lease",
-    "save_spec",
-    "specs",
-)
-
-
 def _store_argument(store: object) -> SessionStore:
     if store is None:
         return _default_store()
     if isinstance(store, str | os.PathLike):
         return SQLiteStore(store)
-    if not all(callable(getattr(store, method, None)) for method in _STORE_METHODS):
+    if not isinstance(store, SessionStore):
         raise wrong_type("store", "a SessionStore or the path of an SQLite store", store)
-    return cast(SessionStore, store)
+    return store
+
+
+def _check_ownership(
+    store: SessionStore, capabilities: StoreCapabilities, given: Mapping[str, object]
+) -> None:
+    """Refuse the ownership options a store without leases (or specs) cannot honour."""
+    for key, value in given.items():
+        if value is None or value is False:
+            continue
+        if capabilities.leases is None:
+            raise InvalidOptions(key, value, lacks(store, LeaseStore, key))
+        if key == "host_agents" and capabilities.specs is None:
+            raise InvalidOptions(key, value, lacks(store, SpecStore, key))
 
 
 class Runtime(metaclass=NoPublicConstructor):
@@ -103,7 +106,7 @@ class Runtime(metaclass=NoPublicConstructor):
     def __init__(self, context: Context, root: Supervisor, router: Router | None = None) -> None:
         self._context = context
         self._root = root
-        # On a PostgresStore: reaches the agents other runtimes own (see `_routing`).
+        # On a store with routing (a `RoutingStore`): reaches the agents other runtimes own.
         self._router = router
 
     @property
@@ -198,7 +201,9 @@ class Runtime(metaclass=NoPublicConstructor):
             return self._child(name)
         except AgentNotFound:
             if self._router is None:
-                raise
+                raise AgentNotFound(
+                    name, "not in this runtime, and its store routes no calls"
+                ) from None
             return None
 
     async def _route(self, name: str, call: str, *arguments: object) -> Any:
@@ -395,7 +400,7 @@ class Runtime(metaclass=NoPublicConstructor):
         if child is None:
             await self._route(name, "stop_agent")
             return
-        await forget_spec(self._context.store, name)
+        await forget_spec(self._context.capabilities.specs, name)
         actor = child.supervisor._discard(child, "stopped")
         if actor is not None:
             await actor.wait_exited()
@@ -431,7 +436,7 @@ async def open_runtime(
     max_backoff: float = 5.0,
     cgroups: bool = True,
     node: str | None = None,
-    lease_ttl: float = DEFAULT_LEASE_TTL,
+    lease_ttl: float | None = None,
     kill_grace: float = DEFAULT_OPTIONS.kill_grace,
     host_agents: bool = False,
 ) -> AsyncIterator[Runtime]:
@@ -469,7 +474,9 @@ async def open_runtime(
     start time are checked), from another node once it has expired. ``node`` names this
     runtime's host (default: the machine's hostname; runtimes on one machine may name
     themselves apart); ``lease_ttl`` (default 10 s) is how long a lease lasts without
-    renewal, measured on the store's clock. The runtime renews its leases every
+    renewal, measured on the store's clock. Both, and ``host_agents``, need a store with
+    leases (`agentrt.store.LeaseStore`; `InvalidOptions` naming them otherwise): on a
+    store without, the runtime's names are a table of its own. The runtime renews its leases every
     ``lease_ttl / 5``; without a renewal for ``lease_ttl / 2`` it stops the agent (its CLI is
     killed, its waiters get `AgentStopped` with a ``"lease lost: ..."`` reason, it is not
     restarted), so an agent's ``kill_grace`` must fit: ``2 * kill_grace + 1 <= lease_ttl /
@@ -501,8 +508,9 @@ async def open_runtime(
         raise InvalidOptions("max_processes", max_processes, "must be an int >= 1, or None")
     chosen = strategy_option(strategy)
     intensity = intensity_option(max_restarts, period, backoff, max_backoff)
+    given = {"node": node, "lease_ttl": lease_ttl, "host_agents": host_agents}
     node = socket.gethostname() if node is None else node_option(node)
-    ttl = lease_ttl_option(lease_ttl)
+    ttl = DEFAULT_LEASE_TTL if lease_ttl is None else lease_ttl_option(lease_ttl)
     grace = kill_grace_option(kill_grace)
     check_kill_grace(grace, ttl, key="lease_ttl")
     defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
@@ -510,6 +518,8 @@ async def open_runtime(
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
+    capabilities = StoreCapabilities.of(opened)
+    _check_ownership(opened, capabilities, given)
     runtime_id = new_runtime_id()
     with collapse_exception_groups():
         async with AsyncExitStack() as stack:
@@ -522,19 +532,19 @@ async def open_runtime(
                 tracker = ProcessTracker(cgroups=cgroups)
                 await services.start(tracker.run)
                 ownership = Ownership(
-                    opened,
+                    capabilities.leases,
+                    capabilities.specs,
                     node=node,
                     runtime_id=runtime_id,
                     ttl=ttl,
                     on_lost=lambda name, reason: _stop_lost(context, name, reason),
-                    # Only another program can take a lease from a frozen one.
-                    guarded=not isinstance(opened, MemoryStore),
                 )
                 await services.start(ownership.run)
                 try:
                     async with trio.open_nursery() as nursery:
                         context = Context(
                             opened,
+                            capabilities,
                             runtime_id,
                             slots,
                             tracker,
@@ -546,8 +556,8 @@ async def open_runtime(
                         root = Supervisor._create(context, nursery, chosen, intensity)
                         await nursery.start(root._run)
                         router = None
-                        if isinstance(opened, PostgresStore):
-                            router = Router(opened, ownership.owner)
+                        if capabilities.routing is not None:
+                            router = capabilities.routing.router(ownership.owner)
                         runtime = Runtime._create(context, root, router)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)
@@ -591,8 +601,11 @@ def host_for(runtime: Runtime, context: Context, max_processes: int | None) -> H
     async def start(agent: type[Agent], name: str, backend: str, options: dict[str, Any]) -> None:
         await runtime.start_agent(agent, name=name, backend=backend, **options)
 
+    specs, leases = context.capabilities.specs, context.capabilities.leases
+    assert specs is not None and leases is not None  # open_runtime refused host_agents
     return Host(
-        context.store,
+        specs,
+        leases,
         ttl=context.ownership.ttl,
         capacity=max_processes,
         running=lambda: set(context.children) | context.starting,

@@ -1,105 +1,46 @@
-"""Durable session records, one per agent name: the record, the lease that says which runtime
-owns the name, the SessionStore protocol, and what its stores (_store_memory, _store_sqlite)
-share."""
+"""What a session store is, by capability: the core protocol every store implements
+(`SessionStore`), the optional ones the runtime asks for with ``isinstance`` (never by
+class) when a feature needs them, and the helpers the stores share (fencing, errors).
+
+=================== ============================================ =========================
+protocol            methods                                      needed by
+=================== ============================================ =========================
+SessionStore        ``async with``, aclose, load,                every runtime
+                    checkpoint_session, record_turn,
+                    save_state, forget, list
+LiveProcessStore    set_live_process, set_live_idle,             agents that run CLI
+                    clear_live_process, live_processes           processes (the reaper)
+LeaseStore          shared_between_programs, acquire_lease,      ``node``, ``lease_ttl``,
+                    renew_leases, release_leases, leases         ``host_agents``
+SpecStore           save_spec, specs                             failover, ``host_agents``
+TranscriptStore     append_transcript, load_transcript           ``portable=True``
+RoutingStore        router                                       calls to agents other
+                                                                 runtimes own
+=================== ============================================ =========================
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import Any, Protocol, Self, runtime_checkable
 
 import attrs
+import trio
 
 from ._errors import AgentAlreadyStarted, LeaseLost, StoreError
-from ._events import NO_TOTALS, SessionTotals, StopReason, Usage
+from ._events import StopReason, Usage
+from ._records import Lease, LeaseOwner, SessionRecord, StoredTranscript
 from ._redact import redact
-
-if TYPE_CHECKING:
-    from ._store_transcripts import StoredTranscript
 
 NO_USAGE = Usage()
 
 
-@attrs.define(kw_only=True)
-class SessionRow:
-    """The fields of a `SessionRecord`, mutable: a store's own row (MemoryStore keeps these),
-    updated field by field, so a misspelled field fails where a dict key would pass."""
-
-    name: str
-    backend: str
-    session_id: str | None
-    cwd: str | None
-    turns: int
-    cost_usd: float
-    usage: Usage
-    last_stop_reason: str | None
-    created_at: float
-    updated_at: float
-    live_pgid: int | None
-    live_pid: int | None
-    live_start_time: int | None
-    runtime_id: str | None
-    state: bytes | None
-    live_marker: str | None = None
-    # The live process is a warm CLI idling between turns (kept for the next), not a turn's.
-    live_idle: bool = False
-    # The figures the turns of the current session reported, summed; zero when the session
-    # id changes. A backend whose CLI reports running session totals subtracts them.
-    session_totals: SessionTotals = NO_TOTALS
-
-
-@attrs.frozen(kw_only=True)
-class SessionRecord(SessionRow):
-    """What the store keeps about one agent name.
-
-    ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
-    fields and ``runtime_id`` describe the process group of a turn that was running when
-    they were written (``live_start_time`` is the leader's start time in clock ticks, from
-    ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
-    ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
-    all of them are ``None`` when no turn runs. A warm CLI (``keep_alive``) keeps its
-    ``live_*`` fields between turns, with ``live_idle`` True while it waits for the next
-    turn (False while a turn runs). ``state`` is the agent's own checkpoint blob,
-    stored as given.
-    """
-
-
-@attrs.frozen(kw_only=True)
-class LeaseOwner:
-    """The runtime a lease belongs to: its node (`open_runtime`'s ``node``), the pid and
-    start time (clock ticks, from ``/proc/<pid>/stat``) of its process, and its id."""
-
-    node: str
-    pid: int
-    start_time: int
-    runtime_id: str
-
-
-@attrs.frozen(kw_only=True)
-class Lease:
-    """Which runtime owns an agent name, as the store saw it when read.
-
-    ``epoch`` grows by one each time the lease is granted; ``owner`` is None once it was
-    released. ``age`` is the time since it was granted or last renewed and ``remaining``
-    the time until it expires (at most 0: expired), both in seconds on the store's lease
-    clock (see each store), never on the reader's wall clock.
-    """
-
-    name: str
-    epoch: int
-    owner: LeaseOwner | None
-    age: float
-    remaining: float
-
-    @property
-    def held(self) -> bool:
-        """Whether an owner holds it now: granted, not released, not expired."""
-        return self.owner is not None and self.remaining > 0
-
-
+@runtime_checkable
 class SessionStore(Protocol):
-    """Where agents' session ids, totals and live process groups survive a restart.
+    """Where agents' session ids, totals and state survive a restart: the core every store
+    implements.
 
     A store is opened by entering it (``async with store:``) and closed by leaving it or by
     :meth:`aclose`; ``open_runtime`` does both for the store it is given. Opening a store
@@ -108,16 +49,8 @@ class SessionStore(Protocol):
     open.
 
     A row is created by :meth:`checkpoint_session`; :meth:`record_turn`,
-    :meth:`set_live_process` and :meth:`save_state` need that row and raise
+    :meth:`save_state` (and `LiveProcessStore.set_live_process`) need that row and raise
     :class:`StoreError` naming the agent without it.
-
-    Ownership: at most one runtime owns an agent name, through its lease
-    (:meth:`acquire_lease`, :meth:`renew_leases`, :meth:`release_lease`). A store handle (one
-    opened store object, one runtime's) that acquired the lease of a name fences every
-    write it makes for that name: the write carries the lease's epoch and is refused with
-    `LeaseLost`, writing nothing, once another handle holds a newer epoch or the lease was
-    released. Writes for names the handle holds no lease on (the reaper's, the ``agentrt``
-    command's) are not fenced. Opening a handle starts it with no leases.
 
     Cancellation: a call that is cancelled before its write starts writes nothing; a write
     that has started is completed (see each implementation), so a checkpoint is never half
@@ -149,7 +82,8 @@ class SessionStore(Protocol):
         """Create the row of ``name``, or set its backend, session id and cwd.
 
         ``session_id=None`` records that the agent has no conversation (a fresh start or a
-        reset); turns, totals and state are kept.
+        reset); turns, totals and state are kept. A new session id (another than the
+        stored one) starts the session totals from zero.
         """
         ...
 
@@ -162,11 +96,30 @@ class SessionStore(Protocol):
         usage: Usage | None,
         session_id: str | None,
     ) -> None:
-        """Count one finished turn: add its cost and usage, keep its stop reason (redacted).
-
-        A ``session_id`` replaces the stored one; ``None`` keeps it.
+        """Count one finished turn: add its cost and usage, keep its stop reason (redacted,
+        see `stored_reason`). A ``session_id`` replaces the stored one; ``None`` keeps it.
         """
         ...
+
+    async def save_state(self, name: str, state: bytes | None) -> None:
+        """Store (or with ``None`` drop) the agent's checkpoint blob."""
+        ...
+
+    async def forget(self, name: str) -> bool:
+        """Delete the row of ``name`` (and its failover spec, if the store keeps specs);
+        whether there was a row."""
+        ...
+
+    async def list(self) -> Sequence[SessionRecord]:
+        """Every record, by name."""
+        ...
+
+
+@runtime_checkable
+class LiveProcessStore(Protocol):
+    """The process group of each running CLI turn, which the reaper of the next runtime
+    kills if this one dies. Needed by every agent that runs CLI processes: `start_agent`
+    refuses one on a store without it."""
 
     async def set_live_process(
         self,
@@ -195,26 +148,27 @@ class SessionStore(Protocol):
         """Every record with a live process group, by name."""
         ...
 
-    async def save_state(self, name: str, state: bytes | None) -> None:
-        """Store (or with ``None`` drop) the agent's checkpoint blob."""
-        ...
 
-    async def forget(self, name: str) -> bool:
-        """Delete the row of ``name``; whether there was one."""
-        ...
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Leases: at most one runtime owns an agent name. Without it a runtime's ownership is
+    a table in its own memory, and ``open_runtime`` refuses ``node``, ``lease_ttl`` and
+    ``host_agents``.
 
-    async def list(self) -> Sequence[SessionRecord]:
-        """Every record, by name."""
-        ...
+    A store handle (one opened store object, one runtime's) that acquired the lease of a
+    name fences every write it makes for that name (the core's, the live process's, the
+    spec's, the transcript's): the write carries the lease's epoch and is refused with
+    `LeaseLost`, writing nothing, once another handle holds a newer epoch or the lease was
+    released (`check_fence` decides). Writes for names the handle holds no lease on (the
+    reaper's, the ``agentrt`` command's) are not fenced. Opening a handle starts it with no
+    leases.
+    """
 
-    async def save_spec(self, name: str, spec: str | None) -> None:
-        """Store (or with ``None`` drop) the supervisor spec of ``name`` (`_failover`'s
-        JSON), which a runtime hosting agents starts it again from; a name keeps its place
-        in start order while its spec is replaced. Needs no session row."""
-        ...
-
-    async def specs(self) -> Sequence[tuple[str, str]]:
-        """Every stored ``(name, spec)``, in the order the specs were first stored."""
+    @property
+    def shared_between_programs(self) -> bool:
+        """Whether other programs may open the same data (a file, a database): then only
+        they can take a lease from a runtime frozen past its ttl, and the runtime starts
+        its fence guard (a process of its own) for agents that run CLI processes."""
         ...
 
     async def acquire_lease(
@@ -226,27 +180,48 @@ class SessionStore(Protocol):
         Granted when no lease exists, it was released or it has expired, or when
         ``replacing`` is the epoch of the lease held now (a holder the caller found dead:
         only the caller can see processes of its own node). Otherwise raises
-        `AgentAlreadyStarted` carrying the holder's `Lease`.
+        `AgentAlreadyStarted` carrying the holder's `Lease` (`granted_epoch` decides).
         """
         ...
 
     async def renew_leases(self, *, ttl: float) -> Set[str]:
         """Extend every lease this handle holds to ``ttl`` seconds from now; return the
         names whose lease it no longer holds (taken by another handle, or released), which
-        stay fenced until :meth:`release_lease`."""
+        stay fenced until :meth:`release_leases`."""
         ...
 
-    async def release_lease(self, name: str) -> None:
-        """Give up the lease of ``name`` if this handle's epoch is still the current one;
-        the handle stops fencing ``name`` either way."""
+    async def release_leases(self, names: Iterable[str]) -> None:
+        """Give up the leases of ``names``, in one write: each one whose epoch is still
+        this handle's; the handle stops fencing all of them either way."""
         ...
 
     async def leases(self) -> Sequence[Lease]:
         """Every agent name's lease (held, expired or released), by name."""
         ...
 
-    # Portable sessions (`AgentOptions.portable`; see _store_transcripts): a store without
-    # these methods serves every agent that is not portable.
+
+@runtime_checkable
+class SpecStore(Protocol):
+    """The supervisor specs of agents, from which a runtime with ``host_agents=True``
+    starts them again (failover). Without it ``failover=True`` and ``host_agents=True``
+    are refused and the default stores nothing."""
+
+    async def save_spec(self, name: str, spec: str | None) -> None:
+        """Store (or with ``None`` drop) the supervisor spec of ``name`` (JSON), which a
+        runtime hosting agents starts it again from; a name keeps its place in start
+        order while its spec is replaced. Needs no session row. Fenced."""
+        ...
+
+    async def specs(self) -> Sequence[tuple[str, str]]:
+        """Every stored ``(name, spec)``, in the order the specs were first stored."""
+        ...
+
+
+@runtime_checkable
+class TranscriptStore(Protocol):
+    """The CLI transcript of a portable agent's session (``portable=True``), so that a
+    runtime on another node can write it back before resuming. One name has at most one
+    stored transcript, of its current session. Without it ``portable=True`` is refused."""
 
     async def append_transcript(
         self, name: str, *, session_id: str, path: str, offset: int, data: bytes
@@ -254,12 +229,77 @@ class SessionStore(Protocol):
         """Append ``data`` to the stored CLI transcript of ``name``, which must be
         ``offset`` bytes of session ``session_id`` long (``offset=0`` replaces what is
         stored); else `StoreError`, writing nothing. ``path`` is the file's path relative
-        to the CLI's home. Fenced as every write for ``name``."""
+        to the CLI's home (`check_transcript_path`: else `ValueError`). Fenced."""
         ...
 
     async def load_transcript(self, name: str) -> StoredTranscript | None:
         """The stored CLI transcript of ``name``, or None."""
         ...
+
+
+# A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
+# synchronous call (made at once), or the awaitable of an async one.
+Serve = Callable[[str, str, tuple[Any, ...]], object]
+
+
+class Router(Protocol):
+    """Calls for agents another runtime owns, sent through the store, and the serving of
+    the calls sent to this runtime."""
+
+    async def call(self, name: str, call: str, arguments: tuple[Any, ...]) -> Any:
+        """Run ``call`` on the runtime that owns ``name`` and return what it returned (or
+        raise what it raised): `AgentNotFound` when no live runtime owns ``name``,
+        `AgentStopped` when its owner ends before answering."""
+        ...
+
+    async def run(
+        self, serve: Serve, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve the calls sent to this runtime with ``serve`` until cancelled; started with
+        ``nursery.start`` (it has started once calls can reach it)."""
+        ...
+
+
+@runtime_checkable
+class RoutingStore(Protocol):
+    """A store whose runtimes reach each other's agents (location transparency). Without
+    it a runtime serves its own agents only, and a name it does not run is `AgentNotFound`
+    saying the store routes no calls."""
+
+    def router(self, owner: LeaseOwner) -> Router:
+        """The router of the runtime ``owner`` (not started: the runtime runs it)."""
+        ...
+
+
+@attrs.frozen
+class StoreCapabilities:
+    """What one store can do, asked once when the runtime opens (an ``isinstance`` on a
+    runtime-checkable protocol costs microseconds): the store itself as each capability
+    it has, or None."""
+
+    live: LiveProcessStore | None
+    leases: LeaseStore | None
+    specs: SpecStore | None
+    transcripts: TranscriptStore | None
+    routing: RoutingStore | None
+
+    @classmethod
+    def of(cls, store: SessionStore) -> StoreCapabilities:
+        return cls(
+            live=store if isinstance(store, LiveProcessStore) else None,
+            leases=store if isinstance(store, LeaseStore) else None,
+            specs=store if isinstance(store, SpecStore) else None,
+            transcripts=store if isinstance(store, TranscriptStore) else None,
+            routing=store if isinstance(store, RoutingStore) else None,
+        )
+
+
+def lacks(store: object, protocol: type, needed_for: str) -> str:
+    """The reason of a refusal: what ``store`` lacks, and what needed it."""
+    return (
+        f"{needed_for} needs a store with the {protocol.__name__} methods "
+        f"(agentrt.store.{protocol.__name__}); {type(store).__name__} has none"
+    )
 
 
 def lease_owner(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Self
 
 import attrs
@@ -11,19 +11,9 @@ import trio
 
 from ._errors import StoreError
 from ._events import NO_TOTALS, Usage
-from ._store import (
-    NO_USAGE,
-    ClosedOnExit,
-    Lease,
-    LeaseOwner,
-    SessionRecord,
-    SessionRow,
-    check_fence,
-    granted_epoch,
-    no_row,
-    stored_reason,
-)
-from ._store_transcripts import MemoryTranscripts, StoredTranscript
+from ._records import Lease, LeaseOwner, SessionRecord, SessionRow, StoredTranscript
+from ._store import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
+from ._store_transcripts import MemoryTranscripts
 
 
 @attrs.define
@@ -49,7 +39,8 @@ class _Tables:
 
 @attrs.define(eq=False)
 class MemoryStore(ClosedOnExit):
-    """A :class:`SessionStore` in this process's memory, for tests.
+    """A store in this process's memory, for tests: every capability of `agentrt.store`
+    but routing.
 
     It uses no threads, so it keeps exact times under ``trio.testing.MockClock`` (a store
     that waits on a worker thread lets an autojumping clock run ahead). Its records outlive
@@ -80,6 +71,11 @@ class MemoryStore(ClosedOnExit):
         other = MemoryStore(clock=self.clock, lease_clock=self.lease_clock)
         other._tables = self._tables
         return other
+
+    @property
+    def shared_between_programs(self) -> bool:
+        """False: only this program sees the store (its handles are its own)."""
+        return False
 
     @property
     def _rows(self) -> dict[str, SessionRow]:
@@ -287,12 +283,13 @@ class MemoryStore(ClosedOnExit):
                 row.renewed_at, row.expires_at = now, now + ttl
         return frozenset(lost)
 
-    async def release_lease(self, name: str) -> None:
+    async def release_leases(self, names: Iterable[str]) -> None:
         await self._enter()
-        epoch = self._epochs.pop(name, None)
-        row = self._leases.get(name)
-        if row is not None and row.epoch == epoch:
-            row.owner = None
+        for name in names:
+            epoch = self._epochs.pop(name, None)
+            row = self._leases.get(name)
+            if row is not None and row.epoch == epoch:
+                row.owner = None
 
     async def leases(self) -> Sequence[Lease]:
         await self._enter()

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import attrs
 import trio
 
 from ._errors import StoreError
+from ._records import Lease, LeaseOwner
 from ._redact import redact
-from ._store import (
-    Lease,
-    LeaseOwner,
-    check_fence,
-    granted_epoch,
-    lease_owner,
-)
+from ._store import Router, check_fence, granted_epoch, lease_owner
 from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
@@ -167,9 +162,10 @@ WHERE leases.name = mine.name AND leases.epoch = mine.epoch AND runtime_id IS NO
 RETURNING leases.name
 """
 
-_RELEASE_LEASE = """
+_RELEASE_LEASES = """
 UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
-WHERE name = %s AND epoch = %s
+FROM unnest(%s::text[], %s::bigint[]) AS mine(name, epoch)
+WHERE leases.name = mine.name AND leases.epoch = mine.epoch
 """
 
 
@@ -200,8 +196,8 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 @attrs.define(eq=False)
 class PostgresStore(SqlTranscripts, SqlSessions):
-    """A :class:`SessionStore` on PostgreSQL (``pip install 'agentrt[postgres]'``), for
-    runtimes on many hosts sharing one database.
+    """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
+    hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 
     ``dsn`` is a libpq connection string or URI (``"host=db dbname=agents"``,
     ``"postgresql://agentrt@db/agents"``); a password belongs in ``PGPASSWORD`` or
@@ -252,6 +248,11 @@ class PostgresStore(SqlTranscripts, SqlSessions):
     def _where(self) -> str:
         # What error messages name: the DSN without anything that looks like a secret.
         return redact(f"postgresql {self.dsn}")
+
+    @property
+    def shared_between_programs(self) -> bool:
+        """True: runtimes on many hosts share the database."""
+        return True
 
     async def __aenter__(self) -> Self:
         if self._open:
@@ -395,13 +396,35 @@ class PostgresStore(SqlTranscripts, SqlSessions):
 
         return await self._call(work)
 
-    async def release_lease(self, name: str) -> None:
+    async def release_leases(self, names: Iterable[str]) -> None:
+        wanted = list(names)
+
         def work(conn: psycopg.Connection[Any]) -> None:
-            epoch = self._epochs.pop(name, None)
-            if epoch is not None:
-                conn.execute(_RELEASE_LEASE, (name, epoch))
+            mine = {
+                name: epoch
+                for name in wanted
+                if (epoch := self._epochs.pop(name, None)) is not None
+            }
+            if mine:  # one statement (one transaction) for all of them
+                conn.execute(_RELEASE_LEASES, (list(mine), list(mine.values())))
 
         await self._call(work)
+
+    def router(self, owner: LeaseOwner) -> Router:
+        """The router of the runtime ``owner``: calls for agents other runtimes own go to
+        them through this database (see `PostgresRouter`); it opens connections of its own
+        with this store's settings."""
+        from ._routing import PostgresRouter
+
+        return PostgresRouter(self._routing_connection, owner)
+
+    def _routing_connection(self) -> PostgresStore:
+        # Not opened: the router opens it (and reconnects it) as a store of its own.
+        return PostgresStore(
+            self.dsn,
+            connect_timeout=self.connect_timeout,
+            statement_timeout=self.statement_timeout,
+        )
 
     async def leases(self) -> Sequence[Lease]:
         def work(conn: psycopg.Connection[Any]) -> tuple[Lease, ...]:

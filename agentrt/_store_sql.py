@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ._events import SessionTotals, Usage
-from ._store import NO_USAGE, ClosedOnExit, SessionRecord, no_row, stored_reason
+from ._records import SessionRecord
+from ._store import NO_USAGE, ClosedOnExit, no_row, stored_reason
 
 _T = TypeVar("_T")
 

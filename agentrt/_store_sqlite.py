@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -13,14 +13,9 @@ import attrs
 import trio
 
 from ._errors import StoreError
+from ._records import Lease, LeaseOwner
 from ._redact import redact
-from ._store import (
-    Lease,
-    LeaseOwner,
-    check_fence,
-    granted_epoch,
-    lease_owner,
-)
+from ._store import check_fence, granted_epoch, lease_owner
 from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
 from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
@@ -283,6 +278,11 @@ class SQLiteStore(SqlTranscripts, SqlSessions):
     def _where(self) -> str:
         return str(self.path)
 
+    @property
+    def shared_between_programs(self) -> bool:
+        """True: any program may open the same file."""
+        return True
+
     async def __aenter__(self) -> Self:
         if self._conn is not None or self._opening:
             raise StoreError(str(self.path), "already open")
@@ -488,11 +488,19 @@ class SQLiteStore(SqlTranscripts, SqlSessions):
         # One transaction for all of this handle's leases.
         return await self._call(lambda conn: _lease_transaction(conn, lambda: renew(conn)))
 
-    async def release_lease(self, name: str) -> None:
+    async def release_leases(self, names: Iterable[str]) -> None:
+        wanted = list(names)
+
         def work(conn: sqlite3.Connection) -> None:
-            epoch = self._epochs.pop(name, None)
-            if epoch is not None:
-                _lease_transaction(conn, lambda: conn.execute(_RELEASE_LEASE, (name, epoch)))
+            rows = [
+                (name, epoch)
+                for name in wanted
+                if (epoch := self._epochs.pop(name, None)) is not None
+            ]
+            # One transaction for all of them: a runtime closing with 20k agents made 20k
+            # (8 s of its shutdown).
+            if rows:
+                _lease_transaction(conn, lambda: conn.executemany(_RELEASE_LEASE, rows))
 
         await self._call(work)
 

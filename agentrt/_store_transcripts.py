@@ -16,18 +16,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import attrs
 
 from ._errors import StoreError
+from ._records import StoredTranscript
 
 _T = TypeVar("_T")
-
-
-@attrs.frozen
-class StoredTranscript:
-    """An agent's stored transcript: the session it belongs to, where it lives relative to
-    the CLI's home (``path``, as the CLI named it), and its bytes."""
-
-    session_id: str
-    path: str
-    data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
 
 
 def check_transcript_path(path: str) -> None:

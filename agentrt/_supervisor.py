@@ -56,10 +56,18 @@ from ._ownership import Ownership, check_kill_grace
 from ._portable import portable_options
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
+from ._records import SessionRecord
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
-from ._store import SessionRecord, SessionStore
+from ._store import (
+    LiveProcessStore,
+    SessionStore,
+    SpecStore,
+    StoreCapabilities,
+    TranscriptStore,
+    lacks,
+)
 from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
@@ -132,11 +140,34 @@ class AgentSpec:
         return instance, backend.with_app_tools(options, binding.endpoint), mode, binding
 
 
+def _check_store(context: Context, name: str, options: AgentOptions) -> SpecStore | None:
+    """Refuse an agent whose options need what the store lacks, naming both
+    (`InvalidOptions`); the store's specs, or None for a store that keeps none (then
+    nothing is stored)."""
+    store, capabilities = context.store, context.capabilities
+    if options.portable and capabilities.transcripts is None:
+        why = lacks(store, TranscriptStore, f"agent {name!r}: portable=True")
+        raise InvalidOptions("portable", True, why)
+    if options.failover and capabilities.specs is None:
+        raise InvalidOptions("failover", True, lacks(store, SpecStore, f"agent {name!r}: failover"))
+    return capabilities.specs
+
+
+def _check_live_records(context: Context, name: str, mode: Mode) -> None:
+    """Refuse an agent whose mode runs CLI processes on a store that cannot record them."""
+    if mode.runs_processes and context.capabilities.live is None:
+        store = context.store
+        why = lacks(store, LiveProcessStore, f"agent {name!r} runs CLI processes, which")
+        raise InvalidOptions("store", type(store).__name__, why + " (the reaper would miss them)")
+
+
 @attrs.define(eq=False)
 class Context:
     """What the supervisors of one runtime share."""
 
     store: SessionStore
+    # What the store can do beyond the core, asked once at open_runtime.
+    capabilities: StoreCapabilities
     runtime_id: str
     slots: ProcessSlots
     tracker: ProcessTracker
@@ -306,14 +337,19 @@ class Supervisor(metaclass=NoPublicConstructor):
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
         spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
-        stored = stored_spec(name, agent, backend, options, agent_options.failover)
+        specs = _check_store(context, name, agent_options)
+        stored = None
+        if specs is not None:
+            stored = stored_spec(name, agent, backend, options, agent_options.failover)
         store = context.store
         context.starting.add(name)
         binding: ToolBinding | None = None
         started = False
         try:
-            # The mode first: whether the fence guard must watch this agent's processes.
+            # The mode first: what the store must hold for it, and whether the fence
+            # guard must watch this agent's processes.
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
+            _check_live_records(context, name, mode)
             await ownership.acquire(name, runs_processes=mode.runs_processes)
             record = None if resume is False else await store.load(name)
             cwd = working_directory(backend_options)
@@ -339,7 +375,8 @@ class Supervisor(metaclass=NoPublicConstructor):
                 )
             if resume is False and record is not None and record.state is not None:
                 await store.save_state(name, None)
-            await store.save_spec(name, stored)
+            if specs is not None:
+                await specs.save_spec(name, stored)
             self._check_open()
             slot = Slot(
                 Mailbox(name, agent_options, context.new_id),

@@ -43,7 +43,7 @@ METHODS = (
     "load_transcript",
     "acquire_lease",
     "renew_leases",
-    "release_lease",
+    "release_leases",
 )
 FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}
 SESSION = "s-bench"

@@ -1,13 +1,14 @@
-"""Leases: which runtime owns an agent name. The stores' lease operations and fencing (two
-handles on one store, as two programs on one file), a state machine over them, and the
-runtime's renewals and fence under a MockClock."""
+"""Leases: which runtime owns an agent name. The runtime's renewals and fence under a
+MockClock, and programs of their own sharing a store. What every store's lease operations
+and fencing must do (two handles, the state machine) is the conformance kit's
+(tests/test_store_conformance.py); SQLite's boot clock is here."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,9 +17,6 @@ import pytest
 import trio
 from _helpers import echo_backend, settle
 from cli_programs import SID, FakeClaude, init_frame
-from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from proc_helpers import Program, store_programs, turn_processes, wait_until
 
 import agentrt
@@ -27,10 +25,8 @@ from agentrt import (
     AgentAlreadyStarted,
     AgentStopped,
     InvalidOptions,
-    LeaseLost,
     LeaseOwner,
     MemoryStore,
-    PostgresStore,
     SessionStore,
     SQLiteStore,
     StoreError,
@@ -65,149 +61,6 @@ def lease_clock() -> LeaseClock:
     return LeaseClock()
 
 
-@attrs.define
-class Handles:
-    """Two open handles on one store, as two programs sharing it have, and the store's
-    lease clock: moved by hand where it can be injected, real on PostgreSQL (the server's),
-    where ``ttl`` is short and ``advance`` sleeps."""
-
-    one: SessionStore
-    two: SessionStore
-    ttl: float
-    clock: LeaseClock | None
-
-    async def advance(self, fraction: float) -> None:
-        """Let ``fraction`` of ``ttl`` pass on the lease clock."""
-        if self.clock is None:
-            await trio.sleep(fraction * self.ttl)
-        else:
-            self.clock.now += fraction * self.ttl
-
-    def about(self, fraction: float) -> object:
-        """``fraction`` of ``ttl``, as read back (real time moves on a little)."""
-        return pytest.approx(fraction * self.ttl, abs=0 if self.clock else 0.25)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def handles(
-    request: pytest.FixtureRequest, tmp_path: Path, lease_clock: LeaseClock
-) -> AsyncIterator[Handles]:
-    one: SessionStore
-    two: SessionStore
-    clock: LeaseClock | None = lease_clock
-    if request.param == "memory":
-        memory = MemoryStore(lease_clock=lease_clock)
-        one, two = memory, memory.handle()
-    elif request.param == "sqlite":
-        path = tmp_path / "sessions.sqlite3"
-        one = SQLiteStore(path, lease_clock=lease_clock)
-        two = SQLiteStore(path, lease_clock=lease_clock)
-    else:
-        dsn = request.getfixturevalue("postgres_dsn")
-        one, two, clock = PostgresStore(dsn), PostgresStore(dsn), None
-    async with one, two:
-        yield Handles(one, two, TTL if clock else 2.0, clock)
-
-
-async def write(store: SessionStore, name: str, session_id: str) -> None:
-    await store.checkpoint_session(name, backend="claude", session_id=session_id, cwd="/w")
-
-
-async def test_a_held_lease_is_refused_to_another_owner_naming_the_holder(
-    handles: Handles,
-) -> None:
-    one, two, ttl = handles.one, handles.two, handles.ttl
-    lease = await one.acquire_lease("x", A, ttl=ttl)
-    assert (lease.epoch, lease.owner, lease.remaining) == (1, A, ttl)
-    with pytest.raises(AgentAlreadyStarted) as refused:
-        await two.acquire_lease("x", B, ttl=ttl)
-    assert refused.value.holder is not None and refused.value.holder.owner == A
-    assert "node 'host-a', pid 4242" in str(refused.value)
-    # Another name is free.
-    assert (await two.acquire_lease("y", B, ttl=ttl)).epoch == 1
-
-
-async def test_an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
-    handles: Handles,
-) -> None:
-    one, two, ttl = handles.one, handles.two, handles.ttl
-    await one.acquire_lease("x", A, ttl=ttl)
-    await write(one, "x", "s1")
-    await handles.advance(0.8)
-    with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=ttl)
-    await handles.advance(0.2)
-    taken = await two.acquire_lease("x", B, ttl=ttl)
-    assert (taken.epoch, taken.owner) == (2, B)
-    with pytest.raises(LeaseLost) as lost:
-        await write(one, "x", "stale")
-    assert (lost.value.name, lost.value.epoch) == ("x", 1)
-    assert "epoch 2 is held by node 'host-b', pid 5151" in str(lost.value)
-    assert isinstance(lost.value, StoreError)
-    for stale in (
-        one.record_turn("x", stop_reason="complete", cost_usd=1.0, usage=None, session_id="z"),
-        one.set_live_process("x", pgid=1, pid=1, start_time=1, runtime_id="r"),
-        one.clear_live_process("x"),
-        one.save_state("x", b"{}"),
-        one.forget("x"),
-    ):
-        with pytest.raises(LeaseLost):
-            await stale
-    record = await two.load("x")
-    assert record is not None and (record.session_id, record.turns) == ("s1", 0)
-    assert await one.renew_leases(ttl=ttl) == {"x"}
-    await write(two, "x", "s2")  # the new owner's writes go through
-
-
-async def test_a_renewed_lease_lasts_ttl_from_the_renewal(handles: Handles) -> None:
-    one, two, ttl = handles.one, handles.two, handles.ttl
-    await one.acquire_lease("x", A, ttl=ttl)
-    await handles.advance(0.8)
-    assert await one.renew_leases(ttl=ttl) == set()
-    await handles.advance(0.8)
-    with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=ttl)
-    [lease] = await two.leases()
-    assert (lease.age, lease.remaining, lease.held) == (
-        handles.about(0.8),
-        handles.about(0.2),
-        True,
-    )
-    await handles.advance(0.2)
-    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
-
-
-async def test_replacing_takes_only_the_current_epoch(handles: Handles) -> None:
-    one, two, ttl = handles.one, handles.two, handles.ttl
-    await one.acquire_lease("x", A, ttl=ttl)
-    with pytest.raises(AgentAlreadyStarted):
-        await two.acquire_lease("x", B, ttl=ttl, replacing=7)
-    assert (await two.acquire_lease("x", B, ttl=ttl, replacing=1)).epoch == 2
-    assert await one.renew_leases(ttl=ttl) == {"x"}
-
-
-async def test_a_released_lease_is_free_at_once_and_listed_without_owner(
-    handles: Handles,
-) -> None:
-    one, two, ttl = handles.one, handles.two, handles.ttl
-    await one.acquire_lease("x", A, ttl=ttl)
-    await one.release_lease("x")
-    [lease] = await two.leases()
-    assert (lease.epoch, lease.owner, lease.held) == (1, None, False)
-    assert (await two.acquire_lease("x", B, ttl=ttl)).epoch == 2
-    await one.release_lease("x")  # no longer its lease: nothing happens
-    [lease] = await two.leases()
-    assert lease.owner == B
-
-
-async def test_a_reopened_handle_holds_no_lease(handles: Handles) -> None:
-    one, ttl = handles.one, handles.ttl
-    await one.acquire_lease("x", A, ttl=ttl)
-    await one.aclose()
-    async with one:
-        assert await one.renew_leases(ttl=ttl) == set()
-
-
 async def test_an_sqlite_lease_of_an_earlier_boot_has_expired(
     tmp_path: Path, lease_clock: LeaseClock
 ) -> None:
@@ -220,109 +73,6 @@ async def test_an_sqlite_lease_of_an_earlier_boot_has_expired(
         [lease] = await two.leases()
         assert lease.owner == A and not lease.held
         assert (await two.acquire_lease("x", B, ttl=TTL)).epoch == 2
-
-
-# --- a state machine: at most one handle can write for a name at any time ---
-
-
-class LeaseMachine(RuleBasedStateMachine):
-    """Handles of one MemoryStore acquire, renew, release and steal leases while the lease
-    clock moves. A lease is granted (unless replacing) only when the model says its last
-    holder's lease has ended; after every step at most one handle that took a lease can
-    write for a name as its owner, and it is the owner the store's lease names."""
-
-    NAMES = ("x", "y")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.clock = LeaseClock()
-        first = MemoryStore(lease_clock=self.clock)
-        self.stores = [first, first.handle(), first.handle()]
-        self.owners = [owner(f"n{i}", i) for i in range(3)]
-        # The names each handle took a lease on and has not released.
-        self.taken: list[set[str]] = [set() for _ in self.stores]
-        # The model: name -> (holder, expiry on the lease clock); a release drops it.
-        self.held: dict[str, tuple[int, float]] = {}
-
-        async def open_all() -> None:
-            for store in self.stores:
-                await store.__aenter__()
-            for name in self.NAMES:  # rows to write to, made before any lease
-                await write(first, name, "s0")
-
-        trio.run(open_all)
-
-    @staticmethod
-    def run(call: Callable[[], Awaitable[T]]) -> T:
-        async def main() -> T:
-            return await call()
-
-        return trio.run(main)
-
-    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES), ttl=st.sampled_from([1.0, 5.0]))
-    def acquire(self, h: int, name: str, ttl: float) -> None:
-        try:
-            self.run(lambda: self.stores[h].acquire_lease(name, self.owners[h], ttl=ttl))
-        except AgentAlreadyStarted as exc:
-            assert exc.holder is not None and exc.holder.held
-            assert name in self.held and self.held[name][1] > self.clock.now
-        else:
-            assert name not in self.held or self.held[name][1] <= self.clock.now
-            self.taken[h].add(name)
-            self.held[name] = (h, self.clock.now + ttl)
-
-    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES))
-    def steal(self, h: int, name: str) -> None:
-        """A caller that found the holder dead replaces its epoch."""
-        store = self.stores[h]
-        epochs = [lease.epoch for lease in self.run(store.leases) if lease.name == name]
-        if epochs:
-            (replacing,) = epochs
-            self.run(
-                lambda: store.acquire_lease(name, self.owners[h], ttl=2.0, replacing=replacing)
-            )
-            self.taken[h].add(name)
-            self.held[name] = (h, self.clock.now + 2.0)
-
-    @rule(h=st.integers(0, 2), ttl=st.sampled_from([1.0, 5.0]))
-    def renew(self, h: int, ttl: float) -> None:
-        lost = self.run(lambda: self.stores[h].renew_leases(ttl=ttl))
-        assert lost <= self.taken[h]
-        for name in self.taken[h] - lost:
-            assert self.held[name][0] == h
-            self.held[name] = (h, self.clock.now + ttl)
-
-    @rule(h=st.integers(0, 2), name=st.sampled_from(NAMES))
-    def release(self, h: int, name: str) -> None:
-        self.run(lambda: self.stores[h].release_lease(name))
-        self.taken[h].discard(name)
-        if self.held.get(name, (None,))[0] == h:
-            del self.held[name]
-
-    @rule(seconds=st.sampled_from([0.5, 1.0, 3.0, 6.0]))
-    def expire(self, seconds: float) -> None:
-        self.clock.now += seconds
-
-    @invariant()
-    def at_most_one_owner(self) -> None:
-        current = {lease.name: lease for lease in self.run(self.stores[0].leases)}
-        for name in self.NAMES:
-            writers = [h for h in range(3) if name in self.taken[h] and self._writes(h, name)]
-            assert len(writers) <= 1
-            if writers:
-                lease = current[name]
-                assert lease.owner == self.owners[writers[0]]
-
-    def _writes(self, h: int, name: str) -> bool:
-        try:
-            self.run(lambda: self.stores[h].save_state(name, None))
-        except LeaseLost:
-            return False
-        return True
-
-
-LeaseMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
-TestLeaseMachine = LeaseMachine.TestCase
 
 
 # --- the runtime: ownership, renewal, the fence (MockClock, MemoryStore handles) ---
@@ -395,10 +145,10 @@ class CutOff(MemoryStore):
             raise StoreError("<memory>", "connection refused")
         return frozenset(await super().renew_leases(ttl=ttl))
 
-    async def release_lease(self, name: str) -> None:
+    async def release_leases(self, names: Iterable[str]) -> None:
         if self.cut:
             raise StoreError("<memory>", "connection refused")
-        await super().release_lease(name)
+        await super().release_leases(names)
 
 
 async def test_a_runtime_that_cannot_renew_stops_its_agents_before_the_lease_ends(
@@ -477,11 +227,14 @@ async def test_a_new_grant_does_not_wake_the_fence(autojump_clock: object) -> No
 
 @attrs.define(eq=False)
 class SlowRelease(MemoryStore):
-    """A MemoryStore whose lease releases take 0.4 s each."""
+    """A MemoryStore whose lease releases take 0.4 s a call (a slow round trip)."""
 
-    async def release_lease(self, name: str) -> None:
+    calls: int = 0
+
+    async def release_leases(self, names: Iterable[str]) -> None:
+        self.calls += 1
         await trio.sleep(0.4)
-        await super().release_lease(name)
+        await super().release_leases(names)
 
 
 class SlowToStop(Agent):
@@ -496,15 +249,47 @@ async def test_a_shutdown_longer_than_half_a_lease_loses_no_lease(
 ) -> None:
     store = SlowRelease()
     async with open_runtime(store=store, lease_ttl=10) as rt:
-        for i in range(20):  # their releases take 8 s, past the fence's 5 s
+        for i in range(20):  # one call each, their releases took 8 s, past the fence's 5 s
             await rt.start_agent(Agent, name=f"quick{i}", backend=echo_backend())
         await rt.start_agent(SlowToStop, name="slow", backend=echo_backend())
         await trio.sleep(1.9)  # just before a renewal: the slow agent's lease is oldest
         closing = trio.current_time()
     assert trio.current_time() - closing > 5
     assert "lease lost" not in caplog.text
+    assert store.calls <= 3  # batched: the ones ended by then go in one call
     async with store.handle() as reader:
         assert [lease.owner for lease in await reader.leases()] == [None] * 21
+
+
+@attrs.define(eq=False)
+class CountedRelease(MemoryStore):
+    """A MemoryStore that records each call giving leases back."""
+
+    released: list[list[str]] = attrs.field(factory=list)
+
+    async def release_leases(self, names: Iterable[str]) -> None:
+        names = list(names)
+        self.released.append(names)
+        await super().release_leases(names)
+
+
+async def test_a_closing_runtime_gives_its_leases_back_in_a_call_or_two(
+    autojump_clock: object,
+) -> None:
+    store = CountedRelease()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        for i in range(500):
+            await rt.start_agent(Agent, name=f"a{i}", backend=echo_backend())
+        await rt.stop_agent("a0")  # given back at once, on its own
+    assert store.released[0] == ["a0"]
+    # The others in a call or two (those the renewer finds ended while the rest stop), not
+    # one call each.
+    rest = store.released[1:]
+    assert 1 <= len(rest) <= 2
+    released = sorted(name for names in rest for name in names)
+    assert released == sorted(f"a{i}" for i in range(1, 500))
+    async with store.handle() as reader:
+        assert not any(lease.held for lease in await reader.leases())
 
 
 async def test_an_agent_whose_lease_another_runtime_took_is_stopped(

@@ -24,9 +24,10 @@ from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
 from .._mode import capabilities
 from .._options import split_options
+from .._records import SessionRecord
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store import SessionRecord, SessionStore
+from .._store import SessionStore
 from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore, default_store_path
 from ._render import CliError, Output, money, seconds, short

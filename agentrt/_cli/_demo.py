@@ -36,9 +36,9 @@ from .._agent import Agent
 from .._errors import AgentNotFound, AgentRTError, TurnFailed
 from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
 from .._pinned import pinned_claude
+from .._records import SessionRecord
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store import SessionRecord
 from .._store_sqlite import SQLiteStore
 from ..testing import open_fake_anthropic
 from ._demo_model import (

@@ -7,7 +7,7 @@ import argparse
 import datetime
 from typing import Any
 
-from .._store import Lease, SessionRecord, SessionStore
+from .._records import Lease, SessionRecord
 from .._store_postgres import PostgresStore
 from .._store_sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
@@ -100,7 +100,11 @@ async def run_sessions(args: argparse.Namespace, out: Output) -> int:
 
 
 async def _sessions(
-    store: SessionStore, action: str, args: argparse.Namespace, out: Output, path: object
+    store: SQLiteStore | PostgresStore,
+    action: str,
+    args: argparse.Namespace,
+    out: Output,
+    path: object,
 ) -> int:
     if action == "list":
         records = await store.list()
@@ -160,7 +164,7 @@ async def _sessions(
     return 0
 
 
-async def _status(store: SessionStore, out: Output, path: object) -> int:
+async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object) -> int:
     records = {record.name: record for record in await store.list()}
     leases = {lease.name: lease for lease in await store.leases()}
     names = sorted(records.keys() | leases.keys())

@@ -32,5 +32,9 @@ from ._scripted import ScriptedBackend as ScriptedBackend
 from ._scripted import ScriptedOptions as ScriptedOptions
 from ._scripted import Sleep as Sleep
 from ._scripted import reply as reply
+from ._store_conformance import ManualClock as ManualClock
+from ._store_conformance import StoreCheck as StoreCheck
+from ._store_conformance import StoreHarness as StoreHarness
+from ._store_conformance import store_conformance as store_conformance
 from .fake_cli import fake_cli_argv as fake_cli_argv
 from .fake_cli import fake_cli_executable as fake_cli_executable

@@ -1,0 +1,97 @@
+"""The records the stores keep and give back: a session's record and row, a lease and its
+owner, a stored transcript. Plain data on the floor of the package, so that the errors
+(`AgentAlreadyStarted.holder`), the stores and the runtime all read them without importing
+one another."""
+
+from __future__ import annotations
+
+import attrs
+
+from ._events import NO_TOTALS, SessionTotals, Usage
+
+
+@attrs.define(kw_only=True)
+class SessionRow:
+    """The fields of a `SessionRecord`, mutable: a store's own row (MemoryStore keeps these),
+    updated field by field, so a misspelled field fails where a dict key would pass."""
+
+    name: str
+    backend: str
+    session_id: str | None
+    cwd: str | None
+    turns: int
+    cost_usd: float
+    usage: Usage
+    last_stop_reason: str | None
+    created_at: float
+    updated_at: float
+    live_pgid: int | None
+    live_pid: int | None
+    live_start_time: int | None
+    runtime_id: str | None
+    state: bytes | None
+    live_marker: str | None = None
+    # The live process is a warm CLI idling between turns (kept for the next), not a turn's.
+    live_idle: bool = False
+    # The figures the turns of the current session reported, summed; zero when the session
+    # id changes. A backend whose CLI reports running session totals subtracts them.
+    session_totals: SessionTotals = NO_TOTALS
+
+
+@attrs.frozen(kw_only=True)
+class SessionRecord(SessionRow):
+    """What the store keeps about one agent name.
+
+    ``created_at`` / ``updated_at`` are wall-clock seconds (``time.time()``). The ``live_*``
+    fields and ``runtime_id`` describe the process group of a turn that was running when
+    they were written (``live_start_time`` is the leader's start time in clock ticks, from
+    ``/proc/<pid>/stat``, to tell a reused pid apart; ``live_marker`` is the turn's
+    ``AGENTRT_TURN`` env marker, which finds its setsid'd orphans once the leader is gone);
+    all of them are ``None`` when no turn runs. A warm CLI (``keep_alive``) keeps its
+    ``live_*`` fields between turns, with ``live_idle`` True while it waits for the next
+    turn (False while a turn runs). ``state`` is the agent's own checkpoint blob,
+    stored as given.
+    """
+
+
+@attrs.frozen(kw_only=True)
+class LeaseOwner:
+    """The runtime a lease belongs to: its node (`open_runtime`'s ``node``), the pid and
+    start time (clock ticks, from ``/proc/<pid>/stat``) of its process, and its id."""
+
+    node: str
+    pid: int
+    start_time: int
+    runtime_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Lease:
+    """Which runtime owns an agent name, as the store saw it when read.
+
+    ``epoch`` grows by one each time the lease is granted; ``owner`` is None once it was
+    released. ``age`` is the time since it was granted or last renewed and ``remaining``
+    the time until it expires (at most 0: expired), both in seconds on the store's lease
+    clock (see each store), never on the reader's wall clock.
+    """
+
+    name: str
+    epoch: int
+    owner: LeaseOwner | None
+    age: float
+    remaining: float
+
+    @property
+    def held(self) -> bool:
+        """Whether an owner holds it now: granted, not released, not expired."""
+        return self.owner is not None and self.remaining > 0
+
+
+@attrs.frozen
+class StoredTranscript:
+    """An agent's stored transcript: the session it belongs to, where it lives relative to
+    the CLI's home (``path``, as the CLI named it), and its bytes."""
+
+    session_id: str
+    path: str
+    data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")

@@ -1,0 +1,64 @@
+"""For store authors: what a session store implements, the records it keeps, and the
+helpers that make its fencing and errors agree with agentrt's own stores.
+
+A store is one class implementing `SessionStore` (the core) and whichever capability
+protocols it can honour; the runtime asks for each with ``isinstance`` (they are
+runtime-checkable), never by class, and refuses what needs a capability the store lacks,
+naming it:
+
+- `LiveProcessStore`: agents that run CLI processes (the reaper finds their turns);
+- `LeaseStore`: ``open_runtime(node=..., lease_ttl=..., host_agents=True)``; without it
+  the runtime's names are a table of its own;
+- `SpecStore`: ``failover=True`` and ``host_agents=True``;
+- `TranscriptStore`: ``portable=True``;
+- `RoutingStore`: calls to agents other runtimes own; without it a name this runtime does
+  not run is `~agentrt.AgentNotFound`.
+
+`agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
+store lacks what it checks.
+"""
+
+from ._records import Lease as Lease
+from ._records import LeaseOwner as LeaseOwner
+from ._records import SessionRecord as SessionRecord
+from ._records import SessionRow as SessionRow
+from ._records import StoredTranscript as StoredTranscript
+from ._store import LeaseStore as LeaseStore
+from ._store import LiveProcessStore as LiveProcessStore
+from ._store import Router as Router
+from ._store import RoutingStore as RoutingStore
+from ._store import Serve as Serve
+from ._store import SessionStore as SessionStore
+from ._store import SpecStore as SpecStore
+from ._store import TranscriptStore as TranscriptStore
+from ._store import check_fence as check_fence
+from ._store import granted_epoch as granted_epoch
+from ._store import no_row as no_row
+from ._store import stored_reason as stored_reason
+from ._store_transcripts import check_transcript_path as check_transcript_path
+from ._store_transcripts import stale_chunk as stale_chunk
+from ._util import fixup_module_metadata as _fixup_module_metadata
+
+__all__ = [
+    "Lease",
+    "LeaseOwner",
+    "LeaseStore",
+    "LiveProcessStore",
+    "Router",
+    "RoutingStore",
+    "Serve",
+    "SessionRecord",
+    "SessionRow",
+    "SessionStore",
+    "SpecStore",
+    "StoredTranscript",
+    "TranscriptStore",
+    "check_fence",
+    "check_transcript_path",
+    "granted_epoch",
+    "no_row",
+    "stale_chunk",
+    "stored_reason",
+]
+
+_fixup_module_metadata(__name__, globals())
