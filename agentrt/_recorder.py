@@ -1,0 +1,182 @@
+"""`Recorder`: what an agent's turns write to the session store, in one place.
+
+The claim of the store's row (once the first turn starts), the session checkpoint, the
+live process record the reaper reads (and whether that process idles between turns), the
+turn's count and cost, the state blob. Only the checkpoint fails a turn (``store_failed``:
+the session id would be lost); every other write that fails is logged and the agent goes
+on, since only what the store shows is behind.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+import trio
+
+from ._errors import StoreError, TurnFailed
+from ._events import NO_TOTALS, Response
+from ._logs import log_error
+from ._slot import Slot
+from ._store import SessionStore
+
+logger = logging.getLogger("agentrt")
+
+# Bound on the store write that clears a live process record after a stopped turn.
+STORE_GRACE = 10.0
+
+
+@attrs.define(eq=False)
+class Recorder:
+    """One agent instance's store bookkeeping, on its ``slot`` (its session, its state).
+
+    Also the records of its CLI processes (agentrt._driver's ``ProcessRecords``:
+    ``spawned``, ``idle``, ``gone``)."""
+
+    slot: Slot
+    store: SessionStore
+    runtime_id: str
+    # A live process record is in the store (the turn's CLI, or the warm one).
+    _live: bool = False
+    # That record says the warm CLI idles between turns.
+    _live_idle: bool = False
+
+    async def started(self) -> None:
+        """A turn starts (its CLI runs, or it runs in process): the first makes the store's
+        row this agent's. A failure is logged; the turn goes on, and its session id is
+        checkpointed (or fails it) on its own."""
+        if not self.slot.unclaimed:
+            return
+        try:
+            await self._claim()
+        except Exception as exc:
+            name = self.slot.name
+            log_error(f"agent {name!r}: the session store could not record the agent", exc)
+
+    async def _claim(self) -> None:
+        # The row's backend, session, cwd and state become this agent's.
+        slot = self.slot
+        slot.unclaimed = False
+        await self.store.checkpoint_session(
+            slot.name, backend=slot.backend, session_id=slot.session_id, cwd=slot.cwd
+        )
+        await self.store.save_state(slot.name, slot.state_blob)
+
+    async def checkpoint(self, session_id: str) -> None:
+        """The turn's CLI names its session: the store keeps it before the next frame.
+
+        Raises `StoreError` when the store cannot (the turn fails with store_failed)."""
+        slot = self.slot
+        if session_id != slot.session_id:
+            slot.session_totals = NO_TOTALS
+        slot.session_id = session_id
+        try:
+            if slot.unclaimed:
+                await self._claim()
+            else:
+                await self.store.checkpoint_session(
+                    slot.name, backend=slot.backend, session_id=session_id, cwd=slot.cwd
+                )
+        except StoreError as exc:
+            log_error(
+                f"agent {slot.name!r}: the session store could not keep session {session_id}; "
+                "the turn fails (store_failed)",
+                exc,
+            )
+            raise
+
+    async def spawned(self, pid: int, pgid: int, start_time: int, marker: str | None) -> None:
+        """A CLI process runs for the agent: the turn has started, and the reaper can find
+        the process group if this program dies."""
+        await self.started()
+        # Set first: a cancelled write may still have reached the store, and clearing a
+        # record that is not there is harmless.
+        self._live, self._live_idle = True, False
+        slot = self.slot
+        slot.cli_pid = pid
+        logger.debug("agent %r: CLI started, pid %d", slot.name, pid, extra={"agent": slot.name})
+        try:
+            await self.store.set_live_process(
+                slot.name,
+                pgid=pgid,
+                pid=pid,
+                start_time=start_time,
+                runtime_id=self.runtime_id,
+                marker=marker,
+            )
+        except Exception as exc:
+            # The turn goes on; only a reaper after a crash of this program would miss it.
+            log_error(f"agent {slot.name!r}: the session store could not record a process", exc)
+
+    async def idle(self, idle: bool) -> None:
+        """The live CLI idles between turns (``idle``), or runs one. Writes only a change of
+        a record that is there."""
+        if not self._live or idle == self._live_idle:
+            return
+        self._live_idle = idle
+        try:
+            await self.store.set_live_idle(self.slot.name, idle)
+        except Exception as exc:
+            # Only what `agentrt status` shows is behind.
+            name = self.slot.name
+            log_error(f"agent {name!r}: the session store could not record its CLI idle", exc)
+
+    async def gone(self) -> None:
+        """The live CLI process has ended: its record goes, also after a stop (shielded,
+        within STORE_GRACE). Nothing to write if none was recorded."""
+        if not self._live:
+            return
+        self._live = self._live_idle = False
+        self.slot.cli_pid = None
+        with trio.move_on_after(STORE_GRACE, shield=True):
+            try:
+                await self.store.clear_live_process(self.slot.name)
+            except Exception as exc:
+                name = self.slot.name
+                log_error(f"agent {name!r}: the session store could not clear a process", exc)
+
+    async def turn_ended(self, outcome: Response | TurnFailed) -> None:
+        """Count the turn, with its cost and usage, in the session's totals and the store's
+        row (not for a turn that never started)."""
+        stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
+        # A failed turn is billed too; its cost is part of the session's running total.
+        cost, usage = outcome.cost_usd, outcome.usage
+        slot = self.slot
+        slot.session_totals = slot.session_totals.add(usage, cost)
+        if slot.unclaimed:
+            return  # the turn never started: nothing to record
+        try:
+            await self.store.record_turn(
+                slot.name,
+                stop_reason=stop_reason.value,
+                cost_usd=cost,
+                usage=usage,
+                session_id=slot.session_id,
+            )
+        except Exception as exc:
+            # The turn's outcome stands; a store that cannot record it is reported.
+            log_error(f"agent {slot.name!r}: the session store could not record a turn", exc)
+
+    async def save_state(self, blob: bytes | None) -> None:
+        """Keep ``blob``, what ``checkpoint_state`` returned, encoded; unchanged state is
+        not written again, and an unclaimed row gets it with the claim."""
+        slot = self.slot
+        if blob == slot.state_blob:
+            return
+        slot.state_blob = blob
+        if slot.unclaimed:
+            return  # written with the row, once a turn has started
+        try:
+            await self.store.save_state(slot.name, blob)
+        except Exception as exc:
+            # A restart in this program still gets the state (state_blob); a new program not.
+            log_error(f"agent {slot.name!r}: the session store could not save its state", exc)
+
+    async def forget_session(self) -> None:
+        """The next turn starts a new session (the stored one is lost to the CLI)."""
+        try:
+            await self.slot.forget_session()
+        except Exception as exc:
+            # The next session id overwrites the stored one anyway.
+            name = self.slot.name
+            log_error(f"agent {name!r}: the session store could not forget a session", exc)
