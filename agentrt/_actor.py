@@ -292,6 +292,9 @@ class Actor:
                 continue
             request = slot.current or slot.take()
             if request is None:
+                if self._recorder.idle_due:  # the queued turn did not come
+                    await self._recorder.parked()
+                    continue
                 await slot.park()
                 continue
             with AgentLogs(slot):

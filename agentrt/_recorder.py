@@ -40,6 +40,8 @@ class Recorder:
     _live: bool = False
     # That record says the warm CLI idles between turns.
     _live_idle: bool = False
+    # The warm CLI idles, but the record was not told: the agent had its next turn queued.
+    idle_due: bool = False
 
     async def started(self) -> None:
         """A turn starts (its CLI runs, or it runs in process): the first makes the store's
@@ -91,7 +93,7 @@ class Recorder:
         await self.started()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
-        self._live, self._live_idle = True, False
+        self._live, self._live_idle, self.idle_due = True, False, False
         slot = self.slot
         slot.cli_pid = pid
         logger.debug("agent %r: CLI started, pid %d", slot.name, pid, extra={"agent": slot.name})
@@ -110,9 +112,29 @@ class Recorder:
 
     async def idle(self, idle: bool) -> None:
         """The live CLI idles between turns (``idle``), or runs one. Writes only a change of
-        a record that is there."""
-        if not self._live or idle == self._live_idle:
+        a record that is there, and puts off an idle while the agent's next turn is queued
+        (which would undo it at once): `parked` writes it if the agent parks instead."""
+        if not self._live:
             return
+        if not idle and self.idle_due:
+            self.idle_due = False  # the record still says the CLI runs a turn
+            return
+        if idle == self._live_idle:
+            return
+        mailbox = self.slot.mailbox
+        if idle and (mailbox.queue or mailbox.chained):
+            self.idle_due = True
+            return
+        await self._write_idle(idle)
+
+    async def parked(self) -> None:
+        """The agent waits for work: a put-off idle is written now."""
+        if self.idle_due:
+            self.idle_due = False
+            if self._live:
+                await self._write_idle(True)
+
+    async def _write_idle(self, idle: bool) -> None:
         self._live_idle = idle
         try:
             await self.store.set_live_idle(self.slot.name, idle)
@@ -126,7 +148,7 @@ class Recorder:
         within STORE_GRACE). Nothing to write if none was recorded."""
         if not self._live:
             return
-        self._live = self._live_idle = False
+        self._live = self._live_idle = self.idle_due = False
         self.slot.cli_pid = None
         with trio.move_on_after(STORE_GRACE, shield=True):
             try:

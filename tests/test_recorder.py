@@ -1,23 +1,29 @@
 """`Recorder`, the unit: what one agent's turns write to the store, on a MemoryStore whose
-writes are counted (and, where a test says so, cancelled after they reached the store)."""
+writes are counted (and, where a test says so, cancelled after they reached the store).
+The last tests count the writes of a warm agent's turns through the public API, on the
+fake CLI's live mode."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from proc_helpers import wait_until
 from trio.testing import MockClock
 
-from agentrt import MemoryStore, StopReason, TurnFailed
+import agentrt
+from agentrt import MemoryStore, Runtime, StopReason, TurnFailed
 from agentrt._errors import StoreError
 from agentrt._mailbox import Mailbox
 from agentrt._options import AgentOptions
 from agentrt._recorder import Recorder
 from agentrt._slot import Slot
+from agentrt.testing import fake_cli_executable
 
 STATE = b'{"n":1}'
 
@@ -193,3 +199,69 @@ async def test_a_checkpoint_the_store_refuses_raises_and_other_writes_do_not(
         await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED))
         await rec.gone()
     assert caplog.text.count("the session store could not") == 5
+
+
+async def test_an_idle_is_put_off_while_the_next_turn_is_queued(store: CountingStore) -> None:
+    rec = await recorder(store, unclaimed=False)
+    mailbox = rec.slot.mailbox
+    await spawn(rec)
+    mailbox.chain("next")  # the agent's next turn waits already
+    await rec.idle(True)
+    await rec.idle(False)  # ... and takes the CLI: the record never said it idled
+    assert mailbox.take() is not None
+    assert store.writes == {"set_live_process": 1}
+    mailbox.chain("next")
+    await rec.idle(True)
+    assert rec.idle_due
+    assert mailbox.take() is not None  # taken, but the agent parks (say it halted first)
+    await rec.parked()
+    await rec.parked()
+    [record] = await store.live_processes()
+    assert record.live_idle is True and not rec.idle_due
+    assert store.writes == {"set_live_process": 1, "set_live_idle": 1}
+
+
+async def start_warm(rt: Runtime, tmp_path: Path) -> None:
+    binary = fake_cli_executable(str(tmp_path), ["live", {"session_id": "s-1"}], name="claude")
+    options = {"kill_grace": 0.3, "startup": 10, "watchdog": 30, "keep_alive": 30}
+    await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=binary, **options)
+
+
+async def live_idle(store: MemoryStore) -> bool:
+    [record] = await store.live_processes()
+    return record.live_idle
+
+
+async def test_a_warm_agent_marks_its_cli_idle_once_its_queued_turns_are_done(
+    tmp_path: Path,
+) -> None:
+    store = CountingStore()
+    async with agentrt.open_runtime(store=store) as rt:
+        await start_warm(rt, tmp_path)
+        await rt.ask("a", "one")
+        assert await live_idle(store) is True
+        store.writes.clear()
+        refs = [rt.tell("a", prompt) for prompt in ("two", "three", "four")]
+        for ref in refs:
+            await rt.wait(ref)
+        assert await live_idle(store) is True
+        # Not idle while two and three ran, idle after four: no flag flipped between.
+        assert store.writes == {"set_live_idle": 2, "record_turn": 3}
+
+
+async def test_a_warm_agent_whose_queued_turn_waits_marks_its_cli_idle(tmp_path: Path) -> None:
+    store = CountingStore()
+    async with agentrt.open_runtime(store=store) as rt:
+        await start_warm(rt, tmp_path)
+        await rt.ask("a", "one")
+        store.writes.clear()
+        two = rt.tell("a", "two")
+        three = rt.tell("a", "three")
+        rt.halt("a")  # after the running turn: three waits in the queue
+        await rt.wait(two)
+        await wait_until(lambda: store.writes["set_live_idle"] == 2)
+        assert await live_idle(store) is True
+        assert rt.status("a").state == "halted"
+        rt.unhalt("a")
+        await rt.wait(three)
+        assert await live_idle(store) is True
