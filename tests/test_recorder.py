@@ -223,7 +223,7 @@ async def test_an_idle_is_put_off_while_the_next_turn_is_queued(store: CountingS
 
 async def start_warm(rt: Runtime, tmp_path: Path) -> None:
     binary = fake_cli_executable(str(tmp_path), ["live", {"session_id": "s-1"}], name="claude")
-    options = {"kill_grace": 0.3, "startup": 10, "watchdog": 30, "keep_alive": 30}
+    options: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30, "keep_alive": 30}
     await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=binary, **options)
 
 
