@@ -9,6 +9,7 @@ on, since only what the store shows is behind.
 
 from __future__ import annotations
 
+import enum
 import logging
 
 import attrs
@@ -26,6 +27,16 @@ logger = logging.getLogger("agentrt")
 STORE_GRACE = 10.0
 
 
+class _Live(enum.Enum):
+    """What the store's live process record says, against what the CLI does."""
+
+    NONE = "no record"
+    TURN = "the CLI runs a turn"
+    IDLE = "the CLI idles between turns"
+    # The CLI idles, but the record still says it runs a turn: the next turn was queued.
+    IDLE_DUE = "the CLI idles; the record says it runs a turn"
+
+
 @attrs.define(eq=False)
 class Recorder:
     """One agent instance's store bookkeeping, on its ``slot`` (its session, its state).
@@ -36,12 +47,13 @@ class Recorder:
     slot: Slot
     store: SessionStore
     runtime_id: str
-    # A live process record is in the store (the turn's CLI, or the warm one).
-    _live: bool = False
-    # That record says the warm CLI idles between turns.
-    _live_idle: bool = False
-    # The warm CLI idles, but the record was not told: the agent had its next turn queued.
-    idle_due: bool = False
+    # The live process record in the store (the turn's CLI, or the warm one).
+    _live: _Live = _Live.NONE
+
+    @property
+    def idle_due(self) -> bool:
+        """The warm CLI idles, but the record was not told (`parked` tells it)."""
+        return self._live is _Live.IDLE_DUE
 
     async def started(self) -> None:
         """A turn starts (its CLI runs, or it runs in process): the first makes the store's
@@ -93,7 +105,7 @@ class Recorder:
         await self.started()
         # Set first: a cancelled write may still have reached the store, and clearing a
         # record that is not there is harmless.
-        self._live, self._live_idle, self.idle_due = True, False, False
+        self._live = _Live.TURN
         slot = self.slot
         slot.cli_pid = pid
         logger.debug("agent %r: CLI started, pid %d", slot.name, pid, extra={"agent": slot.name})
@@ -114,28 +126,26 @@ class Recorder:
         """The live CLI idles between turns (``idle``), or runs one. Writes only a change of
         a record that is there, and puts off an idle while the agent's next turn is queued
         (which would undo it at once): `parked` writes it if the agent parks instead."""
-        if not self._live:
-            return
-        if not idle and self.idle_due:
-            self.idle_due = False  # the record still says the CLI runs a turn
-            return
-        if idle == self._live_idle:
-            return
-        mailbox = self.slot.mailbox
-        if idle and (mailbox.queue or mailbox.chained):
-            self.idle_due = True
-            return
-        await self._write_idle(idle)
+        live = self._live
+        if not idle:
+            if live is _Live.IDLE_DUE:
+                self._live = _Live.TURN  # what the record says already
+            elif live is _Live.IDLE:
+                await self._write_idle(False)
+        elif live is _Live.TURN:
+            mailbox = self.slot.mailbox
+            if mailbox.queue or mailbox.chained:
+                self._live = _Live.IDLE_DUE
+            else:
+                await self._write_idle(True)
 
     async def parked(self) -> None:
         """The agent waits for work: a put-off idle is written now."""
-        if self.idle_due:
-            self.idle_due = False
-            if self._live:
-                await self._write_idle(True)
+        if self._live is _Live.IDLE_DUE:
+            await self._write_idle(True)
 
     async def _write_idle(self, idle: bool) -> None:
-        self._live_idle = idle
+        self._live = _Live.IDLE if idle else _Live.TURN
         try:
             await self.store.set_live_idle(self.slot.name, idle)
         except Exception as exc:
@@ -146,9 +156,9 @@ class Recorder:
     async def gone(self) -> None:
         """The live CLI process has ended: its record goes, also after a stop (shielded,
         within STORE_GRACE). Nothing to write if none was recorded."""
-        if not self._live:
+        if self._live is _Live.NONE:
             return
-        self._live = self._live_idle = self.idle_due = False
+        self._live = _Live.NONE
         self.slot.cli_pid = None
         with trio.move_on_after(STORE_GRACE, shield=True):
             try:
