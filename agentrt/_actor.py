@@ -547,8 +547,8 @@ class Actor:
 
 
 class _TurnHost:
-    """The actor's side of one turn (agentrt._turn's ``TurnHost``): the recorder's claim and
-    checkpoint, the actor's delivery, and the agent's answers to what its live CLI asks.
+    """The actor's side of one turn (the ``TurnHost`` shape a turn talks to): the recorder's
+    claim and checkpoint, the actor's delivery, and the agent's answers to its live CLI.
 
     Made per turn, so an idle agent holds none; ``deliver`` and ``watched`` are the actor's
     own bound methods, so a read costs no extra call."""

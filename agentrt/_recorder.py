@@ -41,8 +41,8 @@ class _Live(enum.Enum):
 class Recorder:
     """One agent instance's store bookkeeping, on its ``slot`` (its session, its state).
 
-    Also the records of its CLI processes (agentrt._driver's ``ProcessRecords``:
-    ``spawned``, ``idle``, ``gone``)."""
+    Also what the process lifecycle records of its CLI processes (``spawned``, ``idle``,
+    ``gone``: the ``ProcessRecords`` shape)."""
 
     slot: Slot
     store: SessionStore
