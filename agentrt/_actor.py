@@ -384,7 +384,8 @@ class Actor:
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
         elif self._runner is not None:
             await host.started()  # an in-process turn starts as it is called
-        await recorder.idle(False)  # the warm CLI, if it idled, is this turn's now
+        if self._warm is not None:
+            await recorder.idle(False)  # the warm CLI, if it idled, is this turn's now
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -395,8 +396,8 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
-            if self._warm is None:
-                await recorder.gone()  # the turn's CLI, if it ran
+            if self._warm is None and recorder.recording:
+                await recorder.gone()  # the turn's CLI
         if self._warm is not None and self._warm.pid is not None:
             await recorder.idle(True)  # the warm CLI outlived its turn
         slot.turns += 1

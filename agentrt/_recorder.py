@@ -51,6 +51,11 @@ class Recorder:
     _live: _Live = _Live.NONE
 
     @property
+    def recording(self) -> bool:
+        """A live process record is in the store (or may be: its write was cancelled)."""
+        return self._live is not _Live.NONE
+
+    @property
     def idle_due(self) -> bool:
         """The warm CLI idles, but the record was not told (`parked` tells it)."""
         return self._live is _Live.IDLE_DUE
