@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,29 +26,30 @@ import attrs
 import msgspec
 import trio
 
+from . import _approvals
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
-from ._asks import AddContext, Allow, Ask, Block, Decision, Deny, HookAnswer, ToolApproval
-from ._errors import AgentStopped, StoreError, TurnFailed
+from ._asks import Ask
+from ._errors import AgentStopped, TurnFailed
 from ._events import (
-    NO_TOTALS,
     ErrorEvent,
     Event,
     Response,
     SessionLostEvent,
     StopReason,
-    ToolDecisionEvent,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._logs import log_error
 from ._mode import InProcess, Live, Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._process import CliProcess, ProcessTracker
 from ._process_slots import ProcessSlots
+from ._recorder import Recorder
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._store import LiveProcessStore, SessionStore, TranscriptStore
+from ._store import SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
 from ._turn import Turn
 from ._warm import WarmProcess
@@ -62,8 +62,6 @@ logger = logging.getLogger("agentrt")
 
 # Bound on terminate_agent: it runs shielded while the agent stops.
 TERMINATE_GRACE = 5.0
-# Bound on the store write that clears a live process record after a stopped turn.
-STORE_GRACE = 10.0
 # Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
 # SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
 CANCEL_MARGIN = 10.0
@@ -82,14 +80,6 @@ class _AgentCrashed(Exception):
         self.callback = callback
         self.error = error
         super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
-
-
-def log_error(message: str, error: BaseException, agent: str | None = None) -> None:
-    """Log ``message`` with ``error``'s traceback, redacted (an exception's text may carry
-    secrets); ``agent`` names the agent outside its own task (whose records carry it)."""
-    trace = "".join(traceback.format_exception(error))
-    extra = None if agent is None else {"agent": agent}
-    logger.error("%s\n%s", message, redact(trace.rstrip()), extra=extra)
 
 
 # Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the
@@ -147,9 +137,6 @@ async def restore_state(agent: Agent, blob: bytes) -> None:
             await result
 
 
-_DECISIONS = (Allow, Deny)
-_HOOK_ANSWERS = (Block, AddContext, type(None))
-
 ExitKind = Literal["crashed", "normal", "stopped"]
 
 
@@ -189,10 +176,13 @@ class Actor:
     _stop_normally: bool = False
     _exited: trio.Event | None = None
     _done: bool = False
-    # A live process record is in the store for the running turn (or the warm CLI).
-    _live: bool = False
-    # That record says the warm CLI idles between turns.
-    _live_idle: bool = False
+    # What the instance's turns write to the store (the claim, the session, its processes).
+    _recorder: Recorder = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: Recorder(self.slot, self.slot.store, self.runtime_id), takes_self=True
+        ),
+    )
     # The live CLI (``keep_alive``, approvals, hooks), while the instance runs.
     _warm: WarmProcess | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
@@ -219,11 +209,6 @@ class Actor:
     @property
     def store(self) -> SessionStore:
         return self.slot.store
-
-    @property
-    def _live_records(self) -> LiveProcessStore:
-        # start_agent refused an agent that runs processes on a store without live records.
-        return cast(LiveProcessStore, self.slot.store)
 
     # --- the task -------------------------------------------------------------------
 
@@ -269,7 +254,7 @@ class Actor:
                 tracker=self.tracker,
                 nursery=nursery,
                 on_spawn=self._on_spawn,
-                on_gone=self._clear_live,
+                on_gone=self._recorder.gone,
             )
             try:
                 yield
@@ -288,6 +273,9 @@ class Actor:
                 continue
             request = slot.current or slot.take()
             if request is None:
+                if self._recorder.idle_due:  # the queued turn did not come
+                    await self._recorder.parked()
+                    continue
                 await slot.park()
                 continue
             with AgentLogs(slot):
@@ -320,7 +308,7 @@ class Actor:
             and self._on_session_lost == "fresh"
         ):
             # Once, on a new session; the caller (same ref) gets this answer instead.
-            await self._forget_session()
+            await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt)
         ref = request.ref
         if isinstance(outcome, Response):
@@ -344,19 +332,21 @@ class Actor:
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         if self._portable is not None:
             await self._portable.before_turn(slot.session_id)
+        host = _TurnHost(self)
+        recorder = self._recorder
         slot.turn = turn = Turn(
             backend=self.backend,
             backend_options=self.backend_options,
             prompt=prompt,
             options=self.options,
-            on_session=self._on_session,
-            deliver=self._deliver,
-            watched=self._watched,
+            on_session=host.checkpoint,
+            deliver=host.deliver,
+            watched=host.watched,
             runner=self._runner,
             slots=self.slots,
             tracker=self.tracker,
             warm=self._warm,
-            decide=self._answer_ask,
+            decide=host.answer,
             session_id=slot.session_id,
             baseline=slot.session_totals if slot.session_id is not None else None,
             on_spawn=self._on_spawn,
@@ -374,9 +364,9 @@ class Actor:
         if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
         elif self._runner is not None:
-            await self._turn_started()  # an in-process turn starts as it is called
-        if self._live_idle:
-            await self._set_live_idle(False)  # the warm CLI is this turn's now
+            await host.started()  # an in-process turn starts as it is called
+        if self._warm is not None:
+            await recorder.idle(False)  # the warm CLI, if it idled, is this turn's now
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -387,122 +377,20 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
-            if self._live and self._warm is None:
-                await self._clear_live()
-        if self._live and self._warm is not None and self._warm.pid is not None:
-            await self._set_live_idle(True)  # the warm CLI outlived its turn
+            if self._warm is None and recorder.recording:
+                await recorder.gone()  # the turn's CLI
+        if self._warm is not None and self._warm.pid is not None:
+            await recorder.idle(True)  # the warm CLI outlived its turn
         slot.turns += 1
         if self._portable is not None:
             await self._portable.after_turn(slot.session_id)
         if logger.isEnabledFor(logging.DEBUG):
             _log_turn_end(self.name, outcome)
-        await self._record_turn(outcome)
+        await recorder.turn_ended(outcome)
         return outcome, turn.final
 
-    async def _on_session(self, session_id: str) -> None:
-        slot = self.slot
-        if session_id != slot.session_id:
-            slot.session_totals = NO_TOTALS
-        slot.session_id = session_id
-        try:
-            if slot.unclaimed:
-                await self._claim()
-            else:
-                await self.store.checkpoint_session(
-                    self.name, backend=slot.backend, session_id=session_id, cwd=slot.cwd
-                )
-        except StoreError as exc:
-            log_error(
-                f"agent {self.name!r}: the session store could not keep session {session_id}; "
-                "the turn fails (store_failed)",
-                exc,
-            )
-            raise
-
-    async def _forget_session(self) -> None:
-        try:
-            await self.slot.forget_session()
-        except Exception as exc:
-            # The next session id overwrites the stored one anyway.
-            log_error(f"agent {self.name!r}: the session store could not forget a session", exc)
-
-    async def _claim(self) -> None:
-        """Make the store's row this agent's: its backend, session, cwd and state."""
-        slot = self.slot
-        slot.unclaimed = False
-        await self.store.checkpoint_session(
-            self.name, backend=slot.backend, session_id=slot.session_id, cwd=slot.cwd
-        )
-        await self.store.save_state(self.name, slot.state_blob)
-
-    async def _turn_started(self) -> None:
-        if not self.slot.unclaimed:
-            return
-        try:
-            await self._claim()
-        except Exception as exc:
-            # The turn goes on; its session id is checkpointed (or fails it) on its own.
-            log_error(f"agent {self.name!r}: the session store could not record the agent", exc)
-
     async def _on_spawn(self, proc: CliProcess) -> None:
-        await self._turn_started()
-        # Set first: a cancelled write may still have reached the store, and clearing a
-        # record that is not there is harmless.
-        self._live, self._live_idle = True, False
-        self.slot.cli_pid = proc.pid
-        logger.debug(
-            "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
-        )
-        try:
-            await self._live_records.set_live_process(
-                self.name,
-                pgid=proc.pgid,
-                pid=proc.pid,
-                start_time=proc.start_time,
-                runtime_id=self.runtime_id,
-                marker=proc.marker,
-            )
-        except Exception as exc:
-            # The turn goes on; only a reaper after a crash of this program would miss it.
-            log_error(f"agent {self.name!r}: the session store could not record a process", exc)
-
-    async def _set_live_idle(self, idle: bool) -> None:
-        self._live_idle = idle
-        try:
-            await self._live_records.set_live_idle(self.name, idle)
-        except Exception as exc:
-            # Only what `agentrt status` shows is behind.
-            log_error(f"agent {self.name!r}: the session store could not record its CLI idle", exc)
-
-    async def _clear_live(self) -> None:
-        self._live = self._live_idle = False
-        self.slot.cli_pid = None
-        # Also after a stop: the process is gone, so its record must go too.
-        with trio.move_on_after(STORE_GRACE, shield=True):
-            try:
-                await self._live_records.clear_live_process(self.name)
-            except Exception as exc:
-                log_error(f"agent {self.name!r}: the session store could not clear a process", exc)
-
-    async def _record_turn(self, outcome: Response | TurnFailed) -> None:
-        stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
-        # A failed turn is billed too; its cost is part of the session's running total.
-        cost, usage = outcome.cost_usd, outcome.usage
-        slot = self.slot
-        slot.session_totals = slot.session_totals.add(usage, cost)
-        if slot.unclaimed:
-            return  # the turn never started: nothing to record
-        try:
-            await self.store.record_turn(
-                self.name,
-                stop_reason=stop_reason.value,
-                cost_usd=cost,
-                usage=usage,
-                session_id=slot.session_id,
-            )
-        except Exception as exc:
-            # The turn's outcome stands; a store that cannot record it is reported.
-            log_error(f"agent {self.name!r}: the session store could not record a turn", exc)
+        await self._recorder.spawned(proc.pid, proc.pgid, proc.start_time, proc.marker)
 
     async def _save_state(self) -> None:
         if "checkpoint_state" not in self._overrides:
@@ -511,67 +399,14 @@ class Actor:
             blob = encode_state(await self._callback("checkpoint_state"))
         except Exception as exc:
             raise _AgentCrashed("checkpoint_state", exc) from exc
-        slot = self.slot
-        if blob == slot.state_blob:
-            return
-        slot.state_blob = blob
-        if slot.unclaimed:
-            return  # written with the row, once a turn has started
-        try:
-            await self.store.save_state(self.name, blob)
-        except Exception as exc:
-            # A restart in this program still gets the state (state_blob); a new program not.
-            log_error(f"agent {self.name!r}: the session store could not save its state", exc)
+        await self._recorder.save_state(blob)
 
-    async def _answer_ask(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
-        """The agent's answer to what its live CLI asks, within ``approval_timeout``."""
-        if isinstance(ask, ToolApproval):
-            decision, by = await self._ask_agent("approve_tool", ask.request, _DECISIONS)
-            if decision is None:
-                decision = Deny(f"the agent did not allow the tool ({by})")
-            assert isinstance(decision, Allow | Deny)
-            request = ask.request
-            event = ToolDecisionEvent(
-                tool_use_id=request.tool_use_id,
-                tool_name=request.tool_name,
-                allowed=isinstance(decision, Allow),
-                message=decision.message if isinstance(decision, Deny) else None,
-                updated_input=decision.updated_input if isinstance(decision, Allow) else None,
-                decided_by=by,
-            )
-            return ask.answer(decision), (event,)
-        reply, _ = await self._ask_agent("handle_hook", ask.hook, _HOOK_ANSWERS)
-        assert reply is None or isinstance(reply, Block | AddContext)
-        return ask.answer(reply), ()
-
-    async def _ask_agent(
-        self, name: str, question: Any, answers: tuple[type, ...]
-    ) -> tuple[Decision | HookAnswer, str]:
-        # An answer that does not come in time is none; one that raises (or is of another
-        # type) crashes the agent once the turn is over, and ends the turn now.
-        timeout = self.options.approval_timeout
-        with trio.move_on_after(timeout):
-            try:
-                value = await self._callback(name, question)
-                if not isinstance(value, answers):
-                    names = ("None" if t is type(None) else t.__name__ for t in answers)
-                    expected = " or ".join(names)
-                    raise TypeError(f"{name} returned {value!r}; expected {expected}")
-            except Exception as exc:
-                self._ask_crash = _AgentCrashed(name, exc)
-                turn = self.slot.turn
-                if turn is not None:
-                    turn.stop(StopReason.TURN_CRASHED, str(self._ask_crash), cause=exc)
-                return None, "error"
-            return cast("Decision | HookAnswer", value), name
-        logger.warning(
-            "agent %r: %s did not answer within approval_timeout (%g s)",
-            self.name,
-            name,
-            timeout,
-            extra={"agent": self.name},
-        )
-        return None, "timeout"
+    def _ask_crashed(self, crash: _approvals.Crash) -> None:
+        # approve_tool or handle_hook failed: the turn ends now, the agent once it is over.
+        self._ask_crash = error = _AgentCrashed(crash.callback, crash.error)
+        turn = self.slot.turn
+        if turn is not None:
+            turn.stop(StopReason.TURN_CRASHED, str(error), cause=crash.error)
 
     def _watched(self) -> bool:
         """Whether anything looks at the current turn's events as they come."""
@@ -691,3 +526,29 @@ class Actor:
             if self._exited is None:
                 self._exited = trio.Event()
             await self._exited.wait()
+
+
+class _TurnHost:
+    """The actor's side of one turn (the ``TurnHost`` shape a turn talks to): the recorder's
+    claim and checkpoint, the actor's delivery, and the agent's answers to its live CLI.
+
+    Made per turn, so an idle agent holds none; ``deliver`` and ``watched`` are the actor's
+    own bound methods, so a read costs no extra call."""
+
+    __slots__ = ("_actor", "checkpoint", "deliver", "started", "watched")
+
+    def __init__(self, actor: Actor) -> None:
+        self._actor = actor
+        recorder = actor._recorder
+        self.started = recorder.started
+        self.checkpoint = recorder.checkpoint
+        self.watched = actor._watched
+        self.deliver = actor._deliver
+
+    async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
+        actor = self._actor
+        timeout = actor.options.approval_timeout
+        reply, events, crash = await _approvals.answer(ask, actor._callback, timeout, actor.name)
+        if crash is not None:
+            actor._ask_crashed(crash)
+        return reply, events

@@ -47,6 +47,7 @@ class FakeProcess:
         self, script: Sequence[Any], on_interrupt: Sequence[Any], *, one_read: bool = False
     ) -> None:
         self.pid = self.pgid = 4242
+        self.start_time, self.marker = 1, None  # what the live process record keeps
         self.one_read = one_read
         self.stderr_tail = "stderr tail"
         self.script = script
