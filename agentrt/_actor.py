@@ -40,9 +40,10 @@ from ._events import (
     ToolDecisionEvent,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._lifecycle import CliLifecycle, LiveSettings
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
-from ._process import CliProcess, ProcessTracker
+from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._requests import Request
@@ -50,8 +51,7 @@ from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore
 from ._telemetry import AgentLogs, TurnTrace
-from ._turn import Turn
-from ._warm import WarmProcess
+from ._turn import FrameSource, InProcessSource, Turn
 from .backend import Backend, InProcessBackend, LiveBackend, PortableBackend
 
 if TYPE_CHECKING:
@@ -186,12 +186,8 @@ class Actor:
     _stop_normally: bool = False
     _exited: trio.Event | None = None
     _done: bool = False
-    # A live process record is in the store for the running turn (or the warm CLI).
-    _live: bool = False
-    # That record says the warm CLI idles between turns.
-    _live_idle: bool = False
-    # The live CLI (``keep_alive``, approvals, hooks), while the instance runs.
-    _warm: WarmProcess | None = None
+    # What the instance's turns read: the runner, or its CLI processes (`_frame_source`).
+    _source: FrameSource | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
     _ask_crash: _AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
@@ -229,6 +225,7 @@ class Actor:
                         async with self._warm_process():
                             await self._loop()
                 else:  # no context manager held for the idle agent's whole life
+                    self._source = self._frame_source(None)
                     await self._loop()
         except _AgentCrashed as exc:
             crash = exc
@@ -271,25 +268,47 @@ class Actor:
             hooks="handle_hook" in self._overrides,
         )
 
+    def _frame_source(self, nursery: trio.Nursery | None) -> FrameSource:
+        """The one place that picks what the instance's turns read: its runner, one CLI
+        process per turn, or (with the ``nursery`` of `_warm_process`) a live CLI."""
+        slots = self.slots or ProcessSlots(None)
+        if self._runner is not None:
+            return InProcessSource(self._runner, self.backend, self.backend_options, slots)
+        options = self.options
+        live = None
+        if nursery is not None:
+            live = LiveSettings(
+                keep_alive=options.keep_alive,
+                approvals="approve_tool" in self._overrides,
+                hooks="handle_hook" in self._overrides,
+                kill_grace=options.kill_grace,
+                recycle_turns=options.recycle_turns,
+                recycle_rss_bytes=options.recycle_rss_bytes,
+            )
+        return CliLifecycle(
+            agent=self.name,
+            backend=self.backend,
+            backend_options=self.backend_options,
+            live=live,
+            limits=options.process_limits,
+            slots=slots,
+            tracker=self.tracker,
+            records=_ProcessRecords(self),
+            nursery=nursery,
+        )
+
     @asynccontextmanager
     async def _warm_process(self) -> AsyncIterator[None]:
         # The instance's live CLI lives in a nursery of its own, inside the instance: its end
         # (a stop, a crash, a restart) ends the process too.
         async with trio.open_nursery() as nursery:
-            self._warm = WarmProcess(
-                live=self._live_protocol,
-                options=self.options,
-                slots=self.slots or ProcessSlots(None),
-                tracker=self.tracker,
-                nursery=nursery,
-                on_spawn=self._on_spawn,
-                on_gone=self._clear_live,
-            )
+            self._source = lifecycle = self._frame_source(nursery)
+            assert isinstance(lifecycle, CliLifecycle)
             try:
                 yield
             finally:
-                await self._warm.close()
-                self._warm = None
+                await lifecycle.aclose()
+                self._source = None
                 nursery.cancel_scope.cancel()
 
     async def _loop(self) -> None:
@@ -358,24 +377,15 @@ class Actor:
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         if self._portable is not None:
             await self._portable.before_turn(slot.session_id)
+        assert self._source is not None
         slot.turn = turn = Turn(
-            backend=self.backend,
-            backend_options=self.backend_options,
-            prompt=prompt,
-            options=self.options,
-            on_session=self._on_session,
-            deliver=self._deliver,
-            watched=self._watched,
-            runner=self._runner,
-            slots=self.slots,
-            tracker=self.tracker,
-            warm=self._warm,
-            decide=self._answer_ask,
-            session_id=slot.session_id,
-            baseline=slot.session_totals if slot.session_id is not None else None,
-            on_spawn=self._on_spawn,
-            trace=trace,
-            agent_name=self.name,
+            prompt,
+            self.options,
+            slot.session_id,
+            slot.session_totals if slot.session_id is not None else None,
+            self._source,
+            _TurnHost(self),
+            trace,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -387,10 +397,6 @@ class Actor:
             )
         if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
-        elif self._runner is not None:
-            await self._turn_started()  # an in-process turn starts as it is called
-        if self._live_idle:
-            await self._set_live_idle(False)  # the warm CLI is this turn's now
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -401,10 +407,6 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
-            if self._live and self._warm is None:
-                await self._clear_live()
-        if self._live and self._warm is not None and self._warm.pid is not None:
-            await self._set_live_idle(True)  # the warm CLI outlived its turn
         slot.turns += 1
         if self._portable is not None:
             await self._portable.after_turn(slot.session_id)
@@ -458,30 +460,24 @@ class Actor:
             # The turn goes on; its session id is checkpointed (or fails it) on its own.
             log_error(f"agent {self.name!r}: the session store could not record the agent", exc)
 
-    async def _on_spawn(self, proc: CliProcess) -> None:
+    async def _on_spawn(self, pid: int, pgid: int, start_time: int, marker: str | None) -> None:
         await self._turn_started()
-        # Set first: a cancelled write may still have reached the store, and clearing a
-        # record that is not there is harmless.
-        self._live, self._live_idle = True, False
-        self.slot.cli_pid = proc.pid
-        logger.debug(
-            "agent %r: CLI started, pid %d", self.name, proc.pid, extra={"agent": self.name}
-        )
+        self.slot.cli_pid = pid
+        logger.debug("agent %r: CLI started, pid %d", self.name, pid, extra={"agent": self.name})
         try:
             await self.store.set_live_process(
                 self.name,
-                pgid=proc.pgid,
-                pid=proc.pid,
-                start_time=proc.start_time,
+                pgid=pgid,
+                pid=pid,
+                start_time=start_time,
                 runtime_id=self.runtime_id,
-                marker=proc.marker,
+                marker=marker,
             )
         except Exception as exc:
             # The turn goes on; only a reaper after a crash of this program would miss it.
             log_error(f"agent {self.name!r}: the session store could not record a process", exc)
 
     async def _set_live_idle(self, idle: bool) -> None:
-        self._live_idle = idle
         try:
             await self.store.set_live_idle(self.name, idle)
         except Exception as exc:
@@ -489,7 +485,6 @@ class Actor:
             log_error(f"agent {self.name!r}: the session store could not record its CLI idle", exc)
 
     async def _clear_live(self) -> None:
-        self._live = self._live_idle = False
         self.slot.cli_pid = None
         # Also after a stop: the process is gone, so its record must go too.
         with trio.move_on_after(STORE_GRACE, shield=True):
@@ -705,3 +700,28 @@ class Actor:
             if self._exited is None:
                 self._exited = trio.Event()
             await self._exited.wait()
+
+
+class _TurnHost:
+    """The actor as its turns see it (`agentrt._turn.TurnHost`): its own bound methods, so
+    a read costs no call of this class's."""
+
+    __slots__ = ("answer", "checkpoint", "deliver", "started", "watched")
+
+    def __init__(self, actor: Actor) -> None:
+        self.started = actor._turn_started
+        self.checkpoint = actor._on_session
+        self.watched = actor._watched
+        self.deliver = actor._deliver
+        self.answer = actor._answer_ask
+
+
+class _ProcessRecords:
+    """The actor's records of its CLI process (`agentrt._lifecycle.ProcessRecords`)."""
+
+    __slots__ = ("gone", "idle", "spawned")
+
+    def __init__(self, actor: Actor) -> None:
+        self.spawned = actor._on_spawn
+        self.idle = actor._set_live_idle
+        self.gone = actor._clear_live
