@@ -225,7 +225,7 @@ class CliLifecycle:
             await cli.end_turn(clean, self._live)
             if cli.ending is not None:
                 await self._retire(cli, cli.ending)
-        if self._cli is cli:
+        if cli.ending is None:
             await self._records.idle(True)
 
     async def _retire(self, cli: WarmCli, why: str) -> None:
@@ -384,9 +384,13 @@ class _LiveChannel:
         self._opening = None
         if cli is not None:  # else stopped meanwhile: the channel stays empty
             self.cli = cli
-            self.command = cli.protocol.command
-            self.translator = cli.translator(self._baseline)
-            await cli.start_turn(self._prompt)
+            try:
+                self.command = cli.protocol.command
+                self.translator = cli.translator(self._baseline)
+                await cli.start_turn(self._prompt)
+            except BaseException as exc:
+                await self.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
         return self
 
     async def __aexit__(

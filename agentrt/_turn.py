@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -236,8 +236,8 @@ class Turn:
     trace: TurnTrace | None = None
 
     # The host's methods a read calls, bound once.
-    _checkpoint: Callable[[str], Any] = attrs.field(init=False)
-    _deliver: Callable[[Sequence[Event]], Any] = attrs.field(init=False)
+    _checkpoint: Callable[[str], Awaitable[None]] = attrs.field(init=False)
+    _deliver: Callable[[Sequence[Event]], Awaitable[None]] = attrs.field(init=False)
     _watched: Callable[[], bool] = attrs.field(init=False)
     # trio.current_time(), from the run's clock without the per-call wrapper (a scripted
     # turn asks it several times).
@@ -388,7 +388,13 @@ class Turn:
                 if isinstance(source, InProcessSource):
                     status = await self._run_in_process(source)
                 else:
-                    status, stderr_tail = await self._run_cli(source)
+                    # A live CLI that turns out to have died before it printed a line of
+                    # this turn never answered the prompt: the turn runs once more, on a
+                    # new process, under the bounds that count from the turn's start.
+                    ended = await self._run_channel(source, retry=True)
+                    if ended is None and self._failure is None:
+                        ended = await self._run_channel(source, retry=False)
+                    status, stderr_tail = ended or (None, "")
             except Exception as exc:
                 self._crash(exc)
         return await self._finish(status, stderr_tail)
@@ -404,15 +410,6 @@ class Turn:
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
             self._stop_for_bound(trio.current_time())
         return None
-
-    async def _run_cli(self, source: ChannelSource) -> tuple[ExitStatus | None, str]:
-        # A live CLI that turns out to have died before it printed a line of this turn
-        # never answered the prompt: the turn runs once more, on a new process, under the
-        # bounds that count from the turn's start.
-        ended = await self._run_channel(source, retry=True)
-        if ended is None and self._failure is None:
-            ended = await self._run_channel(source, retry=False)
-        return ended or (None, "")
 
     async def _run_channel(
         self, source: ChannelSource, *, retry: bool
