@@ -225,7 +225,6 @@ class Actor:
                         async with self._warm_process():
                             await self._loop()
                 else:  # no context manager held for the idle agent's whole life
-                    self._source = self._frame_source(None)
                     await self._loop()
         except _AgentCrashed as exc:
             crash = exc
@@ -377,13 +376,15 @@ class Actor:
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         if self._portable is not None:
             await self._portable.before_turn(slot.session_id)
-        assert self._source is not None
+        source = self._source
+        if source is None:  # made at the first turn: an idle agent holds none
+            source = self._source = self._frame_source(None)
         slot.turn = turn = Turn(
             prompt,
             self.options,
             slot.session_id,
             slot.session_totals if slot.session_id is not None else None,
-            self._source,
+            source,
             _TurnHost(self),
             trace,
         )

@@ -82,6 +82,20 @@ class CliLifecycle:
     With ``live`` its process runs in ``nursery`` (the instance's: the instance's end ends
     it too), and `aclose` ends it."""
 
+    __slots__ = (
+        "_agent",
+        "_alarm",
+        "_backend",
+        "_backend_options",
+        "_cli",
+        "_limits",
+        "_live",
+        "_nursery",
+        "_records",
+        "_slots",
+        "_tracker",
+    )
+
     def __init__(
         self,
         *,
