@@ -38,11 +38,12 @@ from ._events import (
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._lifecycle import CliLifecycle, LiveSettings
 from ._logs import log_error
 from ._mode import InProcess, Live, Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
-from ._process import CliProcess, ProcessTracker
+from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._recorder import Recorder
 from ._redact import redact
@@ -51,9 +52,8 @@ from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._store import SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
-from ._turn import Turn
-from ._warm import WarmProcess
-from .backend import Backend, InProcessBackend, LiveBackend, PortableBackend
+from ._turn import FrameSource, InProcessSource, Turn
+from .backend import Backend, PortableBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
@@ -167,7 +167,6 @@ class Actor:
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
     tools: ToolBinding | None = None
-    _runner: InProcessBackend | None = attrs.field(init=False)
     _overrides: frozenset[str] = attrs.field(init=False)
     _on_session_lost: SessionLostPolicy = attrs.field(init=False)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -183,16 +182,14 @@ class Actor:
             lambda self: Recorder(self.slot, self.slot.store, self.runtime_id), takes_self=True
         ),
     )
-    # The live CLI (``keep_alive``, approvals, hooks), while the instance runs.
-    _warm: WarmProcess | None = None
+    # What the instance's turns read: the runner, or its CLI processes (`_frame_source`).
+    _source: FrameSource | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
     _ask_crash: _AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        mode = self.mode
-        self._runner = mode.runner if isinstance(mode, InProcess) else None
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
@@ -234,12 +231,35 @@ class Actor:
             with trio.CancelScope(shield=True), AgentLogs(self.slot):
                 await self._shutdown(crash)
 
-    def _live_protocol(self, session_id: str | None) -> Any:
+    def _frame_source(self, nursery: trio.Nursery | None) -> FrameSource:
+        """What the instance's turns read, as its mode says: its runner, one CLI process per
+        turn, or (in the ``nursery`` of `_warm_process`) a live CLI."""
         mode = self.mode
-        assert isinstance(mode, Live)
-        backend = cast(LiveBackend, self.backend)  # its capabilities say live
-        return backend.live(
-            self.backend_options, session_id=session_id, approvals=mode.approvals, hooks=mode.hooks
+        slots = self.slots or ProcessSlots(None)
+        if isinstance(mode, InProcess):
+            return InProcessSource(mode.runner, self.backend, self.backend_options, slots)
+        options = self.options
+        live = None
+        if isinstance(mode, Live):
+            assert nursery is not None
+            live = LiveSettings(
+                keep_alive=mode.keep_alive,
+                approvals=mode.approvals,
+                hooks=mode.hooks,
+                kill_grace=options.kill_grace,
+                recycle_turns=options.recycle_turns,
+                recycle_rss_bytes=options.recycle_rss_bytes,
+            )
+        return CliLifecycle(
+            agent=self.name,
+            backend=self.backend,
+            backend_options=self.backend_options,
+            live=live,
+            limits=options.process_limits,
+            slots=slots,
+            tracker=self.tracker,
+            records=self._recorder,
+            nursery=nursery,
         )
 
     @asynccontextmanager
@@ -247,20 +267,13 @@ class Actor:
         # The instance's live CLI lives in a nursery of its own, inside the instance: its end
         # (a stop, a crash, a restart) ends the process too.
         async with trio.open_nursery() as nursery:
-            self._warm = WarmProcess(
-                live=self._live_protocol,
-                options=self.options,
-                slots=self.slots or ProcessSlots(None),
-                tracker=self.tracker,
-                nursery=nursery,
-                on_spawn=self._on_spawn,
-                on_gone=self._recorder.gone,
-            )
+            self._source = lifecycle = self._frame_source(nursery)
+            assert isinstance(lifecycle, CliLifecycle)
             try:
                 yield
             finally:
-                await self._warm.close()
-                self._warm = None
+                await lifecycle.aclose()
+                self._source = None
                 nursery.cancel_scope.cancel()
 
     async def _loop(self) -> None:
@@ -332,26 +345,18 @@ class Actor:
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
         if self._portable is not None:
             await self._portable.before_turn(slot.session_id)
-        host = _TurnHost(self)
         recorder = self._recorder
+        source = self._source
+        if source is None:  # made at the first turn: an idle agent holds none
+            source = self._source = self._frame_source(None)
         slot.turn = turn = Turn(
-            backend=self.backend,
-            backend_options=self.backend_options,
-            prompt=prompt,
-            options=self.options,
-            on_session=host.checkpoint,
-            deliver=host.deliver,
-            watched=host.watched,
-            runner=self._runner,
-            slots=self.slots,
-            tracker=self.tracker,
-            warm=self._warm,
-            decide=host.answer,
-            session_id=slot.session_id,
-            baseline=slot.session_totals if slot.session_id is not None else None,
-            on_spawn=self._on_spawn,
-            trace=trace,
-            agent_name=self.name,
+            prompt,
+            self.options,
+            slot.session_id,
+            slot.session_totals if slot.session_id is not None else None,
+            source,
+            _TurnHost(self),
+            trace,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -363,10 +368,6 @@ class Actor:
             )
         if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
-        elif self._runner is not None:
-            await host.started()  # an in-process turn starts as it is called
-        if self._warm is not None:
-            await recorder.idle(False)  # the warm CLI, if it idled, is this turn's now
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -377,10 +378,6 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
-            if self._warm is None and recorder.recording:
-                await recorder.gone()  # the turn's CLI
-        if self._warm is not None and self._warm.pid is not None:
-            await recorder.idle(True)  # the warm CLI outlived its turn
         slot.turns += 1
         if self._portable is not None:
             await self._portable.after_turn(slot.session_id)
@@ -388,9 +385,6 @@ class Actor:
             _log_turn_end(self.name, outcome)
         await recorder.turn_ended(outcome)
         return outcome, turn.final
-
-    async def _on_spawn(self, proc: CliProcess) -> None:
-        await self._recorder.spawned(proc.pid, proc.pgid, proc.start_time, proc.marker)
 
     async def _save_state(self) -> None:
         if "checkpoint_state" not in self._overrides:

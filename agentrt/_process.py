@@ -280,12 +280,14 @@ class CliProcess:
             local=True,
             cgroup=cgroup,
         )
-        # Our own pidfd tells us the leader exited without reaping it, so its pid (and with it
-        # the pgid) stays pinned until the ladder is done with the group. Without pidfds we
-        # fall back to trio's wait(), which reaps.
-        self._pidfd: int | None = None
-        with suppress(AttributeError, OSError):
-            self._pidfd = os.pidfd_open(self.pid)
+        # A pidfd tells us the leader exited without reaping it, so its pid (and with it the
+        # pgid) stays pinned until the ladder is done with the group; it is the spawn's own
+        # (which its wait() reaps through), ours to close. The fork fallback's trio Process
+        # reaps its own way: then one of ours watches, or without pidfds trio's wait() does.
+        self._pidfd: int | None = getattr(process, "pidfd", None)
+        if self._pidfd is None:
+            with suppress(AttributeError, OSError):
+                self._pidfd = os.pidfd_open(self.pid)
         if self._pidfd is not None:
             track_leader(self.pid)  # until it is reaped (in _shutdown)
         # Read after each warm turn (recycle_rss_bytes).

@@ -52,11 +52,6 @@ class Recorder:
     _live: _Live = _Live.NONE
 
     @property
-    def recording(self) -> bool:
-        """A live process record is in the store (or may be: its write was cancelled)."""
-        return self._live is not _Live.NONE
-
-    @property
     def _live_records(self) -> LiveProcessStore:
         # start_agent refused an agent that runs processes on a store without live records.
         return cast(LiveProcessStore, self.store)

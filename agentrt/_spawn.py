@@ -356,6 +356,10 @@ os.register_at_fork(after_in_child=_spawner.cache_clear)
 @attrs.define(eq=False)
 class _Process:
     pid: int
+    # Opened at the spawn, while nobody can have reaped the child, so it names this one:
+    # the driver watches the exit on it, `wait` reaps through it, and the driver closes it
+    # (`agentrt._process.CliProcess`) once it is done with the process.
+    pidfd: int
     stdin: trio.lowlevel.FdStream
     stdout: trio.lowlevel.FdStream
     stderr: trio.lowlevel.FdStream
@@ -363,13 +367,9 @@ class _Process:
 
     async def wait(self) -> int:
         if self._returncode is None:
-            fd = os.pidfd_open(self.pid)
-            try:
-                await trio.lowlevel.wait_readable(fd)
-                if self._returncode is None:
-                    self._returncode = _reap(fd)
-            finally:
-                os.close(fd)
+            await trio.lowlevel.wait_readable(self.pidfd)
+            if self._returncode is None:
+                self._returncode = _reap(self.pidfd)
         return self._returncode
 
 
@@ -417,8 +417,18 @@ async def spawn(
         raise _spawn_error(exc, argv[0], cwd) from None
     finally:
         _close(theirs)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        # Out of descriptors: the child must not run on unwatched. SIGKILL ends it within
+        # moments, so the wait for it hardly blocks.
+        _close(ours)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # noqa: ASYNC222
+        raise
     return _Process(
         pid,
+        pidfd,
         trio.lowlevel.FdStream(stdin_w),
         trio.lowlevel.FdStream(stdout_r),
         trio.lowlevel.FdStream(stderr_r),

@@ -26,19 +26,19 @@ drained, and nothing it prints afterwards changes the outcome.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import attrs
 import msgspec
 import trio
 
 from ._alarm import Alarm
-from ._asks import Ask, ToolApproval
+from ._asks import Ask, HookCall, ToolApproval
 from ._errors import StoreError, TurnFailed
 from ._events import (
     TEXT_CODEC,
@@ -61,28 +61,139 @@ from ._events import (
     response_with_text,
 )
 from ._options import AgentOptions
-from ._process import (
-    BadLine,
-    CliProcess,
-    ProcessFailure,
-    ProcessTracker,
-    open_cli_process,
-)
+from ._process import BadLine, CliProcess, ProcessFailure
 from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
-from ._telemetry import TurnTrace, record_warm_process
-from ._warm import WarmCli, WarmProcess
+from ._telemetry import TurnTrace
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
 logger = logging.getLogger("agentrt")
 
-# After the driver's SIGKILL, time for the last lines in the pipe to be read.
-_DRAIN_MARGIN = 1.0
-
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
 _NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEvent))
+
+
+class TurnHost(Protocol):
+    """The actor, as its turns see it."""
+
+    async def started(self) -> None:
+        """The turn starts (an in-process one: a CLI's starts at its spawn, which the
+        process records see): the store's row becomes the agent's if it is not yet."""
+        ...
+
+    async def checkpoint(self, session_id: str) -> None:
+        """Keep the new session id, before the next frame is fed; a StoreError fails the
+        turn with store_failed."""
+        ...
+
+    def watched(self) -> bool:
+        """Whether anything looks at the events as they come (asked once per read)."""
+        ...
+
+    async def deliver(self, events: Sequence[Event]) -> None:
+        """handle_stream_event and subscribers, for the events of one read (up to a new
+        session id) once the turn has recorded them. An exception fails the turn
+        (turn_crashed); a stop meanwhile takes effect from the next read."""
+        ...
+
+    async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
+        """The agent's answer to what a live CLI asks, with the events that record it."""
+        ...
+
+
+class Channel(Protocol):
+    """One turn's frames from a CLI process (agentrt._lifecycle), opened with ``async
+    with``: a stop while it opens goes to `interrupt` too."""
+
+    @property
+    def command(self) -> Command | None:
+        """The process's command, once open (None: stopped while it opened)."""
+        ...
+
+    @property
+    def translator(self) -> Translator | None:
+        """The turn's translator, once open (None: stopped while it opened)."""
+        ...
+
+    @property
+    def drain_bound(self) -> float:
+        """How long the frames are still read once it was interrupted."""
+        ...
+
+    @property
+    def alarm(self) -> Alarm | None:
+        """What watches the turn's bounds while it is read, if the channel has one."""
+        ...
+
+    async def __aenter__(self) -> Channel: ...
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None: ...
+
+    def batches(self, decode: Callable[[bytes], Any] | None) -> AsyncIterator[Iterable[Any] | Ask]:
+        """The frames, one iterable per read; what the CLI asks comes between reads, and
+        waits for `answer`."""
+        ...
+
+    async def answer(self, data: bytes) -> None: ...
+
+    def interrupt(self, gently: bool) -> None:
+        """Stop the turn: ``gently`` lets a live CLI end it in band."""
+        ...
+
+    async def finish(
+        self, clean: bool, session_id: str | None
+    ) -> tuple[ExitStatus | None, str] | None:
+        """After the frames: how the process ended and its stderr tail, or (None, "") for
+        a live CLI whose turn ended at its end frame; None when the turn must run again
+        (a live CLI that died without a word of it, opened with ``retry``)."""
+        ...
+
+
+class ChannelSource(Protocol):
+    """What opens a turn's `Channel`: the instance's `agentrt._lifecycle.CliLifecycle`."""
+
+    @property
+    def turn_slots(self) -> ProcessSlots | None: ...
+
+    def channel(
+        self,
+        prompt: str,
+        session_id: str | None,
+        baseline: SessionTotals | None,
+        watch: Turn,
+        *,
+        retry: bool,
+    ) -> Channel: ...
+
+
+@attrs.frozen
+class InProcessSource:
+    """Frames without a process (`InProcessBackend`): its runner feeds them to the turn as
+    it makes them."""
+
+    runner: InProcessBackend
+    # The same backend, for its command and translator.
+    backend: Backend
+    backend_options: Any
+    # The runtime's max_processes: an in-process turn holds a slot as a CLI turn does.
+    turn_slots: ProcessSlots | None
+
+    def open(
+        self, prompt: str, session_id: str | None, baseline: SessionTotals | None
+    ) -> tuple[Command, Translator]:
+        backend, options = self.backend, self.backend_options
+        command = backend.command(options, prompt, session_id=session_id)
+        return command, backend.translator(options, baseline=baseline)
+
+
+FrameSource = InProcessSource | ChannelSource
 
 
 @attrs.define
@@ -114,39 +225,20 @@ _LOSES_RESULT: frozenset[StopReason] = frozenset(
 class Turn:
     """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early."""
 
-    backend: Backend
-    backend_options: Any
     prompt: str
     options: AgentOptions
-    # Called with each new session id before the next frame is fed (the checkpoint); a
-    # StoreError from it fails the turn with store_failed.
-    on_session: Callable[[str], Awaitable[None]]
-    # handle_stream_event and subscribers, for the events of one read (up to a new session
-    # id) once the turn has recorded them; called only while `watched` says someone looks
-    # (asked once per read). An exception fails the turn (turn_crashed); a stop meanwhile
-    # takes effect from the next read.
-    deliver: Callable[[Sequence[Event]], Awaitable[None]]
-    watched: Callable[[], bool]
-    runner: InProcessBackend | None
-    slots: ProcessSlots | None = None
-    tracker: ProcessTracker | None = None
-    # The agent's live CLI (``keep_alive``, or the channel its approvals and hooks need):
-    # the turn runs on it instead of a process of its own.
-    warm: WarmProcess | None = None
-    # The agent's answer to what a live CLI asks (a tool approval, a hook), with the events
-    # that record it.
-    decide: Callable[[Ask], Awaitable[tuple[bytes, Sequence[Event]]]] | None = None
-    session_id: str | None = None
+    session_id: str | None
     # What the resumed session's earlier turns reported (see Backend.translator).
-    baseline: SessionTotals | None = None
-    # Called once the CLI process is running, before its first frame is read (the actor
-    # records its process group for the reaper).
-    on_spawn: Callable[[CliProcess], Awaitable[None]] | None = None
+    baseline: SessionTotals | None
+    source: FrameSource
+    host: TurnHost
     # The turn's span and metrics, when telemetry records (agentrt._telemetry).
     trace: TurnTrace | None = None
-    # The agent's name, for what telemetry counts per agent.
-    agent_name: str = ""
 
+    # The host's methods a read calls, bound once.
+    _checkpoint: Callable[[str], Awaitable[None]] = attrs.field(init=False)
+    _deliver: Callable[[Sequence[Event]], Awaitable[None]] = attrs.field(init=False)
+    _watched: Callable[[], bool] = attrs.field(init=False)
     # trio.current_time(), from the run's clock without the per-call wrapper (a scripted
     # turn asks it several times).
     _now: Callable[[], float] = attrs.field(
@@ -165,8 +257,9 @@ class Turn:
     # settled on): the rest is read for session ids only.
     _ended: bool = False
     _scope: trio.CancelScope | None = None
-    # Stops the CLI: ``gently`` (an interrupt) lets a warm CLI end its turn in band.
-    _interrupt_process: Callable[[bool], None] | None = None
+    # The CLI's channel, while the turn has one: a stop interrupts it.
+    _channel: Channel | None = None
+    # While its frames are read: an interrupt bounds the rest of the reading.
     _drain_scope: trio.CancelScope | None = None
     _drain_bound: float = 0.0
     _started: float = 0.0
@@ -194,6 +287,12 @@ class Turn:
     _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
     _parents: dict[str, str] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        host = self.host
+        self._checkpoint = host.checkpoint
+        self._deliver = host.deliver
+        self._watched = host.watched
 
     ################
     # Stopping early: one way for every reason
@@ -233,15 +332,21 @@ class Turn:
     def _end_run(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
-        if self._interrupt_process is not None:
+        if self._drain_scope is not None:
             self._interrupt_cli()
+        elif self._channel is not None:  # not read yet: it opens, or is open already
+            self._channel.interrupt(self._gently())
+
+    def _gently(self) -> bool:
+        # A live CLI is asked to end the turn in band for an interrupt, else killed.
+        return self._failure is not None and self._failure.reason in _IN_BAND
 
     def _interrupt_cli(self) -> None:
-        assert self._interrupt_process is not None and self._drain_scope is not None
-        self._interrupt_process(self._failure is not None and self._failure.reason in _IN_BAND)
+        assert self._channel is not None and self._drain_scope is not None
+        self._channel.interrupt(self._gently())
         # Reading goes on so the CLI can flush its transcript; the driver escalates to
         # SIGKILL by itself, so this only bounds a reader stuck on a full subscriber.
-        self._drain_scope.deadline = trio.current_time() + self._drain_bound
+        self._drain_scope.deadline = trio.current_time() + self._channel.drain_bound
 
     ################
     # Running: in process, or a CLI process
@@ -252,8 +357,8 @@ class Turn:
 
         Cancellation: propagates; the backend run is cancelled and a CLI process is
         cleaned up by the driver (shielded and bounded)."""
-        slots = self.slots
-        if slots is None or self.warm is not None:  # a warm CLI holds a slot of its own
+        slots = self.source.turn_slots
+        if slots is None:  # none, or a live CLI holds a slot of its own
             return await self._run()
         self.waiting_for_process = True
         with trio.CancelScope() as self._scope:
@@ -279,124 +384,65 @@ class Turn:
         stderr_tail = ""
         if self._failure is None:
             try:
-                backend = self.backend
-                if self.warm is not None:
-                    status, stderr_tail = await self._run_warm(self.warm)
-                    return await self._finish(status, stderr_tail)
-                self.command = backend.command(
-                    self.backend_options, self.prompt, session_id=self.session_id
-                )
-                self.translator = backend.translator(self.backend_options, baseline=self.baseline)
-                if self.runner is not None:
-                    status = await self._run_in_process(self.runner)
+                source = self.source
+                if isinstance(source, InProcessSource):
+                    status = await self._run_in_process(source)
                 else:
-                    status, stderr_tail = await self._run_cli_process()
+                    # A live CLI that turns out to have died before it printed a line of
+                    # this turn never answered the prompt: the turn runs once more, on a
+                    # new process, under the bounds that count from the turn's start.
+                    ended = await self._run_channel(source, retry=True)
+                    if ended is None and self._failure is None:
+                        ended = await self._run_channel(source, retry=False)
+                    status, stderr_tail = ended or (None, "")
             except Exception as exc:
                 self._crash(exc)
         return await self._finish(status, stderr_tail)
 
-    async def _run_in_process(self, runner: InProcessBackend) -> ExitStatus | None:
+    async def _run_in_process(self, source: InProcessSource) -> ExitStatus | None:
+        self.command, self.translator = source.open(self.prompt, self.session_id, self.baseline)
+        await self.host.started()
+        if self._failure is not None:  # stopped meanwhile
+            return None
         with trio.CancelScope(deadline=self._deadline()) as scope:
             self._scope = scope
-            assert self.command is not None
-            return await runner.run(self.command, self._emit)
+            return await source.runner.run(self.command, self._emit)
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
             self._stop_for_bound(trio.current_time())
         return None
 
-    async def _run_cli_process(self) -> tuple[ExitStatus | None, str]:
-        limits = self.options.process_limits
-        assert self.command is not None
-        try:
-            async with open_cli_process(self.command, limits, tracker=self.tracker) as proc:
-                if self.trace is not None:
-                    self.trace.spawned(proc)
-                if self.on_spawn is not None:
-                    await self.on_spawn(proc)
-                self._drain_bound = limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
-                self._interrupt_process = lambda gently: proc.interrupt()
-                await self._read(proc.batches(self._decode()))
-                status: ExitStatus = await proc.wait()
-                return status, proc.stderr_tail
-        except* ProcessFailure as group:
-            self._process_failed(group)
-        finally:
-            self._interrupt_process = None  # gone: a terminal made by finish() stops nothing
-        return None, ""
-
-    async def _run_warm(self, warm: WarmProcess) -> tuple[ExitStatus | None, str]:
-        # A turn on the agent's live CLI: it ends at its end frame, and the CLI lives on if
-        # nothing went wrong (see agentrt._warm). A warm CLI that turns out to have died
-        # before it printed a line of this turn never answered the prompt: the turn runs
-        # once more, on a new process, under the bounds that count from the turn's start.
-        ended = await self._warm_attempt(warm, retry=True)
-        if ended is None and self._failure is None:
-            ended = await self._warm_attempt(warm, retry=False)
-        return ended or (None, "")
-
-    async def _warm_attempt(
-        self, warm: WarmProcess, *, retry: bool
+    async def _run_channel(
+        self, source: ChannelSource, *, retry: bool
     ) -> tuple[ExitStatus | None, str] | None:
-        # None: the process died unheard and ``retry`` allowed running the turn again.
-        cli: WarmCli | None = None
-        ran = True  # this process ran the turn (it was not given up for a new one)
+        self._channel = channel = source.channel(
+            self.prompt, self.session_id, self.baseline, self, retry=retry
+        )
         try:
-            with trio.CancelScope() as self._scope:
-                cli = await warm.begin_turn(self.session_id, self._wait_for_process)
-            self._scope = None
-            if cli is None:  # stopped while waiting for a process slot or its spawn
-                return None, ""
-            assert cli.proc is not None
-            proc = cli.proc
-            if self.trace is not None and cli.turns == 0:
-                self.trace.spawned(proc)
-            self.command = cli.protocol.command
-            self.translator = cli.translator(self.baseline)
-            grace = self.options.kill_grace
-            # In band, then the driver's ladder: SIGINT, SIGTERM, SIGKILL.
-            limits = self.options.process_limits
-            self._drain_bound = grace + limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
-            self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
-            await cli.start_turn(self.prompt)
-            await self._read(
-                cli.batches(self._decode(), functools.partial(self._answer, cli)), warm.alarm()
-            )
-            if cli.turn_over:
-                return None, ""
-            cli.kill("the turn's stream ended before its end frame")
-            status: ExitStatus = await proc.wait()
-            if retry and self._failure is None and cli.died_unheard():
-                logger.info(
-                    "agent %r: warm CLI pid %d ended before it printed a line of the turn;"
-                    " the turn runs on a new process",
-                    self.agent_name,
-                    proc.pid,
-                    extra={"agent": self.agent_name},
-                )
-                ran = False
-                return None
-            return status, proc.stderr_tail
+            async with channel:
+                self.command, self.translator = channel.command, channel.translator
+                if self.translator is not None:  # else stopped while it opened
+                    await self._read(channel)
+                return await channel.finish(self._ended_cleanly(), self.session_id)
         except* ProcessFailure as group:
             self._process_failed(group)
         finally:
-            self._interrupt_process = None
-            if cli is not None:
-                if ran:  # a hit if the process was warm
-                    record_warm_process(self.agent_name, self.backend.name, hit=cli.turns > 0)
-                cli.session_id = self.session_id
-                await warm.end_turn(cli, clean=self._ended_cleanly())
+            self._channel = None  # gone: a terminal made by finish() stops nothing
         return None, ""
 
-    async def _answer(self, cli: WarmCli, ask: Ask) -> None:
+    def spawned(self, process: CliProcess) -> None:
+        """A process was spawned for this turn (`agentrt._lifecycle.TurnWatch`)."""
+        if self.trace is not None:
+            self.trace.spawned(process)
+
+    async def _answer(self, channel: Channel, ask: Ask) -> None:
         # In the turn's task, between reads: the CLI waits for this answer.
-        assert self.decide is not None
         if isinstance(ask, ToolApproval) and ask.request.parent_tool_use_id is None:
             # The CLI's request does not say; the tool call it is about did.
             parent = self._parents.get(ask.request.tool_use_id)
             if parent is not None:
                 request = attrs.evolve(ask.request, parent_tool_use_id=parent)
                 ask = attrs.evolve(ask, request=request)
-        answer, events = await self.decide(ask)
+        answer, events = await self.host.answer(ask)
         for event in events:
             if type(event) is ToolDecisionEvent and not event.allowed:
                 assert isinstance(ask, ToolApproval)
@@ -407,12 +453,9 @@ class Turn:
                     input=request.input,
                 )
                 self._denials.append(denial)
-        await cli.answer(answer)
+        await channel.answer(answer)
         if events:
             await self._handle((), events)
-
-    def _wait_for_process(self, waiting: bool) -> None:
-        self.waiting_for_process = waiting
 
     def _ended_cleanly(self) -> bool:
         # A warm CLI outlives a turn that completed, that the CLI failed itself (an API
@@ -423,24 +466,29 @@ class Turn:
         assert self.translator is not None
         return self.translator.decode  # its typed line decoder, if any
 
-    async def _read(
-        self, batches: AsyncIterator[Iterable[Any]], alarm: Alarm | None = None
-    ) -> None:
-        # The frames of a process, with the bounds watched beside them: by ``alarm`` (a warm
-        # agent's, whose task outlives its turns), else by one that lives for this read.
+    async def _read(self, channel: Channel) -> None:
+        # The frames of a process, with the bounds watched beside them: by the channel's
+        # alarm (a live CLI's, whose task outlives its turns), else by one for this read.
         self._drain_scope = trio.CancelScope()
-        if self._failure is not None:  # stopped while spawning
+        if self._failure is not None:  # stopped while it opened
             self._interrupt_cli()
-        if alarm is not None:
-            await self._read_bounded(batches, alarm)
-            return
-        async with trio.open_nursery() as nursery:
-            alarm = Alarm()
-            nursery.start_soon(alarm.run)
-            await self._read_bounded(batches, alarm)
-            nursery.cancel_scope.cancel()
+        try:
+            alarm = channel.alarm
+            batches = channel.batches(self._decode())
+            if alarm is not None:
+                await self._read_bounded(channel, batches, alarm)
+                return
+            async with trio.open_nursery() as nursery:
+                alarm = Alarm()
+                nursery.start_soon(alarm.run)
+                await self._read_bounded(channel, batches, alarm)
+                nursery.cancel_scope.cancel()
+        finally:
+            self._drain_scope = None
 
-    async def _read_bounded(self, batches: AsyncIterator[Iterable[Any]], alarm: Alarm) -> None:
+    async def _read_bounded(
+        self, channel: Channel, batches: AsyncIterator[Iterable[Any] | Ask], alarm: Alarm
+    ) -> None:
         assert self._drain_scope is not None
         self._alarm = alarm
         self._arm()
@@ -449,7 +497,10 @@ class Turn:
                 # One read, one delivery (unless a checkpoint or a full subscriber has to be
                 # waited for).
                 async for batch in batches:
-                    await self._handle(batch)
+                    if type(batch) is ToolApproval or type(batch) is HookCall:
+                        await self._answer(channel, batch)
+                        continue
+                    await self._handle(batch)  # type: ignore[arg-type]
                     self._segment.fold()
                     # Not kept while waiting for the next read: with many turns waiting on
                     # their pipes, a read's lines each add up.
@@ -460,7 +511,7 @@ class Turn:
 
     def _process_failed(self, group: BaseExceptionGroup[ProcessFailure]) -> None:
         # The process is gone already (the driver cleaned up before raising).
-        self._interrupt_process = None
+        self._channel = None
         for failure in group.exceptions:
             if isinstance(failure, ProcessFailure):
                 self.stop(failure.reason, failure.message, cause=failure)
@@ -528,11 +579,11 @@ class Turn:
         frames = iter(frames)
         pending: Iterator[Event] = iter(events)
         while True:
-            recorded: list[Event] | None = [] if self.watched() else None
+            recorded: list[Event] | None = [] if self._watched() else None
             pending, session_id = self._record(frames, pending, recorded)
             if recorded:
                 try:
-                    await self.deliver(recorded)
+                    await self._deliver(recorded)
                 except Exception as exc:
                     self._crash(exc)
             terminal, self._undelivered_terminal = self._undelivered_terminal, None
@@ -541,7 +592,7 @@ class Turn:
             if session_id is None:
                 return
             try:
-                await self.on_session(session_id)
+                await self._checkpoint(session_id)
             except StoreError as exc:
                 message = f"the session store could not keep session {session_id}: {exc}"
                 self._stop(_Failure(StopReason.STORE_FAILED, redact(message), cause=exc))

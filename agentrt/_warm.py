@@ -30,34 +30,36 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import trio
 
-from ._alarm import Alarm
 from ._asks import Ask
 from ._events import StopReason
-from ._options import AgentOptions
-from ._process import (
-    BadLine,
-    CliProcess,
-    FrameBatch,
-    ProcessFailure,
-    ProcessLimits,
-    ProcessTracker,
-    open_cli_process,
-)
+from ._process import BadLine, CliProcess, FrameBatch, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
 from .backend import LiveProtocol, ProtocolError, Translator
 
 logger = logging.getLogger("agentrt")
 
-# Bound on waiting for an ended warm process to be gone (its kill ladder), beyond the grace.
-_GONE_MARGIN = 5.0
 # How long the rest of a line printed between turns may take to arrive.
 _CATCH_UP = 0.5
+
+
+@attrs.frozen
+class LiveSettings:
+    """What a live CLI's life follows: ``keep_alive`` (None: one turn per process), the
+    channel's callbacks (``approvals``, ``hooks``), ``kill_grace`` for an interrupt in band,
+    and when it is recycled."""
+
+    keep_alive: float | None
+    approvals: bool
+    hooks: bool
+    kill_grace: float
+    recycle_turns: int
+    recycle_rss_bytes: int
 
 
 @attrs.define(eq=False)
@@ -163,13 +165,11 @@ class WarmCli:
     def translator(self, baseline: Any) -> Translator:
         return self.protocol.translator(baseline=baseline)
 
-    def batches(
-        self, decode: Callable[[bytes], Any] | None, on_ask: Callable[[Ask], Awaitable[None]]
-    ) -> _TurnBatches:
+    def batches(self, decode: Callable[[bytes], Any] | None) -> _TurnBatches:
         """The turn's frames, one iterator per read, up to the turn's end frame (or EOF);
-        before each read, ``on_ask`` answers what the CLI asked (it waits for the answer)."""
+        what the CLI asked comes first, as an `Ask` of its own (it waits for the answer)."""
         assert self.proc is not None
-        return _TurnBatches(self, self.proc.batches(decode), on_ask)
+        return _TurnBatches(self, self.proc.batches(decode))
 
     async def answer(self, data: bytes) -> None:
         """Write the answer to a question; the CLI was waiting, so ``idle`` starts again."""
@@ -239,12 +239,12 @@ class WarmCli:
         if self.proc is not None:
             self.proc.interrupt()
 
-    async def end_turn(self, clean: bool, options: AgentOptions) -> None:
+    async def end_turn(self, clean: bool, settings: LiveSettings) -> None:
         """The turn is over: kill what it started and keep the process, or end it."""
         assert self.proc is not None
         self.in_turn = False
         self.asks.clear()
-        if options.keep_alive is None:
+        if settings.keep_alive is None:
             self.end("one process per turn (keep_alive is None)")
         if self._interrupt_scope is not None:
             self._interrupt_scope.cancel()
@@ -255,9 +255,9 @@ class WarmCli:
             self.turns += 1
             if not await self.proc.kill_others(self.resident):
                 self.end("a process of the turn survived its kill")
-            elif self.turns >= options.recycle_turns:
+            elif self.turns >= settings.recycle_turns:
                 self.end(f"recycled after {self.turns} turns")
-            elif (rss := self.proc.rss_bytes()) is not None and rss > options.recycle_rss_bytes:
+            elif (rss := self.proc.rss_bytes()) is not None and rss > settings.recycle_rss_bytes:
                 self.end(f"recycled at {rss:,} bytes resident")
         self.idle_since = trio.current_time()
         self._poke()
@@ -327,142 +327,21 @@ class WarmCli:
 
 
 class _TurnBatches:
-    __slots__ = ("_batches", "_cli", "_on_ask")
+    __slots__ = ("_batches", "_cli")
 
-    def __init__(
-        self, cli: WarmCli, batches: Any, on_ask: Callable[[Ask], Awaitable[None]]
-    ) -> None:
+    def __init__(self, cli: WarmCli, batches: Any) -> None:
         self._cli = cli
         self._batches = batches
-        self._on_ask = on_ask
 
     def __aiter__(self) -> _TurnBatches:
         return self
 
-    async def __anext__(self) -> Iterator[Any]:
+    async def __anext__(self) -> Iterator[Any] | Ask:
         cli = self._cli
-        while cli.asks and not cli.turn_over:
-            await self._on_ask(cli.asks.popleft())
+        if cli.asks and not cli.turn_over:
+            return cli.asks.popleft()
         if cli.turn_over:
             raise StopAsyncIteration
         batch = await self._batches.__anext__()
         cli.heard = True
         return cli.frames(batch)
-
-
-@attrs.define(eq=False)
-class WarmProcess:
-    """One agent instance's warm CLI: at most one process at a time, reused across turns.
-
-    Its processes run in the instance's nursery, so the instance's end (a stop, a crash, the
-    supervisor's restart) ends them too."""
-
-    live: Callable[[str | None], LiveProtocol | None]
-    # keep_alive None: a live process runs one turn (for approvals and hooks), then ends.
-    options: AgentOptions
-    slots: ProcessSlots
-    tracker: ProcessTracker | None
-    nursery: trio.Nursery
-    # Called once a process runs / after it is gone (the store's live record, the status).
-    on_spawn: Callable[[CliProcess], Awaitable[None]]
-    on_gone: Callable[[], Awaitable[None]]
-    _cli: WarmCli | None = None
-    _alarm: Alarm | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._cli is None else self._cli.pid
-
-    async def begin_turn(self, session_id: str | None, on_wait: Callable[[bool], None]) -> WarmCli:
-        """The process for the next turn: this agent's warm one if it fits, else a new one
-        (waiting for a process slot; ``on_wait`` is told while it waits).
-
-        Raises `ProcessFailure` when a new process cannot be spawned or made ready."""
-        cli = self._cli
-        if cli is not None:
-            why = cli.usable(session_id)
-            if why is None and cli.proc is not None and cli.proc.has_unread_output():
-                why = await cli.catch_up()
-            if why is None:
-                cli.in_turn = True
-                self.slots.busy(cli)
-                logger.debug("warm CLI pid %s takes the next turn", cli.pid)
-                return cli
-            await self._retire(cli, why)
-        protocol = self.live(session_id)
-        # The instance runs warm only where its options can (the actor asked once), and the
-        # answer depends on the options alone.
-        assert protocol is not None
-        cli = WarmCli(protocol=protocol, session_id=session_id, in_turn=True)
-        on_wait(True)
-        try:
-            await self.slots.acquire(cli)
-        finally:
-            on_wait(False)
-        self._cli = cli
-        try:
-            await self.nursery.start(self._hold, cli)
-        except BaseException:
-            if self._cli is cli:
-                self._cli = None
-            raise
-        return cli
-
-    async def _retire(self, cli: WarmCli, why: str) -> None:
-        cli.end(why)
-        with trio.move_on_after(2 * self.options.kill_grace + _GONE_MARGIN, shield=True):
-            await cli.ended.wait()
-
-    async def end_turn(self, cli: WarmCli, clean: bool) -> None:
-        """After each turn on ``cli``: what the turn started is killed; the process lives
-        on, or has ended before this returns."""
-        with trio.CancelScope(shield=True):
-            await cli.end_turn(clean, self.options)
-            if cli.ending is not None:
-                await self._retire(cli, cli.ending)
-
-    async def close(self) -> None:
-        """End the warm process, if any (the instance ends)."""
-        if self._cli is not None:
-            await self._retire(self._cli, "the agent stopped")
-
-    def alarm(self) -> Alarm:
-        """What watches the bounds of this instance's turns: one task for all of them (in
-        the instance's nursery, from its first turn), not one per turn."""
-        if self._alarm is None:
-            self._alarm = Alarm()
-            self.nursery.start_soon(self._alarm.run)
-        return self._alarm
-
-    async def _hold(self, cli: WarmCli, *, task_status: trio.TaskStatus[None]) -> None:
-        # The process's life: spawn, handshake, turns, idling; its slot and records after.
-        slots = self.slots
-        spawned = False
-        try:
-            async with open_cli_process(
-                cli.protocol.command,
-                self.options.process_limits,
-                tracker=self.tracker,
-                stdin_open=True,
-            ) as proc:
-                cli.proc = proc
-                cli._nursery = self.nursery
-                spawned = True
-                await self.on_spawn(proc)
-                await cli.handshake(self.options.process_limits)
-                cli.resident = proc.members()
-                task_status.started()
-                async with trio.open_nursery() as watchers:
-                    watchers.start_soon(cli.watch_exit)
-                    await cli.serve(self.options.keep_alive or 0.0, slots)
-                    watchers.cancel_scope.cancel()
-                logger.debug("warm CLI pid %d ends: %s", proc.pid, cli.ending or "it exited")
-        finally:
-            slots.busy(cli)
-            slots.release(cli)
-            if self._cli is cli:
-                self._cli = None
-            cli.ended.set()
-            if spawned:
-                with trio.CancelScope(shield=True):
-                    await self.on_gone()

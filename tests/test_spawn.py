@@ -23,6 +23,8 @@ from test_isolation import WHY_NOT
 
 from agentrt import _spawn
 from agentrt._cgroup import TurnCgroups, own_cgroup
+from agentrt.backend import Command, ExitStatus
+from agentrt.lowlevel import open_cli_process
 
 CHILD = Path(__file__).parent / "signal_child.py"
 INIT = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake-model"}
@@ -114,6 +116,9 @@ async def output(argv: list[str], gate: _spawn.Gate | None = None) -> str:
     while chunk := await process.stdout.receive_some(65536):
         got += chunk
     assert await process.wait() == 0
+    pidfd = getattr(process, "pidfd", None)
+    if pidfd is not None:  # the spawn's, for its caller to close
+        os.close(pidfd)
     return got.decode()
 
 
@@ -168,3 +173,24 @@ async def test_a_missing_binary_or_cwd_is_named(path: str, tmp_path: Path) -> No
     with pytest.raises(FileNotFoundError) as no_cwd:
         await _spawn.spawn(["true"], {"PATH": os.defpath}, str(tmp_path / "gone"), None)
     assert no_cwd.value.filename == str(tmp_path / "gone")
+
+
+async def test_one_pidfd_watches_the_cli_and_reaps_it(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver watches the exit on the spawn's own pidfd, which the spawn's wait reaps
+    # through: one descriptor per process, not one more for the wait. (The fallback's
+    # trio Process reaps its own way: the driver opens one to watch.)
+    opened: list[int] = []
+    real_open = os.pidfd_open
+
+    def pidfd_open(pid: int, flags: int = 0) -> int:
+        fd = real_open(pid, flags)
+        opened.append(pid)
+        return fd
+
+    _spawn._libc()  # loaded beforehand: it tries a pidfd of its own
+    monkeypatch.setattr(os, "pidfd_open", pidfd_open)
+    async with open_cli_process(Command(argv=("true",), env={"PATH": os.defpath})) as proc:
+        assert await proc.wait() == ExitStatus(0)
+    assert opened == [proc.pid]
