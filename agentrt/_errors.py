@@ -45,9 +45,12 @@ class InvalidOptions(AgentRTError):
 
 
 class AgentNotFound(AgentRTError):
-    def __init__(self, name: str) -> None:
+    """No agent of that name is running (``where``, if given, says where it was looked for
+    or why it cannot be reached)."""
+
+    def __init__(self, name: str, where: str | None = None) -> None:
         self.name = name
-        super().__init__(f"no agent named {name!r}")
+        super().__init__(f"no agent named {name!r}" + ("" if where is None else f" {where}"))
 
 
 class AgentAlreadyStarted(AgentRTError):

@@ -26,15 +26,15 @@ async def main(cwd: str = ".") -> list[str]:
         await rt.start_agent(
             agentrt.Agent, name="reader", backend="claude", cwd=cwd, tools=["Read", "Glob"]
         )
-        first = rt.tell("reader", "Which files are here? One line.")
-        second = rt.tell("reader", "Which of them looks most important, and why? One line.")
-        say(f"told twice; poll says {rt.poll(first)}")
+        first = await rt.tell("reader", "Which files are here? One line.")
+        second = await rt.tell("reader", "Which of them looks most important, and why? One line.")
+        say(f"told twice; poll says {await rt.poll(first)}")
 
         ticks = 0
-        while isinstance(rt.poll(first), agentrt.Pending):
+        while isinstance(await rt.poll(first), agentrt.Pending):
             ticks += 1  # your own work goes here
             await trio.sleep(0.05)
-        result = rt.poll(first)
+        result = await rt.poll(first)
         if not isinstance(result, agentrt.Completed):
             raise SystemExit(f"the first turn did not complete: {result}")
         say(f"first (after {ticks} ticks of our own work): {result.response.text}")
