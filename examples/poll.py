@@ -2,8 +2,9 @@
 
     .venv/bin/python examples/poll.py [DIRECTORY]
 
-``tell`` returns a ref at once; a second tell queues behind the first in the agent's
-mailbox. ``poll`` says where a ref is without waiting; ``wait`` waits for it.
+``tell`` returns a ref without waiting for the turn; a second tell queues behind the first
+in the agent's mailbox. ``poll`` says where a ref is without waiting for it; ``wait`` waits
+for it.
 """
 
 from __future__ import annotations

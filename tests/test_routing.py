@@ -24,13 +24,17 @@ from proc_helpers import Program, store_programs, wait_until
 
 import agentrt
 from agentrt import (
+    AgentBusy,
     AgentNotFound,
     AgentStatus,
     AgentStopped,
     Completed,
+    Failed,
+    Pending,
     PostgresStore,
     StopReason,
     TurnFailed,
+    Withdrawn,
 )
 from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
@@ -100,9 +104,6 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
             status = await rt.status("x")
             assert isinstance(status, AgentStatus)
             assert (status.name, status.state, status.turns) == ("x", "idle", 2)
-            # The synchronous forms act on this runtime's agents only.
-            with pytest.raises(AgentNotFound):
-                await rt.status("x")
 
             async with trio.open_nursery() as nursery:
                 failed: list[BaseException] = []
@@ -124,6 +125,51 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
                 await rt.ask("x", "anyone?")
             with pytest.raises(AgentNotFound):
                 await rt.status("nobody")
+
+
+async def test_every_call_that_may_wait_reaches_the_owner_the_same_way(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    """notify, halt, unhalt, withdraw, interrupt_request and reset_session, written as for a
+    local agent, act on the owner's; a stream of its ref is refused, naming why."""
+    program = await owner("node-a")
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with trio.fail_after(60):
+            await rt.notify("x", {"deploy": [1, "two", None, 2.5], "blob": b"\x00"})
+            assert await program.program.line() == (
+                "EVENT {'deploy': [1, 'two', None, 2.5], 'blob': b'\\x00'}"
+            )
+            with pytest.raises(TypeError, match=r"event\[1\] is a tuple"):
+                await rt.notify("x", ["a list", ("of", "a tuple")])  # it would come back a list
+
+            await rt.halt("x")
+            assert (await rt.status("x")).state == "halted"
+            queued = await rt.tell("x", "queued")
+            withdrawn = await rt.tell("x", "withdrawn")
+            assert await rt.withdraw(withdrawn)
+            assert not await rt.withdraw(withdrawn)
+            assert await rt.poll(withdrawn) == Withdrawn()
+            assert await rt.poll(queued) == Pending()
+            with pytest.raises(AgentNotFound, match="streams are not routed"):
+                rt.stream(queued)
+            await rt.unhalt("x")
+            settled = await rt.wait(queued)
+            assert isinstance(settled, Completed)
+            assert settled.response.text == "node-a heard: queued"
+
+            assert (await rt.status("x")).session_id == "sid-x"
+            await rt.reset_session("x")
+            assert (await rt.status("x")).session_id is None
+
+            slow = await rt.tell("x", "slow job")
+            await wait_until_processing(rt)
+            with pytest.raises(AgentBusy):  # the owner's own error, raised here
+                await rt.reset_session("x")
+            assert not await rt.interrupt_request(queued)  # not the request running
+            assert await rt.interrupt_request(slow)
+            failed = await rt.wait(slow)
+            assert isinstance(failed, Failed) and isinstance(failed.error, TurnFailed)
+            assert failed.error.reason is StopReason.INTERRUPTED
 
 
 async def wait_until_processing(rt: agentrt.Runtime) -> None:
@@ -255,6 +301,12 @@ async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
             assert isinstance(await rt.poll(ref), Completed)
             assert (await rt.status("y")).turns == 2
             assert await rt.interrupt("y") is False
+            assert await rt.interrupt_request(ref) is False
+            assert await rt.withdraw(ref) is False
+            await rt.notify("y", ("any", object()))  # a local event need not be data
+            await rt.halt("y")
+            await rt.unhalt("y")
+            await rt.reset_session("y")
             await rt.stop_agent("y")
 
 
