@@ -356,8 +356,9 @@ class Turn:
             # In band, then the driver's ladder: SIGINT, SIGTERM, SIGKILL.
             limits = self.options.process_limits
             self._drain_bound = grace + limits.interrupt_grace + limits.term_grace + _DRAIN_MARGIN
-            self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
             await cli.start_turn(self.prompt)
+            # Only now: a stop while the prompt was being written is made as _read begins.
+            self._interrupt_process = lambda gently: cli.interrupt(gently, grace)
             await self._read(
                 cli.batches(self._decode(), functools.partial(self._answer, cli)), warm.alarm()
             )

@@ -96,23 +96,41 @@ async def test_hibernation_after_keep_alive_then_a_resumed_turn(tmp_path: Path) 
 
 
 async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
-    live = {"session_id": "s-1", "turns": [[["answer"]], [["hang"]], [["answer"]]]}
+    working = ["emit", {"type": "system", "subtype": "working"}]
+    live = {"session_id": "s-1", "turns": [[["answer"]], [working, ["hang"]], [["answer"]]]}
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live)
         await ask(rt, "one")
         warm = await pid(rt)
-        async with trio.open_nursery() as nursery:
-            ref = await rt.tell("a", "hang")
-            nursery.start_soon(rt.wait, ref)
-            await wait_for_status(rt, "a", lambda s: s.state == "processing")
-            while not await rt.interrupt("a"):  # noqa: ASYNC110 (once the turn has begun)
-                await trio.sleep(0.005)
-            result = await rt.wait(ref)
+        ref = await rt.tell("a", "hang")
+        async with rt.stream(ref) as events:
+            async for _event in events:  # the CLI is in the turn
+                assert await rt.interrupt("a")
+                break
+        result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
         assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         after = await ask(rt, "three")
         assert after.text == "3: three" and await pid(rt) == warm
+
+
+async def test_an_interrupt_before_the_cli_began_the_turn_ends_it_too(tmp_path: Path) -> None:
+    """Made while the prompt is still being written (the turn and its process are there,
+    the reading not yet): the interrupt is made as the reading begins, and the caller gets
+    its answer, not the turn's assertion."""
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["hang"]], [["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        ref = await rt.tell("a", "hang")
+        while not await rt.interrupt("a"):  # from the first moment a turn is there
+            pass
+        result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert (await ask(rt, "three")).text.endswith(": three")
 
 
 async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
