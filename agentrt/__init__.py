@@ -46,11 +46,7 @@ from ._agent import Halt as Halt
 from ._agent import Prompt as Prompt
 from ._agent import Stop as Stop
 from ._api import agents as agents
-from ._api import ainterrupt as ainterrupt
-from ._api import apoll as apoll
 from ._api import ask as ask
-from ._api import astatus as astatus
-from ._api import atell as atell
 from ._api import halt as halt
 from ._api import interrupt as interrupt
 from ._api import interrupt_request as interrupt_request
@@ -217,11 +213,7 @@ __all__ = [
     "UsageEvent",
     "Withdrawn",
     "agents",
-    "ainterrupt",
-    "apoll",
     "ask",
-    "astatus",
-    "atell",
     "default_store_path",
     "halt",
     "interrupt",

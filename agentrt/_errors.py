@@ -43,9 +43,12 @@ class InvalidOptions(AgentRTError):
 
 
 class AgentNotFound(AgentRTError):
-    def __init__(self, name: str, why: str | None = None) -> None:
+    """No agent of that name is running (``where``, if given, says where it was looked for
+    or why it cannot be reached)."""
+
+    def __init__(self, name: str, where: str | None = None) -> None:
         self.name = name
-        super().__init__(f"no agent named {name!r}" + (f" ({why})" if why else ""))
+        super().__init__(f"no agent named {name!r}" + ("" if where is None else f" {where}"))
 
 
 class AgentAlreadyStarted(AgentRTError):

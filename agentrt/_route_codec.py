@@ -61,7 +61,8 @@ from ._status import AgentState, AgentStatus, CurrentRequest
 from .backend import ExitStatus
 
 # The routing protocol this agentrt speaks: raised with any change to the bodies below, so
-# that hosts running agentrt versions that cannot understand each other say so.
+# that hosts running agentrt versions that cannot understand each other say so. A new kind
+# of call leaves it: an owner that does not know it answers a `RoutingError` naming it.
 PROTOCOL = 1
 
 
@@ -476,17 +477,101 @@ class _StopAgent(_Call, frozen=True, tag="stop_agent"):
     pass
 
 
+class _Notify(_Call, frozen=True, tag="notify"):
+    event: Any  # plain data only (`check_event`), so it comes back as it was sent
+
+
+class _InterruptRequest(_Call, frozen=True, tag="interrupt_request"):
+    ref: _RefData
+
+
+class _Withdraw(_Call, frozen=True, tag="withdraw"):
+    ref: _RefData
+
+
+class _Halt(_Call, frozen=True, tag="halt"):
+    pass
+
+
+class _Unhalt(_Call, frozen=True, tag="unhalt"):
+    pass
+
+
+class _ResetSession(_Call, frozen=True, tag="reset_session"):
+    pass
+
+
 class _Cancel(_Call, frozen=True, tag="cancel"):
     """The caller of the call ``call_id`` has gone: stop serving it."""
 
     call_id: str
 
 
-_AnyCall = _Ask | _Tell | _Poll | _Wait | _Interrupt | _Status | _StopAgent | _Cancel
+_CALL_KINDS = (
+    _Ask,
+    _Tell,
+    _Poll,
+    _Wait,
+    _Interrupt,
+    _Status,
+    _StopAgent,
+    _Notify,
+    _InterruptRequest,
+    _Withdraw,
+    _Halt,
+    _Unhalt,
+    _ResetSession,
+    _Cancel,
+)
+_AnyCall = (
+    _Ask
+    | _Tell
+    | _Poll
+    | _Wait
+    | _Interrupt
+    | _Status
+    | _StopAgent
+    | _Notify
+    | _InterruptRequest
+    | _Withdraw
+    | _Halt
+    | _Unhalt
+    | _ResetSession
+    | _Cancel
+)
 _CALLS: dict[str, type[_Call]] = {
     kind.__struct_config__.tag: kind  # type: ignore[misc]
-    for kind in (_Ask, _Tell, _Poll, _Wait, _Interrupt, _Status, _StopAgent, _Cancel)
+    for kind in _CALL_KINDS
 }
+
+# What a notify's event may be, to come back as it was sent.
+_PLAIN = (type(None), bool, int, float, str, bytes, list, dict)
+
+
+def check_event(event: Any) -> Any:
+    """``event`` if it is plain data a routed notify carries as it is (None, bool, int,
+    float, str, bytes, and lists and str-keyed dicts of those), else `TypeError` naming the
+    part that is not (a tuple would arrive as a list, an object not at all)."""
+    pending: list[tuple[str, Any]] = [("event", event)]
+    while pending:
+        where, value = pending.pop()
+        if type(value) not in _PLAIN:
+            raise TypeError(
+                f"{where} is a {type(value).__name__}: a notify routed to another runtime "
+                f"carries plain data (None, bool, int, float, str, bytes, and lists and "
+                f"dicts with str keys of those)"
+            )
+        if type(value) is list:
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif type(value) is dict:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise TypeError(
+                        f"{where} has the key {key!r}: a notify routed to another runtime "
+                        f"carries dicts with str keys"
+                    )
+                pending.append((f"{where}[{key!r}]", item))
+    return event
 
 
 # --- answers ---
@@ -619,6 +704,12 @@ _ANSWERS: dict[str, _Returns] = {
         lambda v: _StatusAnswer(msgspec.convert(v, _StatusData, from_attributes=True)),
     ),
     "stop_agent": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "notify": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "interrupt_request": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
+    "withdraw": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
+    "halt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "unhalt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "reset_session": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
 }
 
 
@@ -663,6 +754,8 @@ def encode_call(call: str, arguments: tuple[Any, ...]) -> bytes:
     if kind is None:
         raise RowRefused(f"{call!r} is not a call agentrt routes")
     try:
+        if kind is _Notify:
+            check_event(*arguments)
         given = dict(zip(kind.__struct_fields__, arguments, strict=True))
         return _seal(msgspec.convert(given, kind, from_attributes=True))
     except _UNDECODABLE as exc:
@@ -679,6 +772,8 @@ def decode_call(call: str, data: bytes) -> tuple[Any, ...]:
             raise RowRefused(
                 f"its row says {shown(call)!r} and its body {made.__struct_config__.tag!r}"
             )
+        if isinstance(made, _Notify):
+            check_event(made.event)  # MessagePack's own timestamps decode as datetimes
         return made.arguments()
     except _UNDECODABLE as exc:
         raise RowRefused(f"it is not a routed {shown(call)} of this protocol ({exc})") from None

@@ -8,14 +8,14 @@ import os
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import trio
 
-from ._actor import cancel_grace
+from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
-from ._arguments import check_prompt, check_ref, wrong_type
+from ._arguments import check_ref, wrong_type
 from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
@@ -31,8 +31,7 @@ from ._ownership import (
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
 from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
-from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
-from ._specs import forget_spec
+from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import (
     LeaseStore,
@@ -44,7 +43,7 @@ from ._store import (
 )
 from ._store_sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
-from ._supervisor import AgentFactory, Child, Context, Supervisor
+from ._supervisor import AgentFactory, Context, Supervisor
 from ._telemetry import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
@@ -93,7 +92,10 @@ def _check_ownership(
 class Runtime(metaclass=NoPublicConstructor):
     """A set of named agents sharing one store, one process limit and one root supervisor.
 
-    Made by `open_runtime`; every method naming an agent raises `AgentNotFound` for a
+    Made by `open_runtime`. Every method naming an agent (or a `Ref`, which names its
+    agent) reaches it the same way whether this runtime runs it or, on a store that routes
+    calls (a `PostgresStore`), another runtime owns it; those are async, since such a call
+    may wait (``stream`` alone is local and synchronous). Each raises `AgentNotFound` for a
     name that is not running (an agent its supervisor is restarting still counts as
     running: work sent to it waits for the new instance), and `NoRuntime` once the runtime
     is closed. Arguments of the wrong type raise `TypeError` naming them; a prompt that is
@@ -184,41 +186,23 @@ class Runtime(metaclass=NoPublicConstructor):
                 finally:
                     supervisor._close("supervisor closed")
 
-    def _child(self, name: str) -> Child:
+    def _resolve(self, name: str) -> LocalAgent | RemoteAgent:
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
-        if not isinstance(name, str):
-            raise wrong_type("name", "a str", name)
+        return resolve(self._context.children, self._router, name)
+
+    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
+        """Run a call another runtime routed here, for an agent of this runtime only (so a
+        routed call is never routed on); returns its awaitable."""
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
         child = self._context.children.get(name)
         if child is None:
             raise AgentNotFound(name)
-        return child
-
-    def _local(self, name: str) -> Child | None:
-        """The agent's `Child` in this runtime; None for a name another runtime may own
-        (the call is routed to it), on a store that routes calls."""
-        try:
-            return self._child(name)
-        except AgentNotFound:
-            if self._router is None:
-                raise AgentNotFound(
-                    name, "not in this runtime, and its store routes no calls"
-                ) from None
-            return None
-
-    async def _route(self, name: str, call: str, *arguments: object) -> Any:
-        assert self._router is not None
-        return await self._router.call(name, call, arguments)
-
-    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
-        """Make a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on): a synchronous one at once (calls taken together
-        run in the order they were sent), an async one as the awaitable returned."""
-        self._child(name)
-        if call not in _ROUTABLE:
+        method = ROUTED.get(call)
+        if method is None:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
-        method = getattr(self, call)
-        return method(*arguments) if call in _BY_REF else method(name, *arguments)
+        return method(child.address, *arguments)
 
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
@@ -238,143 +222,80 @@ class Runtime(metaclass=NoPublicConstructor):
         On a `PostgresStore`, an agent another runtime owns is asked there (see README
         "Calls to agents other runtimes own"); cancelling such an ask cancels it there.
         """
-        child = self._local(name)
-        if child is None:
-            check_prompt(prompt)
-            return cast(Response, await self._route(name, "ask", prompt))
-        request = child.slot.submit(prompt, "ask")
-        try:
-            await request.wait()
-        except BaseException:
-            turn_over = child.slot.abandon(request)
-            if turn_over is not None:
-                with trio.move_on_after(cancel_grace(child.spec.options), shield=True):
-                    await turn_over.wait()
-            raise
-        outcome = request.outcome
-        if isinstance(outcome, Response):
-            return outcome
-        assert outcome is not None
-        raise outcome
+        return await self._resolve(name).ask(prompt)
 
-    def tell(self, name: str, prompt: str) -> Ref:
-        """Queue ``prompt`` for agent ``name`` and return its `Ref` at once; collect the
-        result with `poll` or `wait`. Raises `MailboxFull` at once when the queue is full,
-        `AgentNotFound`."""
-        return self._child(name).slot.submit(prompt, "tell").ref
+    async def tell(self, name: str, prompt: str) -> Ref:
+        """Queue ``prompt`` for agent ``name`` and return its `Ref`, without waiting for the
+        turn; collect the result with `poll` or `wait`. Raises `MailboxFull` when the queue
+        is full, `AgentNotFound`. For an agent another runtime owns, the `Ref` is that
+        runtime's, and `wait` and `poll` reach it there."""
+        return await self._resolve(name).tell(prompt)
 
-    async def atell(self, name: str, prompt: str) -> Ref:
-        """`tell`, also for an agent another runtime owns (on a `PostgresStore`): the
-        returned `Ref` is then that runtime's, and `wait`, `apoll` reach it there. A local
-        agent's tell is made at once, without the database."""
-        child = self._local(name)
-        if child is None:
-            check_prompt(prompt)
-            return cast(Ref, await self._route(name, "tell", prompt))
-        await trio.lowlevel.checkpoint()
-        return child.slot.submit(prompt, "tell").ref
-
-    def poll(self, ref: Ref) -> PollResult:
+    async def poll(self, ref: Ref) -> PollResult:
         """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell (of the agent the ref
         names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
         beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`."""
-        return self._child(check_ref(ref).name).slot.mailbox.poll(ref)
-
-    async def apoll(self, ref: Ref) -> PollResult:
-        """`poll`, also for an agent another runtime owns (on a `PostgresStore`)."""
-        child = self._local(check_ref(ref).name)
-        if child is None:
-            return cast(PollResult, await self._route(ref.name, "poll", ref))
-        await trio.lowlevel.checkpoint()
-        return child.slot.mailbox.poll(ref)
+        return await self._resolve(check_ref(ref).name).poll(ref)
 
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
         (`Completed`, `Failed` or `Withdrawn`; `NotFound` for an unknown or evicted ref).
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
-        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`).
-
-        On a `PostgresStore`, the ref of an agent another runtime owns (from `atell`) is
-        waited for there."""
-        child = self._local(check_ref(ref).name)
-        if child is None:
-            return cast(Settled | NotFound, await self._route(ref.name, "wait", ref))
-        mailbox = child.slot.mailbox
-        request = mailbox.find(ref)
-        if request is None:
-            await trio.lowlevel.checkpoint()
-            result = mailbox.poll(ref)
-            assert not isinstance(result, Pending)
-            return result
-        await request.wait()
-        return request.result()
+        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
+        return await self._resolve(check_ref(ref).name).wait(ref)
 
     def stream(self, ref: Ref) -> EventStream:
         """The live events of the tell ``ref``, in order, ending after its terminal event
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
-        an empty stream (use `poll` for its result). Raises `AgentNotFound`."""
-        return self._child(check_ref(ref).name).slot.mailbox.subscribe(ref)
+        an empty stream (use `poll` for its result). Raises `AgentNotFound`, also for an
+        agent another runtime owns: streams are not routed."""
+        return self._resolve(check_ref(ref).name).stream(ref)
 
-    def notify(self, name: str, event: Any) -> None:
+    async def notify(self, name: str, event: Any) -> None:
         """Deliver ``event`` to the agent's ``handle_event``; while a turn runs (or the
         agent restarts) it waits. Raises `MailboxFull` beyond ``max_pending`` waiting
-        notifications, `AgentNotFound`."""
-        self._child(name).slot.notify(event)
+        notifications, `AgentNotFound`. To an agent another runtime owns the event travels
+        as data: None, bool, int, float, str, bytes, and lists and str-keyed dicts of those
+        (anything else raises `TypeError` naming it)."""
+        await self._resolve(name).notify(event)
 
-    def interrupt(self, name: str) -> bool:
+    async def interrupt(self, name: str) -> bool:
         """End the agent's running turn (its caller gets `TurnFailed` with
         ``interrupted``); False if no turn was running."""
-        return self._child(name).slot.interrupt()
+        return await self._resolve(name).interrupt()
 
-    async def ainterrupt(self, name: str) -> bool:
-        """`interrupt`, also for an agent another runtime owns (on a `PostgresStore`)."""
-        child = self._local(name)
-        if child is None:
-            return cast(bool, await self._route(name, "interrupt"))
-        await trio.lowlevel.checkpoint()
-        return child.slot.interrupt()
-
-    def interrupt_request(self, ref: Ref) -> bool:
+    async def interrupt_request(self, ref: Ref) -> bool:
         """Like `interrupt` on the agent ``ref`` names, only if ``ref`` is the request being
         processed now."""
-        return self._child(check_ref(ref).name).slot.interrupt_request(ref)
+        return await self._resolve(check_ref(ref).name).interrupt_request(ref)
 
-    def withdraw(self, ref: Ref) -> bool:
+    async def withdraw(self, ref: Ref) -> bool:
         """Take a queued tell out of its agent's queue (it polls as `Withdrawn`); False if
         it is running, finished or unknown."""
-        return self._child(check_ref(ref).name).slot.withdraw(ref)
+        return await self._resolve(check_ref(ref).name).withdraw(ref)
 
-    def halt(self, name: str) -> None:
+    async def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued
         work waits and new work is still accepted. A restarted agent stays halted."""
-        self._child(name).slot.halt()
+        await self._resolve(name).halt()
 
-    def unhalt(self, name: str) -> None:
+    async def unhalt(self, name: str) -> None:
         """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again."""
-        self._child(name).slot.unhalt()
+        await self._resolve(name).unhalt()
 
     async def reset_session(self, name: str) -> None:
         """Forget the agent's conversation: its next turn starts a new session. Only while
         no request is being processed; raises `AgentBusy` otherwise.
 
         Cancellation: safe; the stored session may or may not be forgotten yet."""
-        await self._child(name).slot.reset_session()
+        await self._resolve(name).reset_session()
 
-    def status(self, name: str) -> AgentStatus:
+    async def status(self, name: str) -> AgentStatus:
         """A content-free snapshot of the agent: state, queue, current request, turns,
-        restarts."""
-        return self._child(name).slot.status()
-
-    async def astatus(self, name: str) -> AgentStatus:
-        """`status`, also for an agent another runtime owns (on a `PostgresStore`): the
-        snapshot its owner takes."""
-        child = self._local(name)
-        if child is None:
-            return cast(AgentStatus, await self._route(name, "status"))
-        await trio.lowlevel.checkpoint()
-        return child.slot.status()
+        restarts (for an agent another runtime owns, the one its owner takes)."""
+        return await self._resolve(name).status()
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order."""
@@ -393,18 +314,8 @@ class Runtime(metaclass=NoPublicConstructor):
         (another runtime may start ``name`` then). Its failover spec is removed from the
         store first, so no runtime hosting agents takes it over.
 
-        On a `PostgresStore`, an agent another runtime owns is stopped there.
-
         Cancellation: the agent still stops; only the wait for it is cut short."""
-        child = self._local(name)
-        if child is None:
-            await self._route(name, "stop_agent")
-            return
-        await forget_spec(self._context.capabilities.specs, name)
-        actor = child.supervisor._discard(child, "stopped")
-        if actor is not None:
-            await actor.wait_exited()
-        await self._context.ownership.release(name)
+        await self._resolve(name).stop_agent()
 
     def statistics(self) -> RuntimeStatistics:
         """How many agents run, how many turns hold a process slot, how many wait for one."""
@@ -578,11 +489,6 @@ async def open_runtime(
                         await ownership.release_all()
                 services.cancel_scope.cancel()
 
-
-# The Runtime methods a routed call may run on the owner.
-_ROUTABLE = frozenset({"ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent"})
-# Of those, the calls whose one argument is a `Ref` (it names the agent).
-_BY_REF = frozenset({"poll", "wait"})
 
 # Bound on giving the leases back as a runtime closes; an unreleased lease expires.
 _RELEASE_GRACE = 10.0

@@ -29,7 +29,8 @@ import attrs
 import msgspec
 import trio
 
-from ._actor import Actor, Exit, restore_state
+from ._actor import Actor, Exit, cancel_grace, restore_state
+from ._address import LocalAgent
 from ._agent import Agent, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
@@ -60,6 +61,7 @@ from ._process_slots import ProcessSlots
 from ._records import SessionRecord
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
+from ._specs import forget_spec
 from ._status import AgentHandle
 from ._store import (
     LiveProcessStore,
@@ -201,10 +203,25 @@ class Child:
     removed: bool = False
     # Being stopped by its supervisor to be restarted with a sibling: its exit is expected.
     stopping: bool = False
+    # What the runtime's calls naming it reach: made once, so a call costs one lookup.
+    address: LocalAgent = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.address = LocalAgent(self, cancel_grace(self.spec.options))
 
     @property
     def name(self) -> str:
         return self.slot.name
+
+    async def stop(self) -> None:
+        """Stop it for good (see `Runtime.stop_agent`): its spec is forgotten first, so no
+        host takes it over; returns once it has ended and its lease is given back."""
+        context = self.supervisor._context
+        await forget_spec(context.capabilities.specs, self.name)
+        actor = self.supervisor._discard(self, "stopped")
+        if actor is not None:
+            await actor.wait_exited()
+        await context.ownership.release(self.name)
 
     def exited(self, actor: Actor, exit: Exit) -> None:
         """An instance of it has ended (a bound method: its actor holds it as long as it

@@ -559,7 +559,7 @@ async def _interrupt_live_floor(cli: str, body: Callable[[Start], Awaitable[None
 async def _agentrt_interrupts(
     cli: str, body: Callable[[Start], Awaitable[None]], *, warm: bool
 ) -> None:
-    # Per turn: rt.interrupt() sends the claude backend's SIGINT to the group, then the
+    # Per turn: await rt.interrupt() sends the claude backend's SIGINT to the group, then the
     # turn's kill ladder finds the rest of the tree (its setsid'd child too) and SIGTERMs
     # it. Warm: the CLI's own interrupt request in band; the CLI ends the turn and stays,
     # and the turn's end kills what the turn started.
@@ -581,12 +581,12 @@ async def _agentrt_interrupts(
                 raise RuntimeError("an interrupted turn completed")
             if warm:
                 # Answered in band, the interrupt keeps the process for the next turn.
-                warm_pid.append(rt.status("a").cli_pid)
+                warm_pid.append((await rt.status("a")).cli_pid)
                 if None in warm_pid or len(set(warm_pid)) != 1:
                     raise RuntimeError(f"the warm CLI did not stay: pids {warm_pid}")
 
-        def interrupt() -> None:
-            if not rt.interrupt("a"):
+        async def interrupt() -> None:
+            if not await rt.interrupt("a"):
                 raise RuntimeError("interrupt() found no running turn")
 
         async def start(nursery: trio.Nursery) -> Interrupt:

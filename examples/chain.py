@@ -20,14 +20,14 @@ class Writer(agentrt.Agent):
     def __init__(self) -> None:
         self.drafts: list[str] = []
 
-    def handle_response(
+    async def handle_response(
         self, ref: agentrt.Ref, response: agentrt.Response
     ) -> agentrt.Prompt | None:
         self.drafts.append(response.text)
         if len(self.drafts) == 1:
             # A second turn on the same session, ahead of anything queued.
             return agentrt.Prompt("Tighten that to at most eight words.")
-        agentrt.tell("critic", f"Critique this tagline in one sentence: {response.text}")
+        await agentrt.tell("critic", f"Critique this tagline in one sentence: {response.text}")
         return None
 
 

@@ -2,8 +2,9 @@
 
     .venv/bin/python examples/poll.py [DIRECTORY]
 
-``tell`` returns a ref at once; a second tell queues behind the first in the agent's
-mailbox. ``poll`` says where a ref is without waiting; ``wait`` waits for it.
+``tell`` returns a ref without waiting for the turn; a second tell queues behind the first
+in the agent's mailbox. ``poll`` says where a ref is without waiting for it; ``wait`` waits
+for it.
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ async def main(cwd: str = ".") -> list[str]:
         await rt.start_agent(
             agentrt.Agent, name="reader", backend="claude", cwd=cwd, tools=["Read", "Glob"]
         )
-        first = rt.tell("reader", "Which files are here? One line.")
-        second = rt.tell("reader", "Which of them looks most important, and why? One line.")
-        say(f"told twice; poll says {rt.poll(first)}")
+        first = await rt.tell("reader", "Which files are here? One line.")
+        second = await rt.tell("reader", "Which of them looks most important, and why? One line.")
+        say(f"told twice; poll says {await rt.poll(first)}")
 
         ticks = 0
-        while isinstance(rt.poll(first), agentrt.Pending):
+        while isinstance(await rt.poll(first), agentrt.Pending):
             ticks += 1  # your own work goes here
             await trio.sleep(0.05)
-        result = rt.poll(first)
+        result = await rt.poll(first)
         if not isinstance(result, agentrt.Completed):
             raise SystemExit(f"the first turn did not complete: {result}")
         say(f"first (after {ticks} ticks of our own work): {result.response.text}")

@@ -74,16 +74,16 @@ async def main(out: list[str] | None = None, store: agentrt.SessionStore | None 
             await rt.start_agent(Ledger, name="ledger", backend=backend, say=say)
             answer = await rt.ask("ledger", "coffee 3.50")
             say(f"answer: {answer.text!r}")
-            smudged = rt.tell("ledger", "??? smudged receipt")
-            lunch = rt.tell("ledger", "lunch 12.00")  # queued behind the crash
+            smudged = await rt.tell("ledger", "??? smudged receipt")
+            lunch = await rt.tell("ledger", "lunch 12.00")  # queued behind the crash
             crashed = await rt.wait(smudged)
             assert isinstance(crashed, agentrt.Failed)
             say(f"the agent crashed: {crashed.error}")
-            status = rt.status("ledger")
+            status = await rt.status("ledger")
             say(f"status: {status.state}, {status.queued} prompt queued")
             done = await rt.wait(lunch)
             assert isinstance(done, agentrt.Completed)
-            status = rt.status("ledger")
+            status = await rt.status("ledger")
             say(f"answer: {done.response.text!r} (after {status.restarts} restart)")
 
         say("-- the program exits and starts again --")

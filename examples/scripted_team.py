@@ -57,10 +57,10 @@ async def main(out: list[str] | None = None) -> None:
             watchdog=1.0,
         )
 
-        review = rt.tell("reviewer", "review chapter 1")
-        say(f"told the reviewer; poll says {rt.poll(review)}")
+        review = await rt.tell("reviewer", "review chapter 1")
+        say(f"told the reviewer; poll says {await rt.poll(review)}")
 
-        flaky = rt.tell("flaky", "this one hangs")
+        flaky = await rt.tell("flaky", "this one hangs")
 
         async with trio.open_nursery() as nursery:
 
@@ -71,7 +71,7 @@ async def main(out: list[str] | None = None) -> None:
             for prompt in ["outline", "draft", "polish"]:
                 nursery.start_soon(ask_writer, prompt)
                 await trio.sleep(0.01)
-            status = rt.status("writer")
+            status = await rt.status("writer")
             waiting = status.current is not None and status.current.waiting_for_process
             say(
                 f"writer is {status.state}{' (waiting for a slot)' if waiting else ''}"
@@ -86,7 +86,7 @@ async def main(out: list[str] | None = None) -> None:
             say(f"flaky turn ended by its watchdog: {outcome.error.reason.value}")
         response = await rt.ask("flaky", "try again")
         say(f"flaky answered {response.text!r} on its next turn")
-        say(f"writer's session: {rt.status('writer').session_id}")
+        say(f"writer's session: {(await rt.status('writer')).session_id}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ async def main(store: str, binary: str, cwd: str, mode: str) -> None:
             Coder, name="coder", backend="claude", binary=binary, cwd=cwd, kill_grace=0.5
         )
         if mode == "hang":
-            rt.tell("coder", "start the long job")
+            await rt.tell("coder", "start the long job")
             await trio.sleep_forever()
         response = await rt.ask("coder", "go on")
         print(f"ANSWER {response.text} {response.session_id}", flush=True)

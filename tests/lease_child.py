@@ -53,7 +53,7 @@ async def main(store: str, node: str, lease_ttl: str, mode: str, *cli: str) -> N
                 await trio.sleep(0.1)
         print("STARTED", flush=True)
         if cli:
-            result = await rt.wait(rt.tell("x", "the long job"))
+            result = await rt.wait(await rt.tell("x", "the long job"))
             print(f"RESULT {result!r}", flush=True)
         await trio.sleep_forever()
 

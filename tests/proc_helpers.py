@@ -18,7 +18,7 @@ import pytest
 import trio
 from trio_util import AsyncValue
 
-from agentrt import Agent, Event, RawEvent, Ref, Response, Runtime, TurnFailed
+from agentrt import Agent, AgentStatus, Event, RawEvent, Ref, Response, Runtime, TurnFailed
 from agentrt._proctree import MARKER_ENV, descendants, read_stat, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
@@ -92,7 +92,7 @@ async def ask_racing_a_kill(
     "before", killed just before the ask; ("running", n) killed after n checkpoints of the
     ask; ("stopped", n) stopped before the ask (so it prints nothing) and killed after n
     checkpoints of it, before, while or after the ask writes the prompt."""
-    pid = rt.status(name).cli_pid
+    pid = (await rt.status(name)).cli_pid
     assert pid is not None
     pids = [pid]
     if group:
@@ -135,6 +135,19 @@ async def wait_until(predicate: Callable[[], T], bound: float = SLACK) -> T:
         while not (value := predicate()):  # noqa: ASYNC110
             await trio.sleep(0.005)
     return value
+
+
+async def wait_for_status(
+    rt: Runtime,
+    name: str,
+    predicate: Callable[[AgentStatus], bool],
+    bound: float = SLACK,
+) -> AgentStatus:
+    """Poll the status of agent ``name`` until ``predicate`` holds for it, and return it."""
+    with trio.fail_after(bound):
+        while not predicate(status := await rt.status(name)):  # noqa: ASYNC110 (no event to wait on)
+            await trio.sleep(0.005)
+    return status
 
 
 class Walks:

@@ -5,7 +5,8 @@ for the tests of calls routed to it from other runtimes.
 
 Prints ``STARTED <runtime id>`` once it owns "x", then runs until killed (or until "x" is
 stopped: then it prints ``STOPPED`` and waits on). The scripted "x" answers ``NODE heard:
-PROMPT``; a prompt starting with "slow" first sleeps for an hour (until interrupted).
+PROMPT``; a prompt starting with "slow" first sleeps for an hour (until interrupted). An
+event notified to it is printed as ``EVENT <repr of the event>``.
 With OPTIONS_JSON (a file of ``start_agent`` keywords: the binary, cwd and env of the
 real claude against a fake API), "x" runs on the claude backend instead.
 """
@@ -23,6 +24,11 @@ import agentrt
 from agentrt.testing import Call, ScriptedBackend, Sleep, reply
 
 
+class Owned(agentrt.Agent):
+    def handle_event(self, event: Any) -> None:
+        print(f"EVENT {event!r}", flush=True)
+
+
 async def main(dsn: str, node: str, lease_ttl: str, claude_options: dict[str, Any]) -> None:
     def script(call: Call) -> list[object]:
         slow: list[object] = [Sleep(3600)] if call.prompt.startswith("slow") else []
@@ -37,7 +43,7 @@ async def main(dsn: str, node: str, lease_ttl: str, claude_options: dict[str, An
     async with agentrt.open_runtime(
         store=store, node=node, lease_ttl=float(lease_ttl), kill_grace=0.1
     ) as rt:
-        await rt.start_agent(agentrt.Agent, name="x", backend=backend, **options)
+        await rt.start_agent(Owned, name="x", backend=backend, **options)
         print(f"STARTED {rt.runtime_id}", flush=True)
         while "x" in rt.agents():  # noqa: ASYNC110 (a stop from another runtime)
             await trio.sleep(0.05)

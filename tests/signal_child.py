@@ -31,9 +31,9 @@ async def main(binary: str) -> None:
     started_with = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, ()))
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(Coder, name="a", backend="claude", binary=binary)
-        ref = rt.tell("a", "hi")
+        ref = await rt.tell("a", "hi")
         await Coder.session.wait()
-        rt.interrupt("a")
+        await rt.interrupt("a")
         outcome = await rt.wait(ref)
     assert isinstance(outcome, agentrt.Failed) and isinstance(outcome.error, agentrt.TurnFailed)
     now = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, ()))

@@ -55,18 +55,18 @@ async def test_notify_waits_for_the_running_turn(autojump_clock: MockClock) -> N
     agent = Recorder()
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=echo_backend([gate, *reply("one")]))
-        rt.tell("a", "one")
+        await rt.tell("a", "one")
         await gate.wait_reached()
-        rt.notify("a", "n1")
-        rt.notify("a", "n2")
+        await rt.notify("a", "n1")
+        await rt.notify("a", "n2")
         await settle()
         assert agent.only("event") == []
-        assert rt.status("a").pending_notifications == 2
-        rt.tell("a", "two")  # queued behind; notifications go first
+        assert (await rt.status("a")).pending_notifications == 2
+        await rt.tell("a", "two")  # queued behind; notifications go first
         gate.release()
         await settle()
         # Idle: a notification is handled at once.
-        rt.notify("a", "n3")
+        await rt.notify("a", "n3")
         await settle()
         assert agent.only("event") == ["n1", "n2", "n3"]
     kinds = [entry[0] for entry in agent.log if entry[0] != "stream"]
@@ -105,14 +105,14 @@ async def test_a_chained_prompt_runs_before_queued_work(autojump_clock: MockCloc
     backend = echo_backend([gate, *reply("echo start")])
     async with open_runtime() as rt:
         await rt.start_agent(Chainer, name="a", backend=backend)
-        rt.tell("a", "start")
+        await rt.tell("a", "start")
         await gate.wait_reached()
-        queued = rt.tell("a", "queued")
+        queued = await rt.tell("a", "queued")
         gate.release()
         await rt.wait(queued)
-        rt.notify("a", "e")
+        await rt.notify("a", "e")
         await settle()
-        assert rt.status("a").turns == 4
+        assert (await rt.status("a")).turns == 4
     assert backend.prompts == ["start", "chained", "queued", "from event e"]
 
 
@@ -121,21 +121,21 @@ async def test_halt_and_unhalt_from_outside(autojump_clock: MockClock) -> None:
     backend = echo_backend([gate, *reply("one")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        rt.tell("a", "one")
+        await rt.tell("a", "one")
         await gate.wait_reached()
-        rt.halt("a")
-        assert rt.status("a").halt_pending
-        two = rt.tell("a", "two")
+        await rt.halt("a")
+        assert (await rt.status("a")).halt_pending
+        two = await rt.tell("a", "two")
         gate.release()
         await settle()
-        status = rt.status("a")
+        status = await rt.status("a")
         assert (status.state, status.halt_pending, status.queued) == ("halted", False, 1)
-        rt.tell("a", "three")  # still accepted while halted
-        assert rt.poll(two) == rt.poll(two).__class__()  # Pending
+        await rt.tell("a", "three")  # still accepted while halted
+        assert await rt.poll(two) == (await rt.poll(two)).__class__()  # Pending
         assert backend.prompts == ["one"]
-        rt.unhalt("a")
+        await rt.unhalt("a")
         await settle()
-        assert rt.status("a").state == "idle"
+        assert (await rt.status("a")).state == "idle"
     assert backend.prompts == ["one", "two", "three"]
 
 
@@ -143,12 +143,12 @@ async def test_halt_while_idle_and_unhalt(autojump_clock: MockClock) -> None:
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        rt.halt("a")
-        assert rt.status("a").state == "halted"
-        ref = rt.tell("a", "waits")
+        await rt.halt("a")
+        assert (await rt.status("a")).state == "halted"
+        ref = await rt.tell("a", "waits")
         await settle()
         assert backend.prompts == []
-        rt.unhalt("a")
+        await rt.unhalt("a")
         assert isinstance(await rt.wait(ref), Completed)
 
 
@@ -161,12 +161,12 @@ async def test_a_handler_returning_halt_halts(autojump_clock: MockClock) -> None
     backend = echo_backend()
     async with open_runtime() as rt:
         await rt.start_agent(HaltsAfterOne, name="a", backend=backend)
-        rt.tell("a", "one")
-        ref = rt.tell("a", "two")
+        await rt.tell("a", "one")
+        ref = await rt.tell("a", "two")
         await settle()
-        assert rt.status("a").state == "halted"
+        assert (await rt.status("a")).state == "halted"
         assert backend.prompts == ["one"]
-        rt.unhalt("a")
+        await rt.unhalt("a")
         await rt.wait(ref)
     assert backend.prompts == ["one", "two"]
 
@@ -187,13 +187,13 @@ async def test_pre_turn_rewrites_or_halts_keeping_the_request(autojump_clock: Mo
     agent = GatedPreTurn()
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=backend)
-        first = rt.tell("a", "stop here")
-        second = rt.tell("a", "after")
+        first = await rt.tell("a", "stop here")
+        second = await rt.tell("a", "after")
         await settle()
-        status = rt.status("a")
+        status = await rt.status("a")
         assert (status.state, status.queued) == ("halted", 2)
-        assert rt.poll(first).__class__.__name__ == "Pending"
-        rt.unhalt("a")
+        assert (await rt.poll(first)).__class__.__name__ == "Pending"
+        await rt.unhalt("a")
         result = await rt.wait(first)
         assert isinstance(result, Completed)
         assert result.response.text == "echo STOP HERE"
@@ -207,20 +207,20 @@ async def test_interrupt_ends_the_current_turn_only(autojump_clock: MockClock) -
     backend = echo_backend([SessionEvent(session_id="s1"), gate])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        assert not rt.interrupt("a")  # idle: nothing to interrupt
-        first = rt.tell("a", "one")
-        second = rt.tell("a", "two")
+        assert not await rt.interrupt("a")  # idle: nothing to interrupt
+        first = await rt.tell("a", "one")
+        second = await rt.tell("a", "two")
         await gate.wait_reached()
-        assert rt.status("a").current.ref == first  # type: ignore[union-attr]
-        assert not rt.interrupt_request(second)
-        assert rt.interrupt_request(first)
+        assert (await rt.status("a")).current.ref == first  # type: ignore[union-attr]
+        assert not await rt.interrupt_request(second)
+        assert await rt.interrupt_request(first)
         result = await rt.wait(first)
         assert isinstance(result, Failed)
         assert isinstance(result.error, TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert result.error.session_id == "s1"
         assert isinstance(await rt.wait(second), Completed)
-        assert not rt.interrupt_request(second)  # finished
+        assert not await rt.interrupt_request(second)  # finished
     # The interrupted turn's session id was kept for the next turn.
     assert backend.session_ids == [None, "s1"]
     assert trio.current_time() == 0.0
@@ -235,7 +235,7 @@ async def test_an_interrupted_ask_raises_turn_failed(autojump_clock: MockClock) 
             async def interrupt_later() -> None:
                 await gate.wait_reached()
                 await trio.sleep(7)
-                assert rt.interrupt("a")
+                assert await rt.interrupt("a")
 
             nursery.start_soon(interrupt_later)
             with pytest.raises(TurnFailed) as info:
@@ -263,14 +263,14 @@ async def test_stop_agent_fails_every_waiter_and_nothing_hangs(autojump_clock: M
             await gate.wait_reached()
             nursery.start_soon(ask, "queued")
             await settle()
-            told = rt.tell("a", "told")
+            told = await rt.tell("a", "told")
             stream = rt.stream(told)
             await rt.stop_agent("a")
         assert [str(exc) for exc in outcomes] == ["agent 'a' stopped: stopped"] * 2
         assert rt.whereis("a") is None
         assert rt.agents() == ()
         with pytest.raises(AgentNotFound):
-            rt.status("a")
+            await rt.status("a")
         with pytest.raises(AgentNotFound):
             await rt.ask("a", "gone")
         with pytest.raises(AgentNotFound):
@@ -288,8 +288,8 @@ async def test_wait_on_a_tell_sees_the_agent_stop(autojump_clock: MockClock) -> 
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]))
-        running = rt.tell("a", "running")
-        queued = rt.tell("a", "queued")
+        running = await rt.tell("a", "running")
+        queued = await rt.tell("a", "queued")
         results: list[object] = []
         async with trio.open_nursery() as nursery:
 
@@ -440,15 +440,15 @@ async def test_reset_session_only_while_idle(autojump_clock: MockClock) -> None:
     backend = echo_backend([SessionEvent(session_id="s1"), gate, *reply("one", session_id="s1")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        rt.tell("a", "one")
+        await rt.tell("a", "one")
         await gate.wait_reached()
         with pytest.raises(AgentBusy):
             await rt.reset_session("a")
         gate.release()
         await settle()
-        assert rt.status("a").session_id == "s1"
+        assert (await rt.status("a")).session_id == "s1"
         await rt.reset_session("a")
-        assert rt.status("a").session_id is None
+        assert (await rt.status("a")).session_id is None
         await rt.ask("a", "two")
     assert backend.session_ids == [None, None]
 
@@ -460,11 +460,11 @@ async def test_max_processes_makes_turns_wait_and_shows_it(autojump_clock: MockC
     async with open_runtime(max_processes=1) as rt:
         await rt.start_agent(Agent, name="a", backend=backend_a, watchdog=None)
         await rt.start_agent(Agent, name="b", backend=backend_b, watchdog=10)
-        rt.tell("a", "holds the slot")
+        await rt.tell("a", "holds the slot")
         await gate.wait_reached()
-        ref = rt.tell("b", "waits")
+        ref = await rt.tell("b", "waits")
         await trio.sleep(60)  # waiting for a slot is not on the watchdog
-        status = rt.status("b")
+        status = await rt.status("b")
         assert status.state == "processing"
         assert status.current is not None
         assert status.current.waiting_for_process
@@ -483,11 +483,11 @@ async def test_interrupting_a_turn_that_waits_for_a_slot(autojump_clock: MockClo
     async with open_runtime(max_processes=1) as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]))
         await rt.start_agent(Agent, name="b", backend=echo_backend())
-        rt.tell("a", "holds the slot")
+        await rt.tell("a", "holds the slot")
         await gate.wait_reached()
-        ref = rt.tell("b", "waits")
+        ref = await rt.tell("b", "waits")
         await settle()
-        assert rt.interrupt("b")
+        assert await rt.interrupt("b")
         result = await rt.wait(ref)
         assert isinstance(result, Failed)
         assert isinstance(result.error, TurnFailed)

@@ -244,7 +244,7 @@ async def test_without_keep_alive_each_turn_has_a_live_process_of_its_own(tmp_pa
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, agent, ["ask", TOOL])
         first = await rt.ask("a", "one")
-        assert rt.status("a").cli_pid is None  # gone with its turn
+        assert (await rt.status("a")).cli_pid is None  # gone with its turn
         second = await rt.ask("a", "two")
     # Each a new process's first turn.
     assert (first.text, second.text) == ("1: one", "1: two")

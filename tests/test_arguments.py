@@ -71,7 +71,7 @@ async def test_a_prompt_that_is_not_a_str_is_a_type_error(kind: str, prompt: obj
         with pytest.raises(TypeError, match=rf"^prompt must be a str, not {type(prompt).__name__}"):
             await api.ask("a", prompt)
         with pytest.raises(TypeError, match=r"^prompt must be a str"):
-            api.tell("a", prompt)
+            await api.tell("a", prompt)
     assert backend.prompts == []
 
 
@@ -86,8 +86,8 @@ async def test_an_empty_or_blank_prompt_is_refused_before_a_turn(
         with pytest.raises(ValueError, match=rf"^prompt must not be {word}"):
             await api.ask("a", prompt)
         with pytest.raises(ValueError, match=rf"^prompt must not be {word}"):
-            api.tell("a", prompt)
-        assert rt.status("a").turns == 0
+            await api.tell("a", prompt)
+        assert (await rt.status("a")).turns == 0
     assert backend.prompts == []
 
 
@@ -153,24 +153,24 @@ async def test_a_name_of_the_wrong_type_is_a_type_error(kind: str) -> None:
         with pytest.raises(TypeError, match=r"^name must be a str, not int"):
             await api.ask(42, "hi")
         with pytest.raises(TypeError, match=r"^name must be a str, not NoneType"):
-            api.status(None)
+            await api.status(None)
 
 
 async def test_a_ref_of_the_wrong_type_is_a_type_error(kind: str) -> None:
     async with open_runtime() as rt:
         api = _api(kind, rt)
         await api.start_agent(Agent, name="a", backend=echo_backend())
-        calls: list[Callable[[], object]] = [
+        calls: list[Callable[[], Awaitable[object]]] = [
             lambda: api.poll("a:1"),
             lambda: api.withdraw(1),
             lambda: api.interrupt_request(None),
-            lambda: api.stream("a"),
+            lambda: api.wait(("a", 1)),
         ]
         for call in calls:
             with pytest.raises(TypeError, match=r"^ref must be an agentrt\.Ref"):
-                call()
+                await call()
         with pytest.raises(TypeError, match=r"^ref must be an agentrt\.Ref"):
-            await api.wait(("a", 1))
+            api.stream("a")
 
 
 @pytest.mark.parametrize("as_path", [str, Path])
@@ -195,18 +195,14 @@ async def test_a_store_that_is_neither_is_a_type_error(store: object) -> None:
 async def test_calls_on_a_closed_runtime_say_it_is_closed() -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend())
-        ref = rt.tell("a", "hi")
-    calls: list[Callable[[], object]] = [
+        ref = await rt.tell("a", "hi")
+    with pytest.raises(NoRuntime, match="this runtime is closed"):
+        rt.stream(ref)
+    waits: list[Callable[[], Awaitable[object]]] = [
         lambda: rt.tell("a", "x"),
         lambda: rt.poll(ref),
         lambda: rt.status("a"),
         lambda: rt.interrupt("a"),
-        lambda: rt.stream(ref),
-    ]
-    for call in calls:
-        with pytest.raises(NoRuntime, match="this runtime is closed"):
-            call()
-    waits: list[Callable[[], Awaitable[object]]] = [
         lambda: rt.ask("a", "x"),
         lambda: rt.wait(ref),
         lambda: rt.stop_agent("a"),

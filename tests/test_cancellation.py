@@ -30,11 +30,11 @@ async def test_a_cancelled_queued_ask_never_runs(autojump_clock: MockClock) -> N
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, watchdog=None)
-        ref = rt.tell("a", "first")
+        ref = await rt.tell("a", "first")
         await gate.wait_reached()
         with trio.move_on_after(3):
             await rt.ask("a", "queued")
-        assert rt.status("a").queued == 0
+        assert (await rt.status("a")).queued == 0
         gate.release()
         assert isinstance(await rt.wait(ref), Completed)
         assert (await rt.ask("a", "next")).text == "echo next"
@@ -81,8 +81,8 @@ async def test_a_cancelled_running_ask_stops_its_turn_and_keeps_the_session(
         assert scope.cancelled_caught
         # The turn ended before the cancellation reached the caller, at the cancel's time.
         assert trio.current_time() == 5.0
-        assert rt.status("a").state == "idle"
-        assert rt.status("a").session_id == "s1"
+        assert (await rt.status("a")).state == "idle"
+        assert (await rt.status("a")).session_id == "s1"
         record = await rt.store.load("a")
         assert record is not None
         assert (record.session_id, record.last_stop_reason) == ("s1", "cancelled")
@@ -103,7 +103,7 @@ async def test_fail_after_around_a_module_level_ask_cancels_its_turn(
             with trio.fail_after(2):
                 await agentrt.ask("a", "long")
         assert trio.current_time() == 2.0
-        assert agentrt.status("a").state == "idle"
+        assert (await agentrt.status("a")).state == "idle"
     assert agent.only("error") == [StopReason.CANCELLED]
 
 
@@ -116,12 +116,12 @@ async def test_an_ask_cancelled_while_waiting_for_a_process_slot_runs_nothing(
     async with open_runtime(max_processes=1) as rt:
         await rt.start_agent(Agent, name="busy", backend=busy, watchdog=None)
         await rt.start_agent(Agent, name="waiting", backend=waiting)
-        ref = rt.tell("busy", "hold the slot")
+        ref = await rt.tell("busy", "hold the slot")
         await gate.wait_reached()
         with trio.move_on_after(4):
             await rt.ask("waiting", "never")
         assert trio.current_time() == 4.0
-        assert rt.status("waiting").state == "idle"
+        assert (await rt.status("waiting")).state == "idle"
         assert rt.statistics().turns_waiting == 0
         gate.release()
         assert isinstance(await rt.wait(ref), Completed)
@@ -132,11 +132,11 @@ async def test_a_cancelled_wait_leaves_the_tell_running(autojump_clock: MockCloc
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("done")]))
-        ref = rt.tell("a", "job")
+        ref = await rt.tell("a", "job")
         with trio.move_on_after(3):
             await rt.wait(ref)
-        assert rt.poll(ref) == Pending()
-        assert rt.status("a").state == "processing"
+        assert await rt.poll(ref) == Pending()
+        assert (await rt.status("a")).state == "processing"
         gate.release()
         result = await rt.wait(ref)
     assert isinstance(result, Completed) and result.response.text == "done"

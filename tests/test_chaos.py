@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 from cli_programs import SID, FakeClaude
-from proc_helpers import running, turn_processes, wait_until
+from proc_helpers import running, turn_processes, wait_for_status, wait_until
 from test_durable_cli import CHILD, killed_child
 
 from agentrt import (
@@ -77,7 +77,7 @@ async def start(rt: Runtime, name: str, cli: FakeClaude, agent: Any = None, **op
 async def mid_turn(rt: Runtime, name: str, agent: Agent) -> tuple[Ref, int]:
     """Tell ``name`` a prompt its hanging CLI takes; return the ref and the CLI's pid."""
     assert isinstance(agent, Chaos)
-    ref = rt.tell(name, "a long job")
+    ref = await rt.tell(name, "a long job")
     with trio.fail_after(10):
         await agent.session_seen.wait()
     agent.session_seen = trio.Event()
@@ -143,7 +143,7 @@ async def test_c_the_agent_crashes(tmp_path: Path) -> None:
         assert isinstance(info.value.__cause__, RuntimeError)
         await answers_on_its_session(rt, "coder", cli)
         assert len(made) == 2 and rt.whereis("coder") != first
-        assert rt.status("coder").restarts == 1
+        assert (await rt.status("coder")).restarts == 1
 
 
 async def test_d_the_watchdog_ends_a_turn(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ async def test_efg_a_sibling_crashes(tmp_path: Path, strategy: str, restarted: s
         turns = {name: await mid_turn(rt, name, agents[name]) for name in "ac"}
         with pytest.raises(AgentStopped):
             await rt.ask("b", "crash now")
-        await wait_until(lambda: rt.status("b").state != "restarting", bound=10)
+        await wait_for_status(rt, "b", lambda s: s.state != "restarting", bound=10)
         for name in "ac":
             ref, pid = turns[name]
             if name in restarted:
@@ -187,10 +187,10 @@ async def test_efg_a_sibling_crashes(tmp_path: Path, strategy: str, restarted: s
                 assert not running(pid)
                 assert rt.whereis(name) != handles[name]
             else:
-                assert rt.status(name).state == "processing"
+                assert (await rt.status(name)).state == "processing"
                 assert running(pid)
                 assert rt.whereis(name) == handles[name]
-                rt.interrupt(name)
+                await rt.interrupt(name)
                 assert isinstance((await rt.wait(ref)), Failed)
         assert rt.whereis("b") != handles["b"]
         for name in "abc":
@@ -202,12 +202,12 @@ async def test_h_the_queue_overflows(tmp_path: Path) -> None:
     async with open_runtime(store=store(tmp_path)) as rt:
         agent = await start(rt, "coder", cli, max_pending=1)
         running_ref, _ = await mid_turn(rt, "coder", agent)
-        queued = rt.tell("coder", "queued")
+        queued = await rt.tell("coder", "queued")
         with pytest.raises(MailboxFull) as info:
-            rt.tell("coder", "one too many")
+            await rt.tell("coder", "one too many")
         assert (info.value.limit, info.value.queued) == ("max_pending", 1)
         cli.answer("queued done")
-        rt.interrupt("coder")
+        await rt.interrupt("coder")
         assert isinstance(await rt.wait(running_ref), Failed)
         result = await rt.wait(queued)
         assert isinstance(result, Completed) and result.response.text == "queued done"

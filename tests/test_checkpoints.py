@@ -28,7 +28,7 @@ async def test_every_async_call_checkpoints_on_its_fast_path(autojump_clock: Moc
             await rt.start_agent(Agent, name="a", backend=echo_backend())
         with assert_checkpoints():
             assert (await rt.ask("a", "hi")).text == "echo hi"
-        ref = rt.tell("a", "told")
+        ref = await rt.tell("a", "told")
         assert isinstance(await rt.wait(ref), Completed)
         with assert_checkpoints():  # settled already: nothing to wait for
             assert isinstance(await rt.wait(ref), Completed)
@@ -48,23 +48,43 @@ async def test_the_module_level_async_calls_checkpoint_too(autojump_clock: MockC
             await agentrt.stop_agent("a")
 
 
-async def test_the_sync_calls_never_checkpoint_and_act_at_once(autojump_clock: MockClock) -> None:
+async def test_the_calls_that_may_wait_checkpoint_and_the_others_never(
+    autojump_clock: MockClock,
+) -> None:
+    """Every call naming an agent may reach another runtime, so each is async and a
+    checkpoint, also for a local agent with nothing to wait for; stream, agents, whereis
+    and statistics are about this runtime only, and never are."""
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(
             Agent, name="a", backend=echo_backend([gate, *reply("first")]), watchdog=None
         )
         await settle()  # the agent idle, waiting for work
+        with assert_checkpoints():
+            first = await rt.tell("a", "first")
+        with assert_checkpoints():
+            queued = await rt.tell("a", "queued")
+        with assert_checkpoints():
+            await rt.notify("a", "an event")
+        with assert_checkpoints():
+            assert isinstance(await rt.poll(queued), Pending)
+        with assert_checkpoints():
+            status = await rt.status("a")
+        assert status.queued == 1  # the second: the first is the agent's already
         with assert_no_checkpoints():
-            first = rt.tell("a", "first")
-            queued = rt.tell("a", "queued")
-            rt.notify("a", "an event")
-            assert isinstance(rt.poll(queued), Pending)
-            assert rt.status("a").queued == 1  # the second: the first is the agent's already
+            assert rt.agents() == ("a",) and rt.whereis("a") is not None
+            assert rt.statistics().agents == 1
+            rt.stream(queued)
         await gate.wait_reached()
-        with assert_no_checkpoints():
-            assert rt.interrupt("a")
-            assert rt.status("a").current is not None  # the turn ends later, in its own task
+        for call in (rt.halt, rt.unhalt):
+            with assert_checkpoints():
+                await call("a")
+        with assert_checkpoints():
+            assert not await rt.interrupt_request(queued)  # queued, not running
+        with assert_checkpoints():
+            assert await rt.withdraw(queued)
+        with assert_checkpoints():
+            assert await rt.interrupt("a")
         outcome = await rt.wait(first)
         assert isinstance(outcome, agentrt.Failed)
         assert outcome.error.reason is agentrt.StopReason.INTERRUPTED
@@ -101,5 +121,5 @@ async def test_a_cancelled_stop_agent_still_stops_the_agent(autojump_clock: Mock
         assert scope.cancelled_caught  # only the wait was cut short...
         assert rt.agents() == ()  # ...the agent is stopped
         with pytest.raises(agentrt.AgentNotFound):
-            rt.tell("a", "too late")
+            await rt.tell("a", "too late")
     assert agent.only("terminate") == ["stopped"]

@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import IGNORE_INT, IGNORE_TERM, SLACK, Watcher, child, running, wait_until
+from proc_helpers import (
+    IGNORE_INT,
+    IGNORE_TERM,
+    SLACK,
+    Watcher,
+    child,
+    running,
+    wait_for_status,
+    wait_until,
+)
 
 from agentrt import (
     Agent,
@@ -124,11 +133,11 @@ async def test_an_interrupted_turn_checkpoints_its_id_and_the_next_turn_resumes_
             ["emit", head[0]],
             ["hang"],
         )
-        ref = rt.tell("a", "hi")
-        await wait_until(lambda: rt.status("a").session_id == session_id, 5)
+        ref = await rt.tell("a", "hi")
+        await wait_for_status(rt, "a", lambda s: s.session_id == session_id, 5)
         stored = await store.load("a")
         assert stored is not None and stored.session_id == session_id
-        assert rt.interrupt("a")
+        assert await rt.interrupt("a")
         outcome = await rt.wait(ref)
         reprogram(tmp_path, ["record", str(record)], ["replay", TEXT_TURN])
         await rt.ask("a", "go on")
@@ -142,9 +151,9 @@ async def test_an_interrupted_turn_checkpoints_its_id_and_the_next_turn_resumes_
 async def test_an_interrupt_escalates_to_sigterm_when_sigint_is_ignored(tmp_path: Path) -> None:
     async with open_runtime() as rt:
         await start(rt, tmp_path, IGNORE_INT, ["emit", INIT], ["hang"])
-        ref = rt.tell("a", "hi")
-        await wait_until(lambda: rt.status("a").session_id is not None, 5)
-        assert rt.interrupt("a")
+        ref = await rt.tell("a", "hi")
+        await wait_for_status(rt, "a", lambda s: s.session_id is not None, 5)
+        assert await rt.interrupt("a")
         with trio.fail_after(5):
             outcome = await rt.wait(ref)
     assert isinstance(outcome, Failed) and isinstance(outcome.error, TurnFailed)
@@ -221,9 +230,9 @@ async def test_an_interrupted_turn_is_billed_with_what_the_cli_prints_on_sigint(
     bill = billed("error_during_execution", 0.02, 5)
     async with open_runtime() as rt:
         await start(rt, tmp_path, ["on", "SIGINT", [["emit", bill]]], ["emit", INIT], ["hang"])
-        ref = rt.tell("a", "hi")
-        await wait_until(lambda: rt.status("a").session_id is not None, 5)
-        assert rt.interrupt("a")
+        ref = await rt.tell("a", "hi")
+        await wait_for_status(rt, "a", lambda s: s.session_id is not None, 5)
+        assert await rt.interrupt("a")
         outcome = await rt.wait(ref)
     assert isinstance(outcome, Failed) and isinstance(outcome.error, TurnFailed)
     assert outcome.error.reason is StopReason.INTERRUPTED
@@ -454,12 +463,12 @@ async def test_the_kill_ladder_leaves_no_process(tmp_path: Path, how: str) -> No
             agent=agent,
             **options,
         )
-        ref = rt.tell("a", "hi")
+        ref = await rt.tell("a", "hi")
         await wait_until(lambda: bool(agent.spawned()), 5)
         [grandchild] = agent.spawned()
         with trio.fail_after(10):
             if how == "interrupt":
-                assert rt.interrupt("a")
+                assert await rt.interrupt("a")
             if how == "stop_agent":
                 await rt.stop_agent("a")
             else:
@@ -480,8 +489,8 @@ async def test_max_processes_bounds_the_cli_processes_at_once(tmp_path: Path) ->
             rt, tmp_path, on_sigint_result(INIT["session_id"]), ["emit", INIT], ["hang"], name="a"
         )
         await start(rt, tmp_path, ["record", str(record)], ["replay", TEXT_TURN], name="b")
-        ref = rt.tell("a", "long")
-        await wait_until(lambda: rt.status("a").session_id is not None, 5)
+        ref = await rt.tell("a", "long")
+        await wait_for_status(rt, "a", lambda s: s.session_id is not None, 5)
         answers: list[str] = []
 
         async def ask_b() -> None:
@@ -490,11 +499,11 @@ async def test_max_processes_bounds_the_cli_processes_at_once(tmp_path: Path) ->
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ask_b)
             await wait_until(lambda: rt.statistics().turns_waiting == 1, 5)
-            current = rt.status("b").current
+            current = (await rt.status("b")).current
             assert current is not None and current.waiting_for_process
             assert rt.statistics().processes_in_use == 1
             assert not record.exists()  # b's CLI has not been started
-            assert rt.interrupt("a")
+            assert await rt.interrupt("a")
         outcome = await rt.wait(ref)
     assert isinstance(outcome, Failed)
     assert answers == ["Hello from the fake."]

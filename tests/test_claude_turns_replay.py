@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from proc_helpers import wait_until
+from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
@@ -182,10 +182,10 @@ async def test_a_recorded_stream_through_ask(tmp_path: Path, name: str) -> None:
             if isinstance(expected, Answer):
                 response = await rt.ask("a", MANIFEST[name]["prompt"])
             else:
-                ref = rt.tell("a", MANIFEST[name]["prompt"])
+                ref = await rt.tell("a", MANIFEST[name]["prompt"])
                 if expected.interrupt_after is not None:
-                    await wait_until(lambda: rt.status("a").session_id is not None, 5)
-                    assert rt.interrupt("a")
+                    await wait_for_status(rt, "a", lambda s: s.session_id is not None, 5)
+                    assert await rt.interrupt("a")
                 error = (await rt.wait(ref)).error  # type: ignore[union-attr]
     if isinstance(expected, Answer):
         assert isinstance(response, Response)

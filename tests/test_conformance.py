@@ -226,8 +226,8 @@ def assert_tree_gone(watcher: Watcher) -> None:
 
 async def test_one_terminal_event_per_turn_ending_its_stream(kit: Kit) -> None:
     async with agent(kit, [TURN_ONE, AUTH_ERROR]) as (rt, watcher):
-        ok = await collect(rt, rt.tell("a", "hello"))
-        failed = await collect(rt, rt.tell("a", "again"))
+        ok = await collect(rt, await rt.tell("a", "hello"))
+        failed = await collect(rt, await rt.tell("a", "again"))
     for events in (ok, failed):
         assert [e.is_terminal for e in events].count(True) == 1 and events[-1].is_terminal
     assert ok[-1].kind == "result"
@@ -268,7 +268,7 @@ async def test_an_error_reaches_the_caller_and_the_agent(kit: Kit) -> None:
     async with agent(kit, [AUTH_ERROR]) as (rt, watcher):
         with pytest.raises(TurnFailed) as caught:
             await rt.ask("a", "hello")
-        assert rt.status("a").state == "idle"  # the agent survives its failed turn
+        assert (await rt.status("a")).state == "idle"  # the agent survives its failed turn
     error = caught.value
     assert error.reason is StopReason.AUTHENTICATION_FAILED
     assert watcher.errors == [error]
@@ -277,10 +277,10 @@ async def test_an_error_reaches_the_caller_and_the_agent(kit: Kit) -> None:
 
 async def test_interrupt_ends_the_turn_and_its_process_tree(kit: Kit) -> None:
     async with agent(kit, [HANG]) as (rt, watcher):
-        ref = rt.tell("a", "hang")
+        ref = await rt.tell("a", "hang")
         with trio.fail_after(10):
             await tree_up(watcher)
-            assert rt.interrupt("a")
+            assert await rt.interrupt("a")
             result = await rt.wait(ref)
         assert_tree_gone(watcher)
     assert isinstance(result, agentrt.Failed)

@@ -55,7 +55,7 @@ async def test_a_running_turn_is_recorded_with_its_process_and_cleared(tmp_path:
     agent = Coder()
     async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
         await rt.start_agent(agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        ref = rt.tell("coder", "long job")
+        ref = await rt.tell("coder", "long job")
         with trio.fail_after(10):
             await agent.session_seen.wait()
         [live] = await rt.store.live_processes()
@@ -64,7 +64,7 @@ async def test_a_running_turn_is_recorded_with_its_process_and_cleared(tmp_path:
         assert live.live_marker is not None and live.live_marker.startswith(f"{os.getpid()}.")
         # Two processes carry the marker: the CLI and the tool it started in a new session.
         await wait_until(lambda: len(turn_processes(live.live_marker or "-")) == 2)
-        assert rt.interrupt("coder")
+        assert await rt.interrupt("coder")
         await rt.wait(ref)
         assert await rt.store.live_processes() == ()
         assert turn_processes(live.live_marker) == []
@@ -199,7 +199,7 @@ async def test_rows_of_a_live_runtime_are_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite3"
     async with open_runtime(store=SQLiteStore(path)) as rt:
         await rt.start_agent(agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        rt.tell("coder", "long job")
+        await rt.tell("coder", "long job")
         with trio.fail_after(10):
             await agent.session_seen.wait()
         # A second runtime on the same file, in this very process, while the turn runs.
@@ -228,7 +228,7 @@ async def test_a_kill_of_the_cli_mid_turn_keeps_the_session(tmp_path: Path) -> N
     agent = Coder()
     async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
         await rt.start_agent(agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        ref = rt.tell("coder", "long job")
+        ref = await rt.tell("coder", "long job")
         with trio.fail_after(10):
             await agent.session_seen.wait()
         [live] = await rt.store.live_processes()

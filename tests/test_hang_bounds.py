@@ -106,13 +106,13 @@ async def test_every_bound_holds_while_a_closed_cli_lingers(tmp_path: Path, how:
             agent=agent,
             **options,
         )
-        ref = rt.tell("a", "hi")
+        ref = await rt.tell("a", "hi")
         await wait_until(lambda: bool(agent.spawned()), 5)
         [grandchild] = agent.spawned()
         started = trio.current_time()
         with trio.fail_after(10):
             if how == "interrupt":
-                assert rt.interrupt("a")
+                assert await rt.interrupt("a")
             if how == "stop_agent":
                 await rt.stop_agent("a")
             else:

@@ -165,11 +165,11 @@ async def test_a_daemon_that_escapes_every_walk_dies_with_an_interrupted_turn(
     cli = FakeClaude(tmp_path / "cli", daemon_program(record, ["hang"]))
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **KILL_GRACE)
-        ref = rt.tell("coder", "start the daemon")
+        ref = await rt.tell("coder", "start the daemon")
         await wait_until(record.exists, bound=30)
         pid = daemon_pid(record)
         assert escaped(pid)
-        assert rt.interrupt("coder")
+        assert await rt.interrupt("coder")
         await rt.wait(ref)
         assert read_stat(pid) is None
 
@@ -261,7 +261,7 @@ async def test_a_warm_turns_process_in_a_cgroup_below_its_own_dies_at_the_turns_
         assert (await rt.ask("coder", "start the daemon")).text == "1: start the daemon"
         daemon = daemon_pid(record)
         assert read_stat(daemon) is None  # killed despite SIGTERM, and reaped
-        cli = rt.status("coder").cli_pid
+        cli = (await rt.status("coder")).cli_pid
         assert cli is not None and running(cli)  # the warm CLI lives on
 
 

@@ -37,8 +37,8 @@ async def test_asks_to_a_busy_agent_run_in_fifo_order(autojump_clock: MockClock)
             for prompt in ["p1", "p2", "p3", "p4"]:
                 nursery.start_soon(ask, prompt)
                 await settle()
-            assert rt.status("a").queued == 4
-            assert rt.status("a").queued_bytes == 8
+            assert (await rt.status("a")).queued == 4
+            assert (await rt.status("a")).queued_bytes == 8
             gate.release()
     assert answers == ["first", "echo p1", "echo p2", "echo p3", "echo p4"]
     assert backend.prompts == ["first", "p1", "p2", "p3", "p4"]
@@ -50,13 +50,13 @@ async def test_tells_and_asks_share_one_fifo_queue(autojump_clock: MockClock) ->
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        rt.tell("a", "first")
+        await rt.tell("a", "first")
         await gate.wait_reached()
-        rt.tell("a", "t1")
+        await rt.tell("a", "t1")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(rt.ask, "a", "a1")
             await settle()
-            rt.tell("a", "t2")
+            await rt.tell("a", "t2")
             gate.release()
     assert backend.prompts == ["first", "t1", "a1", "t2"]
 
@@ -65,16 +65,16 @@ async def test_overload_by_count(autojump_clock: MockClock) -> None:
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=2)
-        rt.tell("a", "running")
+        await rt.tell("a", "running")
         await gate.wait_reached()
-        rt.tell("a", "q1")
-        rt.tell("a", "q2")
+        await rt.tell("a", "q1")
+        await rt.tell("a", "q2")
         with pytest.raises(MailboxFull) as info:
-            rt.tell("a", "q3")
+            await rt.tell("a", "q3")
         assert (info.value.limit, info.value.maximum, info.value.queued) == ("max_pending", 2, 2)
         with pytest.raises(MailboxFull):
             await rt.ask("a", "q3")
-        assert rt.status("a").queued == 2
+        assert (await rt.status("a")).queued == 2
         gate.release()
 
 
@@ -82,15 +82,15 @@ async def test_overload_by_bytes_counts_utf8_bytes(autojump_clock: MockClock) ->
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending_bytes=10)
-        rt.tell("a", "running")
+        await rt.tell("a", "running")
         await gate.wait_reached()
-        rt.tell("a", "ééé")  # 6 bytes
+        await rt.tell("a", "ééé")  # 6 bytes
         with pytest.raises(MailboxFull) as info:
-            rt.tell("a", "éé!")  # 5 bytes: 11 > 10
+            await rt.tell("a", "éé!")  # 5 bytes: 11 > 10
         assert info.value.limit == "max_pending_bytes"
         assert (info.value.maximum, info.value.queued, info.value.queued_bytes) == (10, 1, 6)
-        rt.tell("a", "éé")  # 4 bytes: exactly 10
-        assert rt.status("a").queued_bytes == 10
+        await rt.tell("a", "éé")  # 4 bytes: exactly 10
+        assert (await rt.status("a")).queued_bytes == 10
         gate.release()
 
 
@@ -98,10 +98,10 @@ async def test_max_pending_zero_takes_work_only_when_idle(autojump_clock: MockCl
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), max_pending=0)
-        rt.tell("a", "taken while idle")
+        await rt.tell("a", "taken while idle")
         await gate.wait_reached()
         with pytest.raises(MailboxFull):
-            rt.tell("a", "busy")
+            await rt.tell("a", "busy")
         gate.release()
         await settle()
         assert (await rt.ask("a", "idle again")).text == "echo idle again"
@@ -112,7 +112,7 @@ async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: Mo
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        rt.tell("a", "first")
+        await rt.tell("a", "first")
         await gate.wait_reached()
         async with trio.open_nursery() as nursery:
             scope = trio.CancelScope()
@@ -126,11 +126,11 @@ async def test_an_ask_cancelled_while_queued_leaves_the_queue(autojump_clock: Mo
             await settle()
             nursery.start_soon(rt.ask, "a", "kept")
             await settle()
-            assert rt.status("a").queued == 2
+            assert (await rt.status("a")).queued == 2
             scope.cancel()
             await settle()
-            assert rt.status("a").queued == 1
-            assert rt.status("a").queued_bytes == 4
+            assert (await rt.status("a")).queued == 1
+            assert (await rt.status("a")).queued_bytes == 4
             gate.release()
     assert backend.prompts == ["first", "kept"]
 
@@ -139,29 +139,29 @@ async def test_poll_pending_completed_and_unknown(autojump_clock: MockClock) -> 
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("one")]))
-        ref = rt.tell("a", "one")
-        assert rt.poll(ref) == Pending()
+        ref = await rt.tell("a", "one")
+        assert await rt.poll(ref) == Pending()
         await gate.wait_reached()
-        assert rt.poll(ref) == Pending()
+        assert await rt.poll(ref) == Pending()
         gate.release()
         result = await rt.wait(ref)
         assert isinstance(result, Completed)
         assert result.response.text == "one"
-        assert rt.poll(ref) == result
-        other = rt.tell("a", "x")
-        assert rt.poll(type(ref)("a", other.id + 100)) == NotFound()
+        assert await rt.poll(ref) == result
+        other = await rt.tell("a", "x")
+        assert await rt.poll(type(ref)("a", other.id + 100)) == NotFound()
         with pytest.raises(AgentNotFound):  # the ref names an agent that is not running
-            rt.poll(type(ref)("b", other.id))
+            await rt.poll(type(ref)("b", other.id))
 
 
 async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend(), max_results=2)
-        refs = [rt.tell("a", f"p{i}") for i in range(3)]
+        refs = [await rt.tell("a", f"p{i}") for i in range(3)]
         for ref in refs:
             await rt.wait(ref)
-        assert rt.poll(refs[0]) == NotFound()
-        assert [type(rt.poll(ref)) for ref in refs[1:]] == [Completed, Completed]
+        assert await rt.poll(refs[0]) == NotFound()
+        assert [type(await rt.poll(ref)) for ref in refs[1:]] == [Completed, Completed]
 
 
 async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: MockClock) -> None:
@@ -170,16 +170,16 @@ async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: Mo
         await rt.start_agent(Agent, name="probe", backend=echo_backend())
         size = result_size(await rt.ask("probe", "p0"))
         await rt.start_agent(Agent, name="a", backend=echo_backend(), max_result_bytes=2 * size)
-        refs = [rt.tell("a", f"p{i}") for i in range(3)]
+        refs = [await rt.tell("a", f"p{i}") for i in range(3)]
         for ref in refs:
             await rt.wait(ref)
-        assert rt.poll(refs[0]) == NotFound()
-        assert isinstance(rt.poll(refs[1]), Completed)
-        assert isinstance(rt.poll(refs[2]), Completed)
+        assert await rt.poll(refs[0]) == NotFound()
+        assert isinstance(await rt.poll(refs[1]), Completed)
+        assert isinstance(await rt.poll(refs[2]), Completed)
         # A result larger than the whole bound is not kept at all (wait still gets it).
-        big = rt.tell("a", "p" * (2 * size))
+        big = await rt.tell("a", "p" * (2 * size))
         assert isinstance(await rt.wait(big), Completed)
-        assert rt.poll(big) == NotFound()
+        assert await rt.poll(big) == NotFound()
 
 
 async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) -> None:
@@ -187,21 +187,21 @@ async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) 
     backend = echo_backend([gate, *reply("first")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        first = rt.tell("a", "first")
+        first = await rt.tell("a", "first")
         await gate.wait_reached()
-        queued = rt.tell("a", "queued")
+        queued = await rt.tell("a", "queued")
         stream = rt.stream(queued)
-        assert not rt.withdraw(first)  # running: only interrupt_request stops it
-        assert rt.withdraw(queued)
-        assert not rt.withdraw(queued)  # already withdrawn
-        assert rt.poll(queued) == Withdrawn()
+        assert not await rt.withdraw(first)  # running: only interrupt_request stops it
+        assert await rt.withdraw(queued)
+        assert not await rt.withdraw(queued)  # already withdrawn
+        assert await rt.poll(queued) == Withdrawn()
         assert await rt.wait(queued) == Withdrawn()
-        assert rt.status("a").queued == 0
+        assert (await rt.status("a")).queued == 0
         events = [event async for event in stream]
         assert len(events) == 1
         assert isinstance(events[0], ErrorEvent)
         assert events[0].reason is StopReason.CANCELLED
         gate.release()
         await rt.wait(first)
-        assert not rt.withdraw(first)  # finished
+        assert not await rt.withdraw(first)  # finished
     assert backend.prompts == ["first"]

@@ -107,9 +107,9 @@ async def test_status_reports_each_mode(tmp_path: Path) -> None:
         await rt.start_agent(Agent, name="one_shot", **claude)
         await rt.start_agent(Approver, name="live", **claude)
         await rt.start_agent(Agent, name="warm", keep_alive=30, **claude)
-        modes = {name: rt.status(name).mode for name in rt.agents()}
+        modes = {name: (await rt.status(name)).mode for name in rt.agents()}
         assert (await rt.ask("scripted", "hello")).text == "hi"
-        assert rt.status("scripted").mode == "in_process"
+        assert (await rt.status("scripted")).mode == "in_process"
     assert modes == {
         "scripted": "in_process",
         "one_shot": "one_shot",
@@ -140,8 +140,8 @@ async def test_a_restart_whose_options_cannot_run_its_mode_is_one_more_crash(
             await rt.start_agent(
                 Drifting, name="a", backend="codex", binary=binary, cwd=str(tmp_path)
             )
-            assert rt.status("a").mode == "live"
-            rt.tell("a", "go")
+            assert (await rt.status("a")).mode == "live"
+            await rt.tell("a", "go")
             with trio.fail_after(60):  # the supervisor gives up long before
                 await trio.sleep_forever()
     assert len(starts) == 3

@@ -241,7 +241,7 @@ async def test_a_warm_agent_marks_its_cli_idle_once_its_queued_turns_are_done(
         await rt.ask("a", "one")
         assert await live_idle(store) is True
         store.writes.clear()
-        refs = [rt.tell("a", prompt) for prompt in ("two", "three", "four")]
+        refs = [await rt.tell("a", prompt) for prompt in ("two", "three", "four")]
         for ref in refs:
             await rt.wait(ref)
         assert await live_idle(store) is True
@@ -255,13 +255,13 @@ async def test_a_warm_agent_whose_queued_turn_waits_marks_its_cli_idle(tmp_path:
         await start_warm(rt, tmp_path)
         await rt.ask("a", "one")
         store.writes.clear()
-        two = rt.tell("a", "two")
-        three = rt.tell("a", "three")
-        rt.halt("a")  # after the running turn: three waits in the queue
+        two = await rt.tell("a", "two")
+        three = await rt.tell("a", "three")
+        await rt.halt("a")  # after the running turn: three waits in the queue
         await rt.wait(two)
         await wait_until(lambda: store.writes["set_live_idle"] == 2)
         assert await live_idle(store) is True
-        assert rt.status("a").state == "halted"
-        rt.unhalt("a")
+        assert (await rt.status("a")).state == "halted"
+        await rt.unhalt("a")
         await rt.wait(three)
         assert await live_idle(store) is True

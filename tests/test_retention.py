@@ -118,7 +118,7 @@ async def test_compact_turn_delivers_everything_and_keeps_what_fits(
     agent = Recorder()
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=backend, max_events=3)
-        ref = rt.tell("a", "go")
+        ref = await rt.tell("a", "go")
         kinds: list[str] = []
         async for event in rt.stream(ref):
             kinds.append(event.kind)
@@ -152,11 +152,11 @@ async def test_lossless_overflow_fails_the_turn_keeps_the_checkpoint(
         await rt.start_agent(
             agent, name="a", backend=backend, retention="lossless", max_event_bytes=limit
         )
-        ref = rt.tell("a", "go")
+        ref = await rt.tell("a", "go")
         stream = rt.stream(ref)
         seen = [event async for event in stream]
         result = await rt.wait(ref)
-        assert rt.status("a").session_id == "s1"
+        assert (await rt.status("a")).session_id == "s1"
         await rt.ask("a", "again")
     assert isinstance(result, Failed)
     error = result.error

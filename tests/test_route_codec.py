@@ -7,6 +7,7 @@ and imports nothing."""
 from __future__ import annotations
 
 import pickle
+import re
 import sys
 from typing import Any
 
@@ -58,7 +59,21 @@ from agentrt.backend import ExitStatus
 from agentrt.lowlevel import ProcessFailure
 from agentrt.testing import ScriptedBackend, reply
 
-CALLS = ("ask", "tell", "poll", "wait", "interrupt", "status", "stop_agent")
+CALLS = (
+    "ask",
+    "tell",
+    "poll",
+    "wait",
+    "notify",
+    "interrupt",
+    "interrupt_request",
+    "withdraw",
+    "halt",
+    "unhalt",
+    "reset_session",
+    "status",
+    "stop_agent",
+)
 
 # Every error class agentrt exports, raised with every field set.
 LEASE = Lease(
@@ -130,11 +145,18 @@ def test_every_call_kind_comes_back_as_its_arguments() -> None:
         "tell": ("later",),
         "poll": (Ref("x", 3),),
         "wait": (Ref("x", 4),),
+        "notify": ({"kind": "deploy", "ids": [1, 2.5, None, True], "blob": b"\x00"},),
         "interrupt": (),
+        "interrupt_request": (Ref("x", 5),),
+        "withdraw": (Ref("x", 6),),
+        "halt": (),
+        "unhalt": (),
+        "reset_session": (),
         "status": (),
         "stop_agent": (),
         "cancel": ("0123abcd",),
     }
+    assert set(sent) == {*CALLS, "cancel"}
     for call, arguments in sent.items():
         back = codec.decode_call(call, codec.encode_call(call, arguments))
         assert back == arguments
@@ -164,7 +186,36 @@ async def test_every_answer_kind_comes_back_as_its_value() -> None:
     assert answered("interrupt", True) is True
     assert answered("interrupt", False) is False
     assert answered("status", STATUS) == STATUS
-    assert answered("stop_agent", None) is None
+    for call in ("interrupt_request", "withdraw"):
+        assert answered(call, True) is True and answered(call, False) is False
+    for call in ("stop_agent", "notify", "halt", "unhalt", "reset_session"):
+        assert answered(call, None) is None
+
+
+@pytest.mark.parametrize(
+    ("event", "part"),
+    [
+        (("a", "tuple"), "event is a tuple"),
+        ({"when": attrs.make_class("Event", ["at"])(1)}, "event['when'] is a Event"),
+        ([1, {"nested": {1, 2}}], "event[1]['nested'] is a set"),
+        ({1: "int key"}, "event has the key 1"),
+        (StopReason.COMPLETE, "event is a StopReason"),  # a str subclass would come back a str
+    ],
+)
+def test_a_notify_event_that_is_not_plain_data_is_refused_naming_the_part(
+    event: object, part: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(part)):
+        codec.check_event(event)
+    with pytest.raises(codec.RowRefused, match=re.escape(part)):
+        codec.encode_call("notify", (event,))
+
+
+def test_a_forged_notify_row_delivers_plain_data_only() -> None:
+    # MessagePack's own timestamp extension decodes as a datetime, which no sender sent.
+    row = envelope({"call": "notify", "event": msgspec.msgpack.Ext(-1, b"\x00" * 4)})
+    with pytest.raises(codec.RowRefused, match="event is a datetime"):
+        codec.decode_call("notify", row)
 
 
 @pytest.mark.parametrize("error", ERRORS, ids=lambda error: type(error).__name__)
@@ -343,7 +394,13 @@ ARGUMENTS = {
     "tell": (str,),
     "poll": (Ref,),
     "wait": (Ref,),
+    "notify": (object,),  # any plain data (check_event)
     "interrupt": (),
+    "interrupt_request": (Ref,),
+    "withdraw": (Ref,),
+    "halt": (),
+    "unhalt": (),
+    "reset_session": (),
     "status": (),
     "stop_agent": (),
     "cancel": (str,),
@@ -353,7 +410,13 @@ ANSWERS: dict[str, tuple[type, ...]] = {
     "tell": (Ref,),
     "poll": (Pending, Completed, Failed, Withdrawn, NotFound),
     "wait": (Completed, Failed, Withdrawn, NotFound),
+    "notify": (type(None),),
     "interrupt": (bool,),
+    "interrupt_request": (bool,),
+    "withdraw": (bool,),
+    "halt": (type(None),),
+    "unhalt": (type(None),),
+    "reset_session": (type(None),),
     "status": (AgentStatus,),
     "stop_agent": (type(None),),
 }
@@ -366,6 +429,10 @@ def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: b
     try:
         arguments = codec.decode_call(call, row)
     except codec.RowRefused:
+        return
+    if call == "notify":
+        (event,) = arguments
+        assert codec.check_event(event) is event
         return
     assert tuple(type(a) for a in arguments) == ARGUMENTS[call]
 
@@ -407,4 +474,8 @@ def test_any_arguments_encode_as_the_call_s_types_or_are_refused(
         row = codec.encode_call(call, tuple(arguments))
     except codec.RowRefused:
         return
-    assert codec.decode_call(call, row) == tuple(arguments)
+    back = codec.decode_call(call, row)
+    if call == "notify":  # a NaN is not equal to itself: the same row instead
+        assert codec.encode_call(call, back) == row
+        return
+    assert back == tuple(arguments)

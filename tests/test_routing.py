@@ -24,13 +24,17 @@ from proc_helpers import Program, store_programs, wait_until
 
 import agentrt
 from agentrt import (
+    AgentBusy,
     AgentNotFound,
     AgentStatus,
     AgentStopped,
     Completed,
+    Failed,
+    Pending,
     PostgresStore,
     StopReason,
     TurnFailed,
+    Withdrawn,
 )
 from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
@@ -91,18 +95,15 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
             answer = await rt.ask("x", "hello")
             assert answer.text == "node-a heard: hello" and answer.session_id == "sid-x"
 
-            ref = await rt.atell("x", "later")
+            ref = await rt.tell("x", "later")
             settled = await rt.wait(ref)
             assert isinstance(settled, Completed)
             assert settled.response.text == "node-a heard: later"
-            assert await rt.apoll(ref) == settled
+            assert await rt.poll(ref) == settled
 
-            status = await rt.astatus("x")
+            status = await rt.status("x")
             assert isinstance(status, AgentStatus)
             assert (status.name, status.state, status.turns) == ("x", "idle", 2)
-            # The synchronous forms act on this runtime's agents only.
-            with pytest.raises(AgentNotFound):
-                rt.status("x")
 
             async with trio.open_nursery() as nursery:
                 failed: list[BaseException] = []
@@ -115,20 +116,65 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
 
                 nursery.start_soon(slow_ask)
                 await wait_until_processing(rt)
-                assert await rt.ainterrupt("x") is True
+                assert await rt.interrupt("x") is True
             assert [exc.reason for exc in failed] == [StopReason.INTERRUPTED]  # type: ignore[attr-defined]
-            assert await rt.ainterrupt("x") is False
+            assert await rt.interrupt("x") is False
 
             await rt.stop_agent("x")
             with pytest.raises(AgentNotFound):
                 await rt.ask("x", "anyone?")
             with pytest.raises(AgentNotFound):
-                await rt.astatus("nobody")
+                await rt.status("nobody")
+
+
+async def test_every_call_that_may_wait_reaches_the_owner_the_same_way(
+    owner: Owner, postgres_dsn: str
+) -> None:
+    """notify, halt, unhalt, withdraw, interrupt_request and reset_session, written as for a
+    local agent, act on the owner's; a stream of its ref is refused, naming why."""
+    program = await owner("node-a")
+    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+        with trio.fail_after(60):
+            await rt.notify("x", {"deploy": [1, "two", None, 2.5], "blob": b"\x00"})
+            assert await program.program.line() == (
+                "EVENT {'deploy': [1, 'two', None, 2.5], 'blob': b'\\x00'}"
+            )
+            with pytest.raises(TypeError, match=r"event\[1\] is a tuple"):
+                await rt.notify("x", ["a list", ("of", "a tuple")])  # it would come back a list
+
+            await rt.halt("x")
+            assert (await rt.status("x")).state == "halted"
+            queued = await rt.tell("x", "queued")
+            withdrawn = await rt.tell("x", "withdrawn")
+            assert await rt.withdraw(withdrawn)
+            assert not await rt.withdraw(withdrawn)
+            assert await rt.poll(withdrawn) == Withdrawn()
+            assert await rt.poll(queued) == Pending()
+            with pytest.raises(AgentNotFound, match="streams are not routed"):
+                rt.stream(queued)
+            await rt.unhalt("x")
+            settled = await rt.wait(queued)
+            assert isinstance(settled, Completed)
+            assert settled.response.text == "node-a heard: queued"
+
+            assert (await rt.status("x")).session_id == "sid-x"
+            await rt.reset_session("x")
+            assert (await rt.status("x")).session_id is None
+
+            slow = await rt.tell("x", "slow job")
+            await wait_until_processing(rt)
+            with pytest.raises(AgentBusy):  # the owner's own error, raised here
+                await rt.reset_session("x")
+            assert not await rt.interrupt_request(queued)  # not the request running
+            assert await rt.interrupt_request(slow)
+            failed = await rt.wait(slow)
+            assert isinstance(failed, Failed) and isinstance(failed.error, TurnFailed)
+            assert failed.error.reason is StopReason.INTERRUPTED
 
 
 async def wait_until_processing(rt: agentrt.Runtime) -> None:
     # Another program's agent: no event of ours to wait on.
-    while (await rt.astatus("x")).state != "processing":  # noqa: ASYNC110
+    while (await rt.status("x")).state != "processing":  # noqa: ASYNC110
         await trio.sleep(0.05)
 
 
@@ -149,7 +195,7 @@ async def test_a_cancelled_routed_ask_stops_its_turn_on_the_owner(
                 await wait_until_processing(rt)
                 scope.cancel()
             assert scope.cancelled_caught
-            while (await rt.astatus("x")).state != "idle":  # noqa: ASYNC110
+            while (await rt.status("x")).state != "idle":  # noqa: ASYNC110
                 await trio.sleep(0.05)
             assert (await rt.ask("x", "next")).text == "node-a heard: next"
 
@@ -192,7 +238,7 @@ async def wait_for_no_owner(rt: agentrt.Runtime) -> None:
     with trio.fail_after(30):
         while True:
             with contextlib.suppress(AgentStopped):  # its owner died: not reachable
-                await rt.astatus("x")
+                await rt.status("x")
             await trio.sleep(0.2)
 
 
@@ -250,11 +296,17 @@ async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
         monkeypatch.setattr(router._db, "_call", no_database)
         with trio.fail_after(30):
             assert (await rt.ask("y", "hi")).text == "echo hi"
-            ref = await rt.atell("y", "later")
+            ref = await rt.tell("y", "later")
             assert isinstance(await rt.wait(ref), Completed)
-            assert isinstance(await rt.apoll(ref), Completed)
-            assert (await rt.astatus("y")).turns == 2
-            assert await rt.ainterrupt("y") is False
+            assert isinstance(await rt.poll(ref), Completed)
+            assert (await rt.status("y")).turns == 2
+            assert await rt.interrupt("y") is False
+            assert await rt.interrupt_request(ref) is False
+            assert await rt.withdraw(ref) is False
+            await rt.notify("y", ("any", object()))  # a local event need not be data
+            await rt.halt("y")
+            await rt.unhalt("y")
+            await rt.reset_session("y")
             await rt.stop_agent("y")
 
 
@@ -543,7 +595,7 @@ async def test_a_refused_row_is_logged_redacted_and_cut_short(
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             ident = forge(conn, rt.runtime_id, "status", msgspec.msgpack.encode(body))
             message = refusal(await answer_to(conn, ident))
-        assert (await rt.astatus("x")).name == "x"
+        assert (await rt.status("x")).name == "x"
     (logged,) = [r.getMessage() for r in caplog.records if "was refused" in r.getMessage()]
     for text in (logged, message):
         assert secret not in text and "[REDACTED]" in text, text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from importlib.metadata import EntryPoint, EntryPoints
 
 import pytest
@@ -33,7 +34,7 @@ async def test_module_level_calls_need_an_open_runtime() -> None:
     with pytest.raises(NoRuntime):
         await agentrt.ask("a", "x")
     with pytest.raises(NoRuntime):
-        agentrt.tell("a", "x")
+        await agentrt.tell("a", "x")
     with pytest.raises(NoRuntime):
         agentrt.agents()
     with pytest.raises(NoRuntime):
@@ -49,21 +50,21 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: Mock
             assert agentrt.agents() == ("inner",) == inner.agents()
             assert (await agentrt.ask("inner", "x")).text == "echo x"
         assert agentrt.agents() == ("outer",)
-        ref = agentrt.tell("outer", "held")
+        ref = await agentrt.tell("outer", "held")
         await gate.wait_reached()
-        assert agentrt.poll(ref) == Pending()
-        assert agentrt.status("outer").state == "processing"
-        assert agentrt.interrupt_request(ref)
+        assert await agentrt.poll(ref) == Pending()
+        assert (await agentrt.status("outer")).state == "processing"
+        assert await agentrt.interrupt_request(ref)
         result = await agentrt.wait(ref)
         assert type(result).__name__ == "Failed"
-        agentrt.notify("outer", "ping")
-        agentrt.halt("outer")
-        assert agentrt.status("outer").state == "halted"
-        second = agentrt.tell("outer", "queued")
-        assert agentrt.withdraw(second)
-        agentrt.unhalt("outer")
-        assert not agentrt.interrupt("outer")
-        third = agentrt.tell("outer", "streamed")
+        await agentrt.notify("outer", "ping")
+        await agentrt.halt("outer")
+        assert (await agentrt.status("outer")).state == "halted"
+        second = await agentrt.tell("outer", "queued")
+        assert await agentrt.withdraw(second)
+        await agentrt.unhalt("outer")
+        assert not await agentrt.interrupt("outer")
+        third = await agentrt.tell("outer", "streamed")
         kinds = [event.kind async for event in agentrt.stream(third)]
         assert kinds == ["text", "result"]
         await agentrt.reset_session("outer")
@@ -76,7 +77,37 @@ async def test_module_level_calls_use_the_innermost_runtime(autojump_clock: Mock
         agentrt.agents()
 
 
-REF_CALLS = ("poll", "apoll", "wait", "stream", "withdraw", "interrupt_request")
+REF_CALLS = ("poll", "wait", "stream", "withdraw", "interrupt_request")
+# The calls that may wait (each may reach an agent another runtime owns), and those that
+# never do: about this runtime only, or (stream) returning the async iterator of events.
+MAY_WAIT = (
+    "start_agent",
+    "ask",
+    "tell",
+    "poll",
+    "wait",
+    "notify",
+    "interrupt",
+    "interrupt_request",
+    "withdraw",
+    "halt",
+    "unhalt",
+    "reset_session",
+    "status",
+    "stop_agent",
+)
+NEVER_WAITS = ("stream", "agents", "whereis", "statistics")
+
+
+def test_a_call_is_async_where_it_may_wait_and_has_one_spelling() -> None:
+    for call in MAY_WAIT:
+        assert inspect.iscoroutinefunction(getattr(agentrt.Runtime, call)), call
+    for call in NEVER_WAITS:
+        assert not inspect.iscoroutinefunction(getattr(agentrt.Runtime, call)), call
+    # No async twin of any call: one name per operation.
+    for call in (*MAY_WAIT, *NEVER_WAITS):
+        assert not hasattr(agentrt.Runtime, "a" + call), call
+        assert not hasattr(agentrt, "a" + call), call
 
 
 def test_every_call_that_takes_a_ref_takes_the_ref_alone() -> None:
@@ -94,22 +125,22 @@ async def test_a_ref_finds_its_own_agent(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend())
         await rt.start_agent(Agent, name="b", backend=echo_backend([gate]))
-        running = rt.tell("b", "held")
-        queued = rt.tell("b", "queued")
+        running = await rt.tell("b", "held")
+        queued = await rt.tell("b", "queued")
         await gate.wait_reached()
-        assert rt.poll(running) == Pending() == await rt.apoll(queued)
-        assert rt.withdraw(queued)
-        assert rt.poll(queued) == agentrt.Withdrawn()
-        assert rt.interrupt_request(running)
+        assert await rt.poll(running) == Pending() == await rt.poll(queued)
+        assert await rt.withdraw(queued)
+        assert await rt.poll(queued) == agentrt.Withdrawn()
+        assert await rt.interrupt_request(running)
         assert isinstance(await rt.wait(running), agentrt.Failed)
-        done = rt.tell("a", "x")
+        done = await rt.tell("a", "x")
         assert isinstance(await rt.wait(done), Completed)
-        assert rt.poll(done) == await rt.apoll(done)
+        assert await rt.poll(done) == await rt.poll(done)
         # A ref of an agent that is not running is not some other agent's NotFound.
         stray = agentrt.Ref("gone", done.id)
         for call in (rt.poll, rt.withdraw, rt.interrupt_request):
             with pytest.raises(AgentNotFound, match="'gone'"):
-                call(stray)
+                await call(stray)
 
 
 async def test_agent_callbacks_can_use_the_module_level_api(autojump_clock: MockClock) -> None:
@@ -145,16 +176,18 @@ async def test_names_are_unique_and_handles_identify_incarnations(
 
 async def test_unknown_agents_are_reported_by_name(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
-        for call in [
+        calls: list[Callable[[], Awaitable[object]]] = [
             lambda: rt.tell("ghost", "x"),
             lambda: rt.status("ghost"),
             lambda: rt.notify("ghost", 1),
             lambda: rt.interrupt("ghost"),
             lambda: rt.halt("ghost"),
-        ]:
+        ]
+        for call in calls:
             with pytest.raises(AgentNotFound) as info:
-                call()
+                await call()
             assert info.value.name == "ghost"
+            assert "routes no calls" in str(info.value)  # nor could another runtime's be
         with pytest.raises(AgentNotFound):
             await rt.stop_agent("ghost")
 
@@ -257,7 +290,7 @@ async def test_statistics_without_a_process_limit(autojump_clock: MockClock) -> 
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("x")]))
         await rt.start_agent(Agent, name="b", backend=echo_backend())
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         await gate.wait_reached()
         stats = rt.statistics()
         assert (stats.agents, stats.processes_in_use, stats.turns_waiting) == (2, 1, 0)

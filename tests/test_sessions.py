@@ -60,9 +60,9 @@ async def test_the_session_id_survives_interrupt_watchdog_and_crash(
     )
     async with open_runtime(store=store) as rt:
         await rt.start_agent(CrashOnce, name="a", backend=backend, watchdog=10)
-        ref = rt.tell("a", "one")
+        ref = await rt.tell("a", "one")
         await gate.wait_reached()
-        rt.interrupt("a")
+        await rt.interrupt("a")
         await rt.wait(ref)
         with pytest.raises(TurnFailed) as watchdog:
             await rt.ask("a", "two")
@@ -73,7 +73,7 @@ async def test_the_session_id_survives_interrupt_watchdog_and_crash(
         record = await store.load("a")
         assert record is not None and record.session_id == "s3"
         assert (await rt.ask("a", "four")).text == "echo four"
-        assert rt.status("a").restarts == 1
+        assert (await rt.status("a")).restarts == 1
     # Each turn resumed the id the previous one reported, whatever ended it.
     assert backend.session_ids == [None, "s1", "s2", "s3"]
 
@@ -119,7 +119,7 @@ async def test_state_checkpoints_round_trip_through_a_restart(autojump_clock: Mo
     async with open_runtime(store=store) as rt:
         await rt.start_agent(factory, name="a", backend=ScriptedBackend(default=echo))
         await rt.ask("a", "one")
-        rt.notify("a", "note")
+        await rt.notify("a", "note")
         await settle()
         with pytest.raises(AgentStopped):
             await rt.ask("a", "crash")
@@ -152,7 +152,7 @@ async def test_state_and_session_survive_a_new_runtime_unless_started_fresh(
     again = ScriptedBackend(default=echo)
     async with open_runtime(store=store) as rt:
         await rt.start_agent(Counter, name="a", backend=again)
-        assert rt.status("a").session_id == "s1"
+        assert (await rt.status("a")).session_id == "s1"
         await rt.ask("a", "two")
     async with open_runtime(store=store) as rt:
         agent = Counter()
@@ -319,7 +319,7 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
     async with open_runtime(store=store) as rt:
         await rt.start_agent(agent, name="a", backend=backend)
         await rt.ask("a", "one")
-        ref = rt.tell("a", "two")
+        ref = await rt.tell("a", "two")
         stream = rt.stream(ref)
         kinds = [event.kind async for event in stream]
         result = await rt.wait(ref)
@@ -328,7 +328,7 @@ async def test_session_lost_fails_the_turn_and_keeps_the_id_by_default(
         error = result.error
         assert isinstance(error, TurnFailed) and error.reason is StopReason.SESSION_LOST
         assert error.session_id == "s1"
-        assert rt.status("a").session_id == "s1"
+        assert (await rt.status("a")).session_id == "s1"
         await rt.ask("a", "three")  # runs on the kept id
     assert [e.kind for e in agent.events][-5:] == [
         "session_lost",
@@ -377,14 +377,14 @@ async def test_session_lost_fresh_retries_once_on_a_new_session(
     async with open_runtime(store=store) as rt:
         await rt.start_agent(agent, name="a", backend=backend, **options)
         await rt.ask("a", "one")
-        ref = rt.tell("a", "two")
+        ref = await rt.tell("a", "two")
         kinds = [event.kind async for event in rt.stream(ref)]
         result = await rt.wait(ref)
         assert kinds == ["session_lost", "session", "text", "result"]
         assert isinstance(result, Completed)
         response = result.response
         assert (response.text, response.session_id) == ("again", "s2")
-        assert rt.status("a").turns == 3
+        assert (await rt.status("a")).turns == 3
     assert agent.errors == []
     assert backend.session_ids == [None, "s1", None]
     assert backend.prompts == ["one", "two", "two"]

@@ -353,7 +353,7 @@ async def test_a_turn_whose_session_id_cannot_be_kept_fails_as_store_failed(
     )
     async with agentrt.open_runtime(store=SQLiteStore(directory / "sessions.sqlite3")) as rt:
         await rt.start_agent(agentrt.Agent, name="a", backend=backend)
-        ref = rt.tell("a", "hi")
+        ref = await rt.tell("a", "hi")
         await gate.wait_reached()
         shutil.rmtree(directory)  # as by a cleanup job, mid-run
         gate.release()

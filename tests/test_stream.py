@@ -19,17 +19,17 @@ async def test_a_slow_reader_holds_the_turn_back(autojump_clock: MockClock) -> N
     backend = ScriptedBackend([*MANY, *reply("end")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         stream = rt.stream(ref)
         await settle()
         # The buffer is full and nobody reads: the turn waits.
-        assert rt.status("a").state == "processing"
+        assert (await rt.status("a")).state == "processing"
         texts: list[str] = []
         async for event in stream:
             if isinstance(event, TextEvent):
                 texts.append(event.text)
             await trio.sleep(1)
-        assert isinstance(rt.poll(ref), Completed)
+        assert isinstance(await rt.poll(ref), Completed)
     assert texts == [event.text for event in MANY] + ["end"]
     # The turn finished while the reader still had a full buffer to go.
     assert trio.current_time() == len(MANY) + 2
@@ -39,7 +39,7 @@ async def test_two_readers_see_the_same_events_and_the_terminal(autojump_clock: 
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("hi")]))
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         first = rt.stream(ref)
         await gate.wait_reached()
         second = rt.stream(ref)  # joins a running turn
@@ -52,11 +52,11 @@ async def test_a_reader_that_goes_away_does_not_block_the_turn(autojump_clock: M
     backend = ScriptedBackend([*MANY, *reply("end")], [*MANY, *reply("end")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         async for _event in rt.stream(ref):
             break  # the stream is dropped here
         gc.collect()
-        closed = rt.tell("a", "y")
+        closed = await rt.tell("a", "y")
         async with rt.stream(closed) as stream:
             await stream.__anext__()
         assert isinstance(await rt.wait(ref), Completed)
@@ -69,7 +69,7 @@ async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: Mock
         await rt.start_agent(
             Agent, name="a", backend=echo_backend([TextEvent(text="a"), Gate()]), watchdog=3
         )
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         events = [event async for event in rt.stream(ref)]
     assert [e.kind for e in events] == ["text", "error"]
     last = events[-1]
@@ -81,6 +81,6 @@ async def test_a_failed_turn_ends_the_stream_with_its_error(autojump_clock: Mock
 async def test_a_finished_or_unknown_ref_gives_an_empty_stream(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend())
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         await rt.wait(ref)
         assert [e async for e in rt.stream(ref)] == []

@@ -91,9 +91,9 @@ async def test_restart_type_by_strategy(
             results[key] = await rt.wait(ref)
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(collect, "ended", rt.tell("b", how))
+            nursery.start_soon(collect, "ended", await rt.tell("b", how))
             await gate.wait_reached()
-            nursery.start_soon(collect, "queued", rt.tell("b", "queued"))
+            nursery.start_soon(collect, "queued", await rt.tell("b", "queued"))
             await settle()
             gate.release()
         after = incarnations(rt)
@@ -103,7 +103,7 @@ async def test_restart_type_by_strategy(
         queued = results["queued"]
         if comes_back:
             assert after["b"] not in (None, before["b"])
-            assert rt.status("b").restarts == 1
+            assert (await rt.status("b")).restarts == 1
             assert isinstance(queued, Completed) and queued.response.text == "echo queued"
             # The first restart comes after the initial backoff, exactly.
             assert trio.current_time() == pytest.approx(0.1)
@@ -132,7 +132,7 @@ async def test_temporary_siblings_are_stopped_and_not_restarted(autojump_clock: 
         await rt.start_agent(Worker, name="b", backend=echo_backend(), restart="transient")
         await rt.start_agent(Sibling, name="c", backend=echo_backend(), restart="transient")
         before = incarnations(rt)
-        waiting = rt.tell("a", "held")
+        waiting = await rt.tell("a", "held")
         await gate.wait_reached()
         with pytest.raises(AgentStopped):
             await rt.ask("b", "crash")
@@ -197,7 +197,7 @@ async def test_past_the_intensity_the_runtime_gives_up_with_the_history(
                 outcomes.append(await rt.wait(ref))
 
             for i in range(6):
-                ref = rt.tell("flaky", f"crash {i}")
+                ref = await rt.tell("flaky", f"crash {i}")
                 refs.append(ref)
                 nursery.start_soon(collect, ref)
             await trio.sleep_forever()
@@ -229,12 +229,12 @@ async def test_backoff_doubles_up_to_its_bound_and_resets_with_the_window(
     async with open_runtime(max_restarts=5, period=10.0, backoff=1.0, max_backoff=3.0) as rt:
         await rt.start_agent(Flaky, name="a", backend=echo_backend())
         for _ in range(4):
-            ref = rt.tell("a", "crash")
+            ref = await rt.tell("a", "crash")
             await rt.wait(ref)
             await trio.sleep(20)  # back to idle, the crash window empty again
         # Now four in a row: 1, 2, 3 (capped), 3.
         for _ in range(4):
-            rt.tell("a", "crash")
+            await rt.tell("a", "crash")
         await trio.sleep(20)
     # Four single crashes 20 s apart, each restarted after 1 s; then a burst of four at
     # t=80: 1, 2, 3 (capped), 3 s.
@@ -256,7 +256,7 @@ async def test_a_restart_that_cannot_start_counts_as_a_crash(autojump_clock: Moc
             await rt.start_agent(Fragile, name="a", backend=echo_backend())
             with pytest.raises(AgentStopped):
                 await rt.ask("a", "crash")
-            assert rt.status("a").state == "restarting"
+            assert (await rt.status("a")).state == "restarting"
             await trio.sleep_forever()
     assert attempts == pytest.approx([0.0, 0.1, 0.3])
     reasons = [crash.reason for crash in info.value.history]
@@ -348,10 +348,10 @@ async def test_queued_asks_wait_for_the_new_instance(
             await settle()
             if restart != "temporary":
                 # Restarting: new work is accepted and waits too.
-                assert rt.status("a").state == "restarting"
+                assert (await rt.status("a")).state == "restarting"
                 assert rt.whereis("a") is None
-                told = rt.tell("a", "fourth")
-                assert rt.status("a").queued == 3
+                told = await rt.tell("a", "fourth")
+                assert (await rt.status("a")).queued == 3
         if restart != "temporary":
             result = await rt.wait(told)
             assert isinstance(result, Completed)
@@ -366,15 +366,15 @@ async def test_a_halted_agent_stays_halted_across_a_restart(autojump_clock: Mock
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Worker, name="a", backend=echo_backend([gate, *reply("crash")]))
-        crash = rt.tell("a", "go")
+        crash = await rt.tell("a", "go")
         await gate.wait_reached()
-        rt.halt("a")  # while processing: it halts once this request is done
+        await rt.halt("a")  # while processing: it halts once this request is done
         gate.release()
         await rt.wait(crash)
-        queued = rt.tell("a", "later")
+        queued = await rt.tell("a", "later")
         await trio.sleep(1)
-        assert rt.status("a").state == "halted"
-        rt.unhalt("a")
+        assert (await rt.status("a")).state == "halted"
+        await rt.unhalt("a")
         assert isinstance(await rt.wait(queued), Completed)
 
 
@@ -389,26 +389,26 @@ async def test_the_next_instance_takes_the_agent_as_calls_left_it(
         await rt.ask("a", "one")
         with pytest.raises(AgentStopped):
             await rt.ask("a", "crash")
-        status = rt.status("a")
+        status = await rt.status("a")
         assert (status.state, status.turns, status.restarts, status.session_id) == (
             "restarting",
             2,
             0,
             "s1",
         )
-        rt.halt("a")
+        await rt.halt("a")
         await rt.reset_session("a")
         await trio.sleep(1)
-        status = rt.status("a")
+        status = await rt.status("a")
         assert (status.state, status.turns, status.restarts, status.session_id) == (
             "halted",
             2,
             1,
             None,
         )
-        rt.unhalt("a")
+        await rt.unhalt("a")
         await rt.ask("a", "two")
-        assert rt.status("a").turns == 3
+        assert (await rt.status("a")).turns == 3
     assert backend.session_ids == [None, "s1", None]
 
 
@@ -418,12 +418,12 @@ async def test_stop_agent_while_restarting_fails_its_queue(autojump_clock: MockC
         await rt.start_agent(Worker, name="a", backend=echo_backend())
         with pytest.raises(AgentStopped):
             await rt.ask("a", "crash")
-        assert rt.status("a").state == "restarting"
-        queued = rt.tell("a", "queued")
-        assert rt.withdraw(rt.tell("a", "cancelled"))
-        rt.notify("a", "note")
-        assert rt.status("a").pending_notifications == 1
-        assert not rt.interrupt("a")
+        assert (await rt.status("a")).state == "restarting"
+        queued = await rt.tell("a", "queued")
+        assert await rt.withdraw(await rt.tell("a", "cancelled"))
+        await rt.notify("a", "note")
+        assert (await rt.status("a")).pending_notifications == 1
+        assert not await rt.interrupt("a")
         async with trio.open_nursery() as nursery:
 
             async def collect() -> None:

@@ -75,7 +75,7 @@ async def test_a_complete_turn_is_a_span_under_the_caller_of_ask_and_of_tell(
         with otel.tracer.start_as_current_span("caller") as caller:
             response = await rt.ask("coder", "what is it?")
         with otel.tracer.start_as_current_span("teller") as teller:
-            ref = rt.tell("coder", "and now?")
+            ref = await rt.tell("coder", "and now?")
         # Waited for outside the span: the turn keeps the context tell was called in.
         with trio.fail_after(30):
             await rt.wait(ref)
@@ -154,8 +154,8 @@ async def test_an_interrupt_and_the_kill_of_what_the_turn_left_are_events(
     agent = Watched()
     async with open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        ref = rt.tell("coder", "long job")
-        queued = rt.tell("coder", "after it")
+        ref = await rt.tell("coder", "long job")
+        queued = await rt.tell("coder", "after it")
         with trio.fail_after(30):
             await agent.session_seen.wait()
         # The CLI and the tool it started, once the tool is in a session of its own (the
@@ -164,8 +164,8 @@ async def test_an_interrupt_and_the_kill_of_what_the_turn_left_are_events(
         await wait_until(lambda: tool_in_own_session(live.live_marker or "-", live.live_pid))
         assert otel.total("agentrt.processes.live") == 1
         assert otel.total("agentrt.requests.queued", **{"gen_ai.agent.name": "coder"}) == 1
-        assert rt.interrupt("coder")
-        assert rt.withdraw(queued)
+        assert await rt.interrupt("coder")
+        assert await rt.withdraw(queued)
         with trio.fail_after(30):
             await rt.wait(ref)
         assert otel.total("agentrt.processes.live") == 0
@@ -342,7 +342,7 @@ async def test_every_record_of_a_turn_carries_the_agents_fields(
     cli = FakeClaude(tmp_path / "cli", answering())
     async with open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **FAST)
-        ref = rt.tell("coder", "go")
+        ref = await rt.tell("coder", "go")
         with trio.fail_after(30):
             await rt.wait(ref)
     records = [r for r in caplog.records if getattr(r, "agent", None) == "coder"]
@@ -442,7 +442,7 @@ async def test_the_readmes_json_log_setup_indexes_the_agents_fields(
         CrashesOnce.crashes = []
         async with open_runtime(store=MemoryStore()) as rt:
             await rt.start_agent(CrashesOnce, name="a", backend=echo_backend(), restart="permanent")
-            ref = rt.tell("a", "one")
+            ref = await rt.tell("a", "one")
             await rt.wait(ref)
             await rt.ask("a", "two")  # waits for the restarted instance
     finally:

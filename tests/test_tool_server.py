@@ -270,11 +270,11 @@ async def test_a_call_does_not_outlive_the_turn_that_made_it() -> None:
         await rt.start_agent(Agent, name="a", backend=backend, app_tools=[block])
         (server,) = backend.servers
         with trio.fail_after(BOUND):
-            ref = rt.tell("a", "go")
+            ref = await rt.tell("a", "go")
             await gate.wait_reached()
 
             async def interrupt() -> None:
-                assert rt.interrupt("a")
+                assert await rt.interrupt("a")
                 await rt.wait(ref)
 
             answer = await call_blocked_then(server, interrupt)
@@ -291,7 +291,7 @@ async def test_a_restarted_agent_gets_a_new_token_and_its_method_tools_the_new_i
         with trio.fail_after(BOUND):
             async with mcp_client(backend.servers[0]) as client:
                 assert text(await client.call_tool("keep", {"item": "one"})) == "1"
-            rt.notify("k", "crash")
+            await rt.notify("k", "crash")
             await backend.count.wait_value(lambda n: n == 2)
             first, second = backend.servers
             assert first.token != second.token

@@ -39,12 +39,12 @@ async def test_the_watchdog_ends_a_turn_at_its_limit_and_the_agent_goes_on(
     backend = echo_backend([SessionEvent(session_id="s1"), Gate()])
     async with open_runtime() as rt:
         await rt.start_agent(agent, name="a", backend=backend, watchdog=30)
-        slow = rt.tell("a", "slow")
+        slow = await rt.tell("a", "slow")
         response = await rt.ask("a", "next")
         assert trio.current_time() == 30.0
         assert response.text == "echo next"
         assert response.duration == 0.0
-        result = rt.poll(slow)
+        result = await rt.poll(slow)
     assert isinstance(result, Failed)
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.TOTAL_TIMEOUT
@@ -58,8 +58,8 @@ async def test_the_watchdog_counts_from_the_turn_start(autojump_clock: MockClock
     backend = echo_backend([Sleep(20), *reply("one")], [Sleep(20), *reply("two")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, watchdog=25)
-        first = rt.tell("a", "one")
-        second = rt.tell("a", "two")
+        first = await rt.tell("a", "one")
+        second = await rt.tell("a", "two")
         assert isinstance(await rt.wait(first), Completed)
         assert isinstance(await rt.wait(second), Completed)
         assert trio.current_time() == 40.0
@@ -216,7 +216,7 @@ async def test_session_ids_are_threaded_into_the_next_turn(autojump_clock: MockC
         for prompt in ["1", "2", "3", "4", "5"]:
             with contextlib.suppress(TurnFailed):
                 await rt.ask("a", prompt)
-        assert rt.status("a").session_id == "s4"
+        assert (await rt.status("a")).session_id == "s4"
     assert backend.session_ids == [None, "s1", "s2", "s2", "s4"]
 
 
@@ -263,7 +263,7 @@ async def test_the_store_is_checkpointed_before_the_turn_goes_on(
         await rt.start_agent(Agent, name="a", backend=backend, cwd=repo)
         with pytest.raises(TurnFailed):
             await rt.ask("a", "zero")
-        ref = rt.tell("a", "one")
+        ref = await rt.tell("a", "one")
         await gate.wait_reached()
         assert store.log[-1] == ("checkpoint", "a", "scripted", "s1", repo)
         gate.release()
@@ -434,13 +434,13 @@ async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: MockCl
     gate = Gate()
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=echo_backend([gate]), watchdog=10)
-        ref = rt.tell("a", "x")
+        ref = await rt.tell("a", "x")
         await gate.wait_reached()
         await trio.sleep(10 - 1e-3)
-        assert rt.interrupt("a")
+        assert await rt.interrupt("a")
         await settle()
-        assert rt.interrupt("a") is False
-        result = rt.poll(ref)
+        assert await rt.interrupt("a") is False
+        result = await rt.poll(ref)
     assert isinstance(result, Failed)
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED

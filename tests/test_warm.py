@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, Watcher, child, running, wait_dead_unseen, wait_until
+from proc_helpers import (
+    SLACK,
+    Watcher,
+    child,
+    running,
+    wait_dead_unseen,
+    wait_for_status,
+    wait_until,
+)
 from trio.testing import MockClock
 
 import agentrt
@@ -46,8 +54,8 @@ async def start(
     )
 
 
-def pid(rt: Runtime, name: str = "a") -> int:
-    value = rt.status(name).cli_pid
+async def pid(rt: Runtime, name: str = "a") -> int:
+    value = (await rt.status(name)).cli_pid
     assert value is not None
     return value
 
@@ -59,18 +67,18 @@ async def ask(rt: Runtime, prompt: str, name: str = "a") -> Response:
 async def test_turns_share_one_process_and_its_conversation(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"session_id": "s-1"})
-        assert rt.status("a").cli_pid is None  # nothing runs before the first turn
+        assert (await rt.status("a")).cli_pid is None  # nothing runs before the first turn
         first = await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         second = await ask(rt, "two")
         third = await ask(rt, "three")
-        assert pid(rt) == warm and running(warm)
+        assert await pid(rt) == warm and running(warm)
         # The turn counter lives in the process: one process answered all three.
         assert [first.text, second.text, third.text] == ["1: one", "2: two", "3: three"]
         assert {r.session_id for r in (first, second, third)} == {"s-1"}
         # Each turn's own cost, though the CLI reports the session's running total.
         assert [r.cost_usd for r in (first, second, third)] == pytest.approx([0.01] * 3)
-        assert rt.status("a").turns == 3
+        assert (await rt.status("a")).turns == 3
     assert not running(warm)
 
 
@@ -78,32 +86,51 @@ async def test_hibernation_after_keep_alive_then_a_resumed_turn(tmp_path: Path) 
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"session_id": "s-1"}, keep_alive=0.5)
         await ask(rt, "one")
-        warm = pid(rt)
-        await wait_until(lambda: rt.status("a").cli_pid is None, SLACK)
+        warm = await pid(rt)
+        await wait_for_status(rt, "a", lambda s: s.cli_pid is None, SLACK)
         assert not running(warm)
         again = await ask(rt, "two")
         # A new process (its first turn), on the same conversation (--resume s-1).
         assert again.text == "1: two" and again.session_id == "s-1"
-        assert pid(rt) != warm
+        assert await pid(rt) != warm
 
 
 async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
-    live = {"session_id": "s-1", "turns": [[["answer"]], [["hang"]], [["answer"]]]}
+    working = ["emit", {"type": "system", "subtype": "working"}]
+    live = {"session_id": "s-1", "turns": [[["answer"]], [working, ["hang"]], [["answer"]]]}
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live)
         await ask(rt, "one")
-        warm = pid(rt)
-        async with trio.open_nursery() as nursery:
-            ref = rt.tell("a", "hang")
-            nursery.start_soon(rt.wait, ref)
-            await wait_until(lambda: rt.status("a").state == "processing")
-            await wait_until(lambda: rt.interrupt("a"))  # once the turn has begun
-            result = await rt.wait(ref)
+        warm = await pid(rt)
+        ref = await rt.tell("a", "hang")
+        async with rt.stream(ref) as events:
+            async for _event in events:  # the CLI is in the turn
+                assert await rt.interrupt("a")
+                break
+        result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
         assert isinstance(result.error, agentrt.TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         after = await ask(rt, "three")
-        assert after.text == "3: three" and pid(rt) == warm
+        assert after.text == "3: three" and await pid(rt) == warm
+
+
+async def test_an_interrupt_before_the_cli_began_the_turn_ends_it_too(tmp_path: Path) -> None:
+    """Made while the prompt is still being written (the turn and its process are there,
+    the reading not yet): the interrupt is made as the reading begins, and the caller gets
+    its answer, not the turn's assertion."""
+    live = {"session_id": "s-1", "turns": [[["answer"]], [["hang"]], [["answer"]]]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        ref = await rt.tell("a", "hang")
+        while not await rt.interrupt("a"):  # from the first moment a turn is there
+            pass
+        result = await rt.wait(ref)
+        assert isinstance(result, agentrt.Failed)
+        assert isinstance(result.error, agentrt.TurnFailed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        assert (await ask(rt, "three")).text.endswith(": three")
 
 
 async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
@@ -111,11 +138,11 @@ async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live)
         await ask(rt, "one")
-        warm = pid(rt)
-        ref = rt.tell("a", "hang")
-        await wait_until(lambda: rt.status("a").state == "processing")
+        warm = await pid(rt)
+        ref = await rt.tell("a", "hang")
+        await wait_for_status(rt, "a", lambda s: s.state == "processing")
         await trio.sleep(0.2)  # the turn runs its hang step
-        assert rt.interrupt("a")
+        assert await rt.interrupt("a")
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
@@ -123,18 +150,18 @@ async def test_an_unanswered_interrupt_ends_the_process(tmp_path: Path) -> None:
         assert result.error.reason is StopReason.INTERRUPTED
         assert not running(warm)
         after = await ask(rt, "three")
-        assert after.text == "1: three" and pid(rt) != warm
+        assert after.text == "1: three" and await pid(rt) != warm
 
 
 async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"session_id": "s-1"})
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         os.kill(warm, signal.SIGKILL)
-        await wait_until(lambda: rt.status("a").cli_pid is None)
+        await wait_for_status(rt, "a", lambda s: s.cli_pid is None)
         again = await ask(rt, "two")
-        assert again.text == "1: two" and again.session_id == "s-1" and pid(rt) != warm
+        assert again.text == "1: two" and again.session_id == "s-1" and await pid(rt) != warm
 
 
 INIT = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
@@ -150,14 +177,14 @@ async def test_a_warm_cli_dead_before_the_turn_runs_it_on_a_new_process(
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live)
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         if where == "between turns":
             os.kill(warm, signal.SIGKILL)
             wait_dead_unseen(warm)
         again = await ask(rt, "two")
         # A new process (its first turn) on the same conversation (--resume s-1).
         assert again.text == "1: two" and again.session_id == "s-1"
-        assert pid(rt) != warm and rt.status("a").turns == 2
+        assert await pid(rt) != warm and (await rt.status("a")).turns == 2
 
 
 async def test_a_warm_cli_that_dies_after_a_line_of_the_turn_fails_it(tmp_path: Path) -> None:
@@ -208,12 +235,12 @@ async def test_an_interrupt_stops_the_turn_on_its_new_process(tmp_path: Path) ->
         )
         await ask(rt, "one")
         seen = len(agent.events)
-        ref = rt.tell("a", "two")
+        ref = await rt.tell("a", "two")
         with trio.fail_after(SLACK):
             # The dead process printed nothing: this is the new process's turn.
             await agent.wait_for(lambda: len(agent.events) > seen)
-        retried = pid(rt)
-        assert rt.interrupt("a")
+        retried = await pid(rt)
+        assert await rt.interrupt("a")
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]):
             result = await rt.wait(ref)
         assert isinstance(result, agentrt.Failed)
@@ -246,8 +273,8 @@ async def test_the_turn_on_its_new_process_keeps_the_watchdog_of_its_start(
             agent, name="a", backend="claude", binary=binary, keep_alive=600, **bounds
         )
         await ask(rt, "one")
-        warm, seen = pid(rt), len(agent.events)
-        ref = rt.tell("a", "two")
+        warm, seen = await pid(rt), len(agent.events)
+        ref = await rt.tell("a", "two")
         await wait_until(took.exists)
         jumping_clock.jump(90)
         os.kill(warm, signal.SIGKILL)
@@ -285,7 +312,7 @@ async def test_a_turns_tool_processes_die_at_its_end(tmp_path: Path) -> None:
         spawned = [e.data for e in response.events if type(e) is RawEvent and "pid" in e.data]
         tool = spawned[0]["pid"]
         assert not running(tool)  # gone when ask returned
-        assert running(pid(rt))
+        assert running(await pid(rt))
         assert (await ask(rt, "two")).text == "2: two"
 
 
@@ -305,7 +332,7 @@ async def test_an_anomaly_in_a_turn_ends_the_process_with_it(
         await start(rt, tmp_path, {"turns": [turn]}, retention="lossless")
         response = await ask(rt, "one")
         assert response.text == "1: one"
-        assert rt.status("a").cli_pid is None  # ended before ask returned
+        assert (await rt.status("a")).cli_pid is None  # ended before ask returned
         # The next turn runs on a new process (its first turn).
         assert (await ask(rt, "two")).text.startswith("1: ")
 
@@ -317,7 +344,7 @@ async def test_a_protocol_error_in_a_turn_kills_the_process(tmp_path: Path) -> N
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"turns": [[["answer"]], broken, [["answer"]]]})
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         with trio.fail_after(SLACK + 3 * FAST["kill_grace"]), pytest.raises(TurnFailed):
             await ask(rt, "two")
         assert not running(warm)
@@ -329,7 +356,7 @@ async def test_output_between_turns_ends_the_process(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {"turns": [late, [["answer"]]]})
         await ask(rt, "one")
-        first = pid(rt)
+        first = await pid(rt)
         await trio.sleep(0.5)  # the late line is written meanwhile
         assert (await ask(rt, "two")).text == "1: two"
         assert not running(first)
@@ -342,7 +369,7 @@ async def test_a_bound_ends_the_process(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live, idle=0.5)
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         with pytest.raises(TurnFailed) as info:
             await ask(rt, "two")
         assert info.value.reason is StopReason.IDLE_TIMEOUT
@@ -366,7 +393,7 @@ async def test_a_turn_bound_fires_in_the_warm_turn_it_bounds(
         bounds: dict[str, Any] = {"watchdog": None, bound: seconds}
         await start(rt, tmp_path, live, **bounds)
         assert [(await ask(rt, p)).text for p in ("one", "two")] == ["1: one", "2: two"]
-        warm = pid(rt)
+        warm = await pid(rt)
         started = trio.current_time()
         with trio.fail_after(seconds + SLACK), pytest.raises(TurnFailed) as info:
             await ask(rt, "three")
@@ -382,7 +409,7 @@ async def test_a_line_past_the_cap_fails_the_turn_and_ends_the_process(tmp_path:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live, max_line_bytes=100_000)
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         with pytest.raises(TurnFailed) as info:
             await ask(rt, "two")
         assert info.value.reason is StopReason.OUTPUT_LINE_TOO_LONG
@@ -397,7 +424,7 @@ async def test_a_refused_handshake_fails_the_turn(tmp_path: Path) -> None:
             await ask(rt, "one")
         assert info.value.reason is StopReason.MALFORMED_OUTPUT
         assert "refused its handshake" in info.value.message
-        assert rt.status("a").cli_pid is None
+        assert (await rt.status("a")).cli_pid is None
 
 
 async def test_a_cli_that_exits_at_once_fails_as_a_one_process_turn_would(
@@ -418,10 +445,10 @@ async def test_a_new_session_starts_a_new_process(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, {})
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         await rt.reset_session("a")
         assert (await ask(rt, "two")).text == "1: two"
-        assert pid(rt) != warm and not running(warm)
+        assert await pid(rt) != warm and not running(warm)
 
 
 class CrashesOnce(Agent):
@@ -438,7 +465,7 @@ async def test_a_restart_ends_the_warm_process(tmp_path: Path) -> None:
         await start(rt, tmp_path, {"session_id": "s-1"}, agent=CrashesOnce)
         with pytest.raises(agentrt.AgentStopped):
             await ask(rt, "one")
-        await wait_until(lambda: rt.status("a").restarts == 1 and rt.status("a").cli_pid is None)
+        await wait_for_status(rt, "a", lambda s: s.restarts == 1 and s.cli_pid is None)
         again = await ask(rt, "two")
         assert again.text == "1: two" and again.session_id == "s-1"
 
@@ -449,7 +476,7 @@ async def test_the_store_knows_the_warm_process_while_it_lives(tmp_path: Path) -
         await start(rt, tmp_path, {})
         await ask(rt, "one")
         [record] = await store.live_processes()
-        assert record.live_pid == pid(rt)
+        assert record.live_pid == await pid(rt)
         await rt.stop_agent("a")
         assert not await store.live_processes()
 
@@ -468,21 +495,21 @@ async def test_an_idle_warm_agent_has_its_own_state_in_its_status_and_the_store(
 
     async with agentrt.open_runtime(store=store) as rt:
         await start(rt, tmp_path, live)
-        assert rt.status("a").state == "idle"  # no CLI before the first turn
+        assert (await rt.status("a")).state == "idle"  # no CLI before the first turn
         await ask(rt, "one")
-        warm = pid(rt)
-        assert rt.status("a").state == "idle_warm" and await live_idle() is True
-        ref = rt.tell("a", "two")
+        warm = await pid(rt)
+        assert (await rt.status("a")).state == "idle_warm" and await live_idle() is True
+        ref = await rt.tell("a", "two")
         async with rt.stream(ref) as stream:
             await stream.__anext__()  # the turn runs on the kept CLI
-            assert rt.status("a").state == "processing" and pid(rt) == warm
+            assert (await rt.status("a")).state == "processing" and await pid(rt) == warm
             assert await live_idle() is False
-            assert rt.interrupt("a")
+            assert await rt.interrupt("a")
         await rt.wait(ref)
-        assert rt.status("a").state == "idle_warm" and await live_idle() is True
+        assert (await rt.status("a")).state == "idle_warm" and await live_idle() is True
         os.kill(warm, signal.SIGKILL)
-        await wait_until(lambda: rt.status("a").cli_pid is None)
-        assert rt.status("a").state == "idle" and await live_idle() is None
+        await wait_for_status(rt, "a", lambda s: s.cli_pid is None)
+        assert (await rt.status("a")).state == "idle" and await live_idle() is None
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -494,10 +521,10 @@ async def test_the_store_knows_the_process_that_took_over_a_dead_ones_turn(
     async with agentrt.open_runtime(store=store) as rt:
         await start(rt, tmp_path, {"turns": [[["answer"]], [["kill", "SIGKILL"]]]})
         await ask(rt, "one")
-        warm = pid(rt)
+        warm = await pid(rt)
         await ask(rt, "two")
         [record] = await store.live_processes()
-        assert record.live_pid == pid(rt) != warm
+        assert record.live_pid == await pid(rt) != warm
 
 
 async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path) -> None:
@@ -505,11 +532,11 @@ async def test_an_idle_warm_process_makes_room_for_a_waiting_turn(tmp_path: Path
         await start(rt, tmp_path, {}, name="a")
         await start(rt, tmp_path, {}, name="b")
         await ask(rt, "one", "a")
-        a_pid = pid(rt, "a")
+        a_pid = await pid(rt, "a")
         assert rt.statistics().processes_in_use == 1
         with trio.fail_after(SLACK):
             assert (await ask(rt, "two", "b")).text == "1: two"
-        assert not running(a_pid) and rt.status("a").cli_pid is None
+        assert not running(a_pid) and (await rt.status("a")).cli_pid is None
         assert rt.statistics().processes_in_use == 1
         # And back: b's idle process makes room for a's next turn.
         assert (await ask(rt, "three", "a")).text == "1: three"
@@ -524,7 +551,7 @@ async def test_a_warm_process_waiting_turns_hibernate_at_a_turns_end(tmp_path: P
         with trio.fail_after(2 * SLACK):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(ask, rt, "one", "a")
-                await wait_until(lambda: rt.status("a").cli_pid is not None)
+                await wait_for_status(rt, "a", lambda s: s.cli_pid is not None)
                 nursery.start_soon(ask, rt, "two", "b")
         assert rt.statistics().processes_in_use == 1
 

@@ -311,7 +311,7 @@ async def run_ask(args: argparse.Namespace, out: Output) -> int:
     interrupted = False
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with open_agent(args) as (rt, _), trio.open_nursery() as nursery:
-            ref = rt.tell(args.name, prompt)
+            ref = await rt.tell(args.name, prompt)
             watch = TurnWatch()
 
             async def on_sigint() -> None:
@@ -320,7 +320,7 @@ async def run_ask(args: argparse.Namespace, out: Output) -> int:
                     if interrupted:  # a second Ctrl+C: stop waiting for the CLI to end
                         raise KeyboardInterrupt
                     interrupted = True
-                    rt.interrupt_request(ref)
+                    await rt.interrupt_request(ref)
 
             nursery.start_soon(on_sigint)
             await _watch(rt, ref, out, watch)

@@ -121,7 +121,7 @@ class _Chat:
             if self.turn is not None:
                 self._end_line()
                 self.out.say("(interrupting the turn)", style="yellow")
-                self.rt.interrupt_request(self.turn)
+                await self.rt.interrupt_request(self.turn)
             elif self.armed:
                 self.out.say()
                 scope.cancel()
@@ -174,7 +174,7 @@ class _Chat:
             self._wait("thinking")
 
     async def _turn(self, prompt: str) -> None:
-        ref = self.turn = self.rt.tell(self.name, prompt)
+        ref = self.turn = await self.rt.tell(self.name, prompt)
         self._watch = TurnWatch()
         try:
             async with trio.open_nursery() as nursery:

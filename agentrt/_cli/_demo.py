@@ -260,7 +260,7 @@ class Demo:
         number = 1
         for _ in range(self.plan.jobs_each):
             for name in names:
-                refs.append(self.rt.tell(name, job_prompt(number)))
+                refs.append(await self.rt.tell(name, job_prompt(number)))
                 number += 1
         self.board.note(
             f"queued {len(refs)} jobs in the mailboxes of {', '.join(names)}; at most "
@@ -276,7 +276,7 @@ class Demo:
             )
 
     async def sleepy(self) -> None:
-        hung = await self.rt.wait(self.rt.tell("sleepy", HANG_PROMPT))
+        hung = await self.rt.wait(await self.rt.tell("sleepy", HANG_PROMPT))
         error = hung.error if isinstance(hung, Failed) else None
         if not isinstance(error, TurnFailed) or error.reason is not StopReason.TOTAL_TIMEOUT:
             self.fail("watchdog fired", f"sleepy's turn ended with {_outcome(hung)}")
@@ -293,7 +293,7 @@ class Demo:
         await self.start("sleepy")
         self.board.note("sleepy started again, with the default watchdog, on its session")
         job = job_prompt(self.plan.workers * self.plan.jobs_each + 1)
-        after = await self.rt.wait(self.rt.tell("sleepy", job))
+        after = await self.rt.wait(await self.rt.tell("sleepy", job))
         if not isinstance(after, Completed):
             self.fail("next turn after the watchdog resumed", f"it ended with {_outcome(after)}")
         elif after.response.session_id != error.session_id:
@@ -314,7 +314,7 @@ class Demo:
             return
         session = noted.session_id
         before = rt.whereis("fragile")
-        ref = rt.tell("fragile", MIGRATE_PROMPT)
+        ref = await rt.tell("fragile", MIGRATE_PROMPT)
         killed = False
         async with rt.stream(ref) as events:
             async for event in events:
@@ -341,7 +341,7 @@ class Demo:
             self.fail("restarted", f"fragile was not restarted within {_RESTART_BOUND:g} s")
             return
         self.checks["restarted"] = True
-        restarts, where = rt.status("fragile").restarts, short(session or "-", 13)
+        restarts, where = (await rt.status("fragile")).restarts, short(session or "-", 13)
         board.note(
             f"supervisor restarted fragile (restart {restarts}): a new instance "
             f"(incarnation {handle.incarnation}) on its session {where}",
@@ -365,14 +365,14 @@ class Demo:
         )
 
 
-def _live_view(board: Board, rt: Runtime) -> Any:
+async def _live_view(board: Board, rt: Runtime) -> Any:
     from rich.console import Group
     from rich.text import Text
 
     rows = []
     for row in board.rows.values():
         try:
-            status = rt.status(row.name)
+            status = await rt.status(row.name)
         except AgentNotFound:
             state, queued, elapsed, restarts = "down", "-", "", str(row.restarts)
         else:
@@ -500,7 +500,7 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                     async def redraw() -> None:
                         with out.live() as live:
                             while True:
-                                live.update(_live_view(board, rt))
+                                live.update(await _live_view(board, rt))
                                 await trio.sleep(0.125)
 
                     nursery.start_soon(redraw)
@@ -513,7 +513,7 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             for row in board.rows.values():
                 # The supervisor's count, for the summary (the runtime closes next).
                 with contextlib.suppress(AgentNotFound):
-                    row.restarts = rt.status(row.name).restarts
+                    row.restarts = (await rt.status(row.name)).restarts
             records = {r.name: r for r in await store.list()}
         left = _leftover_processes()
     took = time.monotonic() - begun

@@ -92,7 +92,7 @@ async def test_status_tells_a_warm_cli_idling_between_turns_from_one_in_a_turn(
         if "host=" in store_argument:
             # Another host's runtime asks the owner (routed through the database).
             async with open_runtime(store=opened(store_argument), node="host-b") as other:
-                assert (await other.astatus("warm")).state == "idle_warm"
+                assert (await other.status("warm")).state == "idle_warm"
         run = await agentrt("status", "--store", store_argument, env=base_env)
         lines = {line.split()[0]: line for line in run.stdout.splitlines()[2:]}
         assert " idle, CLI kept " in lines["warm"] and " owned " in lines["cold"]
@@ -102,10 +102,10 @@ async def test_status_tells_a_warm_cli_idling_between_turns_from_one_in_a_turn(
         run = await agentrt("sessions", "--store", store_argument, env=base_env)
         assert "idle, CLI kept" in run.stdout
 
-        ref = rt.tell("warm", "two")
+        ref = await rt.tell("warm", "two")
         async with rt.stream(ref) as stream:
             await stream.__anext__()  # the second turn runs on the kept CLI
             assert (await states())["warm"] == "in a turn"
-            assert rt.interrupt("warm")
+            assert await rt.interrupt("warm")
         await rt.wait(ref)
         assert (await states())["warm"] == "idle, CLI kept"

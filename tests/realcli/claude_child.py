@@ -36,7 +36,7 @@ async def main(
         response = await rt.ask("coder", "first prompt")
         print(f"ANSWER {response.text}", flush=True)
         if not idle:
-            rt.tell("coder", "second prompt")
+            await rt.tell("coder", "second prompt")
         await trio.sleep_forever()
 
 

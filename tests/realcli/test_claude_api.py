@@ -170,7 +170,7 @@ async def test_a_restarted_agent_resumes_the_conversation(claude: Claude) -> Non
         )
         with trio.fail_after(TURN_BOUND):
             one = await rt.ask("coder", "first prompt")
-            rt.notify("coder", "boom")  # applied before the next request: a crash
+            await rt.notify("coder", "boom")  # applied before the next request: a crash
             two = await rt.ask("coder", "second prompt")
         restarted = rt.whereis("coder")
 
@@ -309,7 +309,7 @@ async def test_tool_tree_ends_with_the_turn(claude: Claude, how: str) -> None:
                     seen.append(await _wait_for_sleeper(claude))
                     seen.extend(marked(MARKER_VAR, claude.marker))
                     if how == "interrupt":
-                        assert rt.interrupt("coder")
+                        assert await rt.interrupt("coder")
                     elif how == "stop_agent":
                         await rt.stop_agent("coder")
 

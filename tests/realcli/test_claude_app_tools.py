@@ -221,8 +221,8 @@ async def test_tools_on_a_warm_process_across_turns(claude: Claude) -> None:
         )
         with trio.fail_after(TURN_BOUND):
             await rt.ask("librarian", "Remember one.")
-            pid = rt.status("librarian").cli_pid
+            pid = (await rt.status("librarian")).cli_pid
             again = await rt.ask("librarian", "Remember another.")
-        assert pid is not None and rt.status("librarian").cli_pid == pid
+        assert pid is not None and (await rt.status("librarian")).cli_pid == pid
     assert agent.calls == ["one", "two"] and again.text.endswith("Done again.")
     assert result_text(only_result(claude.api.message_requests[-1])) == "noted (2)"

@@ -127,7 +127,7 @@ async def test_approvals_on_a_warm_process_across_turns(claude: Claude) -> None:
         )
         with trio.fail_after(TURN_BOUND):
             await rt.ask("coder", "one")
-            pid = rt.status("coder").cli_pid
+            pid = (await rt.status("coder")).cli_pid
             await rt.ask("coder", "two")
-        assert pid is not None and rt.status("coder").cli_pid == pid
+        assert pid is not None and (await rt.status("coder")).cli_pid == pid
     assert len(agent.requests) == 2 and not tool_ran(claude)

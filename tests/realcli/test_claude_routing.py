@@ -39,9 +39,9 @@ async def test_an_ask_from_another_node_runs_on_the_owners_claude(
         async with open_runtime(store=PostgresStore(postgres_dsn), node="node-b") as rt:
             with trio.fail_after(TURN_BOUND * 2):
                 one = await rt.ask("x", "first prompt")
-                ref = await rt.atell("x", "second prompt")
+                ref = await rt.tell("x", "second prompt")
                 two = await rt.wait(ref)
-                status = await rt.astatus("x")
+                status = await rt.status("x")
         assert (one.text, one.stop_reason) == ("First answer.", StopReason.COMPLETE)
         assert one.session_id is not None and one.usage is not None
         assert one.usage.output_tokens == 5

@@ -83,7 +83,7 @@ async def test_an_interrupted_real_turn_is_an_error_span_with_the_interrupt(
 
                 async def interrupt_once_the_tool_runs() -> None:
                     await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 300")
-                    assert rt.interrupt("coder")
+                    assert await rt.interrupt("coder")
 
                 nursery.start_soon(interrupt_once_the_tool_runs)
                 with pytest.raises(TurnFailed) as failed:

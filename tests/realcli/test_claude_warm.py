@@ -29,7 +29,7 @@ from proc_helpers import (
     fence_guards,
     marked,
     running,
-    wait_until,
+    wait_for_status,
 )
 
 from agentrt import (
@@ -79,8 +79,8 @@ async def warm_agent(claude: Claude, **options: Any) -> AsyncIterator[Runtime]:
         yield rt
 
 
-def cli_pid(rt: Runtime, name: str = "coder") -> int:
-    pid = rt.status(name).cli_pid
+async def cli_pid(rt: Runtime, name: str = "coder") -> int:
+    pid = (await rt.status(name)).cli_pid
     assert pid is not None
     return pid
 
@@ -97,10 +97,10 @@ async def test_three_turns_on_one_process_with_their_history(claude: Claude) -> 
     async with warm_agent(claude) as rt:
         with trio.fail_after(TURN_BOUND):
             one = await rt.ask("coder", "first prompt")
-            pid = cli_pid(rt)
+            pid = await cli_pid(rt)
             two = await rt.ask("coder", "second prompt")
             three = await rt.ask("coder", "third prompt")
-        assert cli_pid(rt) == pid
+        assert await cli_pid(rt) == pid
     assert [r.text for r in (one, two, three)] == [
         "said 'first prompt'",
         "said 'second prompt'",
@@ -120,16 +120,16 @@ async def test_an_interrupt_in_band_keeps_the_process(claude: Claude) -> None:
     async with warm_agent(claude) as rt:
         with trio.fail_after(TURN_BOUND):
             await rt.ask("coder", "first prompt")
-            pid = cli_pid(rt)
-            ref = rt.tell("coder", "now hang")
+            pid = await cli_pid(rt)
+            ref = await rt.tell("coder", "now hang")
             await claude.api.wait_requests(2)  # the hanging model call is under way
-            assert rt.interrupt("coder")
+            assert await rt.interrupt("coder")
             result = await rt.wait(ref)
             assert isinstance(result, Failed)
             assert isinstance(result.error, TurnFailed)
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "after the interrupt")
-        assert cli_pid(rt) == pid
+        assert await cli_pid(rt) == pid
     assert after.text == "said 'after the interrupt'"
     seen_by_model(claude, "first prompt", "after the interrupt")
 
@@ -145,12 +145,12 @@ async def test_a_tools_tree_dies_with_its_turn_while_the_cli_lives(claude: Claud
     async with warm_agent(claude, allowed_tools=["Bash"]) as rt:
         with trio.fail_after(TURN_BOUND):
             await rt.ask("coder", "run bash")
-            pid = cli_pid(rt)
+            pid = await cli_pid(rt)
             sleepers = [p for p in marked(MARKER_VAR, claude.marker) if p.cmdline == "sleep 300"]
             assert sleepers == []  # gone when ask returned
             assert running(pid)
             again = await rt.ask("coder", "and again")
-        assert again.text == "said 'and again'" and cli_pid(rt) == pid
+        assert again.text == "said 'and again'" and await cli_pid(rt) == pid
 
 
 async def test_hibernation_then_a_resumed_turn(claude: Claude) -> None:
@@ -158,11 +158,11 @@ async def test_hibernation_then_a_resumed_turn(claude: Claude) -> None:
     async with warm_agent(claude, keep_alive=1) as rt:
         with trio.fail_after(TURN_BOUND):
             one = await rt.ask("coder", "first prompt")
-            pid = cli_pid(rt)
-            await wait_until(lambda: rt.status("coder").cli_pid is None, TURN_BOUND)
+            pid = await cli_pid(rt)
+            await wait_for_status(rt, "coder", lambda s: s.cli_pid is None, TURN_BOUND)
             assert not running(pid)
             two = await rt.ask("coder", "second prompt")
-        assert cli_pid(rt) != pid
+        assert await cli_pid(rt) != pid
     assert two.session_id == one.session_id
     seen_by_model(claude, "first prompt", "said 'first prompt'", "second prompt")
 
@@ -172,11 +172,11 @@ async def test_sigkill_of_the_idle_cli_then_a_resumed_turn(claude: Claude) -> No
     async with warm_agent(claude) as rt:
         with trio.fail_after(TURN_BOUND):
             one = await rt.ask("coder", "first prompt")
-            pid = cli_pid(rt)
+            pid = await cli_pid(rt)
             os.kill(pid, signal.SIGKILL)
-            await wait_until(lambda: rt.status("coder").cli_pid is None, TURN_BOUND)
+            await wait_for_status(rt, "coder", lambda s: s.cli_pid is None, TURN_BOUND)
             two = await rt.ask("coder", "second prompt")
-        assert cli_pid(rt) != pid
+        assert await cli_pid(rt) != pid
     assert two.text == "said 'second prompt'" and two.session_id == one.session_id
     seen_by_model(claude, "first prompt", "second prompt")
 
@@ -188,7 +188,7 @@ async def test_recycling_after_recycle_turns(claude: Claude) -> None:
         with trio.fail_after(TURN_BOUND):
             for prompt in ("first prompt", "second prompt", "third prompt"):
                 response = await rt.ask("coder", prompt)
-                pids.append(rt.status("coder").cli_pid)
+                pids.append((await rt.status("coder")).cli_pid)
     assert pids[0] is None or pids[1] is None  # the second turn ended its process
     assert pids[2] is not None
     assert response.text == "said 'third prompt'"
@@ -251,9 +251,9 @@ async def test_an_idle_warm_cli_gives_its_slot_to_a_waiting_turn(claude: Claude)
             )
         with trio.fail_after(TURN_BOUND):
             await rt.ask("a", "first prompt")
-            a_pid = cli_pid(rt, "a")
+            a_pid = await cli_pid(rt, "a")
             b_answer: Response = await rt.ask("b", "second prompt")
-        assert not running(a_pid) and rt.status("a").cli_pid is None
+        assert not running(a_pid) and (await rt.status("a")).cli_pid is None
         assert rt.statistics().processes_in_use == 1
     assert b_answer.text == "said 'second prompt'"
 
@@ -267,13 +267,13 @@ async def test_a_cli_killed_racing_the_next_ask_loses_no_prompt(claude: Claude) 
             first = await rt.ask("coder", "prompt 0")
         for round in range(1, 2 * len(KILL_POINTS) + 1):
             prompt = f"prompt {round}"
-            pid = cli_pid(rt)
+            pid = await cli_pid(rt)
             with trio.fail_after(TURN_BOUND):
                 where = KILL_POINTS[round % len(KILL_POINTS)]
                 response = await ask_racing_a_kill(rt, "coder", prompt, where)
             assert response.text == f"said {prompt!r}", where
             assert response.session_id == first.session_id
-            assert not running(pid) and cli_pid(rt) != pid
+            assert not running(pid) and await cli_pid(rt) != pid
     history = claude.api.message_requests[-1].texts("user")
     assert [t for t in history if t.startswith("prompt ")] == [f"prompt {n}" for n in range(21)]
     assert marked(MARKER_VAR, claude.marker) == []

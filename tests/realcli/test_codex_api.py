@@ -107,11 +107,11 @@ async def test_two_asks_resume_one_thread() -> None:
 async def test_interrupt_kills_the_command_tree_with_zero_survivors() -> None:
     script = [OpenAIReply.exec_command(LONG), OpenAIReply.text("not reached")]
     async with codex_agent(script, sandbox="danger-full-access") as s:
-        ref = s.rt.tell("coder", "Run it")
+        ref = await s.rt.tell("coder", "Run it")
         with trio.fail_after(20):
             await tool_started(s.agent)
             (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
-            assert s.rt.interrupt("coder")
+            assert await s.rt.interrupt("coder")
             result = await s.rt.wait(ref)
         survivors = marked(MARKER_VAR, s.place.marker)
     assert survivors == [], f"{sleeper=} and others outlived the interrupted turn"
@@ -129,11 +129,11 @@ async def test_each_response_reports_its_turns_own_usage() -> None:
     ]
     async with codex_agent(script, sandbox="danger-full-access") as s:
         first = await s.rt.ask("coder", "Turn one")
-        ref = s.rt.tell("coder", "Turn two")
+        ref = await s.rt.tell("coder", "Turn two")
         with trio.fail_after(20):
             await tool_started(s.agent)
             await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
-            s.rt.interrupt("coder")
+            await s.rt.interrupt("coder")
             await s.rt.wait(ref)
         third = await s.rt.ask("coder", "Turn three")
     assert first.usage == Usage(input_tokens=2, output_tokens=2, cache_read_input_tokens=1)
@@ -148,7 +148,7 @@ async def test_stop_agent_kills_the_command_orphaned_by_codex() -> None:
     script = [OpenAIReply.exec_command(LONG), OpenAIReply.text("not reached")]
     async with codex_agent(script, sandbox="danger-full-access") as s:
         with trio.fail_after(20):
-            s.rt.tell("coder", "Run it")
+            await s.rt.tell("coder", "Run it")
             await tool_started(s.agent)
             (sleeper,) = await wait_until(lambda: find_marked(s.place.marker, "sleep"), 10)
             (node,) = find_marked(s.place.marker, "node")  # the npm wrapper, first in the group
@@ -208,7 +208,7 @@ async def test_a_supervised_restart_resumes_the_thread() -> None:
             CrashOnNotify, name="coder", backend="codex", restart="permanent", **options(place)
         )
         first = await rt.ask("coder", "Question one")
-        rt.notify("coder", "boom")
+        await rt.notify("coder", "boom")
         # Queued behind the crash, the ask waits for the restarted agent.
         second = await rt.ask("coder", "Question two")
     assert CrashOnNotify.started == 2

@@ -72,10 +72,10 @@ async def test_three_turns_on_one_app_server() -> None:
     async with warm_codex(script) as (api, _, rt, _):
         with trio.fail_after(BOUND):
             first = await rt.ask("coder", "Question one")
-            pid = rt.status("coder").cli_pid
+            pid = (await rt.status("coder")).cli_pid
             second = await rt.ask("coder", "Question two")
             third = await rt.ask("coder", "Question three")
-        assert pid is not None and rt.status("coder").cli_pid == pid
+        assert pid is not None and (await rt.status("coder")).cli_pid == pid
     assert [r.text for r in (first, second, third)] == ["one", "two", "three"]
     assert first.session_id is not None
     assert {second.session_id, third.session_id} == {first.session_id}
@@ -93,16 +93,16 @@ async def test_an_interrupt_in_band_keeps_the_app_server() -> None:
     async with warm_codex(script) as (api, _, rt, _):
         with trio.fail_after(BOUND):
             await rt.ask("coder", "first")
-            pid = rt.status("coder").cli_pid
-            ref = rt.tell("coder", "hang")
+            pid = (await rt.status("coder")).cli_pid
+            ref = await rt.tell("coder", "hang")
             await wait_until(lambda: len(api.model_calls) >= 2, BOUND)
-            assert rt.interrupt("coder")
+            assert await rt.interrupt("coder")
             result = await rt.wait(ref)
             assert isinstance(result, agentrt.Failed)
             assert isinstance(result.error, agentrt.TurnFailed)
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "again")
-        assert rt.status("coder").cli_pid == pid
+        assert (await rt.status("coder")).cli_pid == pid
     assert after.text == "after"
 
 
@@ -113,16 +113,16 @@ async def test_a_commands_tree_dies_with_its_turn_while_the_server_lives() -> No
     ]
     async with warm_codex(script, sandbox="danger-full-access") as (_, place, rt, agent):
         with trio.fail_after(BOUND):
-            ref = rt.tell("coder", "run it")
+            ref = await rt.tell("coder", "run it")
             await agent.wait_for(lambda: any(isinstance(e, ToolUseEvent) for e in agent.events))
             (sleeper,) = await wait_until(lambda: find_marked(place.marker, "sleep"), BOUND)
-            pid = rt.status("coder").cli_pid
-            assert rt.interrupt("coder")
+            pid = (await rt.status("coder")).cli_pid
+            assert await rt.interrupt("coder")
             await rt.wait(ref)
             assert not running(sleeper)  # gone when the turn ended
             assert pid is not None and running(pid)
             assert (await rt.ask("coder", "next")).text == "next"
-        assert rt.status("coder").cli_pid == pid
+        assert (await rt.status("coder")).cli_pid == pid
 
 
 def last_user_text(request: OpenAIRequest) -> str:
@@ -147,13 +147,15 @@ async def test_an_app_server_killed_racing_the_next_ask_loses_no_prompt() -> Non
             first = await rt.ask("coder", "prompt 0")
         for round in range(1, 2 * len(KILL_POINTS) + 1):
             prompt = f"prompt {round}"
-            pid = rt.status("coder").cli_pid
+            pid = (await rt.status("coder")).cli_pid
             with trio.fail_after(BOUND):
                 where = KILL_POINTS[round % len(KILL_POINTS)]
                 response = await ask_racing_a_kill(rt, "coder", prompt, where, group=True)
             assert response.text == f"said {prompt!r}", where
             assert response.session_id == first.session_id
-            assert pid is not None and not running(pid) and rt.status("coder").cli_pid != pid
+            assert (
+                pid is not None and not running(pid) and (await rt.status("coder")).cli_pid != pid
+            )
         history = [t for t in user_texts(api) if t.startswith("prompt ")]
         assert history == [f"prompt {n}" for n in range(21)]
     assert marked(MARKER_VAR, place.marker) == []
