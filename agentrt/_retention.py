@@ -148,33 +148,34 @@ class EventLog:
     def add(self, event: Event) -> bool:
         """Count ``event`` and keep it if it fits (True if kept); lossless raises
         `CaptureOverflow` instead of omitting (the refused event is then not counted)."""
-        index = self.observed
         if self.first_omission is not None:
             # The kept events are a prefix: after the first omission nothing is kept, so
             # nothing is encoded either.
-            self.observed = index + 1
+            self.observed += 1
             return False
         # The encoding is the size. It is appended rather than encoded in place
         # (`encode_into`): msgspec grows a buffer by half again each time, bytearray's own
         # growth adds an eighth, and a turn's buffer lives as long as the turn (with a
         # hundred turns in flight, megabytes of capacity nobody uses: bench/README.md). The
         # extra copy is one event's bytes, and a log encodes at most one event more than it
-        # keeps.
+        # keeps. The newline goes in with ``append``: a second ``+=`` costs a buffer export.
         encoded = _encoder.encode(event)
         size = len(encoded)
-        limit: Limit
-        if len(self._ends) >= self.max_events:
-            limit = "max_events"
-        elif self.retained_bytes + size > self.max_event_bytes:
-            limit = "max_event_bytes"
-        else:
-            self.observed = index + 1
+        ends = self._ends
+        if len(ends) < self.max_events and self.retained_bytes + size <= self.max_event_bytes:
+            self.observed += 1
             data = self._data
             data += encoded
-            self._ends.append(len(data))
-            data += b"\n"
+            ends.append(len(data))
+            data.append(0x0A)
             self.retained_bytes += size
             return True
+        return self._refuse(event, size)
+
+    def _refuse(self, event: Event, size: int) -> bool:
+        # Over a limit: compact leaves the event out (and every later one), lossless raises.
+        limit: Limit = "max_events" if len(self._ends) >= self.max_events else "max_event_bytes"
+        index = self.observed
         if self.mode == "lossless":
             raise CaptureOverflow(
                 {

@@ -18,14 +18,15 @@ class SegmentText:
     """Deltas go to ``parts`` (appended directly: it is the hot path); `fold` after each
     read; `end_message` at a message boundary."""
 
-    __slots__ = ("_folded", "_last_message", "_message_start", "parts")
+    __slots__ = ("_folded", "_last_start", "_message_start", "parts")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self._folded = bytearray()
-        # Where the open message starts in ``_folded``, and the last complete message.
+        # Where the open message starts in ``_folded``, and where the last complete one did
+        # (it ends where the open one starts: decoded only if asked for, as few turns are).
         self._message_start = 0
-        self._last_message: str | None = None
+        self._last_start = 0
 
     def fold(self) -> None:
         if self.parts:
@@ -35,7 +36,7 @@ class SegmentText:
     def end_message(self) -> None:
         """The text so far ends a message."""
         self.fold()
-        self._last_message = self._folded[self._message_start :].decode(*_CODEC)
+        self._last_start = self._message_start
         self._message_start = len(self._folded)
 
     def retract(self, text: str) -> None:
@@ -51,9 +52,10 @@ class SegmentText:
     def last_message(self) -> str:
         """The open message if there is one, else the last complete one."""
         self.fold()
-        if self._message_start < len(self._folded):
-            return self._folded[self._message_start :].decode(*_CODEC)
-        return self._last_message or ""
+        folded = self._folded
+        if self._message_start < len(folded):
+            return folded[self._message_start :].decode(*_CODEC)
+        return folded[self._last_start : self._message_start].decode(*_CODEC)
 
     def close(self) -> tuple[bytes, str]:
         """End the segment: its text (UTF-8) and its last message; the next starts empty."""
@@ -61,6 +63,5 @@ class SegmentText:
         # bytes, to go into the Response as is: no spare capacity, and immutable.
         text = bytes(self._folded)
         self._folded = bytearray()
-        self._message_start = 0
-        self._last_message = None
+        self._message_start = self._last_start = 0
         return text, last
