@@ -35,8 +35,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite runs on two workers per core: a serial run keeps about half a core busy (it
+# waits on real processes, fake CLIs' pauses, bounds that fire in real time, PostgreSQL),
+# so two per core fill the cores without queueing for them. Tests that must not share the
+# machine's time with their own kind carry an xdist_group mark: --dist loadgroup runs each
+# such group on one worker. PYTEST_WORKERS=0 runs it serially.
+PYTEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
+
 pytest: $(STAMP) clis postgres-server
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The PostgreSQL tier starts a throwaway server from the installed binaries
 # (tests/pg_server.py finds them). Where none are installed and we are root with apt, the

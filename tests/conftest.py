@@ -9,12 +9,13 @@ import contextlib
 import os
 import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pg_server
 import pytest
 import trio
+import worker_cgroup
 from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
 from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
 from trio.testing import MockClock
@@ -22,6 +23,21 @@ from trio.testing import MockClock
 from agentrt import MemoryStore, SessionStore, _cgroup, _proctree, _runtime
 
 REAL_DEFAULT_STORE = _runtime._default_store
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The process that runs tests gets a cgroup of its own (tests/worker_cgroup.py); a
+    # parallel run's controller runs none, and its workers each make their own.
+    if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+        config.stash[_LEAVE_CGROUP] = worker_cgroup.enter()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if leave := config.stash.get(_LEAVE_CGROUP, None):
+        leave()
+
+
+_LEAVE_CGROUP = pytest.StashKey[Callable[[], None] | None]()
 
 
 @pytest.fixture(autouse=True)
@@ -97,9 +113,11 @@ def postgres_server() -> Iterator[pg_server.Server]:
 
 
 @pytest.fixture
-def postgres_dsn(postgres_server: pg_server.Server) -> str:
-    """The DSN of a new, empty database on the session's PostgreSQL."""
-    return postgres_server.create_database()
+def postgres_dsn(postgres_server: pg_server.Server) -> Iterator[str]:
+    """The DSN of a new, empty database on the session's PostgreSQL, dropped after the test."""
+    dsn = postgres_server.create_database()
+    yield dsn
+    postgres_server.drop_database(dsn)
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 import pickle
 import sys
-import tracemalloc
 from typing import Any
 
 import attrs
 import pytest
+from traced import held_after
 
 from agentrt import Event, EventCoverage, Response, ResultEvent, StopReason, TextEvent
 from agentrt._events import AnyEvent, response_with_text, text_size
@@ -98,12 +98,7 @@ def utf8(text: str) -> bytes:
 )
 def test_the_text_is_kept_in_its_smaller_form(text: str) -> None:
     size, others = len(utf8(text)), fields()
-    tracemalloc.start()
-    try:
-        response = response_with_text(utf8(text), **others)
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    response, held = held_after(lambda: response_with_text(utf8(text), **others))
     assert held <= min(sys.getsizeof(text), size + 100) + 200  # + the Response itself
     assert text_size(response) == size and response.text == text
 

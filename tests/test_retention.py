@@ -1,10 +1,10 @@
 import sys
-import tracemalloc
 
 import msgspec
 import pytest
 import trio
 from _helpers import Recorder
+from traced import held_after
 from trio.testing import MockClock
 
 from agentrt import (
@@ -230,12 +230,7 @@ def test_retained_events_cost_their_json_and_an_offset_each_until_read() -> None
     log = EventLog("compact", max_events=1000, max_event_bytes=10**6)
     for event in events:
         assert log.add(event)
-    tracemalloc.start()
-    try:
-        retained = log.events({999: result})
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    retained, held = held_after(lambda: log.events({999: result}))
     assert held < log.retained_bytes + 1000 + 4 * 1000 + 512  # JSON, newlines, offsets
     assert retained == log.events()  # compared by their JSON: still nothing decoded
     assert retained[999] is result  # pinned before the first access, the very object after

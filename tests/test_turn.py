@@ -85,12 +85,15 @@ async def test_after_result_ends_a_turn_that_goes_on_after_its_result(
 
 
 async def test_no_watchdog(autojump_clock: MockClock) -> None:
-    backend = echo_backend([Sleep(86400 * 7), *reply("a week later")])
+    # An hour: six default watchdogs, past every bound a turn has by default. Not a week:
+    # the runtime wakes every second of it (its lease renewals), and on the autojumping
+    # clock each wakeup still costs real time (a week took 95 s beside load).
+    backend = echo_backend([Sleep(3600), *reply("an hour later")])
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend, watchdog=None)
         response = await rt.ask("a", "x")
-    assert response.text == "a week later"
-    assert response.duration == 86400 * 7
+    assert response.text == "an hour later"
+    assert response.duration == 3600
 
 
 async def test_first_event_bound(autojump_clock: MockClock) -> None:
