@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,6 +39,7 @@ from ._events import (
     ToolDecisionEvent,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._logs import log_error
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._process import CliProcess, ProcessTracker
@@ -81,14 +81,6 @@ class _AgentCrashed(Exception):
         self.callback = callback
         self.error = error
         super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
-
-
-def log_error(message: str, error: BaseException, agent: str | None = None) -> None:
-    """Log ``message`` with ``error``'s traceback, redacted (an exception's text may carry
-    secrets); ``agent`` names the agent outside its own task (whose records carry it)."""
-    trace = "".join(traceback.format_exception(error))
-    extra = None if agent is None else {"agent": agent}
-    logger.error("%s\n%s", message, redact(trace.rstrip()), extra=extra)
 
 
 # Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the

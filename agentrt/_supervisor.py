@@ -29,7 +29,7 @@ import attrs
 import msgspec
 import trio
 
-from ._actor import Actor, Exit, log_error, restore_state
+from ._actor import Actor, Exit, restore_state
 from ._agent import Agent
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
@@ -43,6 +43,7 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
+from ._logs import log_error
 from ._mailbox import Mailbox
 from ._options import (
     AgentOptions,

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._actor import log_error
 from ._errors import InvalidOptions
+from ._logs import log_error
 from ._tools import Tool, ToolResult
 from .backend import AppToolServer
 
