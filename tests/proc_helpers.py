@@ -19,7 +19,8 @@ import trio
 from trio_util import AsyncValue
 
 from agentrt import Agent, Event, RawEvent, Ref, Response, Runtime, TurnFailed
-from agentrt._proctree import MARKER_ENV, descendants, read_stat, snapshot
+from agentrt._procfs import read_stat
+from agentrt._proctree import MARKER_ENV, descendants, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
 from agentrt.testing import fake_cli_argv
