@@ -31,7 +31,7 @@ from . import _fence_guard
 from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
 from ._failover import forget_spec
 from ._process import process_start_time
-from ._reaper import local_runtime_gone
+from ._runtimes import local_runtime_gone
 from ._store import Lease, LeaseOwner, SessionStore
 
 logger = logging.getLogger("agentrt")

@@ -28,7 +28,6 @@ import attrs
 import trio
 
 from ._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
-from ._reaper import local_runtime_gone
 from ._redact import redact
 from ._route_codec import (
     RowRefused,
@@ -39,6 +38,7 @@ from ._route_codec import (
     encode_error,
     shown,
 )
+from ._runtimes import local_runtime_gone
 from ._store import LeaseOwner
 from ._store_postgres import PostgresStore
 

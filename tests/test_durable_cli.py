@@ -31,7 +31,8 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._proctree import MARKER_ENV
-from agentrt._reaper import new_runtime_id, reap_stale_turns, runtime_gone
+from agentrt._reaper import reap_stale_turns
+from agentrt._runtimes import new_runtime_id, runtime_gone
 
 CHILD = Path(__file__).parent / "crash_child.py"
 FAST = {"kill_grace": 0.3}
