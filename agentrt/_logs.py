@@ -1,4 +1,4 @@
-"""Error records: an exception's traceback, redacted, in the runtime's log."""
+"""`log_error`: an error's traceback in the log, redacted."""
 
 from __future__ import annotations
 
