@@ -8,8 +8,8 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _asks _env _errors _events _exceptiongroups _logs _redact _requests _restart _status
-#     _stream _telemetry _tools _util backend
+#     _alarm _asks _env _errors _events _exceptiongroups _logs _redact _requests _restart
+#     _status _stream _telemetry _tools _util backend
 # L1 driver: one CLI process, its tree and its cgroup, the process slots, runtime ids
 #     _cgroup _fence_guard _kept_file _lines _orphans _process _process_slots _procfs
 #     _proctree _runtimes _secretfiles _spawn
@@ -19,7 +19,7 @@
 # L3 cluster: several runtimes on one store
 #     _reaper
 # L4 turn: one turn, Command -> events -> Response, and the options it runs with
-#     _alarm _options _retention _segment _turn _warm
+#     _options _retention _segment _turn _warm
 # L5 agent: one agent, its state across instances, its loop and callbacks
 #     _actor _agent _arguments _mailbox _portable _slot _tool_server
 # L6 face: supervision, the runtime, the public modules

@@ -134,7 +134,9 @@ def import_graph(found: Mapping[str, Path]) -> dict[str, set[str]]:
 def layer_of(module: str, layers: Mapping[str, float]) -> float:
     if module == "agentrt.backends" or module.startswith("agentrt.backends."):
         return ADAPTERS
-    return layers[mapped_name(module)]
+    name = mapped_name(module)
+    assert name in layers, f"{name} is not in agentrt/__init__.py's map"
+    return layers[name]
 
 
 def upward(graph: Mapping[str, Iterable[str]], layers: Mapping[str, float]) -> list[str]:
