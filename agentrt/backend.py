@@ -31,7 +31,14 @@ from ._asks import Deny as Deny
 from ._asks import Hook as Hook
 from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
-from ._env import ENV_POLICIES, EnvPolicy, bypass_proxy, child_env, default_env_policy
+from ._env import (
+    AMBIENT_AUTH_VARS,
+    ENV_POLICIES,
+    EnvPolicy,
+    bypass_proxy,
+    child_env,
+    default_env_policy,
+)
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import did_you_mean
 from ._events import ErrorEvent as ErrorEvent
@@ -49,10 +56,11 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
-from ._redact import REDACTED, is_secret_name, redact
+from ._redact import REDACTED, is_secret_name, redact, redact_mapping
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
+    "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
     "REDACTED",
     "AppToolServer",
@@ -78,6 +86,7 @@ __all__ = [
     "did_you_mean",
     "is_secret_name",
     "redact",
+    "redact_mapping",
 ]
 
 

@@ -20,8 +20,9 @@ from trio_util import AsyncValue
 
 from agentrt import Agent, Event, RawEvent, Ref, Response, Runtime, TurnFailed
 from agentrt._procfs import read_stat
-from agentrt._proctree import MARKER_ENV, descendants, snapshot
+from agentrt._proctree import descendants, snapshot
 from agentrt.backend import Command
+from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
 from agentrt.testing import fake_cli_argv
 

@@ -30,9 +30,9 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._proctree import MARKER_ENV
 from agentrt._reaper import reap_stale_turns
 from agentrt._runtimes import new_runtime_id, runtime_gone
+from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 
 CHILD = Path(__file__).parent / "crash_child.py"
 FAST = {"kill_grace": 0.3}
