@@ -269,11 +269,15 @@ def test_all_is_what_each_public_module_exports() -> None:
     assert len(listed) == len(set(listed))
     assert sorted(listed) == sorted(exported)
     assert sorted(other) == []
-    # The contract lists what it defines and what it passes on, and no name it lacks.
-    exported, other, listed = _top_level(PACKAGE / "backend.py")
-    assert len(listed) == len(set(listed))
-    assert sorted(exported - set(listed)) == []
-    assert sorted(set(listed) - exported - other) == []
+    # The contracts (for backend and store authors) list what they define and what they
+    # pass on, and no name they lack.
+    for path in (PACKAGE / "backend.py", PACKAGE / "store.py"):
+        if not path.exists():
+            continue
+        exported, other, listed = _top_level(path)
+        assert len(listed) == len(set(listed)), path.name
+        assert sorted(exported - set(listed)) == [], path.name
+        assert sorted(set(listed) - exported - other) == [], path.name
 
 
 def test_the_backends_are_installed_under_agentrt_only(tmp_path: Path) -> None:
