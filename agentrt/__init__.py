@@ -1,43 +1,38 @@
 """agentrt: a supervised actor runtime, on trio, for coding-CLI agents."""
 
-# General layout:
+# Layers, lowest first (tests/test_layout.py holds this map against the files and the
+# imports, and docs/architecture.md has it as a table): a module imports from its own layer
+# or a lower one only, and never in a circle, TYPE_CHECKING and function-local imports
+# included. A name is a module under agentrt/ (__init__ is this file; a package whose
+# __init__.py is empty needs no entry). The backends (the repository's backends/ folder,
+# installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
-# One turn's data flows one way, and no module on its path imports one after it:
+# L0 floor: data, and helpers that need nothing above the floor
+#     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
+#     _restart _status _stream _telemetry _tools _util backend
+# L1 driver: one CLI process and its lifecycle, its tree and cgroup, slots, runtime ids
+#     _cgroup _fence_guard _kept_file _lifecycle _lines _orphans _process _process_slots
+#     _procfs _proctree _runtimes _secretfiles _spawn _warm
+# L2 stores: the session stores, and calls routed through PostgreSQL
+#     _route_codec _routing _store _store_memory _store_postgres _store_sql _store_sqlite
+#     _store_transcripts
+# L3 cluster: several runtimes on one store
+#     _reaper _specs
+# L4 turn: one turn, Command -> events -> Response, and the options it runs with
+#     _mode _options _retention _segment _turn
+# L5 agent: one agent, its state across instances, its loop and callbacks
+#     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
+# L6 face: supervision, the runtime, the public modules
+#     __init__ _address _api _backends _failover _ownership _pinned _runtime _supervisor
+#     lowlevel store testing testing._fake_anthropic testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
+#     testing.fake_cli
+# L7 command: the `agentrt` command; nothing else imports it
+#     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
+#     _cli._render _cli._sessions
 #
-#   _process -> _turn -> _actor -> _supervisor -> _runtime -> _api
-#
-# _process.py is the process driver: spawn (_spawn: posix_spawn, no fork of the runtime),
-# stdout lines (_lines), the stderr ring, the liveness bounds and the kill ladder;
-# _proctree.py, _cgroup.py and _orphans.py find and kill every process a turn started.
-# _turn.py runs one turn: a backend's Command through the driver (or in process), frames to
-# events, the checkpoint, retention (_retention,
-# _segment) and the Response. _actor.py is one agent incarnation: its loop and the Agent
-# callbacks (_agent). _slot.py is the one owner of an agent's state, kept per name across
-# incarnations (each borrows it): the mailbox (_mailbox, _requests: every queued-request
-# operation), the session, halted, the counts, the current request and turn, and every
-# call other tasks make on the agent. _supervisor.py restarts actors by the rules in
-# _restart.py; _options.py checks the runtime's options (each declared with its check).
-# _mode.py decides, once per instance, how its turns run (in process, one process per
-# turn, live, warm) from the backend's Capabilities, and refuses what it cannot honour.
-# _runtime.py owns the root nursery, the registry of names, the store and the process
-# limiter; _api.py is the module-level form of its methods.
-#
-# Beside the path: _events.py (events, Response, stop reasons), _errors.py (every error),
-# _store.py (the SessionStore protocol, record and lease; _store_memory.py, _store_sqlite.py,
-# _store_postgres.py; _store_transcripts.py the CLI transcripts of portable sessions),
-# _portable.py (a portable agent's own CLI home, its transcript between it and the store),
-# _reaper.py (turns a dead runtime left running), _ownership.py (the leases through which a
-# runtime owns its agent names, their renewal and the fence), _env.py / _secretfiles.py / _redact.py
-# (a child's environment, its secret files, redaction), _status.py and _stream.py (what
-# callers observe), _arguments.py and _exceptiongroups.py (the API's edges), _telemetry.py
-# (OpenTelemetry spans and metrics when an SDK is configured; the fields of log records).
-# _tools.py describes application tools (@agentrt.tool); _tool_server.py serves them to
-# the CLIs over a loopback MCP server per runtime.
-#
-# backend.py is the public protocol a CLI adapter implements; _backends.py finds one by
-# name through the "agentrt.backends" entry points, and the adapters (the repository's
-# backends/ folder) are installed as agentrt.backends. testing/ holds the scripted backend,
-# fake CLIs and fake model APIs. _cli/ is the `agentrt` command; nothing else imports it.
+# One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
+# _runtime -> _api. docs/architecture.md says where each concept lives.
 #
 # This file re-exports the public API; `from x import y as y` marks each name as exported.
 

@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from ._kept_file import KeptFile
-from ._proctree import process_start_time
+from ._procfs import process_start_time
 
 SWITCH_ENV = "AGENTRT_CGROUP"
 _OFF = frozenset({"off", "0", "no", "false"})

@@ -18,19 +18,14 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import attrs
 
 from ._errors import InvalidOptions
 from ._options import AgentOptions
+from ._status import ModeName
 from .backend import Backend, Capabilities, InProcessBackend
-
-# What `AgentStatus.mode` reports: "in_process" (the backend makes the frames, no process:
-# the scripted backend), "one_shot" (one CLI process per turn), "live" (a live CLI per
-# turn, for the approvals and hooks the agent answers), "warm" (a live CLI kept between
-# turns, ``keep_alive``).
-ModeName = Literal["in_process", "one_shot", "live", "warm"]
 
 
 @attrs.frozen

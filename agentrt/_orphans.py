@@ -14,7 +14,8 @@ from contextlib import suppress
 
 import trio
 
-from ._proctree import adopted_orphans, read_stat
+from ._procfs import read_stat
+from ._proctree import adopted_orphans
 
 
 class OrphanReaper:

@@ -33,8 +33,8 @@ import trio
 from . import _fence_guard
 from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
 from ._process import process_start_time
-from ._reaper import local_runtime_gone
 from ._records import Lease, LeaseOwner
+from ._runtimes import local_runtime_gone
 from ._specs import forget_spec
 from ._store import LeaseStore, SpecStore
 

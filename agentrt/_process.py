@@ -32,6 +32,7 @@ from ._exceptiongroups import collapse_exception_groups
 from ._kept_file import KeptFile
 from ._lines import LineSplitter, LineTooLong
 from ._orphans import OrphanReaper
+from ._procfs import process_start_time
 from ._proctree import (
     KILL_BOUND,
     MARKER_ENV,
@@ -40,7 +41,6 @@ from ._proctree import (
     kill_stale_group,
     kill_tree,
     new_marker,
-    process_start_time,
     reap_adopted,
     release_subreaper,
     snapshot,

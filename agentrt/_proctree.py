@@ -34,6 +34,7 @@ import trio
 from ._fence_guard import MARKER_ENV as MARKER_ENV
 from ._fence_guard import marker_of as marker_of
 from ._kept_file import KeptFile
+from ._procfs import PROC, ProcStat, parse_stat, read_stat
 
 if TYPE_CHECKING:
     from ._cgroup import TurnCgroup
@@ -42,77 +43,17 @@ if TYPE_CHECKING:
 # (a process in uninterruptible sleep can outlast any signal).
 KILL_BOUND = 2.0
 
-_PROC = "/proc"
-_GONE_STATES = frozenset("ZXx")
 _POLL_FIRST = 0.005
 _POLL_MAX = 0.05
 
 _log = logging.getLogger("agentrt.process")
 
 
-@attrs.frozen
-class ProcStat:
-    """The fields of ``/proc/<pid>/stat`` the tree needs. ``start_time`` is in clock ticks
-    since boot: together with the pid it names one process, whatever reuses the pid later."""
-
-    pid: int
-    ppid: int
-    pgrp: int
-    session: int
-    state: str
-    start_time: int
-
-    @property
-    def gone(self) -> bool:
-        return self.state in _GONE_STATES
-
-
-def read_stat(pid: int) -> ProcStat | None:
-    """The stat of ``pid``, or None if there is no such process."""
-    # os.read, not open(): a turn's scan reads this for every process on the machine, and the
-    # buffered file object costs more than the read. One read returns the whole line.
-    try:
-        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return _parse_stat(pid, data)
-
-
-def _parse_stat(pid: int, data: bytes | None) -> ProcStat | None:
-    """`read_stat` from the text of ``/proc/<pid>/stat`` (None or empty: no such process)."""
-    if not data:
-        return None
-    # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
-    fields = data[data.rindex(b")") + 2 :].split()
-    return ProcStat(
-        pid=pid,
-        ppid=int(fields[1]),
-        pgrp=int(fields[2]),
-        session=int(fields[3]),
-        state=fields[0].decode("ascii"),
-        start_time=int(fields[19]),
-    )
-
-
-def process_start_time(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None
-    if it does not exist. Record it with a pid to recognise that process later, not a pid
-    reuse."""
-    st = read_stat(pid)
-    return None if st is None else st.start_time
-
-
 def snapshot() -> dict[int, ProcStat]:
     """The stat of every process on the machine (only the fields above; no other data)."""
     procs: dict[int, ProcStat] = {}
     try:
-        names = os.listdir(_PROC)
+        names = os.listdir(PROC)
     except OSError:
         return procs
     for name in names:
@@ -125,7 +66,7 @@ def _children(pid: int) -> list[int]:
     # The kernel's list of a process's children, per thread (a child belongs to the thread
     # that forked it). Empty for a zombie, whose children have been reparented already.
     try:
-        tids = os.listdir(f"{_PROC}/{pid}/task")
+        tids = os.listdir(f"{PROC}/{pid}/task")
     except OSError:
         return []
     found: list[int] = []
@@ -136,7 +77,7 @@ def _children(pid: int) -> list[int]:
 
 def _thread_children(pid: int, tid: int | str) -> list[int]:
     try:
-        fd = os.open(f"{_PROC}/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"{PROC}/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return []
     try:
@@ -238,7 +179,7 @@ class ProcTree:
     _leader_stat: KeptFile = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._leader_stat = KeptFile(f"{_PROC}/{self.leader}/stat")
+        self._leader_stat = KeptFile(f"{PROC}/{self.leader}/stat")
 
     def close(self) -> None:
         """Close what the scans keep open; call it once the tree is done with."""
@@ -287,9 +228,7 @@ class ProcTree:
     def _cgroup_scan(self, cgroup: TurnCgroup) -> list[ProcStat]:
         live = []
         for pid in cgroup.pids():
-            st = (
-                _parse_stat(pid, self._leader_stat.read()) if pid == self.leader else read_stat(pid)
-            )
+            st = parse_stat(pid, self._leader_stat.read()) if pid == self.leader else read_stat(pid)
             if st is not None and not st.gone:
                 self.members[pid] = st.start_time
                 live.append(st)

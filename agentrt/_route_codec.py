@@ -51,13 +51,12 @@ from ._events import (
     Usage,
     response_with_text,
 )
-from ._mode import ModeName
 from ._process import ProcessFailure
 from ._records import Lease, LeaseOwner
 from ._redact import redact
 from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
 from ._restart import Crash
-from ._status import AgentState, AgentStatus, CurrentRequest
+from ._status import AgentState, AgentStatus, CurrentRequest, ModeName
 from .backend import ExitStatus
 
 # The routing protocol this agentrt speaks: raised with any change to the bodies below, so

@@ -29,7 +29,6 @@ import attrs
 import trio
 
 from ._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
-from ._reaper import local_runtime_gone
 from ._records import LeaseOwner
 from ._redact import redact
 from ._route_codec import (
@@ -41,6 +40,7 @@ from ._route_codec import (
     encode_error,
     shown,
 )
+from ._runtimes import local_runtime_gone
 from ._store import Serve
 
 if TYPE_CHECKING:

@@ -30,8 +30,9 @@ from ._ownership import (
 )
 from ._process import ProcessTracker
 from ._process_slots import ProcessSlots
-from ._reaper import new_runtime_id, reap_stale_turns, register, unregister
+from ._reaper import reap_stale_turns
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
+from ._runtimes import new_runtime_id, register, unregister
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._store import (
     LeaseStore,

@@ -6,8 +6,13 @@ from typing import Literal
 
 import attrs
 
-from ._mode import ModeName
 from ._requests import Origin, Ref
+
+# What `AgentStatus.mode` reports: "in_process" (the backend makes the frames, no process:
+# the scripted backend), "one_shot" (one CLI process per turn), "live" (a live CLI per
+# turn, for the approvals and hooks the agent answers), "warm" (a live CLI kept between
+# turns, ``keep_alive``).
+ModeName = Literal["in_process", "one_shot", "live", "warm"]
 
 # "idle_warm": idle, its warm CLI (``keep_alive``) kept alive for the next turn.
 # "restarting": crashed, its supervisor starts a new instance (after a backoff delay); work
@@ -37,7 +42,7 @@ class CurrentRequest:
 class AgentStatus:
     name: str
     state: AgentState
-    mode: ModeName  # how its turns run (see agentrt._mode.ModeName)
+    mode: ModeName  # how its turns run (see ModeName)
     halt_pending: bool  # halt() while processing: halts when the current turn ends
     queued: int
     queued_bytes: int

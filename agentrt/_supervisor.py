@@ -190,6 +190,14 @@ class Context:
     def new_id(self) -> int:
         return next(self.ids)
 
+    # What telemetry observes of the runtime (its Gauges), read in the metric reader's
+    # thread: each in one step.
+    def live_processes(self) -> int:
+        return self.tracker.live_count()
+
+    def queued(self) -> list[tuple[str, int]]:
+        return [(name, child.slot.mailbox.queued) for name, child in list(self.children.items())]
+
 
 @attrs.define(eq=False)
 class Child:

@@ -22,18 +22,15 @@ import logging
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from ._errors import TurnFailed
 from ._events import Response, StopReason
-
-if TYPE_CHECKING:
-    from ._process import CliProcess
-    from ._slot import Slot
-    from ._supervisor import Context
+from ._requests import Request
+from .backend import ExitStatus
 
 try:
     from opentelemetry import context as otel_context
@@ -49,7 +46,10 @@ else:
 __all__ = [
     "API_VERSION",
     "AgentLogs",
+    "Gauges",
+    "LogFields",
     "TelemetryStatus",
+    "TracedProcess",
     "TurnTrace",
     "capture_context",
     "reap_span",
@@ -158,34 +158,50 @@ def status() -> TelemetryStatus:
 # Metrics
 ################################################################
 
-# Open runtimes, for the observable counts. These are read in the metric reader's thread:
-# the tuple is replaced whole, never changed in place, and what is read of a runtime is
-# copied or counted in one step.
-_runtimes: tuple[weakref.ref[Context], ...] = ()
+
+class Gauges(Protocol):
+    """What a runtime hands telemetry for its observable counts. They are read in the
+    metric reader's thread, so each is copied or counted in one step."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def live_processes(self) -> int:
+        """The CLI processes of its running turns."""
+        ...
+
+    def queued(self) -> Iterable[tuple[str, int]]:
+        """Each agent's name and the requests in its mailbox."""
+        ...
 
 
-def track_runtime(context: Context) -> None:
-    """Count ``context``'s live CLI processes and queued requests while it is open."""
+# Open runtimes, for the observable counts: the tuple is replaced whole, never changed in
+# place (the metric reader's thread reads it).
+_runtimes: tuple[weakref.ref[Gauges], ...] = ()
+
+
+def track_runtime(gauges: Gauges) -> None:
+    """Count a runtime's live CLI processes and queued requests while it is open."""
     global _runtimes
-    _runtimes = (*(ref for ref in _runtimes if ref() is not None), weakref.ref(context))
+    _runtimes = (*(ref for ref in _runtimes if ref() is not None), weakref.ref(gauges))
 
 
-def _open_runtimes() -> Iterator[Context]:
+def _open_runtimes() -> Iterator[Gauges]:
     for ref in _runtimes:
-        context = ref()
-        if context is not None and not context.closed:
-            yield context
+        gauges = ref()
+        if gauges is not None and not gauges.closed:
+            yield gauges
 
 
 def _observe_processes(_: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(sum(c.tracker.live_count() for c in _open_runtimes()))]
+    return [Observation(sum(g.live_processes() for g in _open_runtimes()))]
 
 
 def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:
     queued: dict[str, int] = {}
-    for context in _open_runtimes():
-        for name, child in list(context.children.items()):
-            queued[name] = queued.get(name, 0) + child.slot.mailbox.queued
+    for gauges in _open_runtimes():
+        for name, count in gauges.queued():
+            queued[name] = queued.get(name, 0) + count
     return [Observation(count, {AGENT: name}) for name, count in queued.items()]
 
 
@@ -254,6 +270,20 @@ def capture_context() -> object:
     return None if API_VERSION is None else otel_context.get_current()
 
 
+class TracedProcess(Protocol):
+    """What a turn's span reads of its CLI process, at the end: how it exited, and how
+    many processes of its tree had to be killed."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def exit_status(self) -> ExitStatus | None: ...
+
+    @property
+    def killed(self) -> int: ...
+
+
 @attrs.define(eq=False)
 class TurnTrace:
     """One turn's span and measurements; made by `start`, which returns None when nothing
@@ -266,7 +296,7 @@ class TurnTrace:
     _started: float
     _first_event: bool = False
     _stopped: bool = False
-    _process: CliProcess | None = None
+    _process: TracedProcess | None = None
     _ended: bool = False
 
     @classmethod
@@ -289,7 +319,7 @@ class TurnTrace:
             )
         return cls(span, instruments, agent, backend, trio.current_time())
 
-    def spawned(self, process: CliProcess) -> None:
+    def spawned(self, process: TracedProcess) -> None:
         self._process = process
         self._span.add_event("agentrt.spawn", {"process.pid": process.pid})
 
@@ -464,7 +494,24 @@ def _span(name: str) -> Iterator[Span | _NoSpan]:
 # other): each gets the filter below.
 LOGGERS = ("agentrt", "agentrt.process", "agentrt.env", "agentrt.tools")
 
-_bound: contextvars.ContextVar[Slot] = contextvars.ContextVar("agentrt_log_slot")
+
+class LogFields(Protocol):
+    """Where an agent's log fields are read, when a record is made (an agent's slot)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def current(self) -> Request | None: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+
+_bound: contextvars.ContextVar[LogFields] = contextvars.ContextVar("agentrt_log_slot")
 
 
 class AgentLogs:
@@ -474,9 +521,9 @@ class AgentLogs:
 
     __slots__ = ("_slot", "_token")
 
-    def __init__(self, slot: Slot) -> None:
+    def __init__(self, slot: LogFields) -> None:
         self._slot = slot
-        self._token: contextvars.Token[Slot] | None = None
+        self._token: contextvars.Token[LogFields] | None = None
 
     def __enter__(self) -> None:
         self._token = _bound.set(self._slot)
@@ -487,7 +534,7 @@ class AgentLogs:
         self._token = None
 
 
-def _log_fields(slot: Slot) -> Mapping[str, object]:
+def _log_fields(slot: LogFields) -> Mapping[str, object]:
     fields: dict[str, object] = {"agent": slot.name, "backend": slot.backend}
     if slot.current is not None:
         fields["request_id"] = slot.current.ref.id

@@ -4,11 +4,12 @@ A backend is pure: given options, a prompt and a session id it returns a `Comman
 one decoded stdout frame it returns events. All I/O (processes, time, the store) belongs to
 agentrt, so one process driver serves every CLI and every backend is tested with plain data.
 
-Besides the protocol, this module is everything a backend may import from agentrt beyond
-the event and error types of ``agentrt`` itself: `SessionTotals` (a translator's
-baseline), the child environment policies (`EnvPolicy`, `child_env`,
-`default_env_policy`, `bypass_proxy`), redaction (`redact`, `is_secret_name`, `REDACTED`)
-and `did_you_mean` (the closest known name, for an error). ``parse_options`` raises
+Besides the protocol, this module is everything a backend imports from agentrt (a backend
+imports no other agentrt module): agentrt's event, stop reason, usage, error and ask types
+under their agentrt names, `SessionTotals` (a translator's baseline), the child environment
+policies (`EnvPolicy`, `child_env`, `default_env_policy`, `bypass_proxy`), redaction
+(`redact`, `is_secret_name`, `REDACTED`) and `did_you_mean` (the closest known name, for an
+error). ``parse_options`` raises
 `agentrt.InvalidOptions` with ``known_options`` (every option it knows) for an unknown key:
 the runtime then names the closest of its own options and the backend's.
 """
@@ -22,14 +23,44 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from ._asks import AddContext as AddContext
+from ._asks import Allow as Allow
 from ._asks import Ask, HookCall, ToolApproval
-from ._env import ENV_POLICIES, EnvPolicy, bypass_proxy, child_env, default_env_policy
+from ._asks import Block as Block
+from ._asks import Deny as Deny
+from ._asks import Hook as Hook
+from ._asks import HookKind as HookKind
+from ._asks import ToolRequest as ToolRequest
+from ._env import (
+    AMBIENT_AUTH_VARS,
+    ENV_POLICIES,
+    EnvPolicy,
+    bypass_proxy,
+    child_env,
+    default_env_policy,
+)
+from ._errors import InvalidOptions as InvalidOptions
 from ._errors import did_you_mean
+from ._events import ErrorEvent as ErrorEvent
 from ._events import Event, SessionTotals
-from ._redact import REDACTED, is_secret_name, redact
+from ._events import InitEvent as InitEvent
+from ._events import McpServerStatus as McpServerStatus
+from ._events import PermissionDenial as PermissionDenial
+from ._events import RawEvent as RawEvent
+from ._events import ResultEvent as ResultEvent
+from ._events import SessionEvent as SessionEvent
+from ._events import StopReason as StopReason
+from ._events import TextEvent as TextEvent
+from ._events import TextRetractedEvent as TextRetractedEvent
+from ._events import ToolResultEvent as ToolResultEvent
+from ._events import ToolUseEvent as ToolUseEvent
+from ._events import Usage as Usage
+from ._events import UsageEvent as UsageEvent
+from ._redact import REDACTED, is_secret_name, redact, redact_mapping
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
+    "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
     "REDACTED",
     "AppToolServer",
@@ -56,6 +87,7 @@ __all__ = [
     "did_you_mean",
     "is_secret_name",
     "redact",
+    "redact_mapping",
 ]
 
 
@@ -321,3 +353,32 @@ class InProcessBackend(Protocol):
 
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})
+
+# agentrt's own types that a backend reads or makes (the events, the stop reasons, usage,
+# the error of parse_options, the answers to asks), so that a backend imports this module
+# alone. Listed after the fixup: they keep the names they have in agentrt.
+__all__ += [
+    "AddContext",
+    "Allow",
+    "Block",
+    "Deny",
+    "ErrorEvent",
+    "Event",
+    "Hook",
+    "HookKind",
+    "InitEvent",
+    "InvalidOptions",
+    "McpServerStatus",
+    "PermissionDenial",
+    "RawEvent",
+    "ResultEvent",
+    "SessionEvent",
+    "StopReason",
+    "TextEvent",
+    "TextRetractedEvent",
+    "ToolRequest",
+    "ToolResultEvent",
+    "ToolUseEvent",
+    "Usage",
+    "UsageEvent",
+]

@@ -12,6 +12,12 @@ from ._process import ProcessFailure as ProcessFailure
 from ._process import ProcessLimits as ProcessLimits
 from ._process import ProcessTracker as ProcessTracker
 from ._process import open_cli_process as open_cli_process
+from ._proctree import MARKER_ENV as _MARKER_ENV
 from ._util import fixup_module_metadata as _fixup_module_metadata
+
+# The variable every process of a turn is started with (inherited by what it starts; its
+# value names the runtime and the turn): how the runtime finds a turn's processes, and how
+# a test can.
+TURN_MARKER_ENV = _MARKER_ENV
 
 _fixup_module_metadata(__name__, globals())

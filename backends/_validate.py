@@ -9,8 +9,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentrt import InvalidOptions
-from agentrt.backend import did_you_mean
+from agentrt.backend import InvalidOptions, did_you_mean
 
 T = TypeVar("T")
 Check = Callable[[Any], Any]

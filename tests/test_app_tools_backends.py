@@ -10,8 +10,7 @@ from _helpers import assert_implements
 
 from agentrt.backend import AppToolsBackend, AppToolServer, SecretFile, bypass_proxy
 from agentrt.backends.claude import ClaudeBackend
-from agentrt.backends.codex import CodexBackend
-from agentrt.backends.codex._backend import APP_TOOLS_TOKEN_VAR
+from agentrt.backends.codex import APP_TOOLS_TOKEN_VAR, CodexBackend
 
 SERVER = AppToolServer("agentrt", "http://127.0.0.1:4321/mcp", "tok-0123456789abcdef")
 

@@ -215,13 +215,13 @@ async def test_calls_on_a_closed_runtime_say_it_is_closed() -> None:
         await agentrt.ask("a", "x")
 
 
-def test_a_backend_object_needs_the_backend_methods() -> None:
-    from agentrt._backends import resolve_backend
-
-    backend = ScriptedBackend()
-    assert resolve_backend(backend) is backend
-    with pytest.raises(InvalidOptions):
-        resolve_backend(type("Half", (), {"name": "half", "command": print})())  # type: ignore[arg-type]
+async def test_a_backend_object_needs_the_backend_methods() -> None:
+    half = type("Half", (), {"name": "half", "command": print})()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="whole", backend=ScriptedBackend())
+        with pytest.raises(InvalidOptions):
+            await rt.start_agent(Agent, name="half", backend=half)
+        assert rt.agents() == ("whole",)
 
 
 async def test_checks_run_before_the_runtime_does_anything(autojump_clock: MockClock) -> None:

@@ -39,10 +39,9 @@ from agentrt import (
     Usage,
     UsageEvent,
 )
-from agentrt._process import FrameBatch
 from agentrt.backend import ExitStatus, SessionTotals
 from agentrt.backends.claude import ClaudeBackend, ClaudeTranslator
-from agentrt.backends.claude._options import parse_options
+from agentrt.lowlevel import FrameBatch
 
 USAGE = ("usage", 9, 18, 4211, 36120)
 INIT_ROW = ("init", MODEL, "default")
@@ -944,7 +943,7 @@ def test_a_resumed_turn_reports_its_own_cost(baseline: float | None, expected: f
     stream = frames("text_partial.jsonl")
     stream[-1] = {**stream[-1], "total_cost_usd": 0.6}
     totals = None if baseline is None else SessionTotals(cost_usd=baseline)
-    translator = ClaudeBackend().translator(parse_options({}), baseline=totals)
+    translator = ClaudeBackend().translator(ClaudeBackend().parse_options({}), baseline=totals)
     (result,) = [e for e in translate(stream, translator) if isinstance(e, ResultEvent)]
     assert result.cost_usd == pytest.approx(expected)
 
@@ -954,7 +953,9 @@ def test_a_failed_turn_reports_its_own_cost_and_usage() -> None:
     # baseline, and this run's usage, on the terminal ErrorEvent.
     stream = frames("max_turns.jsonl")
     stream[-1] = {**stream[-1], "total_cost_usd": 0.6}
-    translator = ClaudeBackend().translator(parse_options({}), baseline=SessionTotals(cost_usd=0.4))
+    translator = ClaudeBackend().translator(
+        ClaudeBackend().parse_options({}), baseline=SessionTotals(cost_usd=0.4)
+    )
     (error,) = [e for e in translate(stream, translator) if isinstance(e, ErrorEvent)]
     assert error.cost_usd == pytest.approx(0.2)
     assert error.usage == Usage(

@@ -16,7 +16,7 @@ from trio.testing import MockClock
 
 import agentrt
 from agentrt import SQLiteStore
-from agentrt._env import AMBIENT_AUTH_VARS
+from agentrt.backend import AMBIENT_AUTH_VARS
 from agentrt.testing import (
     AnthropicText,
     AnthropicToolUse,

@@ -1,12 +1,33 @@
-"""The package layout's two rules that an import can break: the repository's backends/ folder
-is installed as agentrt.backends and nowhere else, and the core never imports the command."""
+"""The package layout: the layer map in agentrt/__init__.py (and its copy in
+docs/architecture.md) held against the files and the static import graph, and the rules an
+import can break at run time: the repository's backends/ folder is installed as
+agentrt.backends and nowhere else, and the core never imports the command.
+
+The graph is read with `ast`, so it has every import: TYPE_CHECKING blocks and imports
+inside functions included. The map is read from agentrt/__init__.py, the one a reader of
+the code meets first, so that the comment cannot drift from the code; the docs' table must
+say the same."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "agentrt"
+BACKENDS = ROOT / "backends"  # installed as agentrt.backends
+# The backends stand beside the layers: above the floor (they import agentrt.backend and
+# nothing else of agentrt) and below every layer that might name one.
+ADAPTERS = 0.5
+
+_LAYER = re.compile(r"^# L(\d+) [^:]+:")
+_NAMES = re.compile(r"^#     (\S.*)$")
+_DOCS_ROW = re.compile(r"^\| L(\d+) [^|]*\|[^|]*\|(.*)\|\s*$")
 
 
 def _run(code: str, cwd: Path) -> list[str]:
@@ -14,6 +35,249 @@ def _run(code: str, cwd: Path) -> list[str]:
     return subprocess.run(
         [sys.executable, "-I", "-c", code], cwd=cwd, capture_output=True, text=True, check=True
     ).stdout.split()
+
+
+################################################################
+# The map, the files and the graph
+################################################################
+
+
+def layer_map(text: str | None = None) -> dict[str, int]:
+    """The map in agentrt/__init__.py's opening comment: module (relative to agentrt,
+    ``__init__`` for the package itself) -> layer number."""
+    if text is None:
+        text = (PACKAGE / "__init__.py").read_text()
+    layers: dict[str, int] = {}
+    layer: int | None = None
+    for line in text.splitlines():
+        if match := _LAYER.match(line):
+            layer = int(match.group(1))
+        elif layer is not None and (match := _NAMES.match(line)):
+            for name in match.group(1).split():
+                assert name not in layers, f"{name} is in the map twice"
+                layers[name] = layer
+        else:
+            layer = None
+    return layers
+
+
+def docs_map(text: str | None = None) -> dict[str, int]:
+    """The same map, from the table under docs/architecture.md's "Layers"."""
+    if text is None:
+        text = (ROOT / "docs" / "architecture.md").read_text()
+    layers: dict[str, int] = {}
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        if match := _DOCS_ROW.match(line):
+            for name in re.findall(r"`([\w.]+)`", match.group(2)):
+                assert name not in layers, f"{name} is in the docs' table twice"
+                layers[name] = int(match.group(1))
+    return layers
+
+
+def _is_empty(path: Path) -> bool:
+    # A package's __init__.py with nothing but a docstring needs no place in the map.
+    body = ast.parse(path.read_text()).body
+    return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body)
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of agentrt and of the backends, by its dotted name once installed."""
+    found: dict[str, Path] = {}
+    for top, name in ((root / "agentrt", "agentrt"), (root / "backends", "agentrt.backends")):
+        for path in sorted(top.rglob("*.py")):
+            parts = path.relative_to(top).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((name, *parts))] = path
+    return found
+
+
+def mapped_name(module: str) -> str:
+    """A module's name in the map: relative to agentrt; the package itself is __init__."""
+    return "__init__" if module == "agentrt" else module.removeprefix("agentrt.")
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - node.level + 1]
+        source = ".".join([*base, *([node.module] if node.module else [])])
+    else:
+        source = node.module or ""
+    for alias in node.names:
+        yield f"{source}.{alias.name}"  # a submodule, or a name of `source` (trimmed below)
+
+
+def import_graph(found: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``found`` it imports, anywhere in its file."""
+    graph: dict[str, set[str]] = {}
+    for module, path in found.items():
+        is_package = path.name == "__init__.py"
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for target in _targets(module, is_package, node):
+                parts = target.split(".")
+                while parts and ".".join(parts) not in found:
+                    parts.pop()
+                if parts and (name := ".".join(parts)) != module:
+                    edges.add(name)
+        graph[module] = edges
+    return graph
+
+
+def layer_of(module: str, layers: Mapping[str, float]) -> float:
+    if module == "agentrt.backends" or module.startswith("agentrt.backends."):
+        return ADAPTERS
+    name = mapped_name(module)
+    assert name in layers, f"{name} is not in agentrt/__init__.py's map"
+    return layers[name]
+
+
+def upward(graph: Mapping[str, Iterable[str]], layers: Mapping[str, float]) -> list[str]:
+    """Every import of a module from a higher layer than its own."""
+    return sorted(
+        f"{a} (L{layer_of(a, layers):g}) -> {b} (L{layer_of(b, layers):g})"
+        for a, targets in graph.items()
+        for b in targets
+        if layer_of(b, layers) > layer_of(a, layers)
+    )
+
+
+def circles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _mapped_modules(found: Mapping[str, Path]) -> set[str]:
+    # What the map must name: every module of agentrt/ but an empty package __init__.
+    return {
+        mapped_name(m)
+        for m, path in found.items()
+        if not m.startswith("agentrt.backends")
+        and not (path.name == "__init__.py" and m != "agentrt" and _is_empty(path))
+    }
+
+
+################################################################
+# The tests
+################################################################
+
+
+def test_the_map_names_every_module_and_only_modules_that_exist() -> None:
+    on_disk = _mapped_modules(modules())
+    mapped = layer_map()
+    assert sorted(on_disk - set(mapped)) == [], "modules missing from agentrt/__init__.py's map"
+    assert sorted(set(mapped) - on_disk) == [], "the map names modules that do not exist"
+
+
+def test_the_docs_table_is_the_same_map() -> None:
+    assert docs_map() == layer_map()
+
+
+def test_every_import_goes_to_the_same_layer_or_a_lower_one() -> None:
+    assert upward(import_graph(modules()), layer_map()) == []
+
+
+def test_no_import_circle() -> None:
+    assert circles(import_graph(modules())) == []
+
+
+def test_the_backends_import_agentrt_backend_alone() -> None:
+    graph = import_graph(modules())
+    strays = sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if a.startswith("agentrt.backends.")
+        for b in targets
+        if b != "agentrt.backend" and not b.startswith("agentrt.backends")
+    )
+    assert strays == []
+
+
+def test_the_backend_contract_and_telemetry_import_the_floor_only() -> None:
+    graph, layers = import_graph(modules()), layer_map()
+    for module in ("agentrt.backend", "agentrt._telemetry"):
+        assert layer_of(module, layers) == 0, module
+        assert sorted(b for b in graph[module] if layer_of(b, layers) != 0) == [], module
+
+
+def _top_level(path: Path) -> tuple[set[str], set[str], list[str]]:
+    """What a module's top level binds: names imported ``as`` themselves (marked as
+    exported), other public names, and its ``__all__`` (``+=`` included)."""
+    exported: set[str] = set()
+    other: set[str] = set()
+    listed: list[str] = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            for alias in node.names:
+                if alias.asname is not None and alias.asname == alias.name:
+                    exported.add(alias.name)
+                else:
+                    other.add(alias.asname or alias.name)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            other.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    assert isinstance(node.value, ast.List | ast.Tuple), path
+                    listed += [ast.literal_eval(e) for e in node.value.elts]
+                elif isinstance(target, ast.Name):
+                    other.add(target.id)
+    return exported, {n for n in other if not n.startswith("_")}, listed
+
+
+def test_all_is_what_each_public_module_exports() -> None:
+    # The face exports exactly what it imports as itself: nothing else is public there.
+    exported, other, listed = _top_level(PACKAGE / "__init__.py")
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(exported)
+    assert sorted(other) == []
+    # The contracts (for backend and store authors) list what they define and what they
+    # pass on, and no name they lack.
+    for path in (PACKAGE / "backend.py", PACKAGE / "store.py"):
+        if not path.exists():
+            continue
+        exported, other, listed = _top_level(path)
+        assert len(listed) == len(set(listed)), path.name
+        assert sorted(exported - set(listed)) == [], path.name
+        assert sorted(set(listed) - exported - other) == [], path.name
 
 
 def test_the_backends_are_installed_under_agentrt_only(tmp_path: Path) -> None:
@@ -36,12 +300,11 @@ def test_the_core_never_imports_the_command(tmp_path: Path) -> None:
 def test_the_wheel_lists_every_package_folder() -> None:
     # setuptools is given the packages by name (package-dir cannot be combined with
     # find), so a new subpackage missing from the list would be left out of the wheel only.
-    root = Path(__file__).resolve().parent.parent
-    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {"agentrt": root / "agentrt", **config["package-dir"]}
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"agentrt": ROOT / "agentrt", **config["package-dir"]}
     found = {
-        ".".join((name, *init.parent.relative_to(root / folder).parts))
+        ".".join((name, *init.parent.relative_to(ROOT / folder).parts))
         for name, folder in folders.items()
-        for init in (root / folder).rglob("__init__.py")
+        for init in (ROOT / folder).rglob("__init__.py")
     }
     assert sorted(config["packages"]) == sorted(found)

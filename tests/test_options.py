@@ -6,9 +6,8 @@ import attrs
 import pytest
 from _helpers import echo_backend
 
-from agentrt import Agent, InvalidOptions, MemoryStore, open_runtime
+from agentrt import Agent, InvalidOptions, MemoryStore, RestartType, open_runtime
 from agentrt._options import AgentOptions, split_options
-from agentrt._restart import RestartType
 
 
 def test_defaults_match_the_issue() -> None:

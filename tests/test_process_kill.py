@@ -34,13 +34,13 @@ from proc_helpers import (
 import agentrt._proctree
 from agentrt._lines import LineSplitter
 from agentrt._process import kill_stale_group, process_start_time
+from agentrt._procfs import read_stat
 from agentrt._proctree import (
     _PR_GET_CHILD_SUBREAPER,
     MARKER_ENV,
     ProcTree,
     _prctl,
     new_marker,
-    read_stat,
 )
 from agentrt.backend import ExitStatus
 from agentrt.lowlevel import ProcessTracker, open_cli_process

@@ -17,9 +17,8 @@ import pytest
 from proc_helpers import ENV, FAST, Frames, fake
 
 from agentrt import StopReason
-from agentrt._process import FrameBatch
 from agentrt.backend import Command, ExitStatus, SecretFile
-from agentrt.lowlevel import BadLine, ProcessFailure, open_cli_process
+from agentrt.lowlevel import BadLine, FrameBatch, ProcessFailure, open_cli_process
 from agentrt.testing import fake_cli_argv, fake_cli_executable
 
 MIB = 1024 * 1024

@@ -16,9 +16,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from agentrt import InvalidOptions
 from agentrt._options import AgentOptions
-from agentrt.backends.claude._options import KNOWN_KEYS as CLAUDE_KEYS
-from agentrt.backends.codex._options import KNOWN_KEYS as CODEX_KEYS
+from agentrt.backend import Backend
+from agentrt.backends.claude import ClaudeBackend
+from agentrt.backends.codex import CodexBackend
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -111,12 +113,20 @@ async def test_the_testing_example_passes(autojump_clock: MockClock) -> None:
     await tests[0](autojump_clock)
 
 
+def known_options(backend: Backend) -> set[str]:
+    """Every option ``backend`` knows, as its refusal of an unknown one lists them."""
+    with pytest.raises(InvalidOptions) as refused:
+        backend.parse_options({"no such option": 1})
+    assert refused.value.known_options is not None
+    return set(refused.value.known_options)
+
+
 def test_option_tables_match_the_code() -> None:
     # `resume` is the supervisor's option (start_agent resumes a stored session).
     runtime = {field.name for field in attrs.fields(AgentOptions)} | {"resume"}
     assert table_after("| Runtime option |") == runtime
-    assert table_after('Claude Code (`backend="claude"`)') == set(CLAUDE_KEYS)
-    assert table_after('Codex (`backend="codex"`)') == set(CODEX_KEYS)
+    assert table_after('Claude Code (`backend="claude"`)') == known_options(ClaudeBackend())
+    assert table_after('Codex (`backend="codex"`)') == known_options(CodexBackend())
 
 
 def without(path: str, *names: str) -> str:

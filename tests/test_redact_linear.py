@@ -1,6 +1,6 @@
 import pytest
 
-from agentrt._redact import redact
+from agentrt.backend import redact
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-from agentrt._restart import Crash, RestartIntensity, RestartType, Strategy
+from agentrt import Crash, RestartType, Strategy
+from agentrt._restart import RestartIntensity
 
 
 def test_restart_types_follow_otp() -> None:

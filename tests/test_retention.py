@@ -9,6 +9,7 @@ from trio.testing import MockClock
 
 from agentrt import (
     Completed,
+    Event,
     EventCoverage,
     Failed,
     Omission,
@@ -20,7 +21,6 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._events import Event
 from agentrt._retention import CaptureOverflow, EventLog
 from agentrt.testing import ScriptedBackend
 

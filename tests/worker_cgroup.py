@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import trio
 
-from agentrt import _cgroup, _proctree
+from agentrt import _cgroup, _procfs
 
 _PREFIX = "pytest-worker-"
 _NAME = re.compile(rf"{_PREFIX}(\d+)-(\d+)")
@@ -30,7 +30,7 @@ def enter() -> Callable[[], None] | None:
         return None
     _remove_stale(parent)
     pid = os.getpid()
-    path = f"{parent}/{_PREFIX}{pid}-{_proctree.process_start_time(pid) or 0}"
+    path = f"{parent}/{_PREFIX}{pid}-{_procfs.process_start_time(pid) or 0}"
     try:
         os.mkdir(path)
     except OSError:
@@ -58,5 +58,5 @@ def _remove_stale(parent: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(parent):
             found = _NAME.fullmatch(entry.name)
-            if found and _proctree.process_start_time(int(found[1])) != int(found[2]):
+            if found and _procfs.process_start_time(int(found[1])) != int(found[2]):
                 trio.run(_cgroup.remove_tree, entry.path)

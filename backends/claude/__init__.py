@@ -3,4 +3,5 @@
 from ._backend import ClaudeBackend as ClaudeBackend
 from ._command import SYSTEM_PROMPT_ARGV_LIMIT as SYSTEM_PROMPT_ARGV_LIMIT
 from ._options import ClaudeOptions as ClaudeOptions
+from ._options import PermissionMode as PermissionMode
 from ._translate import ClaudeTranslator as ClaudeTranslator

@@ -9,8 +9,7 @@ from typing import Any
 
 import attrs
 
-from agentrt import InvalidOptions
-from agentrt.backend import Command, SecretFile, child_env
+from agentrt.backend import Command, InvalidOptions, SecretFile, child_env
 
 from ._options import ClaudeOptions, session_id_error
 

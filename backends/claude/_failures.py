@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agentrt import StopReason
+from agentrt.backend import StopReason
 
 # Statuses the CLI reports as `api_error_status` / `error_status`.
 _BY_STATUS = {

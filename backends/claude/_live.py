@@ -20,14 +20,20 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import AddContext, Allow, Block, Deny, Hook, HookKind, ToolRequest
 from agentrt.backend import (
+    AddContext,
+    Allow,
+    Block,
     Command,
+    Deny,
     FrameRole,
+    Hook,
     HookCall,
+    HookKind,
     ProtocolError,
     SessionTotals,
     ToolApproval,
+    ToolRequest,
 )
 
 from ._command import build_live_command

@@ -11,8 +11,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from agentrt import InvalidOptions
-from agentrt.backend import ENV_POLICIES, REDACTED, EnvPolicy, default_env_policy
+from agentrt.backend import ENV_POLICIES, REDACTED, EnvPolicy, InvalidOptions, default_env_policy
 
 from .. import _validate as v
 

@@ -49,9 +49,10 @@ from typing import Any
 
 import msgspec
 
-from agentrt import (
+from agentrt.backend import (
     ErrorEvent,
     Event,
+    ExitStatus,
     InitEvent,
     McpServerStatus,
     PermissionDenial,
@@ -65,8 +66,8 @@ from agentrt import (
     ToolUseEvent,
     Usage,
     UsageEvent,
+    redact,
 )
-from agentrt.backend import ExitStatus, redact
 
 from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id, status_message
 

@@ -12,8 +12,7 @@ import signal
 import uuid
 from collections.abc import Mapping
 
-from agentrt import InvalidOptions
-from agentrt.backend import Command, SecretFile, child_env
+from agentrt.backend import Command, InvalidOptions, SecretFile, child_env
 
 from ._options import CodexOptions, toml_value
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 import signal
 
-from agentrt import ErrorEvent, StopReason, Usage
-from agentrt.backend import ExitStatus, redact
+from agentrt.backend import ErrorEvent, ExitStatus, StopReason, Usage, redact
 
 _STATUS = re.compile(r"(?:unexpected status|last status:) (\d{3})\b")
 _OVERLOADED = frozenset({500, 502, 503, 504, 529})

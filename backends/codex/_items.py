@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import Event, ToolResultEvent, ToolUseEvent
+from agentrt.backend import Event, ToolResultEvent, ToolUseEvent
 
 TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 

@@ -30,8 +30,17 @@ from typing import Any
 
 import msgspec
 
-from agentrt import Allow, Deny, ToolRequest
-from agentrt.backend import Command, FrameRole, ProtocolError, SessionTotals, ToolApproval, redact
+from agentrt.backend import (
+    Allow,
+    Command,
+    Deny,
+    FrameRole,
+    ProtocolError,
+    SessionTotals,
+    ToolApproval,
+    ToolRequest,
+    redact,
+)
 
 from ._command import codex_env, config_args
 from ._live_translate import CodexLiveTranslator

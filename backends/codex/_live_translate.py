@@ -41,9 +41,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrt import (
+from agentrt.backend import (
     ErrorEvent,
     Event,
+    ExitStatus,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -51,8 +52,8 @@ from agentrt import (
     TextEvent,
     Usage,
     UsageEvent,
+    redact,
 )
-from agentrt.backend import ExitStatus, redact
 
 from ._failures import ended_early, error_event
 from ._items import ToolItems, tool_name

@@ -15,8 +15,14 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from agentrt import InvalidOptions
-from agentrt.backend import ENV_POLICIES, REDACTED, EnvPolicy, default_env_policy, is_secret_name
+from agentrt.backend import (
+    ENV_POLICIES,
+    REDACTED,
+    EnvPolicy,
+    InvalidOptions,
+    default_env_policy,
+    is_secret_name,
+)
 
 from .. import _validate as v
 

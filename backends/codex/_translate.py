@@ -57,9 +57,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentrt import (
+from agentrt.backend import (
     ErrorEvent,
     Event,
+    ExitStatus,
     RawEvent,
     ResultEvent,
     SessionEvent,
@@ -67,8 +68,8 @@ from agentrt import (
     TextEvent,
     Usage,
     UsageEvent,
+    redact,
 )
-from agentrt.backend import ExitStatus, redact
 
 from ._failures import ended_early, error_event
 from ._items import ToolItems, tool_name

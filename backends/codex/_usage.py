@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt import Usage
+from agentrt.backend import Usage
 
 # The count names of ``codex exec --json`` and of ``codex app-server``, in the order
 # input (cached included), cached input, cache writes, output (reasoning included).

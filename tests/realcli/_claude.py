@@ -24,7 +24,7 @@ import trio
 from proc_helpers import ProcInfo, kill_marked, marked
 from trio_util import AsyncValue
 
-from agentrt._redact import redact, redact_mapping
+from agentrt.backend import redact, redact_mapping
 from agentrt.testing import FakeAnthropic
 
 REPO = Path(__file__).resolve().parents[2]

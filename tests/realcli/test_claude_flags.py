@@ -22,8 +22,7 @@ import pytest
 import trio
 from proc_helpers import Frames
 
-from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend
-from agentrt.backends.claude._options import PermissionMode
+from agentrt.backends.claude import SYSTEM_PROMPT_ARGV_LIMIT, ClaudeBackend, PermissionMode
 from agentrt.lowlevel import ProcessLimits, open_cli_process
 
 from ._claude import Claude

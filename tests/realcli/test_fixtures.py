@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentrt._redact import redact
+from agentrt.backend import redact
 
 from ._claude import FIXTURES
 
