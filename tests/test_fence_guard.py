@@ -15,8 +15,9 @@ from proc_helpers import running, wait_until
 from agentrt import _fence_guard
 from agentrt._proctree import MARKER_ENV
 
-# Not a live pid's prefix: only the processes this test marks carry it.
-RUNTIME = "4000001"
+# Not a live pid's prefix (above the kernel's largest pid), and this test process's own: only
+# the processes these tests mark carry it, not those of tests in other worker processes.
+RUNTIME = str(5_000_000 + os.getpid())
 
 
 @pytest.fixture

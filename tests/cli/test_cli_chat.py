@@ -44,7 +44,7 @@ def model(request: RecordedRequest) -> AnthropicReply:
         return AnthropicHang()
     if prompt == "cut once":  # the CLI retries a cut stream once, without streaming
         return (
-            AnthropicCutStream("Partial ans", linger=0.3)
+            AnthropicCutStream("Partial ans", linger=1.0)
             if request.stream
             else AnthropicText("Whole.")
         )
