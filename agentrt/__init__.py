@@ -10,23 +10,24 @@
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
 #     _restart _status _stream _telemetry _tools _util backend
-# L1 driver: one CLI process and its lifecycle, its tree and cgroup, slots, runtime ids
-#     _cgroup _fence_guard _kept_file _lifecycle _lines _orphans _process _process_slots
-#     _procfs _proctree _runtimes _secretfiles _spawn _warm
-# L2 stores: the session stores, and calls routed through PostgreSQL
-#     _route_codec _routing _store _store_memory _store_postgres _store_sql _store_sqlite
-#     _store_transcripts
-# L3 cluster: several runtimes on one store
-#     _reaper _specs
-# L4 turn: one turn, Command -> events -> Response, and the options it runs with
+# L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
+#     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
+#     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
+#     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
+#     _driver._spawn
+# L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
+#     _stores._memory _stores._postgres _stores._postgres_router _stores._protocols
+#     _stores._route_codec _stores._sql _stores._sqlite _stores._transcripts
+# L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
+#     _cluster._ownership _cluster._reaper _cluster._specs
+# L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
-# L5 agent: one agent, its state across instances, its loop and callbacks
+# L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
-# L6 face: supervision, the runtime, the public modules
-#     __init__ _address _api _backends _failover _ownership _pinned _runtime _supervisor
-#     lowlevel store testing testing._fake_anthropic testing._fake_openai testing._http
-#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
-#     testing.fake_cli
+# L6 face: supervision, the runtime, one address per agent, the public modules
+#     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
+#     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
+#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions
@@ -121,11 +122,11 @@ from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
 from ._status import RuntimeStatistics as RuntimeStatistics
-from ._store import SessionStore as SessionStore
-from ._store_memory import MemoryStore as MemoryStore
-from ._store_postgres import PostgresStore as PostgresStore
-from ._store_sqlite import SQLiteStore as SQLiteStore
-from ._store_sqlite import default_store_path as default_store_path
+from ._stores._memory import MemoryStore as MemoryStore
+from ._stores._postgres import PostgresStore as PostgresStore
+from ._stores._protocols import SessionStore as SessionStore
+from ._stores._sqlite import SQLiteStore as SQLiteStore
+from ._stores._sqlite import default_store_path as default_store_path
 from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool

@@ -29,6 +29,9 @@ import trio
 from . import _approvals
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
 from ._asks import Ask
+from ._driver._lifecycle import CliLifecycle, LiveSettings
+from ._driver._process import ProcessTracker
+from ._driver._process_slots import ProcessSlots
 from ._errors import AgentStopped, TurnFailed
 from ._events import (
     ErrorEvent,
@@ -38,19 +41,16 @@ from ._events import (
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
-from ._lifecycle import CliLifecycle, LiveSettings
 from ._logs import log_error
 from ._mode import InProcess, Live, Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
-from ._process import ProcessTracker
-from ._process_slots import ProcessSlots
 from ._recorder import Recorder
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._store import SessionStore, TranscriptStore
+from ._stores._protocols import SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
 from ._turn import FrameSource, InProcessSource, Turn
 from .backend import Backend, PortableBackend

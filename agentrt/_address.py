@@ -22,10 +22,10 @@ from ._arguments import check_prompt, wrong_type
 from ._errors import AgentNotFound
 from ._events import Response
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
-from ._route_codec import check_event
 from ._slot import Slot
 from ._status import AgentStatus
-from ._store import Router
+from ._stores._protocols import Router
+from ._stores._route_codec import check_event
 from ._stream import EventStream
 
 

@@ -27,7 +27,7 @@ from ._agent import Agent
 from ._errors import AgentAlreadyStarted, InvalidOptions, NoRuntime, StoreError
 from ._records import Lease
 from ._redact import redact
-from ._store import LeaseStore, SpecStore
+from ._stores._protocols import LeaseStore, SpecStore
 
 logger = logging.getLogger("agentrt")
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
-from ._process import ProcessLimits
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
 

@@ -20,9 +20,9 @@ import attrs
 import trio
 
 from ._errors import InvalidOptions, StoreError
-from ._store import TranscriptStore
-from ._store_sqlite import state_directory
-from ._store_transcripts import check_transcript_path
+from ._stores._protocols import TranscriptStore
+from ._stores._sqlite import state_directory
+from ._stores._transcripts import check_transcript_path
 from .backend import Backend, PortableBackend
 
 logger = logging.getLogger("agentrt")

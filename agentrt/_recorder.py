@@ -20,7 +20,7 @@ from ._errors import StoreError, TurnFailed
 from ._events import NO_TOTALS, Response
 from ._logs import log_error
 from ._slot import Slot
-from ._store import LiveProcessStore, SessionStore
+from ._stores._protocols import LiveProcessStore, SessionStore
 
 logger = logging.getLogger("agentrt")
 

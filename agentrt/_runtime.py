@@ -16,25 +16,25 @@ import trio
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
 from ._arguments import check_ref, wrong_type
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
-from ._events import Response
-from ._exceptiongroups import collapse_exception_groups
-from ._failover import Host
-from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
-from ._ownership import (
+from ._cluster._ownership import (
     DEFAULT_LEASE_TTL,
     Ownership,
     check_kill_grace,
     lease_ttl_option,
     node_option,
 )
-from ._process import ProcessTracker
-from ._process_slots import ProcessSlots
-from ._reaper import reap_stale_turns
+from ._cluster._reaper import reap_stale_turns
+from ._driver._process import ProcessTracker
+from ._driver._process_slots import ProcessSlots
+from ._driver._runtimes import new_runtime_id, register, unregister
+from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
+from ._events import Response
+from ._exceptiongroups import collapse_exception_groups
+from ._failover import Host
+from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
-from ._runtimes import new_runtime_id, register, unregister
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
-from ._store import (
+from ._stores._protocols import (
     LeaseStore,
     Router,
     SessionStore,
@@ -42,7 +42,7 @@ from ._store import (
     StoreCapabilities,
     lacks,
 )
-from ._store_sqlite import SQLiteStore, default_store_path
+from ._stores._sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Context, Supervisor
 from ._telemetry import track_runtime

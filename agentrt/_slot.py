@@ -22,7 +22,7 @@ from ._mailbox import Mailbox
 from ._mode import ONE_SHOT, Mode
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
-from ._store import SessionStore
+from ._stores._protocols import SessionStore
 from ._turn import Turn
 
 ASK_CANCELLED = "the caller of ask was cancelled"

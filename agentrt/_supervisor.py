@@ -34,6 +34,10 @@ from ._address import LocalAgent
 from ._agent import Agent, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
+from ._cluster._ownership import Ownership, check_kill_grace
+from ._cluster._specs import forget_spec
+from ._driver._process import ProcessTracker
+from ._driver._process_slots import ProcessSlots
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
@@ -54,16 +58,12 @@ from ._options import (
     resume_option,
     split_options,
 )
-from ._ownership import Ownership, check_kill_grace
 from ._portable import portable_options
-from ._process import ProcessTracker
-from ._process_slots import ProcessSlots
 from ._records import SessionRecord
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
-from ._specs import forget_spec
 from ._status import AgentHandle
-from ._store import (
+from ._stores._protocols import (
     LiveProcessStore,
     SessionStore,
     SpecStore,

@@ -39,6 +39,8 @@ import trio
 
 from ._alarm import Alarm
 from ._asks import Ask, HookCall, ToolApproval
+from ._driver._process import BadLine, CliProcess, ProcessFailure
+from ._driver._process_slots import ProcessSlots
 from ._errors import StoreError, TurnFailed
 from ._events import (
     TEXT_CODEC,
@@ -61,8 +63,6 @@ from ._events import (
     response_with_text,
 )
 from ._options import AgentOptions
-from ._process import BadLine, CliProcess, ProcessFailure
-from ._process_slots import ProcessSlots
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
@@ -104,7 +104,7 @@ class TurnHost(Protocol):
 
 
 class Channel(Protocol):
-    """One turn's frames from a CLI process (agentrt._lifecycle), opened with ``async
+    """One turn's frames from a CLI process (agentrt._driver._lifecycle), opened with ``async
     with``: a stop while it opens goes to `interrupt` too."""
 
     @property
@@ -157,7 +157,7 @@ class Channel(Protocol):
 
 
 class ChannelSource(Protocol):
-    """What opens a turn's `Channel`: the instance's `agentrt._lifecycle.CliLifecycle`."""
+    """What opens a turn's `Channel`: the instance's `agentrt._driver._lifecycle.CliLifecycle`."""
 
     @property
     def turn_slots(self) -> ProcessSlots | None: ...
@@ -430,7 +430,7 @@ class Turn:
         return None, ""
 
     def spawned(self, process: CliProcess) -> None:
-        """A process was spawned for this turn (`agentrt._lifecycle.TurnWatch`)."""
+        """A process was spawned for this turn (`agentrt._driver._lifecycle.TurnWatch`)."""
         if self.trace is not None:
             self.trace.spawned(process)
 

@@ -23,20 +23,20 @@ from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredTranscript as StoredTranscript
-from ._store import LeaseStore as LeaseStore
-from ._store import LiveProcessStore as LiveProcessStore
-from ._store import Router as Router
-from ._store import RoutingStore as RoutingStore
-from ._store import Serve as Serve
-from ._store import SessionStore as SessionStore
-from ._store import SpecStore as SpecStore
-from ._store import TranscriptStore as TranscriptStore
-from ._store import check_fence as check_fence
-from ._store import granted_epoch as granted_epoch
-from ._store import no_row as no_row
-from ._store import stored_reason as stored_reason
-from ._store_transcripts import check_transcript_path as check_transcript_path
-from ._store_transcripts import stale_chunk as stale_chunk
+from ._stores._protocols import LeaseStore as LeaseStore
+from ._stores._protocols import LiveProcessStore as LiveProcessStore
+from ._stores._protocols import Router as Router
+from ._stores._protocols import RoutingStore as RoutingStore
+from ._stores._protocols import Serve as Serve
+from ._stores._protocols import SessionStore as SessionStore
+from ._stores._protocols import SpecStore as SpecStore
+from ._stores._protocols import TranscriptStore as TranscriptStore
+from ._stores._protocols import check_fence as check_fence
+from ._stores._protocols import granted_epoch as granted_epoch
+from ._stores._protocols import no_row as no_row
+from ._stores._protocols import stored_reason as stored_reason
+from ._stores._transcripts import check_transcript_path as check_transcript_path
+from ._stores._transcripts import stale_chunk as stale_chunk
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [

@@ -20,7 +20,8 @@ from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
 from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
 from trio.testing import MockClock
 
-from agentrt import MemoryStore, SessionStore, _cgroup, _proctree, _runtime
+from agentrt import MemoryStore, SessionStore, _runtime
+from agentrt._driver import _cgroup, _proctree
 
 REAL_DEFAULT_STORE = _runtime._default_store
 

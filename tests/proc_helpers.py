@@ -19,8 +19,8 @@ import trio
 from trio_util import AsyncValue
 
 from agentrt import Agent, AgentStatus, Event, RawEvent, Ref, Response, Runtime, TurnFailed
-from agentrt._procfs import read_stat
-from agentrt._proctree import descendants, snapshot
+from agentrt._driver._procfs import read_stat
+from agentrt._driver._proctree import descendants, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker

@@ -12,8 +12,8 @@ import pytest
 import trio
 from proc_helpers import running, wait_until
 
-from agentrt import _fence_guard
-from agentrt._proctree import MARKER_ENV
+from agentrt._driver import _fence_guard
+from agentrt._driver._proctree import MARKER_ENV
 
 # Not a live pid's prefix (above the kernel's largest pid), and this test process's own: only
 # the processes these tests mark carry it, not those of tests in other worker processes.

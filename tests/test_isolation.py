@@ -26,7 +26,7 @@ from agentrt import (
     ToolRequest,
     open_runtime,
 )
-from agentrt._cgroup import (
+from agentrt._driver._cgroup import (
     TurnCgroup,
     TurnCgroups,
     Unavailable,
@@ -34,8 +34,8 @@ from agentrt._cgroup import (
     own_cgroup,
     v2_directory,
 )
-from agentrt._procfs import process_start_time, read_stat
-from agentrt._proctree import MARKER_ENV, adopted_orphans
+from agentrt._driver._procfs import process_start_time, read_stat
+from agentrt._driver._proctree import MARKER_ENV, adopted_orphans
 from agentrt.lowlevel import ProcessFailure, ProcessTracker, open_cli_process
 from agentrt.testing import fake_cli_argv, fake_cli_executable
 

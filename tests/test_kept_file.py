@@ -1,4 +1,4 @@
-"""`agentrt._kept_file.KeptFile`'s own unit test: a kernel file kept open shows what is true
+"""`agentrt._driver._kept_file.KeptFile`'s own unit test: a kernel file kept open shows what is true
 at each read, and nothing once its process is gone (never a later one under the same pid)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from agentrt._kept_file import KeptFile
+from agentrt._driver._kept_file import KeptFile
 
 
 def state(stat: bytes | None) -> str:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentrt._lines import LineSplitter, LineTooLong
+from agentrt._driver._lines import LineSplitter, LineTooLong
 
 
 def split_all(chunks: list[bytes], cap: int = 1 << 20) -> list[bytes]:

@@ -31,11 +31,11 @@ from proc_helpers import (
     wait_until,
 )
 
-import agentrt._proctree
-from agentrt._lines import LineSplitter
-from agentrt._process import kill_stale_group, process_start_time
-from agentrt._procfs import read_stat
-from agentrt._proctree import (
+import agentrt._driver._proctree
+from agentrt._driver._lines import LineSplitter
+from agentrt._driver._process import kill_stale_group, process_start_time
+from agentrt._driver._procfs import read_stat
+from agentrt._driver._proctree import (
     _PR_GET_CHILD_SUBREAPER,
     MARKER_ENV,
     ProcTree,
@@ -235,13 +235,13 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
     # leader (all children of ours) looking for its marker; they carry their own, so they are
     # passed by, while an orphan of the ending turn is still found by its marker.
     read: list[int] = []
-    original = agentrt._proctree.marker_of
+    original = agentrt._driver._proctree.marker_of
 
     def marker_of(pid: int) -> str | None:
         read.append(pid)
         return original(pid)
 
-    monkeypatch.setattr(agentrt._proctree, "marker_of", marker_of)
+    monkeypatch.setattr(agentrt._driver._proctree, "marker_of", marker_of)
     tracker = ProcessTracker(cgroups=False)  # the walk is what this is about
     # No periodic walk: had one seen the orphan while its parent lived, it would be known by
     # pid, and its marker never read (a race on a loaded machine).
@@ -374,16 +374,16 @@ def test_adopted_reads_every_thread_once_the_main_thread_has_finished(
     finished.start()
     finished.join()
     reads: list[object] = []
-    original = agentrt._proctree._thread_children
+    original = agentrt._driver._proctree._thread_children
 
     def thread_children(pid: int, tid: int | str) -> list[int]:
         reads.append(tid)
         return original(pid, tid)
 
-    monkeypatch.setattr(agentrt._proctree, "_thread_children", thread_children)
-    agentrt._proctree._adopted()
+    monkeypatch.setattr(agentrt._driver._proctree, "_thread_children", thread_children)
+    agentrt._driver._proctree._adopted()
     assert reads == [os.getpid()]
     reads.clear()
     monkeypatch.setattr(threading, "main_thread", lambda: finished)
-    agentrt._proctree._adopted()
+    agentrt._driver._proctree._adopted()
     assert sorted(map(int, reads)) == sorted(map(int, os.listdir(f"/proc/{os.getpid()}/task")))

@@ -54,7 +54,7 @@ from agentrt import (
     Usage,
     Withdrawn,
 )
-from agentrt import _route_codec as codec
+from agentrt._stores import _route_codec as codec
 from agentrt.backend import ExitStatus
 from agentrt.lowlevel import ProcessFailure
 from agentrt.testing import ScriptedBackend, reply

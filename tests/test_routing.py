@@ -36,7 +36,7 @@ from agentrt import (
     TurnFailed,
     Withdrawn,
 )
-from agentrt._routing import CHECK_EVERY, SWEEP_EVERY
+from agentrt._stores._postgres_router import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "route_child.py"

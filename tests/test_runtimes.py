@@ -1,11 +1,11 @@
-"""Runtime ids (agentrt._runtimes): which runtime wrote a record, and whether it is gone."""
+"""Runtime ids (agentrt._driver._runtimes): which runtime wrote a record, and whether it is gone."""
 
 from __future__ import annotations
 
 import os
 import socket
 
-from agentrt._runtimes import new_runtime_id, runtime_gone
+from agentrt._driver._runtimes import new_runtime_id, runtime_gone
 
 
 def test_which_runtimes_count_as_gone() -> None:

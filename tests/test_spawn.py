@@ -1,7 +1,7 @@
 """How a turn's CLI is started: with every signal at its default disposition and none
 blocked, whatever the runtime inherited, so an interrupt reaches it in band; in its cgroup
-before it runs; with no fork of the runtime where posix_spawn can do it all (agentrt._spawn's
-own tests, on both of its paths, below)."""
+before it runs; with no fork of the runtime where posix_spawn can do it all
+(agentrt._driver._spawn's own tests, on both of its paths, below)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import pytest
 import trio
 from test_isolation import WHY_NOT
 
-from agentrt import _spawn
-from agentrt._cgroup import TurnCgroups, own_cgroup
+from agentrt._driver import _spawn
+from agentrt._driver._cgroup import TurnCgroups, own_cgroup
 from agentrt.backend import Command, ExitStatus
 from agentrt.lowlevel import open_cli_process
 

@@ -30,8 +30,8 @@ from agentrt import (
     StopReason,
     StoreError,
     Usage,
-    _store_sqlite,
 )
+from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
 from agentrt.testing import Gate, ScriptedBackend, reply
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import trio
 
-from agentrt import _cgroup, _procfs
+from agentrt._driver import _cgroup, _procfs
 
 _PREFIX = "pytest-worker-"
 _NAME = re.compile(rf"{_PREFIX}(\d+)-(\d+)")

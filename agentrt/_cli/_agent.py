@@ -27,9 +27,9 @@ from .._options import split_options
 from .._records import SessionRecord
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store import SessionStore
-from .._store_postgres import PostgresStore
-from .._store_sqlite import SQLiteStore, default_store_path
+from .._stores._postgres import PostgresStore
+from .._stores._protocols import SessionStore
+from .._stores._sqlite import SQLiteStore, default_store_path
 from ._render import CliError, Output, money, seconds, short
 
 DEFAULT_BACKEND = "claude"

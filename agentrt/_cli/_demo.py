@@ -31,15 +31,15 @@ from typing import Any
 import attrs
 import trio
 
-from .. import _proctree
 from .._agent import Agent
+from .._driver import _proctree
 from .._errors import AgentNotFound, AgentRTError, TurnFailed
 from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
 from .._pinned import pinned_claude
 from .._records import SessionRecord
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._store_sqlite import SQLiteStore
+from .._stores._sqlite import SQLiteStore
 from ..testing import open_fake_anthropic
 from ._demo_model import (
     HANG_PROMPT,

@@ -22,17 +22,18 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from .. import _cgroup, _telemetry
+from .. import _telemetry
 from .._agent import Agent
 from .._backends import resolve_backend
+from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
 from .._errors import AgentRTError, StoreError, TurnFailed
 from .._pinned import PinnedClaude, pinned_claude
 from .._redact import redact
 from .._runtime import open_runtime
-from .._store_memory import MemoryStore
-from .._store_sqlite import SQLiteStore, missing_directory
+from .._stores._memory import MemoryStore
+from .._stores._sqlite import SQLiteStore, missing_directory
 from ..backend import Backend
 from ._agent import footer, store_path, turn_failed
 from ._render import Output

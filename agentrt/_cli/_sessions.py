@@ -8,8 +8,8 @@ import datetime
 from typing import Any
 
 from .._records import Lease, SessionRecord
-from .._store_postgres import PostgresStore
-from .._store_sqlite import SQLiteStore
+from .._stores._postgres import PostgresStore
+from .._stores._sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
 from ._render import CliError, Output, money
 

@@ -23,7 +23,13 @@ import trio
 from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from .._events import SessionTotals, StopReason, Usage
 from .._records import LeaseOwner, SessionRecord
-from .._store import LeaseStore, LiveProcessStore, SessionStore, SpecStore, TranscriptStore
+from .._stores._protocols import (
+    LeaseStore,
+    LiveProcessStore,
+    SessionStore,
+    SpecStore,
+    TranscriptStore,
+)
 
 _T = TypeVar("_T")
 _E = TypeVar("_E", bound=BaseException)

@@ -11,8 +11,8 @@ import pytest
 import agentrt.backends.claude._backend as claude_backend
 import agentrt.backends.codex._backend as codex_backend
 from agentrt import _telemetry
-from agentrt._cgroup import Unavailable, own_cgroup
 from agentrt._cli._doctor import telemetry_check
+from agentrt._driver._cgroup import Unavailable, own_cgroup
 from agentrt.testing import AnthropicText, FakeAnthropic
 
 from ._run import agentrt

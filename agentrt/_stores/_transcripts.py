@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 
-from ._errors import StoreError
-from ._records import StoredTranscript
+from .._errors import StoreError
+from .._records import StoredTranscript
 
 _T = TypeVar("_T")
 

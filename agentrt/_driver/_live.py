@@ -36,11 +36,11 @@ from typing import Any
 import attrs
 import trio
 
-from ._asks import Ask
-from ._events import StopReason
+from .._asks import Ask
+from .._events import StopReason
+from ..backend import LiveProtocol, ProtocolError, Translator
 from ._process import BadLine, CliProcess, FrameBatch, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
-from .backend import LiveProtocol, ProtocolError, Translator
 
 logger = logging.getLogger("agentrt")
 

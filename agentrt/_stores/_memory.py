@@ -9,11 +9,11 @@ from typing import Self
 import attrs
 import trio
 
-from ._errors import StoreError
-from ._events import NO_TOTALS, Usage
-from ._records import Lease, LeaseOwner, SessionRecord, SessionRow, StoredTranscript
-from ._store import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
-from ._store_transcripts import MemoryTranscripts
+from .._errors import StoreError
+from .._events import NO_TOTALS, Usage
+from .._records import Lease, LeaseOwner, SessionRecord, SessionRow, StoredTranscript
+from ._protocols import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
+from ._transcripts import MemoryTranscripts
 
 
 @attrs.define

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import trio
 
-from ._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
-from ._records import LeaseOwner
-from ._redact import redact
+from .._driver._runtimes import local_runtime_gone
+from .._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
+from .._records import LeaseOwner
+from .._redact import redact
+from ._protocols import Serve
 from ._route_codec import (
     RowRefused,
     decode_answer,
@@ -40,8 +42,6 @@ from ._route_codec import (
     encode_error,
     shown,
 )
-from ._runtimes import local_runtime_gone
-from ._store import Serve
 
 if TYPE_CHECKING:
     import psycopg

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from ._errors import StoreError
-from ._store import SpecStore
+from .._errors import StoreError
+from .._stores._protocols import SpecStore
 
 logger = logging.getLogger("agentrt")
 

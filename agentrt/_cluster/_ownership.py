@@ -30,13 +30,13 @@ from collections.abc import Callable
 
 import trio
 
-from . import _fence_guard
-from ._errors import AgentAlreadyStarted, InvalidOptions, StoreError
-from ._process import process_start_time
-from ._records import Lease, LeaseOwner
-from ._runtimes import local_runtime_gone
+from .._driver import _fence_guard
+from .._driver._process import process_start_time
+from .._driver._runtimes import local_runtime_gone
+from .._errors import AgentAlreadyStarted, InvalidOptions, StoreError
+from .._records import Lease, LeaseOwner
+from .._stores._protocols import LeaseStore, SpecStore
 from ._specs import forget_spec
-from ._store import LeaseStore, SpecStore
 
 logger = logging.getLogger("agentrt")
 

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .backend import Command, SecretFile
+from ..backend import Command, SecretFile
 
 
 @contextmanager

@@ -358,7 +358,7 @@ class _Process:
     pid: int
     # Opened at the spawn, while nobody can have reaped the child, so it names this one:
     # the driver watches the exit on it, `wait` reaps through it, and the driver closes it
-    # (`agentrt._process.CliProcess`) once it is done with the process.
+    # (`agentrt._driver._process.CliProcess`) once it is done with the process.
     pidfd: int
     stdin: trio.lowlevel.FdStream
     stdout: trio.lowlevel.FdStream

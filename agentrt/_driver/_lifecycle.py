@@ -9,7 +9,7 @@ differs is only what the mode asks for:
 - one process per turn (``live`` None): the turn holds a process slot (`turn_slots`, taken
   by the turn); an interrupt is the driver's signal ladder; at the turn's end the process
   is waited for and its whole group killed;
-- a live CLI (`LiveSettings`, see agentrt._warm): the process holds its slot for its life
+- a live CLI (`LiveSettings`, see agentrt._driver._live): the process holds its slot for its life
   and lives in the instance's nursery; an interrupt goes in band first; at a turn's end
   what the turn started is killed (`kill_others` of the resident set), and the process
   lives on between turns (its record says idle) unless it must end: recycling, a doubt,
@@ -28,14 +28,14 @@ from typing import Any, Protocol
 
 import trio
 
-from ._alarm import Alarm
-from ._asks import Ask
-from ._events import SessionTotals
+from .._alarm import Alarm
+from .._asks import Ask
+from .._events import SessionTotals
+from .._telemetry import record_warm_process
+from ..backend import Backend, Command, ExitStatus, LiveBackend, Translator
+from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
-from ._telemetry import record_warm_process
-from ._warm import LiveSettings, WarmCli
-from .backend import Backend, Command, ExitStatus, LiveBackend, Translator
 
 __all__ = ["CliLifecycle", "LiveSettings", "ProcessRecords", "TurnWatch"]
 

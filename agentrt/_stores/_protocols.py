@@ -29,10 +29,10 @@ from typing import Any, Protocol, Self, runtime_checkable
 import attrs
 import trio
 
-from ._errors import AgentAlreadyStarted, LeaseLost, StoreError
-from ._events import StopReason, Usage
-from ._records import Lease, LeaseOwner, SessionRecord, StoredTranscript
-from ._redact import redact
+from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
+from .._events import StopReason, Usage
+from .._records import Lease, LeaseOwner, SessionRecord, StoredTranscript
+from .._redact import redact
 
 NO_USAGE = Usage()
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 
-from ._events import StopReason
-from ._process import kill_stale_group
-from ._records import SessionRecord
-from ._runtimes import runtime_gone
-from ._store import LiveProcessStore, SessionStore
-from ._telemetry import reap_span
+from .._driver._process import kill_stale_group
+from .._driver._runtimes import runtime_gone
+from .._events import StopReason
+from .._records import SessionRecord
+from .._stores._protocols import LiveProcessStore, SessionStore
+from .._telemetry import reap_span
 
 logger = logging.getLogger("agentrt")
 

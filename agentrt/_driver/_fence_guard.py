@@ -14,7 +14,7 @@ no CLI before its own fence has run. ``exit`` ends the guard without a kill.
 
 It runs as its own program because the runtime's process may be the frozen one, so it
 imports nothing of agentrt (and starts in milliseconds); `marker_of` is also the one
-`agentrt._proctree` reads markers with.
+`agentrt._driver._proctree` reads markers with.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ SIGKILL orphans whatever it started. So a turn's tree is every process that
 - descends, by parent pid, from any of those.
 
 Linux only; where /proc is missing the tree is just the group. Where the turn has a cgroup
-of its own (`agentrt._cgroup`), the tree is simply what that cgroup holds.
+of its own (`agentrt._driver._cgroup`), the tree is simply what that cgroup holds.
 """
 
 from __future__ import annotations

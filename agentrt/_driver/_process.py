@@ -1,10 +1,10 @@
 """The process driver: one CLI process per turn, from spawn to the last member of its tree.
 
-`open_cli_process` spawns a `Command` (`agentrt._spawn`: no fork of the runtime, signals at
+`open_cli_process` spawns a `Command` (`agentrt._driver._spawn`: no fork of the runtime, signals at
 their defaults) in a new session with an env marker, feeds it stdin,
 yields decoded stdout lines as frames under the startup/idle/line-size bounds, keeps the
 newest stderr bytes, and on every way out runs the same shielded, bounded kill ladder over
-the whole process tree (`agentrt._proctree`). `ProcessTracker` is the runtime-wide part: it
+the whole process tree (`agentrt._driver._proctree`). `ProcessTracker` is the runtime-wide part: it
 makes the runtime a child subreaper and reaps the orphans of its turns.
 """
 
@@ -25,10 +25,12 @@ import attrs
 import msgspec
 import trio
 
+from .._errors import AgentRTError
+from .._events import StopReason
+from .._exceptiongroups import collapse_exception_groups
+from .._redact import redact
+from ..backend import Command, ExitStatus
 from ._cgroup import Isolation, TurnCgroup, open_isolation
-from ._errors import AgentRTError
-from ._events import StopReason
-from ._exceptiongroups import collapse_exception_groups
 from ._kept_file import KeptFile
 from ._lines import LineSplitter, LineTooLong
 from ._orphans import OrphanReaper
@@ -47,10 +49,8 @@ from ._proctree import (
     track_leader,
     untrack_leader,
 )
-from ._redact import redact
 from ._secretfiles import materialized_argv
 from ._spawn import CannotEnter, Spawned, spawn
-from .backend import Command, ExitStatus
 
 __all__ = [
     "BadLine",

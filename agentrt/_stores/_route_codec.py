@@ -22,7 +22,8 @@ from typing import Any, Literal, NamedTuple, cast
 
 import msgspec
 
-from ._errors import (
+from .._driver._process import ProcessFailure
+from .._errors import (
     AgentAlreadyStarted,
     AgentBusy,
     AgentNotFound,
@@ -39,7 +40,7 @@ from ._errors import (
     StoreError,
     TurnFailed,
 )
-from ._events import (
+from .._events import (
     TEXT_CODEC,
     AnyEvent,
     EventCoverage,
@@ -51,13 +52,12 @@ from ._events import (
     Usage,
     response_with_text,
 )
-from ._process import ProcessFailure
-from ._records import Lease, LeaseOwner
-from ._redact import redact
-from ._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
-from ._restart import Crash
-from ._status import AgentState, AgentStatus, CurrentRequest, ModeName
-from .backend import ExitStatus
+from .._records import Lease, LeaseOwner
+from .._redact import redact
+from .._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
+from .._restart import Crash
+from .._status import AgentState, AgentStatus, CurrentRequest, ModeName
+from ..backend import ExitStatus
 
 # The routing protocol this agentrt speaks: raised with any change to the bodies below, so
 # that hosts running agentrt versions that cannot understand each other say so. A new kind

@@ -3,7 +3,7 @@
 Where the runtime may create cgroups (cgroup v2 with ``cgroup.kill``, Linux >= 5.14: as
 root, or in a delegated subtree such as a systemd user slice), a runtime makes one cgroup
 under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per turn below
-that. The turn's CLI is moved into its cgroup before it execs (agentrt._spawn holds it at a
+that. The turn's CLI is moved into its cgroup before it execs (agentrt._driver._spawn holds it at a
 FIFO meanwhile), so everything it ever starts is born inside: no new session, double fork or
 cleared environment leaves it, and ``cgroup.kill`` ends them all at once. Only the core
 files are used (cgroup.procs, cgroup.kill, cgroup.events, cgroup.stat), so no controller
@@ -97,7 +97,7 @@ def own_cgroup() -> tuple[str, str]:
 @attrs.define(eq=False)
 class TurnCgroup:
     """One turn's cgroup. The spawn `move`s its child in before the child runs its program
-    (agentrt._spawn), so nothing it starts is ever outside."""
+    (agentrt._driver._spawn), so nothing it starts is ever outside."""
 
     path: str
     name: str  # as /proc/<pid>/cgroup shows it
@@ -137,8 +137,8 @@ class TurnCgroup:
 
     @property
     def enter(self) -> Callable[[], object]:
-        # The ``preexec_fn`` where the spawn has to fork (agentrt._spawn): the child makes one
-        # write(2) to an fd opened here ("0": the writer).
+        # The ``preexec_fn`` where the spawn has to fork (agentrt._driver._spawn): the child
+        # makes one write(2) to an fd opened here ("0": the writer).
         assert self._procs_fd is not None
         return functools.partial(os.write, self._procs_fd, b"0")
 

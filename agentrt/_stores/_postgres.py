@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import attrs
 import trio
 
-from ._errors import StoreError
-from ._records import Lease, LeaseOwner
-from ._redact import redact
-from ._store import Router, check_fence, granted_epoch, lease_owner
-from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
-from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from .._errors import StoreError
+from .._records import Lease, LeaseOwner
+from .._redact import redact
+from ._protocols import Router, check_fence, granted_epoch, lease_owner
+from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
     import psycopg
@@ -414,7 +414,7 @@ class PostgresStore(SqlTranscripts, SqlSessions):
         """The router of the runtime ``owner``: calls for agents other runtimes own go to
         them through this database (see `PostgresRouter`); it opens connections of its own
         with this store's settings."""
-        from ._routing import PostgresRouter
+        from ._postgres_router import PostgresRouter
 
         return PostgresRouter(self._routing_connection, owner)
 

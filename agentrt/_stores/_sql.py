@@ -8,9 +8,9 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from ._events import SessionTotals, Usage
-from ._records import SessionRecord
-from ._store import NO_USAGE, ClosedOnExit, no_row, stored_reason
+from .._events import SessionTotals, Usage
+from .._records import SessionRecord
+from ._protocols import NO_USAGE, ClosedOnExit, no_row, stored_reason
 
 _T = TypeVar("_T")
 

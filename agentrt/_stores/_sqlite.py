@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import attrs
 import trio
 
-from ._errors import StoreError
-from ._records import Lease, LeaseOwner
-from ._redact import redact
-from ._store import check_fence, granted_epoch, lease_owner
-from ._store_sql import CREATE_AGENT_SPECS, SqlSessions
-from ._store_transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from .._errors import StoreError
+from .._records import Lease, LeaseOwner
+from .._redact import redact
+from ._protocols import check_fence, granted_epoch, lease_owner
+from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
