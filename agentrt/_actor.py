@@ -348,7 +348,9 @@ class Actor:
         recorder = self._recorder
         source = self._source
         if source is None:  # made at the first turn: an idle agent holds none
-            source = self._source = self._frame_source(None)
+            source = self._frame_source(None)
+            if not isinstance(self.mode, InProcess):  # an in-process source is made per turn
+                self._source = source
         slot.turn = turn = Turn(
             prompt,
             self.options,

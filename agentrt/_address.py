@@ -39,7 +39,6 @@ class Member(Protocol):
 
 
 class Addressed(Protocol):
-    @property
     def address(self) -> LocalAgent: ...
 
 
@@ -52,7 +51,7 @@ def resolve(
         raise wrong_type("name", "a str", name)
     child = children.get(name)
     if child is not None:
-        return child.address
+        return child.address()
     if router is None:
         raise AgentNotFound(name, "in this runtime, whose store routes no calls to others")
     return RemoteAgent(router, name)

@@ -203,7 +203,7 @@ class Runtime(metaclass=NoPublicConstructor):
         method = ROUTED.get(call)
         if method is None:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
-        return method(child.address, *arguments)
+        return method(child.address(), *arguments)
 
     async def ask(self, name: str, prompt: str) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.

@@ -211,11 +211,11 @@ class Child:
     removed: bool = False
     # Being stopped by its supervisor to be restarted with a sibling: its exit is expected.
     stopping: bool = False
-    # What the runtime's calls naming it reach: made once, so a call costs one lookup.
-    address: LocalAgent = attrs.field(init=False, repr=False)
 
-    def __attrs_post_init__(self) -> None:
-        self.address = LocalAgent(self, cancel_grace(self.spec.options))
+    def address(self) -> LocalAgent:
+        """What a call naming it reaches. Made per call, not kept: an idle agent holds none,
+        and a call allocates one small object."""
+        return LocalAgent(self, cancel_grace(self.spec.options))
 
     @property
     def name(self) -> str:
