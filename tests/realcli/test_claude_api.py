@@ -381,15 +381,17 @@ async def test_401_fails_fast_with_the_cli_retries_on(claude: Claude) -> None:
             Agent,
             name="coder",
             backend="claude",
-            watchdog=4,  # only bounds this test while the mark above holds
+            watchdog=30,  # only bounds this test while the mark above holds
             **claude.agent_options(env={"CLAUDE_CODE_MAX_RETRIES": None}),
         )
         started = time.monotonic()
         failure = await ask_failure(rt)
         took = time.monotonic() - started
     assert failure.reason is StopReason.AUTHENTICATION_FAILED, failure
-    assert took < 3
+    # The CLI's own retries would take minutes (and ask the API again and again); a start of
+    # node on a loaded machine takes seconds, so "fast" is the request count and a loose bound.
     assert len(claude.api.message_requests) <= 2
+    assert took < 20
 
 
 async def cut_once(claude: Claude) -> Response:
