@@ -192,9 +192,10 @@ CHECKS = [check.name for check in store_conformance(StoreHarness(ToyStore))]
 
 @pytest.mark.parametrize("name", CHECKS)
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres", "toy"])
-async def test_the_store_passes_the_check(
+def test_the_store_passes_the_check(
     kind: str, name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    # Not a trio test: a skip raised inside trio's run loses its reason.
     harness = harness_of(kind, request, tmp_path)
     (check,) = [check for check in store_conformance(harness) if check.name == name]
     why = check.skipped()
@@ -203,7 +204,7 @@ async def test_the_store_passes_the_check(
         # here) and, on PostgreSQL, a lease clock to move by hand.
         assert kind == "toy" or (kind == "postgres" and "lease clock" in why), why
         pytest.skip(why)
-    await check.run()
+    trio.run(check.run)
 
 
 def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> None:
