@@ -128,10 +128,12 @@ class McpServerStatus(msgspec.Struct, frozen=True, kw_only=True):
 
 class InitEvent(Event, frozen=True, kw_only=True, tag="init"):
     """What the CLI says it started with, each time it says it (Claude Code's
-    ``system/init``: at the start, and again after a background task). ``raw`` is the
-    frame, with what the fields leave out (version, agents, slash commands, ...)."""
+    ``system/init``: at the start, and again after a background task). ``cli_version`` is
+    the CLI's own version as it reports it (None when it reports none). ``raw`` is the
+    frame, with what the fields leave out (agents, slash commands, ...)."""
 
     model: str | None = None
+    cli_version: str | None = None
     tools: tuple[str, ...] = ()
     mcp_servers: tuple[McpServerStatus, ...] = ()
     permission_mode: str | None = None
@@ -346,6 +348,11 @@ class Response:
     # None), and the tool calls the CLI refused.
     structured_output: Any = None
     permission_denials: tuple[PermissionDenial, ...] = ()
+
+    @property
+    def cli_version(self) -> str | None:
+        """The version the turn's CLI reported of itself, if it reported one."""
+        return None if self.init is None else self.init.cli_version
 
     @property
     def text(self) -> str:

@@ -326,11 +326,14 @@ def test_every_init_is_an_event_with_what_the_cli_started_with() -> None:
         "permissionMode": "acceptEdits",
         "tools": ["Bash", "mcp__db__query", 7],
     }
+    stream[later].pop("claude_code_version", None)
     inits = [e for e in translate(stream) if isinstance(e, InitEvent)]
     assert [(e.model, e.permission_mode, e.cwd) for e in inits] == [
         (MODEL, "default", stream[0]["cwd"]),
         (MODEL, "acceptEdits", stream[0]["cwd"]),
     ]
+    # The CLI's version as it reports it; an init without one says None, not a guess.
+    assert [e.cli_version for e in inits] == [stream[0]["claude_code_version"], None]
     assert inits[0].tools[:3] == ("Task", "Bash", "Glob") and inits[0].mcp_servers == ()
     assert inits[1].tools == ("Bash", "mcp__db__query")
     assert inits[1].mcp_servers == (

@@ -524,6 +524,7 @@ def _init(frame: Mapping[str, Any]) -> InitEvent:
     servers = frame.get("mcp_servers")
     return InitEvent(
         model=_str(frame.get("model")),
+        cli_version=_str(frame.get("claude_code_version")),
         tools=tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else (),
         mcp_servers=tuple(
             McpServerStatus(name=s["name"], status=_str(s.get("status")) or "unknown")
