@@ -8,8 +8,8 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
-#     _restart _status _stream _telemetry _tools _util backend
+#     _alarm _asks _env _errors _events _exceptiongroups _hooks _logs _records _redact
+#     _requests _restart _status _stream _telemetry _tools _util backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -64,8 +64,6 @@ from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
@@ -102,6 +100,43 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_KINDS as HOOK_KINDS
+from ._hooks import ConfigChangeHook as ConfigChangeHook
+from ._hooks import CwdChangedHook as CwdChangedHook
+from ._hooks import DirectoryAddedHook as DirectoryAddedHook
+from ._hooks import ElicitationHook as ElicitationHook
+from ._hooks import ElicitationResultHook as ElicitationResultHook
+from ._hooks import FileChangedHook as FileChangedHook
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
+from ._hooks import InstructionsLoadedHook as InstructionsLoadedHook
+from ._hooks import MessageDisplayHook as MessageDisplayHook
+from ._hooks import NotificationHook as NotificationHook
+from ._hooks import PermissionDeniedHook as PermissionDeniedHook
+from ._hooks import PermissionRequestHook as PermissionRequestHook
+from ._hooks import PostCompactHook as PostCompactHook
+from ._hooks import PostModelSwitchHook as PostModelSwitchHook
+from ._hooks import PostToolBatchHook as PostToolBatchHook
+from ._hooks import PostToolUseFailureHook as PostToolUseFailureHook
+from ._hooks import PostToolUseHook as PostToolUseHook
+from ._hooks import PreCompactHook as PreCompactHook
+from ._hooks import PreModelSwitchHook as PreModelSwitchHook
+from ._hooks import PreSkillShellCommandHook as PreSkillShellCommandHook
+from ._hooks import PreToolUseHook as PreToolUseHook
+from ._hooks import SessionEndHook as SessionEndHook
+from ._hooks import SessionStartHook as SessionStartHook
+from ._hooks import SetupHook as SetupHook
+from ._hooks import StopFailureHook as StopFailureHook
+from ._hooks import StopHook as StopHook
+from ._hooks import SubagentStartHook as SubagentStartHook
+from ._hooks import SubagentStopHook as SubagentStopHook
+from ._hooks import TaskCompletedHook as TaskCompletedHook
+from ._hooks import TaskCreatedHook as TaskCreatedHook
+from ._hooks import TeammateIdleHook as TeammateIdleHook
+from ._hooks import UserPromptExpansionHook as UserPromptExpansionHook
+from ._hooks import UserPromptSubmitHook as UserPromptSubmitHook
+from ._hooks import WorktreeCreateHook as WorktreeCreateHook
+from ._hooks import WorktreeRemoveHook as WorktreeRemoveHook
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
@@ -136,6 +171,7 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
 __all__ = [
+    "HOOK_KINDS",
     "AddContext",
     "Agent",
     "AgentAlreadyStarted",
@@ -149,18 +185,25 @@ __all__ = [
     "BackendNotFound",
     "Block",
     "Completed",
+    "ConfigChangeHook",
     "Crash",
     "CurrentRequest",
+    "CwdChangedHook",
     "Deny",
+    "DirectoryAddedHook",
+    "ElicitationHook",
+    "ElicitationResultHook",
     "ErrorEvent",
     "Event",
     "EventCoverage",
     "EventStream",
     "Failed",
+    "FileChangedHook",
     "Halt",
     "Hook",
     "HookKind",
     "InitEvent",
+    "InstructionsLoadedHook",
     "InvalidOptions",
     "Lease",
     "LeaseLost",
@@ -168,13 +211,26 @@ __all__ = [
     "MailboxFull",
     "McpServerStatus",
     "MemoryStore",
+    "MessageDisplayHook",
     "NoRuntime",
     "NotFound",
+    "NotificationHook",
     "Omission",
     "Pending",
     "PermissionDenial",
+    "PermissionDeniedHook",
+    "PermissionRequestHook",
     "PollResult",
+    "PostCompactHook",
+    "PostModelSwitchHook",
+    "PostToolBatchHook",
+    "PostToolUseFailureHook",
+    "PostToolUseHook",
     "PostgresStore",
+    "PreCompactHook",
+    "PreModelSwitchHook",
+    "PreSkillShellCommandHook",
+    "PreToolUseHook",
     "Prompt",
     "RawEvent",
     "Ref",
@@ -186,17 +242,27 @@ __all__ = [
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",
+    "SessionEndHook",
     "SessionEvent",
     "SessionLostEvent",
     "SessionMismatch",
     "SessionRecord",
+    "SessionStartHook",
     "SessionStore",
+    "SetupHook",
     "Stop",
+    "StopFailureHook",
+    "StopHook",
     "StopReason",
     "StoreError",
     "StoredTranscript",
     "Strategy",
+    "SubagentStartHook",
+    "SubagentStopHook",
     "Supervisor",
+    "TaskCompletedHook",
+    "TaskCreatedHook",
+    "TeammateIdleHook",
     "TextEvent",
     "TextRetractedEvent",
     "Tool",
@@ -207,7 +273,11 @@ __all__ = [
     "TurnFailed",
     "Usage",
     "UsageEvent",
+    "UserPromptExpansionHook",
+    "UserPromptSubmitHook",
     "Withdrawn",
+    "WorktreeCreateHook",
+    "WorktreeRemoveHook",
     "agents",
     "ask",
     "default_store_path",

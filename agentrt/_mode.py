@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ._errors import InvalidOptions
+from ._hooks import HookKind
 from ._options import AgentOptions
 from ._status import ModeName
 from .backend import Backend, Capabilities, InProcessBackend
@@ -53,7 +54,8 @@ class Live:
 
     keep_alive: float | None
     approvals: bool
-    hooks: bool
+    # The hook kinds the agent is called for (none: no hooks).
+    hooks: frozenset[HookKind]
     runs_processes: ClassVar[bool] = True
 
     @property
@@ -71,7 +73,7 @@ _in_process: weakref.WeakValueDictionary[int, InProcess] = weakref.WeakValueDict
 
 
 @functools.lru_cache(maxsize=64)
-def _live(keep_alive: float | None, approvals: bool, hooks: bool) -> Live:
+def _live(keep_alive: float | None, approvals: bool, hooks: frozenset[HookKind]) -> Live:
     return Live(keep_alive, approvals, hooks)
 
 
@@ -106,10 +108,11 @@ def choose_mode(
     overrides: frozenset[str],
     *,
     agent_class: str = "Agent",
+    hook_kinds: frozenset[HookKind] = frozenset(),
 ) -> Mode:
     """The mode of an instance of ``agent_class`` (whose class overrides the callbacks
-    ``overrides`` names) on ``backend`` with these options; `InvalidOptions` for what the
-    backend cannot honour."""
+    ``overrides`` names, and is called for the hooks ``hook_kinds`` lists) on ``backend``
+    with these options; `InvalidOptions` for what the backend cannot honour."""
     caps = capabilities(backend, backend_options)
     keep_alive = options.keep_alive
     hooks = "handle_hook" in overrides
@@ -141,4 +144,4 @@ def choose_mode(
         )
     if keep_alive is None and not (approvals or hooks):
         return ONE_SHOT
-    return _live(keep_alive, approvals, hooks)
+    return _live(keep_alive, approvals, hook_kinds if hooks else frozenset())

@@ -28,8 +28,6 @@ from ._asks import Allow as Allow
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
 from ._env import (
     AMBIENT_AUTH_VARS,
@@ -56,12 +54,16 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_TYPES
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
 from ._redact import REDACTED, is_secret_name, redact, redact_mapping
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
     "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
+    "HOOK_TYPES",
     "REDACTED",
     "AppToolServer",
     "AppToolsBackend",
@@ -281,13 +283,13 @@ class LiveBackend(Protocol):
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> LiveProtocol:
         """A live process for the conversation ``session_id`` (None: a new one). Called
         only for options whose `Capabilities` say ``live``, with ``approvals`` and
         ``hooks`` only where they say so: ``approvals``, the CLI asks before running a
-        tool its settings do not allow (`ToolApproval`); ``hooks``, it calls the agent's
-        hooks (`HookCall`)."""
+        tool its settings do not allow (`ToolApproval`); ``hooks``, the hook kinds the CLI
+        calls the agent for (`HookCall`; empty: none)."""
         ...
 
 

@@ -38,7 +38,7 @@ import trio
 
 from .._asks import Ask
 from .._events import StopReason
-from ..backend import LiveProtocol, ProtocolError, Translator
+from ..backend import HookKind, LiveProtocol, ProtocolError, Translator
 from ._process import BadLine, CliProcess, FrameBatch, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
 
@@ -56,7 +56,7 @@ class LiveSettings:
 
     keep_alive: float | None
     approvals: bool
-    hooks: bool
+    hooks: frozenset[HookKind]
     kill_grace: float
     recycle_turns: int
     recycle_rss_bytes: int

@@ -7,7 +7,14 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
+from agentrt.backend import (
+    AppToolServer,
+    Capabilities,
+    Command,
+    HookKind,
+    SessionTotals,
+    bypass_proxy,
+)
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
@@ -56,7 +63,7 @@ class ClaudeBackend:
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> ClaudeLive:
         """A live process (warm sessions, approvals, hooks): stream-json in and out."""
         return ClaudeLive(options, session_id=session_id, approvals=approvals, hooks=hooks)

@@ -27,7 +27,6 @@ from agentrt.backend import (
     Command,
     Deny,
     FrameRole,
-    Hook,
     HookCall,
     HookKind,
     ProtocolError,
@@ -37,19 +36,11 @@ from agentrt.backend import (
 )
 
 from ._command import build_live_command
+from ._hooks import HOOK_EVENTS, hook_events, hook_output, make_hook
 from ._options import ClaudeOptions
 from ._translate import ClaudeTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
-
-# Claude Code's hook events, by agentrt's name for each (README: Hooks).
-HOOK_EVENTS: dict[str, HookKind] = {
-    "PreToolUse": "before_tool",
-    "PostToolUse": "after_tool",
-    "UserPromptSubmit": "prompt_submitted",
-    "Stop": "stopping",
-    "SubagentStop": "subagent_stopping",
-}
 
 
 def _line(value: Mapping[str, Any]) -> bytes:
@@ -83,7 +74,7 @@ class ClaudeLive:
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> None:
         self.command: Command = build_live_command(
             options, session_id=session_id, approvals=approvals
@@ -101,7 +92,8 @@ class ClaudeLive:
         hooks = None
         if self._hooks:
             hooks = {
-                event: [{"matcher": None, "hookCallbackIds": [event]}] for event in HOOK_EVENTS
+                event: [{"matcher": None, "hookCallbackIds": [event]}]
+                for event in hook_events(self._hooks)
             }
         return self._request(self._initialize, {"subtype": "initialize", "hooks": hooks})
 
@@ -126,7 +118,7 @@ class ClaudeLive:
             if subtype == "can_use_tool":
                 return _approval(request_id, request)
             if subtype == "hook_callback" and self._hooks:
-                return _hook(request_id, request)
+                return _hook(request_id, request, self._hooks)
             return _error(request_id, f"agentrt does not handle {subtype!r} control requests")
         return b""
 
@@ -180,44 +172,17 @@ def _approval(request_id: str, request: Mapping[str, Any]) -> ToolApproval:
     return ToolApproval(request=tool, answer=answer)
 
 
-def _hook(request_id: str, request: Mapping[str, Any]) -> HookCall | bytes:
+def _hook(
+    request_id: str, request: Mapping[str, Any], kinds: frozenset[HookKind]
+) -> HookCall | bytes:
     data = request.get("input")
     data = data if isinstance(data, Mapping) else {}
     event = _text(data.get("hook_event_name")) or _text(request.get("callback_id")) or ""
     kind = HOOK_EVENTS.get(event)
-    if kind is None:
+    if kind is None or kind not in kinds:
         return _response(request_id, {})  # a hook agentrt did not ask for: go on
 
     def answer(reply: Block | AddContext | None) -> bytes:
-        return _response(request_id, _hook_output(event, reply))
+        return _response(request_id, hook_output(event, reply))
 
-    hook = Hook(
-        kind=kind,
-        tool_name=_text(data.get("tool_name")),
-        tool_input=data.get("tool_input"),
-        tool_use_id=_text(data.get("tool_use_id")),
-        tool_response=data.get("tool_response"),
-        prompt=_text(data.get("prompt")),
-        raw=data,
-    )
-    return HookCall(hook=hook, answer=answer)
-
-
-def _hook_output(event: str, reply: Block | AddContext | None) -> dict[str, Any]:
-    # Claude Code's hook output: a tool is denied through PreToolUse's permission decision;
-    # elsewhere "decision": "block" with the reason; context goes in hookSpecificOutput.
-    if reply is None:
-        return {}
-    if isinstance(reply, AddContext):
-        if event in ("Stop", "SubagentStop"):
-            return {}  # these hooks take no context
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": reply.text}}
-    if event == "PreToolUse":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "permissionDecision": "deny",
-                "permissionDecisionReason": reply.reason,
-            }
-        }
-    return {"decision": "block", "reason": reply.reason}
+    return HookCall(hook=make_hook(kind, data), answer=answer)
