@@ -8,8 +8,8 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _env _errors _events _exceptiongroups _hooks _live_protocol _logs
-#     _records _redact _requests _restart _status _stream _stream_json _stream_json_live
+#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _live_protocol
+#     _logs _records _redact _requests _restart _status _stream _stream_json _stream_json_live
 #     _telemetry _tools _util backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
@@ -44,6 +44,7 @@ from ._agent import Prompt as Prompt
 from ._agent import Stop as Stop
 from ._api import agents as agents
 from ._api import ask as ask
+from ._api import context_usage as context_usage
 from ._api import halt as halt
 from ._api import interrupt as interrupt
 from ._api import interrupt_request as interrupt_request
@@ -51,10 +52,13 @@ from ._api import notify as notify
 from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
 from ._api import reset_session as reset_session
+from ._api import set_model as set_model
+from ._api import set_permission_mode as set_permission_mode
 from ._api import start_agent as start_agent
 from ._api import statistics as statistics
 from ._api import status as status
 from ._api import stop_agent as stop_agent
+from ._api import stop_task as stop_task
 from ._api import stream as stream
 from ._api import tell as tell
 from ._api import unhalt as unhalt
@@ -66,12 +70,15 @@ from ._asks import Allow as Allow
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
 from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
+from ._errors import ChannelError as ChannelError
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -185,8 +192,11 @@ __all__ = [
     "Allow",
     "BackendNotFound",
     "Block",
+    "ChannelError",
     "Completed",
     "ConfigChangeHook",
+    "ContextCategory",
+    "ContextUsage",
     "Crash",
     "CurrentRequest",
     "CwdChangedHook",
@@ -281,6 +291,7 @@ __all__ = [
     "WorktreeRemoveHook",
     "agents",
     "ask",
+    "context_usage",
     "default_store_path",
     "halt",
     "interrupt",
@@ -290,10 +301,13 @@ __all__ = [
     "open_supervisor",
     "poll",
     "reset_session",
+    "set_model",
+    "set_permission_mode",
     "start_agent",
     "statistics",
     "status",
     "stop_agent",
+    "stop_task",
     "stream",
     "tell",
     "tool",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ._channel import ChannelCall
 from ._errors import InvalidOptions
 from ._hooks import HookKind
 from ._options import AgentOptions
@@ -56,6 +57,8 @@ class Live:
     approvals: bool
     # The hook kinds the agent is called for (none: no hooks).
     hooks: frozenset[HookKind]
+    # The runtime's requests its process takes between turns (Runtime.set_model, ...).
+    calls: frozenset[ChannelCall] = frozenset()
     runs_processes: ClassVar[bool] = True
 
     @property
@@ -73,8 +76,13 @@ _in_process: weakref.WeakValueDictionary[int, InProcess] = weakref.WeakValueDict
 
 
 @functools.lru_cache(maxsize=64)
-def _live(keep_alive: float | None, approvals: bool, hooks: frozenset[HookKind]) -> Live:
-    return Live(keep_alive, approvals, hooks)
+def _live(
+    keep_alive: float | None,
+    approvals: bool,
+    hooks: frozenset[HookKind],
+    calls: frozenset[ChannelCall],
+) -> Live:
+    return Live(keep_alive, approvals, hooks, calls)
 
 
 def _runs_in(backend: Backend) -> InProcess:
@@ -144,4 +152,4 @@ def choose_mode(
         )
     if keep_alive is None and not (approvals or hooks):
         return ONE_SHOT
-    return _live(keep_alive, approvals, hook_kinds if hooks else frozenset())
+    return _live(keep_alive, approvals, hook_kinds if hooks else frozenset(), caps.calls)

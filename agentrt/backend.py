@@ -32,6 +32,9 @@ from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ChannelCall, ControlAnswer, ControlRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
 from ._env import (
     AMBIENT_AUTH_VARS,
     ENV_POLICIES,
@@ -75,7 +78,10 @@ __all__ = [
     "AppToolsBackend",
     "Backend",
     "Capabilities",
+    "ChannelCall",
     "Command",
+    "ControlAnswer",
+    "ControlRequest",
     "EnvPolicy",
     "ExitStatus",
     "FrameRole",
@@ -173,7 +179,9 @@ class Capabilities:
     ``in_process``: the frames come without a process (an `InProcessBackend`, such as the
     scripted test backend), so nothing below applies. ``live``: a `LiveBackend` process can
     run these options (``keep_alive``); ``approvals``: that process asks the agent before
-    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``).
+    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``);
+    ``calls``: the runtime's requests it takes on a warm agent (`ChannelCall`: the
+    ``Runtime`` methods of the same names), which its protocol's ``request`` writes.
     ``not_live`` says why these options have no live process, naming the option
     (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
 
@@ -181,11 +189,12 @@ class Capabilities:
     live: bool = False
     approvals: bool = False
     hooks: bool = False
+    calls: frozenset[ChannelCall] = frozenset()
     not_live: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if (self.approvals or self.hooks) and not self.live:
-            raise ValueError("approvals and hooks need the live channel: declare live=True")
+        if (self.approvals or self.hooks or self.calls) and not self.live:
+            raise ValueError("approvals, hooks and calls need the live channel: declare live=True")
         if self.in_process and self.live:
             raise ValueError("an in-process backend runs no live process")
 
@@ -254,11 +263,16 @@ class LiveProtocol(Protocol):
         (translated too); ``"event"``: any other frame of a turn."""
         ...
 
-    def control(self, frame: Any) -> bytes | Ask:
-        """Take a control frame; return the lines to write in answer (b"" for none), or the
+    def control(self, frame: Any) -> bytes | Ask | ControlAnswer:
+        """Take a control frame; return the lines to write in answer (b"" for none), the
         question it asks the agent (a `ToolApproval` or a `HookCall`, whose ``answer``
-        makes the lines once the agent has answered). Raises `ProtocolError` when the frame
-        breaks the protocol."""
+        makes the lines once the agent has answered), or the CLI's reply to a request the
+        runtime wrote (a `ControlAnswer`; one whose id the runtime did not write, such as
+        an interrupt's acknowledgement, is dropped). Raises `ProtocolError` when the frame
+        breaks the protocol.
+
+        A protocol whose `Capabilities` declare ``calls`` also has
+        ``request(call, argument) -> ControlRequest``: the line of one of those calls."""
         ...
 
     def prompt(self, text: str) -> bytes:
@@ -366,6 +380,8 @@ __all__ += [
     "AddContext",
     "Allow",
     "Block",
+    "ContextCategory",
+    "ContextUsage",
     "Deny",
     "ErrorEvent",
     "Event",

@@ -10,6 +10,7 @@ import attrs
 from agentrt.backend import (
     AppToolServer,
     Capabilities,
+    ChannelCall,
     Command,
     HookKind,
     SessionTotals,
@@ -27,7 +28,11 @@ from ._translate import ClaudeTranslator
 # pins its own copy in tests/realcli/CLAUDE_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "2.1.332"
 
-_LIVE = Capabilities(live=True, approvals=True, hooks=True)
+# The runtime's requests a warm claude takes (Runtime.set_model, ...).
+_CALLS: frozenset[ChannelCall] = frozenset(
+    ("set_model", "set_permission_mode", "context_usage", "stop_task")
+)
+_LIVE = Capabilities(live=True, approvals=True, hooks=True, calls=_CALLS)
 
 
 class ClaudeBackend:
