@@ -27,8 +27,13 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt.testing import AnthropicHang, AnthropicReply, AnthropicText, AnthropicToolUse
-from agentrt.testing import RecordedRequest
+from agentrt.testing import (
+    AnthropicHang,
+    AnthropicReply,
+    AnthropicText,
+    AnthropicToolUse,
+    RecordedRequest,
+)
 
 from ._qwen import Qwen
 
