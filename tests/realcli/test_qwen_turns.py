@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 import trio
 
-from agentrt import Agent, MemoryStore, SQLiteStore, StopReason, TurnFailed, open_runtime
+from agentrt import (
+    Agent,
+    Failed,
+    MemoryStore,
+    SQLiteStore,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.testing import (
     AnthropicError,
     AnthropicHang,
@@ -117,3 +125,26 @@ async def test_a_read_tool_runs_headless_and_shell_is_left_out(qwen: Qwen) -> No
     offered = {t["name"] for t in qwen.api.message_requests[0].body["tools"]}
     assert "read_file" in offered
     assert not offered & {"run_shell_command", "edit", "write_file"}
+
+
+async def test_an_interrupt_ends_a_headless_turn_and_the_session_goes_on(qwen: Qwen) -> None:
+    def script(request: RecordedRequest) -> AnthropicReply:
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
+
+    qwen.api.set_script(script)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="qwen", kill_grace=2.0, **qwen.agent_options()
+        )
+        with trio.fail_after(BOUND):
+            first = await rt.ask("coder", "first question")
+            ref = await rt.tell("coder", "now hang")
+            await qwen.api.wait_requests(2)
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            after = await rt.ask("coder", "after the interrupt")
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
