@@ -239,11 +239,20 @@ _NO_EVENTS: tuple[Event, ...] = ()
 class StreamJsonTranslator:
     """Translates the frames of one turn of a stream-json CLI that speaks ``dialect``. Make
     a fresh one per turn. ``cost_baseline``: the session's cost before this turn (a
-    result's ``total_cost_usd`` is the session's running total, across ``--resume``)."""
+    result's ``total_cost_usd`` is the session's running total, across ``--resume``);
+    ``usage_baseline``: its usage before this turn, for a CLI whose result's usage is the
+    session's running total too (Qwen Code's; None: the result's usage is the turn's)."""
 
-    def __init__(self, dialect: StreamJsonDialect, *, cost_baseline: float = 0.0) -> None:
+    def __init__(
+        self,
+        dialect: StreamJsonDialect,
+        *,
+        cost_baseline: float = 0.0,
+        usage_baseline: Usage | None = None,
+    ) -> None:
         self._dialect = dialect
         self._cost_baseline = cost_baseline
+        self._usage_baseline = usage_baseline
         self._session_id: str | None = None
         self._model: str | None = None
         # Text streamed per content-block index for the current main-thread message (its
@@ -513,6 +522,8 @@ class StreamJsonTranslator:
     def _result(self, frame: Mapping[str, Any]) -> list[Event]:
         raw = frame
         usage = _usage(frame.get("usage"))
+        if usage is not None and self._usage_baseline is not None:
+            usage = usage.minus(self._usage_baseline)
         events: list[Event] = [] if usage is None else [UsageEvent(usage=usage)]
         session_id = _str(frame.get("session_id")) or self._session_id
         subtype = _str(frame.get("subtype")) or "unknown"
@@ -609,8 +620,10 @@ def _error_message(
         said = [str(e) for e in errors if e is not None and str(e).strip()]
         if said:
             return "; ".join(said)
-    error = _str(frame.get("error"))
-    if error and not error.isspace():
+    error = frame.get("error")
+    if isinstance(error, Mapping):  # Qwen Code's {"message": ...}
+        error = error.get("message")
+    if isinstance(error, str) and error and not error.isspace():
         return error
     if status is not None:
         return dialect.status_message(status)

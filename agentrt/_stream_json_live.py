@@ -31,6 +31,10 @@ from ._live_protocol import FrameRole, ProtocolError
 from ._stream_json import StreamJsonDialect, StreamJsonTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
+_UNANSWERED = {
+    "behavior": "deny",
+    "message": "this agent answers no tool approvals (start it with approve_tool to)",
+}
 
 
 def _line(value: Mapping[str, Any]) -> bytes:
@@ -61,12 +65,20 @@ class StreamJsonLive:
     """The `agentrt.backend.LiveProtocol` of one live stream-json process, but for its
     ``command``, which the backend sets. ``dialect``: its translator's; ``initialize``: the
     fields of the opening ``initialize`` request besides its subtype (Claude's ``hooks``).
+    ``approvals``: whether the agent answers ``can_use_tool``; if not, each is denied here
+    (a CLI that asks whenever its approval mode wants an answer, as Qwen Code does, then
+    runs what it would run headless).
     """
 
     def __init__(
-        self, dialect: StreamJsonDialect, *, initialize: Mapping[str, Any] | None = None
+        self,
+        dialect: StreamJsonDialect,
+        *,
+        initialize: Mapping[str, Any] | None = None,
+        approvals: bool = True,
     ) -> None:
         self.ready = False
+        self._approvals = approvals
         self._dialect = dialect
         self._initialize_fields = dict(initialize or {})
         self._prefix = secrets.token_hex(4)
@@ -105,6 +117,8 @@ class StreamJsonLive:
                 raise ProtocolError("a control request without a request_id or a request")
             subtype = request.get("subtype")
             if subtype == "can_use_tool":
+                if not self._approvals:
+                    return control_response(request_id, _UNANSWERED)
                 return _approval(request_id, request)
             return self.cli_request(request_id, subtype, request)
         return b""

@@ -114,7 +114,8 @@ __all__ = [
 class SecretFile:
     """Content that must not travel on argv. The driver writes it to a 0600 file in a private
     directory before spawning, puts that file's path wherever this object stands in
-    ``Command.argv``, and removes it when the turn ends, however it ends."""
+    ``Command.argv`` (or ``Command.env_files``), and removes it when the turn ends, however
+    it ends."""
 
     name: str
     content: bytes = attrs.field(repr=False)
@@ -122,10 +123,13 @@ class SecretFile:
 
 @attrs.frozen
 class Command:
-    """One process to run for one turn."""
+    """One process to run for one turn. ``env_files``: environment variables whose value is
+    the path of a `SecretFile` the driver writes (for a CLI that reads a file it is pointed
+    at only through its environment, such as Qwen Code's settings)."""
 
     argv: tuple[str | SecretFile, ...]
     env: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    env_files: Mapping[str, SecretFile] = attrs.field(factory=dict, repr=False)
     cwd: str | None = None
     stdin: bytes = attrs.field(default=b"", repr=False)
     # The first signal of an interrupt. Claude Code ends a turn cleanly on SIGINT (exit 0,
@@ -134,7 +138,8 @@ class Command:
 
     @property
     def files(self) -> tuple[SecretFile, ...]:
-        return tuple(a for a in self.argv if isinstance(a, SecretFile))
+        on_argv = (a for a in self.argv if isinstance(a, SecretFile))
+        return (*on_argv, *self.env_files.values())
 
 
 @attrs.frozen
