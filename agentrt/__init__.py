@@ -25,11 +25,13 @@
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
+#     __init__ _address _api _backends _console._app _console._fleet _console._gate
+#     _console._http _console._pages _console._serve _console._shown _failover _pinned
+#     _runtime _supervisor lowlevel store
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
-#     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
+#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
@@ -61,6 +63,9 @@ from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
 from ._asks import AddContext as AddContext
+from ._console._serve import Console as Console
+from ._console._serve import console_app as console_app
+from ._console._serve import open_console as open_console
 from ._asks import Allow as Allow
 from ._asks import Block as Block
 from ._asks import Deny as Deny
@@ -149,6 +154,7 @@ __all__ = [
     "BackendNotFound",
     "Block",
     "Completed",
+    "Console",
     "Crash",
     "CurrentRequest",
     "Deny",
@@ -210,11 +216,13 @@ __all__ = [
     "Withdrawn",
     "agents",
     "ask",
+    "console_app",
     "default_store_path",
     "halt",
     "interrupt",
     "interrupt_request",
     "notify",
+    "open_console",
     "open_runtime",
     "open_supervisor",
     "poll",
