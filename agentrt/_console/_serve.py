@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from .._errors import InvalidOptions
+from .._exceptiongroups import collapse_exception_groups
 from ._app import ConsoleApp
 from ._gate import Gate, check_token, new_token, parse_bind
 
@@ -78,11 +79,12 @@ async def open_console(
     config.accesslog = None
     config.errorlog = logging.getLogger("agentrt.console")
     app = console_app(runtime, token=token)
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(functools.partial(serve, app, config, mode="asgi"))
-        address = str(binds[0])
-        url = f"{address}/?token={token}" if token else f"{address}/"
-        try:
-            yield Console(url=url, address=address)
-        finally:
-            nursery.cancel_scope.cancel()
+    with collapse_exception_groups():
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(functools.partial(serve, app, config, mode="asgi"))
+            address = str(binds[0])
+            url = f"{address}/?token={token}" if token else f"{address}/"
+            try:
+                yield Console(url=url, address=address)
+            finally:
+                nursery.cancel_scope.cancel()

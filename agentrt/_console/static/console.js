@@ -46,7 +46,7 @@ function lineChart(holder, points, label) {
     const y = (v) => h - pad + 8 - (v / top) * (h - pad - 8);
     const d = points.map((p, i) => `${i ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`);
     svg.append(el("svg:path", { d: d.join(" "), class: "line" }));
-    svg.append(el("svg:text", { x: 2, y: 12, class: "axis" }, top.toPrecision(3)));
+    svg.append(el("svg:text", { x: 2, y: 12, class: "axis" }, top > 1e-9 ? top.toPrecision(3) : "0"));
     svg.append(el("svg:text", { x: 2, y: h - pad + 8, class: "axis" }, "0"));
     svg.append(el("svg:text", { x: w - 70, y: h - 4, class: "axis" }, ago(t1 - t0) + " shown"));
   }
@@ -131,16 +131,22 @@ function fleetPage() {
   }));
   document.getElementById("filters").addEventListener("input", render);
 
+  function sample() {
+    const cost = agents.reduce((sum, a) => sum + (a.cost_usd || 0), 0);
+    const turns = agents.reduce((sum, a) => sum + a.turns, 0);
+    history.push([Date.now() / 1000, cost, turns]);
+    if (history.length > 2000) history.shift();
+    charts();
+  }
+
+  // The stream sends the fleet when it changes; the lines go on between changes.
+  setInterval(() => { if (agents.length) { sample(); render(); } }, 5000);
   live("events/fleet", {
     fleet: (data) => {
       agents = data.agents;
-      const cost = agents.reduce((sum, a) => sum + (a.cost_usd || 0), 0);
-      const turns = agents.reduce((sum, a) => sum + a.turns, 0);
-      history.push([Date.now() / 1000, cost, turns]);
-      if (history.length > 3600) history.shift();
       Object.keys(filters).forEach(fillFilter);
       render();
-      charts();
+      sample();
     },
   });
 }
