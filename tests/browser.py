@@ -40,7 +40,9 @@ def skip_without_browser() -> None:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if missing:
         pytest.skip(f"no {' or '.join(missing)} (`make browser` installs Debian's chromium)")
-    pytest.importorskip("selenium", reason="selenium is in the test extra: pip install -e '.[test]'")
+    pytest.importorskip(
+        "selenium", reason="selenium is in the test extra: pip install -e '.[test]'"
+    )
 
 
 class Browser:
@@ -67,9 +69,11 @@ class Browser:
     async def wait_text(self, css: str, wanted: Callable[[str], bool]) -> str:
         """The text of ``css`` once ``wanted`` holds for it (polled: the page is live)."""
         with trio.fail_after(WAIT):
-            while not wanted(text := await self.text(css)):
-                await trio.sleep(0.1)
-        return text
+            while True:
+                text = await self.text(css)
+                if wanted(text):
+                    return text
+                await trio.sleep(0.1)  # the page has no event to wait on from here
 
     async def click(self, css: str) -> None:
         from selenium.webdriver.common.by import By
@@ -105,7 +109,9 @@ async def open_browser() -> AsyncIterator[Browser]:
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     service = Service(executable_path=str(CHROMEDRIVER))
-    driver = await trio.to_thread.run_sync(lambda: webdriver.Chrome(service=service, options=options))
+    driver = await trio.to_thread.run_sync(
+        lambda: webdriver.Chrome(service=service, options=options)
+    )
     try:
         yield Browser(driver)
     finally:

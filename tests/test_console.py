@@ -23,18 +23,26 @@ SECRET = "sk-ant-api03-" + "x" * 40
 
 
 def gated(gate: Gate, first: str, rest: str) -> ScriptedBackend:
-    return ScriptedBackend(
-        default=lambda prompt: [TextEvent(text=first), gate, *reply(rest)]
-    )
+    return ScriptedBackend(default=lambda prompt: [TextEvent(text=first), gate, *reply(rest)])
 
 
 async def test_every_path_needs_the_token() -> None:
     async with open_runtime_with_agent() as (rt, _), open_console(rt) as console:
         port = port_of(console)
-        for path in ("/", "/agent?name=a", "/events/fleet", "/events/agent?name=a",
-                     "/static/console.js", "/transcript?name=a", "/nowhere"):
-            for headers in ({}, {"cookie": "agentrt_console=wrong"},
-                            {"cookie": f"agentrt_console={token_of(console)[:-1]}"}):
+        for path in (
+            "/",
+            "/agent?name=a",
+            "/events/fleet",
+            "/events/agent?name=a",
+            "/static/console.js",
+            "/transcript?name=a",
+            "/nowhere",
+        ):
+            for headers in (
+                {},
+                {"cookie": "agentrt_console=wrong"},
+                {"cookie": f"agentrt_console={token_of(console)[:-1]}"},
+            ):
                 client = await connect(port, headers=headers)
                 answer = await client.request(path, method="GET")
                 assert (answer.status, answer.body) == (401, b""), (path, headers)
@@ -66,8 +74,11 @@ async def test_actions_need_the_csrf_token_and_the_same_origin() -> None:
     async with open_runtime_with_agent() as (rt, _), open_console(rt) as console:
         client, csrf = await signed_in(console)
         halt = {"name": "a", "action": "halt"}
-        for headers in ({}, {"x-agentrt-csrf": "0" * 64},
-                        {"x-agentrt-csrf": csrf, "origin": "http://evil.example"}):
+        for headers in (
+            {},
+            {"x-agentrt-csrf": "0" * 64},
+            {"x-agentrt-csrf": csrf, "origin": "http://evil.example"},
+        ):
             answer = await client.request("/action", halt, headers=headers)
             assert answer.status == 403, headers
         assert (await rt.status("a")).state == "idle"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -14,12 +15,23 @@ from urllib.parse import parse_qs
 import trio
 
 from .._errors import AgentRTError
-from .._requests import Ref
+from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
 from .._stores._protocols import TranscriptStore
+from .._stream import EventStream
 from ._fleet import fleet
 from ._gate import Gate
-from ._http import BadBody, Receive, Scope, Send, answer, answer_json, event_stream, read_body
+from ._http import (
+    BadBody,
+    EventSink,
+    Receive,
+    Scope,
+    Send,
+    answer,
+    answer_json,
+    event_stream,
+    read_body,
+)
 from ._pages import page
 from ._shown import event_data, record_data, shown, status_data
 
@@ -35,6 +47,8 @@ _STATIC = {
     "/static/console.js": b"text/javascript; charset=utf-8",
     "/static/console.css": b"text/css; charset=utf-8",
 }
+# Events of one turn waiting for a slow page before further ones are dropped.
+RELAY = 10_000
 ACTIONS = ("ask", "tell", "interrupt", "halt", "unhalt", "stop", "reset_session")
 # The tail of a stored transcript the agent page shows.
 TRANSCRIPT_TAIL = 256 * 1024
@@ -46,6 +60,10 @@ class ConsoleApp:
     def __init__(self, runtime: Runtime, gate: Gate) -> None:
         self._runtime = runtime
         self._gate = gate
+        # The open agent pages' streams, by agent name: told of the requests this console
+        # queues, so that they follow those from the start (a turn found through the
+        # status is followed from when it is found).
+        self._watchers: dict[str, set[Callable[[Ref], None]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -125,24 +143,41 @@ class ConsoleApp:
         async with event_stream(receive, send) as sink, trio.open_nursery() as nursery:
             followed: set[Ref] = set()
 
-            async def follow(ref: Ref) -> None:
+            async def follow(ref: Ref, stream: EventStream) -> None:
                 await sink.event("turn", {"ref": ref.id})
-                with contextlib.suppress(AgentRTError):  # the agent stopped meanwhile
-                    async for event in self._runtime.stream(ref):
-                        await sink.event("event", {"ref": ref.id, **event_data(event)})
+                await _relay(ref, stream, sink)
 
-            last: object = None
-            while True:
-                data, status = await self._agent_data(name)
-                if data != last:
-                    await sink.event("agent", data)
-                    last = data
-                current = None if status is None else status.current
-                # Streams are not routed: the turns of this runtime's agents are followed.
-                if data["local"] and current is not None and current.ref not in followed:
-                    followed.add(current.ref)
-                    nursery.start_soon(follow, current.ref)
-                await trio.sleep(REFRESH / 4 if data["local"] else REFRESH)
+            def watch(ref: Ref) -> None:
+                # Subscribed before the caller next yields: a turn that starts at once is
+                # followed from its first event.
+                if ref not in followed:
+                    followed.add(ref)
+                    with contextlib.suppress(AgentRTError):  # the agent stopped meanwhile
+                        nursery.start_soon(follow, ref, self._runtime.stream(ref))
+
+            watchers = self._watchers.setdefault(name, set())
+            watchers.add(watch)
+            try:
+                await self._refresh_agent(name, sink, watch)
+            finally:
+                watchers.discard(watch)
+                if not watchers:
+                    del self._watchers[name]
+
+    async def _refresh_agent(
+        self, name: str, sink: EventSink, watch: Callable[[Ref], None]
+    ) -> None:
+        last: object = None
+        while True:
+            data, status = await self._agent_data(name)
+            if data != last:
+                await sink.event("agent", data)
+                last = data
+            current = None if status is None else status.current
+            # Streams are not routed: the turns of this runtime's agents are followed.
+            if data["local"] and current is not None:
+                watch(current.ref)
+            await trio.sleep(REFRESH / 4 if data["local"] else REFRESH)
 
     async def _transcript(self, name: str, send: Send) -> None:
         store = self._runtime.store
@@ -189,16 +224,27 @@ class ConsoleApp:
 
     async def _act(self, name: str, action: str, prompt: Any) -> dict[str, Any]:
         rt = self._runtime
-        if action == "ask":
-            response = await rt.ask(name, prompt)
+        if action in ("ask", "tell"):
+            # The page's ask is a tell and its wait, so that the agent's open pages follow
+            # the turn from its first event; a page that goes away leaves it running.
+            ref = await rt.tell(name, prompt)
+            for watch in list(self._watchers.get(name, ())):
+                watch(ref)
+            if action == "tell":
+                return {"ref": ref.id}
+            settled = await rt.wait(ref)
+            if isinstance(settled, Failed):
+                raise settled.error
+            if not isinstance(settled, Completed):
+                raise AgentRTError(f"request #{ref.id} of agent {name!r}: {type(settled).__name__}")
+            response = settled.response
             return {
+                "ref": ref.id,
                 "text": shown(response.text),
                 "stop_reason": str(response.stop_reason),
                 "cost_usd": response.cost_usd,
                 "duration": response.duration,
             }
-        if action == "tell":
-            return {"ref": (await rt.tell(name, prompt)).id}
         if action == "interrupt":
             return {"interrupted": await rt.interrupt(name)}
         calls = {
@@ -209,6 +255,32 @@ class ConsoleApp:
         }
         await calls[action](name)
         return {}
+
+
+async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
+    """Hand a turn's events to a page without ever making the turn wait for it (a stream
+    reader that falls behind would): past `RELAY` events not yet sent, events are dropped
+    and the page is told how many."""
+    send_channel, receive_channel = trio.open_memory_channel[dict[str, Any]](RELAY)
+    dropped = 0
+
+    async def drain() -> None:
+        nonlocal dropped
+        async with stream:
+            with send_channel:
+                async for event in stream:
+                    try:
+                        send_channel.send_nowait(event_data(event))
+                    except trio.WouldBlock:
+                        dropped += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        async for data in receive_channel:
+            if dropped:
+                await sink.event("dropped", {"ref": ref.id, "count": dropped})
+                dropped = 0
+            await sink.event("event", {"ref": ref.id, **data})
 
 
 def _same_origin(scope: Scope) -> bool:

@@ -223,6 +223,8 @@ function agentPage() {
       events.replaceChildren();
     },
     event,
+    dropped: (data) => events.append(el("li", { class: "event-dropped" },
+      `${data.count} events not shown: this page fell behind the turn`)),
   });
 
   fetch("transcript?name=" + encodeURIComponent(name)).then((r) => r.json()).then((data) => {
