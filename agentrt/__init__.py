@@ -16,8 +16,9 @@
 #     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
-#     _stores._memory _stores._postgres _stores._postgres_router _stores._protocols
-#     _stores._route_codec _stores._sql _stores._sqlite _stores._transcripts
+#     _stores._approvals _stores._memory _stores._postgres _stores._postgres_router
+#     _stores._protocols _stores._route_codec _stores._sql _stores._sqlite
+#     _stores._transcripts
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
@@ -64,6 +65,7 @@ from ._api import whereis as whereis
 from ._api import withdraw as withdraw
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
+from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import Hook as Hook
@@ -151,6 +153,7 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "Allow",
+    "AskOperator",
     "BackendNotFound",
     "Block",
     "Completed",
