@@ -26,9 +26,9 @@
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _console._app _console._fleet _console._gate
-#     _console._http _console._pages _console._serve _console._shown _failover _pinned
-#     _runtime _supervisor lowlevel store
+#     __init__ _address _api _backends _console._app _console._desk _console._fleet
+#     _console._gate _console._http _console._pages _console._serve _console._shown
+#     _failover _pinned _runtime _supervisor lowlevel store
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it

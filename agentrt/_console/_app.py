@@ -19,6 +19,7 @@ from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
 from .._stores._protocols import TranscriptStore
 from .._stream import EventStream
+from ._desk import decide, pending
 from ._fleet import fleet
 from ._gate import Gate
 from ._http import (
@@ -49,6 +50,7 @@ _STATIC = {
 }
 # Events of one turn waiting for a slow page before further ones are dropped.
 RELAY = 10_000
+# The actions on agents; "decide" answers a pending approval.
 ACTIONS = ("ask", "tell", "interrupt", "halt", "unhalt", "stop", "reset_session")
 # The tail of a stored transcript the agent page shows.
 TRANSCRIPT_TAIL = 256 * 1024
@@ -112,9 +114,14 @@ class ConsoleApp:
             quiet = 0.0
             while True:
                 rows = [row.data() for row in await fleet(self._runtime)]
-                if rows != last:
-                    await sink.event("fleet", {"node": self._runtime.node, "agents": rows})
-                    last, quiet = rows, 0.0
+                data = {
+                    "node": self._runtime.node,
+                    "agents": rows,
+                    "approvals": await pending(self._runtime.store),
+                }
+                if data != last:
+                    await sink.event("fleet", data)
+                    last, quiet = data, 0.0
                 elif (quiet := quiet + REFRESH) >= KEEPALIVE:
                     await sink.keepalive()
                     quiet = 0.0
@@ -204,12 +211,16 @@ class ConsoleApp:
         except (BadBody, ValueError) as exc:
             await answer_json(send, 400, {"error": "BadRequest", "message": str(exc)})
             return
+        if isinstance(request, dict) and request.get("action") == "decide":
+            await self._decide(request, send)
+            return
         if (
             not isinstance(request, dict)
             or request.get("action") not in ACTIONS
             or not isinstance(request.get("name"), str)
         ):
-            message = f"a JSON object with a name and an action, one of {', '.join(ACTIONS)}"
+            actions = ", ".join(ACTIONS)
+            message = f"a JSON object with a name and an action, one of {actions} (or decide)"
             await answer_json(send, 400, {"error": "BadRequest", "message": message})
             return
         name, action = request["name"], request["action"]
@@ -221,6 +232,16 @@ class ConsoleApp:
             await answer_json(send, 409, data)
             return
         await answer_json(send, 200, {"ok": True, **result})
+
+    async def _decide(self, request: dict[str, Any], send: Send) -> None:
+        logger.info("console decision on approval %r", request.get("id"))
+        try:
+            await decide(self._runtime.store, request)
+        except (AgentRTError, ValueError) as exc:
+            status = 400 if isinstance(exc, ValueError) else 409
+            await answer_json(send, status, {"error": type(exc).__name__, "message": str(exc)})
+            return
+        await answer_json(send, 200, {"ok": True})
 
     async def _act(self, name: str, action: str, prompt: Any) -> dict[str, Any]:
         rt = self._runtime

@@ -16,6 +16,10 @@ _HEAD = """<!doctype html>
 
 _FLEET = """<main>
 <h1>Fleet <span id="count"></span></h1>
+<section id="approvals-section" hidden>
+ <h2>Tool calls waiting for you</h2>
+ <div id="approvals"></div>
+</section>
 <section class="charts">
  <figure><figcaption>Fleet cost over time (USD)</figcaption><div id="chart-cost"></div></figure>
  <figure><figcaption>Fleet turns over time</figcaption><div id="chart-turns"></div></figure>

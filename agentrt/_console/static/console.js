@@ -68,6 +68,65 @@ function barChart(holder, bars, label, format) {
   holder.replaceChildren(svg);
 }
 
+// ---- tool calls waiting for a person ----
+
+async function post(body) {
+  const reply = await fetch("action", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-agentrt-csrf": csrf },
+    body: JSON.stringify(body),
+  });
+  return [reply.ok, await reply.json()];
+}
+
+function approvalCard(a) {
+  const card = el("article", { class: "approval", "data-id": a.id });
+  const title = el("h3");
+  title.append(el("span", { class: "tool" }, a.tool), " for agent ",
+    el("a", { href: "agent?name=" + encodeURIComponent(a.name) }, a.name),
+    a.request === null ? "" : ` (request #${a.request})`);
+  const left = el("span", { class: "left" });
+  card.append(title, el("p", { class: "reason" }, a.reason || "(no reason given)"), left,
+    el("pre", { class: "input" }, a.input));
+  const edit = el("textarea", { class: "edit", rows: 3 });
+  edit.value = a.input;
+  const message = el("input", { class: "message", type: "text", placeholder: "why not (the model reads it)" });
+  const outcome = el("p", { class: "outcome", role: "status" });
+  const buttons = el("div");
+  const decide = async (body) => {
+    const [ok, data] = await post({ action: "decide", id: a.id, ...body });
+    outcome.className = ok ? "outcome" : "outcome error";
+    outcome.textContent = ok ? "decided" : `${data.error}: ${data.message}`;
+  };
+  const allow = el("button", { class: "allow" }, "Allow");
+  allow.addEventListener("click", () => decide({ allowed: true }));
+  const edited = el("button", { class: "allow-edited" }, "Allow with edited input");
+  edited.addEventListener("click", () => decide({ allowed: true, updated_input: edit.value }));
+  const deny = el("button", { class: "deny danger" }, "Deny");
+  deny.addEventListener("click", () => decide({ allowed: false, message: message.value }));
+  buttons.append(allow, edited, deny);
+  card.append(edit, message, buttons, outcome);
+  card.tick = () => {
+    const seconds = Math.max(0, a.expires_at - Date.now() / 1000);
+    left.textContent = seconds > 0 ? `${Math.ceil(seconds)} s left before approval_timeout denies it`
+      : "approval_timeout has denied it";
+  };
+  card.tick();
+  return card;
+}
+
+function showApprovals(approvals) {
+  const section = document.getElementById("approvals-section");
+  const holder = document.getElementById("approvals");
+  const wanted = new Set((approvals || []).map((a) => a.id));
+  for (const card of [...holder.children]) if (!wanted.has(card.dataset.id)) card.remove();
+  const present = new Set([...holder.children].map((card) => card.dataset.id));
+  for (const a of approvals || []) if (!present.has(a.id)) holder.append(approvalCard(a));
+  section.hidden = holder.children.length === 0;
+}
+
+setInterval(() => document.querySelectorAll(".approval").forEach((card) => card.tick()), 1000);
+
 // ---- the fleet page ----
 
 function fleetPage() {
@@ -143,6 +202,7 @@ function fleetPage() {
   setInterval(() => { if (agents.length) { sample(); render(); } }, 5000);
   live("events/fleet", {
     fleet: (data) => {
+      showApprovals(data.approvals);
       agents = data.agents;
       Object.keys(filters).forEach(fillFilter);
       render();
@@ -194,13 +254,8 @@ function agentPage() {
     const prompt = document.getElementById("prompt").value;
     outcome.className = "";
     outcome.textContent = action + "...";
-    const reply = await fetch("action", {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-agentrt-csrf": csrf },
-      body: JSON.stringify({ name, action, prompt }),
-    });
-    const data = await reply.json();
-    if (!reply.ok) {
+    const [ok, data] = await post({ name, action, prompt });
+    if (!ok) {
       outcome.className = "error";
       outcome.textContent = `${data.error}: ${data.message}`;
     } else if (action === "ask") {
