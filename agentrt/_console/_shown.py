@@ -46,7 +46,7 @@ def shown_value(value: Any) -> str:
 
 def event_data(event: Event) -> dict[str, Any]:
     """One event of a running turn as the page shows it."""
-    data: dict[str, Any] = {"kind": type(event).__name__.removesuffix("Event").lower()}
+    data: dict[str, Any] = {"kind": event.__struct_config__.tag}
     if isinstance(event, TextEvent | TextRetractedEvent):
         data["text"] = shown(event.text)
     elif isinstance(event, ToolUseEvent):

@@ -239,7 +239,7 @@ function agentPage() {
 
   function event(data) {
     if (data.kind === "text") { liveText.textContent += data.text; return; }
-    if (data.kind === "textretracted") { liveText.textContent = liveText.textContent.slice(0, -data.text.length); }
+    if (data.kind === "text_retracted") { liveText.textContent = liveText.textContent.slice(0, -data.text.length); }
     const parts = [data.kind];
     if (data.tool) parts.push(data.tool);
     if (data.input) parts.push(data.input);
