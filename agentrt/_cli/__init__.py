@@ -173,6 +173,12 @@ def build_parser() -> _Parser:
     )
     demo.add_argument("--quick", action="store_true", help="less work, shorter bounds")
     demo.add_argument(
+        "--console",
+        action="store_true",
+        help="watch the agents in the operator console (its URL is printed and opened); "
+        "it stays until Ctrl+C",
+    )
+    demo.add_argument(
         "--store",
         metavar="PATH",
         help="keep the demo's sessions in this store (default: a temporary one)",
