@@ -40,11 +40,12 @@ async def stream(port, cookie, path, counts, key, deadline):
     with trio.move_on_at(deadline):
         async for chunk in s:
             counts[key] += chunk.count(b"event: event\n") if key == "events" else chunk.count(b"event: fleet\n")
+            counts["dropped_notices"] += chunk.count(b"event: dropped\n")
             counts["bytes"] += len(chunk)
     await s.aclose()
 
 async def main(port, cookie, names, seconds):
-    counts = {"events": 0, "fleet": 0, "bytes": 0}
+    counts = {"events": 0, "fleet": 0, "bytes": 0, "dropped_notices": 0}
     deadline = trio.current_time() + seconds
     async with trio.open_nursery() as n:
         n.start_soon(stream, port, cookie, "/events/fleet", counts, "fleet", deadline)
@@ -104,6 +105,7 @@ async def measure(agents: int, streaming: int, seconds: float) -> dict[str, Any]
         "events_produced_per_s": round(produced_in_window / took),
         "events_delivered_per_s": round(counts["events"] / took),
         "fleet_updates": counts["fleet"],
+        "relay_drop_notices": counts["dropped_notices"],
         "bytes_per_s": round(counts["bytes"] / took),
         "server_cpu_percent": round(100 * cpu / took, 1),
     }
