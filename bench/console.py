@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from typing import Any
@@ -36,10 +35,12 @@ import json, sys, time, trio
 
 async def stream(port, cookie, path, counts, key, deadline):
     s = await trio.open_tcp_stream("127.0.0.1", port)
-    await s.send_all(f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncookie: {cookie}\r\n\r\n".encode())
+    head = f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncookie: {cookie}\r\n\r\n"
+    await s.send_all(head.encode())
+    frame = b"event: event\n" if key == "events" else b"event: fleet\n"
     with trio.move_on_at(deadline):
         async for chunk in s:
-            counts[key] += chunk.count(b"event: event\n") if key == "events" else chunk.count(b"event: fleet\n")
+            counts[key] += chunk.count(frame)
             counts["dropped_notices"] += chunk.count(b"event: dropped\n")
             counts["bytes"] += len(chunk)
     await s.aclose()
@@ -50,7 +51,8 @@ async def main(port, cookie, names, seconds):
     async with trio.open_nursery() as n:
         n.start_soon(stream, port, cookie, "/events/fleet", counts, "fleet", deadline)
         for name in names:
-            n.start_soon(stream, port, cookie, f"/events/agent?name={name}", counts, "events", deadline)
+            path = f"/events/agent?name={name}"
+            n.start_soon(stream, port, cookie, path, counts, "events", deadline)
     print(json.dumps(counts))
 
 trio.run(main, int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), float(sys.argv[4]))
