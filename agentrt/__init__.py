@@ -23,9 +23,11 @@
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
+#     _actor _agent _approvals _arguments _foreign_awaits _mailbox _portable _recorder _slot
+#     _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
+#     __init__ _address _api _asyncio_runtime _backends _failover _forwarding _pinned
+#     _runtime _runtime_thread _supervisor _sync_runtime asyncio lowlevel store sync
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
