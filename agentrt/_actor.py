@@ -260,6 +260,7 @@ class Actor:
             tracker=self.tracker,
             records=self._recorder,
             nursery=nursery,
+            settings=self.slot.channel_settings,
         )
 
     @asynccontextmanager
@@ -269,9 +270,11 @@ class Actor:
         async with trio.open_nursery() as nursery:
             self._source = lifecycle = self._frame_source(nursery)
             assert isinstance(lifecycle, CliLifecycle)
+            self.slot.channel = lifecycle
             try:
                 yield
             finally:
+                self.slot.channel = None
                 await lifecycle.aclose()
                 self._source = None
                 nursery.cancel_scope.cancel()
