@@ -25,11 +25,13 @@
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
+#     _actor _agent _approvals _arguments _foreign_awaits _mailbox _portable _recorder _slot
+#     _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _console._app _console._desk _console._fleet
-#     _console._gate _console._http _console._pages _console._serve _console._shown
-#     _failover _pinned _runtime _supervisor lowlevel store
+#     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
+#     _console._fleet _console._gate _console._http _console._pages _console._serve
+#     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
+#     _sync_runtime asyncio lowlevel store sync
 #     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
 #     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
 #     testing.fake_cli
