@@ -120,6 +120,7 @@ def test_the_codex_backend_is_a_live_backend_and_its_command_is_app_server() -> 
     command = protocol.command
     assert command.argv == (
         *("/opt/codex", "app-server", "--listen", "stdio://"),
+        *("-c", "check_for_update_on_startup=false"),
         *("-c", 'model_reasoning_effort="low"'),
     )
     assert command.cwd == "/work" and command.env["CODEX_HOME"] == "/codex"
