@@ -21,7 +21,7 @@
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
-#     _mode _options _retention _segment _turn
+#     _mode _options _retention _segment _turn _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
@@ -74,6 +74,7 @@ from ._errors import AgentNotFound as AgentNotFound
 from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
+from ._errors import CliVersionMismatch as CliVersionMismatch
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -149,6 +150,7 @@ __all__ = [
     "Allow",
     "BackendNotFound",
     "Block",
+    "CliVersionMismatch",
     "Completed",
     "Crash",
     "CurrentRequest",

@@ -57,6 +57,8 @@ class Slot:
     turn: Turn | None = None
     # The pid of the agent's live CLI process: its turn's, or its warm one's.
     cli_pid: int | None = None
+    # The version the latest turn's CLI reported (AgentStatus.cli_version).
+    cli_version: str | None = None
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
@@ -234,4 +236,5 @@ class Slot:
             session_id=self.session_id,
             restarts=self.restarts,
             cli_pid=self.cli_pid,
+            cli_version=self.cli_version,
         )

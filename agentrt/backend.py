@@ -162,13 +162,19 @@ class Capabilities:
     run these options (``keep_alive``); ``approvals``: that process asks the agent before
     tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``).
     ``not_live`` says why these options have no live process, naming the option
-    (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
+    (``"approval='approve-for-me' runs on codex exec only"``), for the refusal.
+
+    ``version_probe``: the CLI does not report its own version in a turn's frames (an
+    `InitEvent`'s ``cli_version``), so the runtime runs `Backend.version_command` before
+    the agent's first turn, once per executable file (asked again when the file changes),
+    and takes the first ``X.Y.Z`` it prints as every turn's ``cli_version``."""
 
     in_process: bool = False
     live: bool = False
     approvals: bool = False
     hooks: bool = False
     not_live: str | None = None
+    version_probe: bool = False
 
     def __attrs_post_init__(self) -> None:
         if (self.approvals or self.hooks) and not self.live:

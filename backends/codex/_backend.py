@@ -20,6 +20,8 @@ from ._translate import CodexTranslator
 # own copy in tests/realcli/CODEX_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "0.171.0"
 
+_LIVE = Capabilities(live=True, approvals=True, version_probe=True)
+
 # The child's variable that holds the application tools' bearer token (codex reads it by
 # ``bearer_token_env_var``; a token in ``-c`` would be on argv).
 APP_TOOLS_TOKEN_VAR = "AGENTRT_APP_TOOLS_TOKEN"
@@ -58,11 +60,13 @@ class CodexBackend:
         """A live ``codex app-server`` (``keep_alive``, approvals) for any options but
         those only ``codex exec`` takes (``approval="approve-for-me"``, ``profile``,
         ``images``, ``output_schema``, ``extra_args``): such an agent runs one process per
-        turn. Codex has no hooks."""
+        turn. Codex has no hooks. ``codex exec --json`` prints no version of its own (the
+        app-server's thread carries one, exec's ``thread.started`` does not), so the
+        runtime asks ``codex --version`` once per executable (``version_probe``)."""
         why = exec_only(options)
         if why is not None:
-            return Capabilities(not_live=why)
-        return Capabilities(live=True, approvals=True)
+            return Capabilities(not_live=why, version_probe=True)
+        return _LIVE
 
     def live(
         self,
