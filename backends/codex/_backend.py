@@ -7,10 +7,18 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
+from agentrt.backend import (
+    AppToolServer,
+    BackendInfo,
+    Capabilities,
+    Command,
+    SessionTotals,
+    bypass_proxy,
+)
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
+from ._info import info
 from ._live import CodexLive, exec_only
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
@@ -83,6 +91,11 @@ class CodexBackend:
         if why is not None:
             raise ValueError(f"no live codex for these options: {why}")
         return CodexLive(options, session_id=session_id, environ=self._environ, approvals=approvals)
+
+    def info(self) -> BackendInfo:
+        """How to install and log in the CLI, the version this backend was written for,
+        the options of a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
+        return info(WRITTEN_FOR_VERSION)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""
