@@ -125,7 +125,7 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
     run = await agentrt("ask", "x", "hi", "--backend", "nope", "--cwd", "/", env=base_env)
     assert run.code == 1
     assert "no backend named 'nope'" in run.stderr
-    assert "Fix: pass --backend with one of: claude, codex" in run.stderr
+    assert "Fix: pass --backend with one of: claude, codex, qwen" in run.stderr
     run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
     assert run.code == 1
     assert (
