@@ -354,8 +354,9 @@ async def _a_killed_cli_is_classified_and_its_session_resumed(harness: BackendHa
 
 @_check()
 async def _a_line_over_a_mebibyte_comes_through_whole(harness: BackendHarness) -> None:
-    # Words, so that a CLI that streams word by word still prints the whole text in one line.
-    text = " ".join(f"w{i:07d}" for i in range(180_000))
+    # Long words, few of them: a fake that streams word by word sends 12,000 deltas, and
+    # the CLI still prints the whole text in one line.
+    text = " ".join(f"w{i:05d}" + "x" * 93 for i in range(12_000))
     assert len(text) > 1024 * 1024
     async with _agent(harness, [Say(text)]) as (rt, _fake):
         response = await _ask(harness, rt, "a long answer")
