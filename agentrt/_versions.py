@@ -4,10 +4,12 @@ accepts (``cli_versions``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shutil
+import signal
 from typing import Any
 
 import attrs
@@ -70,7 +72,9 @@ class VersionAnswer:
 async def ask_version(command: Command) -> VersionAnswer:
     """Run a backend's ``version_command`` and find the version in what it prints."""
     argv = [str(a) for a in command.argv]
-    with trio.move_on_after(VERSION_BOUND):
+    # In a session of its own, so that a CLI that does not answer is ended with what it
+    # started (trio's own cancellation would kill the CLI alone).
+    with trio.move_on_after(VERSION_BOUND) as bounded:
         try:
             result = await trio.run_process(
                 argv,
@@ -80,6 +84,8 @@ async def ask_version(command: Command) -> VersionAnswer:
                 capture_stderr=True,
                 check=False,
                 stdin=b"",
+                start_new_session=True,
+                deliver_cancel=_kill_group,
             )
         except OSError as exc:
             return VersionAnswer(None, f"`{' '.join(argv)}` did not start: {exc}")
@@ -91,7 +97,13 @@ async def ask_version(command: Command) -> VersionAnswer:
             )
         match = _VERSION.search(text)
         return VersionAnswer(match.group(0) if match else None, text)
+    assert bounded.cancelled_caught
     return VersionAnswer(None, f"`{' '.join(argv)}` did not answer within {VERSION_BOUND:g} s")
+
+
+async def _kill_group(process: trio.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 # Per executable file, as it is now (path, inode, size, mtime): a CLI updated in place is
