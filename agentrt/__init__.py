@@ -26,8 +26,9 @@
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
-#     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
-#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
+#     testing testing._fake_anthropic testing._fake_gemini testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
+#     testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions
