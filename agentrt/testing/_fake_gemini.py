@@ -1,5 +1,7 @@
-"""A loopback fake of the Gemini API's streamed generate-content call
-(``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``), the one Gemini CLI makes.
+"""A loopback fake of the Gemini API's generate-content calls: streamed
+(``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``), the one Gemini CLI makes
+for each model turn, and whole (``:generateContent``), which it makes to compress a long
+history or to route an unpinned model.
 
 It answers from a script: text replies, function calls (Gemini CLI's shell tool is
 ``run_shell_command`` with ``{"command": ...}``), HTTP errors with Google's error body,
@@ -125,6 +127,12 @@ class GeminiRequest:
     size: int
 
     @property
+    def stream(self) -> bool:
+        """A streamed call (``:streamGenerateContent``), not a whole one."""
+        found = _MODEL_CALL.match(self.path)
+        return found is not None and found.group(2) == "streamGenerateContent"
+
+    @property
     def model(self) -> str:
         """The model the path names (``/v1beta/models/<model>:...``), or ""."""
         found = _MODEL_CALL.match(self.path)
@@ -163,7 +171,9 @@ def _parts(content: Any) -> list[Mapping[str, Any]]:
 _Entry = GeminiReply | GeminiError | GeminiHang
 GeminiScript = Sequence[_Entry] | Callable[[GeminiRequest], _Entry]
 
-_MODEL_CALL = re.compile(r"/v1beta/models/([^/:?]+):streamGenerateContent(?:\?|$)")
+_MODEL_CALL = re.compile(
+    r"/v1beta/models/([^/:?]+):(streamGenerateContent|generateContent)(?:\?|$)"
+)
 _WORD = re.compile(r"\S+\s*|\s+")
 _decoder = msgspec.json.Decoder()
 # Google's names for the HTTP statuses of its errors (google.rpc.Code).
@@ -196,7 +206,7 @@ class FakeGemini:
 
     @property
     def model_calls(self) -> list[GeminiRequest]:
-        """The recorded streamed generate-content calls, in order."""
+        """The recorded generate-content calls (streamed or whole), in order."""
         return [r for r in self.requests if _is_model_call(r)]
 
     @property
@@ -252,8 +262,10 @@ class FakeGemini:
                 [] if entry.retry_after is None else [("retry-after", f"{entry.retry_after:g}")]
             )
             await writer.send_json(entry.status, _error_body(entry), headers=headers)
-        else:
+        elif recorded.stream:
             await _stream(entry, entry.model or recorded.model, writer)
+        else:
+            await writer.send_json(200, _whole(entry, entry.model or recorded.model))
 
 
 async def _stream(reply: GeminiReply, model: str, writer: ResponseWriter) -> None:
@@ -298,6 +310,15 @@ def _chunks(reply: GeminiReply, model: str) -> list[dict[str, Any]]:
     return chunks
 
 
+def _whole(reply: GeminiReply, model: str) -> dict[str, Any]:
+    """The answer of a whole call: the stream's chunks as one candidate."""
+    chunks = _chunks(reply, model)
+    parts = [part for chunk in chunks for part in chunk["candidates"][0]["content"]["parts"]]
+    last = chunks[-1]
+    candidate = {**last["candidates"][0], "content": {"parts": parts, "role": "model"}}
+    return {**last, "candidates": [candidate]}
+
+
 def _is_model_call(request: GeminiRequest) -> bool:
     return request.method == "POST" and _MODEL_CALL.match(request.path) is not None
 
@@ -316,7 +337,8 @@ async def open_fake_gemini(script: GeminiScript) -> AsyncIterator[FakeGemini]:
     """Serve a scripted fake Gemini API on a fresh loopback port.
 
     ``script`` is a sequence of entries used one per model call (``POST
-    /v1beta/models/<model>:streamGenerateContent``), or a function from the
+    /v1beta/models/<model>:streamGenerateContent`` or ``:generateContent``; a reply to a
+    whole call comes as one JSON body), or a function from the
     `GeminiRequest` to an entry. Past the end of a sequence the fake answers 500 "script
     exhausted". Other paths get 404 and are recorded too (a CLI that calls something else
     shows up in ``requests``).
