@@ -64,6 +64,12 @@ def claude_binary() -> Path:
     return ROOT / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
 
 
+def gemini_binary() -> Path:
+    """The pinned real gemini (tests/realcli/GEMINI_VERSION), where `make gemini-cli` puts it."""
+    version = (ROOT / "tests" / "realcli" / "GEMINI_VERSION").read_text().strip()
+    return ROOT / ".cache" / "npm" / f"gemini-{version}" / "node_modules" / ".bin" / "gemini"
+
+
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.measure", json.dumps(spec)],
@@ -111,10 +117,12 @@ def _plan(
     params: dict[str, Any], fixtures: dict[str, Fixture], only: set[str]
 ) -> list[dict[str, Any]]:
     specs = []
-    claude = claude_binary()
+    claude, gemini = claude_binary(), gemini_binary()
     if "warm" in only and not claude.exists():
         print(f"bench: warm skipped: no claude at {claude} (make claude-cli)", file=sys.stderr)
         only = only - {"warm"}
+    elif "warm" in only and not gemini.exists():
+        print(f"bench: no gemini row: no gemini at {gemini} (make gemini-cli)", file=sys.stderr)
     for scenario in SCENARIOS:
         if scenario not in only:
             continue
@@ -138,13 +146,26 @@ def _plan(
             elif scenario == "warm":
                 # Each conversation in a fresh process, then all of them interleaved.
                 conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
-                for name in CONVERSATION_CONTENDERS:
-                    specs.append({"scenario": scenario, "contender": name, **conversation})
+                for name, contender in CONVERSATION_CONTENDERS.items():
+                    if contender.cli == "claude":
+                        specs.append({"scenario": scenario, "contender": name, **conversation})
+                    elif gemini.exists():
+                        specs.append(
+                            {
+                                "scenario": scenario,
+                                "contender": name,
+                                **conversation,
+                                "binary": str(gemini),
+                            }
+                        )
+                # The interleaved run compares the contenders of one CLI under one load.
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
-                        "contenders": list(CONVERSATION_CONTENDERS),
+                        "contenders": [
+                            n for n, c in CONVERSATION_CONTENDERS.items() if c.cli == "claude"
+                        ],
                         **conversation,
                     }
                 )
