@@ -136,3 +136,25 @@ def test_a_config_file_path_must_be_absolute() -> None:
 
 def test_the_version_command() -> None:
     assert backend.version_command(backend.parse_options({})).argv == ("gemini", "--version")
+
+
+class Approver(agentrt.Agent):
+    def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow:
+        return agentrt.Allow()
+
+
+@pytest.mark.parametrize(
+    ("agent", "options", "key"),
+    [
+        (agentrt.Agent, {"keep_alive": 60.0}, "keep_alive"),
+        (Approver, {}, "approve_tool"),
+    ],
+)
+async def test_start_agent_refuses_keep_alive_and_approvals_naming_why(
+    agent: type[agentrt.Agent], options: dict[str, object], key: str
+) -> None:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(agent, name="g", backend="gemini", **options)
+        assert rt.statistics().agents == 0
+    assert caught.value.key == key and "gemini --acp" in str(caught.value)
