@@ -18,8 +18,9 @@ WRITTEN_FOR_VERSION = "0.61.0"
 
 # Why keep_alive and approve_tool are refused (start_agent says so, InvalidOptions).
 NOT_LIVE = (
-    "Gemini CLI's live channel is its ACP mode (gemini --acp, JSON-RPC), which this backend "
-    "does not drive yet; each turn is one headless gemini process"
+    "Gemini CLI's live channel is its ACP mode (gemini --acp), whose session/load cannot "
+    "reopen a saved session in 0.61.0, so a warm agent could not continue its conversation "
+    "after a restart; each turn is one headless gemini process (docs/gemini.md)"
 )
 
 
