@@ -32,6 +32,7 @@ SHIPPED = {
     "claude": "agentrt.backends.claude:ClaudeBackend",
     "codex": "agentrt.backends.codex:CodexBackend",
     "gemini": "agentrt.backends.gemini:GeminiBackend",
+    "qwen": "agentrt.backends.qwen:QwenBackend",
 }
 
 _loaded: dict[str, Backend] = {}

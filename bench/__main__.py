@@ -20,6 +20,8 @@ from . import many_agents, report
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
+    QWEN_BINARY,
+    QWEN_CONTENDERS,
     SCALE_CONTENDERS,
     TURN_CONTENDERS,
 )
@@ -121,8 +123,12 @@ def _plan(
     if "warm" in only and not claude.exists():
         print(f"bench: warm skipped: no claude at {claude} (make claude-cli)", file=sys.stderr)
         only = only - {"warm"}
-    elif "warm" in only and not gemini.exists():
+    if "warm" in only and not gemini.exists():
         print(f"bench: no gemini row: no gemini at {gemini} (make gemini-cli)", file=sys.stderr)
+    if "warm" in only and not QWEN_BINARY.exists():
+        print(
+            f"bench: qwen rows skipped: no qwen at {QWEN_BINARY} (make qwen-cli)", file=sys.stderr
+        )
     for scenario in SCENARIOS:
         if scenario not in only:
             continue
@@ -146,8 +152,13 @@ def _plan(
             elif scenario == "warm":
                 # Each conversation in a fresh process, then all of them interleaved.
                 conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
-                for name, contender in CONVERSATION_CONTENDERS.items():
-                    if contender.cli == "claude":
+                names = [
+                    n
+                    for n in CONVERSATION_CONTENDERS
+                    if QWEN_BINARY.exists() or n not in QWEN_CONTENDERS
+                ]
+                for name in names:
+                    if CONVERSATION_CONTENDERS[name].cli == "claude":
                         specs.append({"scenario": scenario, "contender": name, **conversation})
                     elif gemini.exists():
                         specs.append(
@@ -158,13 +169,13 @@ def _plan(
                                 "binary": str(gemini),
                             }
                         )
-                # The interleaved run compares the contenders of one CLI under one load.
+                # The interleaved run compares the contenders on one fake API under one load.
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
                         "contenders": [
-                            n for n, c in CONVERSATION_CONTENDERS.items() if c.cli == "claude"
+                            n for n in names if CONVERSATION_CONTENDERS[n].cli == "claude"
                         ],
                         **conversation,
                     }

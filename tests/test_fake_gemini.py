@@ -36,8 +36,8 @@ async def client(port: int) -> Client:
 
 
 def chunks(answer: Answer) -> list[Any]:
-    """The ``data:`` payloads of an SSE body framed as Google frames them (CRLF, no names)."""
-    blocks = [b for b in answer.body.decode().split("\r\n\r\n") if b.strip()]
+    """The ``data:`` payloads of an SSE body of unnamed events."""
+    blocks = [b for b in answer.body.decode().split("\n\n") if b.strip()]
     assert all(b.startswith("data: ") for b in blocks), blocks
     return [json.loads(b.removeprefix("data: ")) for b in blocks]
 

@@ -49,7 +49,7 @@ from ._proctree import (
     track_leader,
     untrack_leader,
 )
-from ._secretfiles import materialized_argv, write_config_files
+from ._secretfiles import materialized, write_config_files
 from ._spawn import CannotEnter, Spawned, spawn
 
 __all__ = [
@@ -860,11 +860,11 @@ async def open_cli_process(
     SIGTERM.
     """
     marker = new_marker()
-    env = {**command.env, MARKER_ENV: marker}
     with (
-        materialized_argv(command) as argv,
+        materialized(command) as (argv, env),
         nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
     ):
+        env[MARKER_ENV] = marker
         try:
             write_config_files(command.config_files)
         except OSError as exc:

@@ -176,6 +176,7 @@ _MODEL_CALL = re.compile(
 )
 _WORD = re.compile(r"\S+\s*|\s+")
 _decoder = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder().encode
 # Google's names for the HTTP statuses of its errors (google.rpc.Code).
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -278,7 +279,7 @@ async def _stream(reply: GeminiReply, model: str, writer: ResponseWriter) -> Non
         if sent == reply.hang_after:
             await writer.hang()
             return
-        await writer.send_data(chunk)
+        await writer.send_data(_encode(chunk))
     await writer.end_stream()
 
 

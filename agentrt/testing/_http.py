@@ -114,10 +114,9 @@ class ResponseWriter:
         payload = b"event: " + event.encode() + b"\ndata: " + _encoder.encode(data) + b"\n\n"
         await self._stream.send_all(b"%x\r\n%s\r\n" % (len(payload), payload))
 
-    async def send_data(self, data: Any) -> None:
-        """One server-sent event of ``data`` alone (JSON, no event name), CRLF-framed as
-        Google's APIs send them, in a chunk of its own."""
-        payload = b"data: " + _encoder.encode(data) + b"\r\n\r\n"
+    async def send_data(self, data: bytes) -> None:
+        """One server-sent event of ``data`` alone (no event name), in a chunk of its own."""
+        payload = b"data: " + data + b"\n\n"
         await self._stream.send_all(b"%x\r\n%s\r\n" % (len(payload), payload))
 
     async def end_stream(self) -> None:
