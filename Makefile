@@ -14,7 +14,7 @@ AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
 export AGENTRT_CODEX_VERSION
 CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli postgres-server
+.PHONY: demo test docs lint typecheck pytest clean clis claude-cli codex-cli postgres-server
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The documentation site, every warning an error (docs/conf.py says why Sphinx).
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 # The suite runs on two workers per core: a serial run keeps about half a core busy (it
 # waits on real processes, fake CLIs' pauses, bounds that fire in real time, PostgreSQL),
@@ -65,4 +69,4 @@ codex-cli:
 	tools/install-npm-cli @openai/codex $(AGENTRT_CODEX_VERSION) $(CODEX_DIR) codex
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache docs/_build
