@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
+import re
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +135,39 @@ def test_the_site_builds_with_warnings_as_errors_and_documents_every_public_name
         if f"{module.__name__}.{name}" not in names
     ]
     assert missing == [], f"not in the reference (no docstring, or no entry): {missing}"
+
+
+def calls() -> dict[str, Callable[..., object]]:
+    """The calls of the application's API: `agentrt`'s functions (each `Runtime` method's
+    module-level twin shares its docstring) and the public methods of `Runtime`,
+    `Supervisor` and `EventStream`."""
+    found: dict[str, Callable[..., object]] = {
+        name: obj
+        for name, obj in vars(agentrt).items()
+        if name in agentrt.__all__ and inspect.isfunction(obj)
+    }
+    for owner in (agentrt.Runtime, agentrt.Supervisor, agentrt.EventStream):
+        for name, member in vars(owner).items():
+            if inspect.isfunction(member) and (not name.startswith("_") or name == "__anext__"):
+                found[f"{owner.__name__}.{name}"] = member
+    return found
+
+
+def waits(call: Callable[..., object]) -> bool:
+    """Whether ``call`` is awaited (or entered with ``async with``): it can be cancelled."""
+    inner = inspect.unwrap(call)
+    return inspect.iscoroutinefunction(inner) or inspect.isasyncgenfunction(inner)
+
+
+def test_every_call_says_what_it_raises_and_what_cancelling_it_does() -> None:
+    undocumented = []
+    for name, call in calls().items():
+        doc = inspect.getdoc(call) or ""
+        if not re.search(r"\b[Rr]ais(es|ed|e)\b", doc):
+            undocumented.append(f"{name}: what it raises")
+        if waits(call) and "Cancellation:" not in doc:
+            undocumented.append(f"{name}: a Cancellation: paragraph")
+    assert undocumented == []
 
 
 async def run_block(marker: str, namespace: dict[str, Any]) -> None:

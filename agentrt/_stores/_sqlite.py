@@ -31,7 +31,9 @@ def default_store_path() -> Path:
 
     ``$AGENTRT_STORE`` if set; else ``$XDG_STATE_HOME/agentrt/sessions.sqlite3`` (an XDG
     variable only counts when absolute, as the spec says); else
-    ``~/.local/state/agentrt/sessions.sqlite3``.
+    ``~/.local/state/agentrt/sessions.sqlite3``. It reads the environment only: it makes
+    no directory and raises nothing, unless there is no home directory to fall back on
+    (`RuntimeError`, from `pathlib.Path.home`).
     """
     override = os.environ.get("AGENTRT_STORE")
     if override:

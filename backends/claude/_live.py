@@ -42,7 +42,7 @@ from ._translate import ClaudeTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
 
-# Claude Code's hook events, by agentrt's name for each (README: Hooks).
+# Claude Code's hook events, by agentrt's name for each (docs/tutorial/approvals-and-tools.md).
 HOOK_EVENTS: dict[str, HookKind] = {
     "PreToolUse": "before_tool",
     "PostToolUse": "after_tool",
