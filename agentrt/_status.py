@@ -31,7 +31,7 @@ class AgentHandle:
 
 @attrs.frozen
 class CurrentRequest:
-    """The request an agent is processing: its `Ref`, where it came from (`origin`), how long
+    """The request an agent is processing: its `Ref`, where it came from (``origin``), how long
     ago the agent took it, and whether its turn waits for a process slot."""
 
     ref: Ref
@@ -44,7 +44,7 @@ class CurrentRequest:
 @attrs.frozen
 class AgentStatus:
     """What `status` says of one agent: its state and mode, its queue, the request it is
-    processing (`current`), its turns, session and restarts, and the pid of its live CLI.
+    processing (``current``), its turns, session and restarts, and the pid of its live CLI.
     A snapshot: it does not change as the agent goes on."""
 
     name: str

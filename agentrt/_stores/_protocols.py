@@ -339,7 +339,7 @@ def check_fence(path: str, name: str, epoch: int | None, current: Lease | None) 
 
 def no_row(path: str, name: str) -> StoreError:
     """The `StoreError` a store raises for a write that needs the row of agent ``name``
-    that `checkpoint_session` has not made yet."""
+    that `SessionStore.checkpoint_session` has not made yet."""
     return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
 
 

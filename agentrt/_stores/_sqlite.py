@@ -221,7 +221,7 @@ class SQLiteStore(SqlTranscripts, SqlSessions):
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
     hold working directories and agent state; its directory must exist, except at the
-    default location, whose directories are created (0700) (see :func:`missing_directory`).
+    default location, whose directories are created (0700).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
 
     Leases are timed on ``lease_clock``, by default ``time.monotonic``: CLOCK_MONOTONIC,
