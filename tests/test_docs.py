@@ -64,7 +64,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
 NOT_PROGRAMS = {"console", "text"}
 # MyST directives written as fences: they include files (the examples, run by
 # tests/test_examples.py; the changelog) or build the site, and hold no code of their own.
-DIRECTIVES = {"{literalinclude}", "{include}", "{toctree}", "{eval-rst}"}
+DIRECTIVES = {"{literalinclude}", "{include}", "{toctree}", "{eval-rst}", "{py:currentmodule}"}
 
 
 def test_every_code_block_is_run_by_a_test() -> None:
