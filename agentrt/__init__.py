@@ -8,8 +8,9 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
-#     _restart _status _stream _telemetry _tools _util backend
+#     _alarm _asks _env _errors _events _exceptiongroups _live_protocol _logs _records
+#     _redact _requests _restart _status _stream _stream_json _stream_json_live _telemetry
+#     _tools _util backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -26,8 +27,9 @@
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
-#     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
-#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
+#     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
+#     testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions

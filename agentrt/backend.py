@@ -9,7 +9,10 @@ imports no other agentrt module): agentrt's event, stop reason, usage, error and
 under their agentrt names, `SessionTotals` (a translator's baseline), the child environment
 policies (`EnvPolicy`, `child_env`, `default_env_policy`, `bypass_proxy`), redaction
 (`redact`, `is_secret_name`, `REDACTED`) and `did_you_mean` (the closest known name, for an
-error). ``parse_options`` raises
+error). For CLIs that speak Claude Code's stream-json (Qwen Code does), the shared pieces:
+`StreamJsonTranslator` (frames -> events, told the CLI's differences by a
+`StreamJsonDialect`) and `StreamJsonLive` (the live channel's control protocol, with
+`control_response` / `control_error` for a backend's own requests). ``parse_options`` raises
 `agentrt.InvalidOptions` with ``known_options`` (every option it knows) for an unknown key:
 the runtime then names the closest of its own options and the backend's.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import signal
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -56,7 +59,10 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._live_protocol import FrameRole, ProtocolError
 from ._redact import REDACTED, is_secret_name, redact, redact_mapping
+from ._stream_json import StreamJsonDialect, StreamJsonTranslator
+from ._stream_json_live import StreamJsonLive, control_error, control_response
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
@@ -79,10 +85,15 @@ __all__ = [
     "ProtocolError",
     "SecretFile",
     "SessionTotals",
+    "StreamJsonDialect",
+    "StreamJsonLive",
+    "StreamJsonTranslator",
     "ToolApproval",
     "Translator",
     "bypass_proxy",
     "child_env",
+    "control_error",
+    "control_response",
     "default_env_policy",
     "did_you_mean",
     "is_secret_name",
@@ -95,7 +106,8 @@ __all__ = [
 class SecretFile:
     """Content that must not travel on argv. The driver writes it to a 0600 file in a private
     directory before spawning, puts that file's path wherever this object stands in
-    ``Command.argv``, and removes it when the turn ends, however it ends."""
+    ``Command.argv`` (or ``Command.env_files``), and removes it when the turn ends, however
+    it ends."""
 
     name: str
     content: bytes = attrs.field(repr=False)
@@ -103,10 +115,13 @@ class SecretFile:
 
 @attrs.frozen
 class Command:
-    """One process to run for one turn."""
+    """One process to run for one turn. ``env_files``: environment variables whose value is
+    the path of a `SecretFile` the driver writes (for a CLI that reads a file it is pointed
+    at only through its environment, such as Qwen Code's settings)."""
 
     argv: tuple[str | SecretFile, ...]
     env: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    env_files: Mapping[str, SecretFile] = attrs.field(factory=dict, repr=False)
     cwd: str | None = None
     stdin: bytes = attrs.field(default=b"", repr=False)
     # The first signal of an interrupt. Claude Code ends a turn cleanly on SIGINT (exit 0,
@@ -115,7 +130,8 @@ class Command:
 
     @property
     def files(self) -> tuple[SecretFile, ...]:
-        return tuple(a for a in self.argv if isinstance(a, SecretFile))
+        on_argv = (a for a in self.argv if isinstance(a, SecretFile))
+        return (*on_argv, *self.env_files.values())
 
 
 @attrs.frozen
@@ -207,14 +223,6 @@ class Backend(Protocol):
     def version_command(self, options: Any) -> Command:
         """A command that prints the CLI's version (for doctor and the flag canary)."""
         ...
-
-
-FrameRole = Literal["event", "end", "control"]
-
-
-class ProtocolError(Exception):
-    """A live CLI broke its input protocol (an unexpected answer, a refused handshake): the
-    runtime ends the process, and the conversation goes on in a new one (``--resume``)."""
 
 
 class LiveProtocol(Protocol):

@@ -43,7 +43,7 @@ html_theme_options = {"page_width": "1240px", "sidebar_width": "240px"}
 # Pages that work under way adds (each named in the index's tables of contents). Until a
 # page exists the build leaves its entry out and lists it; tests/test_docs.py fails once a
 # listed page exists, so the entry is dropped from here when the page lands.
-PENDING_PAGES = ("asyncio", "backends", "console", "gemini", "hooks", "qwen", "workspaces")
+PENDING_PAGES = ("asyncio", "backends", "console", "gemini", "hooks", "workspaces")
 
 _HERE = Path(__file__).parent
 
@@ -78,10 +78,14 @@ def _resolve_public_name(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     candidates = [f"{module}.{target}" for module in _PUBLIC_MODULES]
     if owner:  # a method named in its class's docstring
         candidates = [f"{module}.{owner}.{target}" for module in _PUBLIC_MODULES] + candidates
+    # A field of a documented class (`InitEvent.cli_version`) links to its class's entry.
+    if "." in target:
+        owner_name = target.rsplit(".", 1)[0]
+        candidates += [f"{module}.{owner_name}" for module in _PUBLIC_MODULES]
     for name in candidates:
         if name in domain.objects:
             return domain.resolve_xref(
-                env, node["refdoc"], app.builder, node["reftype"], name, node, contnode
+                env, node["refdoc"], app.builder, "obj", name, node, contnode
             )
     return None
 

@@ -57,6 +57,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
     "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
 }
 
 # Blocks that are not programs, by their language: commands shown (they install things or
@@ -214,6 +215,13 @@ async def test_the_store_kit_block_passes_on_a_toy_store(
             skipped += 1
     # The toy store has the core only: its checks run, the capabilities' are skipped.
     assert ran > 0 and skipped > 0
+
+
+async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await run_block('backend="qwen"', {"rt": rt, "Agent": agentrt.Agent})
+        status = await rt.status("coder")
+    assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
 
 
 class Coder(agentrt.Agent):
