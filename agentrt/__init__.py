@@ -8,30 +8,35 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _env _errors _events _exceptiongroups _live_protocol _logs _records
-#     _redact _requests _restart _status _stream _stream_json _stream_json_live _telemetry
-#     _tools _util backend
+#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _live_protocol
+#     _logs _records _redact _requests _restart _status _stream _stream_json _stream_json_live
+#     _telemetry _tools _util backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
 #     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
-#     _stores._memory _stores._postgres _stores._postgres_router _stores._protocols
-#     _stores._route_codec _stores._sql _stores._sqlite _stores._transcripts
+#     _stores._approvals _stores._memory _stores._postgres _stores._postgres_router
+#     _stores._protocols _stores._route_codec _stores._sql _stores._sqlite
+#     _stores._transcripts
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
+#     _actor _agent _approvals _arguments _foreign_awaits _mailbox _portable _recorder _slot
+#     _tool_server
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
+#     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
+#     _console._fleet _console._gate _console._http _console._pages _console._serve
+#     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
+#     _sync_runtime asyncio lowlevel store sync
 #     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
 #     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
 #     testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
-#     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
+#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
@@ -45,6 +50,7 @@ from ._agent import Prompt as Prompt
 from ._agent import Stop as Stop
 from ._api import agents as agents
 from ._api import ask as ask
+from ._api import context_usage as context_usage
 from ._api import halt as halt
 from ._api import interrupt as interrupt
 from ._api import interrupt_request as interrupt_request
@@ -52,10 +58,13 @@ from ._api import notify as notify
 from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
 from ._api import reset_session as reset_session
+from ._api import set_model as set_model
+from ._api import set_permission_mode as set_permission_mode
 from ._api import start_agent as start_agent
 from ._api import statistics as statistics
 from ._api import status as status
 from ._api import stop_agent as stop_agent
+from ._api import stop_task as stop_task
 from ._api import stream as stream
 from ._api import tell as tell
 from ._api import unhalt as unhalt
@@ -64,17 +73,22 @@ from ._api import whereis as whereis
 from ._api import withdraw as withdraw
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
+from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
+from ._console._serve import Console as Console
+from ._console._serve import console_app as console_app
+from ._console._serve import open_console as open_console
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
 from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
+from ._errors import ChannelError as ChannelError
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -104,6 +118,43 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_KINDS as HOOK_KINDS
+from ._hooks import ConfigChangeHook as ConfigChangeHook
+from ._hooks import CwdChangedHook as CwdChangedHook
+from ._hooks import DirectoryAddedHook as DirectoryAddedHook
+from ._hooks import ElicitationHook as ElicitationHook
+from ._hooks import ElicitationResultHook as ElicitationResultHook
+from ._hooks import FileChangedHook as FileChangedHook
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
+from ._hooks import InstructionsLoadedHook as InstructionsLoadedHook
+from ._hooks import MessageDisplayHook as MessageDisplayHook
+from ._hooks import NotificationHook as NotificationHook
+from ._hooks import PermissionDeniedHook as PermissionDeniedHook
+from ._hooks import PermissionRequestHook as PermissionRequestHook
+from ._hooks import PostCompactHook as PostCompactHook
+from ._hooks import PostModelSwitchHook as PostModelSwitchHook
+from ._hooks import PostToolBatchHook as PostToolBatchHook
+from ._hooks import PostToolUseFailureHook as PostToolUseFailureHook
+from ._hooks import PostToolUseHook as PostToolUseHook
+from ._hooks import PreCompactHook as PreCompactHook
+from ._hooks import PreModelSwitchHook as PreModelSwitchHook
+from ._hooks import PreSkillShellCommandHook as PreSkillShellCommandHook
+from ._hooks import PreToolUseHook as PreToolUseHook
+from ._hooks import SessionEndHook as SessionEndHook
+from ._hooks import SessionStartHook as SessionStartHook
+from ._hooks import SetupHook as SetupHook
+from ._hooks import StopFailureHook as StopFailureHook
+from ._hooks import StopHook as StopHook
+from ._hooks import SubagentStartHook as SubagentStartHook
+from ._hooks import SubagentStopHook as SubagentStopHook
+from ._hooks import TaskCompletedHook as TaskCompletedHook
+from ._hooks import TaskCreatedHook as TaskCreatedHook
+from ._hooks import TeammateIdleHook as TeammateIdleHook
+from ._hooks import UserPromptExpansionHook as UserPromptExpansionHook
+from ._hooks import UserPromptSubmitHook as UserPromptSubmitHook
+from ._hooks import WorktreeCreateHook as WorktreeCreateHook
+from ._hooks import WorktreeRemoveHook as WorktreeRemoveHook
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
@@ -138,6 +189,7 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
 __all__ = [
+    "HOOK_KINDS",
     "AddContext",
     "Agent",
     "AgentAlreadyStarted",
@@ -148,21 +200,33 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "Allow",
+    "AskOperator",
     "BackendNotFound",
     "Block",
+    "ChannelError",
     "Completed",
+    "ConfigChangeHook",
+    "Console",
+    "ContextCategory",
+    "ContextUsage",
     "Crash",
     "CurrentRequest",
+    "CwdChangedHook",
     "Deny",
+    "DirectoryAddedHook",
+    "ElicitationHook",
+    "ElicitationResultHook",
     "ErrorEvent",
     "Event",
     "EventCoverage",
     "EventStream",
     "Failed",
+    "FileChangedHook",
     "Halt",
     "Hook",
     "HookKind",
     "InitEvent",
+    "InstructionsLoadedHook",
     "InvalidOptions",
     "Lease",
     "LeaseLost",
@@ -170,13 +234,26 @@ __all__ = [
     "MailboxFull",
     "McpServerStatus",
     "MemoryStore",
+    "MessageDisplayHook",
     "NoRuntime",
     "NotFound",
+    "NotificationHook",
     "Omission",
     "Pending",
     "PermissionDenial",
+    "PermissionDeniedHook",
+    "PermissionRequestHook",
     "PollResult",
+    "PostCompactHook",
+    "PostModelSwitchHook",
+    "PostToolBatchHook",
+    "PostToolUseFailureHook",
+    "PostToolUseHook",
     "PostgresStore",
+    "PreCompactHook",
+    "PreModelSwitchHook",
+    "PreSkillShellCommandHook",
+    "PreToolUseHook",
     "Prompt",
     "RawEvent",
     "Ref",
@@ -188,17 +265,27 @@ __all__ = [
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",
+    "SessionEndHook",
     "SessionEvent",
     "SessionLostEvent",
     "SessionMismatch",
     "SessionRecord",
+    "SessionStartHook",
     "SessionStore",
+    "SetupHook",
     "Stop",
+    "StopFailureHook",
+    "StopHook",
     "StopReason",
     "StoreError",
     "StoredTranscript",
     "Strategy",
+    "SubagentStartHook",
+    "SubagentStopHook",
     "Supervisor",
+    "TaskCompletedHook",
+    "TaskCreatedHook",
+    "TeammateIdleHook",
     "TextEvent",
     "TextRetractedEvent",
     "Tool",
@@ -209,22 +296,32 @@ __all__ = [
     "TurnFailed",
     "Usage",
     "UsageEvent",
+    "UserPromptExpansionHook",
+    "UserPromptSubmitHook",
     "Withdrawn",
+    "WorktreeCreateHook",
+    "WorktreeRemoveHook",
     "agents",
     "ask",
+    "console_app",
+    "context_usage",
     "default_store_path",
     "halt",
     "interrupt",
     "interrupt_request",
     "notify",
+    "open_console",
     "open_runtime",
     "open_supervisor",
     "poll",
     "reset_session",
+    "set_model",
+    "set_permission_mode",
     "start_agent",
     "statistics",
     "status",
     "stop_agent",
+    "stop_task",
     "stream",
     "tell",
     "tool",

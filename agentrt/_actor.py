@@ -50,7 +50,7 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._stores._protocols import SessionStore, TranscriptStore
+from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace
 from ._turn import FrameSource, InProcessSource, Turn
 from .backend import Backend, PortableBackend
@@ -260,6 +260,7 @@ class Actor:
             tracker=self.tracker,
             records=self._recorder,
             nursery=nursery,
+            settings=self.slot.channel_settings,
         )
 
     @asynccontextmanager
@@ -269,9 +270,11 @@ class Actor:
         async with trio.open_nursery() as nursery:
             self._source = lifecycle = self._frame_source(nursery)
             assert isinstance(lifecycle, CliLifecycle)
+            self.slot.channel = lifecycle
             try:
                 yield
             finally:
+                self.slot.channel = None
                 await lifecycle.aclose()
                 self._source = None
                 nursery.cancel_scope.cancel()
@@ -544,7 +547,15 @@ class _TurnHost:
     async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
         actor = self._actor
         timeout = actor.options.approval_timeout
-        reply, events, crash = await _approvals.answer(ask, actor._callback, timeout, actor.name)
+        current = actor.slot.current
+        operators = _approvals.Operators(
+            actor.store if isinstance(actor.store, ApprovalStore) else None,
+            actor.runtime_id,
+            None if current is None else current.ref.id,
+        )
+        reply, events, crash = await _approvals.answer(
+            ask, actor._callback, timeout, actor.name, operators
+        )
         if crash is not None:
             actor._ask_crashed(crash)
         return reply, events

@@ -10,6 +10,10 @@ The CLI asks the client too, with control requests of its own: ``can_use_tool`` 
 tool run?) becomes a `ToolApproval`. A backend takes the other requests its CLI sends
 (Claude's ``hook_callback``) in `StreamJsonLive.cli_request`; the rest are answered with an
 error: agentrt offers nothing more to the CLI (no SDK MCP servers, so no ``mcp_message``).
+
+The runtime's own requests (`StreamJsonLive.request`: ``set_model``,
+``set_permission_mode``, ``get_context_usage``, ``stop_task``) are answered with a
+``control_response`` of their id, which `control` returns as a `ControlAnswer`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
+from ._channel import ChannelCall, ContextCategory, ContextUsage, ControlAnswer, ControlRequest
 from ._events import SessionTotals
 from ._live_protocol import FrameRole, ProtocolError
 from ._stream_json import StreamJsonDialect, StreamJsonTranslator
@@ -93,12 +98,18 @@ class StreamJsonLive:
         kind = frame.get("type")
         if kind == "result":
             return "end"
+        if (kind == "user" and frame.get("isReplay") is True) or (
+            kind == "system" and frame.get("subtype") == "status"
+        ):
+            # The CLI's echo of what the client did (set_model's "Set model to ..."), and its
+            # news of its own state (set_permission_mode's new mode): no turn's output.
+            return "control"
         return "control" if kind in _CONTROL else "event"
 
-    def control(self, frame: Any) -> bytes | Ask:
+    def control(self, frame: Any) -> bytes | Ask | ControlAnswer:
         kind = frame.get("type")
         if kind == "control_response":
-            self._answered(frame.get("response"))
+            return self._answered(frame.get("response"))
         elif kind == "control_request":
             request_id = frame.get("request_id")
             request = frame.get("request")
@@ -117,14 +128,40 @@ class StreamJsonLive:
         an error; a backend whose CLI asks more overrides this."""
         return control_error(request_id, f"agentrt does not handle {subtype!r} control requests")
 
-    def _answered(self, response: Any) -> None:
+    def _answered(self, response: Any) -> bytes | ControlAnswer:
         if not isinstance(response, Mapping):
             raise ProtocolError("a control response without a response")
-        if response.get("request_id") != self._initialize:
-            return  # an interrupt's acknowledgement
-        if response.get("subtype") != "success":
+        request_id = response.get("request_id")
+        ok = response.get("subtype") == "success"
+        if request_id != self._initialize:
+            # An answer to a request of the runtime's (an interrupt's acknowledgement too).
+            if not isinstance(request_id, str):
+                raise ProtocolError("a control response without a request_id")
+            if ok:
+                return ControlAnswer(request_id, payload=response.get("response"))
+            return ControlAnswer(request_id, error=str(response.get("error") or "refused"))
+        if not ok:
             raise ProtocolError(f"initialize was refused: {response.get('error')!r}")
         self.ready = True
+        return b""
+
+    def request(self, call: ChannelCall, argument: Any) -> ControlRequest:
+        """The control request for the runtime's ``call`` with its ``argument`` (the model,
+        the mode, the task id; None for ``context_usage``)."""
+        request_id = self._request_id()
+        fields: dict[str, Any]
+        decode: Any = _nothing
+        if call == "set_model":
+            fields = {"subtype": "set_model", "model": argument}
+        elif call == "set_permission_mode":
+            fields = {"subtype": "set_permission_mode", "mode": argument}
+        elif call == "context_usage":
+            # "summary": from the last response's usage, without the CLI's token-count calls.
+            fields = {"subtype": "get_context_usage", "detail": "summary"}
+            decode = context_usage
+        else:
+            fields = {"subtype": "stop_task", "task_id": argument}
+        return ControlRequest(request_id, self._request(request_id, fields), decode)
 
     def prompt(self, text: str) -> bytes:
         return _line(
@@ -166,3 +203,36 @@ def _approval(request_id: str, request: Mapping[str, Any]) -> ToolApproval:
         tool_use_id=_text(request.get("tool_use_id")) or "",
     )
     return ToolApproval(request=tool, answer=answer)
+
+
+def _nothing(payload: Any) -> None:
+    return None
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise ProtocolError(f"a context usage with {value!r} where a number belongs")
+
+
+def context_usage(payload: Any) -> ContextUsage:
+    """The `ContextUsage` of a ``get_context_usage`` answer; `ProtocolError` if it has not
+    the numbers."""
+    if not isinstance(payload, Mapping):
+        raise ProtocolError("a context usage answer that is not an object")
+    rows = payload.get("categories")
+    categories = tuple(
+        ContextCategory(row["name"], int(row["tokens"]), _text(row.get("kind")))
+        for row in (rows if isinstance(rows, list) else ())
+        if isinstance(row, Mapping)
+        and isinstance(row.get("name"), str)
+        and isinstance(row.get("tokens"), int)
+    )
+    return ContextUsage(
+        total_tokens=int(_number(payload.get("totalTokens"))),
+        max_tokens=int(_number(payload.get("maxTokens"))),
+        percentage=float(_number(payload.get("percentage"))),
+        model=_text(payload.get("model")),
+        categories=categories,
+        raw=payload,
+    )

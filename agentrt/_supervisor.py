@@ -31,7 +31,7 @@ import trio
 
 from ._actor import Actor, Exit, cancel_grace, restore_state
 from ._address import LocalAgent
-from ._agent import Agent, overridden
+from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
 from ._cluster._ownership import Ownership, check_kill_grace
@@ -48,6 +48,7 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
+from ._foreign_awaits import check_callbacks
 from ._logs import log_error
 from ._mailbox import Mailbox
 from ._mode import Mode, choose_mode
@@ -115,6 +116,7 @@ class AgentSpec:
         instance = agent if isinstance(agent, Agent) else agent()
         if not isinstance(instance, Agent):
             raise TypeError(f"{instance!r} is not an agentrt.Agent")
+        check_callbacks(type(instance))
         raw = instance.init_agent(**self.init_options)
         if inspect.isawaitable(raw):
             raw = await raw
@@ -126,7 +128,12 @@ class AgentSpec:
         cls = type(instance)
         # Before the tool server starts for it: application tools change no capability.
         mode = choose_mode(
-            self.backend, options, self.options, overridden(cls), agent_class=cls.__name__
+            self.backend,
+            options,
+            self.options,
+            overridden(cls),
+            agent_class=cls.__name__,
+            hook_kinds=hook_kinds(cls),
         )
         chosen = self.options.app_tools
         if chosen is None:

@@ -31,9 +31,10 @@ from ._asks import Allow as Allow
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ChannelCall, ControlAnswer, ControlRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
 from ._env import (
     AMBIENT_AUTH_VARS,
     ENV_POLICIES,
@@ -59,6 +60,9 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_TYPES
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
 from ._live_protocol import FrameRole, ProtocolError
 from ._redact import REDACTED, is_secret_name, redact, redact_mapping
 from ._stream_json import StreamJsonDialect, StreamJsonTranslator
@@ -68,12 +72,16 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 __all__ = [
     "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
+    "HOOK_TYPES",
     "REDACTED",
     "AppToolServer",
     "AppToolsBackend",
     "Backend",
     "Capabilities",
+    "ChannelCall",
     "Command",
+    "ControlAnswer",
+    "ControlRequest",
     "EnvPolicy",
     "ExitStatus",
     "FrameRole",
@@ -176,7 +184,9 @@ class Capabilities:
     ``in_process``: the frames come without a process (an `InProcessBackend`, such as the
     scripted test backend), so nothing below applies. ``live``: a `LiveBackend` process can
     run these options (``keep_alive``); ``approvals``: that process asks the agent before
-    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``).
+    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``);
+    ``calls``: the runtime's requests it takes on a warm agent (`ChannelCall`: the
+    ``Runtime`` methods of the same names), which its protocol's ``request`` writes.
     ``not_live`` says why these options have no live process, naming the option
     (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
 
@@ -184,11 +194,12 @@ class Capabilities:
     live: bool = False
     approvals: bool = False
     hooks: bool = False
+    calls: frozenset[ChannelCall] = frozenset()
     not_live: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if (self.approvals or self.hooks) and not self.live:
-            raise ValueError("approvals and hooks need the live channel: declare live=True")
+        if (self.approvals or self.hooks or self.calls) and not self.live:
+            raise ValueError("approvals, hooks and calls need the live channel: declare live=True")
         if self.in_process and self.live:
             raise ValueError("an in-process backend runs no live process")
 
@@ -257,11 +268,16 @@ class LiveProtocol(Protocol):
         (translated too); ``"event"``: any other frame of a turn."""
         ...
 
-    def control(self, frame: Any) -> bytes | Ask:
-        """Take a control frame; return the lines to write in answer (b"" for none), or the
+    def control(self, frame: Any) -> bytes | Ask | ControlAnswer:
+        """Take a control frame; return the lines to write in answer (b"" for none), the
         question it asks the agent (a `ToolApproval` or a `HookCall`, whose ``answer``
-        makes the lines once the agent has answered). Raises `ProtocolError` when the frame
-        breaks the protocol."""
+        makes the lines once the agent has answered), or the CLI's reply to a request the
+        runtime wrote (a `ControlAnswer`; one whose id the runtime did not write, such as
+        an interrupt's acknowledgement, is dropped). Raises `ProtocolError` when the frame
+        breaks the protocol.
+
+        A protocol whose `Capabilities` declare ``calls`` also has
+        ``request(call, argument) -> ControlRequest``: the line of one of those calls."""
         ...
 
     def prompt(self, text: str) -> bytes:
@@ -289,13 +305,13 @@ class LiveBackend(Protocol):
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> LiveProtocol:
         """A live process for the conversation ``session_id`` (None: a new one). Called
         only for options whose `Capabilities` say ``live``, with ``approvals`` and
         ``hooks`` only where they say so: ``approvals``, the CLI asks before running a
-        tool its settings do not allow (`ToolApproval`); ``hooks``, it calls the agent's
-        hooks (`HookCall`)."""
+        tool its settings do not allow (`ToolApproval`); ``hooks``, the hook kinds the CLI
+        calls the agent for (`HookCall`; empty: none)."""
         ...
 
 
@@ -369,6 +385,8 @@ __all__ += [
     "AddContext",
     "Allow",
     "Block",
+    "ContextCategory",
+    "ContextUsage",
     "Deny",
     "ErrorEvent",
     "Event",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import logging
 import re
 import subprocess
 import sys
@@ -22,9 +23,11 @@ from sphinx.util.inventory import InventoryFile
 from test_store_conformance import ToyStore
 
 import agentrt
+import agentrt.asyncio
 import agentrt.backend
 import agentrt.lowlevel
 import agentrt.store
+import agentrt.sync
 import agentrt.testing
 from agentrt.testing import AnthropicText, FakeAnthropic
 
@@ -58,6 +61,11 @@ RUN_BY: dict[str, tuple[str, str]] = {
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
     "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
+    "asyncio.run(main())": ("test_readme.py", "test_the_asyncio_quickstart_runs_as_printed"),
+    "agentrt.sync.open_runtime(store": ("test_readme.py", "test_the_sync_example_runs_as_printed"),
+    "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
+    "class Careful": ("test_docs.py", "test_the_consoles_careful_agent_asks_a_person"),
+    "agentrt.open_console(rt": ("test_docs.py", "test_the_consoles_own_program_block_serves_it"),
 }
 
 # Blocks that are not programs, by their language: commands shown (they install things or
@@ -101,7 +109,15 @@ def test_a_pending_page_leaves_the_list_once_written() -> None:
     assert written == [], f"docs/{written[0]}.md exists: drop it from PENDING_PAGES in docs/conf.py"
 
 
-PUBLIC_MODULES = [agentrt, agentrt.backend, agentrt.store, agentrt.lowlevel, agentrt.testing]
+PUBLIC_MODULES = [
+    agentrt,
+    agentrt.asyncio,
+    agentrt.sync,
+    agentrt.backend,
+    agentrt.store,
+    agentrt.lowlevel,
+    agentrt.testing,
+]
 
 
 def public_names(module: types.ModuleType) -> list[str]:
@@ -222,6 +238,40 @@ async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
         await run_block('backend="qwen"', {"rt": rt, "Agent": agentrt.Agent})
         status = await rt.status("coder")
     assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
+
+
+async def test_the_hooks_pages_watcher_blocks_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt, "log": logging.getLogger("watcher")}
+    exec(compile(doc_block("class Watcher"), "hooks.md", "exec"), namespace)
+    watcher = namespace["Watcher"]()
+    blocked = watcher.handle_hook(agentrt.PreToolUseHook(tool_name="WebFetch"))
+    assert blocked == agentrt.Block("no network from this agent")
+    failed = agentrt.PostToolUseFailureHook(tool_name="Bash", error="exit 1")
+    assert watcher.handle_hook(failed) is None
+    assert caplog.messages[-1] == "Bash failed: exit 1"
+    # Its hook kinds are ones the CLI has: the agent starts, on the live channel.
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(namespace["Watcher"], name="watcher", backend="claude")
+        assert (await rt.status("watcher")).mode == "live"
+
+
+def test_the_consoles_careful_agent_asks_a_person() -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt}
+    exec(compile(doc_block("class Careful"), "console.md", "exec"), namespace)
+    careful = namespace["Careful"]()
+    read = agentrt.ToolRequest("Read", {"file_path": "a.py"}, "t1")
+    assert careful.approve_tool(read) == agentrt.Allow()
+    asked = careful.approve_tool(agentrt.ToolRequest("Bash", {"command": "make"}, "t2"))
+    assert asked == agentrt.AskOperator(reason="Bash may change the repository")
+
+
+async def test_the_consoles_own_program_block_serves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    namespace = {"agentrt": agentrt, "store": agentrt.MemoryStore(), "repo": str(tmp_path)}
+    await run_block("agentrt.open_console(rt", namespace)
+    [url] = capsys.readouterr().out.splitlines()
+    assert url.startswith("http://127.0.0.1:") and "token" in url
 
 
 class Coder(agentrt.Agent):

@@ -119,3 +119,19 @@ async def test_the_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) 
     (tmp_path / "quickstart.py").write_text(doc_block("trio.run(main)"))
     runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
     quickstart_answered(await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path))
+
+
+@pytest.mark.realcli
+async def test_the_asyncio_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
+    (tmp_path / "quickstart.py").write_text(doc_block("asyncio.run(main())"))
+    runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
+    lines = await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path)
+    assert lines == ["You said: In one sentence: what is in this directory?"]
+
+
+@pytest.mark.realcli
+async def test_the_sync_example_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
+    (tmp_path / "quickstart.py").write_text(doc_block("agentrt.sync.open_runtime(store"))
+    runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
+    lines = await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path)
+    assert lines == ["You said: In one sentence: what is in this directory?"]

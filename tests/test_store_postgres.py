@@ -25,8 +25,8 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
             )
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        assert tables == tables_wanted | {"agent_specs"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(5,)]
+        assert tables == tables_wanted | {"agent_specs", "approvals"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(6,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

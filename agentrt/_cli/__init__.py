@@ -54,6 +54,12 @@ async def _run_chat(args: argparse.Namespace, out: Output) -> int:
     return await run_chat(args, out)
 
 
+async def _run_console(args: argparse.Namespace, out: Output) -> int:
+    from ._console import run_console
+
+    return await run_console(args, out)
+
+
 async def _run_status(args: argparse.Namespace, out: Output) -> int:
     from ._sessions import run_status
 
@@ -167,6 +173,12 @@ def build_parser() -> _Parser:
     )
     demo.add_argument("--quick", action="store_true", help="less work, shorter bounds")
     demo.add_argument(
+        "--console",
+        action="store_true",
+        help="watch the agents in the operator console (its URL is printed and opened); "
+        "it stays until Ctrl+C",
+    )
+    demo.add_argument(
         "--store",
         metavar="PATH",
         help="keep the demo's sessions in this store (default: a temporary one)",
@@ -224,6 +236,27 @@ def build_parser() -> _Parser:
         help="every agent's state and owner (node, pid), for all runtimes sharing the store",
     )
     status.set_defaults(run=_run_status)
+
+    console = commands.add_parser(
+        "console",
+        parents=[common, with_json, with_store],
+        help="the operator console: every agent of the store in a web page",
+        description="Serve the console (fleet, agents, actions) over the store until Ctrl+C. "
+        "It binds loopback by default and prints a URL carrying a random token.",
+    )
+    console.add_argument(
+        "--bind",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8765",
+        help="where to listen (default: 127.0.0.1:8765; port 0 picks a free one)",
+    )
+    console.add_argument(
+        "--no-token",
+        action="store_true",
+        help="serve without a token (refused beyond loopback)",
+    )
+    console.add_argument("--node", help="the console runtime's node name (default: the host name)")
+    console.set_defaults(run=_run_console)
     return parser
 
 

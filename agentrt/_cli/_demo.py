@@ -23,6 +23,7 @@ import os
 import signal
 import tempfile
 import time
+import webbrowser
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._console._serve import open_console
 from .._driver import _proctree
 from .._errors import AgentNotFound, AgentRTError, TurnFailed
 from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
@@ -477,6 +479,10 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             rt = await stack.enter_async_context(
                 open_runtime(store=store, max_processes=plan.max_processes)
             )
+            if args.console:
+                console = await stack.enter_async_context(open_console(rt))
+                out.say(f"The demo's agents in the console: {console.url}", err=True)
+                webbrowser.open(console.url)
 
             async def start(name: str, **extra: Any) -> object:
                 return await rt.start_agent(
@@ -510,6 +516,13 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                     work.start_soon(demo.fragile)
                 await trio.sleep(0.15 if board.live else 0)  # one last frame
                 nursery.cancel_scope.cancel()
+            if args.console:
+                out.say(
+                    "The demo is done; Ctrl+C closes the console and prints the summary.", err=True
+                )
+                with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+                    async for _ in interrupts:
+                        break
             for row in board.rows.values():
                 # The supervisor's count, for the summary (the runtime closes next).
                 with contextlib.suppress(AgentNotFound):

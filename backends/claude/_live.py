@@ -15,7 +15,6 @@ from agentrt.backend import (
     AddContext,
     Block,
     Command,
-    Hook,
     HookCall,
     HookKind,
     SessionTotals,
@@ -25,17 +24,9 @@ from agentrt.backend import (
 )
 
 from ._command import build_live_command
+from ._hooks import HOOK_EVENTS, hook_events, hook_output, make_hook
 from ._options import ClaudeOptions
 from ._translate import CLAUDE_DIALECT, ClaudeTranslator
-
-# Claude Code's hook events, by agentrt's name for each (docs/tutorial/approvals-and-tools.md).
-HOOK_EVENTS: dict[str, HookKind] = {
-    "PreToolUse": "before_tool",
-    "PostToolUse": "after_tool",
-    "UserPromptSubmit": "prompt_submitted",
-    "Stop": "stopping",
-    "SubagentStop": "subagent_stopping",
-}
 
 
 class ClaudeLive(StreamJsonLive):
@@ -48,12 +39,13 @@ class ClaudeLive(StreamJsonLive):
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> None:
         hook_config = None
         if hooks:
             hook_config = {
-                event: [{"matcher": None, "hookCallbackIds": [event]}] for event in HOOK_EVENTS
+                event: [{"matcher": None, "hookCallbackIds": [event]}]
+                for event in hook_events(hooks)
             }
         super().__init__(CLAUDE_DIALECT, initialize={"hooks": hook_config})
         self.command: Command = build_live_command(
@@ -65,7 +57,7 @@ class ClaudeLive(StreamJsonLive):
         self, request_id: str, subtype: Any, request: Mapping[str, Any]
     ) -> bytes | ToolApproval | HookCall:
         if subtype == "hook_callback" and self._hooks:
-            return _hook(request_id, request)
+            return _hook(request_id, request, self._hooks)
         return super().cli_request(request_id, subtype, request)
 
     def translator(self, *, baseline: SessionTotals | None = None) -> ClaudeTranslator:
@@ -77,44 +69,17 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _hook(request_id: str, request: Mapping[str, Any]) -> HookCall | bytes:
+def _hook(
+    request_id: str, request: Mapping[str, Any], kinds: frozenset[HookKind]
+) -> HookCall | bytes:
     data = request.get("input")
     data = data if isinstance(data, Mapping) else {}
     event = _text(data.get("hook_event_name")) or _text(request.get("callback_id")) or ""
     kind = HOOK_EVENTS.get(event)
-    if kind is None:
+    if kind is None or kind not in kinds:
         return control_response(request_id, {})  # a hook agentrt did not ask for: go on
 
     def answer(reply: Block | AddContext | None) -> bytes:
-        return control_response(request_id, _hook_output(event, reply))
+        return control_response(request_id, hook_output(event, reply))
 
-    hook = Hook(
-        kind=kind,
-        tool_name=_text(data.get("tool_name")),
-        tool_input=data.get("tool_input"),
-        tool_use_id=_text(data.get("tool_use_id")),
-        tool_response=data.get("tool_response"),
-        prompt=_text(data.get("prompt")),
-        raw=data,
-    )
-    return HookCall(hook=hook, answer=answer)
-
-
-def _hook_output(event: str, reply: Block | AddContext | None) -> dict[str, Any]:
-    # Claude Code's hook output: a tool is denied through PreToolUse's permission decision;
-    # elsewhere "decision": "block" with the reason; context goes in hookSpecificOutput.
-    if reply is None:
-        return {}
-    if isinstance(reply, AddContext):
-        if event in ("Stop", "SubagentStop"):
-            return {}  # these hooks take no context
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": reply.text}}
-    if event == "PreToolUse":
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": event,
-                "permissionDecision": "deny",
-                "permissionDecisionReason": reply.reason,
-            }
-        }
-    return {"decision": "block", "reason": reply.reason}
+    return HookCall(hook=make_hook(kind, data), answer=answer)

@@ -7,7 +7,14 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
+from agentrt.backend import (
+    AppToolServer,
+    Capabilities,
+    Command,
+    HookKind,
+    SessionTotals,
+    bypass_proxy,
+)
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
@@ -58,7 +65,7 @@ class QwenBackend:
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> QwenLive:
         """A live process (warm sessions, approvals): stream-json in and out. ``hooks`` is
         never asked for (`capabilities` declares none)."""
