@@ -23,7 +23,7 @@
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
-#     _mode _options _retention _segment _turn
+#     _mode _options _retention _segment _turn _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _foreign_awaits _mailbox _portable _recorder _slot
 #     _tool_server
@@ -31,10 +31,10 @@
 #     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
 #     _console._fleet _console._gate _console._http _console._pages _console._serve
 #     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
-#     _sync_runtime asyncio lowlevel store sync
-#     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
-#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
-#     testing.fake_cli
+#     _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
+#     testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance
+#     testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions
@@ -89,6 +89,7 @@ from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import ChannelError as ChannelError
+from ._errors import CliVersionMismatch as CliVersionMismatch
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -204,6 +205,7 @@ __all__ = [
     "BackendNotFound",
     "Block",
     "ChannelError",
+    "CliVersionMismatch",
     "Completed",
     "ConfigChangeHook",
     "Console",

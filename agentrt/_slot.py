@@ -63,6 +63,8 @@ class Slot:
     # the settings those changed, which hold for its later processes and instances.
     channel: CliLifecycle | None = None
     channel_settings: dict[ChannelCall, Any] = attrs.field(factory=dict)
+    # The version the latest turn's CLI reported (AgentStatus.cli_version).
+    cli_version: str | None = None
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
@@ -260,4 +262,5 @@ class Slot:
             session_id=self.session_id,
             restarts=self.restarts,
             cli_pid=self.cli_pid,
+            cli_version=self.cli_version,
         )

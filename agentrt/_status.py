@@ -61,6 +61,8 @@ class AgentStatus:
     restarts: int = 0  # how often its supervisor has started a new instance of it
     # The pid of its live CLI process (running a turn, or kept warm between turns).
     cli_pid: int | None = None
+    # The version its latest turn's CLI reported (or printed when asked); None before one.
+    cli_version: str | None = None
 
 
 @attrs.frozen

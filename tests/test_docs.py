@@ -11,6 +11,7 @@ import logging
 import re
 import subprocess
 import sys
+import tomllib
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import trio
 from doc_blocks import DOCS, ROOT, all_blocks, doc_block
 from sphinx.util.inventory import InventoryFile
+from test_backend_conformance import NEEDS_A_PROCESS, ScriptedHarness
 from test_store_conformance import ToyStore
 
 import agentrt
@@ -29,7 +31,7 @@ import agentrt.lowlevel
 import agentrt.store
 import agentrt.sync
 import agentrt.testing
-from agentrt.testing import AnthropicText, FakeAnthropic
+from agentrt.testing import AnthropicText, FakeAnthropic, backend_conformance
 
 TESTS = Path(__file__).parent
 
@@ -66,6 +68,14 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
     "class Careful": ("test_docs.py", "test_the_consoles_careful_agent_asks_a_person"),
     "agentrt.open_console(rt": ("test_docs.py", "test_the_consoles_own_program_block_serves_it"),
+    '[project.entry-points."agentrt.backends"]': (
+        "test_docs.py",
+        "test_the_backend_pages_entry_point_is_pyprojects_form",
+    ),
+    "def test_mycli_passes": (
+        "test_docs.py",
+        "test_the_backend_kit_block_runs_on_a_scripted_backend",
+    ),
 }
 
 # Blocks that are not programs, by their language: commands shown (they install things or
@@ -82,7 +92,7 @@ def test_every_code_block_is_run_by_a_test() -> None:
         assert block.fenced, f"{where}: an indented block: fence it, with its language"
         if block.language in DIRECTIVES or block.language in NOT_PROGRAMS:
             continue
-        assert block.language in ("python", "sh"), f"{where}: a ```{block.info} block"
+        assert block.language in ("python", "sh", "toml"), f"{where}: a ```{block.info} block"
         markers = [marker for marker in RUN_BY if marker in block.text]
         assert len(markers) == 1, f"{where}: say in RUN_BY which test runs this block"
         [marker] = markers
@@ -272,6 +282,35 @@ async def test_the_consoles_own_program_block_serves_it(
     await run_block("agentrt.open_console(rt", namespace)
     [url] = capsys.readouterr().out.splitlines()
     assert url.startswith("http://127.0.0.1:") and "token" in url
+
+
+def test_the_backend_pages_entry_point_is_pyprojects_form() -> None:
+    shown = tomllib.loads(doc_block('[project.entry-points."agentrt.backends"]', "toml"))
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [entry] = shown["project"]["entry-points"]["agentrt.backends"].values()
+    form = re.compile(r"[\w.]+:\w+")
+    assert form.fullmatch(entry)
+    assert all(
+        form.fullmatch(v) for v in ours["project"]["entry-points"]["agentrt.backends"].values()
+    )
+
+
+def test_the_backend_kit_block_runs_on_a_scripted_backend() -> None:
+    namespace: dict[str, Any] = {
+        "backend_conformance": backend_conformance,
+        "MyHarness": ScriptedHarness,
+        "pytest": pytest,
+        "trio": trio,
+    }
+    exec(compile(doc_block("def test_mycli_passes"), "backends.md", "exec"), namespace)
+    skipped = set()
+    for name in namespace["CHECKS"]:
+        try:
+            namespace["test_mycli_passes"](name)
+        except pytest.skip.Exception:
+            skipped.add(name)
+    # What the scripted backend cannot be asked is skipped; every other check passed.
+    assert skipped == NEEDS_A_PROCESS
 
 
 class Coder(agentrt.Agent):

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 import trio
 
+from .._backends import backend_names
 from .._errors import (
     AgentRTError,
     AgentStopped,
@@ -161,10 +162,12 @@ def build_parser() -> _Parser:
         description="Run agents on the real process path against agentrt's fake model API: "
         "queued work, a watchdog, a crash and a resumed session, then a summary.",
     )
+    installed = backend_names()
     demo.add_argument(
         "--backend",
-        choices=["claude"],
-        help="use your logged-in claude and a real model instead of the fake API (costs tokens)",
+        choices=installed,
+        help="use this backend's logged-in CLI and a real model instead of the fake API "
+        "(costs tokens)",
     )
     demo.add_argument(
         "--fake-cli",
@@ -193,7 +196,7 @@ def build_parser() -> _Parser:
         "problem is printed with its fix. Secret values are never printed.",
     )
     doctor.add_argument(
-        "--backend", choices=["claude", "codex"], help="check this backend only (default: all)"
+        "--backend", choices=installed, help="check this backend only (default: all)"
     )
     doctor.add_argument("--smoke", action="store_true", help="also run one real turn")
     doctor.set_defaults(run=_run_doctor)
@@ -283,7 +286,7 @@ def describe(error: BaseException, store: str | None = None) -> CliError | None:
     if isinstance(error, TurnFailed):
         return turn_failed(None, error)
     if isinstance(error, BackendNotFound):
-        return CliError(str(error), "pass --backend claude or --backend codex")
+        return CliError(str(error), f"pass --backend with one of: {', '.join(error.known)}")
     if isinstance(error, InvalidOptions):
         given = _GIVEN_AS.get(error.key, f"the -o {error.key}=VALUE option")
         return CliError(str(error), f"check {given} (docs/reference/options.md)")

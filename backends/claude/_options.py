@@ -92,6 +92,9 @@ class ClaudeOptions:
     session_id: str | None = None
     continue_: bool = False
     no_session_persistence: bool = False
+    # False: the CLI starts with DISABLE_AUTOUPDATER=1, so a fleet keeps the version it was
+    # started with; True leaves the CLI's own setting (its native installer updates itself).
+    auto_update: bool = False
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -246,6 +249,7 @@ _HOOKS: dict[str, v.Check] = {
     "session_id": _uuid,
     "continue_": v.boolean,
     "no_session_persistence": _no_session_persistence,
+    "auto_update": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }
 
