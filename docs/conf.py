@@ -38,7 +38,7 @@ myst_heading_anchors = 3
 html_theme = "alabaster"
 html_title = "agentrt"
 # Wide enough for the code blocks, which are 100 columns as the code is.
-html_theme_options = {"page_width": "1240px", "sidebar_width": "240px"}
+html_theme_options = {"page_width": "1240px", "sidebar_width": "240px", "body_max_width": "none"}
 
 # Pages that work under way adds (each named in the index's tables of contents). Until a
 # page exists the build leaves its entry out and lists it; tests/test_docs.py fails once a
