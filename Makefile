@@ -21,8 +21,8 @@ AGENTRT_QWEN_VERSION ?= $(shell cat tests/realcli/QWEN_VERSION)
 export AGENTRT_QWEN_VERSION
 QWEN_DIR := .cache/npm/qwen-$(AGENTRT_QWEN_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli gemini-cli qwen-cli \
-	postgres-server browser
+.PHONY: demo test docs lint typecheck pytest clean clis claude-cli codex-cli gemini-cli \
+	qwen-cli postgres-server browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The documentation site, every warning an error (docs/conf.py says why Sphinx).
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 # The suite runs on two workers per core: a serial run keeps about half a core busy (it
 # waits on real processes, fake CLIs' pauses, bounds that fire in real time, PostgreSQL),
@@ -89,4 +93,4 @@ qwen-cli:
 	tools/install-npm-cli @qwen-code/qwen-code $(AGENTRT_QWEN_VERSION) $(QWEN_DIR) qwen
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache docs/_build

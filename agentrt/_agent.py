@@ -63,6 +63,11 @@ class Agent:
     class or factory; a given instance is reused) that gets ``init_agent`` again, its
     checkpointed state and its conversation; queued work waits for it.
 
+    Cancellation: an ``async`` ``approve_tool`` or ``handle_hook`` that has not answered
+    within the agent's ``approval_timeout`` is cancelled (the tool is denied; the hook gets
+    no answer). A callback still running when its agent stops (`Runtime.stop_agent`, its
+    supervisor's block or the runtime closing) is cancelled with the agent.
+
     Durable state: override ``checkpoint_state`` to return what must survive a crash or a
     restart of the whole program (any value msgspec encodes as JSON: builtins, msgspec
     Structs, dataclasses, attrs classes; ``bytes`` with ``state_type = bytes``), or None

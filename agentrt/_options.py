@@ -137,8 +137,8 @@ def _checked_by(check: Check) -> dict[str, Check]:
 @attrs.frozen
 class AgentOptions:
     """Options the runtime itself consumes; every other ``start_agent`` keyword goes to
-    ``Agent.init_agent``. Each is declared once, here, with its check (README's table of
-    runtime options documents them, and a test keeps the two equal)."""
+    ``Agent.init_agent``. Each is declared once, here, with its check (the table of runtime
+    options in docs/reference/options.md documents them, and a test keeps the two equal)."""
 
     # Seconds a turn may run before it ends with ``total_timeout``; None turns it off.
     watchdog: float | None = attrs.field(default=600.0, metadata=_checked_by(_seconds_or_none))

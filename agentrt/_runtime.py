@@ -103,6 +103,12 @@ class Runtime(metaclass=NoPublicConstructor):
     is closed. Arguments of the wrong type raise `TypeError` naming them; a prompt that is
     empty or blank raises `ValueError`. The module-level ``agentrt.ask`` etc. are these
     methods.
+
+    A call to an agent another runtime owns may also raise `RoutingError` (the call could
+    not be carried), `AgentStopped` (its owner died or gave the name up while the call
+    waited) and `StoreError` (the database failed under it: the call may or may not have
+    been made). Cancelling such a call takes it back if its owner has not taken it yet, and
+    otherwise cancels the owner's work on it; what the owner had done by then stays done.
     """
 
     _made_by = "agentrt.open_runtime()"
@@ -144,7 +150,7 @@ class Runtime(metaclass=NoPublicConstructor):
         **options: Any,
     ) -> AgentHandle:
         """Start an agent named ``name`` under the root supervisor; see
-        `Supervisor.start_agent` for the arguments and errors.
+        `Supervisor.start_agent` for the arguments and what it raises.
 
         Cancellation: safe; a cancelled start leaves no agent behind."""
         return await self._root.start_agent(
@@ -169,7 +175,8 @@ class Runtime(metaclass=NoPublicConstructor):
         gives up (more than ``max_restarts`` restarts in ``period`` seconds) it stops its
         agents, the block is cancelled and `RestartLimitExceeded` (with the crash history)
         is raised out of it: the owner decides what follows, as an OTP supervisor's parent
-        does. The rest of the runtime goes on.
+        does. The rest of the runtime goes on. Raises `InvalidOptions` for a ``strategy`` or
+        an intensity argument out of range, `NoRuntime` on a closed runtime.
 
         Cancellation: cancelling the block stops its agents; their cleanup is shielded and
         bounded.
@@ -221,8 +228,9 @@ class Runtime(metaclass=NoPublicConstructor):
         the cancellation reaches the caller once the turn's processes are gone: that wait
         is shielded and bounded (twice ``kill_grace`` plus 10 s).
 
-        On a `PostgresStore`, an agent another runtime owns is asked there (see README
-        "Calls to agents other runtimes own"); cancelling such an ask cancels it there.
+        On a `PostgresStore`, an agent another runtime owns is asked there (see
+        docs/deployment.md, "Calls to agents other runtimes own"); cancelling such an ask
+        cancels it there.
         """
         return await self._resolve(name).ask(prompt)
 
@@ -230,18 +238,23 @@ class Runtime(metaclass=NoPublicConstructor):
         """Queue ``prompt`` for agent ``name`` and return its `Ref`, without waiting for the
         turn; collect the result with `poll` or `wait`. Raises `MailboxFull` when the queue
         is full, `AgentNotFound`. For an agent another runtime owns, the `Ref` is that
-        runtime's, and `wait` and `poll` reach it there."""
+        runtime's, and `wait` and `poll` reach it there.
+
+        Cancellation: a tell cancelled before it returns queues nothing."""
         return await self._resolve(name).tell(prompt)
 
     async def poll(self, ref: Ref) -> PollResult:
         """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell (of the agent the ref
         names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
-        beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`."""
+        beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`.
+
+        Cancellation: safe; polling changes nothing."""
         return await self._resolve(check_ref(ref).name).poll(ref)
 
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
         """Wait for the tell ``ref`` to settle; returns what `poll` then returns
         (`Completed`, `Failed` or `Withdrawn`; `NotFound` for an unknown or evicted ref).
+        Raises `AgentNotFound` when no agent of that name runs.
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
         withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
@@ -252,7 +265,11 @@ class Runtime(metaclass=NoPublicConstructor):
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
         an empty stream (use `poll` for its result). Raises `AgentNotFound`, also for an
-        agent another runtime owns: streams are not routed."""
+        agent another runtime owns: streams are not routed.
+
+        Cancellation: the call itself does not wait. Cancelling a reader of the stream ends
+        its reading only (leave it with ``async with`` or `EventStream.aclose`); the
+        request goes on."""
         return self._resolve(check_ref(ref).name).stream(ref)
 
     async def notify(self, name: str, event: Any) -> None:
@@ -260,43 +277,63 @@ class Runtime(metaclass=NoPublicConstructor):
         agent restarts) it waits. Raises `MailboxFull` beyond ``max_pending`` waiting
         notifications, `AgentNotFound`. To an agent another runtime owns the event travels
         as data: None, bool, int, float, str, bytes, and lists and str-keyed dicts of those
-        (anything else raises `TypeError` naming it)."""
+        (anything else raises `TypeError` naming it).
+
+        Cancellation: a notify cancelled before it returns delivers nothing."""
         await self._resolve(name).notify(event)
 
     async def interrupt(self, name: str) -> bool:
         """End the agent's running turn (its caller gets `TurnFailed` with
-        ``interrupted``); False if no turn was running."""
+        ``interrupted``); False if no turn was running. Raises `AgentNotFound`.
+
+        Cancellation: an interrupt cancelled before it returns was not sent. One that
+        returned has been sent; the turn ends with its process tree, as for any stop."""
         return await self._resolve(name).interrupt()
 
     async def interrupt_request(self, ref: Ref) -> bool:
         """Like `interrupt` on the agent ``ref`` names, only if ``ref`` is the request being
-        processed now."""
+        processed now. Raises `AgentNotFound` when no agent of that name runs.
+
+        Cancellation: as for `interrupt`."""
         return await self._resolve(check_ref(ref).name).interrupt_request(ref)
 
     async def withdraw(self, ref: Ref) -> bool:
         """Take a queued tell out of its agent's queue (it polls as `Withdrawn`); False if
-        it is running, finished or unknown."""
+        it is running, finished or unknown. Raises `AgentNotFound` when no agent of that name
+        runs.
+
+        Cancellation: a withdraw cancelled before it returns took nothing back."""
         return await self._resolve(check_ref(ref).name).withdraw(ref)
 
     async def halt(self, name: str) -> None:
         """Stop the agent taking turns (after the running one) until `unhalt`; queued
-        work waits and new work is still accepted. A restarted agent stays halted."""
+        work waits and new work is still accepted. A restarted agent stays halted. Raises
+        `AgentNotFound`.
+
+        Cancellation: a halt cancelled before it returns did not halt the agent."""
         await self._resolve(name).halt()
 
     async def unhalt(self, name: str) -> None:
-        """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again."""
+        """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again.
+        Raises `AgentNotFound`.
+
+        Cancellation: an unhalt cancelled before it returns left the agent halted."""
         await self._resolve(name).unhalt()
 
     async def reset_session(self, name: str) -> None:
         """Forget the agent's conversation: its next turn starts a new session. Only while
-        no request is being processed; raises `AgentBusy` otherwise.
+        no request is being processed; raises `AgentBusy` otherwise, `StoreError` when the
+        store cannot forget it, `AgentNotFound`.
 
         Cancellation: safe; the stored session may or may not be forgotten yet."""
         await self._resolve(name).reset_session()
 
     async def status(self, name: str) -> AgentStatus:
         """A content-free snapshot of the agent: state, queue, current request, turns,
-        restarts (for an agent another runtime owns, the one its owner takes)."""
+        restarts (for an agent another runtime owns, the one its owner takes). Raises
+        `AgentNotFound`.
+
+        Cancellation: safe; reading the status changes nothing."""
         return await self._resolve(name).status()
 
     async def set_model(self, name: str, model: str | None) -> None:
@@ -306,7 +343,11 @@ class Runtime(metaclass=NoPublicConstructor):
         hibernated one resumes with it, a restart keeps it) until it stops; `start_agent`
         begins again from its options. Raises `InvalidOptions` when the agent has no warm
         CLI (one-shot and in-process agents, or a backend that cannot) or the CLI refuses
-        the model, `ChannelError` when the CLI gives no answer."""
+        the model, `ChannelError` when the CLI gives no answer.
+
+        Cancellation: a call cancelled while it waits for the CLI's answer may have reached
+        the CLI (its running process may have switched), but the change is not kept for the
+        agent's later processes: call it again."""
         if model is not None and not isinstance(model, str):
             raise wrong_type("model", "a str or None", model)
         await self._resolve(name).set_model(model)
@@ -314,31 +355,41 @@ class Runtime(metaclass=NoPublicConstructor):
     async def set_permission_mode(self, name: str, mode: str) -> None:
         """Switch the permission mode of the agent's warm CLI in band (Claude Code's
         ``default``, ``acceptEdits``, ``plan``, ``bypassPermissions``, ``dontAsk``, ...);
-        held as `set_model` holds, raising as it does."""
+        held as `set_model` holds, and it raises what `set_model` raises.
+
+        Cancellation: as for `set_model`."""
         if not isinstance(mode, str):
             raise wrong_type("mode", "a str", mode)
         await self._resolve(name).set_permission_mode(mode)
 
     async def context_usage(self, name: str) -> ContextUsage | None:
         """How full the agent's context window is, as its warm CLI counts it; None while it
-        has no live CLI (it hibernated, or has run no turn yet). Raises as `set_model`."""
+        has no live CLI (it hibernated, or has run no turn yet). Raises as `set_model`.
+
+        Cancellation: safe; reading the usage changes nothing."""
         return await self._resolve(name).context_usage()
 
     async def stop_task(self, name: str, task_id: str) -> None:
         """Stop the background task ``task_id`` (a Bash command or a subagent run in the
         background, as the turn's ``task_started`` frames name it) of the agent's warm CLI;
-        nothing when it has no live CLI. Raises as `set_model`."""
+        nothing when it has no live CLI. Raises as `set_model`, and `InvalidOptions` for an
+        empty ``task_id``.
+
+        Cancellation: a stop cancelled while it waits for the CLI's answer may have reached
+        the CLI; the task may or may not have stopped."""
         if not isinstance(task_id, str) or not task_id:
             raise InvalidOptions("task_id", task_id, "a task id is a non-empty str")
         await self._resolve(name).stop_task(task_id)
 
     def agents(self) -> tuple[str, ...]:
-        """The names of the running agents (restarting ones too), in start order."""
+        """The names of the running agents (restarting ones too), in start order. Raises
+        nothing; it does not wait, so there is nothing to cancel."""
         return tuple(self._context.children)
 
     def whereis(self, name: str) -> AgentHandle | None:
         """The handle of the running instance of agent ``name``; None if there is no such
-        agent or its supervisor is restarting it."""
+        agent or its supervisor is restarting it. Raises `TypeError` for a ``name`` that is
+        not a str; it does not wait, so there is nothing to cancel."""
         child = self._context.children.get(name)
         return None if child is None else child.slot.handle
 
@@ -347,13 +398,14 @@ class Runtime(metaclass=NoPublicConstructor):
         turn is cancelled, its active and queued asks get `AgentStopped`, then
         ``terminate_agent`` runs. Returns once it has ended and its lease is given back
         (another runtime may start ``name`` then). Its failover spec is removed from the
-        store first, so no runtime hosting agents takes it over.
+        store first, so no runtime hosting agents takes it over. Raises `AgentNotFound`.
 
         Cancellation: the agent still stops; only the wait for it is cut short."""
         await self._resolve(name).stop_agent()
 
     def statistics(self) -> RuntimeStatistics:
-        """How many agents run, how many turns hold a process slot, how many wait for one."""
+        """How many agents run, how many turns hold a process slot, how many wait for one.
+        Raises nothing; it does not wait, so there is nothing to cancel."""
         slots = self._context.slots
         return RuntimeStatistics(
             agents=len(self._context.children),

@@ -31,6 +31,9 @@ class AgentHandle:
 
 @attrs.frozen
 class CurrentRequest:
+    """The request an agent is processing: its `Ref`, where it came from (``origin``), how long
+    ago the agent took it, and whether its turn waits for a process slot."""
+
     ref: Ref
     origin: Origin
     elapsed: float  # seconds since the agent took the request
@@ -40,6 +43,10 @@ class CurrentRequest:
 
 @attrs.frozen
 class AgentStatus:
+    """What `status` says of one agent: its state and mode, its queue, the request it is
+    processing (``current``), its turns, session and restarts, and the pid of its live CLI.
+    A snapshot: it does not change as the agent goes on."""
+
     name: str
     state: AgentState
     mode: ModeName  # how its turns run (see ModeName)
@@ -60,6 +67,9 @@ class AgentStatus:
 
 @attrs.frozen
 class RuntimeStatistics:
+    """What `statistics` says of this runtime: its agents, the CLI processes holding a slot
+    (running turns and warm CLIs), and the turns waiting for one. A snapshot."""
+
     agents: int
     # CLI processes holding a process slot: running turns and warm CLIs (all of them
     # without max_processes)

@@ -75,7 +75,8 @@ class EventStream:
         return self
 
     async def __anext__(self) -> Event:
-        """The next event.
+        """The next event. Raises `StopAsyncIteration` after the terminal event, or once the
+        stream is closed; nothing else.
 
         Cancellation: safe; an event being waited for stays in the stream."""
         if self._finished or self._receive is None or self._subscription is None:
@@ -93,13 +94,16 @@ class EventStream:
         return terminal
 
     def close(self) -> None:
-        """Stop reading; the turn no longer waits for this stream."""
+        """Stop reading; the turn no longer waits for this stream. Raises nothing; closing
+        twice is fine."""
         self._finished = True
         if self._receive is not None:
             self._receive.close()
 
     async def aclose(self) -> None:
-        """Async spelling of `close`, for ``contextlib.aclosing`` and friends."""
+        """Async spelling of `close`, for ``contextlib.aclosing`` and friends. Raises nothing.
+
+        Cancellation: the stream is closed even when the call is cancelled."""
         self.close()
         await trio.lowlevel.checkpoint()
 

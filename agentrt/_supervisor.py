@@ -310,7 +310,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         return self._intensity.period
 
     def agents(self) -> tuple[str, ...]:
-        """The names of this supervisor's agents, in start order (restarting ones too)."""
+        """The names of this supervisor's agents, in start order (restarting ones too).
+        Raises nothing; it does not wait, so there is nothing to cancel."""
         return tuple(self._children)
 
     async def start_agent(
@@ -340,12 +341,13 @@ class Supervisor(metaclass=NoPublicConstructor):
         session id always wins over a backend's own first-turn option (Claude's
         ``resume``/``session_id``, which only ``init_agent`` can still return).
 
-        The runtime's own options are those of the README's table of runtime options: the
-        turn's bounds (``watchdog``, ``startup``, ...), retention, the mailbox's limits,
-        ``on_session_lost`` and ``restart`` (``"permanent"``: restarted after a crash and
-        after `Stop`; ``"transient"``: after a crash only; ``"temporary"``: never); every
-        other keyword goes to ``init_agent``, whose result the backend validates. Before
-        anything runs: `TypeError` for an ``agent`` or ``name`` of the wrong type;
+        The runtime's own options are those of the runtime options table (the docs' options
+        reference): the turn's bounds (``watchdog``, ``startup``, ...), retention, the
+        mailbox's limits, ``on_session_lost`` and ``restart`` (``"permanent"``: restarted
+        after a crash and after `Stop`; ``"transient"``: after a crash only;
+        ``"temporary"``: never); every other keyword goes to ``init_agent``, whose result
+        the backend validates. It raises, before anything runs: `TypeError` for an
+        ``agent`` or ``name`` of the wrong type;
         `InvalidOptions` naming the offending key (an unknown one with the closest of the
         runtime's and the backend's options), also for a ``backend`` that is neither a
         name nor a backend object, for a ``name`` that is empty, over 255 characters or

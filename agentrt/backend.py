@@ -199,7 +199,7 @@ class Translator(Protocol):
 
 @attrs.frozen
 class Capabilities:
-    """What a backend can do with one agent's options, as `Backend.capabilities` declares
+    """What a backend can do with one agent's options, as ``Backend.capabilities`` declares
     it; the runtime picks the agent's mode from this once, at ``start_agent``, and refuses
     what the backend cannot honour there (`agentrt.InvalidOptions`, naming why).
 
@@ -364,7 +364,7 @@ class LiveProtocol(Protocol):
 @runtime_checkable
 class LiveBackend(Protocol):
     """A backend whose CLI can keep one process for a conversation (``keep_alive``), and
-    whose live process answers approvals and hooks; its `Backend.capabilities` says for
+    whose live process answers approvals and hooks; its ``Backend.capabilities`` says for
     which options."""
 
     def live(

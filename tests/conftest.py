@@ -1,7 +1,7 @@
 """After every test, no process this test session started may be left running, nor a cgroup
 its runtimes made for their turns; and no test writes a session store into the user's home.
 Also the fixtures several tiers share: the pinned claude binary, a process marker, a clean
-``CLAUDE_CLI``, a throwaway PostgreSQL."""
+``CLAUDE_CLI``, a throwaway PostgreSQL, the fake Anthropic API for the pinned claude."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from trio.testing import MockClock
 
 from agentrt import MemoryStore, SessionStore, _runtime
 from agentrt._driver import _cgroup, _proctree
+from agentrt.backend import AMBIENT_AUTH_VARS
+from agentrt.testing import FakeAnthropic, open_fake_anthropic
 
 REAL_DEFAULT_STORE = _runtime._default_store
 
@@ -146,3 +148,36 @@ async def process_marker() -> AsyncIterator[str]:
     yield marker
     leftovers = await kill_marked(MARKER_VAR, marker)
     assert not leftovers, f"processes left behind (now killed): {leftovers}"
+
+
+@pytest.fixture
+def pinned_claude() -> Path:
+    """The pinned claude binary; a skip only when npm is absent."""
+    binary = claude_binary()
+    if not binary.exists():
+        if not npm_available():
+            pytest.skip("npm not found, so the pinned claude is not installed")
+        pytest.fail(f"the pinned claude is not installed at {binary}: run `make claude-cli`")
+    return binary
+
+
+@pytest.fixture
+async def fake_claude(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_claude: Path
+) -> AsyncIterator[FakeAnthropic]:
+    """The fake Anthropic API, with this test's environment pointing the pinned claude at
+    it (the environment agents inherit), and a store of the test's own."""
+    home = tmp_path / "home"
+    (home / "tmp").mkdir(parents=True)
+    for name in AMBIENT_AUTH_VARS | {"CLAUDE_CONFIG_DIR", "CLAUDECODE"}:
+        monkeypatch.delenv(name, raising=False)
+    async with open_fake_anthropic() as api:
+        settings = {
+            **api.claude_env(str(home)),
+            "CLAUDE_CLI": str(pinned_claude),
+            "TMPDIR": str(home / "tmp"),
+            "AGENTRT_STORE": str(tmp_path / "sessions.sqlite3"),
+        }
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        yield api

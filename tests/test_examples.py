@@ -9,25 +9,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from proc_helpers import ProcInfo, proc_info, wait_until
-from realcli._claude import claude_binary, npm_available
 from trio.testing import MockClock
 
 import agentrt
 from agentrt import SQLiteStore
 from agentrt._driver import _proctree
-from agentrt.backend import AMBIENT_AUTH_VARS
 from agentrt.testing import (
     AnthropicText,
     AnthropicToolUse,
     FakeAnthropic,
-    open_fake_anthropic,
 )
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -103,16 +99,6 @@ RESTART_RESUME = [
 # fake Anthropic API. First as the README says to run them, one command each, the fake
 # answering every call with an echo of its prompt; then in-process where the story needs
 # a scripted model (a tool call, a chain of turns on one session).
-
-
-@pytest.fixture
-def pinned_claude() -> Path:
-    binary = claude_binary()
-    if not binary.exists():
-        if not npm_available():
-            pytest.skip("npm not found, so the pinned claude is not installed")
-        pytest.fail(f"the pinned claude is not installed at {binary}: run `make claude-cli`")
-    return binary
 
 
 async def run_on_the_fake(
@@ -218,26 +204,6 @@ async def test_pool_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
     )
     assert summary.startswith(f"{len(jobs)} jobs on ")
     assert summary.endswith(" agents, at most 2 CLIs at once")
-
-
-@pytest.fixture
-async def fake_claude(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pinned_claude: Path
-) -> AsyncIterator[FakeAnthropic]:
-    home = tmp_path / "home"
-    (home / "tmp").mkdir(parents=True)
-    for name in AMBIENT_AUTH_VARS | {"CLAUDE_CONFIG_DIR", "CLAUDECODE"}:
-        monkeypatch.delenv(name, raising=False)
-    async with open_fake_anthropic() as api:
-        settings = {
-            **api.claude_env(str(home)),
-            "CLAUDE_CLI": str(pinned_claude),
-            "TMPDIR": str(home / "tmp"),
-            "AGENTRT_STORE": str(tmp_path / "sessions.sqlite3"),
-        }
-        for name, value in settings.items():
-            monkeypatch.setenv(name, value)
-        yield api
 
 
 def prompts(api: FakeAnthropic) -> list[str]:

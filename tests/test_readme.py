@@ -1,6 +1,7 @@
-"""The README says what the code does: every program it shows is run by a test as printed
-(its quickstart and its no-login recipe here, on the fake model API), its excerpts are the
-examples' own text, and its option tables list exactly the options there are."""
+"""The README and the site say what the code does: their quickstart and no-login recipe run
+here as printed, on the fake model API, as does the testing guide's example; the quickstart
+is the example's text; the options reference lists exactly the options there are.
+(tests/test_docs.py holds every other block to the test that runs it.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from doc_blocks import DOCS, ROOT, blocks, doc_block
 from trio.testing import MockClock
 
 from agentrt import InvalidOptions
@@ -22,77 +24,18 @@ from agentrt.backend import Backend
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
 
-ROOT = Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text()
-
-
-def fenced_blocks() -> list[tuple[str, str]]:
-    """Every fenced block: its language and its text."""
-    return re.findall(r"(?m)^```(\w*)\n(.*?)^```", README, re.DOTALL)
+OPTIONS = (DOCS / "reference" / "options.md").read_text()
 
 
 def code_blocks(lang: str = "python") -> list[str]:
-    return [text for language, text in fenced_blocks() if language == lang]
-
-
-def code_block(containing: str, lang: str = "python") -> str:
-    [block] = [b for b in code_blocks(lang) if containing in b]
-    return block
-
-
-TESTS = Path(__file__).parent
-
-# Each program block of the README, by a line only it has: the test that runs it as
-# printed, and for an excerpt of an example, that example (run by the test as a whole).
-RUN_BY: dict[str, tuple[str, str, str | None]] = {
-    "trio.run(main)": ("test_readme.py", "test_the_quickstart_runs_as_printed", None),
-    "asyncio.run(main())": (
-        "test_readme.py",
-        "test_the_asyncio_quickstart_runs_as_printed",
-        None,
-    ),
-    "agentrt.testing.fake_anthropic": (
-        "test_readme.py",
-        "test_the_no_login_recipe_runs_as_printed",
-        None,
-    ),
-    "class Guarded": ("test_examples.py", "test_guardeds_story_in_one_command", "guarded.py"),
-    "async def test_": ("test_readme.py", "test_the_testing_example_passes", None),
-    "class Notetaker": ("test_examples.py", "test_app_tools_story_in_one_command", "app_tools.py"),
-    "OTLPSpanExporter": (
-        "test_telemetry.py",
-        "test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics",
-        None,
-    ),
-    "JsonFormatter": (
-        "test_telemetry.py",
-        "test_the_readmes_json_log_setup_indexes_the_agents_fields",
-        None,
-    ),
-}
-
-
-def test_every_program_block_is_run_by_a_test() -> None:
-    for language, block in fenced_blocks():
-        assert language in ("python", "sh"), f"a ```{language} block: say how it is tested"
-        markers = [m for m in RUN_BY if m in block]
-        assert len(markers) == 1, f"say in RUN_BY which test runs this block:\n{block}"
-        [marker] = markers
-        test_file, test_name, example = RUN_BY[marker]
-        source = (TESTS / test_file).read_text()
-        assert f"def {test_name}(" in source, (marker, test_file, test_name)
-        if example is not None:
-            # Shown as the example has it, line for line, so the example's test runs it.
-            assert block in (ROOT / "examples" / example).read_text(), (marker, example)
-        else:
-            start = source.index(f"def {test_name}(")
-            body = re.split(r"\n(?=@|def |async def )", source[start:])[0]
-            assert f'block("{marker}"' in body, f"{test_name} does not run the block of {marker!r}"
+    """The README's own blocks of ``lang``."""
+    return [b.text for b in blocks(ROOT / "README.md") if b.language == lang]
 
 
 def table_after(heading: str) -> set[str]:
-    """The option names in the first column of the first table after ``heading``."""
-    rest = README[README.index(heading) :]
+    """The option names in the first column of the first table after ``heading`` in the
+    options reference."""
+    rest = OPTIONS[OPTIONS.index(heading) :]
     table = re.search(r"(?m)^\|.*(?:\n\|.*)*", rest)
     assert table is not None
     names: set[str] = set()
@@ -112,7 +55,8 @@ def test_quickstart_is_the_example() -> None:
 
 async def test_the_testing_example_passes(autojump_clock: MockClock) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(code_block("async def test_"), "README.md", "exec"), namespace)
+    example = doc_block("test_a_hung_turn_is_ended_by_the_watchdog")
+    exec(compile(example, "testing.md", "exec"), namespace)
     tests = [f for name, f in namespace.items() if name.startswith("test_")]
     assert len(tests) == 1
     await tests[0](autojump_clock)
@@ -166,20 +110,28 @@ def quickstart_answered(lines: list[str]) -> None:
 
 @pytest.mark.realcli
 async def test_the_no_login_recipe_runs_as_printed(claude_bin: Path) -> None:
-    [command] = code_block("agentrt.testing.fake_anthropic", lang="sh").splitlines()
+    [command] = doc_block("agentrt.testing.fake_anthropic", "sh").splitlines()
     quickstart_answered(await run_on_the_fake(shlex.split(command), ROOT))
 
 
 @pytest.mark.realcli
 async def test_the_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
-    (tmp_path / "quickstart.py").write_text(code_block("trio.run(main)"))
+    (tmp_path / "quickstart.py").write_text(doc_block("trio.run(main)"))
     runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
     quickstart_answered(await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path))
 
 
 @pytest.mark.realcli
 async def test_the_asyncio_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
-    (tmp_path / "quickstart.py").write_text(code_block("asyncio.run(main())"))
+    (tmp_path / "quickstart.py").write_text(doc_block("asyncio.run(main())"))
+    runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
+    lines = await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path)
+    assert lines == ["You said: In one sentence: what is in this directory?"]
+
+
+@pytest.mark.realcli
+async def test_the_sync_example_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
+    (tmp_path / "quickstart.py").write_text(doc_block("agentrt.sync.open_runtime(store"))
     runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
     lines = await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path)
     assert lines == ["You said: In one sentence: what is in this directory?"]

@@ -19,6 +19,7 @@ import pytest
 import trio
 from _helpers import echo_backend
 from cli_programs import SID, FakeClaude, init_frame, result_frame
+from doc_blocks import doc_block
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -470,17 +471,11 @@ def test_without_an_sdk_a_turn_makes_no_span_and_no_measurement(mode: str, expec
     assert run.stdout.strip() == expected
 
 
-def readme_block(containing: str) -> str:
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if containing in b]
-    return block
-
-
 async def test_the_readmes_json_log_setup_indexes_the_agents_fields(
     autojump_clock: MockClock,
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(readme_block("JsonFormatter"), "README.md", "exec"), namespace)
+    exec(compile(doc_block("JsonFormatter"), "telemetry.md", "exec"), namespace)
     handler: logging.StreamHandler[Any] = namespace["handler"]
     out = io.StringIO()
     handler.setStream(out)
@@ -521,7 +516,7 @@ async def test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics(
     monkeypatch.setitem(sys.modules, metric_exporter.__name__, metric_exporter)
     namespace: dict[str, Any] = {}
     try:
-        exec(compile(readme_block("OTLPSpanExporter"), "README.md", "exec"), namespace)
+        exec(compile(doc_block("OTLPSpanExporter"), "telemetry.md", "exec"), namespace)
         async with open_runtime(store=MemoryStore()) as rt:
             await rt.start_agent(Agent, name="a", backend=echo_backend())
             await rt.ask("a", "hello")

@@ -289,7 +289,7 @@ def describe(error: BaseException, store: str | None = None) -> CliError | None:
         return CliError(str(error), f"pass --backend with one of: {', '.join(error.known)}")
     if isinstance(error, InvalidOptions):
         given = _GIVEN_AS.get(error.key, f"the -o {error.key}=VALUE option")
-        return CliError(str(error), f"check {given} (README: configuration)")
+        return CliError(str(error), f"check {given} (docs/reference/options.md)")
     if isinstance(error, StoreError):
         if is_dsn(store):
             return CliError(str(error), DSN_FIX)

@@ -407,7 +407,7 @@ def telemetry_check() -> Check:
             "skip",
             f"opentelemetry-api {found.api_version}, but no SDK tracer or meter provider is "
             "configured: spans and metrics are dropped (at no cost)",
-            "configure the SDK in your program (README: Telemetry), or run under "
+            "configure the SDK in your program (docs/howto/telemetry.md), or run under "
             "opentelemetry-instrument",
         )
     return Check(

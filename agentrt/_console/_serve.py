@@ -39,7 +39,8 @@ def console_app(runtime: Runtime, *, token: str) -> Any:
 
     Every request needs ``token``: once in the URL (``?token=...``), which moves it into an
     HttpOnly, SameSite=Strict cookie. ``token=""`` admits everyone; serve it so on loopback
-    only."""
+    only. Raises `InvalidOptions` for a ``token`` that is not a str; it does not wait, so
+    there is nothing to cancel."""
     if not isinstance(token, str):
         raise InvalidOptions("token", token, "must be a str")
     return ConsoleApp(runtime, Gate(token))
@@ -54,7 +55,10 @@ async def open_console(
 
     ``token`` (default: a new random one) is needed by every request and live stream; the
     `Console`'s ``url`` carries it. ``token=""`` serves without one, on a loopback address
-    only: `InvalidOptions` for any other. Needs hypercorn (the ``console`` extra).
+    only: `InvalidOptions` for any other. Needs hypercorn (the ``console`` extra). Raises
+    `InvalidOptions` for a ``bind`` that is not ``HOST:PORT``, a ``token`` that is not a
+    str, or a missing hypercorn; an address it cannot listen on raises the server's
+    `OSError`.
 
     Cancellation: leaving the block (or cancelling it) stops the server and ends its open
     streams; an action a page started is cancelled with it (an ask's turn as a cancelled

@@ -56,7 +56,7 @@ class MemoryStore(ClosedOnExit):
 
     It uses no threads, so it keeps exact times under ``trio.testing.MockClock`` (a store
     that waits on a worker thread lets an autojumping clock run ahead). Its records outlive
-    :meth:`aclose`: opening it again, for instance in a second runtime, finds them.
+    :meth:`~SessionStore.aclose`: opening it again, for instance in a second runtime, finds them.
 
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
     ``lease_clock`` measures leases: trio's clock (``trio.current_time``, so a

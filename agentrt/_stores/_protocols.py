@@ -379,6 +379,8 @@ def check_fence(path: str, name: str, epoch: int | None, current: Lease | None) 
 
 
 def no_row(path: str, name: str) -> StoreError:
+    """The `StoreError` a store raises for a write that needs the row of agent ``name``
+    that `SessionStore.checkpoint_session` has not made yet."""
     return StoreError(path, f"no session row for agent {name!r} (checkpoint_session creates it)")
 
 
@@ -401,5 +403,7 @@ _STOP_REASONS = frozenset(reason.value for reason in StopReason)
 
 
 def stored_reason(stop_reason: str) -> str:
+    """How a store keeps a turn's stop reason: a `StopReason` value as it is, anything
+    else redacted."""
     # A StopReason's value carries nothing to redact; anything else is redacted.
     return str(stop_reason) if stop_reason in _STOP_REASONS else redact(str(stop_reason))

@@ -32,7 +32,9 @@ def default_store_path() -> Path:
 
     ``$AGENTRT_STORE`` if set; else ``$XDG_STATE_HOME/agentrt/sessions.sqlite3`` (an XDG
     variable only counts when absolute, as the spec says); else
-    ``~/.local/state/agentrt/sessions.sqlite3``.
+    ``~/.local/state/agentrt/sessions.sqlite3``. It reads the environment only: it makes
+    no directory and raises nothing, unless there is no home directory to fall back on
+    (`RuntimeError`, from `pathlib.Path.home`).
     """
     override = os.environ.get("AGENTRT_STORE")
     if override:
@@ -222,7 +224,7 @@ class SQLiteStore(SqlApprovals, SqlTranscripts, SqlSessions):
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
     hold working directories and agent state; its directory must exist, except at the
-    default location, whose directories are created (0700) (see :func:`missing_directory`).
+    default location, whose directories are created (0700).
     ``clock`` gives the records' timestamps (``time.time`` unless a test passes its own).
 
     Leases are timed on ``lease_clock``, by default ``time.monotonic``: CLOCK_MONOTONIC,

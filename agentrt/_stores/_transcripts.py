@@ -22,6 +22,8 @@ _T = TypeVar("_T")
 
 
 def check_transcript_path(path: str) -> None:
+    """Raise `ValueError` unless ``path`` (a transcript's path in its CLI home) is relative
+    and has no empty, ``.`` or ``..`` part: a store refuses such a path before writing it."""
     # Written back under the agent's CLI home: never outside it.
     parts = path.split("/")
     if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
@@ -29,6 +31,8 @@ def check_transcript_path(path: str) -> None:
 
 
 def stale_chunk(where: str, name: str, session_id: str, offset: int) -> StoreError:
+    """The `StoreError` a store raises when a transcript chunk does not start where the
+    stored transcript ends (``offset``): it writes nothing then."""
     return StoreError(
         where,
         f"the stored transcript of agent {name!r} (session {session_id}) does not end at "

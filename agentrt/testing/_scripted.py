@@ -42,6 +42,8 @@ from ..backend import Capabilities, Command, ExitStatus
 
 @attrs.frozen
 class ScriptedOptions:
+    """The scripted backend's options: ``cwd`` only (any other key is `InvalidOptions`)."""
+
     cwd: str | None = None
 
 
@@ -85,23 +87,37 @@ class Gate:
 
 @attrs.frozen
 class Sleep:
+    """A script step: the turn sleeps ``seconds`` (on the test's clock: with
+    ``trio.testing.MockClock`` the sleep is free and the time exact). A bound or an interrupt
+    ends it as it would end a CLI that says nothing."""
+
     seconds: float
 
 
 @attrs.frozen
 class Fail:
+    """A script step: a terminal `ErrorEvent` with ``reason`` and ``message``, then the
+    "process" exits with status 1, so the turn fails with that reason."""
+
     reason: StopReason = StopReason.CLI_ERROR
     message: str = "scripted failure"
 
 
 @attrs.frozen
 class Exit:
+    """A script step: the "process" ends with this exit status (or ``signal``) without a
+    terminal event, as a CLI that dies mid-turn does (``malformed_output``, or
+    ``process_crashed`` for a signal)."""
+
     returncode: int | None = 0
     signal: int | None = None
 
 
 @attrs.frozen
 class Raise:
+    """A script step: the backend raises ``error`` mid-stream, as a translator bug would (the
+    turn fails with ``turn_crashed``)."""
+
     error: Exception
 
 

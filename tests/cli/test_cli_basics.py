@@ -243,7 +243,7 @@ async def test_arguments_are_blamed_by_their_own_names(
     assert run.code == 1
     [line] = run.stderr.strip().splitlines()
     assert line.startswith("agentrt: option 'name'=''")
-    assert line.endswith("Fix: check the NAME argument (README: configuration)")
+    assert line.endswith("Fix: check the NAME argument (docs/reference/options.md)")
 
     a_file = tmp_path / "a-file"
     a_file.write_text("x")

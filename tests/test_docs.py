@@ -1,0 +1,372 @@
+"""The documentation site builds with every warning an error and its reference has every
+public name; every code block of the site, the README and the changelog is run by a test
+(the blocks of the pages without a test file of their own run here)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import logging
+import re
+import subprocess
+import sys
+import tomllib
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from doc_blocks import DOCS, ROOT, all_blocks, doc_block
+from sphinx.util.inventory import InventoryFile
+from test_backend_conformance import NEEDS_A_PROCESS, ScriptedHarness
+from test_store_conformance import ToyStore
+
+import agentrt
+import agentrt.asyncio
+import agentrt.backend
+import agentrt.lowlevel
+import agentrt.store
+import agentrt.sync
+import agentrt.testing
+from agentrt.testing import AnthropicText, FakeAnthropic, backend_conformance
+
+TESTS = Path(__file__).parent
+
+# Each program block, by a line only it has (a block shown on two pages reads the same on
+# both): the test that runs it, which names the marker in a `doc_block("...")` call.
+RUN_BY: dict[str, tuple[str, str]] = {
+    "trio.run(main)": ("test_readme.py", "test_the_quickstart_runs_as_printed"),
+    "agentrt.testing.fake_anthropic": (
+        "test_readme.py",
+        "test_the_no_login_recipe_runs_as_printed",
+    ),
+    "test_a_hung_turn_is_ended_by_the_watchdog": (
+        "test_readme.py",
+        "test_the_testing_example_passes",
+    ),
+    "OTLPSpanExporter": (
+        "test_telemetry.py",
+        "test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics",
+    ),
+    "JsonFormatter": (
+        "test_telemetry.py",
+        "test_the_readmes_json_log_setup_indexes_the_agents_fields",
+    ),
+    "async def chat_warm": ("test_docs.py", "test_the_warm_session_block_keeps_one_cli"),
+    "store_conformance(harness": ("test_docs.py", "test_the_store_kit_block_passes_on_a_toy_store"),
+    "SQLiteStore(path)": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'node="worker-3", lease_ttl=10': ("test_docs.py", "test_the_deployment_blocks_run"),
+    "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
+    "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
+    'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),
+    "asyncio.run(main())": ("test_readme.py", "test_the_asyncio_quickstart_runs_as_printed"),
+    "agentrt.sync.open_runtime(store": ("test_readme.py", "test_the_sync_example_runs_as_printed"),
+    "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
+    "class Careful": ("test_docs.py", "test_the_consoles_careful_agent_asks_a_person"),
+    "agentrt.open_console(rt": ("test_docs.py", "test_the_consoles_own_program_block_serves_it"),
+    '[project.entry-points."agentrt.backends"]': (
+        "test_docs.py",
+        "test_the_backend_pages_entry_point_is_pyprojects_form",
+    ),
+    "def test_mycli_passes": (
+        "test_docs.py",
+        "test_the_backend_kit_block_runs_on_a_scripted_backend",
+    ),
+}
+
+# Blocks that are not programs, by their language: commands shown (they install things or
+# need a login; the tests run their like through the same entry points) and output.
+NOT_PROGRAMS = {"console", "text"}
+# MyST directives written as fences: they include files (the examples, run by
+# tests/test_examples.py; the changelog) or build the site, and hold no code of their own.
+DIRECTIVES = {"{literalinclude}", "{include}", "{toctree}", "{eval-rst}", "{py:currentmodule}"}
+
+
+def test_every_code_block_is_run_by_a_test() -> None:
+    for block in all_blocks():
+        where = block.where()
+        assert block.fenced, f"{where}: an indented block: fence it, with its language"
+        if block.language in DIRECTIVES or block.language in NOT_PROGRAMS:
+            continue
+        assert block.language in ("python", "sh", "toml"), f"{where}: a ```{block.info} block"
+        markers = [marker for marker in RUN_BY if marker in block.text]
+        assert len(markers) == 1, f"{where}: say in RUN_BY which test runs this block"
+        [marker] = markers
+        test_file, test_name = RUN_BY[marker]
+        source = (TESTS / test_file).read_text()
+        assert f"def {test_name}(" in source, (marker, test_file, test_name)
+        start = source.index(f"def {test_name}(")
+        body = source[start:].split("\n\n\n")[0]
+        calls = (f'_block("{marker}"', f"_block({marker!r}")
+        assert any(call in body for call in calls), f"{test_name} does not run {marker!r}"
+
+
+def load_conf() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    assert spec is not None and spec.loader is not None
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+def test_a_pending_page_leaves_the_list_once_written() -> None:
+    conf = load_conf()
+    written = sorted(set(conf.PENDING_PAGES) - set(conf.missing_pages()))
+    assert written == [], f"docs/{written[0]}.md exists: drop it from PENDING_PAGES in docs/conf.py"
+
+
+PUBLIC_MODULES = [
+    agentrt,
+    agentrt.asyncio,
+    agentrt.sync,
+    agentrt.backend,
+    agentrt.store,
+    agentrt.lowlevel,
+    agentrt.testing,
+]
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    """A module's public names, without those it passes on from `agentrt` (documented there)."""
+    names = getattr(module, "__all__", None) or [
+        n for n in vars(module) if not n.startswith("_") and n != "annotations"
+    ]
+    return [
+        n
+        for n in names
+        if not isinstance(getattr(module, n), types.ModuleType)
+        and (module is agentrt or getattr(agentrt, n, None) is not getattr(module, n))
+    ]
+
+
+def test_the_site_builds_with_warnings_as_errors_and_documents_every_public_name(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "html"
+    build = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+    done = subprocess.run(
+        [*build, str(DOCS), str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    with (out / "objects.inv").open("rb") as inventory:
+        data = InventoryFile.load(inventory, "", lambda base, uri: uri)
+    names = {name for entries in data.values() for name in entries}
+    missing = [
+        f"{module.__name__}.{name}"
+        for module in PUBLIC_MODULES
+        for name in public_names(module)
+        if f"{module.__name__}.{name}" not in names
+    ]
+    assert missing == [], f"not in the reference (no docstring, or no entry): {missing}"
+
+
+def calls() -> dict[str, Callable[..., object]]:
+    """The calls of the application's API: `agentrt`'s functions (each `Runtime` method's
+    module-level twin shares its docstring) and the public methods of `Runtime`,
+    `Supervisor` and `EventStream`."""
+    found: dict[str, Callable[..., object]] = {
+        name: obj
+        for name, obj in vars(agentrt).items()
+        if name in agentrt.__all__ and inspect.isfunction(obj)
+    }
+    for owner in (agentrt.Runtime, agentrt.Supervisor, agentrt.EventStream):
+        for name, member in vars(owner).items():
+            if inspect.isfunction(member) and (not name.startswith("_") or name == "__anext__"):
+                found[f"{owner.__name__}.{name}"] = member
+    return found
+
+
+def waits(call: Callable[..., object]) -> bool:
+    """Whether ``call`` is awaited (or entered with ``async with``): it can be cancelled."""
+    inner = inspect.unwrap(call)
+    return inspect.iscoroutinefunction(inner) or inspect.isasyncgenfunction(inner)
+
+
+def test_every_call_says_what_it_raises_and_what_cancelling_it_does() -> None:
+    undocumented = []
+    for name, call in calls().items():
+        doc = inspect.getdoc(call) or ""
+        if not re.search(r"\b[Rr]ais(es|ed|e)\b", doc):
+            undocumented.append(f"{name}: what it raises")
+        if waits(call) and "Cancellation:" not in doc:
+            undocumented.append(f"{name}: a Cancellation: paragraph")
+    assert undocumented == []
+
+
+async def run_block(marker: str, namespace: dict[str, Any]) -> None:
+    """Run a block in ``namespace`` as the page's reader would type it in an async REPL
+    (top-level ``await`` and ``async with``)."""
+    code = compile(doc_block(marker), marker, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)
+    if result is not None:
+        await result
+
+
+@pytest.mark.realcli
+async def test_the_warm_session_block_keeps_one_cli(
+    fake_claude: FakeAnthropic, tmp_path: Path
+) -> None:
+    fake_claude.set_script([AnthropicText("a.py and b.py"), AnthropicText("b.py")])
+    namespace: dict[str, Any] = {"agentrt": agentrt}
+    await run_block("async def chat_warm", namespace)
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        texts = await namespace["chat_warm"](rt, str(tmp_path))
+        cli = (await rt.status("pair")).cli_pid
+    assert texts == ["a.py and b.py", "b.py"] and cli is not None
+    # Both turns went to one CLI: one process, two model calls on one session.
+    first, second = fake_claude.message_requests
+    session = "x-claude-code-session-id"
+    assert first.headers[session] == second.headers[session]
+
+
+async def test_the_store_kit_block_passes_on_a_toy_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    my_store = types.ModuleType("my_store")
+    my_store.MyStore = lambda path: ToyStore()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "my_store", my_store)
+    namespace: dict[str, Any] = {}
+    exec(compile(doc_block("store_conformance(harness"), "stores.md", "exec"), namespace)
+    [parametrize] = namespace["test_my_store"].pytestmark
+    ran = skipped = 0
+    for name in parametrize.args[1]:
+        try:
+            await namespace["test_my_store"](name, tmp_path)
+            ran += 1
+        except pytest.skip.Exception:
+            skipped += 1
+    # The toy store has the core only: its checks run, the capabilities' are skipped.
+    assert ran > 0 and skipped > 0
+
+
+async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await run_block('backend="qwen"', {"rt": rt, "Agent": agentrt.Agent})
+        status = await rt.status("coder")
+    assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
+
+
+async def test_the_gemini_pages_block_starts_a_gemini_agent(tmp_path: Path) -> None:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        namespace = {"rt": rt, "agentrt": agentrt, "home": str(tmp_path), "key": "k"}
+        await run_block('backend="gemini"', namespace)
+        status = await rt.status("coder")
+        handle = rt.whereis("coder")
+    assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
+    assert handle is not None and handle.backend == "gemini"
+
+
+async def test_the_hooks_pages_watcher_blocks_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt, "log": logging.getLogger("watcher")}
+    exec(compile(doc_block("class Watcher"), "hooks.md", "exec"), namespace)
+    watcher = namespace["Watcher"]()
+    blocked = watcher.handle_hook(agentrt.PreToolUseHook(tool_name="WebFetch"))
+    assert blocked == agentrt.Block("no network from this agent")
+    failed = agentrt.PostToolUseFailureHook(tool_name="Bash", error="exit 1")
+    assert watcher.handle_hook(failed) is None
+    assert caplog.messages[-1] == "Bash failed: exit 1"
+    # Its hook kinds are ones the CLI has: the agent starts, on the live channel.
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(namespace["Watcher"], name="watcher", backend="claude")
+        assert (await rt.status("watcher")).mode == "live"
+
+
+def test_the_consoles_careful_agent_asks_a_person() -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt}
+    exec(compile(doc_block("class Careful"), "console.md", "exec"), namespace)
+    careful = namespace["Careful"]()
+    read = agentrt.ToolRequest("Read", {"file_path": "a.py"}, "t1")
+    assert careful.approve_tool(read) == agentrt.Allow()
+    asked = careful.approve_tool(agentrt.ToolRequest("Bash", {"command": "make"}, "t2"))
+    assert asked == agentrt.AskOperator(reason="Bash may change the repository")
+
+
+async def test_the_consoles_own_program_block_serves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    namespace = {"agentrt": agentrt, "store": agentrt.MemoryStore(), "repo": str(tmp_path)}
+    await run_block("agentrt.open_console(rt", namespace)
+    [url] = capsys.readouterr().out.splitlines()
+    assert url.startswith("http://127.0.0.1:") and "token" in url
+
+
+def test_the_backend_pages_entry_point_is_pyprojects_form() -> None:
+    shown = tomllib.loads(doc_block('[project.entry-points."agentrt.backends"]', "toml"))
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [entry] = shown["project"]["entry-points"]["agentrt.backends"].values()
+    form = re.compile(r"[\w.]+:\w+")
+    assert form.fullmatch(entry)
+    assert all(
+        form.fullmatch(v) for v in ours["project"]["entry-points"]["agentrt.backends"].values()
+    )
+
+
+def test_the_backend_kit_block_runs_on_a_scripted_backend() -> None:
+    namespace: dict[str, Any] = {
+        "backend_conformance": backend_conformance,
+        "MyHarness": ScriptedHarness,
+        "pytest": pytest,
+        "trio": trio,
+    }
+    exec(compile(doc_block("def test_mycli_passes"), "backends.md", "exec"), namespace)
+    skipped = set()
+    for name in namespace["CHECKS"]:
+        try:
+            namespace["test_mycli_passes"](name)
+        except pytest.skip.Exception:
+            skipped.add(name)
+    # What the scripted backend cannot be asked is skipped; every other check passed.
+    assert skipped == NEEDS_A_PROCESS
+
+
+class Coder(agentrt.Agent):
+    """The deployment guide's agent (importable, so a host can take it over)."""
+
+
+@pytest.mark.realcli
+async def test_the_deployment_blocks_run(
+    fake_claude: FakeAnthropic,
+    postgres_dsn: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    namespace: dict[str, Any] = {
+        "agentrt": agentrt,
+        "trio": trio,
+        "Coder": Coder,
+        "repo": str(repo),
+        "path": str(tmp_path / "sessions.sqlite3"),
+        "dsn": postgres_dsn,
+    }
+    fake_claude.set_script([AnthropicText("Fixed."), AnthropicText("Updated.")])
+    await run_block("SQLiteStore(path)", namespace)
+    await run_block('node="worker-3", lease_ttl=10', namespace)
+    await run_block("portable=True", namespace)
+    # The routed calls reach "coder" on the runtime that owns it.
+    async with agentrt.open_runtime(
+        store=agentrt.PostgresStore(postgres_dsn), node="worker-3"
+    ) as owner:
+        await owner.start_agent(Coder, name="coder", backend="claude", cwd=str(repo))
+        await run_block('node="web-1"', namespace)
+        assert namespace["answer"].text == "Fixed."
+        assert isinstance(namespace["settled"], agentrt.Completed)
+    assert capsys.readouterr().out == "idle\n"
+    # The owner closed, keeping the agent's spec: the host takes it over.
+    del namespace["rt"]
+
+    async def host() -> None:
+        await run_block("host_agents=True", namespace)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(host)
+        with trio.fail_after(30):
+            while not ("rt" in namespace and "coder" in namespace["rt"].agents()):  # noqa: ASYNC110 (the block's runtime has no event to wait on)
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,72 @@
+"""`python -m build` makes an sdist and a wheel; each installs into a clean virtualenv and
+runs the demo there, on the bundled fake CLI, as a user who installed the package would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def run(
+    argv: list[str | Path], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    assert done.returncode == 0, f"{argv}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """The environment of a fresh shell: no virtualenv, no PYTHONPATH, no store or CLI of the
+    tests; pip's own settings (its index, proxies) kept, so the dependencies come from the
+    registry as `make` installs them."""
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if key.startswith(("PIP_", "HTTP_", "HTTPS_", "NO_PROXY", "http_", "https_", "no_proxy"))
+        or key in ("LANG", "LC_ALL", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+    }
+    return {**kept, "PATH": "/usr/bin:/bin", "HOME": str(home)}
+
+
+# One build at a time: the sdist's build writes the egg-info beside pyproject.toml.
+@pytest.mark.xdist_group("packaging")
+def test_the_sdist_and_the_wheel_install_into_a_clean_virtualenv_and_run_the_demo(
+    tmp_path: Path,
+) -> None:
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=ROOT)
+    [sdist] = dist.glob("agentrt-*.tar.gz")
+    [wheel] = dist.glob("agentrt-*-py3-none-any.whl")
+    with tarfile.open(sdist) as archive:
+        top = sdist.name.removesuffix(".tar.gz")
+        members = {name.removeprefix(f"{top}/") for name in archive.getnames()}
+    assert {
+        "CHANGELOG.md",
+        "docs/index.md",
+        "examples/quickstart.py",
+        "tests/conftest.py",
+    } <= members
+    assert not any(name.startswith("docs/_build") for name in members)
+
+    for artifact in (wheel, sdist):
+        venv = tmp_path / f"venv-{artifact.suffix.lstrip('.')}"
+        home = tmp_path / f"home-{artifact.suffix.lstrip('.')}"
+        home.mkdir()
+        env = clean_env(home)
+        run([sys.executable, "-m", "venv", venv], env=env)
+        run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", artifact], env=env)
+        # From a directory without the clone, so the installed package is the one imported.
+        demo = run(
+            [venv / "bin" / "agentrt", "demo", "--fake-cli", "--quick", "--json"], env=env, cwd=home
+        )
+        report = json.loads(demo.stdout)
+        assert report["ok"] is True and all(report["checks"].values()), report
+        assert {agent["name"] for agent in report["agents"]} >= {"sleepy", "fragile"}
