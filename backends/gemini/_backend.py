@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt.backend import Capabilities, Command, SessionTotals
+from agentrt.backend import BackendInfo, Capabilities, Command, SessionTotals
 
 from ._command import build_command, build_version_command
+from ._info import info
 from ._options import GeminiOptions, parse_options
 from ._translate import GeminiTranslator
 
@@ -61,6 +62,11 @@ class GeminiBackend:
         """A fresh translator for one turn. The CLI's stats are the process's own, so the
         turn's (``baseline`` is not needed)."""
         return GeminiTranslator(model=options.model)
+
+    def info(self) -> BackendInfo:
+        """How to install and log in the CLI, the version this backend was written for,
+        the options of a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
+        return info(WRITTEN_FOR_VERSION)
 
     def capabilities(self, options: GeminiOptions) -> Capabilities:
         """One process per turn for any options: ``keep_alive`` and ``approve_tool`` are

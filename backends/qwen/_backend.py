@@ -9,6 +9,7 @@ import attrs
 
 from agentrt.backend import (
     AppToolServer,
+    BackendInfo,
     Capabilities,
     Command,
     HookKind,
@@ -18,6 +19,7 @@ from agentrt.backend import (
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
+from ._info import info
 from ._live import QwenLive
 from ._options import QwenOptions, parse_options
 from ._translate import QwenTranslator
@@ -53,6 +55,11 @@ class QwenBackend:
         """A fresh translator for one turn. A result's usage is the session's running
         total: the turn reports it minus ``baseline.usage``."""
         return QwenTranslator(baseline=baseline)
+
+    def info(self) -> BackendInfo:
+        """How to install and log in the CLI, the version this backend was written for,
+        the options of a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
+        return info(WRITTEN_FOR_VERSION)
 
     def capabilities(self, options: QwenOptions) -> Capabilities:
         """Live with any options (``--input-format stream-json``), with approvals; no

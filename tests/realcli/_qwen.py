@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from agentrt.testing import FakeAnthropic, FakeOpenAI
+from agentrt.testing import FakeAnthropic, FakeOpenAI, RecordedRequest
 
 from ._claude import MARKER_VAR
 
@@ -32,6 +32,14 @@ def qwen_binary() -> Path | None:
     """The qwen that `make qwen-cli` installed for the pinned version, if it did."""
     path = ROOT / ".cache" / "npm" / f"qwen-{qwen_version()}" / "node_modules" / ".bin" / "qwen"
     return path if path.exists() else None
+
+
+def user_prompts(request: RecordedRequest) -> list[str]:
+    """The user's own prompts in a model call (Qwen Code adds system reminders as user
+    text blocks; a prompt is sent with a blank line after it)."""
+    return [
+        t.strip() for t in request.texts("user") if not t.lstrip().startswith("<system-reminder>")
+    ]
 
 
 @attrs.frozen

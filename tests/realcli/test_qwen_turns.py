@@ -25,7 +25,7 @@ from agentrt.testing import (
     RecordedRequest,
 )
 
-from ._qwen import Qwen, qwen_version
+from ._qwen import Qwen, qwen_version, user_prompts
 
 pytestmark = pytest.mark.realcli
 
@@ -35,14 +35,6 @@ BOUND = 90
 def echo(request: RecordedRequest) -> AnthropicReply:
     # Qwen Code sends the prompt it read on stdin with a blank line after it.
     return AnthropicText(f"said {request.last_user_text().strip()!r}")
-
-
-def user_prompts(request: RecordedRequest) -> list[str]:
-    """The user's own prompts in a model call (Qwen Code adds system reminders as user
-    text blocks; a prompt is sent with a blank line after it)."""
-    return [
-        t.strip() for t in request.texts("user") if not t.lstrip().startswith("<system-reminder>")
-    ]
 
 
 async def test_two_turns_resume_one_session_and_report_the_cli_version(qwen: Qwen) -> None:
