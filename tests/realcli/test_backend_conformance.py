@@ -255,17 +255,38 @@ HARNESSES: dict[str, Callable[[str], BackendHarness]] = {
 }
 CHECKS = [check.name for check in backend_conformance(ClaudeHarness(""))]
 
+# Checks a pinned CLI itself fails, each with what was seen. gemini's is skipped (the turn
+# runs to the kit's bound, minutes); qwen's runs, as a strict expected failure, so a qwen
+# that passes it fails this test and the entry must go.
+CLI_DEFECTS = {
+    ("gemini", "a_line_over_a_mebibyte_comes_through_whole"): (
+        "gemini 0.61.0 exits before its piped stdout is flushed: output past about 64 KiB "
+        "is lost (docs/gemini.md)"
+    ),
+}
+CLI_FAILS = {
+    ("qwen", "a_line_over_a_mebibyte_comes_through_whole"): (
+        "qwen 0.24.4 exits 0 without printing its result after a reply over 1 MiB (its "
+        "cause not found; qwen is a fork of gemini, which loses piped stdout at exit)"
+    ),
+}
+
 
 @pytest.mark.parametrize("name", CHECKS)
 @pytest.mark.parametrize("backend", sorted(HARNESSES))
-def test_the_real_cli_passes_the_check(backend: str, name: str) -> None:
+def test_the_real_cli_passes_the_check(
+    backend: str, name: str, request: pytest.FixtureRequest
+) -> None:
     # Not a trio test: a skip raised inside trio's run loses its reason.
     marker = uuid.uuid4().hex
     harness = HARNESSES[backend](marker)
     (check,) = [c for c in backend_conformance(harness) if c.name == name]
-    why = check.skipped()
+    why = check.skipped() or CLI_DEFECTS.get((backend, name))
     if why is not None:
         pytest.skip(why)
+    fails = CLI_FAILS.get((backend, name))
+    if fails is not None:
+        request.applymarker(pytest.mark.xfail(reason=fails, strict=True))
     try:
         trio.run(check.run)
     finally:
