@@ -7,18 +7,22 @@ STAMP := $(VENV)/.installed
 
 # The real coding CLIs for the realcli test tier: one pinned version each, read from
 # tests/realcli/*_VERSION (AGENTRT_CLAUDE_VERSION / AGENTRT_CODEX_VERSION /
-# AGENTRT_QWEN_VERSION override them),
+# AGENTRT_GEMINI_VERSION / AGENTRT_QWEN_VERSION override them),
 # installed from the npm registry into project-local folders that are not committed.
 CLAUDE_VERSION := $(or $(AGENTRT_CLAUDE_VERSION),$(shell cat tests/realcli/CLAUDE_VERSION))
 CLAUDE_DIR := .cache/claude-$(CLAUDE_VERSION)
 AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
 export AGENTRT_CODEX_VERSION
 CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
+AGENTRT_GEMINI_VERSION ?= $(shell cat tests/realcli/GEMINI_VERSION)
+export AGENTRT_GEMINI_VERSION
+GEMINI_DIR := .cache/npm/gemini-$(AGENTRT_GEMINI_VERSION)
 AGENTRT_QWEN_VERSION ?= $(shell cat tests/realcli/QWEN_VERSION)
 export AGENTRT_QWEN_VERSION
 QWEN_DIR := .cache/npm/qwen-$(AGENTRT_QWEN_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli qwen-cli postgres-server browser
+.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli gemini-cli qwen-cli \
+	postgres-server browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,13 +74,16 @@ browser:
 		|| echo "could not install chromium: the console's browser tier will be skipped"; \
 	else echo "no chromium and chromedriver: the console's browser tier will be skipped"; fi
 
-clis: claude-cli codex-cli qwen-cli
+clis: claude-cli codex-cli gemini-cli qwen-cli
 
 claude-cli:
 	tools/install-npm-cli @anthropic-ai/claude-code $(CLAUDE_VERSION) $(CLAUDE_DIR) claude
 
 codex-cli:
 	tools/install-npm-cli @openai/codex $(AGENTRT_CODEX_VERSION) $(CODEX_DIR) codex
+
+gemini-cli:
+	tools/install-npm-cli @google/gemini-cli $(AGENTRT_GEMINI_VERSION) $(GEMINI_DIR) gemini
 
 qwen-cli:
 	tools/install-npm-cli @qwen-code/qwen-code $(AGENTRT_QWEN_VERSION) $(QWEN_DIR) qwen

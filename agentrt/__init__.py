@@ -32,9 +32,9 @@
 #     _console._fleet _console._gate _console._http _console._pages _console._serve
 #     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
 #     _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
-#     testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
-#     testing._scenarios testing._scripted testing._store_conformance
-#     testing.fake_anthropic testing.fake_cli
+#     testing._fake_anthropic testing._fake_chat testing._fake_gemini
+#     testing._fake_openai testing._http testing._scenarios testing._scripted
+#     testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions

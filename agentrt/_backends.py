@@ -31,6 +31,7 @@ GROUP = "agentrt.backends"
 SHIPPED = {
     "claude": "agentrt.backends.claude:ClaudeBackend",
     "codex": "agentrt.backends.codex:CodexBackend",
+    "gemini": "agentrt.backends.gemini:GeminiBackend",
     "qwen": "agentrt.backends.qwen:QwenBackend",
 }
 

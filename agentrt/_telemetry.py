@@ -496,7 +496,7 @@ def _span(name: str) -> Iterator[Span | _NoSpan]:
 
 # Every logger the runtime writes to (tests/test_telemetry.py checks the package uses no
 # other): each gets the filter below.
-LOGGERS = ("agentrt", "agentrt.process", "agentrt.env", "agentrt.tools")
+LOGGERS = ("agentrt", "agentrt.process", "agentrt.env", "agentrt.tools", "agentrt.console")
 
 
 class LogFields(Protocol):

@@ -19,6 +19,7 @@ the runtime then names the closest of its own options and the backend's.
 
 from __future__ import annotations
 
+import os
 import signal
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -81,6 +82,7 @@ __all__ = [
     "Capabilities",
     "ChannelCall",
     "Command",
+    "ConfigFile",
     "ControlAnswer",
     "ControlRequest",
     "Credential",
@@ -124,6 +126,22 @@ class SecretFile:
 
 
 @attrs.frozen
+class ConfigFile:
+    """A file the CLI reads from a fixed ``path`` (absolute): its settings in a CLI home
+    the backend owns, for a CLI that takes them from no flag and no variable. The driver
+    writes it before each spawn (parent directories made 0700; the content written 0600
+    beside it and renamed over it, so a CLI never reads half of it) and leaves it there,
+    as the CLI's own files are."""
+
+    path: str
+    content: bytes = attrs.field(repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not os.path.isabs(self.path):
+            raise ValueError(f"a ConfigFile path must be absolute, got {self.path!r}")
+
+
+@attrs.frozen
 class Command:
     """One process to run for one turn. ``env_files``: environment variables whose value is
     the path of a `SecretFile` the driver writes (for a CLI that reads a file it is pointed
@@ -137,6 +155,8 @@ class Command:
     # The first signal of an interrupt. Claude Code ends a turn cleanly on SIGINT (exit 0,
     # a final result, the transcript flushed); None means go straight to the kill ladder.
     interrupt_signal: signal.Signals | None = None
+    # Written before the spawn, left in place (see ConfigFile).
+    config_files: tuple[ConfigFile, ...] = ()
 
     @property
     def files(self) -> tuple[SecretFile, ...]:

@@ -66,6 +66,12 @@ def claude_binary() -> Path:
     return ROOT / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
 
 
+def gemini_binary() -> Path:
+    """The pinned real gemini (tests/realcli/GEMINI_VERSION), where `make gemini-cli` puts it."""
+    version = (ROOT / "tests" / "realcli" / "GEMINI_VERSION").read_text().strip()
+    return ROOT / ".cache" / "npm" / f"gemini-{version}" / "node_modules" / ".bin" / "gemini"
+
+
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.measure", json.dumps(spec)],
@@ -113,10 +119,12 @@ def _plan(
     params: dict[str, Any], fixtures: dict[str, Fixture], only: set[str]
 ) -> list[dict[str, Any]]:
     specs = []
-    claude = claude_binary()
+    claude, gemini = claude_binary(), gemini_binary()
     if "warm" in only and not claude.exists():
         print(f"bench: warm skipped: no claude at {claude} (make claude-cli)", file=sys.stderr)
         only = only - {"warm"}
+    if "warm" in only and not gemini.exists():
+        print(f"bench: no gemini row: no gemini at {gemini} (make gemini-cli)", file=sys.stderr)
     if "warm" in only and not QWEN_BINARY.exists():
         print(
             f"bench: qwen rows skipped: no qwen at {QWEN_BINARY} (make qwen-cli)", file=sys.stderr
@@ -150,12 +158,25 @@ def _plan(
                     if QWEN_BINARY.exists() or n not in QWEN_CONTENDERS
                 ]
                 for name in names:
-                    specs.append({"scenario": scenario, "contender": name, **conversation})
+                    if CONVERSATION_CONTENDERS[name].cli == "claude":
+                        specs.append({"scenario": scenario, "contender": name, **conversation})
+                    elif gemini.exists():
+                        specs.append(
+                            {
+                                "scenario": scenario,
+                                "contender": name,
+                                **conversation,
+                                "binary": str(gemini),
+                            }
+                        )
+                # The interleaved run compares the contenders on one fake API under one load.
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
-                        "contenders": names,
+                        "contenders": [
+                            n for n in names if CONVERSATION_CONTENDERS[n].cli == "claude"
+                        ],
                         **conversation,
                     }
                 )

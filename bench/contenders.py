@@ -131,6 +131,8 @@ class ConversationContender:
     label: str
     loop: Loop
     run: ConversationRun
+    # The real CLI it converses with, against that CLI's fake API ("claude" or "gemini").
+    cli: str = "claude"
 
 
 TURN_CONTENDERS: dict[str, TurnContender] = {}
@@ -701,12 +703,12 @@ SCALE_CONTENDERS[AGENTRT] = ScaleContender(
 
 
 def conversation_contender(
-    name: str, label: str, *, loop: Loop = "trio"
+    name: str, label: str, *, loop: Loop = "trio", cli: str = "claude"
 ) -> Callable[[ConversationRun], ConversationRun]:
     """Register a conversation contender (the decorated function is its ``run``)."""
 
     def register(run: ConversationRun) -> ConversationRun:
-        CONVERSATION_CONTENDERS[name] = ConversationContender(name, label, loop, run)
+        CONVERSATION_CONTENDERS[name] = ConversationContender(name, label, loop, run, cli)
         return run
 
     return register
@@ -803,6 +805,35 @@ async def _agentrt_conversation(
 @conversation_contender(AGENTRT, "agentrt ask(), per turn (keep_alive=None: --resume each turn)")
 async def _agentrt_per_turn(claude: Claude, body: ConversationBody) -> None:
     await _agentrt_conversation(claude, body, None)
+
+
+@conversation_contender(
+    "agentrt-gemini",
+    "agentrt ask(), gemini per turn (--resume each turn; the fake Gemini API)",
+    cli="gemini",
+)
+async def _agentrt_gemini_per_turn(gemini: Claude, body: ConversationBody) -> None:
+    import agentrt
+
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(
+            agentrt.Agent,
+            name="coder",
+            backend="gemini",
+            binary=gemini.binary,
+            cwd=gemini.cwd,
+            env_policy="isolated",
+            env=gemini.env,
+            gemini_home=gemini.env["HOME"],
+            model="gemini-2.5-flash",  # pinned: no routing call before each turn
+            max_attempts=1,
+        )
+
+        async def say(prompt: str) -> str | None:
+            response = await rt.ask("coder", prompt)
+            return response.text if response.stop_reason is agentrt.StopReason.COMPLETE else None
+
+        await body(say)
 
 
 @conversation_contender(AGENTRT_WARM, f"agentrt ask(), warm (keep_alive={KEEP_ALIVE:g})")

@@ -190,15 +190,15 @@ IDLE_BEFORE_RSS = 1.0
 
 
 @contextlib.contextmanager
-def _fake_claude(binary: str) -> Iterator[tuple[Claude, int]]:
-    """The real claude on a fresh HOME and project, with a fake API of their own (the
-    fake's pid is the second item)."""
+def _fake_claude(binary: str, cli: str = "claude") -> Iterator[tuple[Claude, int]]:
+    """The real CLI (``cli``: claude or gemini) on a fresh HOME and project, with a fake
+    API of their own (the fake's pid is the second item)."""
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         home, cwd = os.path.join(tmp, "home"), os.path.join(tmp, "project")
         for folder in (home, cwd, os.path.join(home, "tmp")):
             os.mkdir(folder)
         with subprocess.Popen(
-            [sys.executable, "-m", "bench.fake_api", home],
+            [sys.executable, "-m", "bench.fake_api", home, cli],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         ) as fake:
@@ -222,7 +222,7 @@ def _conversation(spec: dict[str, Any]) -> Result:
     # its own, left out of every figure.
     contender = CONVERSATION_CONTENDERS[spec["contender"]]
     out: Result = {"turns": spec["turns"]}
-    with _fake_claude(spec["binary"]) as (claude, fake):
+    with _fake_claude(spec["binary"], contender.cli) as (claude, fake):
         body = _conversing(out, spec["turns"], fake, contender.loop)
         _run(contender.loop, lambda: contender.run(claude, body))
     return out

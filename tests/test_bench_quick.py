@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from proc_helpers import marked
 from realcli._claude import claude_binary
+from realcli._gemini import gemini_binary
 from realcli._qwen import qwen_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +140,14 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
             assert len(warm["latencies"]) == 2 and warm["first"] > 0 and warm["cpu_cli"] > 0
         # A CLI idles after the last turn, but for per-turn agentrt.
         idle = {r["contender"]: r["cli_rss_kib"] > 0 for r in records if "cli_rss_kib" in r}
-        assert idle == {c: c not in ("agentrt", "agentrt-qwen") for c in conversers}
+        expected = {c: c not in ("agentrt", "agentrt-qwen") for c in conversers}
+        # The gemini row (one process per turn too), where its pinned binary is installed.
+        if gemini_binary().exists():
+            (gemini,) = [r for r in records if r["contender"] == "agentrt-gemini"]
+            assert len(gemini["latencies"]) == 2 and gemini["first"] > 0
+            assert "agentrt ask(), gemini per turn" in text
+            expected["agentrt-gemini"] = False
+        assert idle == expected
     else:
         assert "bench: warm skipped: no claude at" in done.stderr
     assert "not measured yet" not in text

@@ -49,7 +49,7 @@ from ._proctree import (
     track_leader,
     untrack_leader,
 )
-from ._secretfiles import materialized
+from ._secretfiles import materialized, write_config_files
 from ._spawn import CannotEnter, Spawned, spawn
 
 __all__ = [
@@ -841,11 +841,12 @@ async def open_cli_process(
     """Run ``command`` as one turn's CLI process (or, with ``stdin_open``, a live CLI's for
     many turns: stdin is not closed after ``command.stdin``, `CliProcess.send` writes more).
 
-    Secret files are written (0600, private directory), the process starts in a new session
-    with ``AGENTRT_TURN=<marker>`` added to ``command.env`` (the child's whole environment),
-    every signal at its default disposition and none blocked, and (with a ``tracker`` that
-    has cgroups) in the turn's cgroup before it runs; ``command.stdin`` is written and
-    closed, and stdout/stderr are read as `CliProcess` describes. A binary that is missing
+    Secret files are written (0600, private directory), config files put in place, the
+    process starts in a new session with ``AGENTRT_TURN=<marker>`` added to
+    ``command.env`` (the child's whole environment), every signal at its default
+    disposition and none blocked, and (with a ``tracker`` that has cgroups) in the turn's
+    cgroup before it runs; ``command.stdin`` is written and closed, and stdout/stderr are
+    read as `CliProcess` describes. A binary that is missing
     or not executable raises `ProcessFailure` (``SPAWN_FAILED``, naming the path).
 
     On the way out, however the block ends: stdin closed, SIGTERM to the group and to every
@@ -864,6 +865,12 @@ async def open_cli_process(
         nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
     ):
         env[MARKER_ENV] = marker
+        try:
+            write_config_files(command.config_files)
+        except OSError as exc:
+            raise ProcessFailure(
+                StopReason.SPAWN_FAILED, f"cannot write {exc.filename!r}: {exc.strerror or exc}"
+            ) from exc
         try:
             process = await spawn(argv, env, command.cwd, cgroup)
         except OSError as exc:

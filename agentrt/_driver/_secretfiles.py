@@ -1,14 +1,17 @@
-"""`SecretFile` arguments: written 0600 into a private 0700 directory, removed afterwards."""
+"""The files a command needs before it runs: `SecretFile` arguments (written 0600 into a
+private 0700 directory, removed afterwards) and `ConfigFile` settings (written in place,
+kept)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..backend import Command, SecretFile
+from ..backend import Command, ConfigFile, SecretFile
 
 
 @contextmanager
@@ -41,3 +44,21 @@ def materialized(command: Command) -> Iterator[tuple[tuple[str, ...], dict[str, 
         yield argv, env
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_config_files(files: tuple[ConfigFile, ...]) -> None:
+    """Write each file where it belongs: its directories made (0700), the content written
+    to a private file beside it and renamed over it, so a CLI starting meanwhile reads the
+    old file or the new one, never half of one. Raises OSError naming the path."""
+    for config in files:
+        directory = os.path.dirname(config.path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=directory, prefix=".agentrt-")  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(config.content)
+            os.replace(partial, config.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise

@@ -19,6 +19,17 @@ from ._fake_anthropic import AnthropicToolUse as AnthropicToolUse
 from ._fake_anthropic import FakeAnthropic as FakeAnthropic
 from ._fake_anthropic import RecordedRequest as RecordedRequest
 from ._fake_anthropic import open_fake_anthropic as open_fake_anthropic
+from ._fake_gemini import FAKE_GEMINI_KEY as FAKE_GEMINI_KEY
+from ._fake_gemini import FakeGemini as FakeGemini
+from ._fake_gemini import GeminiError as GeminiError
+from ._fake_gemini import GeminiFunctionCall as GeminiFunctionCall
+from ._fake_gemini import GeminiHang as GeminiHang
+from ._fake_gemini import GeminiReply as GeminiReply
+from ._fake_gemini import GeminiRequest as GeminiRequest
+from ._fake_gemini import GeminiScript as GeminiScript
+from ._fake_gemini import GeminiText as GeminiText
+from ._fake_gemini import GeminiUsage as GeminiUsage
+from ._fake_gemini import open_fake_gemini as open_fake_gemini
 from ._fake_openai import FAKE_OPENAI_KEY_VAR as FAKE_OPENAI_KEY_VAR
 from ._fake_openai import FakeOpenAI as FakeOpenAI
 from ._fake_openai import OpenAIError as OpenAIError
