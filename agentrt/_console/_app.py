@@ -32,6 +32,7 @@ from ._http import (
     answer_json,
     event_stream,
     read_body,
+    sent_whole,
 )
 from ._pages import page
 from ._shown import event_data, record_data, shown, status_data
@@ -75,6 +76,7 @@ class ConsoleApp:
             return
         if scope["type"] != "http":
             return  # WebSocket and anything else: ended unserved
+        send = sent_whole(send)
         root = scope.get("root_path", "")
         path = scope["path"].removeprefix(root) or "/"
         headers = scope["headers"]

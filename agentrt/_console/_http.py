@@ -30,6 +30,23 @@ SECURITY_HEADERS = [
 MAX_BODY = 1 << 20
 
 
+def sent_whole(send: Send) -> Send:
+    """``send`` made whole under cancellation: a message is handed to the server entirely
+    or not at all.
+
+    hypercorn 0.18's ``HTTPStream.app_send`` moves h11 to SEND_BODY, then awaits the socket
+    lock, and only after that records that the response started; cancelled in between, its
+    ``finally: await send(None)`` tries a 500 that h11 refuses with ``LocalProtocolError``
+    (the h2 variant of the same ``finally`` is hypercorn issue #352). Its own socket write is
+    already shielded, so the shield waits no longer than hypercorn would."""
+
+    async def whole(message: dict[str, Any]) -> None:
+        with trio.CancelScope(shield=True):
+            await send(message)
+
+    return whole
+
+
 class BadBody(Exception):
     """A request body that is too large, or never came whole."""
 

@@ -61,8 +61,10 @@ async def open_console(
     `OSError`.
 
     Cancellation: leaving the block (or cancelling it) stops the server and ends its open
-    streams; an action a page started is cancelled with it (an ask's turn as a cancelled
-    ask's is)."""
+    streams at once; an action a page started is cancelled with it (an ask's turn as a
+    cancelled ask's is). Nothing is waited for but a message already being written: a
+    response that had started goes out whole (a stream: the message in hand), within the
+    time the client takes to read it, which hypercorn never cuts short."""
     if not isinstance(bind, str):
         raise InvalidOptions("bind", bind, "must be a str HOST:PORT")
     host, _port = parse_bind(bind)

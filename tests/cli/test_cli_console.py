@@ -4,6 +4,7 @@ refused saying why."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -16,6 +17,10 @@ from agentrt import Agent, SQLiteStore, open_runtime
 from agentrt.testing import ScriptedBackend, reply
 
 from ._run import agentrt, open_agentrt
+
+ROUNDS = 10
+CONNECTIONS = 8
+ANSWERED_BEFORE_CTRL_C = 50
 
 
 async def test_console_serves_the_store_until_ctrl_c(
@@ -63,3 +68,51 @@ async def test_a_bind_beyond_loopback_without_a_token_is_refused(
     assert "beyond loopback" in run.stderr and "needs a token" in run.stderr
     run = await agentrt("console", "--store", store, "--bind", "nowhere", env=base_env)
     assert run.code == 1 and "must be HOST:PORT" in run.stderr
+
+
+async def test_ctrl_c_while_requests_are_answered_ends_with_130_alone(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Ctrl+C lands while the server is busy starting responses on many connections: the
+    # command still says only "interrupted", whatever it was doing when the signal came.
+    store = str(tmp_path / "s.sqlite3")
+    args = ("console", "--store", store, "--bind", "127.0.0.1:0", "--no-token", "--json")
+    for _ in range(ROUNDS):
+        with trio.fail_after(60):
+            async with open_agentrt(
+                *args, env=base_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            ) as process:
+                assert process.stdout is not None and process.stderr is not None
+                line = b""
+                while not line.endswith(b"}\n"):
+                    line += await process.stdout.receive_some(1)
+                port = int(json.loads(line)["address"].rsplit(":", 1)[1])
+                busy = _Busy(port)
+                async with trio.open_nursery() as nursery:
+                    for _ in range(CONNECTIONS):
+                        nursery.start_soon(busy.hammer)
+                    await busy.answering.wait()
+                    process.send_signal(signal.SIGINT)
+                    code = await process.wait()
+                    nursery.cancel_scope.cancel()
+                errors = (await process.stderr.receive_some(65536)).decode()
+                assert (code, errors) == (130, "interrupted\n"), errors
+
+
+class _Busy:
+    """Connections asking for the fleet page again and again, until the server goes."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.answered = 0
+        self.answering = trio.Event()  # set once the server is well under way
+
+    async def hammer(self) -> None:
+        # The server going away mid-request ends this connection, however it shows.
+        with contextlib.suppress(OSError, trio.BrokenResourceError, AssertionError):
+            client = await connect(self.port)
+            while True:
+                await client.request("/", method="GET")
+                self.answered += 1
+                if self.answered >= ANSWERED_BEFORE_CTRL_C:
+                    self.answering.set()
