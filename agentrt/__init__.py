@@ -9,7 +9,7 @@
 #
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
-#     _restart _status _stream _telemetry _tools _util backend
+#     _restart _status _stream _telemetry _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -18,19 +18,21 @@
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
 #     _stores._memory _stores._postgres _stores._postgres_router _stores._protocols
 #     _stores._route_codec _stores._sql _stores._sqlite _stores._transcripts
+#     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
+#     _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
-#     _cli._render _cli._sessions
+#     _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
 # _runtime -> _api. docs/architecture.md says where each concept lives.
@@ -49,6 +51,7 @@ from ._api import interrupt_request as interrupt_request
 from ._api import notify as notify
 from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
+from ._api import remove_workspace as remove_workspace
 from ._api import reset_session as reset_session
 from ._api import start_agent as start_agent
 from ._api import statistics as statistics
@@ -60,6 +63,7 @@ from ._api import unhalt as unhalt
 from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
+from ._api import workspaces as workspaces
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
 from ._asks import Block as Block
@@ -73,6 +77,7 @@ from ._errors import AgentNotFound as AgentNotFound
 from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
+from ._errors import BranchInUse as BranchInUse
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -82,6 +87,8 @@ from ._errors import RoutingError as RoutingError
 from ._errors import SessionMismatch as SessionMismatch
 from ._errors import StoreError as StoreError
 from ._errors import TurnFailed as TurnFailed
+from ._errors import UncommittedChanges as UncommittedChanges
+from ._errors import WorkspaceError as WorkspaceError
 from ._events import ErrorEvent as ErrorEvent
 from ._events import Event as Event
 from ._events import EventCoverage as EventCoverage
@@ -106,6 +113,7 @@ from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
 from ._records import StoredTranscript as StoredTranscript
+from ._records import StoredWorkspace as StoredWorkspace
 from ._requests import Completed as Completed
 from ._requests import Failed as Failed
 from ._requests import NotFound as NotFound
@@ -132,6 +140,8 @@ from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool
 from ._tools import tool as tool
 from ._util import fixup_module_metadata as _fixup_module_metadata
+from ._workspaces import Workspace as Workspace
+from ._worktrees import GitWorktree as GitWorktree
 
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
@@ -148,6 +158,7 @@ __all__ = [
     "Allow",
     "BackendNotFound",
     "Block",
+    "BranchInUse",
     "Completed",
     "Crash",
     "CurrentRequest",
@@ -157,6 +168,7 @@ __all__ = [
     "EventCoverage",
     "EventStream",
     "Failed",
+    "GitWorktree",
     "Halt",
     "Hook",
     "HookKind",
@@ -195,6 +207,7 @@ __all__ = [
     "StopReason",
     "StoreError",
     "StoredTranscript",
+    "StoredWorkspace",
     "Strategy",
     "Supervisor",
     "TextEvent",
@@ -205,9 +218,12 @@ __all__ = [
     "ToolResultEvent",
     "ToolUseEvent",
     "TurnFailed",
+    "UncommittedChanges",
     "Usage",
     "UsageEvent",
     "Withdrawn",
+    "Workspace",
+    "WorkspaceError",
     "agents",
     "ask",
     "default_store_path",
@@ -218,6 +234,7 @@ __all__ = [
     "open_runtime",
     "open_supervisor",
     "poll",
+    "remove_workspace",
     "reset_session",
     "start_agent",
     "statistics",
@@ -230,6 +247,7 @@ __all__ = [
     "wait",
     "whereis",
     "withdraw",
+    "workspaces",
 ]
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

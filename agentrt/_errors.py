@@ -187,3 +187,39 @@ class RoutingError(AgentRTError):
         self.call = call
         self.why = why
         super().__init__(f"agent {name!r}: the routed {call}: {why}")
+
+
+class WorkspaceError(AgentRTError):
+    """An agent's workspace (its git worktree) cannot be made, used or removed: ``path``
+    says where, ``why`` what went wrong (git's own message where git refused)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        self.why = why
+        super().__init__(f"workspace {path}: {why}")
+
+
+class BranchInUse(AgentRTError):
+    """Two agents never share a branch: ``branch`` of ``repo`` is another agent's
+    (``holder``, its name) or checked out in another worktree (``holder``, its path)."""
+
+    def __init__(self, repo: str, branch: str, holder: str) -> None:
+        self.repo = repo
+        self.branch = branch
+        self.holder = holder
+        super().__init__(f"branch {branch!r} of {repo} is in use by {holder}")
+
+
+class UncommittedChanges(AgentRTError):
+    """A workspace is not removed while it holds uncommitted work (``changes``, as ``git
+    status --porcelain`` lists them), unless forced."""
+
+    def __init__(self, name: str, path: str, changes: tuple[str, ...]) -> None:
+        self.name = name
+        self.path = path
+        self.changes = changes
+        shown = ", ".join(changes[:5]) + (", ..." if len(changes) > 5 else "")
+        super().__init__(
+            f"the workspace of agent {name!r} at {path} has uncommitted changes ({shown}); "
+            "commit them, or remove it with force=True to drop them"
+        )

@@ -15,6 +15,7 @@ from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
+from ._worktrees import GitWorktree
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -124,6 +125,12 @@ def _absolute_directory(key: str, value: object) -> str | None:
     return value
 
 
+def _workspace(key: str, value: object) -> GitWorktree | None:
+    if value is not None and not isinstance(value, GitWorktree):
+        raise InvalidOptions(key, value, "must be an agentrt.GitWorktree, or None (no workspace)")
+    return value
+
+
 # Each option's check: called with its key and the value given, it returns the value to
 # keep or raises InvalidOptions naming the key.
 Check = Callable[[str, object], Any]
@@ -204,6 +211,9 @@ class AgentOptions:
     # default_cli_homes()), its transcript carried in the store.
     portable: bool = attrs.field(default=False, metadata=_checked_by(_flag))
     cli_homes: str | None = attrs.field(default=None, metadata=_checked_by(_absolute_directory))
+    # A git worktree of the agent's own, owned by its record in the store (_workspaces):
+    # its CLI runs there (so ``cwd`` is refused beside it).
+    workspace: GitWorktree | None = attrs.field(default=None, metadata=_checked_by(_workspace))
 
 
 _CHECKS: dict[str, Check] = {

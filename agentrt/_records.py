@@ -95,3 +95,18 @@ class StoredTranscript:
     session_id: str
     path: str
     data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
+
+
+@attrs.frozen(kw_only=True)
+class StoredWorkspace:
+    """An agent's git worktree as its record in the store keeps it: the repository (its
+    main worktree's top directory), the worktree's path, its branch, the base it was made
+    from (None: the repository's HEAD then, or a branch that already existed), and the
+    node whose runtime made it (a path means something on that node's disks)."""
+
+    name: str
+    repo: str
+    path: str
+    branch: str
+    base: str | None
+    node: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -15,7 +15,7 @@ import trio
 
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
-from ._arguments import check_ref, wrong_type
+from ._arguments import check_name, check_ref, wrong_type
 from ._cluster._ownership import (
     DEFAULT_LEASE_TTL,
     Ownership,
@@ -27,11 +27,12 @@ from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
+from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime, WorkspaceError
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host
 from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
+from ._records import StoredWorkspace
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._stores._protocols import (
@@ -40,6 +41,7 @@ from ._stores._protocols import (
     SessionStore,
     SpecStore,
     StoreCapabilities,
+    WorkspaceStore,
     lacks,
 )
 from ._stores._sqlite import SQLiteStore, default_store_path
@@ -48,6 +50,7 @@ from ._supervisor import AgentFactory, Context, Supervisor
 from ._telemetry import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
+from ._workspaces import Workspace, list_workspaces, remove_workspace
 from .backend import Backend
 
 _current: contextvars.ContextVar[Runtime] = contextvars.ContextVar("agentrt_runtime")
@@ -317,6 +320,49 @@ class Runtime(metaclass=NoPublicConstructor):
 
         Cancellation: the agent still stops; only the wait for it is cut short."""
         await self._resolve(name).stop_agent()
+
+    async def workspaces(self) -> Sequence[Workspace]:
+        """Every agent's workspace the store holds (`Workspace`: its record, whether its
+        worktree exists on this node, its uncommitted changes), by name: those of agents
+        that are not running, or that a dead program left, too (nothing deletes one but
+        `remove_workspace`). Raises `InvalidOptions` on a store without workspaces."""
+        return await list_workspaces(self._workspace_store())
+
+    async def remove_workspace(self, name: str, *, force: bool = False) -> StoredWorkspace:
+        """Remove agent ``name``'s worktree and forget it; its branch stays, with every
+        commit. Returns what was removed. Refused while the agent runs (here, or in another
+        runtime that holds its lease: `WorkspaceError`) and, unless ``force``, while the
+        worktree has uncommitted changes (`UncommittedChanges`, listing them).
+        `WorkspaceError` also when the store holds no workspace for ``name`` or git refuses.
+
+        Cancellation: git is killed; the worktree is either kept and recorded, or removed
+        (forgotten once the store is written)."""
+        store = self._workspace_store()
+        check_name(name)
+        if name in self._context.children or name in self._context.starting:
+            raise WorkspaceError(
+                f"of agent {name!r}", "the agent is running in this runtime; stop_agent first"
+            )
+        leases = self._context.capabilities.leases
+        if leases is not None:
+            lease = next((lease for lease in await leases.leases() if lease.name == name), None)
+            if lease is not None and lease.held and lease.owner is not None:
+                owner = lease.owner
+                raise WorkspaceError(
+                    f"of agent {name!r}",
+                    f"the agent is running on node {owner.node!r} (pid {owner.pid}); stop it "
+                    "there first",
+                )
+        return await remove_workspace(store, name, force=force)
+
+    def _workspace_store(self) -> WorkspaceStore:
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        store = self._context.capabilities.workspaces
+        if store is None:
+            why = lacks(self.store, WorkspaceStore, "workspaces")
+            raise InvalidOptions("store", type(self.store).__name__, why)
+        return store
 
     def statistics(self) -> RuntimeStatistics:
         """How many agents run, how many turns hold a process slot, how many wait for one."""

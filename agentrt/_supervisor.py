@@ -59,7 +59,7 @@ from ._options import (
     split_options,
 )
 from ._portable import portable_options
-from ._records import SessionRecord
+from ._records import SessionRecord, StoredWorkspace
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
@@ -69,11 +69,13 @@ from ._stores._protocols import (
     SpecStore,
     StoreCapabilities,
     TranscriptStore,
+    WorkspaceStore,
     lacks,
 )
 from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
+from ._workspaces import prepare_workspace
 from .backend import AppToolsBackend, Backend
 
 logger = logging.getLogger("agentrt")
@@ -154,6 +156,21 @@ def _check_store(context: Context, name: str, options: AgentOptions) -> SpecStor
     if options.failover and capabilities.specs is None:
         raise InvalidOptions("failover", True, lacks(store, SpecStore, f"agent {name!r}: failover"))
     return capabilities.specs
+
+
+async def _workspace_of(
+    context: Context, name: str, options: AgentOptions
+) -> StoredWorkspace | None:
+    """The worktree the agent's record owns (made now, or found again), or None without
+    ``workspace``; a store that cannot keep one refuses it."""
+    if options.workspace is None:
+        return None
+    store = context.capabilities.workspaces
+    if store is None:
+        why = lacks(context.store, WorkspaceStore, f"agent {name!r}: workspace")
+        raise InvalidOptions("workspace", options.workspace, why)
+    node = context.ownership.owner.node
+    return await prepare_workspace(store, name, options.workspace, node=node)
 
 
 def _check_live_records(context: Context, name: str, mode: Mode) -> None:
@@ -362,8 +379,15 @@ class Supervisor(metaclass=NoPublicConstructor):
         agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
-        spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
+        resolved = resolve_backend(backend)
         specs = _check_store(context, name, agent_options)
+        if agent_options.workspace is not None and "cwd" in rest:
+            raise InvalidOptions(
+                "workspace",
+                agent_options.workspace,
+                f"cwd={rest['cwd']!r} and workspace together: the agent's CLI runs in its "
+                "workspace's worktree; give one of them",
+            )
         stored = None
         if specs is not None:
             stored = stored_spec(name, agent, backend, options, agent_options.failover)
@@ -372,6 +396,10 @@ class Supervisor(metaclass=NoPublicConstructor):
         binding: ToolBinding | None = None
         started = False
         try:
+            workspace = await _workspace_of(context, name, agent_options)
+            if workspace is not None:
+                rest = {**rest, "cwd": workspace.path}
+            spec = AgentSpec(agent, resolved, rest, agent_options)
             # The mode first: what the store must hold for it, and whether the fence
             # guard must watch this agent's processes.
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
@@ -379,6 +407,9 @@ class Supervisor(metaclass=NoPublicConstructor):
             await ownership.acquire(name, runs_processes=mode.runs_processes)
             record = None if resume is False else await store.load(name)
             cwd = working_directory(backend_options)
+            if workspace is not None and cwd != workspace.path:
+                why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
+                raise InvalidOptions("workspace", agent_options.workspace, why)
             session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
             resumes_record = record is not None and session_id == record.session_id
             totals = record.session_totals if record and resumes_record else NO_TOTALS

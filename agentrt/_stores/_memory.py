@@ -11,7 +11,14 @@ import trio
 
 from .._errors import StoreError
 from .._events import NO_TOTALS, Usage
-from .._records import Lease, LeaseOwner, SessionRecord, SessionRow, StoredTranscript
+from .._records import (
+    Lease,
+    LeaseOwner,
+    SessionRecord,
+    SessionRow,
+    StoredTranscript,
+    StoredWorkspace,
+)
 from ._protocols import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
 from ._transcripts import MemoryTranscripts
 
@@ -35,6 +42,7 @@ class _Tables:
     transcripts: MemoryTranscripts = attrs.field(factory=MemoryTranscripts)
     # Supervisor specs by name, in start order (a replaced spec keeps its place).
     specs: dict[str, str] = attrs.field(factory=dict)
+    workspaces: dict[str, StoredWorkspace] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -247,6 +255,20 @@ class MemoryStore(ClosedOnExit):
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
+
+    async def save_workspace(self, workspace: StoredWorkspace) -> None:
+        await self._enter()
+        self._fence(workspace.name)
+        self._tables.workspaces[workspace.name] = workspace
+
+    async def drop_workspace(self, name: str) -> bool:
+        await self._enter()
+        self._fence(name)
+        return self._tables.workspaces.pop(name, None) is not None
+
+    async def workspaces(self) -> Sequence[StoredWorkspace]:
+        await self._enter()
+        return tuple(w for _, w in sorted(self._tables.workspaces.items()))
 
     async def append_transcript(
         self, name: str, *, session_id: str, path: str, offset: int, data: bytes

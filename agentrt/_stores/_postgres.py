@@ -15,6 +15,7 @@ from .._redact import redact
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
     import psycopg
@@ -114,6 +115,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE sessions ADD COLUMN live_idle BOOLEAN NOT NULL DEFAULT FALSE",
         "ALTER TABLE sessions ADD COLUMN session_turns BIGINT NOT NULL DEFAULT 0",
     ),
+    # The git worktree each agent's record owns.
+    (CREATE_WORKSPACES,),
 )
 
 _UPSERT_SESSION = """
@@ -195,7 +198,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlTranscripts, SqlSessions):
+class PostgresStore(SqlWorkspaces, SqlTranscripts, SqlSessions):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 

@@ -16,6 +16,7 @@ SpecStore           save_spec, specs                             failover, ``hos
 TranscriptStore     append_transcript, load_transcript           ``portable=True``
 RoutingStore        router                                       calls to agents other
                                                                  runtimes own
+WorkspaceStore      save_workspace, drop_workspace, workspaces   ``workspace=``
 =================== ============================================ =========================
 """
 
@@ -31,7 +32,7 @@ import trio
 
 from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from .._events import StopReason, Usage
-from .._records import Lease, LeaseOwner, SessionRecord, StoredTranscript
+from .._records import Lease, LeaseOwner, SessionRecord, StoredTranscript, StoredWorkspace
 from .._redact import redact
 
 NO_USAGE = Usage()
@@ -237,6 +238,28 @@ class TranscriptStore(Protocol):
         ...
 
 
+@runtime_checkable
+class WorkspaceStore(Protocol):
+    """The git worktree each agent's record owns (``start_agent(workspace=...)``), which a
+    restart, a resume and a host taking the agent over use again. Kept apart from the
+    session row: `SessionStore.forget` leaves it (a worktree may hold work). Without it
+    ``workspace=`` is refused."""
+
+    async def save_workspace(self, workspace: StoredWorkspace) -> None:
+        """Store (or replace) the workspace of ``workspace.name``. Needs no session row.
+        Fenced."""
+        ...
+
+    async def drop_workspace(self, name: str) -> bool:
+        """Forget the workspace of ``name`` (the worktree itself is git's); whether there
+        was one. Fenced."""
+        ...
+
+    async def workspaces(self) -> Sequence[StoredWorkspace]:
+        """Every stored workspace, by name."""
+        ...
+
+
 # A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
 # synchronous call (made at once), or the awaitable of an async one.
 Serve = Callable[[str, str, tuple[Any, ...]], object]
@@ -282,6 +305,7 @@ class StoreCapabilities:
     specs: SpecStore | None
     transcripts: TranscriptStore | None
     routing: RoutingStore | None
+    workspaces: WorkspaceStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
@@ -291,6 +315,7 @@ class StoreCapabilities:
             specs=store if isinstance(store, SpecStore) else None,
             transcripts=store if isinstance(store, TranscriptStore) else None,
             routing=store if isinstance(store, RoutingStore) else None,
+            workspaces=store if isinstance(store, WorkspaceStore) else None,
         )
 
 

@@ -18,6 +18,7 @@ from .._redact import redact
 from ._protocols import check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -140,6 +141,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE sessions ADD COLUMN live_idle INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE sessions ADD COLUMN session_turns INTEGER NOT NULL DEFAULT 0",
     ),
+    # The git worktree each agent's record owns.
+    (CREATE_WORKSPACES,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -214,7 +217,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlTranscripts, SqlSessions):
+class SQLiteStore(SqlWorkspaces, SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
