@@ -24,8 +24,8 @@
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _mailbox _portable _recorder _slot _tool_server
-#     _workspaces
+#     _actor _agent _approvals _arguments _budgets _mailbox _portable _recorder _slot
+#     _tool_server _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
@@ -78,6 +78,7 @@ from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import BranchInUse as BranchInUse
+from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -159,6 +160,7 @@ __all__ = [
     "BackendNotFound",
     "Block",
     "BranchInUse",
+    "BudgetExceeded",
     "Completed",
     "Crash",
     "CurrentRequest",

@@ -32,7 +32,7 @@ from ._asks import Ask
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
-from ._errors import AgentStopped, TurnFailed
+from ._errors import AgentStopped, BudgetExceeded, TurnFailed
 from ._events import (
     ErrorEvent,
     Event,
@@ -51,7 +51,7 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, TranscriptStore
-from ._telemetry import AgentLogs, TurnTrace
+from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
 from ._turn import FrameSource, InProcessSource, Turn
 from .backend import Backend, PortableBackend
 
@@ -260,6 +260,7 @@ class Actor:
             tracker=self.tracker,
             records=self._recorder,
             nursery=nursery,
+            run_budget=self.slot.budgets.left_usd,
         )
 
     @asynccontextmanager
@@ -300,6 +301,10 @@ class Actor:
     async def _process(self, request: Request) -> None:
         slot = self.slot
         prompt = request.prompt
+        spent = slot.budgets.exceeded(slot.name)
+        if spent is not None:
+            self._refuse(request, spent)
+            return
         if "pre_turn" in self._overrides:
             decision = await self._decide("pre_turn", prompt)
             if isinstance(decision, Halt | Stop):
@@ -338,6 +343,17 @@ class Actor:
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halted = True
+
+    def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
+        """No turn past a budget: the request fails with it, the agent halts, the rest of
+        its queue waits."""
+        slot = self.slot
+        logger.warning("%s", spent, extra={"agent": self.name})
+        count_budget_refusal(self.name, self.backend.name)
+        slot.current = None
+        request.outcome = spent
+        slot.mailbox.settle(request, None)
+        slot.halted = True
 
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         slot = self.slot

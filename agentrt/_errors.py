@@ -223,3 +223,23 @@ class UncommittedChanges(AgentRTError):
             f"the workspace of agent {name!r} at {path} has uncommitted changes ({shown}); "
             "commit them, or remove it with force=True to drop them"
         )
+
+
+class BudgetExceeded(AgentRTError):
+    """A turn was not started: ``spent`` has reached ``budget`` (``unit`` ``"usd"`` or
+    ``"tokens"``) of the agent's own budget or of its supervisor's or runtime's
+    (``scope``: ``"agent 'x'"``, ``"supervisor"``, ``"runtime"``). The agent is halted,
+    its queue kept; `Runtime.unhalt` lets it try again (and fail again while over)."""
+
+    def __init__(self, name: str, scope: str, unit: str, spent: float, budget: float) -> None:
+        self.name = name
+        self.scope = scope
+        self.unit = unit
+        self.spent = spent
+        self.budget = budget
+        shown = (
+            f"${spent:.4f} of ${budget:.4f}" if unit == "usd" else f"{spent:g} of {budget:g} tokens"
+        )
+        super().__init__(
+            f"agent {name!r}: the budget of {scope} is spent ({shown}); the agent is halted"
+        )

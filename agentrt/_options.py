@@ -131,6 +131,27 @@ def _workspace(key: str, value: object) -> GitWorktree | None:
     return value
 
 
+def budget_usd_option(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidOptions(key, value, "must be a positive number of US dollars, or None")
+    return float(value)
+
+
+def budget_tokens_option(key: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOptions(key, value, "must be an int >= 1 (tokens), or None")
+    return value
+
+
 # Each option's check: called with its key and the value given, it returns the value to
 # keep or raises InvalidOptions naming the key.
 Check = Callable[[str, object], Any]
@@ -214,6 +235,12 @@ class AgentOptions:
     # A git worktree of the agent's own, owned by its record in the store (_workspaces):
     # its CLI runs there (so ``cwd`` is refused beside it).
     workspace: GitWorktree | None = attrs.field(default=None, metadata=_checked_by(_workspace))
+    # The agent's own budgets (_budgets), counted from its stored totals: no turn starts
+    # once one is spent.
+    budget_usd: float | None = attrs.field(default=None, metadata=_checked_by(budget_usd_option))
+    budget_tokens: int | None = attrs.field(
+        default=None, metadata=_checked_by(budget_tokens_option)
+    )
 
 
 _CHECKS: dict[str, Check] = {

@@ -181,6 +181,7 @@ class Recorder:
         cost, usage = outcome.cost_usd, outcome.usage
         slot = self.slot
         slot.session_totals = slot.session_totals.add(usage, cost)
+        slot.budgets.charge(slot.name, cost, usage)
         if slot.unclaimed:
             return  # the turn never started: nothing to record
         try:

@@ -16,6 +16,7 @@ import trio
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
 from ._arguments import check_name, check_ref, wrong_type
+from ._budgets import Budget
 from ._cluster._ownership import (
     DEFAULT_LEASE_TTL,
     Ownership,
@@ -31,7 +32,14 @@ from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime, Wor
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host
-from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
+from ._options import (
+    DEFAULT_OPTIONS,
+    budget_tokens_option,
+    budget_usd_option,
+    intensity_option,
+    kill_grace_option,
+    strategy_option,
+)
 from ._records import StoredWorkspace
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
@@ -162,10 +170,13 @@ class Runtime(metaclass=NoPublicConstructor):
         period: float = 5.0,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
     ) -> AsyncIterator[Supervisor]:
         """Open a nested supervisor, owned by the calling task; start agents under it with
-        `Supervisor.start_agent`. ``strategy`` and the intensity arguments are as for
-        `open_runtime`.
+        `Supervisor.start_agent`. ``strategy``, the intensity arguments and the budgets
+        (``budget_usd``, ``budget_tokens``: for the agents started under it, on top of the
+        runtime's) are as for `open_runtime`.
 
         On leaving the block its agents are stopped (waiters get `AgentStopped`). When it
         gives up (more than ``max_restarts`` restarts in ``period`` seconds) it stops its
@@ -181,9 +192,14 @@ class Runtime(metaclass=NoPublicConstructor):
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
+        budgets = self._root.budget(
+            usd=budget_usd_option("budget_usd", budget_usd),
+            tokens=budget_tokens_option("budget_tokens", budget_tokens),
+            scope="supervisor",
+        )
         with collapse_exception_groups():
             async with trio.open_nursery() as nursery:
-                supervisor = Supervisor._create(context, nursery, chosen, intensity)
+                supervisor = Supervisor._create(context, nursery, chosen, intensity, budgets)
                 await nursery.start(supervisor._run)
                 try:
                     yield supervisor
@@ -397,6 +413,8 @@ async def open_runtime(
     lease_ttl: float | None = None,
     kill_grace: float = DEFAULT_OPTIONS.kill_grace,
     host_agents: bool = False,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -445,6 +463,13 @@ async def open_runtime(
     of an owned agent carries its lease's epoch and is refused (`LeaseLost`) once another
     runtime has taken the lease.
 
+    Budgets: ``budget_usd`` (US dollars) and ``budget_tokens`` (input, output and cache
+    writes) cover every agent started in the runtime, counted from what the store holds for
+    each name plus its turns since; an agent's own (``start_agent(budget_usd=...)``) and a
+    supervisor's (`open_supervisor`) count beside them. No turn starts once one is spent: the
+    request fails with `BudgetExceeded` and the agent halts, its queue kept. A turn of a
+    backend with a per-run limit (Claude's ``--max-budget-usd``) gets what is left.
+
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
     an agent out, ``failover=True`` refuses one whose spec cannot be stored). With
@@ -474,6 +499,11 @@ async def open_runtime(
     defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
     if not isinstance(host_agents, bool):
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
+    runtime_budget = Budget(
+        "runtime",
+        budget_usd_option("budget_usd", budget_usd),
+        budget_tokens_option("budget_tokens", budget_tokens),
+    )
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     capabilities = StoreCapabilities.of(opened)
@@ -511,7 +541,8 @@ async def open_runtime(
                             defaults,
                         )
                         track_runtime(context)
-                        root = Supervisor._create(context, nursery, chosen, intensity)
+                        budgets = (runtime_budget,) if runtime_budget.limited else ()
+                        root = Supervisor._create(context, nursery, chosen, intensity, budgets)
                         await nursery.start(root._run)
                         router = None
                         if capabilities.routing is not None:

@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from ._arguments import check_prompt
+from ._budgets import NO_BUDGETS, Budgets
 from ._errors import AgentBusy
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
@@ -45,6 +46,8 @@ class Slot:
     # backend): the first turn that starts writes it, with the state; until then nothing
     # is written, so a turn that cannot even spawn its CLI changes nothing stored.
     unclaimed: bool = False
+    # The budgets its turns count against, its own first (always there, maybe unlimited).
+    budgets: Budgets = NO_BUDGETS
     turns: int = 0
     restarts: int = 0
     halted: bool = False
@@ -234,4 +237,16 @@ class Slot:
             session_id=self.session_id,
             restarts=self.restarts,
             cli_pid=self.cli_pid,
+            **self._spending(),
         )
+
+    def _spending(self) -> dict[str, Any]:
+        chain = self.budgets.chain
+        if not chain:
+            return {}
+        return {
+            "spent_usd": chain[0].spent_usd,
+            "spent_tokens": chain[0].spent_tokens,
+            "budget_left_usd": self.budgets.left_usd(),
+            "budget_left_tokens": self.budgets.left_tokens(),
+        }

@@ -34,6 +34,7 @@ from ._address import LocalAgent
 from ._agent import Agent, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
+from ._budgets import Budget, Budgets
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
@@ -215,6 +216,10 @@ class Context:
     def queued(self) -> list[tuple[str, int]]:
         return [(name, child.slot.mailbox.queued) for name, child in list(self.children.items())]
 
+    def budgets_left(self) -> list[tuple[str, float]]:
+        slots = [(name, child.slot.budgets) for name, child in list(self.children.items())]
+        return [(name, left) for name, budgets in slots if (left := budgets.left_usd()) is not None]
+
 
 @attrs.define(eq=False)
 class Child:
@@ -298,8 +303,11 @@ class Supervisor(metaclass=NoPublicConstructor):
         nursery: trio.Nursery,
         strategy: Strategy,
         intensity: RestartIntensity,
+        budgets: tuple[Budget, ...] = (),
     ) -> None:
         self._context = context
+        # Its own budget (if it has one) and those of the supervisors above it.
+        self._budgets = budgets
         self.strategy = strategy
         self._nursery = nursery
         self._intensity = intensity
@@ -405,7 +413,10 @@ class Supervisor(metaclass=NoPublicConstructor):
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
             _check_live_records(context, name, mode)
             await ownership.acquire(name, runs_processes=mode.runs_processes)
-            record = None if resume is False else await store.load(name)
+            # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
+            # which its budgets count.
+            loaded = await store.load(name)
+            record = None if resume is False else loaded
             cwd = working_directory(backend_options)
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
@@ -444,6 +455,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 session_totals=totals,
                 state_blob=blob,
                 unclaimed=unclaimed,
+                budgets=self._agent_budgets(name, agent_options, loaded),
             )
             child = Child(spec, self, slot)
             context.children[name] = child
@@ -463,6 +475,20 @@ class Supervisor(metaclass=NoPublicConstructor):
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
+
+    def _agent_budgets(
+        self, name: str, options: AgentOptions, record: SessionRecord | None
+    ) -> Budgets:
+        own = Budget(f"agent {name!r}", options.budget_usd, options.budget_tokens)
+        budgets = Budgets((own, *self._budgets))
+        budgets.enter(name, record)
+        return budgets
+
+    def budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
+        """The budgets of a supervisor opened under this one (its own, if it has a limit,
+        then this one's)."""
+        own = Budget(scope, usd, tokens)
+        return (own, *self._budgets) if own.limited else self._budgets
 
     def _check_open(self) -> None:
         if self._context.closed:

@@ -77,6 +77,7 @@ __all__ = [
     "LiveProtocol",
     "PortableBackend",
     "ProtocolError",
+    "RunBudgetBackend",
     "SecretFile",
     "SessionTotals",
     "ToolApproval",
@@ -314,6 +315,17 @@ class AppToolsBackend(Protocol):
     def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
         """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
         connects to ``server`` with its token and may call its tools without asking."""
+        ...
+
+
+@runtime_checkable
+class RunBudgetBackend(Protocol):
+    """A backend whose CLI takes a cost limit per run (Claude's ``--max-budget-usd``): a
+    turn of an agent under a budget gets what is left of it, so it cannot run far past."""
+
+    def with_run_budget(self, options: Any, usd: float) -> Any:
+        """``options`` changed so the CLI stops spending at ``usd`` (or at the limit the
+        options had, if lower)."""
         ...
 
 

@@ -29,6 +29,8 @@ from agentrt import (
     AgentStatus,
     AgentStopped,
     BackendNotFound,
+    BranchInUse,
+    BudgetExceeded,
     Completed,
     Crash,
     CurrentRequest,
@@ -51,8 +53,10 @@ from agentrt import (
     StopReason,
     StoreError,
     TurnFailed,
+    UncommittedChanges,
     Usage,
     Withdrawn,
+    WorkspaceError,
 )
 from agentrt._stores import _route_codec as codec
 from agentrt.backend import ExitStatus
@@ -109,6 +113,10 @@ ERRORS: tuple[AgentRTError, ...] = (
     BackendNotFound("cluade", ("claude", "codex")),
     RoutingError("x", "ask", "a bad row"),
     ProcessFailure(StopReason.STARTUP_TIMEOUT, "no output"),
+    BudgetExceeded("x", "runtime", "usd", 1.25, 1.0),
+    WorkspaceError("/r.worktrees/x", "git refused"),
+    BranchInUse("/r", "agentrt/x", "agent 'y'"),
+    UncommittedChanges("x", "/r.worktrees/x", (" M a.txt", "?? b.txt")),
 )
 
 STATUS = AgentStatus(
@@ -125,6 +133,10 @@ STATUS = AgentStatus(
     session_id="sid",
     restarts=2,
     cli_pid=4242,
+    spent_usd=1.5,
+    spent_tokens=300,
+    budget_left_usd=0.5,
+    budget_left_tokens=None,
 )
 
 

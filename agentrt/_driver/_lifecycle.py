@@ -32,7 +32,7 @@ from .._alarm import Alarm
 from .._asks import Ask
 from .._events import SessionTotals
 from .._telemetry import record_warm_process
-from ..backend import Backend, Command, ExitStatus, LiveBackend, Translator
+from ..backend import Backend, Command, ExitStatus, LiveBackend, RunBudgetBackend, Translator
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
@@ -92,6 +92,7 @@ class CliLifecycle:
         "_live",
         "_nursery",
         "_records",
+        "_run_budget",
         "_slots",
         "_tracker",
     )
@@ -108,6 +109,7 @@ class CliLifecycle:
         tracker: ProcessTracker | None,
         records: ProcessRecords,
         nursery: trio.Nursery | None = None,
+        run_budget: Callable[[], float | None] = lambda: None,
     ) -> None:
         assert live is None or (nursery is not None and isinstance(backend, LiveBackend))
         self._agent = agent
@@ -119,6 +121,8 @@ class CliLifecycle:
         self._tracker = tracker
         self._records = records
         self._nursery = nursery
+        # What is left of the agent's USD budgets when a CLI process starts (None: none).
+        self._run_budget = run_budget
         # The live process, while one runs; and the one task that watches the bounds of
         # every turn on it (started with the first turn).
         self._cli: WarmCli | None = None
@@ -145,6 +149,16 @@ class CliLifecycle:
         if self._live is None:
             return _OneShotChannel(self, prompt, session_id, baseline, watch)
         return _LiveChannel(self, self._live, prompt, session_id, baseline, watch, retry)
+
+    def options_now(self) -> Any:
+        """The backend options for a CLI process starting now: with what is left of the
+        agent's budget as the CLI's own limit, where the backend takes one. (A warm CLI
+        keeps the limit it started with, which counts its own spending since.)"""
+        left = self._run_budget()
+        backend = self._backend
+        if left is None or not isinstance(backend, RunBudgetBackend):
+            return self._backend_options
+        return backend.with_run_budget(self._backend_options, left)
 
     async def aclose(self) -> None:
         """End the live process, if any (the instance ends)."""
@@ -207,7 +221,7 @@ class CliLifecycle:
         backend = self._backend
         assert live is not None and isinstance(backend, LiveBackend)
         protocol = backend.live(
-            self._backend_options,
+            self.options_now(),
             session_id=session_id,
             approvals=live.approvals,
             hooks=live.hooks,
@@ -290,7 +304,7 @@ class _OneShotChannel:
         baseline: SessionTotals | None,
         watch: TurnWatch,
     ) -> None:
-        backend, options = lifecycle._backend, lifecycle._backend_options
+        backend, options = lifecycle._backend, lifecycle.options_now()
         self.command: Command = backend.command(options, prompt, session_id=session_id)
         self.translator: Translator | None = backend.translator(options, baseline=baseline)
         limits = lifecycle._limits

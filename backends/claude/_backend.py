@@ -81,6 +81,11 @@ class ClaudeBackend:
         """``projects/*/<session id>.jsonl``."""
         return transcript_pattern(session_id)
 
+    def with_run_budget(self, options: ClaudeOptions, usd: float) -> ClaudeOptions:
+        """``--max-budget-usd``: the lower of ``usd`` and the options' own."""
+        own = options.max_budget_usd
+        return attrs.evolve(options, max_budget_usd=usd if own is None else min(own, usd))
+
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)
         naming the HTTP server with its ``Authorization`` header, its tools allowed
