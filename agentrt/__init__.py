@@ -24,8 +24,8 @@
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _budgets _mailbox _portable _recorder _slot
-#     _tool_server _workspaces
+#     _actor _agent _approvals _arguments _budgets _forks _mailbox _portable _recorder
+#     _slot _tool_server _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
 #     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios

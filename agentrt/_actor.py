@@ -53,7 +53,7 @@ from ._status import AgentHandle
 from ._stores._protocols import SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
 from ._turn import FrameSource, InProcessSource, Turn
-from .backend import Backend, PortableBackend
+from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
@@ -260,8 +260,21 @@ class Actor:
             tracker=self.tracker,
             records=self._recorder,
             nursery=nursery,
-            run_budget=self.slot.budgets.left_usd,
+            turn_options=self._turn_options,
         )
+
+    def _turn_options(self, options: Any) -> Any:
+        """The options of a CLI process starting now: with what is left of the agent's
+        budgets as the CLI's own limit, where the backend takes one (a warm CLI keeps the
+        limit it started with, which counts its own spending since); forking the session
+        it resumes while the agent is a fork that has no session of its own yet."""
+        slot, backend = self.slot, self.backend
+        left = slot.budgets.left_usd()
+        if left is not None and isinstance(backend, RunBudgetBackend):
+            options = backend.with_run_budget(options, left)
+        if slot.forking and isinstance(backend, ForkBackend):
+            options = backend.with_fork(options)
+        return options
 
     @asynccontextmanager
     async def _warm_process(self) -> AsyncIterator[None]:
@@ -370,7 +383,7 @@ class Actor:
         slot.turn = turn = Turn(
             prompt,
             self.options,
-            slot.session_id,
+            slot.resumed_session,
             slot.session_totals if slot.session_id is not None else None,
             source,
             _TurnHost(self),

@@ -90,6 +90,7 @@ class Recorder:
         if session_id != slot.session_id:
             slot.session_totals = NO_TOTALS
         slot.session_id = session_id
+        slot.fork_source = None  # a fork has its own session now
         try:
             if slot.unclaimed:
                 await self._claim()

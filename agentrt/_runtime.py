@@ -151,6 +151,7 @@ class Runtime(metaclass=NoPublicConstructor):
         name: str,
         backend: str | Backend,
         resume: str | bool = "auto",
+        fork_from: str | None = None,
         **options: Any,
     ) -> AgentHandle:
         """Start an agent named ``name`` under the root supervisor; see
@@ -158,7 +159,7 @@ class Runtime(metaclass=NoPublicConstructor):
 
         Cancellation: safe; a cancelled start leaves no agent behind."""
         return await self._root.start_agent(
-            agent, name=name, backend=backend, resume=resume, **options
+            agent, name=name, backend=backend, resume=resume, fork_from=fork_from, **options
         )
 
     @asynccontextmanager

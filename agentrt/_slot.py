@@ -37,6 +37,9 @@ class Slot:
     # The working directory the CLI runs in (absolute): where it keeps the transcript.
     cwd: str | None
     session_id: str | None = None
+    # A fork (start_agent(fork_from=...)) before its first session: the session its first
+    # turn forks; cleared once the fork's own session id is checkpointed.
+    fork_source: str | None = None
     # What this session's turns reported so far; zero for a new session.
     session_totals: SessionTotals = NO_TOTALS
     # The last state blob saved (restored or checkpointed), so unchanged state is not
@@ -71,6 +74,16 @@ class Slot:
         return self.mailbox.name
 
     # --- used by the running instance -------------------------------------------------
+
+    @property
+    def forking(self) -> bool:
+        """Whether the next turn forks `fork_source` rather than resuming a session."""
+        return self.session_id is None and self.fork_source is not None
+
+    @property
+    def resumed_session(self) -> str | None:
+        """The session the next turn resumes (or forks)."""
+        return self.fork_source if self.forking else self.session_id
 
     def begin(self, request: Request) -> None:
         self.current = request

@@ -49,6 +49,7 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
+from ._forks import check_fork_from, fork_source
 from ._logs import log_error
 from ._mailbox import Mailbox
 from ._mode import Mode, choose_mode
@@ -160,18 +161,24 @@ def _check_store(context: Context, name: str, options: AgentOptions) -> SpecStor
 
 
 async def _workspace_of(
-    context: Context, name: str, options: AgentOptions
+    context: Context, name: str, options: AgentOptions, fork_from: str | None
 ) -> StoredWorkspace | None:
     """The worktree the agent's record owns (made now, or found again), or None without
-    ``workspace``; a store that cannot keep one refuses it."""
-    if options.workspace is None:
+    ``workspace``; a store that cannot keep one refuses it. A fork's new worktree branches
+    from the original agent's branch, unless the workspace names its own base."""
+    asked = options.workspace
+    if asked is None:
         return None
     store = context.capabilities.workspaces
     if store is None:
         why = lacks(context.store, WorkspaceStore, f"agent {name!r}: workspace")
-        raise InvalidOptions("workspace", options.workspace, why)
+        raise InvalidOptions("workspace", asked, why)
+    if fork_from is not None and asked.base is None:
+        original = next((w for w in await store.workspaces() if w.name == fork_from), None)
+        if original is not None:
+            asked = attrs.evolve(asked, base=original.branch)
     node = context.ownership.owner.node
-    return await prepare_workspace(store, name, options.workspace, node=node)
+    return await prepare_workspace(store, name, asked, node=node)
 
 
 def _check_live_records(context: Context, name: str, mode: Mode) -> None:
@@ -338,6 +345,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         name: str,
         backend: str | Backend,
         resume: str | bool = "auto",
+        fork_from: str | None = None,
         **options: Any,
     ) -> AgentHandle:
         """Start an agent named ``name`` under this supervisor and return its handle.
@@ -357,6 +365,11 @@ class Supervisor(metaclass=NoPublicConstructor):
         finds its transcript by cwd); ``resume=False`` is the way past that. The runtime's
         session id always wins over a backend's own first-turn option (Claude's
         ``resume``/``session_id``, which only ``init_agent`` can still return).
+
+        ``fork_from`` (an agent's name, or a session id) starts the agent on a copy of that
+        conversation (the backend must implement `agentrt.backend.ForkBackend`; the original
+        is left as it was); see docs/workspaces.md, as for ``workspace`` (a `GitWorktree`:
+        the agent's own git worktree and branch) and ``budget_usd`` / ``budget_tokens``.
 
         The runtime's own options are those of the README's table of runtime options: the
         turn's bounds (``watchdog``, ``startup``, ...), retention, the mailbox's limits,
@@ -383,6 +396,8 @@ class Supervisor(metaclass=NoPublicConstructor):
         check_name(name)
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
+        if fork_from is not None:
+            fork_from = check_fork_from(fork_from, resume)
         resume = resume_option(resume)
         agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
@@ -404,7 +419,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         binding: ToolBinding | None = None
         started = False
         try:
-            workspace = await _workspace_of(context, name, agent_options)
+            workspace = await _workspace_of(context, name, agent_options, fork_from)
             if workspace is not None:
                 rest = {**rest, "cwd": workspace.path}
             spec = AgentSpec(agent, resolved, rest, agent_options)
@@ -421,7 +436,22 @@ class Supervisor(metaclass=NoPublicConstructor):
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
                 raise InvalidOptions("workspace", agent_options.workspace, why)
-            session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            forked = None
+            if fork_from is None:
+                session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            else:
+                source = await store.load(fork_from) if fork_from != name else None
+                forked = await fork_source(
+                    name,
+                    fork_from,
+                    backend=spec.backend,
+                    options=backend_options,
+                    mode=mode,
+                    cwd=cwd,
+                    own=loaded,
+                    source=source,
+                )
+                session_id, blob = None, None
             resumes_record = record is not None and session_id == record.session_id
             totals = record.session_totals if record and resumes_record else NO_TOTALS
             if blob is not None:
@@ -456,6 +486,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 state_blob=blob,
                 unclaimed=unclaimed,
                 budgets=self._agent_budgets(name, agent_options, loaded),
+                fork_source=forked,
             )
             child = Child(spec, self, slot)
             context.children[name] = child

@@ -70,6 +70,7 @@ __all__ = [
     "Command",
     "EnvPolicy",
     "ExitStatus",
+    "ForkBackend",
     "FrameRole",
     "HookCall",
     "InProcessBackend",
@@ -315,6 +316,23 @@ class AppToolsBackend(Protocol):
     def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
         """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
         connects to ``server`` with its token and may call its tools without asking."""
+        ...
+
+
+@runtime_checkable
+class ForkBackend(Protocol):
+    """A backend whose CLI can start a new session on a copy of another session's
+    conversation, leaving the original as it was (``start_agent(fork_from=...)``)."""
+
+    def with_fork(self, options: Any) -> Any:
+        """``options`` changed so a turn that resumes a session forks it instead: it runs
+        on a new session id, whose conversation starts as a copy of the resumed one's."""
+        ...
+
+    def transcript_path(self, options: Any, session_id: str, cwd: str) -> str | None:
+        """Where the CLI of these options keeps the transcript of ``session_id`` made in
+        ``cwd`` (absolute), for a CLI that finds a transcript by its working directory (a
+        fork in another directory gets a copy there first); None for one that does not."""
         ...
 
 

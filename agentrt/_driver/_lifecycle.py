@@ -32,7 +32,7 @@ from .._alarm import Alarm
 from .._asks import Ask
 from .._events import SessionTotals
 from .._telemetry import record_warm_process
-from ..backend import Backend, Command, ExitStatus, LiveBackend, RunBudgetBackend, Translator
+from ..backend import Backend, Command, ExitStatus, LiveBackend, Translator
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
@@ -92,9 +92,9 @@ class CliLifecycle:
         "_live",
         "_nursery",
         "_records",
-        "_run_budget",
         "_slots",
         "_tracker",
+        "_turn_options",
     )
 
     def __init__(
@@ -109,7 +109,7 @@ class CliLifecycle:
         tracker: ProcessTracker | None,
         records: ProcessRecords,
         nursery: trio.Nursery | None = None,
-        run_budget: Callable[[], float | None] = lambda: None,
+        turn_options: Callable[[Any], Any] | None = None,
     ) -> None:
         assert live is None or (nursery is not None and isinstance(backend, LiveBackend))
         self._agent = agent
@@ -121,8 +121,9 @@ class CliLifecycle:
         self._tracker = tracker
         self._records = records
         self._nursery = nursery
-        # What is left of the agent's USD budgets when a CLI process starts (None: none).
-        self._run_budget = run_budget
+        # The options of a CLI process starting now, from the instance's (its budget left,
+        # a fork): the agent's to say.
+        self._turn_options = turn_options
         # The live process, while one runs; and the one task that watches the bounds of
         # every turn on it (started with the first turn).
         self._cli: WarmCli | None = None
@@ -151,14 +152,10 @@ class CliLifecycle:
         return _LiveChannel(self, self._live, prompt, session_id, baseline, watch, retry)
 
     def options_now(self) -> Any:
-        """The backend options for a CLI process starting now: with what is left of the
-        agent's budget as the CLI's own limit, where the backend takes one. (A warm CLI
-        keeps the limit it started with, which counts its own spending since.)"""
-        left = self._run_budget()
-        backend = self._backend
-        if left is None or not isinstance(backend, RunBudgetBackend):
+        """The backend options for a CLI process starting now."""
+        if self._turn_options is None:
             return self._backend_options
-        return backend.with_run_budget(self._backend_options, left)
+        return self._turn_options(self._backend_options)
 
     async def aclose(self) -> None:
         """End the live process, if any (the instance ends)."""

@@ -10,7 +10,7 @@ import attrs
 from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
 
 from ._command import build_command, build_version_command
-from ._home import cli_home, login_files, transcript_pattern, with_cli_home
+from ._home import cli_home, login_files, transcript_path, transcript_pattern, with_cli_home
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator
@@ -80,6 +80,14 @@ class ClaudeBackend:
     def transcript_pattern(self, session_id: str) -> str:
         """``projects/*/<session id>.jsonl``."""
         return transcript_pattern(session_id)
+
+    def with_fork(self, options: ClaudeOptions) -> ClaudeOptions:
+        """``--fork-session`` beside the ``--resume``."""
+        return attrs.evolve(options, fork_session=True)
+
+    def transcript_path(self, options: ClaudeOptions, session_id: str, cwd: str) -> str:
+        """``<CLI home>/projects/<cwd, each non-alphanumeric as "-">/<session id>.jsonl``."""
+        return transcript_path(options, session_id, cwd)
 
     def with_run_budget(self, options: ClaudeOptions, usd: float) -> ClaudeOptions:
         """``--max-budget-usd``: the lower of ``usd`` and the options' own."""

@@ -92,6 +92,7 @@ class ClaudeOptions:
     session_id: str | None = None
     continue_: bool = False
     no_session_persistence: bool = False
+    fork_session: bool = False
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -246,6 +247,7 @@ _HOOKS: dict[str, v.Check] = {
     "session_id": _uuid,
     "continue_": v.boolean,
     "no_session_persistence": _no_session_persistence,
+    "fork_session": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }
 

@@ -70,6 +70,7 @@ class CodexOptions:
     images: tuple[str, ...] = ()
     # A path, or a JSON schema object (written to a 0600 file for the turn).
     output_schema: str | JsonObject | None = attrs.field(default=None, hash=False)
+    fork_session: bool = False
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -212,6 +213,7 @@ _CHECKS = {
     "env_policy": v.choice(ENV_POLICIES),
     "images": _images,
     "output_schema": _output_schema,
+    "fork_session": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }
 KNOWN_KEYS: tuple[str, ...] = tuple(_CHECKS)
