@@ -86,7 +86,8 @@ class Budgets:
     def left_usd(self) -> float | None:
         """The least USD any budget has left (None: no USD limit)."""
         left = [b.usd - b.spent_usd for b in self.chain if b.usd is not None]
-        return max(0.0, min(left)) if left else None
+        # Rounded: the CLI is given it as a figure, without the float sums' noise.
+        return round(max(0.0, min(left)), 10) if left else None
 
     def left_tokens(self) -> int | None:
         left = [b.tokens - b.spent_tokens for b in self.chain if b.tokens is not None]

@@ -225,6 +225,11 @@ class UncommittedChanges(AgentRTError):
         )
 
 
+def _usd(amount: float) -> str:
+    # Cents from a dollar up; below, the significant digits (a turn may cost $0.00014).
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4g}"
+
+
 class BudgetExceeded(AgentRTError):
     """A turn was not started: ``spent`` has reached ``budget`` (``unit`` ``"usd"`` or
     ``"tokens"``) of the agent's own budget or of its supervisor's or runtime's
@@ -238,7 +243,9 @@ class BudgetExceeded(AgentRTError):
         self.spent = spent
         self.budget = budget
         shown = (
-            f"${spent:.4f} of ${budget:.4f}" if unit == "usd" else f"{spent:g} of {budget:g} tokens"
+            f"{_usd(spent)} of {_usd(budget)}"
+            if unit == "usd"
+            else f"{spent:g} of {budget:g} tokens"
         )
         super().__init__(
             f"agent {name!r}: the budget of {scope} is spent ({shown}); the agent is halted"

@@ -55,7 +55,7 @@ async def test_no_turn_starts_past_an_agents_budget_and_it_halts_with_its_queue(
         error = refused.value
         assert (error.name, error.scope, error.unit) == ("coder", "agent 'coder'", "usd")
         assert error.spent == pytest.approx(1.2) and error.budget == 1.0
-        assert "the budget of agent 'coder' is spent ($1.2000 of $1.0000)" in str(error)
+        assert "the budget of agent 'coder' is spent ($1.20 of $1.00)" in str(error)
         assert len(backend.calls) == 3  # the refused request never reached the backend
         queued = [await rt.tell("coder", f"later {i}") for i in range(2)]
         status = await rt.status("coder")
@@ -84,7 +84,7 @@ async def test_the_budget_counts_what_the_store_kept_across_restarts_and_resumes
         )
         assert (await rt.status("coder")).spent_usd == pytest.approx(0.6)
         await rt.ask("coder", "three")
-        with pytest.raises(BudgetExceeded, match=r"\$0.9000 of \$0.8000"):
+        with pytest.raises(BudgetExceeded, match=r"\$0.9 of \$0.8"):
             await rt.ask("coder", "four")
 
 

@@ -54,6 +54,11 @@ RUN_BY: dict[str, tuple[str, str, str | None]] = {
     "class Guarded": ("test_examples.py", "test_guardeds_story_in_one_command", "guarded.py"),
     "async def test_": ("test_readme.py", "test_the_testing_example_passes", None),
     "class Notetaker": ("test_examples.py", "test_app_tools_story_in_one_command", "app_tools.py"),
+    "workspace=agentrt.GitWorktree(repo)": (
+        "test_examples.py",
+        "test_fleets_story_in_one_command",
+        "fleet.py",
+    ),
     "OTLPSpanExporter": (
         "test_telemetry.py",
         "test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics",
