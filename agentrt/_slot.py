@@ -49,7 +49,10 @@ class Slot:
     # backend): the first turn that starts writes it, with the state; until then nothing
     # is written, so a turn that cannot even spawn its CLI changes nothing stored.
     unclaimed: bool = False
-    # The budgets its turns count against, its own first (always there, maybe unlimited).
+    # What the name has spent (the store's totals at the start, then each turn's), and
+    # the budgets with a limit its turns count against (its own first, if it has one).
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
     budgets: Budgets = NO_BUDGETS
     turns: int = 0
     restarts: int = 0
@@ -254,12 +257,9 @@ class Slot:
         )
 
     def _spending(self) -> dict[str, Any]:
-        chain = self.budgets.chain
-        if not chain:
-            return {}
         return {
-            "spent_usd": chain[0].spent_usd,
-            "spent_tokens": chain[0].spent_tokens,
+            "spent_usd": self.spent_usd,
+            "spent_tokens": self.spent_tokens,
             "budget_left_usd": self.budgets.left_usd(),
             "budget_left_tokens": self.budgets.left_tokens(),
         }

@@ -34,7 +34,7 @@ from ._address import LocalAgent
 from ._agent import Agent, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
-from ._budgets import Budget, Budgets
+from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
@@ -485,6 +485,8 @@ class Supervisor(metaclass=NoPublicConstructor):
                 session_totals=totals,
                 state_blob=blob,
                 unclaimed=unclaimed,
+                spent_usd=0.0 if loaded is None else loaded.cost_usd,
+                spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
                 budgets=self._agent_budgets(name, agent_options, loaded),
                 fork_source=forked,
             )
@@ -511,7 +513,10 @@ class Supervisor(metaclass=NoPublicConstructor):
         self, name: str, options: AgentOptions, record: SessionRecord | None
     ) -> Budgets:
         own = Budget(f"agent {name!r}", options.budget_usd, options.budget_tokens)
-        budgets = Budgets((own, *self._budgets))
+        chain = (own, *self._budgets) if own.limited else self._budgets
+        if not chain:
+            return NO_BUDGETS  # shared: an agent without limits holds none of its own
+        budgets = Budgets(chain)
         budgets.enter(name, record)
         return budgets
 
