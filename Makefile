@@ -6,15 +6,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # The real coding CLIs for the realcli test tier: one pinned version each, read from
-# tests/realcli/*_VERSION (AGENTRT_CLAUDE_VERSION / AGENTRT_CODEX_VERSION override them),
+# tests/realcli/*_VERSION (AGENTRT_CLAUDE_VERSION / AGENTRT_CODEX_VERSION /
+# AGENTRT_QWEN_VERSION override them),
 # installed from the npm registry into project-local folders that are not committed.
 CLAUDE_VERSION := $(or $(AGENTRT_CLAUDE_VERSION),$(shell cat tests/realcli/CLAUDE_VERSION))
 CLAUDE_DIR := .cache/claude-$(CLAUDE_VERSION)
 AGENTRT_CODEX_VERSION ?= $(shell cat tests/realcli/CODEX_VERSION)
 export AGENTRT_CODEX_VERSION
 CODEX_DIR := .cache/npm/codex-$(AGENTRT_CODEX_VERSION)
+AGENTRT_QWEN_VERSION ?= $(shell cat tests/realcli/QWEN_VERSION)
+export AGENTRT_QWEN_VERSION
+QWEN_DIR := .cache/npm/qwen-$(AGENTRT_QWEN_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli postgres-server
+.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli qwen-cli postgres-server
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,13 +60,16 @@ postgres-server:
 		|| echo "could not install PostgreSQL: its test tier will be skipped"; \
 	else echo "no PostgreSQL server binaries: its test tier will be skipped"; fi
 
-clis: claude-cli codex-cli
+clis: claude-cli codex-cli qwen-cli
 
 claude-cli:
 	tools/install-npm-cli @anthropic-ai/claude-code $(CLAUDE_VERSION) $(CLAUDE_DIR) claude
 
 codex-cli:
 	tools/install-npm-cli @openai/codex $(AGENTRT_CODEX_VERSION) $(CODEX_DIR) codex
+
+qwen-cli:
+	tools/install-npm-cli @qwen-code/qwen-code $(AGENTRT_QWEN_VERSION) $(QWEN_DIR) qwen
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

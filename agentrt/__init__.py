@@ -8,8 +8,9 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _env _errors _events _exceptiongroups _logs _records _redact _requests
-#     _restart _status _stream _telemetry _tools _util _worktrees backend
+#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _live_protocol
+#     _logs _records _redact _requests _restart _status _stream _stream_json _stream_json_live
+#     _telemetry _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -28,8 +29,9 @@
 #     _slot _tool_server _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
-#     testing testing._fake_anthropic testing._fake_openai testing._http testing._scenarios
-#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
+#     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
+#     testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions _cli._workspaces
@@ -45,6 +47,7 @@ from ._agent import Prompt as Prompt
 from ._agent import Stop as Stop
 from ._api import agents as agents
 from ._api import ask as ask
+from ._api import context_usage as context_usage
 from ._api import halt as halt
 from ._api import interrupt as interrupt
 from ._api import interrupt_request as interrupt_request
@@ -53,10 +56,13 @@ from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
 from ._api import remove_workspace as remove_workspace
 from ._api import reset_session as reset_session
+from ._api import set_model as set_model
+from ._api import set_permission_mode as set_permission_mode
 from ._api import start_agent as start_agent
 from ._api import statistics as statistics
 from ._api import status as status
 from ._api import stop_agent as stop_agent
+from ._api import stop_task as stop_task
 from ._api import stream as stream
 from ._api import tell as tell
 from ._api import unhalt as unhalt
@@ -68,9 +74,9 @@ from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -79,6 +85,7 @@ from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
 from ._errors import BranchInUse as BranchInUse
 from ._errors import BudgetExceeded as BudgetExceeded
+from ._errors import ChannelError as ChannelError
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -110,6 +117,43 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_KINDS as HOOK_KINDS
+from ._hooks import ConfigChangeHook as ConfigChangeHook
+from ._hooks import CwdChangedHook as CwdChangedHook
+from ._hooks import DirectoryAddedHook as DirectoryAddedHook
+from ._hooks import ElicitationHook as ElicitationHook
+from ._hooks import ElicitationResultHook as ElicitationResultHook
+from ._hooks import FileChangedHook as FileChangedHook
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
+from ._hooks import InstructionsLoadedHook as InstructionsLoadedHook
+from ._hooks import MessageDisplayHook as MessageDisplayHook
+from ._hooks import NotificationHook as NotificationHook
+from ._hooks import PermissionDeniedHook as PermissionDeniedHook
+from ._hooks import PermissionRequestHook as PermissionRequestHook
+from ._hooks import PostCompactHook as PostCompactHook
+from ._hooks import PostModelSwitchHook as PostModelSwitchHook
+from ._hooks import PostToolBatchHook as PostToolBatchHook
+from ._hooks import PostToolUseFailureHook as PostToolUseFailureHook
+from ._hooks import PostToolUseHook as PostToolUseHook
+from ._hooks import PreCompactHook as PreCompactHook
+from ._hooks import PreModelSwitchHook as PreModelSwitchHook
+from ._hooks import PreSkillShellCommandHook as PreSkillShellCommandHook
+from ._hooks import PreToolUseHook as PreToolUseHook
+from ._hooks import SessionEndHook as SessionEndHook
+from ._hooks import SessionStartHook as SessionStartHook
+from ._hooks import SetupHook as SetupHook
+from ._hooks import StopFailureHook as StopFailureHook
+from ._hooks import StopHook as StopHook
+from ._hooks import SubagentStartHook as SubagentStartHook
+from ._hooks import SubagentStopHook as SubagentStopHook
+from ._hooks import TaskCompletedHook as TaskCompletedHook
+from ._hooks import TaskCreatedHook as TaskCreatedHook
+from ._hooks import TeammateIdleHook as TeammateIdleHook
+from ._hooks import UserPromptExpansionHook as UserPromptExpansionHook
+from ._hooks import UserPromptSubmitHook as UserPromptSubmitHook
+from ._hooks import WorktreeCreateHook as WorktreeCreateHook
+from ._hooks import WorktreeRemoveHook as WorktreeRemoveHook
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
@@ -147,6 +191,7 @@ from ._worktrees import GitWorktree as GitWorktree
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
 __all__ = [
+    "HOOK_KINDS",
     "AddContext",
     "Agent",
     "AgentAlreadyStarted",
@@ -161,20 +206,30 @@ __all__ = [
     "Block",
     "BranchInUse",
     "BudgetExceeded",
+    "ChannelError",
     "Completed",
+    "ConfigChangeHook",
+    "ContextCategory",
+    "ContextUsage",
     "Crash",
     "CurrentRequest",
+    "CwdChangedHook",
     "Deny",
+    "DirectoryAddedHook",
+    "ElicitationHook",
+    "ElicitationResultHook",
     "ErrorEvent",
     "Event",
     "EventCoverage",
     "EventStream",
     "Failed",
+    "FileChangedHook",
     "GitWorktree",
     "Halt",
     "Hook",
     "HookKind",
     "InitEvent",
+    "InstructionsLoadedHook",
     "InvalidOptions",
     "Lease",
     "LeaseLost",
@@ -182,13 +237,26 @@ __all__ = [
     "MailboxFull",
     "McpServerStatus",
     "MemoryStore",
+    "MessageDisplayHook",
     "NoRuntime",
     "NotFound",
+    "NotificationHook",
     "Omission",
     "Pending",
     "PermissionDenial",
+    "PermissionDeniedHook",
+    "PermissionRequestHook",
     "PollResult",
+    "PostCompactHook",
+    "PostModelSwitchHook",
+    "PostToolBatchHook",
+    "PostToolUseFailureHook",
+    "PostToolUseHook",
     "PostgresStore",
+    "PreCompactHook",
+    "PreModelSwitchHook",
+    "PreSkillShellCommandHook",
+    "PreToolUseHook",
     "Prompt",
     "RawEvent",
     "Ref",
@@ -200,18 +268,28 @@ __all__ = [
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",
+    "SessionEndHook",
     "SessionEvent",
     "SessionLostEvent",
     "SessionMismatch",
     "SessionRecord",
+    "SessionStartHook",
     "SessionStore",
+    "SetupHook",
     "Stop",
+    "StopFailureHook",
+    "StopHook",
     "StopReason",
     "StoreError",
     "StoredTranscript",
     "StoredWorkspace",
     "Strategy",
+    "SubagentStartHook",
+    "SubagentStopHook",
     "Supervisor",
+    "TaskCompletedHook",
+    "TaskCreatedHook",
+    "TeammateIdleHook",
     "TextEvent",
     "TextRetractedEvent",
     "Tool",
@@ -223,11 +301,16 @@ __all__ = [
     "UncommittedChanges",
     "Usage",
     "UsageEvent",
+    "UserPromptExpansionHook",
+    "UserPromptSubmitHook",
     "Withdrawn",
     "Workspace",
     "WorkspaceError",
+    "WorktreeCreateHook",
+    "WorktreeRemoveHook",
     "agents",
     "ask",
+    "context_usage",
     "default_store_path",
     "halt",
     "interrupt",
@@ -238,10 +321,13 @@ __all__ = [
     "poll",
     "remove_workspace",
     "reset_session",
+    "set_model",
+    "set_permission_mode",
     "start_agent",
     "statistics",
     "status",
     "stop_agent",
+    "stop_task",
     "stream",
     "tell",
     "tool",

@@ -261,6 +261,7 @@ class Actor:
             records=self._recorder,
             nursery=nursery,
             turn_options=self._turn_options,
+            settings=self.slot.channel_settings,
         )
 
     def _turn_options(self, options: Any) -> Any:
@@ -283,9 +284,11 @@ class Actor:
         async with trio.open_nursery() as nursery:
             self._source = lifecycle = self._frame_source(nursery)
             assert isinstance(lifecycle, CliLifecycle)
+            self.slot.channel = lifecycle
             try:
                 yield
             finally:
+                self.slot.channel = None
                 await lifecycle.aclose()
                 self._source = None
                 nursery.cancel_scope.cancel()

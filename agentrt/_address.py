@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast, final
 import trio
 
 from ._arguments import check_prompt, wrong_type
+from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
@@ -139,6 +140,18 @@ class LocalAgent:
         await trio.lowlevel.checkpoint()
         return self._slot.status()
 
+    async def set_model(self, model: str | None) -> None:
+        await self._slot.channel_call("set_model", model)
+
+    async def set_permission_mode(self, mode: str) -> None:
+        await self._slot.channel_call("set_permission_mode", mode)
+
+    async def context_usage(self) -> ContextUsage | None:
+        return cast(ContextUsage | None, await self._slot.channel_call("context_usage", None))
+
+    async def stop_task(self, task_id: str) -> None:
+        await self._slot.channel_call("stop_task", task_id)
+
     async def stop_agent(self) -> None:
         await self._member.stop()
 
@@ -200,6 +213,18 @@ class RemoteAgent:
     async def status(self) -> AgentStatus:
         return cast(AgentStatus, await self._call("status"))
 
+    async def set_model(self, model: str | None) -> None:
+        await self._call("set_model", model)
+
+    async def set_permission_mode(self, mode: str) -> None:
+        await self._call("set_permission_mode", mode)
+
+    async def context_usage(self) -> ContextUsage | None:
+        return cast(ContextUsage | None, await self._call("context_usage"))
+
+    async def stop_task(self, task_id: str) -> None:
+        await self._call("stop_task", task_id)
+
     async def stop_agent(self) -> None:
         await self._call("stop_agent")
 
@@ -222,5 +247,9 @@ ROUTED: dict[str, Callable[..., Awaitable[object]]] = {
         "reset_session",
         "status",
         "stop_agent",
+        "set_model",
+        "set_permission_mode",
+        "context_usage",
+        "stop_task",
     )
 }

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
 
-from ._asks import Allow, Decision, Hook, HookAnswer, ToolRequest
-from ._errors import TurnFailed
+from ._asks import Allow, Decision, HookAnswer, ToolRequest
+from ._errors import InvalidOptions, TurnFailed, did_you_mean
 from ._events import Event, Response
+from ._hooks import DEFAULT_HOOKS, HOOK_KINDS, Hook, HookKind
 from ._options import SessionLostPolicy
 from ._requests import Ref
 from ._tools import Tool
@@ -76,11 +77,17 @@ class Agent:
 
     ``app_tools`` lists the application tools (`agentrt.tool`) the model may call, functions
     or methods of the class (``start_agent(app_tools=...)`` overrides it).
+
+    ``hooks`` lists the hook kinds ``handle_hook`` is called for (`HookKind`; all of them:
+    ``agentrt.HOOK_KINDS``); by default ``before_tool``, ``after_tool``,
+    ``prompt_submitted``, ``stopping`` and ``subagent_stopping``. Each one the CLI fires is
+    a round trip to the agent's task, so list only those the agent answers or reads.
     """
 
     state_type: ClassVar[Any] = Any
     on_session_lost: ClassVar[SessionLostPolicy] = "fail"
     app_tools: ClassVar[Sequence[Tool]] = ()
+    hooks: ClassVar[Collection[HookKind]] = DEFAULT_HOOKS
 
     def init_agent(self, **options: Any) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
         """Called by ``start_agent`` (and again on each restart) with the options the
@@ -103,8 +110,8 @@ class Agent:
         return Allow()
 
     def handle_hook(self, hook: Hook) -> HookAnswer | Awaitable[HookAnswer]:
-        """A hook event of the running turn (before and after a tool, a prompt submitted,
-        the reply or a subagent's stopping): return `Block`, `AddContext` or None (go on).
+        """A hook event of the running CLI, of a kind ``hooks`` lists (its class says which:
+        `PreToolUseHook`, `SessionStartHook`, ...): return `Block`, `AddContext` or None (go on).
         Bounded by ``approval_timeout`` (then None); an exception crashes the agent.
         Overriding it gives the CLI a live input channel, as ``approve_tool`` does."""
         return None
@@ -173,3 +180,37 @@ def overridden(agent_class: type) -> frozenset[str]:
         )
         _overrides[agent_class] = found
     return found
+
+
+_hook_kinds: dict[type, frozenset[HookKind]] = {}
+
+
+def hook_kinds(agent_class: type[Agent]) -> frozenset[HookKind]:
+    """The hook kinds an instance of ``agent_class`` is called for (none unless it overrides
+    ``handle_hook``); `InvalidOptions` for a kind the runtime does not know."""
+    found = _hook_kinds.get(agent_class)
+    if found is None:
+        if "handle_hook" not in overridden(agent_class):
+            found = frozenset()
+        else:
+            found = _checked_hooks(agent_class)
+        _hook_kinds[agent_class] = found
+    return found
+
+
+def _checked_hooks(agent_class: type[Agent]) -> frozenset[HookKind]:
+    where = f"{agent_class.__name__}.hooks"
+    listed = agent_class.hooks
+    if isinstance(listed, str) or not isinstance(listed, Collection):
+        raise InvalidOptions(
+            "hooks", listed, f"{where} must be a collection of hook kinds (agentrt.HOOK_KINDS)"
+        )
+    for kind in listed:
+        if kind not in HOOK_KINDS:
+            hint = did_you_mean(str(kind), HOOK_KINDS)
+            raise InvalidOptions(
+                "hooks", kind, f"{where} lists a kind that is not a hook kind{hint}"
+            )
+    if not listed:
+        raise InvalidOptions("hooks", (), f"{where} is empty, so handle_hook would never be called")
+    return frozenset(listed)

@@ -9,9 +9,11 @@ A backend's `LiveProtocol.control` turns such a request into a `ToolApproval` or
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import attrs
+
+from ._hooks import Hook
 
 
 @attrs.frozen
@@ -41,40 +43,22 @@ class Deny:
 
 Decision = Allow | Deny
 
-# The CLI's hook events an agent sees (Claude Code's names: PreToolUse, PostToolUse,
-# UserPromptSubmit, Stop, SubagentStop).
-HookKind = Literal["before_tool", "after_tool", "prompt_submitted", "stopping", "subagent_stopping"]
-
-
-@attrs.frozen
-class Hook:
-    """One hook event of the running turn. Tool hooks carry the tool's name, input and id
-    (``after_tool`` also its ``tool_response``); ``prompt_submitted`` the ``prompt``;
-    ``raw`` is what the CLI sent."""
-
-    kind: HookKind
-    tool_name: str | None = None
-    tool_input: Any = None
-    tool_use_id: str | None = None
-    tool_response: Any = None
-    prompt: str | None = None
-    raw: Any = attrs.field(default=None, repr=False)
-
 
 @attrs.frozen
 class Block:
-    """Answer to a hook: ``before_tool``: the tool does not run; ``after_tool`` and
-    ``prompt_submitted``: the model is told to stop and why; ``stopping`` and
-    ``subagent_stopping``: the model goes on instead of ending its reply. ``reason``
-    reaches the model."""
+    """Answer to a hook: ``before_tool`` (and ``skill_shell_command``,
+    ``permission_requested``): the tool does not run; ``model_switching``: the model stays;
+    ``after_tool`` and ``prompt_submitted``: the model is told to stop and why; ``stopping``
+    and ``subagent_stopping``: the model goes on instead of ending its reply. ``reason``
+    reaches the model. Other events cannot be blocked: the CLI goes on."""
 
     reason: str
 
 
 @attrs.frozen
 class AddContext:
-    """Answer to a hook: ``text`` is added to what the model sees next (``before_tool``,
-    ``after_tool``, ``prompt_submitted``)."""
+    """Answer to a hook: ``text`` is added to what the model sees next, for the events whose
+    answer the CLI takes context from (docs/hooks.md lists them); elsewhere it is dropped."""
 
     text: str
 

@@ -31,6 +31,7 @@ GROUP = "agentrt.backends"
 SHIPPED = {
     "claude": "agentrt.backends.claude:ClaudeBackend",
     "codex": "agentrt.backends.codex:CodexBackend",
+    "qwen": "agentrt.backends.qwen:QwenBackend",
 }
 
 _loaded: dict[str, Backend] = {}

@@ -76,6 +76,18 @@ class AgentBusy(AgentRTError):
         super().__init__(f"agent {name!r} is {state}, not idle")
 
 
+class ChannelError(AgentRTError):
+    """A request to an agent's live CLI (``set_model``, ``context_usage``, ...) got no
+    usable answer: the CLI ended, did not answer in time, or answered what cannot be read.
+    A CLI that did not answer in time is ended (its next turn starts on a new one)."""
+
+    def __init__(self, name: str, call: str, why: str) -> None:
+        self.name = name
+        self.call = call
+        self.why = why
+        super().__init__(f"agent {name!r}: {call} got no answer from its CLI: {why}")
+
+
 class MailboxFull(AgentRTError):
     """The agent's queue is full, by count or by bytes."""
 

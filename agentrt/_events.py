@@ -56,6 +56,20 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
         )
 
+    def minus(self, other: Usage) -> Usage:
+        """The share of these counts (a running total) that ``other`` has not reported yet,
+        each count floored at 0 (a baseline from a store that missed a turn is too big)."""
+        return Usage(
+            input_tokens=max(self.input_tokens - other.input_tokens, 0),
+            output_tokens=max(self.output_tokens - other.output_tokens, 0),
+            cache_creation_input_tokens=max(
+                self.cache_creation_input_tokens - other.cache_creation_input_tokens, 0
+            ),
+            cache_read_input_tokens=max(
+                self.cache_read_input_tokens - other.cache_read_input_tokens, 0
+            ),
+        )
+
 
 class SessionTotals(msgspec.Struct, frozen=True, kw_only=True):
     """What the turns of one CLI session have reported so far, summed (each turn's own

@@ -22,7 +22,9 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ._channel import ChannelCall
 from ._errors import InvalidOptions
+from ._hooks import HookKind
 from ._options import AgentOptions
 from ._status import ModeName
 from .backend import Backend, Capabilities, InProcessBackend
@@ -53,7 +55,10 @@ class Live:
 
     keep_alive: float | None
     approvals: bool
-    hooks: bool
+    # The hook kinds the agent is called for (none: no hooks).
+    hooks: frozenset[HookKind]
+    # The runtime's requests its process takes between turns (Runtime.set_model, ...).
+    calls: frozenset[ChannelCall] = frozenset()
     runs_processes: ClassVar[bool] = True
 
     @property
@@ -71,8 +76,13 @@ _in_process: weakref.WeakValueDictionary[int, InProcess] = weakref.WeakValueDict
 
 
 @functools.lru_cache(maxsize=64)
-def _live(keep_alive: float | None, approvals: bool, hooks: bool) -> Live:
-    return Live(keep_alive, approvals, hooks)
+def _live(
+    keep_alive: float | None,
+    approvals: bool,
+    hooks: frozenset[HookKind],
+    calls: frozenset[ChannelCall],
+) -> Live:
+    return Live(keep_alive, approvals, hooks, calls)
 
 
 def _runs_in(backend: Backend) -> InProcess:
@@ -106,10 +116,11 @@ def choose_mode(
     overrides: frozenset[str],
     *,
     agent_class: str = "Agent",
+    hook_kinds: frozenset[HookKind] = frozenset(),
 ) -> Mode:
     """The mode of an instance of ``agent_class`` (whose class overrides the callbacks
-    ``overrides`` names) on ``backend`` with these options; `InvalidOptions` for what the
-    backend cannot honour."""
+    ``overrides`` names, and is called for the hooks ``hook_kinds`` lists) on ``backend``
+    with these options; `InvalidOptions` for what the backend cannot honour."""
     caps = capabilities(backend, backend_options)
     keep_alive = options.keep_alive
     hooks = "handle_hook" in overrides
@@ -141,4 +152,4 @@ def choose_mode(
         )
     if keep_alive is None and not (approvals or hooks):
         return ONE_SHOT
-    return _live(keep_alive, approvals, hooks)
+    return _live(keep_alive, approvals, hook_kinds if hooks else frozenset(), caps.calls)

@@ -17,6 +17,7 @@ from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
 from ._arguments import check_name, check_ref, wrong_type
 from ._budgets import Budget
+from ._channel import ContextUsage
 from ._cluster._ownership import (
     DEFAULT_LEASE_TTL,
     Ownership,
@@ -317,6 +318,39 @@ class Runtime(metaclass=NoPublicConstructor):
         """A content-free snapshot of the agent: state, queue, current request, turns,
         restarts (for an agent another runtime owns, the one its owner takes)."""
         return await self._resolve(name).status()
+
+    async def set_model(self, name: str, model: str | None) -> None:
+        """Switch the model of the agent's warm CLI (``keep_alive``) in band, for its next
+        turns (None: the CLI's default); a running turn goes on with the new model from its
+        next model call. The change holds for the agent's later CLI processes too (a
+        hibernated one resumes with it, a restart keeps it) until it stops; `start_agent`
+        begins again from its options. Raises `InvalidOptions` when the agent has no warm
+        CLI (one-shot and in-process agents, or a backend that cannot) or the CLI refuses
+        the model, `ChannelError` when the CLI gives no answer."""
+        if model is not None and not isinstance(model, str):
+            raise wrong_type("model", "a str or None", model)
+        await self._resolve(name).set_model(model)
+
+    async def set_permission_mode(self, name: str, mode: str) -> None:
+        """Switch the permission mode of the agent's warm CLI in band (Claude Code's
+        ``default``, ``acceptEdits``, ``plan``, ``bypassPermissions``, ``dontAsk``, ...);
+        held as `set_model` holds, raising as it does."""
+        if not isinstance(mode, str):
+            raise wrong_type("mode", "a str", mode)
+        await self._resolve(name).set_permission_mode(mode)
+
+    async def context_usage(self, name: str) -> ContextUsage | None:
+        """How full the agent's context window is, as its warm CLI counts it; None while it
+        has no live CLI (it hibernated, or has run no turn yet). Raises as `set_model`."""
+        return await self._resolve(name).context_usage()
+
+    async def stop_task(self, name: str, task_id: str) -> None:
+        """Stop the background task ``task_id`` (a Bash command or a subagent run in the
+        background, as the turn's ``task_started`` frames name it) of the agent's warm CLI;
+        nothing when it has no live CLI. Raises as `set_model`."""
+        if not isinstance(task_id, str) or not task_id:
+            raise InvalidOptions("task_id", task_id, "a task id is a non-empty str")
+        await self._resolve(name).stop_task(task_id)
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order."""

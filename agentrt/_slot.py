@@ -17,10 +17,12 @@ import trio
 
 from ._arguments import check_prompt
 from ._budgets import NO_BUDGETS, Budgets
-from ._errors import AgentBusy
+from ._channel import SETTINGS, ChannelCall
+from ._driver._lifecycle import CliLifecycle
+from ._errors import AgentBusy, InvalidOptions
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
-from ._mode import ONE_SHOT, Mode
+from ._mode import ONE_SHOT, Live, Mode
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
 from ._stores._protocols import SessionStore
@@ -66,6 +68,10 @@ class Slot:
     turn: Turn | None = None
     # The pid of the agent's live CLI process: its turn's, or its warm one's.
     cli_pid: int | None = None
+    # A warm instance's live CLI, for the runtime's requests to it (`channel_call`), and
+    # the settings those changed, which hold for its later processes and instances.
+    channel: CliLifecycle | None = None
+    channel_settings: dict[ChannelCall, Any] = attrs.field(factory=dict)
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
@@ -216,6 +222,26 @@ class Slot:
         if self.current is not None:
             raise AgentBusy(self.name, "processing")
         await self.forget_session()
+
+    async def channel_call(self, call: ChannelCall, argument: Any) -> Any:
+        """The runtime's ``call`` to the agent's warm CLI (`CliLifecycle.call`); refused
+        with `InvalidOptions` for an agent that has none."""
+        mode = self.mode
+        if not isinstance(mode, Live) or mode.keep_alive is None or call not in mode.calls:
+            why = (
+                f"agent {self.name!r} runs {mode.name} turns, without a warm CLI to ask; "
+                "start it with keep_alive=SECONDS"
+                if not isinstance(mode, Live) or mode.keep_alive is None
+                else f"the {self.backend!r} backend's live CLI takes no {call} request"
+            )
+            raise InvalidOptions(call, argument, why)
+        channel = self.channel
+        if channel is None:  # its instance starts (or restarts): as with no live CLI
+            await trio.lowlevel.checkpoint()
+            if call in SETTINGS:
+                self.channel_settings[call] = argument
+            return None
+        return await channel.call(call, argument)
 
     def status(self) -> AgentStatus:
         current = self.current

@@ -31,7 +31,7 @@ import trio
 
 from ._actor import Actor, Exit, cancel_grace, restore_state
 from ._address import LocalAgent
-from ._agent import Agent, overridden
+from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
 from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
@@ -130,7 +130,12 @@ class AgentSpec:
         cls = type(instance)
         # Before the tool server starts for it: application tools change no capability.
         mode = choose_mode(
-            self.backend, options, self.options, overridden(cls), agent_class=cls.__name__
+            self.backend,
+            options,
+            self.options,
+            overridden(cls),
+            agent_class=cls.__name__,
+            hook_kinds=hook_kinds(cls),
         )
         chosen = self.options.app_tools
         if chosen is None:

@@ -9,7 +9,10 @@ imports no other agentrt module): agentrt's event, stop reason, usage, error and
 under their agentrt names, `SessionTotals` (a translator's baseline), the child environment
 policies (`EnvPolicy`, `child_env`, `default_env_policy`, `bypass_proxy`), redaction
 (`redact`, `is_secret_name`, `REDACTED`) and `did_you_mean` (the closest known name, for an
-error). ``parse_options`` raises
+error). For CLIs that speak Claude Code's stream-json (Qwen Code does), the shared pieces:
+`StreamJsonTranslator` (frames -> events, told the CLI's differences by a
+`StreamJsonDialect`) and `StreamJsonLive` (the live channel's control protocol, with
+`control_response` / `control_error` for a backend's own requests). ``parse_options`` raises
 `agentrt.InvalidOptions` with ``known_options`` (every option it knows) for an unknown key:
 the runtime then names the closest of its own options and the backend's.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import signal
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -28,9 +31,10 @@ from ._asks import Allow as Allow
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
-from ._asks import Hook as Hook
-from ._asks import HookKind as HookKind
 from ._asks import ToolRequest as ToolRequest
+from ._channel import ChannelCall, ControlAnswer, ControlRequest
+from ._channel import ContextCategory as ContextCategory
+from ._channel import ContextUsage as ContextUsage
 from ._env import (
     AMBIENT_AUTH_VARS,
     ENV_POLICIES,
@@ -56,18 +60,28 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
+from ._hooks import HOOK_TYPES
+from ._hooks import Hook as Hook
+from ._hooks import HookKind as HookKind
+from ._live_protocol import FrameRole, ProtocolError
 from ._redact import REDACTED, is_secret_name, redact, redact_mapping
+from ._stream_json import StreamJsonDialect, StreamJsonTranslator
+from ._stream_json_live import StreamJsonLive, control_error, control_response
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
     "AMBIENT_AUTH_VARS",
     "ENV_POLICIES",
+    "HOOK_TYPES",
     "REDACTED",
     "AppToolServer",
     "AppToolsBackend",
     "Backend",
     "Capabilities",
+    "ChannelCall",
     "Command",
+    "ControlAnswer",
+    "ControlRequest",
     "EnvPolicy",
     "ExitStatus",
     "ForkBackend",
@@ -81,10 +95,15 @@ __all__ = [
     "RunBudgetBackend",
     "SecretFile",
     "SessionTotals",
+    "StreamJsonDialect",
+    "StreamJsonLive",
+    "StreamJsonTranslator",
     "ToolApproval",
     "Translator",
     "bypass_proxy",
     "child_env",
+    "control_error",
+    "control_response",
     "default_env_policy",
     "did_you_mean",
     "is_secret_name",
@@ -97,7 +116,8 @@ __all__ = [
 class SecretFile:
     """Content that must not travel on argv. The driver writes it to a 0600 file in a private
     directory before spawning, puts that file's path wherever this object stands in
-    ``Command.argv``, and removes it when the turn ends, however it ends."""
+    ``Command.argv`` (or ``Command.env_files``), and removes it when the turn ends, however
+    it ends."""
 
     name: str
     content: bytes = attrs.field(repr=False)
@@ -105,10 +125,13 @@ class SecretFile:
 
 @attrs.frozen
 class Command:
-    """One process to run for one turn."""
+    """One process to run for one turn. ``env_files``: environment variables whose value is
+    the path of a `SecretFile` the driver writes (for a CLI that reads a file it is pointed
+    at only through its environment, such as Qwen Code's settings)."""
 
     argv: tuple[str | SecretFile, ...]
     env: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    env_files: Mapping[str, SecretFile] = attrs.field(factory=dict, repr=False)
     cwd: str | None = None
     stdin: bytes = attrs.field(default=b"", repr=False)
     # The first signal of an interrupt. Claude Code ends a turn cleanly on SIGINT (exit 0,
@@ -117,7 +140,8 @@ class Command:
 
     @property
     def files(self) -> tuple[SecretFile, ...]:
-        return tuple(a for a in self.argv if isinstance(a, SecretFile))
+        on_argv = (a for a in self.argv if isinstance(a, SecretFile))
+        return (*on_argv, *self.env_files.values())
 
 
 @attrs.frozen
@@ -162,7 +186,9 @@ class Capabilities:
     ``in_process``: the frames come without a process (an `InProcessBackend`, such as the
     scripted test backend), so nothing below applies. ``live``: a `LiveBackend` process can
     run these options (``keep_alive``); ``approvals``: that process asks the agent before
-    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``).
+    tools run (``approve_tool``); ``hooks``: it calls the agent's hooks (``handle_hook``);
+    ``calls``: the runtime's requests it takes on a warm agent (`ChannelCall`: the
+    ``Runtime`` methods of the same names), which its protocol's ``request`` writes.
     ``not_live`` says why these options have no live process, naming the option
     (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
 
@@ -170,11 +196,12 @@ class Capabilities:
     live: bool = False
     approvals: bool = False
     hooks: bool = False
+    calls: frozenset[ChannelCall] = frozenset()
     not_live: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if (self.approvals or self.hooks) and not self.live:
-            raise ValueError("approvals and hooks need the live channel: declare live=True")
+        if (self.approvals or self.hooks or self.calls) and not self.live:
+            raise ValueError("approvals, hooks and calls need the live channel: declare live=True")
         if self.in_process and self.live:
             raise ValueError("an in-process backend runs no live process")
 
@@ -211,14 +238,6 @@ class Backend(Protocol):
         ...
 
 
-FrameRole = Literal["event", "end", "control"]
-
-
-class ProtocolError(Exception):
-    """A live CLI broke its input protocol (an unexpected answer, a refused handshake): the
-    runtime ends the process, and the conversation goes on in a new one (``--resume``)."""
-
-
 class LiveProtocol(Protocol):
     """One live CLI process that runs many turns of one conversation (warm sessions), as
     pure functions and state: the lines to write and what each stdout frame means. The
@@ -251,11 +270,16 @@ class LiveProtocol(Protocol):
         (translated too); ``"event"``: any other frame of a turn."""
         ...
 
-    def control(self, frame: Any) -> bytes | Ask:
-        """Take a control frame; return the lines to write in answer (b"" for none), or the
+    def control(self, frame: Any) -> bytes | Ask | ControlAnswer:
+        """Take a control frame; return the lines to write in answer (b"" for none), the
         question it asks the agent (a `ToolApproval` or a `HookCall`, whose ``answer``
-        makes the lines once the agent has answered). Raises `ProtocolError` when the frame
-        breaks the protocol."""
+        makes the lines once the agent has answered), or the CLI's reply to a request the
+        runtime wrote (a `ControlAnswer`; one whose id the runtime did not write, such as
+        an interrupt's acknowledgement, is dropped). Raises `ProtocolError` when the frame
+        breaks the protocol.
+
+        A protocol whose `Capabilities` declare ``calls`` also has
+        ``request(call, argument) -> ControlRequest``: the line of one of those calls."""
         ...
 
     def prompt(self, text: str) -> bytes:
@@ -283,13 +307,13 @@ class LiveBackend(Protocol):
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> LiveProtocol:
         """A live process for the conversation ``session_id`` (None: a new one). Called
         only for options whose `Capabilities` say ``live``, with ``approvals`` and
         ``hooks`` only where they say so: ``approvals``, the CLI asks before running a
-        tool its settings do not allow (`ToolApproval`); ``hooks``, it calls the agent's
-        hooks (`HookCall`)."""
+        tool its settings do not allow (`ToolApproval`); ``hooks``, the hook kinds the CLI
+        calls the agent for (`HookCall`; empty: none)."""
         ...
 
 
@@ -391,6 +415,8 @@ __all__ += [
     "AddContext",
     "Allow",
     "Block",
+    "ContextCategory",
+    "ContextUsage",
     "Deny",
     "ErrorEvent",
     "Event",

@@ -20,6 +20,8 @@ from . import many_agents, report
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
+    QWEN_BINARY,
+    QWEN_CONTENDERS,
     SCALE_CONTENDERS,
     TURN_CONTENDERS,
 )
@@ -115,6 +117,10 @@ def _plan(
     if "warm" in only and not claude.exists():
         print(f"bench: warm skipped: no claude at {claude} (make claude-cli)", file=sys.stderr)
         only = only - {"warm"}
+    if "warm" in only and not QWEN_BINARY.exists():
+        print(
+            f"bench: qwen rows skipped: no qwen at {QWEN_BINARY} (make qwen-cli)", file=sys.stderr
+        )
     for scenario in SCENARIOS:
         if scenario not in only:
             continue
@@ -138,13 +144,18 @@ def _plan(
             elif scenario == "warm":
                 # Each conversation in a fresh process, then all of them interleaved.
                 conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
-                for name in CONVERSATION_CONTENDERS:
+                names = [
+                    n
+                    for n in CONVERSATION_CONTENDERS
+                    if QWEN_BINARY.exists() or n not in QWEN_CONTENDERS
+                ]
+                for name in names:
                     specs.append({"scenario": scenario, "contender": name, **conversation})
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
-                        "contenders": list(CONVERSATION_CONTENDERS),
+                        "contenders": names,
                         **conversation,
                     }
                 )

@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -785,13 +786,11 @@ async def _agentrt_conversation(
         await rt.start_agent(
             agentrt.Agent,
             name="coder",
-            backend="claude",
-            binary=claude.binary,
+            **{"backend": "claude", "binary": claude.binary, **options},
             cwd=claude.cwd,
             env_policy="isolated",
             env=claude.env,
             keep_alive=keep_alive,
-            **options,
         )
 
         async def say(prompt: str) -> str | None:
@@ -816,6 +815,27 @@ async def _agentrt_warm_conversation(claude: Claude, body: ConversationBody) -> 
 )
 async def _agentrt_warm_sdk_prompt(claude: Claude, body: ConversationBody) -> None:
     await _agentrt_conversation(claude, body, KEEP_ALIVE, system_prompt="")
+
+
+# Qwen Code beside claude, on the same fake API (its Anthropic auth reads the same
+# ANTHROPIC_BASE_URL and key): the pinned binary where `make qwen-cli` puts it.
+_ROOT = Path(__file__).resolve().parents[1]
+_QWEN_VERSION = (_ROOT / "tests" / "realcli" / "QWEN_VERSION").read_text().strip()
+QWEN_BINARY = _ROOT / ".cache" / "npm" / f"qwen-{_QWEN_VERSION}" / "node_modules" / ".bin" / "qwen"
+QWEN_CONTENDERS = ("agentrt-qwen", "agentrt-qwen-warm")
+_QWEN_OPTIONS = {"backend": "qwen", "auth_type": "anthropic", "model": "claude-fake"}
+
+
+@conversation_contender(QWEN_CONTENDERS[0], "agentrt ask(), qwen backend, per turn (--resume)")
+async def _agentrt_qwen_per_turn(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, None, binary=str(QWEN_BINARY), **_QWEN_OPTIONS)
+
+
+@conversation_contender(
+    QWEN_CONTENDERS[1], f"agentrt ask(), qwen backend, warm (keep_alive={KEEP_ALIVE:g})"
+)
+async def _agentrt_qwen_warm(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE, binary=str(QWEN_BINARY), **_QWEN_OPTIONS)
 
 
 @conversation_contender("sdk-client", "claude_agent_sdk.ClaudeSDKClient on asyncio", loop="asyncio")

@@ -50,7 +50,7 @@ class Guarded(agentrt.Agent):
         return agentrt.Allow()
 
     def handle_hook(self, hook: agentrt.Hook) -> agentrt.Block | None:
-        if hook.kind == "before_tool" and ".git" in json.dumps(hook.tool_input):
+        if isinstance(hook, agentrt.PreToolUseHook) and ".git" in json.dumps(hook.tool_input):
             self.decisions.append(f"blocked {hook.tool_name} on .git")
             return agentrt.Block("leave .git alone")
         return None

@@ -9,7 +9,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from agentrt import AddContext, Allow, Block, Deny, Hook, ToolRequest
+from agentrt import AddContext, Allow, Block, Deny, PreToolUseHook, ToolRequest
 from agentrt._approvals import answer
 from agentrt._asks import Decision, HookAnswer, HookCall, ToolApproval
 from agentrt._events import ToolDecisionEvent
@@ -22,7 +22,7 @@ def approval() -> ToolApproval:
 
 
 def hook_call() -> HookCall:
-    return HookCall(Hook(kind="before_tool"), lambda reply: repr(reply).encode())
+    return HookCall(PreToolUseHook(), lambda reply: repr(reply).encode())
 
 
 class FakeAgent:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from proc_helpers import marked
 from realcli._claude import claude_binary
+from realcli._qwen import qwen_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/run's exit status when it cannot build bench/.venv (no package registry).
@@ -122,6 +123,11 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
             "agentrt-warm-sdk-prompt",
             "sdk-client",
         )
+        # Qwen Code's rows beside claude's, where its pinned binary is installed too.
+        if qwen_binary() is not None:
+            conversers += ("agentrt-qwen", "agentrt-qwen-warm")
+        else:
+            assert "bench: qwen rows skipped: no qwen at" in done.stderr
         (mixed,) = [r for r in records if r["scenario"] == "warm-interleaved"]
         assert {c: len(xs) for c, xs in mixed["latencies"].items()} == dict.fromkeys(conversers, 2)
         assert {c: len(xs) for c, xs in mixed["cpu_self"].items()} == dict.fromkeys(conversers, 2)
@@ -133,7 +139,7 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
             assert len(warm["latencies"]) == 2 and warm["first"] > 0 and warm["cpu_cli"] > 0
         # A CLI idles after the last turn, but for per-turn agentrt.
         idle = {r["contender"]: r["cli_rss_kib"] > 0 for r in records if "cli_rss_kib" in r}
-        assert idle == {c: c != "agentrt" for c in conversers}
+        assert idle == {c: c not in ("agentrt", "agentrt-qwen") for c in conversers}
     else:
         assert "bench: warm skipped: no claude at" in done.stderr
     assert "not measured yet" not in text

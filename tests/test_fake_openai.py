@@ -233,3 +233,40 @@ async def test_codex_config_points_at_the_fake_and_nowhere_else() -> None:
     assert provider["stream_idle_timeout_ms"] == 1500 and config["model"] == "gpt-5.5"
     assert config["features"]["plugins"] is False and config["analytics"]["enabled"] is False
     assert config["check_for_update_on_startup"] is False
+
+
+async def test_chat_completions_stream_text_a_tool_call_usage_then_done() -> None:
+    # The wire OpenAI-compatible local servers speak (Qwen Code's auth_type "openai").
+    usage = OpenAIUsage(input_tokens=12, output_tokens=3, cached_tokens=4)
+    reply = OpenAIReply(
+        (OpenAIMessage("Hi there"), OpenAIFunctionCall("read", {"path": "a"}, call_id="c1")),
+        usage=usage,
+    )
+    async with open_fake_openai([reply]) as api:
+        chat = await connect(api.port, path="/v1/chat/completions")
+        answer = await chat.request(body={"model": "local", "messages": [], "stream": True})
+        assert [call.path for call in api.model_calls] == ["/v1/chat/completions"]
+    assert answer.status == 200 and answer.complete
+    blocks = [b.removeprefix("data: ") for b in answer.body.decode().split("\n\n") if b.strip()]
+    assert blocks[-1] == "[DONE]"
+    chunks = [json.loads(b) for b in blocks[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert {c["model"] for c in chunks} == {"local"}
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content", "") for d in deltas) == "Hi there"
+    [calls] = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert calls == [
+        {
+            "index": 0,
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "read", "arguments": '{"path":"a"}'},
+        }
+    ]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert chunks[-1]["usage"] == {
+        "prompt_tokens": 12,
+        "completion_tokens": 3,
+        "total_tokens": 15,
+        "prompt_tokens_details": {"cached_tokens": 4},
+    }

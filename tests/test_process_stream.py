@@ -230,6 +230,27 @@ async def test_secret_files_are_0600_in_a_0700_dir_and_removed(private_tmp: Path
     assert os.listdir(private_tmp) == ["record.json"]
 
 
+async def test_an_env_file_is_written_0600_and_its_path_is_the_variable(
+    private_tmp: Path,
+) -> None:
+    # A CLI told of its settings file only through an environment variable (Qwen Code).
+    record = private_tmp / "record.json"
+    settings = SecretFile("settings.json", b'{"privacy": {}}')
+    command = Command(
+        argv=fake_cli_argv(["record", str(record)], ["emit", "ok"]),
+        env=ENV,
+        env_files={"SETTINGS_PATH": settings},
+    )
+    frames, _, _ = await read_all(command)
+    assert frames == ["ok"]
+    path = json.loads(record.read_text())["env"]["SETTINGS_PATH"]
+    assert os.path.basename(path) == "settings.json"
+    assert os.path.dirname(os.path.dirname(path)) == str(private_tmp)
+    # Written for the child, gone with the turn; the command's own env is not changed.
+    assert os.listdir(private_tmp) == ["record.json"]
+    assert "SETTINGS_PATH" not in command.env
+
+
 async def test_secret_files_are_removed_after_a_failure_and_a_failed_spawn(
     private_tmp: Path,
 ) -> None:

@@ -31,7 +31,10 @@ from agentrt import (
     BackendNotFound,
     BranchInUse,
     BudgetExceeded,
+    ChannelError,
     Completed,
+    ContextCategory,
+    ContextUsage,
     Crash,
     CurrentRequest,
     EventCoverage,
@@ -77,6 +80,10 @@ CALLS = (
     "reset_session",
     "status",
     "stop_agent",
+    "set_model",
+    "set_permission_mode",
+    "context_usage",
+    "stop_task",
 )
 
 # Every error class agentrt exports, raised with every field set.
@@ -112,6 +119,7 @@ ERRORS: tuple[AgentRTError, ...] = (
     RestartLimitExceeded("x", (Crash("x", 1.0, "boom"), Crash("x", 2.0, "again"))),
     BackendNotFound("cluade", ("claude", "codex")),
     RoutingError("x", "ask", "a bad row"),
+    ChannelError("x", "set_model", "it exited"),
     ProcessFailure(StopReason.STARTUP_TIMEOUT, "no output"),
     BudgetExceeded("x", "runtime", "usd", 1.25, 1.0),
     WorkspaceError("/r.worktrees/x", "git refused"),
@@ -166,9 +174,14 @@ def test_every_call_kind_comes_back_as_its_arguments() -> None:
         "reset_session": (),
         "status": (),
         "stop_agent": (),
+        "set_model": ("claude-haiku-4-5",),
+        "set_permission_mode": ("plan",),
+        "context_usage": (),
+        "stop_task": ("b3a28l03l",),
         "cancel": ("0123abcd",),
     }
     assert set(sent) == {*CALLS, "cancel"}
+    assert codec.decode_call("set_model", codec.encode_call("set_model", (None,))) == (None,)
     for call, arguments in sent.items():
         back = codec.decode_call(call, codec.encode_call(call, arguments))
         assert back == arguments
@@ -200,8 +213,22 @@ async def test_every_answer_kind_comes_back_as_its_value() -> None:
     assert answered("status", STATUS) == STATUS
     for call in ("interrupt_request", "withdraw"):
         assert answered(call, True) is True and answered(call, False) is False
-    for call in ("stop_agent", "notify", "halt", "unhalt", "reset_session"):
+    for call in (
+        "stop_agent",
+        "notify",
+        "halt",
+        "unhalt",
+        "reset_session",
+        "set_model",
+        "set_permission_mode",
+        "stop_task",
+    ):
         assert answered(call, None) is None
+    usage = ContextUsage(
+        1200, 200_000, 0.6, "claude-haiku-4-5", (ContextCategory("Messages", 900, "used"),), {}
+    )
+    assert answered("context_usage", usage) == usage
+    assert answered("context_usage", None) is None
 
 
 @pytest.mark.parametrize(
@@ -415,6 +442,10 @@ ARGUMENTS = {
     "reset_session": (),
     "status": (),
     "stop_agent": (),
+    "set_model": (str, type(None)),
+    "set_permission_mode": (str,),
+    "context_usage": (),
+    "stop_task": (str,),
     "cancel": (str,),
 }
 ANSWERS: dict[str, tuple[type, ...]] = {
@@ -431,6 +462,10 @@ ANSWERS: dict[str, tuple[type, ...]] = {
     "reset_session": (type(None),),
     "status": (AgentStatus,),
     "stop_agent": (type(None),),
+    "set_model": (type(None),),
+    "set_permission_mode": (type(None),),
+    "context_usage": (ContextUsage, type(None)),
+    "stop_task": (type(None),),
 }
 LISTED = {type(error) for error in ERRORS}
 

@@ -364,6 +364,52 @@ def test_the_runtime_logs_only_to_loggers_that_add_the_fields() -> None:
     assert names == set(LOGGERS)
 
 
+async def test_an_agents_log_fields_reach_the_tasks_under_it_and_leave_with_the_block() -> None:
+    from agentrt._telemetry import AgentLogs
+
+    class Capture(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[str | None, str]] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.seen.append((getattr(record, "agent", None), record.getMessage()))
+
+    logger = logging.getLogger(LOGGERS[0])
+    capture = Capture()
+    logger.addHandler(capture)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+
+    def slot(name: str) -> Any:
+        return types.SimpleNamespace(name=name, backend="claude", current=None, session_id=None)
+
+    async def child(message: str) -> None:
+        logger.info(message)
+
+    try:
+        with AgentLogs(slot("outer")):
+            logger.info("bound")
+            with AgentLogs(slot("inner")):
+                logger.info("nested")
+            logger.info("outer again")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(child, "from a task under it")
+        logger.info("after")
+        await trio.to_thread.run_sync(lambda: logger.info("from a thread"))
+    finally:
+        logger.removeHandler(capture)
+        logger.setLevel(old_level)
+    assert capture.seen == [
+        ("outer", "bound"),
+        ("inner", "nested"),
+        ("outer", "outer again"),
+        ("outer", "from a task under it"),
+        (None, "after"),
+        (None, "from a thread"),
+    ]
+
+
 async def test_warm_process_hits_and_misses_are_counted(otel: Telemetry, tmp_path: Path) -> None:
     # Three turns on a warm fake CLI, then one after recycling: a miss, two hits, a miss.
     binary = fake_cli_executable(str(tmp_path), ["live", {}])

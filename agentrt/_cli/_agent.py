@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -20,6 +19,7 @@ import trio
 from .._agent import Agent
 from .._arguments import check_directory
 from .._backends import resolve_backend
+from .._driver._spawn import find_executable
 from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
 from .._mode import capabilities
@@ -160,7 +160,8 @@ def _check_cli(backend: str, options: Mapping[str, Any]) -> None:
     chosen = resolve_backend(backend)
     command = chosen.version_command(chosen.parse_options(options))
     binary = str(command.argv[0])
-    if shutil.which(binary, path=os.pathsep.join(os.get_exec_path(command.env))) is None:
+    found = find_executable(binary, command.env)
+    if found is None or not os.access(found, os.X_OK):
         raise CliError(f"cannot start {binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
 
 

@@ -30,9 +30,11 @@ import trio
 
 from .._alarm import Alarm
 from .._asks import Ask
+from .._channel import SETTINGS, ChannelCall, ControlAnswer
+from .._errors import ChannelError, InvalidOptions
 from .._events import SessionTotals
 from .._telemetry import record_warm_process
-from ..backend import Backend, Command, ExitStatus, LiveBackend, Translator
+from ..backend import Backend, Command, ExitStatus, LiveBackend, ProtocolError, Translator
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
@@ -45,6 +47,15 @@ logger = logging.getLogger("agentrt")
 _DRAIN_MARGIN = 1.0
 # Bound on waiting for an ended live process to be gone (its kill ladder), beyond the grace.
 _GONE_MARGIN = 5.0
+# Bound on a live CLI's answer to a request of the runtime's (it answers at once).
+_CALL_BOUND = 30.0
+# The argument each call's refusal names.
+_ARGUMENT = {
+    "set_model": "model",
+    "set_permission_mode": "permission_mode",
+    "context_usage": "context_usage",
+    "stop_task": "task_id",
+}
 
 
 class ProcessRecords(Protocol):
@@ -92,6 +103,7 @@ class CliLifecycle:
         "_live",
         "_nursery",
         "_records",
+        "_settings",
         "_slots",
         "_tracker",
         "_turn_options",
@@ -110,6 +122,7 @@ class CliLifecycle:
         records: ProcessRecords,
         nursery: trio.Nursery | None = None,
         turn_options: Callable[[Any], Any] | None = None,
+        settings: dict[ChannelCall, Any] | None = None,
     ) -> None:
         assert live is None or (nursery is not None and isinstance(backend, LiveBackend))
         self._agent = agent
@@ -128,6 +141,8 @@ class CliLifecycle:
         # every turn on it (started with the first turn).
         self._cli: WarmCli | None = None
         self._alarm: Alarm | None = None
+        # The settings changed in band (`call`): every new live process gets them again.
+        self._settings = {} if settings is None else settings
 
     @property
     def turn_slots(self) -> ProcessSlots | None:
@@ -156,6 +171,49 @@ class CliLifecycle:
         if self._turn_options is None:
             return self._backend_options
         return self._turn_options(self._backend_options)
+
+    async def call(self, call: ChannelCall, argument: Any) -> Any:
+        """The runtime's ``call`` to the live CLI: its answer's value. A setting
+        (``set_model``, ``set_permission_mode``) holds for every later process too; without
+        a live process now it is only kept for the next one, and a call that reads the
+        process's state (``context_usage``) or acts on it (``stop_task``) returns None.
+
+        Raises `InvalidOptions` when the CLI refuses it, `ChannelError` when no usable
+        answer comes."""
+        cli = self._cli
+        if cli is None or cli.ending is not None or cli.proc is None:
+            if call in SETTINGS:
+                self._settings[call] = argument
+            await trio.lowlevel.checkpoint()
+            return None
+        value = await self._request(cli, call, argument)
+        if call in SETTINGS:
+            self._settings[call] = argument
+        return value
+
+    async def _request(self, cli: WarmCli, call: ChannelCall, argument: Any) -> Any:
+        request = cli.protocol.request(call, argument)  # type: ignore[attr-defined]
+        got = await cli.call(request, _CALL_BOUND)
+        if not isinstance(got, ControlAnswer):
+            raise ChannelError(self._agent, call, got)
+        if got.error is not None:
+            raise InvalidOptions(_ARGUMENT[call], argument, f"the CLI refused it: {got.error}")
+        try:
+            return request.decode(got.payload)
+        except ProtocolError as exc:
+            cli.kill(f"it broke the live protocol: {exc}")
+            raise ChannelError(self._agent, call, str(exc)) from None
+
+    async def _reapply(self, cli: WarmCli) -> None:
+        # A new process starts with the agent's options: the settings changed since go again.
+        for call, argument in list(self._settings.items()):
+            try:
+                await self._request(cli, call, argument)
+            except (InvalidOptions, ChannelError) as exc:
+                del self._settings[call]
+                logger.warning(
+                    "agent %r: %s %r no longer holds: %s", self._agent, call, argument, exc
+                )
 
     async def aclose(self) -> None:
         """End the live process, if any (the instance ends)."""
@@ -204,11 +262,21 @@ class CliLifecycle:
         Raises `ProcessFailure` when a new process cannot be spawned or made ready."""
         cli = self._cli
         if cli is not None:
-            why = cli.usable(session_id)
-            if why is None and cli.proc is not None and cli.proc.has_unread_output():
-                why = await cli.catch_up()
+            # After a call that reads its answer between turns; without one, no checkpoint
+            # (an interrupt made as the turn begins finds it the way it always did).
+            try:
+                cli.reader.acquire_nowait()
+            except trio.WouldBlock:
+                await cli.reader.acquire()
+            try:
+                why = cli.usable(session_id)
+                if why is None and cli.proc is not None and cli.proc.has_unread_output():
+                    why = await cli.catch_up()
+                if why is None:
+                    cli.in_turn = True
+            finally:
+                cli.reader.release()
             if why is None:
-                cli.in_turn = True
                 self._slots.busy(cli)
                 logger.debug("warm CLI pid %s takes the next turn", cli.pid)
                 await self._records.idle(False)
@@ -272,6 +340,10 @@ class CliLifecycle:
                 cli._nursery = self._nursery
                 await cli.handshake(self._limits)
                 cli.resident = proc.members()
+                if self._settings:
+                    cli.in_turn = False  # not the turn's yet: its calls read their answers
+                    await self._reapply(cli)
+                    cli.in_turn = True
                 task_status.started()
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(cli.watch_exit)

@@ -23,6 +23,12 @@ prompt, and a death fails the turn as for a one-process turn.
 
 What may outlive a turn is the CLI's resident set: the CLI itself and what its tree held
 when it became ready (its MCP servers); everything else is killed at each turn's end.
+
+The runtime's own requests (`WarmCli.call`: a model, a permission mode, the context usage,
+a task to stop) are written at once; during a turn the turn's reads bring the answer,
+between turns the caller reads until it comes (holding the process's reader, so the next
+turn waits for it). Whatever the CLI asks meanwhile between turns is answered as if
+nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask the agent.
 """
 
 from __future__ import annotations
@@ -36,9 +42,10 @@ from typing import Any
 import attrs
 import trio
 
-from .._asks import Ask
+from .._asks import Ask, Deny, HookCall
+from .._channel import ControlAnswer, ControlRequest
 from .._events import StopReason
-from ..backend import LiveProtocol, ProtocolError, Translator
+from ..backend import HookKind, LiveProtocol, ProtocolError, Translator
 from ._process import BadLine, CliProcess, FrameBatch, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
 
@@ -56,7 +63,7 @@ class LiveSettings:
 
     keep_alive: float | None
     approvals: bool
-    hooks: bool
+    hooks: frozenset[HookKind]
     kill_grace: float
     recycle_turns: int
     recycle_rss_bytes: int
@@ -88,6 +95,11 @@ class WarmCli:
     asks: deque[Ask] = attrs.field(factory=deque)
     _nursery: trio.Nursery | None = None
     _interrupt_scope: trio.CancelScope | None = None
+    # The runtime's requests waiting for their answers, by request id.
+    _calls: dict[str, _Pending] = attrs.field(factory=dict)
+    # Held by whoever reads the process's output outside a turn (a call between turns),
+    # and taken by a turn before it starts.
+    reader: trio.Lock = attrs.field(factory=trio.Lock)
 
     @property
     def pid(self) -> int | None:
@@ -98,6 +110,7 @@ class WarmCli:
         if self.ending is None:
             self.ending = why
         self._poke()
+        self._wake_calls()
 
     def hibernate(self) -> None:
         self.end("hibernating: a turn waits for a process slot")
@@ -202,7 +215,12 @@ class WarmCli:
         except ProtocolError as exc:
             self.kill(f"it broke the live protocol: {exc}")
             return
-        if not isinstance(reply, bytes):
+        if isinstance(reply, ControlAnswer):
+            pending = self._calls.get(reply.request_id)
+            if pending is not None:  # else not the runtime's (an interrupt's acknowledgement)
+                pending.answer = reply
+                pending.wake.set()
+        elif not isinstance(reply, bytes):
             self.asks.append(reply)
         elif reply:
             assert self._nursery is not None
@@ -212,6 +230,61 @@ class WarmCli:
         assert self.proc is not None
         if not await self.proc.send(data):
             self.end("it no longer reads its input")
+
+    async def call(self, request: ControlRequest, bound: float) -> ControlAnswer | str:
+        """Write the runtime's ``request`` and wait for the CLI's answer: the answer, or why
+        none came (the process ended; no answer within ``bound`` seconds ends it)."""
+        pending = self._calls[request.request_id] = _Pending()
+        try:
+            with trio.move_on_after(bound):
+                await self._send(request.line)
+                while pending.answer is None and self.ending is None:
+                    if self.in_turn:  # the turn's reads bring it; or, once over, read it here
+                        await pending.wake.wait()
+                        pending.wake = trio.Event()
+                        continue
+                    async with self.reader:
+                        if not self.in_turn:
+                            await self._read_for(pending)
+                if pending.answer is not None:
+                    return pending.answer
+                return self.ending or "it ended"
+            self.kill(f"it did not answer {request!r} within {bound:g} s")
+            return f"the CLI did not answer within {bound:g} s"
+        finally:
+            del self._calls[request.request_id]
+
+    async def _read_for(self, pending: _Pending) -> None:
+        # Between turns: read control frames until the answer comes; anything else ends the
+        # process, as output between turns does.
+        assert self.proc is not None
+        batches = self.proc.batches()
+        while pending.answer is None and self.ending is None:
+            try:
+                batch = await batches.__anext__()
+            except StopAsyncIteration:
+                self.end("it exited")
+                return
+            except ProcessFailure as exc:
+                self.end(f"its output between turns: {exc.message}")
+                return
+            for frame in batch:
+                if type(frame) is BadLine or self.protocol.classify(frame) != "control":
+                    self.end("it printed output between turns")
+                    return
+                self._control(frame)
+            while self.asks:
+                ask = self.asks.popleft()
+                go_on = (
+                    ask.answer(None)
+                    if isinstance(ask, HookCall)
+                    else ask.answer(Deny("no turn is running to ask the agent"))
+                )
+                await self._send(go_on)
+
+    def _wake_calls(self) -> None:
+        for pending in self._calls.values():
+            pending.wake.set()
 
     def interrupt(self, gently: bool, grace: float) -> None:
         """Stop the running turn: ``gently`` in band (the CLI's own interrupt request, the
@@ -261,6 +334,7 @@ class WarmCli:
                 self.end(f"recycled at {rss:,} bytes resident")
         self.idle_since = trio.current_time()
         self._poke()
+        self._wake_calls()  # a call waiting for the turn's reads now reads for itself
 
     # --- the holder task ---------------------------------------------------------------
 
@@ -305,6 +379,8 @@ class WarmCli:
                             raise ProcessFailure(
                                 StopReason.MALFORMED_OUTPUT, f"the CLI refused its handshake: {exc}"
                             ) from exc
+                        if isinstance(reply, ControlAnswer):
+                            continue  # no request of the runtime's is out yet
                         if not isinstance(reply, bytes):
                             raise ProcessFailure(
                                 StopReason.MALFORMED_OUTPUT,
@@ -324,6 +400,16 @@ class WarmCli:
             StopReason.STARTUP_TIMEOUT,
             f"the CLI did not answer its handshake within {limits.startup:g} s of spawn",
         )
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """A request of the runtime's, until its answer comes."""
+
+    # Set when the answer came, or the process's state changed (its turn ended, it must
+    # end): look again.
+    wake: trio.Event = attrs.field(factory=trio.Event)
+    answer: ControlAnswer | None = None
 
 
 class _TurnBatches:

@@ -49,7 +49,7 @@ from ._proctree import (
     track_leader,
     untrack_leader,
 )
-from ._secretfiles import materialized_argv
+from ._secretfiles import materialized
 from ._spawn import CannotEnter, Spawned, spawn
 
 __all__ = [
@@ -859,11 +859,11 @@ async def open_cli_process(
     SIGTERM.
     """
     marker = new_marker()
-    env = {**command.env, MARKER_ENV: marker}
     with (
-        materialized_argv(command) as argv,
+        materialized(command) as (argv, env),
         nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
     ):
+        env[MARKER_ENV] = marker
         try:
             process = await spawn(argv, env, command.cwd, cgroup)
         except OSError as exc:

@@ -12,12 +12,13 @@ from ..backend import Command, SecretFile
 
 
 @contextmanager
-def materialized_argv(command: Command) -> Iterator[tuple[str, ...]]:
+def materialized(command: Command) -> Iterator[tuple[tuple[str, ...], dict[str, str]]]:
     """``command.argv`` with each `SecretFile` replaced by the path of a file holding its
-    content. The files live in a directory only we can read, created here and removed on
-    exit however the block ends; a command without secret files touches no disk."""
+    content, and ``command.env`` with each of ``command.env_files`` set to its file's path.
+    The files live in a directory only we can read, created here and removed on exit
+    however the block ends; a command without secret files touches no disk."""
     if not command.files:
-        yield tuple(a for a in command.argv if isinstance(a, str))
+        yield tuple(a for a in command.argv if isinstance(a, str)), dict(command.env)
         return
     directory = tempfile.mkdtemp(prefix="agentrt-")  # mode 0700
     try:
@@ -35,6 +36,8 @@ def materialized_argv(command: Command) -> Iterator[tuple[str, ...]]:
             with os.fdopen(fd, "wb") as f:
                 f.write(secret.content)
             paths[secret] = path
-        yield tuple(a if isinstance(a, str) else paths[a] for a in command.argv)
+        argv = tuple(a if isinstance(a, str) else paths[a] for a in command.argv)
+        env = {**command.env, **{name: paths[f] for name, f in command.env_files.items()}}
+        yield argv, env
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -435,12 +435,17 @@ async def spawn(
     )
 
 
-def _executable(name: str, env: Mapping[str, str]) -> str:
-    # As subprocess finds it: a name with a slash as it is (after the chdir), else the first
-    # executable file of that name on the child's own PATH.
+def find_executable(name: str, env: Mapping[str, str]) -> str | None:
+    """The file a spawn with this environment runs for ``name``, as subprocess finds it: a
+    name with a slash as it is (after the chdir), else the first executable file of that
+    name on the child's own PATH; None when there is none."""
     if os.sep in name:
         return name
-    found = shutil.which(name, path=os.pathsep.join(os.get_exec_path(dict(env))))
+    return shutil.which(name, path=os.pathsep.join(os.get_exec_path(dict(env))))
+
+
+def _executable(name: str, env: Mapping[str, str]) -> str:
+    found = find_executable(name, env)
     if found is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
     return found

@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple, cast
 
 import msgspec
 
+from .._channel import ContextCategory, ContextUsage
 from .._driver._process import ProcessFailure
 from .._errors import (
     AgentAlreadyStarted,
@@ -32,6 +33,7 @@ from .._errors import (
     BackendNotFound,
     BranchInUse,
     BudgetExceeded,
+    ChannelError,
     InvalidOptions,
     LeaseLost,
     MailboxFull,
@@ -429,6 +431,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (RestartLimitExceeded, _RestartLimitFields),
         (BackendNotFound, _BackendNotFoundFields),
         (RoutingError, _RoutingFields),
+        (ChannelError, _RoutingFields),
         (ProcessFailure, _ProcessFailureFields),
         (BudgetExceeded, _BudgetFields),
         (WorkspaceError, _StoreFields),
@@ -532,6 +535,22 @@ class _ResetSession(_Call, frozen=True, tag="reset_session"):
     pass
 
 
+class _SetModel(_Call, frozen=True, tag="set_model"):
+    model: str | None
+
+
+class _SetPermissionMode(_Call, frozen=True, tag="set_permission_mode"):
+    mode: str
+
+
+class _ContextUsageCall(_Call, frozen=True, tag="context_usage"):
+    pass
+
+
+class _StopTask(_Call, frozen=True, tag="stop_task"):
+    task_id: str
+
+
 class _Cancel(_Call, frozen=True, tag="cancel"):
     """The caller of the call ``call_id`` has gone: stop serving it."""
 
@@ -552,6 +571,10 @@ _CALL_KINDS = (
     _Halt,
     _Unhalt,
     _ResetSession,
+    _SetModel,
+    _SetPermissionMode,
+    _ContextUsageCall,
+    _StopTask,
     _Cancel,
 )
 _AnyCall = (
@@ -568,6 +591,10 @@ _AnyCall = (
     | _Halt
     | _Unhalt
     | _ResetSession
+    | _SetModel
+    | _SetPermissionMode
+    | _ContextUsageCall
+    | _StopTask
     | _Cancel
 )
 _CALLS: dict[str, type[_Call]] = {
@@ -703,6 +730,40 @@ class _NoneAnswer(_Answer, frozen=True, tag="none"):
         return None
 
 
+class _CategoryData(msgspec.Struct, frozen=True):
+    name: str
+    tokens: int
+    kind: str | None
+
+
+class _ContextUsageData(msgspec.Struct, frozen=True):
+    total_tokens: int
+    max_tokens: int
+    percentage: float
+    model: str | None
+    categories: tuple[_CategoryData, ...]
+    raw: Any  # the CLI's JSON answer
+
+
+class _ContextUsageAnswer(_Answer, frozen=True, tag="context_usage"):
+    usage: _ContextUsageData | None
+
+    def value(self) -> ContextUsage | None:
+        data = self.usage
+        if data is None:
+            return None
+        categories = tuple(ContextCategory(c.name, c.tokens, c.kind) for c in data.categories)
+        return ContextUsage(
+            data.total_tokens, data.max_tokens, data.percentage, data.model, categories, data.raw
+        )
+
+
+def _context_usage_answer(usage: ContextUsage | None) -> _ContextUsageAnswer:
+    if usage is None:
+        return _ContextUsageAnswer(None)
+    return _ContextUsageAnswer(msgspec.convert(usage, _ContextUsageData, from_attributes=True))
+
+
 def _result_data(result: PollResult) -> _AnyResult:
     if isinstance(result, Completed):
         return _Completed(_ResponseData.of(result.response))
@@ -741,6 +802,12 @@ _ANSWERS: dict[str, _Returns] = {
     "halt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
     "unhalt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
     "reset_session": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "set_model": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "set_permission_mode": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "context_usage": _Returns(
+        _ContextUsageAnswer, (ContextUsage, type(None)), _context_usage_answer
+    ),
+    "stop_task": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
 }
 
 

@@ -1,4 +1,6 @@
-"""A loopback fake of the OpenAI Responses API (``POST /v1/responses``, streamed as SSE).
+"""A loopback fake of the OpenAI Responses API (``POST /v1/responses``, streamed as SSE),
+and of streamed chat completions (``POST /v1/chat/completions``, what OpenAI-compatible
+local servers offer; `_fake_chat` renders the same replies on that wire).
 
 It answers from a script: text replies, function calls (the Codex shell tool is
 ``exec_command`` with ``{"cmd": ...}``), HTTP errors, streams cut mid-body and streams that
@@ -18,6 +20,7 @@ import msgspec
 import trio
 
 from .._redact import REDACTED, is_secret_name, redact
+from ._fake_chat import chat_chunks, is_chat_call
 from ._http import HttpRequest, ResponseWriter, open_http_server
 
 __all__ = [
@@ -184,7 +187,8 @@ class FakeOpenAI:
 
     @property
     def model_calls(self) -> list[OpenAIRequest]:
-        """The recorded ``POST .../responses`` requests, in order."""
+        """The recorded model calls (``POST .../responses`` or ``.../chat/completions``), in
+        order."""
         return [r for r in self.requests if _is_model_call(r)]
 
     @property
@@ -230,7 +234,41 @@ class FakeOpenAI:
             await writer.send_json(entry.status, body, headers=headers)
         else:
             model = recorded.body.get("model", "") if isinstance(recorded.body, dict) else ""
-            await self._stream(entry, str(model), writer)
+            if is_chat_call(recorded.path):
+                await self._stream_chat(entry, str(model), writer)
+            else:
+                await self._stream(entry, str(model), writer)
+
+    async def _stream_chat(self, reply: OpenAIReply, model: str, writer: ResponseWriter) -> None:
+        if any(isinstance(p, OpenAIItem) for p in reply.output):
+            message = "fake OpenAI: chat completions have no such output item"
+            await writer.send_json(500, _error_body(message, None, "server_error"))
+            return
+        words = [
+            w for p in reply.output if isinstance(p, OpenAIMessage) for w in _WORD.findall(p.text)
+        ]
+        calls = [
+            (p.call_id or f"call_fake{next(self._ids)}", p.name, _arguments(p.arguments))
+            for p in reply.output
+            if isinstance(p, OpenAIFunctionCall)
+        ]
+        u = reply.usage
+        chunks = chat_chunks(
+            f"chatcmpl-fake{next(self._ids)}",
+            model,
+            words,
+            calls,
+            (u.input_tokens, u.cached_tokens, u.output_tokens),
+        )
+        await writer.start_stream()
+        for sent, chunk in enumerate(chunks):
+            if sent == reply.cut_after:
+                await writer.abort()
+                return
+            if sent == reply.hang_after:
+                await trio.sleep_forever()
+            await writer.send_data(chunk)
+        await writer.end_stream()
 
     async def _stream(self, reply: OpenAIReply, model: str, writer: ResponseWriter) -> None:
         events = self._events(reply, model)
@@ -286,9 +324,7 @@ class FakeOpenAI:
                 for word in _WORD.findall(part.text)
             ]
             return started, deltas, {**started, "status": "completed", "content": content}
-        arguments = part.arguments
-        if not isinstance(arguments, str):
-            arguments = msgspec.json.encode(arguments).decode()
+        arguments = _arguments(part.arguments)
         call_id = part.call_id or f"call_fake{next(self._ids)}"
         started = {**head, "type": "function_call", "name": part.name, "call_id": call_id}
         if part.namespace is not None:
@@ -330,7 +366,12 @@ class FakeOpenAI:
 
 
 def _is_model_call(request: OpenAIRequest) -> bool:
-    return request.method == "POST" and request.path.split("?", 1)[0].endswith("/responses")
+    path = request.path.split("?", 1)[0]
+    return request.method == "POST" and (path.endswith("/responses") or is_chat_call(path))
+
+
+def _arguments(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else msgspec.json.encode(arguments).decode()
 
 
 def _error_body(message: str, code: str | None, type_: str | None = None) -> dict[str, Any]:

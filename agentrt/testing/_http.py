@@ -114,6 +114,11 @@ class ResponseWriter:
         payload = b"event: " + event.encode() + b"\ndata: " + _encoder.encode(data) + b"\n\n"
         await self._stream.send_all(b"%x\r\n%s\r\n" % (len(payload), payload))
 
+    async def send_data(self, data: bytes) -> None:
+        """One server-sent event of ``data`` alone (no event name), in a chunk of its own."""
+        payload = b"data: " + data + b"\n\n"
+        await self._stream.send_all(b"%x\r\n%s\r\n" % (len(payload), payload))
+
     async def end_stream(self) -> None:
         await self._stream.send_all(b"0\r\n\r\n")
         self.finished = True

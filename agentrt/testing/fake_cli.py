@@ -42,7 +42,9 @@ A live process answers the ``initialize`` control request (with an error if opti
 "refuse"), then runs ``options["turns"][n]`` for its n-th user message (the last one again
 from then on). An ``interrupt`` control request is acknowledged at once; a running "hang" or
 "sleep" step then stops and the turn prints ``options["on_interrupt"]`` (default: an
-``error_during_execution`` result), unless options has "ignore_interrupt". The session id is
+``error_during_execution`` result), unless options has "ignore_interrupt". Any other control
+request gets an empty success, or ``options["answers"][subtype]`` as its payload, or an error
+for a subtype in ``options["refuse_requests"]``. The session id is
 the one ``--resume`` names, else options["session_id"], else "fake-<pid>".
 
 Only the standard library is used and nothing of agentrt is imported, so it starts fast with
@@ -234,6 +236,10 @@ class _Live:
             response = {**response, "subtype": "error", "error": "refused"}
         elif subtype == "interrupt" and not self.options.get("ignore_interrupt"):
             self.interrupted.set()
+        elif subtype in self.options.get("refuse_requests", ()):
+            response = {**response, "subtype": "error", "error": f"no {subtype} here"}
+        elif subtype in self.options.get("answers", {}):
+            response = {**response, "response": self.options["answers"][subtype]}
         _emit({"type": "control_response", "response": response})
 
     def run(self, args: Sequence[str]) -> None:

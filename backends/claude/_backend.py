@@ -7,7 +7,15 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
+from agentrt.backend import (
+    AppToolServer,
+    Capabilities,
+    ChannelCall,
+    Command,
+    HookKind,
+    SessionTotals,
+    bypass_proxy,
+)
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_path, transcript_pattern, with_cli_home
@@ -20,7 +28,11 @@ from ._translate import ClaudeTranslator
 # pins its own copy in tests/realcli/CLAUDE_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "2.1.332"
 
-_LIVE = Capabilities(live=True, approvals=True, hooks=True)
+# The runtime's requests a warm claude takes (Runtime.set_model, ...).
+_CALLS: frozenset[ChannelCall] = frozenset(
+    ("set_model", "set_permission_mode", "context_usage", "stop_task")
+)
+_LIVE = Capabilities(live=True, approvals=True, hooks=True, calls=_CALLS)
 
 
 class ClaudeBackend:
@@ -56,7 +68,7 @@ class ClaudeBackend:
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> ClaudeLive:
         """A live process (warm sessions, approvals, hooks): stream-json in and out."""
         return ClaudeLive(options, session_id=session_id, approvals=approvals, hooks=hooks)

@@ -7,7 +7,14 @@ from typing import Any
 
 import attrs
 
-from agentrt.backend import AppToolServer, Capabilities, Command, SessionTotals, bypass_proxy
+from agentrt.backend import (
+    AppToolServer,
+    Capabilities,
+    Command,
+    HookKind,
+    SessionTotals,
+    bypass_proxy,
+)
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
@@ -70,7 +77,7 @@ class CodexBackend:
         *,
         session_id: str | None,
         approvals: bool = False,
-        hooks: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
     ) -> CodexLive:
         """A live ``codex app-server`` for the thread ``session_id`` (None: a new thread),
         for options whose `capabilities` say live (``hooks`` is never asked for). See

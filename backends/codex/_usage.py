@@ -41,15 +41,4 @@ def totals(raw: Any, keys: tuple[str, str, str, str]) -> Usage | None:
 
 def since(running: Usage, baseline: Usage | None) -> Usage:
     """The share of ``running`` that ``baseline`` has not reported yet."""
-    if baseline is None:
-        return running
-    return Usage(
-        input_tokens=max(running.input_tokens - baseline.input_tokens, 0),
-        output_tokens=max(running.output_tokens - baseline.output_tokens, 0),
-        cache_creation_input_tokens=max(
-            running.cache_creation_input_tokens - baseline.cache_creation_input_tokens, 0
-        ),
-        cache_read_input_tokens=max(
-            running.cache_read_input_tokens - baseline.cache_read_input_tokens, 0
-        ),
-    )
+    return running if baseline is None else running.minus(baseline)

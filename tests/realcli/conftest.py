@@ -10,7 +10,8 @@ import pytest
 
 from agentrt.testing import open_fake_anthropic
 
-from ._claude import Claude, claude_version
+from ._claude import Claude, claude_version, npm_available
+from ._qwen import Qwen, qwen_binary, qwen_version
 
 
 @pytest.fixture
@@ -21,3 +22,24 @@ async def claude(claude_bin: Path, tmp_path: Path, process_marker: str) -> Async
     project.mkdir()
     async with open_fake_anthropic() as api:
         yield Claude(claude_bin, claude_version(), api, home, project, process_marker)
+
+
+@pytest.fixture
+def qwen_bin() -> Path:
+    """The pinned qwen binary (`make qwen-cli`); a skip only when npm is absent."""
+    binary = qwen_binary()
+    if binary is not None:
+        return binary
+    if not npm_available():
+        pytest.skip(f"npm not found, so qwen {qwen_version()} is not installed")
+    pytest.fail(f"qwen {qwen_version()} is not installed: run `make qwen-cli`")
+
+
+@pytest.fixture
+async def qwen(qwen_bin: Path, tmp_path: Path, process_marker: str) -> AsyncIterator[Qwen]:
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    async with open_fake_anthropic() as api:
+        yield Qwen(qwen_bin, api, home, project, process_marker)

@@ -1,0 +1,16 @@
+"""The words every live CLI protocol shares: a stdout frame's role, and a broken protocol.
+
+They stand below `agentrt.backend` (which exports them) so that the shared protocol pieces
+the backend module also exports (`_stream_json_live`) can use them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+FrameRole = Literal["event", "end", "control"]
+
+
+class ProtocolError(Exception):
+    """A live CLI broke its input protocol (an unexpected answer, a refused handshake): the
+    runtime ends the process, and the conversation goes on in a new one (``--resume``)."""

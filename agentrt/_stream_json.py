@@ -1,0 +1,681 @@
+"""Stream-json frames -> agentrt events, for one turn: Claude Code's ``--output-format
+stream-json`` and the CLIs that print the same frames (Qwen Code). What differs between
+them (the init frame's field names, the wording of their failures) is a `StreamJsonDialect`;
+everything below is shared.
+
+=====================================  ==================================================
+frame                                  events
+=====================================  ==================================================
+any frame with a new ``session_id``    `SessionEvent` first (checkpoint before going on)
+``system`` / ``init``                  `InitEvent` (model, CLI version, tools, MCP
+                                       servers, permission mode: the dialect's field
+                                       names), after the session event above; each one
+``system`` / ``api_retry`` the         terminal `ErrorEvent` AUTHENTICATION_FAILED at once
+dialect calls fatal (Claude: a 401)    (the CLI would retry in vain for ~170 s)
+other ``system`` subtypes              `RawEvent`
+``stream_event`` text delta            `TextEvent` (main thread only)
+other ``stream_event`` deltas          nothing (thinking, signatures, tool-input JSON, ...)
+``stream_event`` message_stop with     `TextRetractedEvent` with the text streamed for the
+``abandoned_blocks``                   abandoned blocks (the CLI retries the reply)
+``stream_event`` of an unexpected      nothing (the typed schema below decides)
+shape
+``assistant`` text block               the part not already streamed, as a `TextEvent`
+                                       with ``message_boundary=True`` (main thread only)
+``assistant`` tool_use block           `ToolUseEvent` with the full input, once per id
+``user`` tool_result block             `ToolResultEvent`; both carry the frame's
+                                       ``parent_tool_use_id`` (a subagent's Task call)
+``rate_limit_event``                   `RawEvent`; while the latest one says
+                                       ``rejected``, an error ending the turn is
+                                       RATE_LIMITED (unless it says something more precise)
+``result``                             `UsageEvent`, then terminal `ResultEvent` (with
+                                       ``structured_output``, ``permission_denials``), or
+                                       terminal `ErrorEvent` when ``is_error`` is true or
+                                       the subtype is not ``success`` (its message: the
+                                       result, the ``errors``, else the API status's)
+anything else (valid JSON)             `RawEvent`
+=====================================  ==================================================
+
+Several results in one process. When the model leaves a background task, ``claude -p``
+prints a result, waits for the task, then prints another ``system/init`` and another
+result. Every result is translated into its own terminal event; the turn keeps reading until
+the process exits and the LAST terminal event decides the turn (earlier ones stay in the
+event log). A terminal `ErrorEvent` (an error result, or the fatal ``api_retry`` the
+translator raises mid-stream) ends the turn at once: the turn interrupts the CLI with SIGINT
+and keeps the event's reason. After the fatal ``api_retry`` nothing this translator emits is
+terminal either, so the result the CLI prints on that SIGINT cannot replace it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import msgspec
+
+from ._events import (
+    ErrorEvent,
+    Event,
+    InitEvent,
+    McpServerStatus,
+    PermissionDenial,
+    RawEvent,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    TextRetractedEvent,
+    ToolResultEvent,
+    ToolUseEvent,
+    Usage,
+    UsageEvent,
+)
+from ._redact import redact
+
+_TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
+_MESSAGE_LIMIT = 500
+
+
+def _no_session_marker(text: str) -> str | None:
+    return None
+
+
+def _no_fatal_retry(status: int | None, error: str | None) -> bool:
+    return False
+
+
+@attrs.frozen
+class StreamJsonDialect:
+    """What one CLI's stream-json says in its own way, for `StreamJsonTranslator`.
+
+    ``version_field`` and ``permission_mode_field``:
+    the ``system/init`` fields that carry its version (`InitEvent.cli_version`) and
+    permission mode. ``classify(status, text)``: the stop reason of a failure with HTTP
+    ``status`` (None if unknown) and message ``text``, or None; ``status_message(status)``:
+    what a failed call's status says when the CLI says nothing; ``lost_session_id(text)``:
+    the session id a "no such conversation" message names; ``is_fatal_retry(status,
+    error)``: whether a ``system/api_retry`` frame is one the CLI would retry in vain (the
+    turn then fails at once). ``retryable``: the stop reasons a caller may retry."""
+
+    version_field: str
+    permission_mode_field: str
+    classify: Callable[[int | None, str], StopReason | None]
+    status_message: Callable[[int], str]
+    retryable: frozenset[StopReason]
+    lost_session_id: Callable[[str], str | None] = _no_session_marker
+    is_fatal_retry: Callable[[int | None, str | None], bool] = _no_fatal_retry
+
+
+class _ExitStatus(Protocol):
+    # agentrt.backend.ExitStatus, which this floor module cannot import (backend imports it).
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def signal(self) -> int | None: ...
+
+
+# Most lines of a streamed turn are stream events (text deltas above all), then assistant
+# and user messages: those get a typed decoding, which skips every field the translator does
+# not read (a tool result's ``tool_use_result`` echo, often as big as the result itself,
+# is never built). Any other frame, or one of an unexpected shape, fails this schema early
+# and is decoded generically by the driver; ``feed`` makes such a stream, assistant or user
+# dict the typed frame it stands for, so one set of rules translates both (system and
+# result frames are always dicts: their events keep the frame itself).
+class _TextDelta(msgspec.Struct, gc=False, tag="text_delta"):
+    text: str
+
+
+class _InputJsonDelta(msgspec.Struct, gc=False, tag="input_json_delta"):
+    pass
+
+
+class _ThinkingDelta(msgspec.Struct, gc=False, tag="thinking_delta"):
+    pass
+
+
+class _SignatureDelta(msgspec.Struct, gc=False, tag="signature_delta"):
+    pass
+
+
+class _BlockDelta(msgspec.Struct, gc=False, tag="content_block_delta"):
+    delta: _TextDelta | _InputJsonDelta | _ThinkingDelta | _SignatureDelta
+    index: int = 0
+
+
+class _Message(msgspec.Struct, gc=False):
+    model: Any = None
+
+
+class _MessageStart(msgspec.Struct, gc=False, tag="message_start"):
+    message: _Message
+
+
+class _BlockStart(msgspec.Struct, gc=False, tag="content_block_start"):
+    pass
+
+
+class _BlockStop(msgspec.Struct, gc=False, tag="content_block_stop"):
+    pass
+
+
+class _MessageDelta(msgspec.Struct, gc=False, tag="message_delta"):
+    pass
+
+
+class _AbandonedBlocks(msgspec.Struct, gc=False):
+    from_block_index: int = 0
+
+
+class _MessageStop(msgspec.Struct, gc=False, tag="message_stop"):
+    pass
+
+
+class _StreamEvent(msgspec.Struct, gc=False, tag_field="type", tag="stream_event"):
+    event: _BlockDelta | _MessageStart | _BlockStart | _BlockStop | _MessageDelta | _MessageStop
+    session_id: str | None = None
+    parent_tool_use_id: Any = None
+    # Set (on a message_stop) when the CLI gave up this reply mid-stream and retries it.
+    abandoned_blocks: _AbandonedBlocks | None = None
+
+
+# Content blocks. Decoded JSON values cannot form reference cycles, so none of these needs
+# the garbage collector's attention, even those holding a dict.
+class _TextBlock(msgspec.Struct, gc=False, tag="text"):
+    text: str | None = None
+
+
+class _ToolUseBlock(msgspec.Struct, gc=False, tag="tool_use"):
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+
+
+class _ServerToolUseBlock(_ToolUseBlock, gc=False, tag="server_tool_use"):
+    pass
+
+
+class _ThinkingBlock(msgspec.Struct, gc=False, tag="thinking"):
+    pass
+
+
+class _RedactedThinkingBlock(msgspec.Struct, gc=False, tag="redacted_thinking"):
+    pass
+
+
+class _ToolResultBlock(msgspec.Struct, gc=False, tag="tool_result"):
+    tool_use_id: str | None = None
+    content: Any = None
+    is_error: Any = None
+
+
+class _AssistantMessage(msgspec.Struct, gc=False):
+    content: list[
+        _TextBlock | _ToolUseBlock | _ServerToolUseBlock | _ThinkingBlock | _RedactedThinkingBlock
+    ] = []
+
+
+class _Assistant(msgspec.Struct, gc=False, tag_field="type", tag="assistant"):
+    message: _AssistantMessage
+    session_id: str | None = None
+    parent_tool_use_id: Any = None
+
+
+class _UserMessage(msgspec.Struct, gc=False):
+    content: list[_ToolResultBlock | _TextBlock] = []
+
+
+class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
+    message: _UserMessage
+    session_id: str | None = None
+    parent_tool_use_id: Any = None
+
+
+_decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
+_NO_EVENTS: tuple[Event, ...] = ()
+
+
+class StreamJsonTranslator:
+    """Translates the frames of one turn of a stream-json CLI that speaks ``dialect``. Make
+    a fresh one per turn. ``cost_baseline``: the session's cost before this turn (a
+    result's ``total_cost_usd`` is the session's running total, across ``--resume``);
+    ``usage_baseline``: its usage before this turn, for a CLI whose result's usage is the
+    session's running total too (Qwen Code's; None: the result's usage is the turn's)."""
+
+    def __init__(
+        self,
+        dialect: StreamJsonDialect,
+        *,
+        cost_baseline: float = 0.0,
+        usage_baseline: Usage | None = None,
+    ) -> None:
+        self._dialect = dialect
+        self._cost_baseline = cost_baseline
+        self._usage_baseline = usage_baseline
+        self._session_id: str | None = None
+        self._model: str | None = None
+        # Text streamed per content-block index for the current main-thread message (its
+        # deltas, joined only when a completed block is matched), and the indices a
+        # completed assistant block has already been matched against.
+        self._streamed: dict[int, list[str]] = {}
+        self._matched: set[int] = set()
+        self._tool_ids: set[str] = set()
+        self._terminal_seen = False
+        self._failed_fast = False
+        # The latest rate_limit_event said the API refuses requests: a turn that then ends
+        # in an error ended for that.
+        self._rate_limit_rejected = False
+        # The driver tries this first on each line (see agentrt.Translator); what it makes
+        # is handled here.
+        self.decode = _decode_frame
+        self._typed: dict[type, Callable[[Any], Sequence[Event]]] = {
+            _StreamEvent: self._stream_event,
+            _Assistant: self._assistant,
+            _User: self._user,
+        }
+
+    @property
+    def session_id(self) -> str | None:
+        """The latest session id the CLI reported in this turn."""
+        return self._session_id
+
+    def feed(self, frame: Any) -> Sequence[Event]:
+        """Events for one decoded stdout frame. Never raises on any JSON value."""
+        # This runs once per stdout line: exact type checks first (the driver decodes most
+        # frames to the typed structs above, other JSON objects to dicts), the ABC check only
+        # for other mappings; stream events first.
+        typed = self._typed.get(type(frame))
+        if typed is not None:
+            sid = frame.session_id
+            if sid != self._session_id and sid:
+                self._session_id = sid
+                return [SessionEvent(session_id=sid, model=self._model), *typed(frame)]
+            return typed(frame)
+        if type(frame) is not dict and not isinstance(frame, Mapping):
+            return [RawEvent(data=frame, note="not a JSON object")]
+        kind = frame.get("type")
+        sid = frame.get("session_id")
+        if sid != self._session_id and sid and type(sid) is str:
+            if kind == "system" and frame.get("subtype") == "init":
+                self._model = _str(frame.get("model")) or self._model
+            self._session_id = sid
+            return [SessionEvent(session_id=sid, model=self._model), *self._dispatch(kind, frame)]
+        return self._dispatch(kind, frame)
+
+    def _dispatch(self, kind: Any, frame: Mapping[str, Any]) -> Sequence[Event]:
+        if kind == "stream_event":
+            return self._stream_event_dict(frame)
+        if kind == "assistant":
+            return self._assistant_dict(frame)
+        if kind == "user":
+            return self._user_dict(frame)
+        if kind == "system":
+            return self._system(frame)
+        if kind == "result":
+            return self._result(frame)
+        if kind == "rate_limit_event":
+            info = frame.get("rate_limit_info")
+            self._rate_limit_rejected = (
+                isinstance(info, Mapping) and info.get("status") == "rejected"
+            )
+        return [RawEvent(data=frame)]
+
+    def finish(self, exit_status: _ExitStatus, stderr_tail: str) -> Event | None:
+        """None if a terminal event was emitted; else the classified end of the stream:
+        a stderr marker's reason, else PROCESS_CRASHED (signal), else MALFORMED_OUTPUT."""
+        if self._terminal_seen:
+            return None
+        tail = redact(stderr_tail)
+        if exit_status.signal is not None:
+            how = f"was killed by {_signal_name(exit_status.signal)}"
+        elif exit_status.returncode is None:
+            how = "ended"
+        else:
+            how = f"exited with code {exit_status.returncode}"
+        last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+        message = f"the CLI {how} without printing its result" + (
+            f": {last_line[-_MESSAGE_LIMIT:]}" if last_line else ""
+        )
+        reason = self._dialect.classify(None, tail)
+        if reason is None:
+            if exit_status.signal is not None:
+                reason = StopReason.PROCESS_CRASHED
+            elif self._rate_limit_rejected:
+                reason = StopReason.RATE_LIMITED
+                message += " (the API had rejected its requests for a rate limit)"
+            else:
+                reason = StopReason.MALFORMED_OUTPUT
+        session = self._dialect.lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
+        return ErrorEvent(
+            reason=reason,
+            message=message,
+            retryable=reason in self._dialect.retryable,
+            session_id=session or self._session_id,
+        )
+
+    def _turn_cost(self, frame: Mapping[str, Any]) -> float | None:
+        total = _number(frame.get("total_cost_usd"))
+        # Floored at 0: a baseline from a store that missed a turn must not go negative.
+        return None if total is None else max(total - self._cost_baseline, 0.0)
+
+    def _terminal(self, event: Event) -> Event:
+        if self._failed_fast:
+            return RawEvent(data=getattr(event, "raw", None), note="after the turn had failed")
+        self._terminal_seen = True
+        return event
+
+    def _system(self, frame: Mapping[str, Any]) -> list[Event]:
+        subtype = frame.get("subtype")
+        if subtype == "init":
+            self._model = _str(frame.get("model")) or self._model
+            return [_init(frame, self._dialect)]
+        if subtype == "api_retry":
+            status = _int(frame.get("error_status"))
+            error = _str(frame.get("error"))
+            if self._dialect.is_fatal_retry(status, error) and not self._failed_fast:
+                event = self._terminal(
+                    ErrorEvent(
+                        reason=StopReason.AUTHENTICATION_FAILED,
+                        message=(
+                            f"the API rejected the credentials ({error or 'error'}, HTTP "
+                            f"{status}); the CLI would keep retrying, so the turn ends now"
+                        ),
+                        status=status,
+                        session_id=self._session_id,
+                        raw=frame,
+                    )
+                )
+                self._failed_fast = True
+                return [event]
+        return [RawEvent(data=frame)]
+
+    def _stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
+        # Most lines of a turn: text deltas are handled here without a further call.
+        if frame.parent_tool_use_id is not None:
+            return _NO_EVENTS
+        event = frame.event
+        if type(event) is _BlockDelta:
+            delta = event.delta
+            if type(delta) is _TextDelta and delta.text:
+                text = delta.text
+                parts = self._streamed.get(event.index)
+                if parts is None:
+                    self._streamed[event.index] = [text]
+                else:
+                    parts.append(text)
+                return [TextEvent(text=text)]
+        elif type(event) is _MessageStart:
+            self._streamed.clear()
+            self._matched.clear()
+            self._model = _str(event.message.model) or self._model
+        if frame.abandoned_blocks is not None:
+            return self._abandon(frame.abandoned_blocks.from_block_index)
+        return _NO_EVENTS
+
+    def _abandon(self, first: int) -> Sequence[Event]:
+        # The text streamed for the abandoned blocks is taken back; they no longer wait for
+        # a completed block to match (the retry's answer is a new message).
+        abandoned = sorted(i for i in self._streamed if i >= first and i not in self._matched)
+        text = "".join("".join(self._streamed.pop(i)) for i in abandoned)
+        return [TextRetractedEvent(text=text)] if text else _NO_EVENTS
+
+    def _stream_event_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # A stream event the typed decoding refused (or a dict from an in-process feeder):
+        # the same schema decides, so one of any other shape is ignored like unknown ones.
+        try:
+            typed = msgspec.convert(frame, _StreamEvent)
+        except msgspec.ValidationError:
+            return _NO_EVENTS
+        return self._stream_event(typed)
+
+    def _assistant(self, frame: _Assistant) -> Sequence[Event]:
+        # A subagent's own text is not this agent's answer (it comes back as a tool result).
+        parent = frame.parent_tool_use_id
+        events: list[Event] = []
+        for block in frame.message.content:
+            if type(block) is _TextBlock:
+                if parent is None and block.text:
+                    events.append(self._message_text(block.text))
+            elif isinstance(block, _ToolUseBlock):
+                tool_use = self._tool_use(block.id, block.name, block.input, _str(parent))
+                if tool_use is not None:
+                    events.append(tool_use)
+        return events
+
+    def _assistant_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # A frame the typed decoding refused (a field or block of another shape, or a dict
+        # from an in-process feeder), made the typed frame it stands for: what the schema
+        # would not accept is left out (a field of another type is None, a block of another
+        # type is dropped), and `_assistant`'s rules decide.
+        message = frame.get("message")
+        if not isinstance(message, Mapping):
+            return [RawEvent(data=frame, note="assistant frame without a message")]
+        content: list[Any] = []
+        for block in _blocks(message.get("content")):
+            kind = block.get("type")
+            if kind == "text":
+                content.append(_TextBlock(text=_str(block.get("text"))))
+            elif kind in _TOOL_USE_BLOCKS:
+                tool_id, name = _str(block.get("id")), _str(block.get("name"))
+                content.append(_ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
+        typed = _Assistant(
+            message=_AssistantMessage(content=content),
+            parent_tool_use_id=frame.get("parent_tool_use_id"),
+        )
+        return self._assistant(typed)
+
+    def _message_text(self, text: str) -> TextEvent:
+        return TextEvent(text=self._unstreamed(text), message_boundary=True)
+
+    def _tool_use(
+        self, tool_id: str | None, name: str | None, tool_input: Any, parent: str | None
+    ) -> Event | None:
+        # A tool call is announced once, with its full input.
+        if not tool_id or tool_id in self._tool_ids:
+            return None
+        self._tool_ids.add(tool_id)
+        return ToolUseEvent(
+            id=tool_id, name=name or "", input=tool_input, parent_tool_use_id=parent
+        )
+
+    def _unstreamed(self, text: str) -> str:
+        # The completed block repeats what the deltas already said; only a part the stream
+        # missed is new. Without partial messages nothing was streamed and all of it is new.
+        for index in sorted(self._streamed):
+            if index in self._matched:
+                continue
+            streamed = "".join(self._streamed[index])
+            if text.startswith(streamed):
+                self._matched.add(index)
+                return text[len(streamed) :]
+        return text
+
+    def _user(self, frame: _User) -> Sequence[Event]:
+        parent = _str(frame.parent_tool_use_id)
+        return [
+            _tool_result(block.tool_use_id, block.content, block.is_error, parent)
+            for block in frame.message.content
+            if type(block) is _ToolResultBlock
+        ]
+
+    def _user_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # As `_assistant_dict`, for `_user`.
+        message = frame.get("message")
+        if not isinstance(message, Mapping):
+            return []
+        content: list[Any] = [
+            _ToolResultBlock(
+                tool_use_id=_str(block.get("tool_use_id")),
+                content=block.get("content"),
+                is_error=block.get("is_error"),
+            )
+            for block in _blocks(message.get("content"))
+            if block.get("type") == "tool_result"
+        ]
+        typed = _User(
+            message=_UserMessage(content=content),
+            parent_tool_use_id=frame.get("parent_tool_use_id"),
+        )
+        return self._user(typed)
+
+    def _result(self, frame: Mapping[str, Any]) -> list[Event]:
+        raw = frame
+        usage = _usage(frame.get("usage"))
+        if usage is not None and self._usage_baseline is not None:
+            usage = usage.minus(self._usage_baseline)
+        events: list[Event] = [] if usage is None else [UsageEvent(usage=usage)]
+        session_id = _str(frame.get("session_id")) or self._session_id
+        subtype = _str(frame.get("subtype")) or "unknown"
+        if frame.get("is_error") is True or subtype != "success":
+            status = _int(frame.get("api_error_status"))
+            said = _error_message(frame, subtype, status, self._rate_limit_rejected, self._dialect)
+            message = redact(said)
+            reason = self._dialect.classify(status, message) or (
+                StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR
+            )
+            events.append(
+                self._terminal(
+                    ErrorEvent(
+                        reason=reason,
+                        message=message,
+                        status=status,
+                        retryable=reason in self._dialect.retryable,
+                        session_id=(
+                            self._dialect.lost_session_id(message) or session_id
+                            if reason is StopReason.SESSION_LOST
+                            else session_id
+                        ),
+                        cost_usd=self._turn_cost(frame),
+                        usage=usage,
+                        raw=raw,
+                    )
+                )
+            )
+            return events
+        duration_ms = _number(frame.get("duration_ms"))
+        events.append(
+            self._terminal(
+                ResultEvent(
+                    text=_str(frame.get("result")) or "",
+                    session_id=session_id,
+                    cost_usd=self._turn_cost(frame),
+                    duration=None if duration_ms is None else duration_ms / 1000,
+                    num_turns=_int(frame.get("num_turns")),
+                    model_stop_reason=_str(frame.get("stop_reason")),
+                    usage=usage,
+                    model=self._model,
+                    structured_output=frame.get("structured_output"),
+                    permission_denials=_denials(frame.get("permission_denials")),
+                    raw=raw,
+                )
+            )
+        )
+        return events
+
+
+def _init(frame: Mapping[str, Any], dialect: StreamJsonDialect) -> InitEvent:
+    tools = frame.get("tools")
+    servers = frame.get("mcp_servers")
+    return InitEvent(
+        model=_str(frame.get("model")),
+        cli_version=_str(frame.get(dialect.version_field)),
+        tools=tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else (),
+        mcp_servers=tuple(
+            McpServerStatus(name=s["name"], status=_str(s.get("status")) or "unknown")
+            for s in _blocks(servers)
+            if isinstance(s.get("name"), str)
+        ),
+        permission_mode=_str(frame.get(dialect.permission_mode_field)),
+        cwd=_str(frame.get("cwd")),
+        raw=frame,
+    )
+
+
+def _denials(value: Any) -> tuple[PermissionDenial, ...]:
+    return tuple(
+        PermissionDenial(
+            tool_name=_str(d.get("tool_name")) or "",
+            tool_use_id=_str(d.get("tool_use_id")) or "",
+            input=d.get("tool_input"),
+        )
+        for d in _blocks(value)
+    )
+
+
+def _error_message(
+    frame: Mapping[str, Any],
+    subtype: str,
+    status: int | None,
+    rate_limit_rejected: bool,
+    dialect: StreamJsonDialect,
+) -> str:
+    # What the CLI said, else what the API status or a rejected rate limit says: an empty
+    # result with subtype "success" is not one.
+    result = _str(frame.get("result"))
+    if result and not result.isspace():
+        return result
+    errors = frame.get("errors")
+    if isinstance(errors, list):
+        said = [str(e) for e in errors if e is not None and str(e).strip()]
+        if said:
+            return "; ".join(said)
+    error = frame.get("error")
+    if isinstance(error, Mapping):  # Qwen Code's {"message": ...}
+        error = error.get("message")
+    if isinstance(error, str) and error and not error.isspace():
+        return error
+    if status is not None:
+        return dialect.status_message(status)
+    if rate_limit_rejected:
+        return "the API rejected the request for a rate limit"
+    if subtype == "success":
+        return "the CLI reported an error without a message"
+    return f"the CLI reported {subtype}"
+
+
+def _tool_result(
+    tool_use_id: str | None, content: Any, is_error: Any, parent: str | None
+) -> ToolResultEvent:
+    return ToolResultEvent(
+        tool_use_id=tool_use_id or "",
+        content=content,
+        is_error=is_error is True,
+        parent_tool_use_id=parent,
+    )
+
+
+def _blocks(content: Any) -> list[Mapping[str, Any]]:
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def _usage(value: Any) -> Usage | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Usage(
+        input_tokens=_int(value.get("input_tokens")) or 0,
+        output_tokens=_int(value.get("output_tokens")) or 0,
+        cache_creation_input_tokens=_int(value.get("cache_creation_input_tokens")) or 0,
+        cache_read_input_tokens=_int(value.get("cache_read_input_tokens")) or 0,
+    )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,0 +1,136 @@
+"""The runtime's requests to a warm agent's CLI (`Runtime.set_model`, `set_permission_mode`,
+`context_usage`, `stop_task`), on the fake live CLI: written in band and answered between
+turns, a refusal named as the argument it refuses, an unreadable answer ending the process,
+settings kept for the next process, and the refusals where no warm CLI exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_warm import FAST, ask, pid, start
+
+import agentrt
+from agentrt import ChannelError, ContextCategory, ContextUsage, InvalidOptions, MemoryStore
+from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
+
+USAGE = {
+    "categories": [
+        {"name": "System prompt", "tokens": 3000, "color": "x", "kind": "used"},
+        {"name": "Free space", "tokens": 190000, "color": "y", "kind": "free"},
+        {"name": 7, "tokens": "not a row"},
+    ],
+    "totalTokens": 3000,
+    "maxTokens": 200000,
+    "rawMaxTokens": 200000,
+    "percentage": 1.5,
+    "model": "claude-haiku-4-5",
+}
+
+
+async def test_each_call_is_answered_between_turns_on_the_same_process(tmp_path: Path) -> None:
+    live = {"session_id": "s-1", "answers": {"get_context_usage": USAGE}}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = await pid(rt)
+        await rt.set_model("a", "claude-haiku-4-5")
+        await rt.set_permission_mode("a", "plan")
+        await rt.stop_task("a", "task-1")
+        usage = await rt.context_usage("a")
+        assert (await ask(rt, "two")).text == "2: two" and await pid(rt) == warm
+    assert usage == ContextUsage(
+        3000,
+        200000,
+        1.5,
+        "claude-haiku-4-5",
+        (
+            ContextCategory("System prompt", 3000, "used"),
+            ContextCategory("Free space", 190000, "free"),
+        ),
+    )
+    assert usage.raw == USAGE
+
+
+async def test_a_refused_setting_is_named_and_not_kept(tmp_path: Path) -> None:
+    live = {"session_id": "s-1", "refuse_requests": ["set_model", "stop_task"]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        with pytest.raises(InvalidOptions, match="no set_model here") as caught:
+            await rt.set_model("a", "nonsense")
+        assert (caught.value.key, caught.value.value) == ("model", "nonsense")
+        with pytest.raises(InvalidOptions) as stopped:
+            await rt.stop_task("a", "task-9")
+        assert stopped.value.key == "task_id"
+        warm = await pid(rt)
+        assert (await ask(rt, "two")).text == "2: two" and await pid(rt) == warm
+        assert "set_model" not in rt._context.children["a"].slot.channel_settings
+
+
+async def test_an_unreadable_answer_ends_the_process(tmp_path: Path) -> None:
+    live = {"session_id": "s-1", "answers": {"get_context_usage": {"totalTokens": "many"}}}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        await ask(rt, "one")
+        warm = await pid(rt)
+        with pytest.raises(ChannelError, match="'many' where a number belongs"):
+            await rt.context_usage("a")
+        # The next turn resumes the conversation on a new process.
+        assert (await ask(rt, "two")).text == "1: two" and await pid(rt) != warm
+
+
+async def test_settings_without_a_process_go_to_the_next_one(tmp_path: Path) -> None:
+    # The fake refuses set_model: a setting kept while no process lives is tried on the
+    # next one, and dropped (with a warning) when that CLI refuses it; the turn runs.
+    live = {"session_id": "s-1", "refuse_requests": ["set_model"]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, live)
+        assert await rt.context_usage("a") is None  # no CLI yet: nothing to ask
+        await rt.stop_task("a", "task-1")  # nor a task to stop
+        await rt.set_model("a", "claude-haiku-4-5")
+        await rt.set_permission_mode("a", "plan")
+        settings = rt._context.children["a"].slot.channel_settings
+        assert settings == {"set_model": "claude-haiku-4-5", "set_permission_mode": "plan"}
+        assert (await ask(rt, "one")).text == "1: one"
+        assert settings == {"set_permission_mode": "plan"}
+
+
+async def test_agents_without_a_warm_cli_refuse_each_call(tmp_path: Path) -> None:
+    binary = fake_cli_executable(str(tmp_path), ["live", {}], name="claude-b")
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="one_shot", backend="claude", binary=binary)
+        scripted = ScriptedBackend(default=lambda call: reply("hi"))
+        await rt.start_agent(agentrt.Agent, name="in_process", backend=scripted)
+
+        class Hooks(agentrt.Agent):
+            def handle_hook(self, hook: agentrt.Hook) -> None:
+                return None
+
+        await rt.start_agent(Hooks, name="live", backend="claude", binary=binary, **FAST)
+        calls: list[tuple[str, tuple[Any, ...]]] = [
+            ("set_model", ("m",)),
+            ("set_permission_mode", ("plan",)),
+            ("context_usage", ()),
+            ("stop_task", ("t",)),
+        ]
+        for name, mode in (
+            ("one_shot", "one_shot"),
+            ("in_process", "in_process"),
+            ("live", "live"),
+        ):
+            for call, arguments in calls:
+                with pytest.raises(InvalidOptions, match=f"runs {mode} turns") as caught:
+                    await getattr(rt, call)(name, *arguments)
+                assert caught.value.key == call
+
+
+async def test_wrong_arguments_are_refused_before_routing() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(TypeError, match="model must be a str or None"):
+            await rt.set_model("a", 3)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="mode must be a str"):
+            await rt.set_permission_mode("a", None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidOptions, match="a task id is a non-empty str"):
+            await rt.stop_task("a", "")
