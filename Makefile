@@ -18,7 +18,7 @@ AGENTRT_QWEN_VERSION ?= $(shell cat tests/realcli/QWEN_VERSION)
 export AGENTRT_QWEN_VERSION
 QWEN_DIR := .cache/npm/qwen-$(AGENTRT_QWEN_VERSION)
 
-.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli qwen-cli postgres-server
+.PHONY: demo test lint typecheck pytest clean clis claude-cli codex-cli qwen-cli postgres-server browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 # such group on one worker. PYTEST_WORKERS=0 runs it serially.
 PYTEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 
-pytest: $(STAMP) clis postgres-server
+pytest: $(STAMP) clis postgres-server browser
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The PostgreSQL tier starts a throwaway server from the installed binaries
@@ -59,6 +59,16 @@ postgres-server:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql \
 		|| echo "could not install PostgreSQL: its test tier will be skipped"; \
 	else echo "no PostgreSQL server binaries: its test tier will be skipped"; fi
+
+# The console's browser tier drives headless Chromium through chromedriver, both from
+# Debian's packages (tests/browser.py); installed like PostgreSQL, else that tier is skipped.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver \
+		|| echo "could not install chromium: the console's browser tier will be skipped"; \
+	else echo "no chromium and chromedriver: the console's browser tier will be skipped"; fi
 
 clis: claude-cli codex-cli qwen-cli
 

@@ -17,23 +17,26 @@
 #     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
-#     _stores._memory _stores._postgres _stores._postgres_router _stores._protocols
-#     _stores._route_codec _stores._sql _stores._sqlite _stores._transcripts
-#     _stores._workspaces
+#     _stores._approvals _stores._memory _stores._postgres _stores._postgres_router
+#     _stores._protocols _stores._route_codec _stores._sql _stores._sqlite
+#     _stores._transcripts _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
-#     _mode _options _retention _segment _turn
+#     _mode _options _retention _segment _turn _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _budgets _forks _mailbox _portable _recorder
-#     _slot _tool_server _workspaces
+#     _actor _agent _approvals _arguments _budgets _foreign_awaits _forks _mailbox
+#     _portable _recorder _slot _tool_server _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _backends _failover _pinned _runtime _supervisor lowlevel store
-#     testing testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
-#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
-#     testing.fake_cli
+#     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
+#     _console._fleet _console._gate _console._http _console._pages _console._serve
+#     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
+#     _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
+#     testing._fake_anthropic testing._fake_chat testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance
+#     testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
-#     __main__ _cli _cli._agent _cli._chat _cli._demo _cli._demo_model _cli._doctor
+#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
@@ -72,11 +75,15 @@ from ._api import withdraw as withdraw
 from ._api import workspaces as workspaces
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
+from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import ToolRequest as ToolRequest
 from ._channel import ContextCategory as ContextCategory
 from ._channel import ContextUsage as ContextUsage
+from ._console._serve import Console as Console
+from ._console._serve import console_app as console_app
+from ._console._serve import open_console as open_console
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -86,6 +93,7 @@ from ._errors import BackendNotFound as BackendNotFound
 from ._errors import BranchInUse as BranchInUse
 from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import ChannelError as ChannelError
+from ._errors import CliVersionMismatch as CliVersionMismatch
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
@@ -202,13 +210,16 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "Allow",
+    "AskOperator",
     "BackendNotFound",
     "Block",
     "BranchInUse",
     "BudgetExceeded",
     "ChannelError",
+    "CliVersionMismatch",
     "Completed",
     "ConfigChangeHook",
+    "Console",
     "ContextCategory",
     "ContextUsage",
     "Crash",
@@ -310,12 +321,14 @@ __all__ = [
     "WorktreeRemoveHook",
     "agents",
     "ask",
+    "console_app",
     "context_usage",
     "default_store_path",
     "halt",
     "interrupt",
     "interrupt_request",
     "notify",
+    "open_console",
     "open_runtime",
     "open_supervisor",
     "poll",

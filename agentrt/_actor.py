@@ -42,7 +42,7 @@ from ._events import (
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._logs import log_error
-from ._mode import InProcess, Live, Mode
+from ._mode import InProcess, Live, Mode, capabilities
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
@@ -50,9 +50,10 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._stores._protocols import SessionStore, TranscriptStore
+from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
 from ._turn import FrameSource, InProcessSource, Turn
+from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
 if TYPE_CHECKING:
@@ -188,11 +189,17 @@ class Actor:
     _ask_crash: _AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
+    # Whether the backend's CLI does not report its version, so the runtime asks it
+    # (Capabilities.version_probe); decided with the mode.
+    _probes_version: bool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
+        self._probes_version = not isinstance(self.mode, InProcess) and (
+            capabilities(self.backend, self.backend_options).version_probe
+        )
         if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
             home = Path(backend.cli_home(self.backend_options))
@@ -383,6 +390,9 @@ class Actor:
             source = self._frame_source(None)
             if not isinstance(self.mode, InProcess):  # an in-process source is made per turn
                 self._source = source
+        probed = None
+        if self._probes_version:  # asked once per executable file, then cached
+            probed = await probed_version(self.backend, self.backend_options)
         slot.turn = turn = Turn(
             prompt,
             self.options,
@@ -391,6 +401,8 @@ class Actor:
             source,
             _TurnHost(self),
             trace,
+            probed_version=probed,
+            version_probed=self._probes_version,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
@@ -413,6 +425,8 @@ class Actor:
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
         slot.turns += 1
+        if turn.cli_version is not None:
+            slot.cli_version = turn.cli_version
         if self._portable is not None:
             await self._portable.after_turn(slot.session_id)
         if logger.isEnabledFor(logging.DEBUG):
@@ -576,7 +590,15 @@ class _TurnHost:
     async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
         actor = self._actor
         timeout = actor.options.approval_timeout
-        reply, events, crash = await _approvals.answer(ask, actor._callback, timeout, actor.name)
+        current = actor.slot.current
+        operators = _approvals.Operators(
+            actor.store if isinstance(actor.store, ApprovalStore) else None,
+            actor.runtime_id,
+            None if current is None else current.ref.id,
+        )
+        reply, events, crash = await _approvals.answer(
+            ask, actor._callback, timeout, actor.name, operators
+        )
         if crash is not None:
             actor._ask_crashed(crash)
         return reply, events

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from ._asks import Allow, Decision, HookAnswer, ToolRequest
+from ._asks import Allow, AskOperator, Decision, HookAnswer, ToolRequest
 from ._errors import InvalidOptions, TurnFailed, did_you_mean
 from ._events import Event, Response
 from ._hooks import DEFAULT_HOOKS, HOOK_KINDS, Hook, HookKind
@@ -101,9 +101,13 @@ class Agent:
         is."""
         return None
 
-    def approve_tool(self, request: ToolRequest) -> Decision | Awaitable[Decision]:
+    def approve_tool(
+        self, request: ToolRequest
+    ) -> Decision | AskOperator | Awaitable[Decision | AskOperator]:
         """Before the CLI runs a tool its permission settings do not already allow: return
-        `Allow` (optionally with an updated input) or `Deny` (with a message for the model).
+        `Allow` (optionally with an updated input) or `Deny` (with a message for the model),
+        or `AskOperator` to let a person decide in the operator console (the request waits
+        in the store; the decision's ``decided_by`` is in the turn's `ToolDecisionEvent`).
         Not answered within ``approval_timeout``, the tool is denied; an exception denies
         it too, and crashes the agent. Overriding it gives the CLI a live input channel
         for every turn (one process per turn unless ``keep_alive`` keeps it)."""

@@ -41,6 +41,16 @@ class Deny:
     message: str
 
 
+@attrs.frozen
+class AskOperator:
+    """Let a person decide (in the operator console, ``agentrt console``): the request
+    waits in the store, with ``reason`` shown beside it, until someone allows or denies it
+    there or ``approval_timeout`` denies it. Needs a store with the
+    `agentrt.store.ApprovalStore` methods."""
+
+    reason: str = ""
+
+
 Decision = Allow | Deny
 
 

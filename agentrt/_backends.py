@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._errors import BackendNotFound, InvalidOptions
-from .backend import Backend
+from .backend import Backend, BackendInfo
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoints
@@ -45,6 +45,19 @@ def _entry_points(group: str) -> EntryPoints:
     from importlib.metadata import entry_points
 
     return entry_points(group=group)
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every backend installed: the shipped ones and every entry point of the group, sorted
+    (for the command's listings; reading the group reads every distribution's metadata)."""
+    return tuple(sorted({*SHIPPED, *_entry_points(GROUP).names}))
+
+
+def backend_info(backend: Backend) -> BackendInfo:
+    """What ``backend`` declares about itself for the command, or the defaults."""
+    declared = getattr(backend, "info", None)
+    info = declared() if callable(declared) else None
+    return info if isinstance(info, BackendInfo) else BackendInfo()
 
 
 # What the runtime calls on a backend object (Backend is a Protocol, not a base class).

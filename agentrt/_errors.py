@@ -139,6 +139,38 @@ class TurnFailed(AgentRTError):
         super().__init__(f"turn failed ({reason.value}){': ' + message if message else ''}")
 
 
+class CliVersionMismatch(TurnFailed):
+    """A turn refused because its CLI reported a version the agent does not accept
+    (``cli_versions``): ``expected`` is the specifiers, ``reported`` the CLI's version
+    (None: it reported none). The turn ended before the model was asked to work, when the
+    CLI said its version first (reason ``cli_version_mismatch``)."""
+
+    def __init__(
+        self,
+        expected: str,
+        reported: str | None,
+        *,
+        exit_status: Any = None,
+        stderr_tail: str = "",
+        session_id: str | None = None,
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        self.expected = expected
+        self.reported = reported
+        shown = "no version" if reported is None else f"version {reported}"
+        super().__init__(
+            StopReason.CLI_VERSION_MISMATCH,
+            f"the CLI reported {shown}; this agent accepts cli_versions={expected!r}",
+            exit_status=exit_status,
+            stderr_tail=stderr_tail,
+            session_id=session_id,
+            usage=usage,
+            cost_usd=cost_usd,
+            detail={"expected": expected, "reported": reported},
+        )
+
+
 class StoreError(AgentRTError):
     """The session store cannot be opened, read or written."""
 

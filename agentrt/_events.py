@@ -37,6 +37,8 @@ class StopReason(enum.StrEnum):
     # The session store could not checkpoint the turn's session id (StoreError): the
     # conversation would not survive a restart, so the turn does not go on as if it would.
     STORE_FAILED = "store_failed"
+    # The CLI reported a version the agent's ``cli_versions`` does not accept (or none).
+    CLI_VERSION_MISMATCH = "cli_version_mismatch"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -362,11 +364,9 @@ class Response:
     # None), and the tool calls the CLI refused.
     structured_output: Any = None
     permission_denials: tuple[PermissionDenial, ...] = ()
-
-    @property
-    def cli_version(self) -> str | None:
-        """The version the turn's CLI reported of itself, if it reported one."""
-        return None if self.init is None else self.init.cli_version
+    # The version of the turn's CLI: as it reported it (its InitEvent), else as its
+    # ``version_command`` printed it (a backend whose Capabilities say version_probe).
+    cli_version: str | None = None
 
     @property
     def text(self) -> str:

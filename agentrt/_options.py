@@ -15,6 +15,7 @@ from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
+from ._versions import cli_versions_option
 from ._worktrees import GitWorktree
 
 if TYPE_CHECKING:
@@ -241,6 +242,9 @@ class AgentOptions:
     budget_tokens: int | None = attrs.field(
         default=None, metadata=_checked_by(budget_tokens_option)
     )
+    # The versions of its CLI the agent accepts (PEP 440 specifiers, ">=2.1,<3"); a turn
+    # whose CLI reports another ends with CliVersionMismatch as soon as it says so.
+    cli_versions: str | None = attrs.field(default=None, metadata=_checked_by(cli_versions_option))
 
 
 _CHECKS: dict[str, Check] = {

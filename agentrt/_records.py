@@ -110,3 +110,37 @@ class StoredWorkspace:
     branch: str
     base: str | None
     node: str
+
+
+@attrs.frozen(kw_only=True)
+class OperatorDecision:
+    """A person's answer to a `PendingApproval`: allow (with ``updated_input``, a JSON text,
+    to run the tool with that input instead) or deny (``message`` tells the model why), and
+    who decided (``decided_by``, e.g. ``"console"``)."""
+
+    allowed: bool
+    message: str | None = None
+    updated_input: str | None = None
+    decided_by: str
+
+
+@attrs.frozen(kw_only=True)
+class PendingApproval:
+    """A tool call waiting for a person (``approve_tool`` returned `AskOperator`).
+
+    ``id`` is unique; ``input`` is the tool's input as JSON text, redacted (the CLI runs the
+    original unless the decision replaces it); ``requested_at`` and ``expires_at`` are wall
+    clock seconds (``time.time()``): past ``expires_at`` the bound has denied it. ``request``
+    is the agent's request id (its `Ref` id) the turn runs for, ``runtime_id`` the
+    id of the runtime running it."""
+
+    id: str
+    name: str
+    tool_name: str
+    tool_use_id: str
+    input: str
+    reason: str
+    runtime_id: str
+    request: int | None
+    requested_at: float
+    expires_at: float

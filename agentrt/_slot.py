@@ -72,6 +72,8 @@ class Slot:
     # the settings those changed, which hold for its later processes and instances.
     channel: CliLifecycle | None = None
     channel_settings: dict[ChannelCall, Any] = attrs.field(factory=dict)
+    # The version the latest turn's CLI reported (AgentStatus.cli_version).
+    cli_version: str | None = None
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
@@ -280,6 +282,7 @@ class Slot:
             restarts=self.restarts,
             cli_pid=self.cli_pid,
             **self._spending(),
+            cli_version=self.cli_version,
         )
 
     def _spending(self) -> dict[str, Any]:

@@ -61,6 +61,8 @@ class AgentStatus:
     spent_tokens: int = 0
     budget_left_usd: float | None = None
     budget_left_tokens: int | None = None
+    # The version its latest turn's CLI reported (or printed when asked); None before one.
+    cli_version: str | None = None
 
 
 @attrs.frozen

@@ -49,6 +49,7 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
+from ._foreign_awaits import check_callbacks
 from ._forks import check_fork_from, fork_source
 from ._logs import log_error
 from ._mailbox import Mailbox
@@ -119,6 +120,7 @@ class AgentSpec:
         instance = agent if isinstance(agent, Agent) else agent()
         if not isinstance(instance, Agent):
             raise TypeError(f"{instance!r} is not an agentrt.Agent")
+        check_callbacks(type(instance))
         raw = instance.init_agent(**self.init_options)
         if inspect.isawaitable(raw):
             raw = await raw

@@ -74,6 +74,7 @@ TOKEN_TYPE = "gen_ai.token.type"
 ERROR_TYPE = "error.type"
 BACKEND = "agentrt.backend"
 STOP_REASON = "agentrt.stop_reason"
+CLI_VERSION = "agentrt.cli.version"
 _INVOKE_AGENT = "invoke_agent"
 
 
@@ -356,6 +357,10 @@ class TurnTrace:
         if self._instruments is not None:
             histogram = self._instruments.histograms["agentrt.turn.time_to_first_event"]
             histogram.record(elapsed, {BACKEND: self._backend})
+
+    def cli_version(self, version: str) -> None:
+        """The version the turn's CLI reported (or its version_command printed)."""
+        self._span.set_attribute(CLI_VERSION, version)
 
     def stopping(self, reason: StopReason) -> None:
         # Only the first stop takes effect (Turn.stop).

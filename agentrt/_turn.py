@@ -41,7 +41,7 @@ from ._alarm import Alarm
 from ._asks import Ask, HookCall, ToolApproval
 from ._driver._process import BadLine, CliProcess, ProcessFailure
 from ._driver._process_slots import ProcessSlots
-from ._errors import StoreError, TurnFailed
+from ._errors import CliVersionMismatch, StoreError, TurnFailed
 from ._events import (
     TEXT_CODEC,
     ErrorEvent,
@@ -67,6 +67,7 @@ from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
 from ._telemetry import TurnTrace
+from ._versions import accepts
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 
 logger = logging.getLogger("agentrt")
@@ -234,6 +235,10 @@ class Turn:
     host: TurnHost
     # The turn's span and metrics, when telemetry records (agentrt._telemetry).
     trace: TurnTrace | None = None
+    # The CLI's version as its version_command printed it, for a backend whose CLI does
+    # not report it (Capabilities.version_probe): known, and checked, before the turn runs.
+    probed_version: str | None = None
+    version_probed: bool = False
 
     # The host's methods a read calls, bound once.
     _checkpoint: Callable[[str], Awaitable[None]] = attrs.field(init=False)
@@ -283,6 +288,10 @@ class Turn:
     _cost: float | None = None
     _model: str | None = None
     _init: InitEvent | None = None
+    # The CLI's version, once known (its InitEvent, or the probe), and whether it was
+    # held against the agent's cli_versions yet.
+    _cli_version: str | None = None
+    _version_checked: bool = False
     # The tools the agent's approve_tool denied (a CLI's result may not list them).
     _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
@@ -378,7 +387,15 @@ class Turn:
             self._total_deadline = now + options.watchdog
         if options.first_event is not None:
             self._first_deadline = now + options.first_event
-        self._awaiting_content = options.first_event is not None or self.trace is not None
+        # A version to check must be known before the first content: the CLI reports it
+        # before it asks the model (its InitEvent), or the probe did before the turn.
+        self._awaiting_content = (
+            options.first_event is not None
+            or self.trace is not None
+            or options.cli_versions is not None
+        )
+        if self.version_probed:
+            self._version_known(self.probed_version)
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
         status: ExitStatus | None = None
         stderr_tail = ""
@@ -683,9 +700,31 @@ class Turn:
             if unseen:
                 log.skipped(unseen)
 
+    @property
+    def cli_version(self) -> str | None:
+        """The CLI's version as far as the turn knows it (reported, or probed)."""
+        return self._cli_version
+
+    def _version_known(self, version: str | None) -> None:
+        # Each time the CLI says it (Claude Code prints init again after a background task).
+        self._version_checked = True
+        self._cli_version = version
+        if self.trace is not None and version is not None:
+            self.trace.cli_version(version)
+        accepted = self.options.cli_versions
+        if accepted is not None and not accepts(accepted, version):
+            shown = "no version" if version is None else f"version {version}"
+            self.stop(
+                StopReason.CLI_VERSION_MISMATCH,
+                f"the CLI reported {shown}; this agent accepts cli_versions={accepted!r}",
+            )
+
     def _content_arrived(self) -> None:
-        # The first content event lifts the first-event bound.
+        # The first content event lifts the first-event bound; a CLI that has not said its
+        # version by now cannot be held against cli_versions before the model works.
         self._awaiting_content = False
+        if not self._version_checked and self.options.cli_versions is not None:
+            self._version_known(None)
         if self.trace is not None:
             self.trace.first_event()
         self._first_deadline = math.inf
@@ -711,6 +750,8 @@ class Turn:
                 self._ended = True
         elif type(event) is InitEvent:
             self._init = event
+            if event.cli_version is not None:
+                self._version_known(event.cli_version)
         elif type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
             self._parents[event.id] = event.parent_tool_use_id
 
@@ -785,6 +826,7 @@ class Turn:
                 stop_reason=StopReason.COMPLETE,
                 raw=terminal.raw,
                 init=self._init,
+                cli_version=self._cli_version,
                 structured_output=terminal.structured_output,
                 permission_denials=self._with_denials(terminal.permission_denials),
             )
@@ -811,15 +853,28 @@ class Turn:
                 cost_usd=cost,
                 usage=usage,
             )
-        error = TurnFailed(
-            failure.reason,
-            failure.message,
-            exit_status=status,
-            stderr_tail=stderr_tail,
-            session_id=self.session_id,
-            usage=usage,
-            cost_usd=cost,
-            detail=detail,
-        )
+        error: TurnFailed
+        accepted = self.options.cli_versions
+        if failure.reason is StopReason.CLI_VERSION_MISMATCH and accepted is not None:
+            error = CliVersionMismatch(
+                accepted,
+                self._cli_version,
+                exit_status=status,
+                stderr_tail=stderr_tail,
+                session_id=self.session_id,
+                usage=usage,
+                cost_usd=cost,
+            )
+        else:
+            error = TurnFailed(
+                failure.reason,
+                failure.message,
+                exit_status=status,
+                stderr_tail=stderr_tail,
+                session_id=self.session_id,
+                usage=usage,
+                cost_usd=cost,
+                detail=detail,
+            )
         error.__cause__ = failure.cause
         return error

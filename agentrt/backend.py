@@ -77,11 +77,13 @@ __all__ = [
     "AppToolServer",
     "AppToolsBackend",
     "Backend",
+    "BackendInfo",
     "Capabilities",
     "ChannelCall",
     "Command",
     "ControlAnswer",
     "ControlRequest",
+    "Credential",
     "EnvPolicy",
     "ExitStatus",
     "ForkBackend",
@@ -190,7 +192,12 @@ class Capabilities:
     ``calls``: the runtime's requests it takes on a warm agent (`ChannelCall`: the
     ``Runtime`` methods of the same names), which its protocol's ``request`` writes.
     ``not_live`` says why these options have no live process, naming the option
-    (``"approval='approve-for-me' runs on codex exec only"``), for the refusal."""
+    (``"approval='approve-for-me' runs on codex exec only"``), for the refusal.
+
+    ``version_probe``: the CLI does not report its own version in a turn's frames (an
+    `InitEvent`'s ``cli_version``), so the runtime runs `Backend.version_command` before
+    the agent's first turn, once per executable file (asked again when the file changes),
+    and takes the first ``X.Y.Z`` it prints as every turn's ``cli_version``."""
 
     in_process: bool = False
     live: bool = False
@@ -198,6 +205,7 @@ class Capabilities:
     hooks: bool = False
     calls: frozenset[ChannelCall] = frozenset()
     not_live: str | None = None
+    version_probe: bool = False
 
     def __attrs_post_init__(self) -> None:
         if (self.approvals or self.hooks or self.calls) and not self.live:
@@ -206,13 +214,53 @@ class Capabilities:
             raise ValueError("an in-process backend runs no live process")
 
 
+@attrs.frozen
+class Credential:
+    """One way a CLI would authenticate: ``label`` names it (an environment variable's
+    name, or ``"login file ~/.codex/auth.json"``), ``env_var`` is the variable when it is
+    one, ``note`` says what it is ("API key"). Names and paths only, never a value."""
+
+    label: str
+    env_var: str | None = None
+    note: str = ""
+
+
+def _no_credentials(env: Mapping[str, str]) -> Sequence[Credential] | None:
+    return None
+
+
+@attrs.frozen
+class BackendInfo:
+    """What ``agentrt doctor`` and ``agentrt demo`` say and do about a backend, as its
+    optional ``info()`` declares it; every field has a default, so a backend without
+    ``info()`` is still listed, checked and run.
+
+    ``install``: how to install the CLI (a sentence for "fix:"); ``login``: how a user logs
+    it in; ``written_for``: the CLI version the backend was written and checked against
+    (doctor warns about another); ``quiet_options``: options of a turn that needs no
+    tools (``doctor --smoke``, the demo's workers); ``shell_options``: options of a turn
+    whose model may run read-only shell commands (``echo``, ``sleep``) without asking (the
+    demo's crashing agent); ``credentials(env)``: what the CLI would authenticate with in
+    the child environment ``env``, in its order of preference (None: the backend cannot
+    tell)."""
+
+    install: str | None = None
+    login: str | None = None
+    written_for: str | None = None
+    quiet_options: Mapping[str, Any] = attrs.field(factory=dict)
+    shell_options: Mapping[str, Any] = attrs.field(factory=dict)
+    credentials: Callable[[Mapping[str, str]], Sequence[Credential] | None] = _no_credentials
+
+
 class Backend(Protocol):
     """A coding CLI, described as pure functions.
 
     Optionally also ``capabilities(options) -> Capabilities``: what the backend can do with
     these options (a live process, approvals, hooks). A backend without it runs one CLI
     process per turn (``Capabilities()``), or none if it is an `InProcessBackend`; a
-    `LiveBackend` must declare it, or its live process is never used."""
+    `LiveBackend` must declare it, or its live process is never used. And optionally
+    ``info() -> BackendInfo``: how to install and log in its CLI, the version it was
+    written for, options for a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
 
     name: str
 

@@ -13,7 +13,9 @@ naming it:
 - `TranscriptStore`: ``portable=True``;
 - `WorkspaceStore`: ``start_agent(workspace=...)`` (the git worktree an agent's record owns);
 - `RoutingStore`: calls to agents other runtimes own; without it a name this runtime does
-  not run is `~agentrt.AgentNotFound`.
+  not run is `~agentrt.AgentNotFound`;
+- `ApprovalStore`: tool calls an agent hands to a person (`~agentrt.AskOperator`), which
+  a console of any runtime on the store answers.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -21,10 +23,13 @@ store lacks what it checks.
 
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
+from ._records import OperatorDecision as OperatorDecision
+from ._records import PendingApproval as PendingApproval
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredTranscript as StoredTranscript
 from ._records import StoredWorkspace as StoredWorkspace
+from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
 from ._stores._protocols import Router as Router
@@ -43,10 +48,13 @@ from ._stores._transcripts import stale_chunk as stale_chunk
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
+    "ApprovalStore",
     "Lease",
     "LeaseOwner",
     "LeaseStore",
     "LiveProcessStore",
+    "OperatorDecision",
+    "PendingApproval",
     "Router",
     "RoutingStore",
     "Serve",

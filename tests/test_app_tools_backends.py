@@ -75,6 +75,7 @@ def test_codex_gets_the_server_by_config_and_the_token_in_its_environment() -> N
         assert all(SERVER.token not in str(a) for a in command.argv)
         overrides = [command.argv[i + 1] for i, a in enumerate(command.argv) if a == "-c"]
         assert overrides == [
+            "check_for_update_on_startup=false",
             'model_reasoning_effort="low"',
             f'mcp_servers.agentrt.url="{SERVER.url}"',
             f'mcp_servers.agentrt.bearer_token_env_var="{APP_TOOLS_TOKEN_VAR}"',

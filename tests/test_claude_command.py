@@ -280,9 +280,24 @@ def test_isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ).env
     assert "AGENTRT_PROBE" not in env
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1"
-    assert set(env) <= {"PATH", "HOME", "LANG", "LANGUAGE", "ANTHROPIC_BASE_URL"} | {
-        k for k in env if k.startswith("LC_") or "PROXY" in k.upper() or "CERT" in k or "CA_" in k
-    }
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "ANTHROPIC_BASE_URL",
+        "DISABLE_AUTOUPDATER",
+    } | {k for k in env if k.startswith("LC_") or "PROXY" in k.upper() or "CERT" in k or "CA_" in k}
+
+
+def test_auto_update_is_off_unless_asked_for_and_env_wins() -> None:
+    assert command({}).env["DISABLE_AUTOUPDATER"] == "1"
+    assert "DISABLE_AUTOUPDATER" not in command({"auto_update": True}).env
+    assert command({"env": {"DISABLE_AUTOUPDATER": "0"}}).env["DISABLE_AUTOUPDATER"] == "0"
+    live = backend.live(backend.parse_options({}), session_id=None).command
+    assert live.env["DISABLE_AUTOUPDATER"] == "1"
+    with pytest.raises(InvalidOptions, match="auto_update"):
+        backend.parse_options({"auto_update": 1})
 
 
 def test_version_command(monkeypatch: pytest.MonkeyPatch) -> None:

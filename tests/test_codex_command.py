@@ -27,9 +27,31 @@ ENVIRON = {
 backend = CodexBackend(environ=ENVIRON)
 
 
+UPDATE_CHECK_OFF = ("-c", "check_for_update_on_startup=false")
+
+
 def argv(raw: dict[str, Any], session_id: str | None = None) -> tuple[object, ...]:
+    """The argv, without the update check's override (present once, before the options'
+    own ``config``: test_the_update_check_is_off_unless_auto_update says so)."""
     options = backend.parse_options({"binary": "codex", **raw})
-    return backend.command(options, "the prompt", session_id=session_id).argv
+    full = backend.command(options, "the prompt", session_id=session_id).argv
+    at = next(i for i in range(len(full) - 1) if full[i : i + 2] == UPDATE_CHECK_OFF)
+    return full[:at] + full[at + 2 :]
+
+
+def test_the_update_check_is_off_unless_auto_update() -> None:
+    def full(**raw: Any) -> tuple[object, ...]:
+        options = backend.parse_options({"binary": "codex", **raw})
+        return backend.command(options, "p", session_id=None).argv
+
+    assert full()[-3:] == (*UPDATE_CHECK_OFF, "-")
+    assert "check_for_update_on_startup=false" not in full(auto_update=True)
+    # The options' own config wins: codex takes the last -c of a key.
+    mine = full(config={"check_for_update_on_startup": True})
+    assert mine[-3:] == ("-c", "check_for_update_on_startup=true", "-")
+    assert "check_for_update_on_startup=false" not in mine
+    with pytest.raises(InvalidOptions, match="auto_update"):
+        backend.parse_options({"auto_update": "yes"})
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,7 @@ def test_the_codex_backend_is_a_live_backend_and_its_command_is_app_server() -> 
     command = protocol.command
     assert command.argv == (
         *("/opt/codex", "app-server", "--listen", "stdio://"),
+        *("-c", "check_for_update_on_startup=false"),
         *("-c", 'model_reasoning_effort="low"'),
     )
     assert command.cwd == "/work" and command.env["CODEX_HOME"] == "/codex"
@@ -235,9 +236,12 @@ def test_with_approvals_codex_asks_and_the_answer_accepts_or_declines() -> None:
 
 
 def test_codex_runs_live_with_approvals_but_has_no_hooks() -> None:
+    # Its version is asked for (`codex --version`): neither exec nor the turn's frames say it.
     assert backend.capabilities(backend.parse_options({})) == Capabilities(
-        live=True, approvals=True
+        live=True, approvals=True, version_probe=True
     )
+    exec_only = backend.capabilities(backend.parse_options({"profile": "p"}))
+    assert exec_only.version_probe and not exec_only.live
 
 
 def test_a_turn_starts_with_its_prompt_and_ends_at_its_turn_completed() -> None:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+from proc_helpers import ProcInfo, proc_info, wait_until
 from realcli._claude import claude_binary, npm_available
 from trio.testing import MockClock
 
 import agentrt
 from agentrt import SQLiteStore
+from agentrt._driver import _proctree
 from agentrt.backend import AMBIENT_AUTH_VARS
 from agentrt.testing import (
     AnthropicText,
@@ -408,3 +414,81 @@ async def test_fleets_story_in_one_command(pinned_claude: Path, tmp_path: Path) 
         )
         assert shown.stdout.decode() == f"first line\n{name} was here\n"
     assert (repo / "notes.txt").read_text() == "first line\n"
+
+
+def _tree(root: int) -> list[ProcInfo]:
+    """The live processes below ``root``."""
+    found = _proctree.descendants(_proctree.snapshot(), [root])
+    return [info for pid in sorted(found) if (info := proc_info(pid)) is not None]
+
+
+async def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    """One HTTP/1.1 GET on loopback: the status and the JSON body."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+        )
+        raw = b""
+        while chunk := await stream.receive_some():
+            raw += chunk
+    head, body = raw.split(b"\r\n\r\n", 1)
+    return int(head.split()[1]), json.loads(body)
+
+
+@pytest.mark.realcli
+async def test_asgi_app_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "agentrt.testing.fake_anthropic", "--"]
+    command += [sys.executable, str(EXAMPLES / "asgi_app.py"), str(tmp_path)]
+    env = {**os.environ, "CLAUDE_CLI": str(pinned_claude)}
+    async with trio.open_nursery() as nursery:
+        start = functools.partial(
+            trio.run_process, command, env=env, stdout=subprocess.PIPE, check=False
+        )
+        server: trio.Process = await nursery.start(start)
+        assert server.stdout is not None
+        lines = _Lines(server.stdout)
+        with trio.fail_after(60):
+            first = await lines.next()
+        port = int(first.rsplit(":", 1)[1])
+
+        # A client that goes away mid-turn (while its CLI starts): the turn is cancelled
+        # and its tree killed before the handler returns.
+        client = await trio.open_tcp_stream("127.0.0.1", port)
+        await client.send_all(b"GET /ask?prompt=never HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Real processes on a loaded machine: the bounds are generous, the poll is the check.
+        await wait_until(lambda: any("claude" in p.cmdline for p in _tree(server.pid)), 60)
+        await client.aclose()
+        with trio.fail_after(60):
+            assert await lines.next() == "turn failed: cancelled"
+        # The CLI's tree is gone: the example (and its runtime's fence guard) are left.
+        left = [p.cmdline for p in _tree(server.pid)]
+        assert [c for c in left if "asgi_app.py" not in c and "_fence_guard.py" not in c] == []
+
+        # The service goes on, on the same conversation.
+        with trio.fail_after(120):
+            status, body = await _get(port, "/ask?prompt=hello")
+        assert (status, body["text"]) == (200, "You said: hello")
+        assert (await _get(port, "/ask?prompt=%20"))[0] == 400
+        server.send_signal(signal.SIGINT)  # uvicorn stops, then the runtime
+        with trio.fail_after(60):
+            assert await server.wait() == 0
+    async with SQLiteStore(Path(os.environ["AGENTRT_STORE"])) as store:
+        record = await store.load("helper")
+    assert record is not None and record.session_id == body["session"] and record.turns == 2
+
+
+class _Lines:
+    """A process's stdout, line by line."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def next(self) -> str:
+        while b"\n" not in self._buffer:
+            chunk = await self._stream.receive_some()
+            assert chunk, f"stdout ended: {self._buffer!r}"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()

@@ -18,8 +18,10 @@ import trio
 from _helpers import echo_backend
 
 import agentrt
+import agentrt.asyncio
 import agentrt.backend
 import agentrt.lowlevel
+import agentrt.sync
 from agentrt import Agent, MemoryStore, open_runtime
 from agentrt.testing import ScriptedBackend, reply
 
@@ -55,6 +57,26 @@ def test_every_runtime_method_has_a_module_level_twin() -> None:
         assert getattr(agentrt, name).__doc__ == getattr(agentrt.Runtime, name).__doc__, name
 
 
+@pytest.mark.parametrize("form", [agentrt.asyncio, agentrt.sync], ids=lambda m: m.__name__)
+def test_the_asyncio_and_sync_runtimes_have_every_runtime_method(form: types.ModuleType) -> None:
+    # Made from the trio method: the same parameters and docstring (the asyncio form's
+    # coroutines return what the trio ones return; the sync form's return it at once).
+    for name in RUNTIME_METHODS:
+        if name == "open_supervisor":
+            continue  # a nested supervisor's block is owned by a trio task
+        ours, theirs = getattr(form.Runtime, name), getattr(agentrt.Runtime, name)
+        assert list(inspect.signature(ours).parameters) == list(
+            inspect.signature(theirs).parameters
+        ), name
+        assert ours.__doc__ == theirs.__doc__, name
+    assert list(inspect.signature(form.open_runtime).parameters) == list(
+        inspect.signature(agentrt.open_runtime).parameters
+    )
+    assert form.Runtime.__module__ == form.__name__
+    with pytest.raises(TypeError, match=f"use {form.__name__}.open_runtime"):
+        form.Runtime()
+
+
 async def test_the_module_level_forms_that_were_missing_work() -> None:
     async with open_runtime(store=MemoryStore()):
         async with agentrt.open_supervisor(max_restarts=1) as supervisor:
@@ -72,6 +94,8 @@ async def test_the_module_level_forms_that_were_missing_work() -> None:
         (agentrt, "agentrt"),
         (agentrt.lowlevel, "agentrt.lowlevel"),
         (agentrt.backend, "agentrt.backend"),
+        (agentrt.asyncio, "agentrt.asyncio"),
+        (agentrt.sync, "agentrt.sync"),
     ],
 )
 def test_public_names_say_which_public_module_they_live_in(
@@ -103,7 +127,9 @@ def test_all_is_every_public_name_and_each_is_documented() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [agentrt, agentrt.lowlevel, agentrt.backend], ids=lambda m: m.__name__
+    "module",
+    [agentrt, agentrt.lowlevel, agentrt.backend, agentrt.asyncio, agentrt.sync],
+    ids=lambda m: m.__name__,
 )
 def test_help_shows_every_public_name_in_its_public_module(module: types.ModuleType) -> None:
     pydoc.render_doc(module, renderer=pydoc.plaintext)  # the module's whole page

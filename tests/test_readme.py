@@ -46,6 +46,11 @@ TESTS = Path(__file__).parent
 # printed, and for an excerpt of an example, that example (run by the test as a whole).
 RUN_BY: dict[str, tuple[str, str, str | None]] = {
     "trio.run(main)": ("test_readme.py", "test_the_quickstart_runs_as_printed", None),
+    "asyncio.run(main())": (
+        "test_readme.py",
+        "test_the_asyncio_quickstart_runs_as_printed",
+        None,
+    ),
     "agentrt.testing.fake_anthropic": (
         "test_readme.py",
         "test_the_no_login_recipe_runs_as_printed",
@@ -175,3 +180,11 @@ async def test_the_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) 
     (tmp_path / "quickstart.py").write_text(code_block("trio.run(main)"))
     runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
     quickstart_answered(await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path))
+
+
+@pytest.mark.realcli
+async def test_the_asyncio_quickstart_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
+    (tmp_path / "quickstart.py").write_text(code_block("asyncio.run(main())"))
+    runner = [sys.executable, "-m", "agentrt.testing.fake_anthropic"]
+    lines = await run_on_the_fake([*runner, "--", "python", "quickstart.py"], tmp_path)
+    assert lines == ["You said: In one sentence: what is in this directory?"]

@@ -32,6 +32,7 @@ from agentrt import (
     BranchInUse,
     BudgetExceeded,
     ChannelError,
+    CliVersionMismatch,
     Completed,
     ContextCategory,
     ContextUsage,
@@ -112,6 +113,9 @@ ERRORS: tuple[AgentRTError, ...] = (
         usage=Usage(input_tokens=3, output_tokens=4),
         cost_usd=0.25,
         detail={"status": 529, "retryable": True},
+    ),
+    CliVersionMismatch(
+        ">=2.1,<3", "3.0.1", exit_status=ExitStatus(None, 9), session_id="s", cost_usd=0.0
     ),
     StoreError("s.db", "locked"),
     LeaseLost("dsn", "x", 3, "taken over"),

@@ -29,6 +29,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt.store import (
+    ApprovalStore,
     LeaseStore,
     LiveProcessStore,
     RoutingStore,
@@ -217,6 +218,7 @@ def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> 
         SpecStore,
         TranscriptStore,
         WorkspaceStore,
+        ApprovalStore,
     }
     assert len({check.name for check in checks}) == len(checks)
     assert all(isinstance(check, StoreCheck) for check in checks)

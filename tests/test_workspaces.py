@@ -20,6 +20,7 @@ from hosted_agent import Hosted
 from proc_helpers import wait_until
 
 import agentrt
+import agentrt.sync
 from agentrt import (
     BranchInUse,
     GitWorktree,
@@ -253,6 +254,24 @@ async def test_removing_refuses_a_running_agent_and_uncommitted_work_unless_forc
         (path / "scratch.txt").write_text("x\n")
         await rt.remove_workspace("coder", force=True)
         assert not path.exists()
+
+
+def test_the_sync_face_lists_and_removes_workspaces(repo: Path) -> None:
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        rt.start_agent(
+            agentrt.Agent, name="coder", backend=echo_backend(), workspace=GitWorktree(repo)
+        )
+        with pytest.raises(WorkspaceError, match="running in this runtime"):
+            rt.remove_workspace("coder")
+        rt.stop_agent("coder")
+        [found] = rt.workspaces()
+        assert (found.stored.branch, found.exists, found.changes) == ("agentrt/coder", True, ())
+        (worktree_of(repo, "agentrt/coder") / "scratch.txt").write_text("x\n")
+        with pytest.raises(UncommittedChanges):
+            rt.remove_workspace("coder")
+        assert rt.remove_workspace("coder", force=True).name == "coder"
+        assert rt.workspaces() == []
+    assert not worktree_of(repo, "agentrt/coder").exists()
 
 
 async def test_another_runtimes_agent_keeps_its_workspace(repo: Path) -> None:

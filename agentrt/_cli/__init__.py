@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 import trio
 
+from .._backends import backend_names
 from .._errors import (
     AgentRTError,
     AgentStopped,
@@ -52,6 +53,12 @@ async def _run_chat(args: argparse.Namespace, out: Output) -> int:
     from ._chat import run_chat
 
     return await run_chat(args, out)
+
+
+async def _run_console(args: argparse.Namespace, out: Output) -> int:
+    from ._console import run_console
+
+    return await run_console(args, out)
 
 
 async def _run_status(args: argparse.Namespace, out: Output) -> int:
@@ -161,10 +168,12 @@ def build_parser() -> _Parser:
         description="Run agents on the real process path against agentrt's fake model API: "
         "queued work, a watchdog, a crash and a resumed session, then a summary.",
     )
+    installed = backend_names()
     demo.add_argument(
         "--backend",
-        choices=["claude"],
-        help="use your logged-in claude and a real model instead of the fake API (costs tokens)",
+        choices=installed,
+        help="use this backend's logged-in CLI and a real model instead of the fake API "
+        "(costs tokens)",
     )
     demo.add_argument(
         "--fake-cli",
@@ -172,6 +181,12 @@ def build_parser() -> _Parser:
         help="use the bundled fake CLI even when the pinned claude binary is installed",
     )
     demo.add_argument("--quick", action="store_true", help="less work, shorter bounds")
+    demo.add_argument(
+        "--console",
+        action="store_true",
+        help="watch the agents in the operator console (its URL is printed and opened); "
+        "it stays until Ctrl+C",
+    )
     demo.add_argument(
         "--store",
         metavar="PATH",
@@ -187,7 +202,7 @@ def build_parser() -> _Parser:
         "problem is printed with its fix. Secret values are never printed.",
     )
     doctor.add_argument(
-        "--backend", choices=["claude", "codex"], help="check this backend only (default: all)"
+        "--backend", choices=installed, help="check this backend only (default: all)"
     )
     doctor.add_argument("--smoke", action="store_true", help="also run one real turn")
     doctor.set_defaults(run=_run_doctor)
@@ -248,6 +263,27 @@ def build_parser() -> _Parser:
     )
     prune.add_argument("--node", help="the node whose workspaces to prune (default: this host)")
     workspaces.set_defaults(run=_run_workspaces)
+
+    console = commands.add_parser(
+        "console",
+        parents=[common, with_json, with_store],
+        help="the operator console: every agent of the store in a web page",
+        description="Serve the console (fleet, agents, actions) over the store until Ctrl+C. "
+        "It binds loopback by default and prints a URL carrying a random token.",
+    )
+    console.add_argument(
+        "--bind",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8765",
+        help="where to listen (default: 127.0.0.1:8765; port 0 picks a free one)",
+    )
+    console.add_argument(
+        "--no-token",
+        action="store_true",
+        help="serve without a token (refused beyond loopback)",
+    )
+    console.add_argument("--node", help="the console runtime's node name (default: the host name)")
+    console.set_defaults(run=_run_console)
     return parser
 
 
@@ -274,7 +310,7 @@ def describe(error: BaseException, store: str | None = None) -> CliError | None:
     if isinstance(error, TurnFailed):
         return turn_failed(None, error)
     if isinstance(error, BackendNotFound):
-        return CliError(str(error), "pass --backend claude or --backend codex")
+        return CliError(str(error), f"pass --backend with one of: {', '.join(error.known)}")
     if isinstance(error, InvalidOptions):
         given = _GIVEN_AS.get(error.key, f"the -o {error.key}=VALUE option")
         return CliError(str(error), f"check {given} (README: configuration)")

@@ -18,7 +18,7 @@ import trio
 
 from .._agent import Agent
 from .._arguments import check_directory
-from .._backends import resolve_backend
+from .._backends import backend_names, resolve_backend
 from .._driver._spawn import find_executable
 from .._errors import InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
@@ -37,14 +37,13 @@ DEFAULT_BACKEND = "claude"
 # What to do about a failed turn, by its stop reason; the sentence follows "Fix:".
 _FIXES: dict[StopReason, str] = {
     StopReason.AUTHENTICATION_FAILED: (
-        "log the CLI in (`claude` then /login, or `codex login`); `agentrt doctor` shows "
-        "which credentials each env policy would use"
+        "log the CLI in; `agentrt doctor` says how, and shows which credentials each env "
+        "policy would use"
     ),
     StopReason.RATE_LIMITED: "wait for the provider's limit to reset, then try again",
     StopReason.OVERLOADED: "the provider is overloaded; try again in a minute",
     StopReason.SPAWN_FAILED: (
-        "install the CLI, or point CLAUDE_CLI / CODEX_CLI (or -o binary=PATH) at it; "
-        "`agentrt doctor` checks"
+        "install the CLI, or point -o binary=PATH at it; `agentrt doctor` says how for each backend"
     ),
     StopReason.SESSION_LOST: "the CLI no longer has this conversation; pass --new to start over",
     StopReason.TOTAL_TIMEOUT: "allow the turn more time with -o watchdog=SECONDS",
@@ -91,7 +90,9 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``ask`` and ``chat`` share."""
     parser.add_argument("name", help="the agent's name: its session is stored under it")
     parser.add_argument(
-        "--backend", help=f"claude or codex (default: the stored one, else {DEFAULT_BACKEND})"
+        "--backend",
+        help=f"one of {', '.join(backend_names())} (default: the stored one, else "
+        f"{DEFAULT_BACKEND})",
     )
     parser.add_argument(
         "--cwd", help="the agent's working directory (default: the stored one, else here)"

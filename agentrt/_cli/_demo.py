@@ -2,8 +2,9 @@
 
 Five agents share one runtime with a SQLite store and a process limit, on the real process
 path. By default the model is agentrt's fake Anthropic API and the CLI the pinned
-``claude`` binary (``make claude-cli``), else a bundled fake CLI; ``--backend claude``
-uses the logged-in ``claude`` and a real model instead. The story:
+``claude`` binary (``make claude-cli``), else a bundled fake CLI; ``--backend NAME`` (any
+installed backend) uses that backend's logged-in CLI and a real model instead, with the
+options its `BackendInfo` declares. The story:
 
 - workers w1..wN take the jobs queued in their mailboxes, a few CLIs at a time;
 - ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn; sleepy is
@@ -23,6 +24,7 @@ import os
 import signal
 import tempfile
 import time
+import webbrowser
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
@@ -32,6 +34,8 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._backends import backend_info, resolve_backend
+from .._console._serve import open_console
 from .._driver import _proctree
 from .._errors import AgentNotFound, AgentRTError, TurnFailed
 from .._events import Event, Response, StopReason, TextEvent, ToolUseEvent
@@ -443,7 +447,7 @@ def _summary_rows(board: Board, records: Mapping[str, SessionRecord]) -> list[di
 
 async def run_demo(args: argparse.Namespace, out: Output) -> int:
     """Run the demo; exit 0 when everything happened as scripted."""
-    real = args.backend == "claude"
+    real = args.backend is not None
     plan = Plan.make(quick=args.quick, real=real)
     debug = getattr(args, "debug", False)
     board = Board(out, live=out.fancy and not debug)
@@ -463,6 +467,8 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             os.makedirs(cwd)
         async with AsyncExitStack() as stack:
             options, model, cli = await _setup(stack, args, scratch, plan, board, real)
+            # The fake model API speaks Anthropic's protocol: without --backend, claude.
+            backend = args.backend or "claude"
             lines = [
                 f"agentrt demo: {len(board.rows)} supervised agents on the real process path",
                 f"model: {model}",
@@ -477,12 +483,16 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
             rt = await stack.enter_async_context(
                 open_runtime(store=store, max_processes=plan.max_processes)
             )
+            if args.console:
+                console = await stack.enter_async_context(open_console(rt))
+                out.say(f"The demo's agents in the console: {console.url}", err=True)
+                webbrowser.open(console.url)
 
             async def start(name: str, **extra: Any) -> object:
                 return await rt.start_agent(
                     Fragile if name == "fragile" else DemoAgent,
                     name=name,
-                    backend="claude",
+                    backend=backend,
                     restart="permanent",
                     board=board,
                     label=name,
@@ -510,6 +520,13 @@ async def run_demo(args: argparse.Namespace, out: Output) -> int:
                     work.start_soon(demo.fragile)
                 await trio.sleep(0.15 if board.live else 0)  # one last frame
                 nursery.cancel_scope.cancel()
+            if args.console:
+                out.say(
+                    "The demo is done; Ctrl+C closes the console and prints the summary.", err=True
+                )
+                with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+                    async for _ in interrupts:
+                        break
             for row in board.rows.values():
                 # The supervisor's count, for the summary (the runtime closes next).
                 with contextlib.suppress(AgentNotFound):
@@ -592,16 +609,16 @@ async def _setup(
 ) -> tuple[Any, str, str]:
     """Per-agent backend options, and what runs as the model and as the CLI."""
     if real:
+        info = backend_info(resolve_backend(args.backend))
 
         def real_options(name: str) -> dict[str, Any]:
-            if name == "fragile":
-                return {"tools": ["Bash"], "allowed_tools": ["Bash(echo:*)", "Bash(sleep:*)"]}
-            return {"tools": []}
+            # The crashing agent runs a shell command; the others need no tools.
+            return dict(info.shell_options if name == "fragile" else info.quiet_options)
 
         return (
             real_options,
-            "your logged-in claude and a real model (this costs tokens)",
-            "claude on PATH (or $CLAUDE_CLI)",
+            f"your logged-in {args.backend} and a real model (this costs tokens)",
+            f"{args.backend}'s CLI, as its backend finds it",
         )
     pinned = None if args.fake_cli else pinned_claude()
     if pinned is None:

@@ -10,7 +10,6 @@ import argparse
 import importlib.machinery
 import logging
 import os
-import re
 import resource
 import shutil
 import sys
@@ -20,44 +19,33 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import trio
 
 from .. import _telemetry
 from .._agent import Agent
-from .._backends import resolve_backend
+from .._backends import backend_info, backend_names, resolve_backend
 from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
 from .._errors import AgentRTError, StoreError, TurnFailed
+from .._mode import capabilities
 from .._pinned import PinnedClaude, pinned_claude
-from .._redact import redact
 from .._runtime import open_runtime
 from .._stores._memory import MemoryStore
 from .._stores._sqlite import SQLiteStore, missing_directory
-from ..backend import Backend
-from ._agent import footer, store_path, turn_failed
+from .._versions import ask_version
+from ..backend import AppToolsBackend, Backend, Credential, PortableBackend
+from ._agent import DEFAULT_BACKEND, footer, store_path, turn_failed
 from ._render import Output
 
 Status = Literal["ok", "warn", "fail", "skip"]
-BACKENDS = ("claude", "codex")
 
 # Measured with claude 2.1.332 on Linux: one turn is a ~210 MB process with 9 threads (its
 # tools add more), and holds about 8 file descriptors in the runtime's own process.
 _MEMORY_PER_TURN = 250 * 1024 * 1024
 _TASKS_PER_TURN = 16
 _FDS_PER_TURN = 16
-_VERSION_BOUND = 20.0
 _SMOKE_BOUND = 180.0
 _SMOKE_PROMPT = "Reply with the single word: pong"
-_SMOKE_OPTIONS: dict[str, dict[str, Any]] = {
-    "claude": {"tools": [], "max_turns": 1},
-    "codex": {"sandbox": "read-only"},
-}
-_INSTALL = {
-    "claude": "install Claude Code (npm install -g @anthropic-ai/claude-code) or set "
-    "CLAUDE_CLI to the binary",
-    "codex": "install codex (npm install -g @openai/codex) or set CODEX_CLI to the binary",
-}
 
 
 @attrs.frozen
@@ -67,30 +55,6 @@ class Check:
     status: Status
     detail: str
     fix: str | None = None
-
-
-@attrs.frozen
-class Credential:
-    """One way a CLI can authenticate: an environment variable or a file."""
-
-    label: str  # "ANTHROPIC_API_KEY", "credentials file ~/.claude/.credentials.json"
-    env_var: str | None = None
-    note: str = ""
-
-
-# Claude Code's order: cloud routing, then bearer token, API key, headless OAuth token, and
-# last the login that `claude` + /login stores. A variable is named only when it is set.
-_CLAUDE_VARS = (
-    ("CLAUDE_CODE_USE_BEDROCK", "Amazon Bedrock (cloud credentials not checked)"),
-    ("CLAUDE_CODE_USE_VERTEX", "Google Vertex AI (cloud credentials not checked)"),
-    ("ANTHROPIC_AUTH_TOKEN", "bearer token"),
-    ("ANTHROPIC_API_KEY", "API key, billed to the API account"),
-    ("CLAUDE_CODE_OAUTH_TOKEN", "headless subscription token"),
-)
-_CODEX_VARS = (
-    ("CODEX_API_KEY", "API key"),
-    ("OPENAI_API_KEY", "API key"),
-)
 
 
 class _NotStripped(logging.Filter):
@@ -118,53 +82,36 @@ def _shown(path: Path, environ: Mapping[str, str]) -> str:
     return "~" + text[len(home) :] if home != "/" and text.startswith(home + "/") else text
 
 
-def credentials(backend: str, policy: EnvPolicy, environ: Mapping[str, str]) -> list[Credential]:
-    """What the CLI would authenticate with under ``policy``, in its order of preference."""
-    child = _child_environ(policy, environ)
-    found: list[Credential] = []
-    if backend == "claude":
-        variables: Sequence[tuple[str, str]] = _CLAUDE_VARS
-        config = child.get("CLAUDE_CONFIG_DIR")
-        folder = Path(config) if config else _home(child) / ".claude"
-        login = folder / ".credentials.json"
-    else:
-        variables = _CODEX_VARS
-        config = child.get("CODEX_HOME")
-        folder = Path(config) if config else _home(child) / ".codex"
-        login = folder / "auth.json"
-    for name, note in variables:
-        if child.get(name):
-            found.append(Credential(name, env_var=name, note=note))
-    if login.is_file():
-        found.append(
-            Credential(f"login file {_shown(login, environ)}", note="from the CLI's login")
-        )
-    elif backend == "claude" and sys.platform == "darwin":
-        found.append(Credential("the macOS Keychain login", note="not checked"))
-    return found
+def credentials(
+    backend: Backend, policy: EnvPolicy, environ: Mapping[str, str]
+) -> Sequence[Credential] | None:
+    """What the CLI would authenticate with under ``policy``, in its order of preference, as
+    the backend declares it (None: it does not say), paths under the user's home as ``~``."""
+    found = backend_info(backend).credentials(_child_environ(policy, environ))
+    if found is None:
+        return None
+    home = str(_home(environ))
+    shown = "~" if home != "/" else home
+    return [attrs.evolve(c, label=c.label.replace(f"{home}/", f"{shown}/")) for c in found]
 
 
-def _auth_checks(backend: str, environ: Mapping[str, str]) -> list[Check]:
+def _auth_checks(name: str, backend: Backend, environ: Mapping[str, str]) -> list[Check]:
     by_policy = {policy: credentials(backend, policy, environ) for policy in ENV_POLICIES}
+    if any(found is None for found in by_policy.values()):
+        return [Check(name, "auth", "skip", "the backend does not say how its CLI logs in")]
+    found_by: dict[EnvPolicy, Sequence[Credential]] = {
+        policy: found or () for policy, found in by_policy.items()
+    }
     checks: list[Check] = []
-    login = "`claude`, then /login" if backend == "claude" else "`codex login`"
-    if not any(by_policy.values()):
-        token = (
-            "; or `claude setup-token` and set CLAUDE_CODE_OAUTH_TOKEN"
-            if backend == "claude"
-            else ""
-        )
-        checks.append(
-            Check(
-                backend, "auth", "fail", "no credential under any env policy", f"run {login}{token}"
-            )
-        )
+    login = backend_info(backend).login or f"log the {name} CLI in"
+    if not any(found_by.values()):
+        checks.append(Check(name, "auth", "fail", "no credential under any env policy", login))
         return checks
     stripped = sorted(
-        {c.env_var for c in by_policy["inherit"] if c.env_var}
-        - {c.env_var for c in by_policy["profile"] if c.env_var}
+        {c.env_var for c in found_by["inherit"] if c.env_var}
+        - {c.env_var for c in found_by["profile"] if c.env_var}
     )
-    for policy, found in by_policy.items():
+    for policy, found in found_by.items():
         if found:
             first = found[0]
             detail = f"{first.label} ({first.note})" if first.note else first.label
@@ -173,16 +120,16 @@ def _auth_checks(backend: str, environ: Mapping[str, str]) -> list[Check]:
                 detail += f"; also {', '.join(others)}"
             if policy != "inherit" and stripped:
                 detail += f"; {', '.join(stripped)} not passed"
-            checks.append(Check(backend, f"auth ({policy})", "ok", detail))
+            checks.append(Check(name, f"auth ({policy})", "ok", detail))
         else:
             why = f"this policy drops {', '.join(stripped)}" if stripped else "nothing is passed"
             checks.append(
                 Check(
-                    backend,
+                    name,
                     f"auth ({policy})",
                     "warn",
                     f"agents with env_policy={policy!r} cannot authenticate: {why}",
-                    f"run {login}, or give the agent its credential with env={{...}}",
+                    f"{login}; or give the agent its credential with env={{...}}",
                 )
             )
     return checks
@@ -193,10 +140,11 @@ def _pinned(backend: str, environ: Mapping[str, str]) -> PinnedClaude | None:
     return pinned_claude() if backend == "claude" and not environ.get("CLAUDE_CLI") else None
 
 
-def _install_fix(backend: str, environ: Mapping[str, str]) -> str:
-    pinned = _pinned(backend, environ)
+def _install_fix(name: str, backend: Backend | None, environ: Mapping[str, str]) -> str:
+    pinned = _pinned(name, environ)
     if pinned is None:
-        return _INSTALL[backend]
+        install = None if backend is None else backend_info(backend).install
+        return install or f"install the {name} CLI, or give agents its path with binary=PATH"
     return (
         f"set CLAUDE_CLI={pinned.path} for agents to use the pinned claude (the fake-API "
         "runner, python -m agentrt.testing.fake_anthropic, uses it by itself)"
@@ -207,32 +155,6 @@ def _find_binary(binary: str) -> str | None:
     if os.sep in binary:
         return binary if os.access(binary, os.X_OK) and os.path.isfile(binary) else None
     return shutil.which(binary)
-
-
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
-
-
-async def _version(backend: Backend, options: Any) -> tuple[str | None, str]:
-    """The CLI's version and its raw answer (or why there is none)."""
-    command = backend.version_command(options)
-    argv = [str(a) for a in command.argv]
-    with trio.move_on_after(_VERSION_BOUND):
-        result = await trio.run_process(
-            argv,
-            env=dict(command.env),
-            cwd=command.cwd,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            stdin=b"",
-        )
-        # Whatever a CLI prints is redacted before it is shown.
-        text = redact((result.stdout or result.stderr).decode(errors="replace").strip())
-        if result.returncode != 0:
-            return None, f"`{' '.join(argv)}` exited with {result.returncode}: {text[:200]}"
-        match = _VERSION.search(text)
-        return (match.group(0) if match else None), text
-    return None, f"`{' '.join(argv)}` did not answer within {_VERSION_BOUND:g} s"
 
 
 def _newer(a: str, b: str) -> bool:
@@ -246,21 +168,22 @@ async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str
         options = backend.parse_options({})
     except AgentRTError as exc:
         return [Check(name, "backend", "fail", str(exc), "reinstall agentrt (pip install -e .)")]
-    binary: str = options.binary
+    binary = str(backend.version_command(options).argv[0])
     path = _find_binary(binary)
     if path is None:
         # Without --backend, a CLI that is not installed is not a problem by itself.
         status: Status = "fail" if explicit else "skip"
-        detail, fix = f"{binary!r} not found on PATH", _install_fix(name, environ)
+        detail, fix = f"{binary!r} not found on PATH", _install_fix(name, backend, environ)
         pinned = _pinned(name, environ)
         if pinned is not None:
             detail += f"; found {pinned}, which `make claude-cli` installed"
         return [Check(name, "binary", status, detail, fix)]
     checks = [Check(name, "binary", "ok", path)]
-    written_for: str | None = getattr(backend, "written_for_version", None)
-    found, raw = await _version(backend, options)
+    written_for = backend_info(backend).written_for
+    answer = await ask_version(backend.version_command(options))
+    found = answer.version
     if found is None:
-        checks.append(Check(name, "version", "fail", raw, f"check that {path} runs"))
+        checks.append(Check(name, "version", "fail", answer.text, f"check that {path} runs"))
     elif written_for is None or found == written_for:
         checks.append(
             Check(name, "version", "ok", f"{found} (the version agentrt was written for)")
@@ -277,7 +200,27 @@ async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str
                 "`agentrt doctor --smoke` runs a real turn to confirm it works",
             )
         )
-    return checks + _auth_checks(name, environ)
+    checks.append(Check(name, "supports", "ok", supported(backend, options)))
+    return checks + _auth_checks(name, backend, environ)
+
+
+def supported(backend: Backend, options: Any) -> str:
+    """What the backend can do with its default options, as it declares it."""
+    caps = capabilities(backend, options)
+    features = (
+        ("per turn", not caps.in_process),
+        ("warm", caps.live),
+        ("approvals", caps.approvals),
+        ("hooks", caps.hooks),
+        ("app tools", isinstance(backend, AppToolsBackend)),
+        ("portable sessions", isinstance(backend, PortableBackend)),
+    )
+    text = ", ".join(f"{label} {'yes' if has else 'no'}" for label, has in features)
+    if caps.not_live:
+        text += f" (no live process: {caps.not_live})"
+    if caps.version_probe:
+        text += "; its version is asked with version_command"
+    return text
 
 
 def _store_check(status: Status, detail: str, fix: str | None = None) -> Check:
@@ -485,7 +428,7 @@ async def smoke_check(name: str) -> Check:
                 backend=name,
                 cwd=scratch,
                 watchdog=_SMOKE_BOUND,
-                **_SMOKE_OPTIONS[name],
+                **backend_info(resolve_backend(name)).quiet_options,
             )
             try:
                 response = await rt.ask(f"doctor-{name}", _SMOKE_PROMPT)
@@ -527,7 +470,8 @@ def _print(checks: Sequence[Check], out: Output, healthy: bool) -> None:
 async def run_doctor(args: argparse.Namespace, out: Output) -> int:
     """Exit 0 when healthy: no check failed, and at least one backend is installed."""
     environ = dict(os.environ)
-    names = [args.backend] if args.backend else list(BACKENDS)
+    every = backend_names()
+    names = [args.backend] if args.backend else list(every)
     checks: list[Check] = []
     installed: list[str] = []
     for name in names:
@@ -539,7 +483,7 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
     if ready and not args.backend:
         # Unasked for, a backend that cannot run is a warning as long as another one can.
         checks = [
-            attrs.evolve(c, status="warn") if c.area in BACKENDS and c.status == "fail" else c
+            attrs.evolve(c, status="warn") if c.area in every and c.status == "fail" else c
             for c in checks
         ]
     if not installed and not args.backend:
@@ -549,7 +493,7 @@ async def run_doctor(args: argparse.Namespace, out: Output) -> int:
                 "backends",
                 "fail",
                 "no supported CLI is installed",
-                _install_fix("claude", environ),
+                _install_fix(DEFAULT_BACKEND, resolve_backend(DEFAULT_BACKEND), environ),
             )
         )
     checks += await store_checks(store_path(args))

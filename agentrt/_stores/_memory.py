@@ -14,6 +14,8 @@ from .._events import NO_TOTALS, Usage
 from .._records import (
     Lease,
     LeaseOwner,
+    OperatorDecision,
+    PendingApproval,
     SessionRecord,
     SessionRow,
     StoredTranscript,
@@ -43,6 +45,10 @@ class _Tables:
     # Supervisor specs by name, in start order (a replaced spec keeps its place).
     specs: dict[str, str] = attrs.field(factory=dict)
     workspaces: dict[str, StoredWorkspace] = attrs.field(factory=dict)
+    # Tool calls waiting for a person, by id, with the decision once taken.
+    approvals: dict[str, tuple[PendingApproval, OperatorDecision | None]] = attrs.field(
+        factory=dict
+    )
 
 
 @attrs.define(eq=False)
@@ -269,6 +275,35 @@ class MemoryStore(ClosedOnExit):
     async def workspaces(self) -> Sequence[StoredWorkspace]:
         await self._enter()
         return tuple(w for _, w in sorted(self._tables.workspaces.items()))
+
+    async def put_approval(self, approval: PendingApproval) -> None:
+        await self._enter()
+        if approval.id in self._tables.approvals:
+            raise StoreError(self._PATH, f"an approval with id {approval.id!r} exists")
+        self._tables.approvals[approval.id] = (approval, None)
+
+    async def pending_approvals(self) -> Sequence[PendingApproval]:
+        await self._enter()
+        pending = (a for a, decided in self._tables.approvals.values() if decided is None)
+        return tuple(sorted(pending, key=lambda a: (a.requested_at, a.id)))
+
+    async def decide_approval(self, id: str, decision: OperatorDecision) -> bool:
+        await self._enter()
+        found = self._tables.approvals.get(id)
+        if found is None or found[1] is not None:
+            return False
+        self._tables.approvals[id] = (found[0], decision)
+        return True
+
+    async def decision_of(self, id: str) -> OperatorDecision | None:
+        await self._enter()
+        found = self._tables.approvals.get(id)
+        return None if found is None else found[1]
+
+    async def remove_approval(self, id: str) -> OperatorDecision | None:
+        await self._enter()
+        found = self._tables.approvals.pop(id, None)
+        return None if found is None else found[1]
 
     async def append_transcript(
         self, name: str, *, session_id: str, path: str, offset: int, data: bytes

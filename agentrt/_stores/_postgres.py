@@ -12,6 +12,7 @@ import trio
 from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
+from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
@@ -115,7 +116,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE sessions ADD COLUMN live_idle BOOLEAN NOT NULL DEFAULT FALSE",
         "ALTER TABLE sessions ADD COLUMN session_turns BIGINT NOT NULL DEFAULT 0",
     ),
-    # The git worktree each agent's record owns.
+    # 6: tool calls waiting for a person (AskOperator), any node's console answers them.
+    (CREATE_APPROVALS,),
+    # 7: the git worktree each agent's record owns.
     (CREATE_WORKSPACES,),
 )
 
@@ -198,7 +201,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlWorkspaces, SqlTranscripts, SqlSessions):
+class PostgresStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 

@@ -17,6 +17,9 @@ TranscriptStore     append_transcript, load_transcript           ``portable=True
 RoutingStore        router                                       calls to agents other
                                                                  runtimes own
 WorkspaceStore      save_workspace, drop_workspace, workspaces   ``workspace=``
+ApprovalStore       put_approval, pending_approvals,             ``AskOperator`` from
+                    decide_approval, decision_of,                ``approve_tool``
+                    remove_approval
 =================== ============================================ =========================
 """
 
@@ -32,7 +35,15 @@ import trio
 
 from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from .._events import StopReason, Usage
-from .._records import Lease, LeaseOwner, SessionRecord, StoredTranscript, StoredWorkspace
+from .._records import (
+    Lease,
+    LeaseOwner,
+    OperatorDecision,
+    PendingApproval,
+    SessionRecord,
+    StoredTranscript,
+    StoredWorkspace,
+)
 from .._redact import redact
 
 NO_USAGE = Usage()
@@ -291,6 +302,37 @@ class RoutingStore(Protocol):
 
     def router(self, owner: LeaseOwner) -> Router:
         """The router of the runtime ``owner`` (not started: the runtime runs it)."""
+        ...
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Tool calls waiting for a person (``approve_tool`` returned `AskOperator`), so that a
+    console of any runtime sharing the store answers them. A decision is taken exactly
+    once: `decide_approval` decides only a pending request, and `remove_approval` (the
+    turn's, at its decision or its bound) takes the row away with whatever decision it
+    holds, so a decision either reaches the turn or is refused."""
+
+    async def put_approval(self, approval: PendingApproval) -> None:
+        """Store ``approval``, pending (its id must be new: else `StoreError`)."""
+        ...
+
+    async def pending_approvals(self) -> Sequence[PendingApproval]:
+        """Every stored request not decided yet, oldest first."""
+        ...
+
+    async def decide_approval(self, id: str, decision: OperatorDecision) -> bool:
+        """Decide the pending request ``id``: True if this call decided it, False if it was
+        decided already or is gone (answered, or denied by its bound)."""
+        ...
+
+    async def decision_of(self, id: str) -> OperatorDecision | None:
+        """The decision of request ``id``, or None while it is pending (or gone)."""
+        ...
+
+    async def remove_approval(self, id: str) -> OperatorDecision | None:
+        """Take request ``id`` away; the decision it held (None: undecided, or no such
+        request). A no-op for an unknown id."""
         ...
 
 

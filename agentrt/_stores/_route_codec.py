@@ -34,6 +34,7 @@ from .._errors import (
     BranchInUse,
     BudgetExceeded,
     ChannelError,
+    CliVersionMismatch,
     InvalidOptions,
     LeaseLost,
     MailboxFull,
@@ -145,6 +146,7 @@ class _StatusData(_Data, frozen=True):
     spent_tokens: int
     budget_left_usd: float | None
     budget_left_tokens: int | None
+    cli_version: str | None = None
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
@@ -199,6 +201,7 @@ class _ResponseData(_Data, frozen=True):
     init: InitEvent | None
     structured_output: Any
     permission_denials: tuple[PermissionDenial, ...]
+    cli_version: str | None = None
 
     @classmethod
     def of(cls, response: Response) -> _ResponseData:
@@ -221,6 +224,7 @@ class _ResponseData(_Data, frozen=True):
             init=response.init,
             structured_output=response.structured_output,
             permission_denials=response.permission_denials,
+            cli_version=response.cli_version,
         )
 
     def value(self) -> Response:
@@ -241,6 +245,7 @@ class _ResponseData(_Data, frozen=True):
             init=self.init,
             structured_output=self.structured_output,
             permission_denials=self.permission_denials,
+            cli_version=self.cli_version,
         )
 
 
@@ -351,6 +356,11 @@ class _TurnFailedFields(_Fields, frozen=True):
     detail: dict[str, Any]
 
 
+class _VersionMismatchFields(_TurnFailedFields, frozen=True):
+    expected: str
+    reported: str | None
+
+
 class _StoreFields(_Fields, frozen=True):
     path: str
     why: str
@@ -425,6 +435,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (MailboxFull, _MailboxFullFields),
         (AgentStopped, _StoppedFields),
         (TurnFailed, _TurnFailedFields),
+        (CliVersionMismatch, _VersionMismatchFields),
         (StoreError, _StoreFields),
         (LeaseLost, _LeaseLostFields),
         (SessionMismatch, _MismatchFields),

@@ -15,6 +15,7 @@ import trio
 from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
+from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._protocols import check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
@@ -141,7 +142,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE sessions ADD COLUMN live_idle INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE sessions ADD COLUMN session_turns INTEGER NOT NULL DEFAULT 0",
     ),
-    # The git worktree each agent's record owns.
+    # 8: tool calls waiting for a person (AskOperator), any node's console answers them.
+    (CREATE_APPROVALS,),
+    # 9: the git worktree each agent's record owns.
     (CREATE_WORKSPACES,),
 )
 
@@ -217,7 +220,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlWorkspaces, SqlTranscripts, SqlSessions):
+class SQLiteStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows

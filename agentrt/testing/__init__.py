@@ -1,5 +1,13 @@
 """Test helpers for agentrt users: scripted backends, fake CLIs, fake model APIs."""
 
+from ._backend_conformance import BackendCheck as BackendCheck
+from ._backend_conformance import BackendHarness as BackendHarness
+from ._backend_conformance import FakeModel as FakeModel
+from ._backend_conformance import Hang as Hang
+from ._backend_conformance import RunShell as RunShell
+from ._backend_conformance import Say as Say
+from ._backend_conformance import Step as Step
+from ._backend_conformance import backend_conformance as backend_conformance
 from ._fake_anthropic import AnthropicCutStream as AnthropicCutStream
 from ._fake_anthropic import AnthropicError as AnthropicError
 from ._fake_anthropic import AnthropicHang as AnthropicHang

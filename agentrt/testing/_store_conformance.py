@@ -22,8 +22,15 @@ import trio
 
 from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from .._events import SessionTotals, StopReason, Usage
-from .._records import LeaseOwner, SessionRecord, StoredWorkspace
+from .._records import (
+    LeaseOwner,
+    OperatorDecision,
+    PendingApproval,
+    SessionRecord,
+    StoredWorkspace,
+)
 from .._stores._protocols import (
+    ApprovalStore,
     LeaseStore,
     LiveProcessStore,
     SessionStore,
@@ -967,3 +974,81 @@ async def _a_workspace_is_kept_by_name_replaced_and_outlives_forget(
         assert [w.name for w in await store.workspaces()] == ["alpha"]
     finally:
         await _closing(store)
+
+
+# --- approvals waiting for a person: decided exactly once, from any handle ---
+
+
+def _approval(id: str, requested_at: float = 1000.0) -> PendingApproval:
+    return PendingApproval(
+        id=id,
+        name="coder",
+        tool_name="Bash",
+        tool_use_id=f"toolu_{id}",
+        input='{"command": "ls"}',
+        reason="shell",
+        runtime_id="r-1",
+        request=3,
+        requested_at=requested_at,
+        expires_at=requested_at + 60.0,
+    )
+
+
+_BY_CONSOLE = OperatorDecision(
+    allowed=True, updated_input='{"command": "ls -l"}', decided_by="console"
+)
+
+
+@_check(ApprovalStore)
+async def _an_approval_is_decided_once_and_removed_with_its_decision(
+    harness: StoreHarness,
+) -> None:
+    store = await _open(harness)
+    assert isinstance(store, ApprovalStore)
+    try:
+        assert list(await store.pending_approvals()) == []
+        await store.put_approval(_approval("b", requested_at=2000.0))
+        await store.put_approval(_approval("a"))
+        assert [a.id for a in await store.pending_approvals()] == ["a", "b"]  # oldest first
+        assert (await store.pending_approvals())[0] == _approval("a")
+        with _raises(StoreError, match="'a' exists"):
+            await store.put_approval(_approval("a"))
+        assert await store.decision_of("a") is None
+        assert await store.decide_approval("a", _BY_CONSOLE)
+        assert not await store.decide_approval("a", OperatorDecision(allowed=False, decided_by="x"))
+        assert await store.decision_of("a") == _BY_CONSOLE
+        assert [a.id for a in await store.pending_approvals()] == ["b"]
+        assert await store.remove_approval("a") == _BY_CONSOLE
+        assert await store.remove_approval("a") is None
+        assert await store.decision_of("a") is None
+        assert not await store.decide_approval("a", _BY_CONSOLE)  # gone: refused
+        denied = OperatorDecision(allowed=False, message="not here", decided_by="console")
+        assert await store.decide_approval("b", denied)
+        assert await store.remove_approval("b") == denied
+        assert await store.remove_approval("never") is None
+        assert not await store.decide_approval("never", denied)
+    finally:
+        await store.aclose()
+
+
+@_check(ApprovalStore)
+async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarness) -> None:
+    one, two = await _open(harness), await _open(harness)
+    assert isinstance(one, ApprovalStore) and isinstance(two, ApprovalStore)
+    try:
+        await one.put_approval(_approval("a"))
+        assert [a.id for a in await two.pending_approvals()] == ["a"]
+        won: list[str] = []
+
+        async def decide(store: ApprovalStore, by: str) -> None:
+            if await store.decide_approval("a", OperatorDecision(allowed=True, decided_by=by)):
+                won.append(by)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(8):
+                nursery.start_soon(decide, one if i % 2 else two, f"console-{i}")
+        assert len(won) == 1
+        decided = await one.remove_approval("a")
+        assert decided is not None and decided.decided_by == won[0]
+    finally:
+        await _closing(one, two)

@@ -387,6 +387,10 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             raise SystemExit(f"fake_cli: unknown step {op!r}")
 
 
+# What a fake CLI answers to ``--version`` alone.
+FAKE_VERSION = "0.0.0"
+
+
 def main(argv: Sequence[str]) -> None:
     if argv[1] == "--program":
         steps = json.loads(argv[2])
@@ -395,6 +399,10 @@ def main(argv: Sequence[str]) -> None:
             steps = json.load(f)
     else:
         raise SystemExit("usage: fake_cli.py --program JSON | --program-file PATH [ARG...]")
+    if argv[3:] == ["--version"]:
+        # As every CLI does (the runtime asks a CLI that does not report its version).
+        print(f"fake-cli {FAKE_VERSION}")
+        return
     run(steps, argv[3:])
 
 

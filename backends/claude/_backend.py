@@ -9,6 +9,7 @@ import attrs
 
 from agentrt.backend import (
     AppToolServer,
+    BackendInfo,
     Capabilities,
     ChannelCall,
     Command,
@@ -19,6 +20,7 @@ from agentrt.backend import (
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_path, transcript_pattern, with_cli_home
+from ._info import info
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator
@@ -72,6 +74,11 @@ class ClaudeBackend:
     ) -> ClaudeLive:
         """A live process (warm sessions, approvals, hooks): stream-json in and out."""
         return ClaudeLive(options, session_id=session_id, approvals=approvals, hooks=hooks)
+
+    def info(self) -> BackendInfo:
+        """How to install and log in the CLI, the version this backend was written for,
+        the options of a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
+        return info(WRITTEN_FOR_VERSION)
 
     def version_command(self, options: ClaudeOptions) -> Command:
         """``claude --version`` (for doctor and the flag canary)."""

@@ -112,9 +112,16 @@ def build_version_command(options: ClaudeOptions) -> Command:
     return Command(argv=(options.binary, "--version"), env=cli_env(options), cwd=options.cwd)
 
 
+# Claude Code 2.1.332 reads this variable (from the environment or its settings' ``env``
+# block) and then skips its background updates; ``claude update`` still works.
+AUTO_UPDATE_OFF = {"DISABLE_AUTOUPDATER": "1"}
+
+
 def cli_env(o: ClaudeOptions) -> dict[str, str]:
-    """The child's whole environment."""
-    explicit = dict(o.env)
+    """The child's whole environment: auto-update off unless ``auto_update`` (an explicit
+    ``env`` value wins)."""
+    explicit = {} if o.auto_update else dict(AUTO_UPDATE_OFF)
+    explicit.update(o.env)
     if o.config_dir is not None:
         explicit.setdefault("CLAUDE_CONFIG_DIR", o.config_dir)
     return child_env(o.effective_env_policy, explicit)

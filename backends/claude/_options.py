@@ -93,6 +93,9 @@ class ClaudeOptions:
     continue_: bool = False
     no_session_persistence: bool = False
     fork_session: bool = False
+    # False: the CLI starts with DISABLE_AUTOUPDATER=1, so a fleet keeps the version it was
+    # started with; True leaves the CLI's own setting (its native installer updates itself).
+    auto_update: bool = False
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -248,6 +251,7 @@ _HOOKS: dict[str, v.Check] = {
     "continue_": v.boolean,
     "no_session_persistence": _no_session_persistence,
     "fork_session": v.boolean,
+    "auto_update": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }
 

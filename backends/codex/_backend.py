@@ -9,6 +9,7 @@ import attrs
 
 from agentrt.backend import (
     AppToolServer,
+    BackendInfo,
     Capabilities,
     Command,
     HookKind,
@@ -18,6 +19,7 @@ from agentrt.backend import (
 
 from ._command import build_command, build_version_command
 from ._home import cli_home, login_files, transcript_pattern, with_cli_home
+from ._info import info
 from ._live import CodexLive, exec_only
 from ._options import CodexOptions, parse_options
 from ._translate import CodexTranslator
@@ -26,6 +28,8 @@ from ._translate import CodexTranslator
 # (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier pins its
 # own copy in tests/realcli/CODEX_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "0.171.0"
+
+_LIVE = Capabilities(live=True, approvals=True, version_probe=True)
 
 # The child's variable that holds the application tools' bearer token (codex reads it by
 # ``bearer_token_env_var``; a token in ``-c`` would be on argv).
@@ -65,11 +69,13 @@ class CodexBackend:
         """A live ``codex app-server`` (``keep_alive``, approvals) for any options but
         those only ``codex exec`` takes (``approval="approve-for-me"``, ``profile``,
         ``images``, ``output_schema``, ``extra_args``): such an agent runs one process per
-        turn. Codex has no hooks."""
+        turn. Codex has no hooks. ``codex exec --json`` prints no version of its own (the
+        app-server's thread carries one, exec's ``thread.started`` does not), so the
+        runtime asks ``codex --version`` once per executable (``version_probe``)."""
         why = exec_only(options)
         if why is not None:
-            return Capabilities(not_live=why)
-        return Capabilities(live=True, approvals=True)
+            return Capabilities(not_live=why, version_probe=True)
+        return _LIVE
 
     def live(
         self,
@@ -86,6 +92,11 @@ class CodexBackend:
         if why is not None:
             raise ValueError(f"no live codex for these options: {why}")
         return CodexLive(options, session_id=session_id, environ=self._environ, approvals=approvals)
+
+    def info(self) -> BackendInfo:
+        """How to install and log in the CLI, the version this backend was written for,
+        the options of a quiet turn (``agentrt doctor``, ``agentrt demo``)."""
+        return info(WRITTEN_FOR_VERSION)
 
     def version_command(self, options: CodexOptions) -> Command:
         """``codex --version`` (for doctor and the flag canary)."""

@@ -104,9 +104,16 @@ def _check_resumable(o: CodexOptions, session_id: str) -> None:
         )
 
 
+# codex 0.171.0's config key for its release check at start (and the offer to update).
+UPDATE_CHECK_KEY = "check_for_update_on_startup"
+
+
 def config_args(o: CodexOptions) -> list[str]:
-    """``-c key=value`` for each ``config`` override (every codex subcommand takes them)."""
-    return [arg for key, value in o.config.items() for arg in ("-c", f"{key}={toml_value(value)}")]
+    """``-c key=value`` for each ``config`` override (every codex subcommand takes them),
+    after the update check switched off unless ``auto_update``."""
+    config: dict[str, object] = {} if o.auto_update else {UPDATE_CHECK_KEY: False}
+    config.update(o.config)
+    return [arg for key, value in config.items() for arg in ("-c", f"{key}={toml_value(value)}")]
 
 
 def codex_env(o: CodexOptions, environ: Mapping[str, str] | None) -> dict[str, str]:

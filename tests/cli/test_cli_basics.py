@@ -125,7 +125,7 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
     run = await agentrt("ask", "x", "hi", "--backend", "nope", "--cwd", "/", env=base_env)
     assert run.code == 1
     assert "no backend named 'nope'" in run.stderr
-    assert "Fix: pass --backend claude or --backend codex" in run.stderr
+    assert "Fix: pass --backend with one of: claude, codex, qwen" in run.stderr
     run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
     assert run.code == 1
     assert (
@@ -150,7 +150,7 @@ async def test_missing_cli_is_a_failed_turn_with_its_fix(base_env: dict[str, str
     assert run.code == 1
     [line] = run.stderr.strip().splitlines()
     assert "the turn failed (spawn_failed)" in line and "/nonexistent/claude" in line
-    assert "point CLAUDE_CLI / CODEX_CLI" in line
+    assert "point -o binary=PATH at it" in line
 
 
 async def test_a_named_store_in_a_missing_directory_is_refused(

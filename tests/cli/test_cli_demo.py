@@ -4,13 +4,18 @@ fake CLI; what it shows and what it checked."""
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
+import trio
+from http_client import connect
 
 from agentrt._cli._demo import CHECKS
 
-from ._run import agentrt
+from ._run import agentrt, open_agentrt
 
 
 def assert_story(agents: dict[str, dict[str, object]]) -> None:
@@ -81,3 +86,31 @@ async def test_demo_with_debug_shows_the_runtimes_log(base_env: dict[str, str]) 
     assert "agent 'fragile': turn ended, process_crashed" in log
     # The board prints line by line between the log records, not as a live view.
     assert "sleepy started again, with the default watchdog, on its session" in run.stdout
+
+
+async def test_demo_console_shows_the_demos_agents_until_ctrl_c(
+    base_env: dict[str, str],
+) -> None:
+    env = {**base_env, "BROWSER": "true"}  # the URL is opened with a command that does nothing
+    args = ("demo", "--quick", "--fake-cli", "--console")
+    with trio.fail_after(120):
+        async with open_agentrt(*args, env=env, stderr=subprocess.PIPE) as process:
+            assert process.stderr is not None
+            err = b""
+            while b"Ctrl+C closes the console" not in err:
+                err += await process.stderr.receive_some(4096)
+            url = re.search(rb"console: (http://\S+)", err)
+            assert url is not None
+            address, token = url.group(1).decode().split("/?token=")
+            port = int(address.rsplit(":", 1)[1])
+            client = await connect(port, headers={"cookie": f"agentrt_console={token}"})
+            await client.send("/events/fleet", method="GET")
+            assert (await client.head())[0] == 200
+            body = b""
+            while b"\n\n" not in body:
+                body += await client.stream.receive_some(65536)
+            for name in (b"w1", b"sleepy", b"fragile"):
+                assert b'"name": "%s"' % name in body
+            await client.stream.aclose()
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 0

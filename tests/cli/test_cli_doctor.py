@@ -55,7 +55,11 @@ async def test_claude_with_an_api_key(base_env: dict[str, str], claude_bin: Path
         "WARN agents with env_policy='profile' cannot authenticate: this policy drops "
         "ANTHROPIC_API_KEY"
     )
-    assert "fix: run `claude`, then /login, or give the agent its credential" in run.stdout
+    assert "fix: run `claude`, then /login" in run.stdout
+    assert "; or give the agent its credential with env={...}" in run.stdout
+    assert found["claude supports"] == (
+        "ok per turn yes, warm yes, approvals yes, hooks yes, app tools yes, portable sessions yes"
+    )
     assert found["store file"] == f"ok {base_env['AGENTRT_STORE']} (created on first use)"
     assert found["system limits"].startswith("ok ulimit -u")
     assert run.stdout.rstrip().endswith("healthy")

@@ -1,0 +1,254 @@
+"""``agentrt.asyncio``: the runtime awaited from asyncio, over a `RuntimeThread`.
+
+Each awaited call is a task in the runtime's trio thread; its outcome comes back to the
+caller's loop with ``call_soon_threadsafe``. Cancelling the asyncio task cancels the trio
+call's scope, then waits (shielded, as trio's own ask does) until the runtime has undone
+the work, before the `asyncio.CancelledError` goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import outcome
+
+from . import _runtime as trio_runtime
+from ._errors import NoRuntime
+from ._events import Event
+from ._forwarding import same_face
+from ._requests import Ref
+from ._runtime_thread import RuntimeThread
+from ._stream import EventStream as TrioEventStream
+from ._util import NoPublicConstructor
+
+P = ParamSpec("P")
+R = TypeVar("R")
+TrioRuntime = trio_runtime.Runtime
+
+
+async def _settle(thread: RuntimeThread, function: Callable[[], Coroutine[Any, Any, R]]) -> R:
+    """Run ``function()`` in the runtime's thread and await its outcome on this loop."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[outcome.Outcome[R]] = loop.create_future()
+
+    def deliver(result: outcome.Outcome[R]) -> None:
+        if not done.done():
+            done.set_result(result)
+
+    def on_done(result: outcome.Outcome[R]) -> None:  # in the runtime's thread
+        # A closed loop (RuntimeError): nobody waits for this outcome.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deliver, result)
+
+    call = thread.submit(function, on_done)
+    try:
+        result = await asyncio.shield(done)
+    except asyncio.CancelledError:
+        call.cancel()
+        # As trio's ask: the cancellation reaches the caller once the work is undone
+        # (the runtime bounds that wait); further cancellations do not cut it short.
+        while not done.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(done)
+        raise
+    return result.unwrap()
+
+
+def _awaited(
+    method: Callable[Concatenate[TrioRuntime, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Runtime, P], Coroutine[Any, Any, R]]:
+    async def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        runtime = self._thread.runtime
+        return await _settle(self._thread, lambda: method(runtime, *args, **kwargs))
+
+    same_face(forward, method)
+    return forward
+
+
+def _immediate(
+    method: Callable[Concatenate[TrioRuntime, P], R],
+) -> Callable[Concatenate[Runtime, P], R]:
+    # A synchronous method reads the runtime's state: in its thread, where it is kept
+    # (the loop waits for one scheduling step of that thread, never for a turn).
+    def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        runtime = self._thread.runtime
+        return self._thread.run_sync(lambda: method(runtime, *args, **kwargs))
+
+    same_face(forward, method)
+    return forward
+
+
+class EventStream(metaclass=NoPublicConstructor):
+    """`agentrt.EventStream` read from asyncio: an async iterator over one request's events,
+    in order, ending after its terminal event; also an async context manager that closes it.
+    Backpressure is the trio stream's: a reader that stops reading makes the turn wait.
+    Cancelling a read leaves the event it waited for in the stream."""
+
+    _made_by = "rt.stream(ref)"
+
+    __slots__ = ("_stream", "_thread")
+
+    def __init__(self, thread: RuntimeThread, stream: TrioEventStream) -> None:
+        self._thread = thread
+        self._stream = stream
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await _settle(self._thread, self._stream.__anext__)
+
+    def close(self) -> None:
+        """Stop reading; the turn no longer waits for this stream."""
+        with contextlib.suppress(NoRuntime):  # the runtime is gone, and its turns with it
+            self._thread.run_sync(self._stream.close)
+
+    async def aclose(self) -> None:
+        """Async spelling of `close`."""
+        self.close()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Runtime(metaclass=NoPublicConstructor):
+    """`agentrt.Runtime` awaited from asyncio: the same methods, the same arguments, the
+    same results and errors (the exception objects themselves), run in the runtime's trio
+    thread. Cancelling the asyncio task that awaits a call cancels it as trio cancellation
+    does (an ``ask``'s request leaves the queue or its turn stops, and the
+    `asyncio.CancelledError` goes on once the turn's processes are gone). The synchronous
+    methods (``agents``, ``whereis``, ``statistics``, ``stream``) wait for one scheduling
+    step of the runtime's thread. Made by `agentrt.asyncio.open_runtime`."""
+
+    _made_by = "agentrt.asyncio.open_runtime()"
+
+    def __init__(self, thread: RuntimeThread) -> None:
+        self._thread = thread
+
+    @property
+    def runtime_id(self) -> str:
+        """This runtime's id, as the store records it with the process of a running turn."""
+        return self._thread.runtime.runtime_id
+
+    @property
+    def node(self) -> str:
+        """The node (host) this runtime names itself as in the leases of its agents."""
+        return self._thread.runtime.node
+
+    start_agent = _awaited(TrioRuntime.start_agent)
+    ask = _awaited(TrioRuntime.ask)
+    tell = _awaited(TrioRuntime.tell)
+    poll = _awaited(TrioRuntime.poll)
+    wait = _awaited(TrioRuntime.wait)
+    notify = _awaited(TrioRuntime.notify)
+    interrupt = _awaited(TrioRuntime.interrupt)
+    interrupt_request = _awaited(TrioRuntime.interrupt_request)
+    withdraw = _awaited(TrioRuntime.withdraw)
+    halt = _awaited(TrioRuntime.halt)
+    unhalt = _awaited(TrioRuntime.unhalt)
+    reset_session = _awaited(TrioRuntime.reset_session)
+    status = _awaited(TrioRuntime.status)
+    set_model = _awaited(TrioRuntime.set_model)
+    set_permission_mode = _awaited(TrioRuntime.set_permission_mode)
+    context_usage = _awaited(TrioRuntime.context_usage)
+    stop_task = _awaited(TrioRuntime.stop_task)
+    stop_agent = _awaited(TrioRuntime.stop_agent)
+    workspaces = _awaited(TrioRuntime.workspaces)
+    remove_workspace = _awaited(TrioRuntime.remove_workspace)
+    agents = _immediate(TrioRuntime.agents)
+    whereis = _immediate(TrioRuntime.whereis)
+    statistics = _immediate(TrioRuntime.statistics)
+
+    def stream(self, ref: Ref) -> EventStream:
+        runtime = self._thread.runtime
+        return EventStream._create(self._thread, self._thread.run_sync(lambda: runtime.stream(ref)))
+
+    same_face(stream, TrioRuntime.stream)
+
+
+async def _wait_future(future: Future[None]) -> None:
+    await asyncio.wrap_future(future)
+
+
+def _opening(
+    open_trio: Callable[P, AbstractAsyncContextManager[TrioRuntime]],
+) -> Callable[P, AbstractAsyncContextManager[Runtime]]:
+    @asynccontextmanager
+    async def open_runtime(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Runtime]:
+        thread = RuntimeThread(lambda: open_trio(*args, **kwargs))
+        loop = asyncio.get_running_loop()
+        owner = asyncio.current_task()
+        try:
+            await _wait_future(thread.start())
+        except BaseException:
+            await _closed(thread)
+            raise
+
+        def on_failure(error: BaseException) -> None:  # the runtime gave up, in its thread
+            if owner is not None:
+                loop.call_soon_threadsafe(owner.cancel)
+
+        thread.on_failure = on_failure
+        try:
+            yield Runtime._create(thread)
+        except asyncio.CancelledError:
+            await _closed(thread)
+            if thread.failure is not None and owner is not None:
+                owner.uncancel()  # that cancellation was ours: it stood for the failure
+                raise thread.failure from None
+            raise
+        except BaseException:
+            await _closed(thread)
+            raise
+        await _closed(thread)
+        if thread.failure is not None:
+            raise thread.failure
+
+    same_face(open_runtime, open_trio)
+    open_runtime.__doc__ = OPEN_RUNTIME_DOC
+    return open_runtime
+
+
+OPEN_RUNTIME_DOC = """`agentrt.open_runtime` for an asyncio program: ``async with
+agentrt.asyncio.open_runtime(...) as rt:`` takes the same arguments and gives a runtime
+whose methods are awaited from asyncio (`agentrt.asyncio.Runtime`).
+
+The runtime runs in a trio thread of its own, opened here (its errors, such as
+`InvalidOptions`, come out of the ``async with`` as themselves). Leaving the block stops
+every agent and kills every turn's processes before the block is left, however often the
+task is cancelled meanwhile. When the runtime gives up (`RestartLimitExceeded`), the task
+in the block is cancelled and the error comes out of the block, as the trio form cancels
+its block. Agent callbacks still run in the agent's trio task (docs/asyncio.md says what
+they may do there)."""
+
+
+async def _closed(thread: RuntimeThread) -> None:
+    """Close the runtime and wait until its thread has ended, however often the caller is
+    cancelled meanwhile (closing kills every turn's processes, within its bounds)."""
+    ended = asyncio.ensure_future(_wait_future(thread.close()))
+    cancelled = False
+    while not ended.done():
+        try:
+            await asyncio.shield(ended)
+        except asyncio.CancelledError:
+            cancelled = True
+    thread.join()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+open_runtime = _opening(trio_runtime.open_runtime)

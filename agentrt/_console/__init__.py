@@ -1,0 +1,1 @@
+"""The operator console: the fleet in a web page (see docs/console.md)."""

@@ -1,0 +1,157 @@
+"""The fleet as the console shows it: one row per agent name the store knows, from the
+store's records and leases and, where the agent can be reached (this runtime's, or through
+the routing of a store that routes calls), its `AgentStatus`."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .._errors import AgentRTError
+from .._records import Lease, SessionRecord
+from .._redact import redact
+from .._status import AgentStatus
+from .._stores._protocols import LeaseStore
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
+
+# What the page calls each state (the status's, or the store's when no status is had).
+STATE_LABELS = {
+    "processing": "in a turn",
+    "idle_warm": "idle, CLI kept",
+    "idle": "idle",
+    "halted": "halted",
+    "restarting": "restarting",
+}
+# A status call routed to another node must not hold a refresh of the whole fleet up.
+STATUS_BOUND = 3.0
+_STATUS_CALLS = 16  # routed status calls in flight at once
+
+
+@attrs.frozen
+class AgentRow:
+    """One agent on the fleet page: content-free (no prompt, no answer)."""
+
+    name: str
+    node: str | None
+    pid: int | None
+    backend: str
+    mode: str | None
+    state: str
+    session_id: str | None
+    turns: int
+    cost_usd: float
+    restarts: int | None
+    last_outcome: str | None
+    # When the store last wrote its record (wall clock; the page shows its age).
+    updated_at: float | None
+    queued: int | None
+    halt_pending: bool
+
+    def data(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        data["cost_usd"] = self.cost_usd if math.isfinite(self.cost_usd) else None
+        return data
+
+
+def store_state(record: SessionRecord | None, lease: Lease | None, leases: bool) -> str:
+    """The state the store alone tells: a held lease's agent is in a turn or idle, an
+    expired one's lost its lease; without leases (or with a released one) it is stopped."""
+    if lease is not None and lease.held:
+        if record is not None and record.live_pgid is not None:
+            return "idle, CLI kept" if record.live_idle else "in a turn"
+        return "idle"
+    if leases and lease is not None and lease.owner is not None:
+        return "lease lost"
+    return "stopped"
+
+
+async def fleet(runtime: Runtime) -> list[AgentRow]:
+    """Every agent name of the runtime's store (and every agent the runtime runs), by name."""
+    store = runtime.store
+    records = {record.name: record for record in await store.list()}
+    has_leases = isinstance(store, LeaseStore)
+    leases = {}
+    if isinstance(store, LeaseStore):
+        leases = {lease.name: lease for lease in await store.leases()}
+    local = set(runtime.agents())
+    names = sorted(records.keys() | local | {n for n, lease in leases.items() if lease.held})
+    reachable = [n for n in names if n in local or (n in leases and leases[n].held)]
+    statuses = await _statuses(runtime, reachable)
+    rows = []
+    for name in names:
+        record, lease, status = records.get(name), leases.get(name), statuses.get(name)
+        rows.append(_row(runtime, name, record, lease, status, name in local, has_leases))
+    return rows
+
+
+def _row(
+    runtime: Runtime,
+    name: str,
+    record: SessionRecord | None,
+    lease: Lease | None,
+    status: AgentStatus | None,
+    local: bool,
+    has_leases: bool,
+) -> AgentRow:
+    owner = None if lease is None else lease.owner
+    if local:
+        node, pid = runtime.node, os.getpid()
+    elif owner is not None and lease is not None and lease.held:
+        node, pid = owner.node, owner.pid
+    else:
+        node, pid = None, None
+    if status is not None:
+        state = STATE_LABELS.get(status.state, status.state)
+        # The CLI's pid where it runs one; else the runtime's process.
+        pid = status.cli_pid or pid
+    else:
+        state = store_state(record, lease, has_leases)
+    handle = runtime.whereis(name) if local else None
+    backend = record.backend if record is not None else handle.backend if handle else "-"
+    return AgentRow(
+        name=name,
+        node=node,
+        pid=pid,
+        backend=backend,
+        mode=None if status is None else status.mode,
+        state=state,
+        session_id=status.session_id if status is not None else _stored_session(record),
+        turns=record.turns if record is not None else status.turns if status else 0,
+        cost_usd=record.cost_usd if record is not None else 0.0,
+        restarts=None if status is None else status.restarts,
+        last_outcome=None
+        if record is None or record.last_stop_reason is None
+        else redact(record.last_stop_reason),
+        updated_at=None if record is None else record.updated_at,
+        queued=None if status is None else status.queued,
+        halt_pending=status is not None and status.halt_pending,
+    )
+
+
+def _stored_session(record: SessionRecord | None) -> str | None:
+    return None if record is None else record.session_id
+
+
+async def _statuses(runtime: Runtime, names: Sequence[str]) -> dict[str, AgentStatus]:
+    found: dict[str, AgentStatus] = {}
+    limit = trio.CapacityLimiter(_STATUS_CALLS)
+
+    async def one(name: str) -> None:
+        async with limit:
+            with trio.move_on_after(STATUS_BOUND):
+                # Stopped meanwhile, or its owner is gone: the store's state stands.
+                with contextlib.suppress(AgentRTError):
+                    found[name] = await runtime.status(name)
+
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            nursery.start_soon(one, name)
+    return found

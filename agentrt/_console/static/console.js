@@ -1,0 +1,290 @@
+// The agentrt console's own script: fills the pages from the server-sent event streams,
+// draws the charts as SVG and sends the actions. It sets text, never markup.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const csrf = document.querySelector('meta[name="agentrt-csrf"]').content;
+
+function el(tag, attrs, text) {
+  const node = tag.startsWith("svg:")
+    ? document.createElementNS(SVG, tag.slice(4))
+    : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function money(value) {
+  return value === null || value === undefined ? "-" : "$" + Number(value).toFixed(4);
+}
+
+function ago(seconds) {
+  if (seconds < 60) return Math.round(seconds) + " s";
+  if (seconds < 3600) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function live(path, handlers) {
+  const conn = document.getElementById("conn");
+  const source = new EventSource(path);
+  source.onopen = () => { conn.textContent = "live"; conn.className = "ok"; };
+  source.onerror = () => { conn.textContent = "reconnecting"; conn.className = "bad"; };
+  for (const [name, handle] of Object.entries(handlers)) {
+    source.addEventListener(name, (message) => handle(JSON.parse(message.data)));
+  }
+}
+
+// ---- charts: a line over time, and labelled bars ----
+
+function lineChart(holder, points, label) {
+  const w = 320, h = 120, pad = 28;
+  const svg = el("svg:svg", { viewBox: `0 0 ${w} ${h}`, role: "img", "aria-label": label });
+  if (points.length > 0) {
+    const t0 = points[0][0], t1 = Math.max(points[points.length - 1][0], t0 + 1);
+    const top = Math.max(...points.map((p) => p[1]), 1e-9);
+    const x = (t) => pad + ((t - t0) / (t1 - t0)) * (w - pad - 8);
+    const y = (v) => h - pad + 8 - (v / top) * (h - pad - 8);
+    const d = points.map((p, i) => `${i ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`);
+    svg.append(el("svg:path", { d: d.join(" "), class: "line" }));
+    svg.append(el("svg:text", { x: 2, y: 12, class: "axis" }, top > 1e-9 ? top.toPrecision(3) : "0"));
+    svg.append(el("svg:text", { x: 2, y: h - pad + 8, class: "axis" }, "0"));
+    svg.append(el("svg:text", { x: w - 70, y: h - 4, class: "axis" }, ago(t1 - t0) + " shown"));
+  }
+  holder.replaceChildren(svg);
+}
+
+function barChart(holder, bars, label, format) {
+  const shown = bars.slice(0, 12);
+  const w = 320, row = 18, h = Math.max(row * shown.length + 4, 24);
+  const svg = el("svg:svg", { viewBox: `0 0 ${w} ${h}`, role: "img", "aria-label": label });
+  const top = Math.max(...shown.map((b) => b[1]), 1e-9);
+  shown.forEach(([name, value], i) => {
+    const y = 2 + i * row;
+    svg.append(el("svg:text", { x: 0, y: y + 12, class: "axis" }, String(name).slice(0, 18)));
+    const width = Math.max(1, (value / top) * (w - 190));
+    svg.append(el("svg:rect", { x: 120, y: y + 2, width: width.toFixed(1), height: row - 6, class: "bar" }));
+    svg.append(el("svg:text", { x: 124 + width, y: y + 12, class: "axis" }, format(value)));
+  });
+  holder.replaceChildren(svg);
+}
+
+// ---- tool calls waiting for a person ----
+
+async function post(body) {
+  const reply = await fetch("action", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-agentrt-csrf": csrf },
+    body: JSON.stringify(body),
+  });
+  return [reply.ok, await reply.json()];
+}
+
+function approvalCard(a) {
+  const card = el("article", { class: "approval", "data-id": a.id });
+  const title = el("h3");
+  title.append(el("span", { class: "tool" }, a.tool), " for agent ",
+    el("a", { href: "agent?name=" + encodeURIComponent(a.name) }, a.name),
+    a.request === null ? "" : ` (request #${a.request})`);
+  const left = el("span", { class: "left" });
+  card.append(title, el("p", { class: "reason" }, a.reason || "(no reason given)"), left,
+    el("pre", { class: "input" }, a.input));
+  const edit = el("textarea", { class: "edit", rows: 3 });
+  edit.value = a.input;
+  const message = el("input", { class: "message", type: "text", placeholder: "why not (the model reads it)" });
+  const outcome = el("p", { class: "outcome", role: "status" });
+  const buttons = el("div");
+  const decide = async (body) => {
+    const [ok, data] = await post({ action: "decide", id: a.id, ...body });
+    outcome.className = ok ? "outcome" : "outcome error";
+    outcome.textContent = ok ? "decided" : `${data.error}: ${data.message}`;
+  };
+  const allow = el("button", { class: "allow" }, "Allow");
+  allow.addEventListener("click", () => decide({ allowed: true }));
+  const edited = el("button", { class: "allow-edited" }, "Allow with edited input");
+  edited.addEventListener("click", () => decide({ allowed: true, updated_input: edit.value }));
+  const deny = el("button", { class: "deny danger" }, "Deny");
+  deny.addEventListener("click", () => decide({ allowed: false, message: message.value }));
+  buttons.append(allow, edited, deny);
+  card.append(edit, message, buttons, outcome);
+  card.tick = () => {
+    const seconds = Math.max(0, a.expires_at - Date.now() / 1000);
+    left.textContent = seconds > 0 ? `${Math.ceil(seconds)} s left before approval_timeout denies it`
+      : "approval_timeout has denied it";
+  };
+  card.tick();
+  return card;
+}
+
+function showApprovals(approvals) {
+  const section = document.getElementById("approvals-section");
+  const holder = document.getElementById("approvals");
+  const wanted = new Set((approvals || []).map((a) => a.id));
+  for (const card of [...holder.children]) if (!wanted.has(card.dataset.id)) card.remove();
+  const present = new Set([...holder.children].map((card) => card.dataset.id));
+  for (const a of approvals || []) if (!present.has(a.id)) holder.append(approvalCard(a));
+  section.hidden = holder.children.length === 0;
+}
+
+setInterval(() => document.querySelectorAll(".approval").forEach((card) => card.tick()), 1000);
+
+// ---- the fleet page ----
+
+function fleetPage() {
+  const body = document.querySelector("#fleet tbody");
+  const filters = { state: "#f-state", node: "#f-node", backend: "#f-backend" };
+  const history = [];
+  let agents = [];
+  let sortKey = "name", sortDown = false;
+
+  function fillFilter(key) {
+    const select = document.querySelector(filters[key]);
+    const chosen = select.value;
+    const values = [...new Set(agents.map((a) => a[key] ?? "-"))].sort();
+    select.replaceChildren(el("option", { value: "" }, "all"));
+    for (const value of values) select.append(el("option", { value }, value));
+    select.value = values.includes(chosen) ? chosen : "";
+  }
+
+  function render() {
+    const name = document.getElementById("f-name").value;
+    const rows = agents.filter((a) =>
+      Object.entries(filters).every(([key, sel]) => {
+        const want = document.querySelector(sel).value;
+        return !want || (a[key] ?? "-") === want;
+      }) && (!name || a.name.includes(name)));
+    rows.sort((a, b) => {
+      const x = a[sortKey] ?? "", y = b[sortKey] ?? "";
+      const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+      return sortDown ? -order : order;
+    });
+    body.replaceChildren(...rows.map((a) => {
+      const tr = el("tr", { "data-name": a.name, "data-state": a.state });
+      const link = el("a", { href: "agent?name=" + encodeURIComponent(a.name) }, a.name);
+      const cell = el("td"); cell.append(link); tr.append(cell);
+      const cells = [a.node, a.pid, a.backend, a.mode, a.state, a.session_id, a.turns,
+        money(a.cost_usd), a.restarts, a.last_outcome,
+        a.updated_at === null ? "-" : ago(Date.now() / 1000 - a.updated_at) + " ago"];
+      for (const value of cells) tr.append(el("td", {}, value ?? "-"));
+      tr.children[5].className = "state";
+      return tr;
+    }));
+    document.getElementById("count").textContent = `(${rows.length} of ${agents.length})`;
+  }
+
+  function charts() {
+    lineChart(document.getElementById("chart-cost"), history.map((p) => [p[0], p[1]]), "fleet cost");
+    lineChart(document.getElementById("chart-turns"), history.map((p) => [p[0], p[2]]), "fleet turns");
+    const outcomes = {};
+    for (const a of agents) if (a.last_outcome) outcomes[a.last_outcome] = (outcomes[a.last_outcome] || 0) + 1;
+    barChart(document.getElementById("chart-outcomes"),
+      Object.entries(outcomes).sort((a, b) => b[1] - a[1]), "outcomes", String);
+    barChart(document.getElementById("chart-agents"),
+      agents.map((a) => [a.name, a.cost_usd || 0]).sort((a, b) => b[1] - a[1]), "cost by agent", money);
+  }
+
+  document.querySelectorAll("#fleet th").forEach((th) => th.addEventListener("click", () => {
+    const key = th.dataset.key;
+    sortDown = sortKey === key ? !sortDown : false;
+    sortKey = key;
+    render();
+  }));
+  document.getElementById("filters").addEventListener("input", render);
+
+  function sample() {
+    const cost = agents.reduce((sum, a) => sum + (a.cost_usd || 0), 0);
+    const turns = agents.reduce((sum, a) => sum + a.turns, 0);
+    history.push([Date.now() / 1000, cost, turns]);
+    if (history.length > 2000) history.shift();
+    charts();
+  }
+
+  // The stream sends the fleet when it changes; the lines go on between changes.
+  setInterval(() => { if (agents.length) { sample(); render(); } }, 5000);
+  live("events/fleet", {
+    fleet: (data) => {
+      showApprovals(data.approvals);
+      agents = data.agents;
+      Object.keys(filters).forEach(fillFilter);
+      render();
+      sample();
+    },
+  });
+}
+
+// ---- the agent page ----
+
+function agentPage() {
+  const name = new URLSearchParams(location.search).get("name") || "";
+  document.getElementById("agent-name").textContent = name;
+  const liveText = document.getElementById("live");
+  const events = document.getElementById("events");
+  const outcome = document.getElementById("outcome");
+
+  function facts(data) {
+    const s = data.status || {}, r = data.record || {};
+    const list = [["backend", r.backend], ["mode", s.mode], ["session", s.session_id ?? r.session_id],
+      ["turns", r.turns ?? s.turns], ["cost", money(r.cost_usd)], ["tokens in / out",
+      r.input_tokens === undefined ? "-" : `${r.input_tokens} / ${r.output_tokens}`],
+      ["restarts", s.restarts], ["queued", s.queued], ["last outcome", r.last_stop_reason],
+      ["cwd", r.cwd], ["CLI pid", s.cli_pid],
+      ["current request", s.current ? `#${s.current.ref} (${s.current.origin}, ${s.current.elapsed.toFixed(1)} s)` : "none"]];
+    const dl = document.getElementById("facts");
+    dl.replaceChildren();
+    for (const [key, value] of list) dl.append(el("dt", {}, key), el("dd", {}, value ?? "-"));
+    document.getElementById("agent-state").textContent = s.state || (data.record ? "not running here" : "unknown");
+    const why = document.getElementById("unreachable");
+    why.hidden = !data.unreachable;
+    why.textContent = data.unreachable || "";
+  }
+
+  function event(data) {
+    if (data.kind === "text") { liveText.textContent += data.text; return; }
+    if (data.kind === "text_retracted") { liveText.textContent = liveText.textContent.slice(0, -data.text.length); }
+    const parts = [data.kind];
+    if (data.tool) parts.push(data.tool);
+    if (data.input) parts.push(data.input);
+    if (data.content) parts.push(data.content);
+    if (data.allowed !== undefined) parts.push(data.allowed ? "allowed" : "denied", "by " + data.decided_by);
+    if (data.reason) parts.push(data.reason);
+    if (data.message) parts.push(data.message);
+    events.append(el("li", { class: "event-" + data.kind }, parts.join(" | ")));
+  }
+
+  async function act(action) {
+    const prompt = document.getElementById("prompt").value;
+    outcome.className = "";
+    outcome.textContent = action + "...";
+    const [ok, data] = await post({ name, action, prompt });
+    if (!ok) {
+      outcome.className = "error";
+      outcome.textContent = `${data.error}: ${data.message}`;
+    } else if (action === "ask") {
+      outcome.textContent = `${data.stop_reason} in ${data.duration.toFixed(1)} s, ${money(data.cost_usd)}: ${data.text}`;
+    } else {
+      outcome.textContent = action + " done" + (data.ref !== undefined ? ` (request #${data.ref})` : "")
+        + (data.interrupted === false ? " (no turn was running)" : "");
+    }
+  }
+
+  for (const action of ["ask", "tell", "interrupt", "halt", "unhalt", "reset_session", "stop"]) {
+    document.getElementById("do-" + action).addEventListener("click", () => act(action));
+  }
+
+  live("events/agent?name=" + encodeURIComponent(name), {
+    agent: facts,
+    turn: (data) => {
+      document.getElementById("turn-ref").textContent = "#" + data.ref;
+      liveText.textContent = "";
+      events.replaceChildren();
+    },
+    event,
+    dropped: (data) => events.append(el("li", { class: "event-dropped" },
+      `${data.count} events not shown: this page fell behind the turn`)),
+  });
+
+  fetch("transcript?name=" + encodeURIComponent(name)).then((r) => r.json()).then((data) => {
+    document.getElementById("transcript").textContent = data.lines ? data.lines.join("\n") : data.why;
+  });
+}
+
+if (document.body.dataset.page === "fleet") fleetPage(); else agentPage();

@@ -1,0 +1,17 @@
+"""How ``agentrt.asyncio`` and ``agentrt.sync`` take on the `Runtime`'s methods: one line per
+method, made from the trio method itself, so that the signature (less ``self``) and the
+docstring cannot drift and mypy checks every call against the trio method's parameters."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, cast
+
+
+def same_face(made: Callable[..., Any], method: Callable[..., Any]) -> None:
+    """Give ``made`` the name, docstring and signature of ``method`` (help(), the docs)."""
+    made.__name__ = method.__name__
+    made.__qualname__ = method.__qualname__
+    made.__doc__ = method.__doc__
+    cast(Any, made).__signature__ = inspect.signature(method)

@@ -1,0 +1,65 @@
+"""``agentrt console``: served over the store until Ctrl+C, its URL (with the token) on
+stdout; the stored agents on its fleet stream; a bind beyond loopback without a token is
+refused saying why."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import trio
+from http_client import connect
+
+from agentrt import Agent, SQLiteStore, open_runtime
+from agentrt.testing import ScriptedBackend, reply
+
+from ._run import agentrt, open_agentrt
+
+
+async def test_console_serves_the_store_until_ctrl_c(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "s.sqlite3"
+    async with open_runtime(store=SQLiteStore(store)) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend=ScriptedBackend(default=lambda c: reply("ok"))
+        )
+        await rt.ask("coder", "hi")
+    args = ("console", "--store", str(store), "--bind", "127.0.0.1:0", "--json")
+    with trio.fail_after(60):
+        async with open_agentrt(*args, env=base_env, stdout=subprocess.PIPE) as process:
+            assert process.stdout is not None
+            line = b""
+            while not line.endswith(b"}\n"):  # one JSON object, printed on its lines
+                line += await process.stdout.receive_some(1)
+            shown = json.loads(line)
+            token = shown["url"].split("token=", 1)[1]
+            port = int(shown["address"].rsplit(":", 1)[1])
+            client = await connect(port, headers={"cookie": f"agentrt_console={token}"})
+            await client.send("/events/fleet", method="GET")
+            status, _ = await client.head()
+            assert status == 200
+            body = b""
+            while b"\n\n" not in body:
+                body += await client.stream.receive_some(65536)
+            assert b'"name": "coder"' in body and b'"state": "stopped"' in body
+            await client.stream.aclose()
+            anonymous = await (await connect(port)).request("/", method="GET")
+            assert anonymous.status == 401
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 130
+
+
+async def test_a_bind_beyond_loopback_without_a_token_is_refused(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    run = await agentrt(
+        "console", "--store", store, "--bind", "0.0.0.0:0", "--no-token", env=base_env
+    )
+    assert run.code == 1
+    assert "beyond loopback" in run.stderr and "needs a token" in run.stderr
+    run = await agentrt("console", "--store", store, "--bind", "nowhere", env=base_env)
+    assert run.code == 1 and "must be HOST:PORT" in run.stderr

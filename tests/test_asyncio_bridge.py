@@ -1,0 +1,316 @@
+"""agentrt from asyncio, from threads and from a notebook's running loop (issue 27), on the
+scripted backend: the guarantees of the trio API through agentrt.asyncio and agentrt.sync.
+
+Each test is a plain function that runs its own asyncio loop (or threads): the runtime
+runs in a trio thread of its own, so no trio clock is shared and a turn is held open by a
+long scripted sleep that the test's cancellation ends."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+import agentrt
+import agentrt.asyncio
+import agentrt.sync
+from agentrt import (
+    Agent,
+    AgentNotFound,
+    InvalidOptions,
+    MemoryStore,
+    NoRuntime,
+    Ref,
+    RestartLimitExceeded,
+    StopReason,
+    TextEvent,
+    TurnFailed,
+)
+from agentrt._asyncio_runtime import _settle
+from agentrt.testing import Fail, ScriptedBackend, Sleep, reply
+
+HOUR = 3600.0
+
+
+def echo_backend(*scripts: Any) -> ScriptedBackend:
+    return ScriptedBackend(*scripts, default=lambda call: reply(f"echo {call.prompt}"))
+
+
+class Watched(Agent):
+    """Tells the asyncio loop when a turn starts (the way back to the loop from a
+    callback: call_soon_threadsafe), and keeps the errors its turns ended with."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.started = asyncio.Event()
+        self.errors: list[TurnFailed] = []
+
+    def pre_turn(self, prompt: str) -> None:
+        self.loop.call_soon_threadsafe(self.started.set)
+
+    def handle_error(self, ref: Ref, error: TurnFailed) -> None:
+        self.errors.append(error)
+
+
+async def _idle(rt: agentrt.asyncio.Runtime) -> None:
+    """Wait until every task of the runtime's thread is blocked (a turn at a full stream)."""
+    await _settle(rt._thread, trio.testing.wait_all_tasks_blocked)
+
+
+def test_ask_and_the_exception_as_itself() -> None:
+    async def main() -> None:
+        backend = echo_backend([Fail(StopReason.RATE_LIMITED, "slow down")])
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            agent = Watched(asyncio.get_running_loop())
+            handle = await rt.start_agent(agent, name="a", backend=backend)
+            assert rt.agents() == ("a",) and rt.whereis("a") == handle
+            with pytest.raises(TurnFailed) as caught:
+                await rt.ask("a", "first")
+            # The very object the agent's handle_error saw: class, reason, message.
+            assert caught.value is agent.errors[0]
+            assert caught.value.reason is StopReason.RATE_LIMITED
+            assert (await rt.ask("a", "second")).text == "echo second"
+            with pytest.raises(AgentNotFound) as missing:
+                await rt.status("nobody")
+            assert missing.value.name == "nobody"
+            assert rt.statistics().agents == 1
+        with pytest.raises(NoRuntime):
+            await rt.ask("a", "after")
+
+    asyncio.run(main())
+
+
+def test_bad_options_come_out_of_the_block_as_themselves() -> None:
+    async def main() -> None:
+        with pytest.raises(InvalidOptions) as caught:
+            async with agentrt.asyncio.open_runtime(store=MemoryStore(), max_processes=0):
+                pass
+        assert caught.value.key == "max_processes"
+
+    asyncio.run(main())
+
+
+def test_asyncio_timeout_cancels_a_running_ask_and_a_queued_one() -> None:
+    async def main() -> None:
+        backend = echo_backend([TextEvent(text="partial"), Sleep(HOUR)])
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            agent = Watched(asyncio.get_running_loop())
+            await rt.start_agent(agent, name="a", backend=backend)
+            running = asyncio.create_task(rt.ask("a", "long"))
+            await agent.started.wait()
+            queued = asyncio.create_task(rt.ask("a", "queued"))
+            await _idle(rt)
+            assert (await rt.status("a")).queued == 1
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0):
+                    await queued
+            # Queued: it left the queue and never runs.
+            assert (await rt.status("a")).queued == 0
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await running
+            # Running: its turn stopped as trio cancellation stops it, its session kept.
+            (error,) = agent.errors
+            assert error.reason is StopReason.CANCELLED
+            assert (await rt.ask("a", "next")).text == "echo next"
+            assert backend.prompts == ["long", "next"]
+
+    asyncio.run(main())
+
+
+def test_a_stream_read_from_asyncio_has_backpressure() -> None:
+    events = 3 * agentrt._stream.BUFFER
+
+    class Counting(Agent):
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def handle_stream_event(self, event: agentrt.Event) -> None:
+            self.seen += 1
+
+    async def main() -> None:
+        script = [TextEvent(text=f"{i} ") for i in range(events)] + reply("done")
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            agent = Counting()
+            await rt.start_agent(agent, name="a", backend=echo_backend(script))
+            await rt.halt("a")  # so the stream is there before the turn starts
+            ref = await rt.tell("a", "go")
+            async with rt.stream(ref) as stream:
+                await rt.unhalt("a")
+                first = await anext(stream)
+                await _idle(rt)
+                # The turn waits for the reader: at most a buffer ahead of it.
+                assert agent.seen <= 2 + agentrt._stream.BUFFER
+                assert isinstance(await rt.poll(ref), agentrt.Pending)
+                texts = [first] + [event async for event in stream]
+            assert len(texts) == events + 2  # and the reply's text and result
+            assert isinstance(await rt.wait(ref), agentrt.Completed)
+
+    asyncio.run(main())
+
+
+def test_the_runtime_giving_up_cancels_the_block_and_comes_out_of_it() -> None:
+    class Crashing(Agent):
+        def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+            raise ValueError("bad answer")
+
+    async def main() -> None:
+        with pytest.raises(RestartLimitExceeded) as caught:
+            async with agentrt.asyncio.open_runtime(store=MemoryStore(), max_restarts=0) as rt:
+                await rt.start_agent(Crashing, name="a", backend=echo_backend())
+                await rt.tell("a", "go")
+                await asyncio.Event().wait()  # only the runtime's end ends this
+        assert caught.value.name == "a"
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+class UsesAsyncio(Agent):
+    async def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+        await asyncio.sleep(1)
+
+
+class HandsBack(Agent):
+    """Hands work back to the application's loop (allowed), then awaits trio."""
+
+    loop: asyncio.AbstractEventLoop
+    results: list[str]
+    recorded: asyncio.Event
+
+    async def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+        async def record(text: str) -> None:  # on the application's loop
+            self.results.append(text)
+            self.recorded.set()
+
+        asyncio.run_coroutine_threadsafe(record(response.text), self.loop)
+        await trio.lowlevel.checkpoint()
+
+
+class AwaitsAsyncioAtRunTime(Agent):
+    """Awaits an asyncio object reached through an attribute: known only when it runs."""
+
+    event: asyncio.Event
+
+    async def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+        await self.event.wait()
+
+
+def test_callbacks_using_asyncio_are_refused_at_start_agent() -> None:
+    async def main() -> None:
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            with pytest.raises(TypeError, match=r"UsesAsyncio\.handle_response uses asyncio\.sl"):
+                await rt.start_agent(UsesAsyncio, name="refused", backend=echo_backend())
+            assert rt.agents() == ()
+            HandsBack.loop, HandsBack.results = asyncio.get_running_loop(), []
+            HandsBack.recorded = asyncio.Event()
+            await rt.start_agent(HandsBack, name="allowed", backend=echo_backend())
+            assert (await rt.ask("allowed", "hi")).text == "echo hi"
+            await HandsBack.recorded.wait()
+            assert HandsBack.results == ["echo hi"]
+            # What no code scan can see fails at its first await (here asyncio finds no
+            # loop in the runtime's thread): the agent crashes, and the ask says with what.
+            AwaitsAsyncioAtRunTime.event = asyncio.Event()
+            await rt.start_agent(
+                AwaitsAsyncioAtRunTime, name="late", backend=echo_backend(), restart="temporary"
+            )
+            with pytest.raises(agentrt.AgentStopped) as stopped:
+                await rt.ask("late", "hi")
+            cause = stopped.value.__cause__
+            assert cause is not None and cause.__traceback__ is not None
+            assert "asyncio" in traceback.extract_tb(cause.__traceback__)[-1].filename
+
+    asyncio.run(main())
+
+
+def test_the_same_refusal_under_trio() -> None:
+    async def main() -> None:
+        async with agentrt.open_runtime(store=MemoryStore()) as rt:
+            with pytest.raises(TypeError, match=r"uses asyncio\.sleep"):
+                await rt.start_agent(UsesAsyncio, name="refused", backend=echo_backend())
+
+    trio.run(main)
+
+
+def test_sixteen_threads_ask_four_agents() -> None:
+    asks = 25
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        for i in range(4):
+            rt.start_agent(Agent, name=f"agent-{i}", backend=echo_backend())
+
+        def worker(n: int) -> list[str]:
+            return [rt.ask(f"agent-{n % 4}", f"{n}.{k}").text for k in range(asks)]
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(worker, range(16)))
+        assert answers == [[f"echo {n}.{k}" for k in range(asks)] for n in range(16)]
+        assert sorted(rt.agents()) == [f"agent-{i}" for i in range(4)]
+        assert sum(rt.status(name).turns for name in rt.agents()) == 16 * asks
+    with pytest.raises(NoRuntime):
+        rt.ask("agent-0", "after")
+
+
+def test_a_sync_stream_and_the_exception_as_itself() -> None:
+    backend = echo_backend([TextEvent(text="a"), TextEvent(text="b"), *reply("ab")])
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        rt.start_agent(Agent, name="a", backend=backend)
+        rt.halt("a")  # so the stream is there before the turn starts
+        ref = rt.tell("a", "go")
+        with rt.stream(ref) as stream:
+            rt.unhalt("a")
+            kinds = [type(event).__name__ for event in stream]
+        assert kinds == ["TextEvent", "TextEvent", "TextEvent", "ResultEvent"]
+        with pytest.raises(AgentNotFound) as caught:
+            rt.ask("nobody", "hi")
+        assert caught.value.name == "nobody"
+
+
+def test_a_notebook_cell_on_a_running_loop() -> None:
+    # As ipykernel runs a cell: a coroutine on the kernel's running asyncio loop, which
+    # calls the blocking API (and a later cell uses what an earlier one opened).
+    opened: list[agentrt.sync.Runtime] = []
+
+    async def first_cell() -> str:
+        asyncio.get_running_loop()  # a loop runs in this thread
+        rt = agentrt.sync.open_runtime(store=MemoryStore())
+        opened.append(rt)
+        rt.start_agent(Agent, name="nb", backend=echo_backend())
+        return rt.ask("nb", "cell one").text
+
+    async def second_cell() -> str:
+        (rt,) = opened
+        try:
+            return rt.ask("nb", "cell two").text
+        finally:
+            rt.close()
+
+    async def kernel() -> list[str]:
+        return [await first_cell(), await second_cell()]
+
+    assert asyncio.run(kernel()) == ["echo cell one", "echo cell two"]
+    assert not any(t.name == "agentrt runtime" for t in threading.enumerate())
+
+
+def test_a_callback_calling_the_sync_api_is_told_why_not() -> None:
+    outer: list[agentrt.sync.Runtime] = []
+    errors: list[BaseException] = []
+
+    class Reentrant(Agent):
+        def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+            try:
+                outer[0].agents()
+            except RuntimeError as exc:
+                errors.append(exc)
+
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        outer.append(rt)
+        rt.start_agent(Reentrant, name="a", backend=echo_backend())
+        rt.ask("a", "hi")
+    assert "the runtime's own thread" in str(errors[0])

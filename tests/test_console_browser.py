@@ -1,0 +1,110 @@
+"""The console in a real headless Chromium (tests/browser.py): the fleet page lists the
+agents of two nodes sharing PostgreSQL and filters them, a running turn's text appears on
+the agent page as it streams, the page's Interrupt ends a turn, and a wrong or missing
+token gets nothing. Each page's screenshot lands in build/console-screenshots/."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from browser import open_browser, skip_without_browser
+
+import agentrt
+from agentrt import Failed, MemoryStore, PostgresStore, StopReason, TextEvent, open_console
+from agentrt.testing import ScriptedBackend, reply
+from agentrt.testing._scripted import Gate
+
+BOUND = 60
+
+
+@pytest.fixture(autouse=True)
+def browser_available() -> None:
+    skip_without_browser()
+
+
+def gated(gate: Gate, first: str) -> ScriptedBackend:
+    return ScriptedBackend(default=lambda call: [TextEvent(text=first), gate, *reply("done")])
+
+
+async def test_the_fleet_page_lists_two_nodes_agents_on_postgres(postgres_dsn: str) -> None:
+    async with (
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="alpha") as alpha,
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="beta") as beta,
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="desk") as desk,
+    ):
+        for rt, name in ((alpha, "alpha-coder"), (alpha, "alpha-reviewer"), (beta, "beta-coder")):
+            await rt.start_agent(agentrt.Agent, name=name, backend=ScriptedBackend(default=ok))
+            await rt.ask(name, "hello")
+        async with open_console(desk) as console, open_browser() as browser:
+            await browser.get(console.url)
+            table = await browser.wait_text(
+                "#fleet tbody", lambda t: all(n in t for n in ("alpha-coder", "beta-coder"))
+            )
+            rows = {line.split()[0]: line.split() for line in table.splitlines()}
+            assert rows["alpha-coder"][1] == "alpha" and rows["beta-coder"][1] == "beta"
+            assert rows["alpha-reviewer"][1] == "alpha"
+            assert "idle" in rows["beta-coder"]
+            await browser.screenshot("fleet")
+            await browser.run(lambda: _select(browser, "#f-node", "beta"))
+            table = await browser.wait_text("#fleet tbody", lambda t: "alpha" not in t)
+            assert table.split()[0] == "beta-coder"
+
+
+async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None:
+    gate = Gate()
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=gated(gate, "Reading the repo"))
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            await browser.type("#prompt", "look around")
+            await browser.click("#do-tell")
+            await browser.wait_text("#live", lambda t: t == "Reading the repo")
+            assert gate.reached
+            current = (await rt.status("coder")).current
+            assert current is not None
+            await browser.screenshot("agent")
+            await browser.click("#do-interrupt")
+            await browser.wait_text("#outcome", lambda t: t == "interrupt done")
+            with trio.fail_after(BOUND):
+                result = await rt.wait(current.ref)
+            assert isinstance(result, Failed)
+            assert result.error.reason == StopReason.INTERRUPTED
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+
+
+async def test_a_typed_error_is_shown_on_the_page() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=ScriptedBackend(default=ok))
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            await browser.click("#do-ask")  # an empty prompt
+            shown = await browser.wait_text("#outcome", lambda t: t.startswith("ValueError"))
+            assert "prompt must not be empty" in shown
+
+
+async def test_a_wrong_or_missing_token_gets_nothing() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=ScriptedBackend(default=ok))
+        async with open_console(rt) as console, open_browser() as browser:
+            for url in (f"{console.address}/", f"{console.address}/?token=wrong"):
+                await browser.get(url)
+                source = await browser.run(lambda: browser.driver.page_source)
+                assert "coder" not in source and "Fleet" not in source
+                assert "agentrt-csrf" not in source
+            await browser.screenshot("no-token")
+
+
+def ok(call: object) -> list[object]:
+    return reply("fine")
+
+
+def _select(browser: object, css: str, value: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver = browser.driver  # type: ignore[attr-defined]
+    Select(driver.find_element(By.CSS_SELECTOR, css)).select_by_value(value)
