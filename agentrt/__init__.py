@@ -10,7 +10,7 @@
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _live_protocol
 #     _logs _records _redact _requests _restart _status _stream _stream_json _stream_json_live
-#     _telemetry _tools _util backend
+#     _telemetry _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -19,14 +19,14 @@
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
 #     _stores._approvals _stores._memory _stores._postgres _stores._postgres_router
 #     _stores._protocols _stores._route_codec _stores._sql _stores._sqlite
-#     _stores._transcripts
+#     _stores._transcripts _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _foreign_awaits _mailbox _portable _recorder _slot
-#     _tool_server
+#     _actor _agent _approvals _arguments _budgets _foreign_awaits _forks _mailbox
+#     _portable _recorder _slot _tool_server _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
 #     _console._fleet _console._gate _console._http _console._pages _console._serve
@@ -37,7 +37,7 @@
 #     testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
-#     _cli._render _cli._sessions
+#     _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
 # _runtime -> _api. docs/architecture.md says where each concept lives.
@@ -57,6 +57,7 @@ from ._api import interrupt_request as interrupt_request
 from ._api import notify as notify
 from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
+from ._api import remove_workspace as remove_workspace
 from ._api import reset_session as reset_session
 from ._api import set_model as set_model
 from ._api import set_permission_mode as set_permission_mode
@@ -71,6 +72,7 @@ from ._api import unhalt as unhalt
 from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
+from ._api import workspaces as workspaces
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
 from ._asks import AskOperator as AskOperator
@@ -88,6 +90,8 @@ from ._errors import AgentNotFound as AgentNotFound
 from ._errors import AgentRTError as AgentRTError
 from ._errors import AgentStopped as AgentStopped
 from ._errors import BackendNotFound as BackendNotFound
+from ._errors import BranchInUse as BranchInUse
+from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import ChannelError as ChannelError
 from ._errors import CliVersionMismatch as CliVersionMismatch
 from ._errors import InvalidOptions as InvalidOptions
@@ -99,6 +103,8 @@ from ._errors import RoutingError as RoutingError
 from ._errors import SessionMismatch as SessionMismatch
 from ._errors import StoreError as StoreError
 from ._errors import TurnFailed as TurnFailed
+from ._errors import UncommittedChanges as UncommittedChanges
+from ._errors import WorkspaceError as WorkspaceError
 from ._events import ErrorEvent as ErrorEvent
 from ._events import Event as Event
 from ._events import EventCoverage as EventCoverage
@@ -160,6 +166,7 @@ from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
 from ._records import StoredTranscript as StoredTranscript
+from ._records import StoredWorkspace as StoredWorkspace
 from ._requests import Completed as Completed
 from ._requests import Failed as Failed
 from ._requests import NotFound as NotFound
@@ -186,6 +193,8 @@ from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool
 from ._tools import tool as tool
 from ._util import fixup_module_metadata as _fixup_module_metadata
+from ._workspaces import Workspace as Workspace
+from ._worktrees import GitWorktree as GitWorktree
 
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
@@ -204,6 +213,8 @@ __all__ = [
     "AskOperator",
     "BackendNotFound",
     "Block",
+    "BranchInUse",
+    "BudgetExceeded",
     "ChannelError",
     "CliVersionMismatch",
     "Completed",
@@ -224,6 +235,7 @@ __all__ = [
     "EventStream",
     "Failed",
     "FileChangedHook",
+    "GitWorktree",
     "Halt",
     "Hook",
     "HookKind",
@@ -281,6 +293,7 @@ __all__ = [
     "StopReason",
     "StoreError",
     "StoredTranscript",
+    "StoredWorkspace",
     "Strategy",
     "SubagentStartHook",
     "SubagentStopHook",
@@ -296,11 +309,14 @@ __all__ = [
     "ToolResultEvent",
     "ToolUseEvent",
     "TurnFailed",
+    "UncommittedChanges",
     "Usage",
     "UsageEvent",
     "UserPromptExpansionHook",
     "UserPromptSubmitHook",
     "Withdrawn",
+    "Workspace",
+    "WorkspaceError",
     "WorktreeCreateHook",
     "WorktreeRemoveHook",
     "agents",
@@ -316,6 +332,7 @@ __all__ = [
     "open_runtime",
     "open_supervisor",
     "poll",
+    "remove_workspace",
     "reset_session",
     "set_model",
     "set_permission_mode",
@@ -331,6 +348,7 @@ __all__ = [
     "wait",
     "whereis",
     "withdraw",
+    "workspaces",
 ]
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

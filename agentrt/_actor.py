@@ -32,7 +32,7 @@ from ._asks import Ask
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
-from ._errors import AgentStopped, TurnFailed
+from ._errors import AgentStopped, BudgetExceeded, TurnFailed
 from ._events import (
     ErrorEvent,
     Event,
@@ -51,10 +51,10 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
-from ._telemetry import AgentLogs, TurnTrace
+from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
 from ._turn import FrameSource, InProcessSource, Turn
 from ._versions import probed_version
-from .backend import Backend, PortableBackend
+from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
@@ -267,8 +267,22 @@ class Actor:
             tracker=self.tracker,
             records=self._recorder,
             nursery=nursery,
+            turn_options=self._turn_options,
             settings=self.slot.channel_settings,
         )
+
+    def _turn_options(self, options: Any) -> Any:
+        """The options of a CLI process starting now: with what is left of the agent's
+        budgets as the CLI's own limit, where the backend takes one (a warm CLI keeps the
+        limit it started with, which counts its own spending since); forking the session
+        it resumes while the agent is a fork that has no session of its own yet."""
+        slot, backend = self.slot, self.backend
+        left = slot.budgets.left_usd()
+        if left is not None and isinstance(backend, RunBudgetBackend):
+            options = backend.with_run_budget(options, left)
+        if slot.forking and isinstance(backend, ForkBackend):
+            options = backend.with_fork(options)
+        return options
 
     @asynccontextmanager
     async def _warm_process(self) -> AsyncIterator[None]:
@@ -310,6 +324,10 @@ class Actor:
     async def _process(self, request: Request) -> None:
         slot = self.slot
         prompt = request.prompt
+        spent = slot.budgets.exceeded(slot.name)
+        if spent is not None:
+            self._refuse(request, spent)
+            return
         if "pre_turn" in self._overrides:
             decision = await self._decide("pre_turn", prompt)
             if isinstance(decision, Halt | Stop):
@@ -349,6 +367,17 @@ class Actor:
             slot.halt_pending = False
             slot.halted = True
 
+    def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
+        """No turn past a budget: the request fails with it, the agent halts, the rest of
+        its queue waits."""
+        slot = self.slot
+        logger.warning("%s", spent, extra={"agent": self.name})
+        count_budget_refusal(self.name, self.backend.name)
+        slot.current = None
+        request.outcome = spent
+        slot.mailbox.settle(request, None)
+        slot.halted = True
+
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
@@ -367,7 +396,7 @@ class Actor:
         slot.turn = turn = Turn(
             prompt,
             self.options,
-            slot.session_id,
+            slot.resumed_session,
             slot.session_totals if slot.session_id is not None else None,
             source,
             _TurnHost(self),

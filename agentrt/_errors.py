@@ -231,3 +231,66 @@ class RoutingError(AgentRTError):
         self.call = call
         self.why = why
         super().__init__(f"agent {name!r}: the routed {call}: {why}")
+
+
+class WorkspaceError(AgentRTError):
+    """An agent's workspace (its git worktree) cannot be made, used or removed: ``path``
+    says where, ``why`` what went wrong (git's own message where git refused)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        self.why = why
+        super().__init__(f"workspace {path}: {why}")
+
+
+class BranchInUse(AgentRTError):
+    """Two agents never share a branch: ``branch`` of ``repo`` is another agent's
+    (``holder``, its name) or checked out in another worktree (``holder``, its path)."""
+
+    def __init__(self, repo: str, branch: str, holder: str) -> None:
+        self.repo = repo
+        self.branch = branch
+        self.holder = holder
+        super().__init__(f"branch {branch!r} of {repo} is in use by {holder}")
+
+
+class UncommittedChanges(AgentRTError):
+    """A workspace is not removed while it holds uncommitted work (``changes``, as ``git
+    status --porcelain`` lists them), unless forced."""
+
+    def __init__(self, name: str, path: str, changes: tuple[str, ...]) -> None:
+        self.name = name
+        self.path = path
+        self.changes = changes
+        shown = ", ".join(changes[:5]) + (", ..." if len(changes) > 5 else "")
+        super().__init__(
+            f"the workspace of agent {name!r} at {path} has uncommitted changes ({shown}); "
+            "commit them, or remove it with force=True to drop them"
+        )
+
+
+def _usd(amount: float) -> str:
+    # Cents from a dollar up; below, the significant digits (a turn may cost $0.00014).
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4g}"
+
+
+class BudgetExceeded(AgentRTError):
+    """A turn was not started: ``spent`` has reached ``budget`` (``unit`` ``"usd"`` or
+    ``"tokens"``) of the agent's own budget or of its supervisor's or runtime's
+    (``scope``: ``"agent 'x'"``, ``"supervisor"``, ``"runtime"``). The agent is halted,
+    its queue kept; `Runtime.unhalt` lets it try again (and fail again while over)."""
+
+    def __init__(self, name: str, scope: str, unit: str, spent: float, budget: float) -> None:
+        self.name = name
+        self.scope = scope
+        self.unit = unit
+        self.spent = spent
+        self.budget = budget
+        shown = (
+            f"{_usd(spent)} of {_usd(budget)}"
+            if unit == "usd"
+            else f"{spent:g} of {budget:g} tokens"
+        )
+        super().__init__(
+            f"agent {name!r}: the budget of {scope} is spent ({shown}); the agent is halted"
+        )

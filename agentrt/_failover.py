@@ -28,6 +28,7 @@ from ._errors import AgentAlreadyStarted, InvalidOptions, NoRuntime, StoreError
 from ._records import Lease
 from ._redact import redact
 from ._stores._protocols import LeaseStore, SpecStore
+from ._worktrees import GitWorktree
 
 logger = logging.getLogger("agentrt")
 
@@ -80,9 +81,12 @@ def encode_spec(agent: object, backend: object, options: Mapping[str, Any]) -> s
     if not isinstance(backend, str):
         raise ValueError("a backend object cannot be stored; pass the backend's name")
     reference = _agent_reference(agent)
+    stored = dict(options)
+    if isinstance(workspace := stored.get("workspace"), GitWorktree):
+        stored["workspace"] = workspace.to_json()
     try:
         encoded = json.dumps(
-            {"agent": reference, "backend": backend, "options": dict(options)},
+            {"agent": reference, "backend": backend, "options": stored},
             allow_nan=False,
             sort_keys=True,
         )
@@ -109,6 +113,8 @@ def decode_spec(spec: str) -> tuple[type[Agent], str, dict[str, Any]]:
         raise ValueError(f"the stored spec is not one agentrt wrote ({exc})") from exc
     if not (isinstance(reference, str) and isinstance(backend, str) and isinstance(options, dict)):
         raise ValueError("the stored spec is not one agentrt wrote")
+    if options.get("workspace") is not None:
+        options["workspace"] = GitWorktree.from_json(options["workspace"])
     return _import_agent(reference), backend, options
 
 

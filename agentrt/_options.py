@@ -16,6 +16,7 @@ from ._errors import InvalidOptions, did_you_mean
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
 from ._versions import cli_versions_option
+from ._worktrees import GitWorktree
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -125,6 +126,33 @@ def _absolute_directory(key: str, value: object) -> str | None:
     return value
 
 
+def _workspace(key: str, value: object) -> GitWorktree | None:
+    if value is not None and not isinstance(value, GitWorktree):
+        raise InvalidOptions(key, value, "must be an agentrt.GitWorktree, or None (no workspace)")
+    return value
+
+
+def budget_usd_option(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidOptions(key, value, "must be a positive number of US dollars, or None")
+    return float(value)
+
+
+def budget_tokens_option(key: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOptions(key, value, "must be an int >= 1 (tokens), or None")
+    return value
+
+
 # Each option's check: called with its key and the value given, it returns the value to
 # keep or raises InvalidOptions naming the key.
 Check = Callable[[str, object], Any]
@@ -205,6 +233,15 @@ class AgentOptions:
     # default_cli_homes()), its transcript carried in the store.
     portable: bool = attrs.field(default=False, metadata=_checked_by(_flag))
     cli_homes: str | None = attrs.field(default=None, metadata=_checked_by(_absolute_directory))
+    # A git worktree of the agent's own, owned by its record in the store (_workspaces):
+    # its CLI runs there (so ``cwd`` is refused beside it).
+    workspace: GitWorktree | None = attrs.field(default=None, metadata=_checked_by(_workspace))
+    # The agent's own budgets (_budgets), counted from its stored totals: no turn starts
+    # once one is spent.
+    budget_usd: float | None = attrs.field(default=None, metadata=_checked_by(budget_usd_option))
+    budget_tokens: int | None = attrs.field(
+        default=None, metadata=_checked_by(budget_tokens_option)
+    )
     # The versions of its CLI the agent accepts (PEP 440 specifiers, ">=2.1,<3"); a turn
     # whose CLI reports another ends with CliVersionMismatch as soon as it says so.
     cli_versions: str | None = attrs.field(default=None, metadata=_checked_by(cli_versions_option))

@@ -16,6 +16,7 @@ from typing import cast
 import attrs
 import trio
 
+from ._budgets import counted_tokens
 from ._errors import StoreError, TurnFailed
 from ._events import NO_TOTALS, Response
 from ._logs import log_error
@@ -90,6 +91,7 @@ class Recorder:
         if session_id != slot.session_id:
             slot.session_totals = NO_TOTALS
         slot.session_id = session_id
+        slot.fork_source = None  # a fork has its own session now
         try:
             if slot.unclaimed:
                 await self._claim()
@@ -181,6 +183,9 @@ class Recorder:
         cost, usage = outcome.cost_usd, outcome.usage
         slot = self.slot
         slot.session_totals = slot.session_totals.add(usage, cost)
+        slot.spent_usd += cost or 0.0
+        slot.spent_tokens += counted_tokens(usage)
+        slot.budgets.charge(slot.name, cost, usage)
         if slot.unclaimed:
             return  # the turn never started: nothing to record
         try:

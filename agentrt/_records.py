@@ -98,6 +98,21 @@ class StoredTranscript:
 
 
 @attrs.frozen(kw_only=True)
+class StoredWorkspace:
+    """An agent's git worktree as its record in the store keeps it: the repository (its
+    main worktree's top directory), the worktree's path, its branch, the base it was made
+    from (None: the repository's HEAD then, or a branch that already existed), and the
+    node whose runtime made it (a path means something on that node's disks)."""
+
+    name: str
+    repo: str
+    path: str
+    branch: str
+    base: str | None
+    node: str
+
+
+@attrs.frozen(kw_only=True)
 class OperatorDecision:
     """A person's answer to a `PendingApproval`: allow (with ``updated_input``, a JSON text,
     to run the tool with that input instead) or deny (``message`` tells the model why), and

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -15,7 +15,8 @@ import trio
 
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._agent import Agent
-from ._arguments import check_ref, wrong_type
+from ._arguments import check_name, check_ref, wrong_type
+from ._budgets import Budget
 from ._channel import ContextUsage
 from ._cluster._ownership import (
     DEFAULT_LEASE_TTL,
@@ -28,11 +29,19 @@ from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
+from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime, WorkspaceError
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host
-from ._options import DEFAULT_OPTIONS, intensity_option, kill_grace_option, strategy_option
+from ._options import (
+    DEFAULT_OPTIONS,
+    budget_tokens_option,
+    budget_usd_option,
+    intensity_option,
+    kill_grace_option,
+    strategy_option,
+)
+from ._records import StoredWorkspace
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._stores._protocols import (
@@ -41,6 +50,7 @@ from ._stores._protocols import (
     SessionStore,
     SpecStore,
     StoreCapabilities,
+    WorkspaceStore,
     lacks,
 )
 from ._stores._sqlite import SQLiteStore, default_store_path
@@ -49,6 +59,7 @@ from ._supervisor import AgentFactory, Context, Supervisor
 from ._telemetry import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
+from ._workspaces import Workspace, list_workspaces, remove_workspace
 from .backend import Backend
 
 _current: contextvars.ContextVar[Runtime] = contextvars.ContextVar("agentrt_runtime")
@@ -147,6 +158,7 @@ class Runtime(metaclass=NoPublicConstructor):
         name: str,
         backend: str | Backend,
         resume: str | bool = "auto",
+        fork_from: str | None = None,
         **options: Any,
     ) -> AgentHandle:
         """Start an agent named ``name`` under the root supervisor; see
@@ -154,7 +166,7 @@ class Runtime(metaclass=NoPublicConstructor):
 
         Cancellation: safe; a cancelled start leaves no agent behind."""
         return await self._root.start_agent(
-            agent, name=name, backend=backend, resume=resume, **options
+            agent, name=name, backend=backend, resume=resume, fork_from=fork_from, **options
         )
 
     @asynccontextmanager
@@ -166,10 +178,13 @@ class Runtime(metaclass=NoPublicConstructor):
         period: float = 5.0,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
     ) -> AsyncIterator[Supervisor]:
         """Open a nested supervisor, owned by the calling task; start agents under it with
-        `Supervisor.start_agent`. ``strategy`` and the intensity arguments are as for
-        `open_runtime`.
+        `Supervisor.start_agent`. ``strategy``, the intensity arguments and the budgets
+        (``budget_usd``, ``budget_tokens``: for the agents started under it, on top of the
+        runtime's) are as for `open_runtime`.
 
         On leaving the block its agents are stopped (waiters get `AgentStopped`). When it
         gives up (more than ``max_restarts`` restarts in ``period`` seconds) it stops its
@@ -186,9 +201,14 @@ class Runtime(metaclass=NoPublicConstructor):
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
+        budgets = self._root.budget(
+            usd=budget_usd_option("budget_usd", budget_usd),
+            tokens=budget_tokens_option("budget_tokens", budget_tokens),
+            scope="supervisor",
+        )
         with collapse_exception_groups():
             async with trio.open_nursery() as nursery:
-                supervisor = Supervisor._create(context, nursery, chosen, intensity)
+                supervisor = Supervisor._create(context, nursery, chosen, intensity, budgets)
                 await nursery.start(supervisor._run)
                 try:
                     yield supervisor
@@ -403,6 +423,49 @@ class Runtime(metaclass=NoPublicConstructor):
         Cancellation: the agent still stops; only the wait for it is cut short."""
         await self._resolve(name).stop_agent()
 
+    async def workspaces(self) -> Sequence[Workspace]:
+        """Every agent's workspace the store holds (`Workspace`: its record, whether its
+        worktree exists on this node, its uncommitted changes), by name: those of agents
+        that are not running, or that a dead program left, too (nothing deletes one but
+        `remove_workspace`). Raises `InvalidOptions` on a store without workspaces."""
+        return await list_workspaces(self._workspace_store())
+
+    async def remove_workspace(self, name: str, *, force: bool = False) -> StoredWorkspace:
+        """Remove agent ``name``'s worktree and forget it; its branch stays, with every
+        commit. Returns what was removed. Refused while the agent runs (here, or in another
+        runtime that holds its lease: `WorkspaceError`) and, unless ``force``, while the
+        worktree has uncommitted changes (`UncommittedChanges`, listing them).
+        `WorkspaceError` also when the store holds no workspace for ``name`` or git refuses.
+
+        Cancellation: git is killed; the worktree is either kept and recorded, or removed
+        (forgotten once the store is written)."""
+        store = self._workspace_store()
+        check_name(name)
+        if name in self._context.children or name in self._context.starting:
+            raise WorkspaceError(
+                f"of agent {name!r}", "the agent is running in this runtime; stop_agent first"
+            )
+        leases = self._context.capabilities.leases
+        if leases is not None:
+            lease = next((lease for lease in await leases.leases() if lease.name == name), None)
+            if lease is not None and lease.held and lease.owner is not None:
+                owner = lease.owner
+                raise WorkspaceError(
+                    f"of agent {name!r}",
+                    f"the agent is running on node {owner.node!r} (pid {owner.pid}); stop it "
+                    "there first",
+                )
+        return await remove_workspace(store, name, force=force)
+
+    def _workspace_store(self) -> WorkspaceStore:
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        store = self._context.capabilities.workspaces
+        if store is None:
+            why = lacks(self.store, WorkspaceStore, "workspaces")
+            raise InvalidOptions("store", type(self.store).__name__, why)
+        return store
+
     def statistics(self) -> RuntimeStatistics:
         """How many agents run, how many turns hold a process slot, how many wait for one.
         Raises nothing; it does not wait, so there is nothing to cancel."""
@@ -437,6 +500,8 @@ async def open_runtime(
     lease_ttl: float | None = None,
     kill_grace: float = DEFAULT_OPTIONS.kill_grace,
     host_agents: bool = False,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -485,6 +550,13 @@ async def open_runtime(
     of an owned agent carries its lease's epoch and is refused (`LeaseLost`) once another
     runtime has taken the lease.
 
+    Budgets: ``budget_usd`` (US dollars) and ``budget_tokens`` (input, output and cache
+    writes) cover every agent started in the runtime, counted from what the store holds for
+    each name plus its turns since; an agent's own (``start_agent(budget_usd=...)``) and a
+    supervisor's (`open_supervisor`) count beside them. No turn starts once one is spent: the
+    request fails with `BudgetExceeded` and the agent halts, its queue kept. A turn of a
+    backend with a per-run limit (Claude's ``--max-budget-usd``) gets what is left.
+
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
     an agent out, ``failover=True`` refuses one whose spec cannot be stored). With
@@ -514,6 +586,11 @@ async def open_runtime(
     defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
     if not isinstance(host_agents, bool):
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
+    runtime_budget = Budget(
+        "runtime",
+        budget_usd_option("budget_usd", budget_usd),
+        budget_tokens_option("budget_tokens", budget_tokens),
+    )
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     capabilities = StoreCapabilities.of(opened)
@@ -551,7 +628,8 @@ async def open_runtime(
                             defaults,
                         )
                         track_runtime(context)
-                        root = Supervisor._create(context, nursery, chosen, intensity)
+                        budgets = (runtime_budget,) if runtime_budget.limited else ()
+                        root = Supervisor._create(context, nursery, chosen, intensity, budgets)
                         await nursery.start(root._run)
                         router = None
                         if capabilities.routing is not None:

@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from ._arguments import check_prompt
+from ._budgets import NO_BUDGETS, Budgets
 from ._channel import SETTINGS, ChannelCall
 from ._driver._lifecycle import CliLifecycle
 from ._errors import AgentBusy, InvalidOptions
@@ -38,6 +39,9 @@ class Slot:
     # The working directory the CLI runs in (absolute): where it keeps the transcript.
     cwd: str | None
     session_id: str | None = None
+    # A fork (start_agent(fork_from=...)) before its first session: the session its first
+    # turn forks; cleared once the fork's own session id is checkpointed.
+    fork_source: str | None = None
     # What this session's turns reported so far; zero for a new session.
     session_totals: SessionTotals = NO_TOTALS
     # The last state blob saved (restored or checkpointed), so unchanged state is not
@@ -47,6 +51,11 @@ class Slot:
     # backend): the first turn that starts writes it, with the state; until then nothing
     # is written, so a turn that cannot even spawn its CLI changes nothing stored.
     unclaimed: bool = False
+    # What the name has spent (the store's totals at the start, then each turn's), and
+    # the budgets with a limit its turns count against (its own first, if it has one).
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    budgets: Budgets = NO_BUDGETS
     turns: int = 0
     restarts: int = 0
     halted: bool = False
@@ -76,6 +85,16 @@ class Slot:
         return self.mailbox.name
 
     # --- used by the running instance -------------------------------------------------
+
+    @property
+    def forking(self) -> bool:
+        """Whether the next turn forks `fork_source` rather than resuming a session."""
+        return self.session_id is None and self.fork_source is not None
+
+    @property
+    def resumed_session(self) -> str | None:
+        """The session the next turn resumes (or forks)."""
+        return self.fork_source if self.forking else self.session_id
 
     def begin(self, request: Request) -> None:
         self.current = request
@@ -262,5 +281,14 @@ class Slot:
             session_id=self.session_id,
             restarts=self.restarts,
             cli_pid=self.cli_pid,
+            **self._spending(),
             cli_version=self.cli_version,
         )
+
+    def _spending(self) -> dict[str, Any]:
+        return {
+            "spent_usd": self.spent_usd,
+            "spent_tokens": self.spent_tokens,
+            "budget_left_usd": self.budgets.left_usd(),
+            "budget_left_tokens": self.budgets.left_tokens(),
+        }

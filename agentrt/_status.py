@@ -61,6 +61,13 @@ class AgentStatus:
     restarts: int = 0  # how often its supervisor has started a new instance of it
     # The pid of its live CLI process (running a turn, or kept warm between turns).
     cli_pid: int | None = None
+    # What the agent's name has spent, all its turns as the store counts them (tokens as
+    # budgets count them: input, output, cache writes), and what is left of the tightest
+    # of its budgets (its own, its supervisor's, the runtime's; None: no such limit).
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    budget_left_usd: float | None = None
+    budget_left_tokens: int | None = None
     # The version its latest turn's CLI reported (or printed when asked); None before one.
     cli_version: str | None = None
 

@@ -34,6 +34,7 @@ from ._address import LocalAgent
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_agent, check_directory, check_name
 from ._backends import resolve_backend
+from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
@@ -49,6 +50,7 @@ from ._errors import (
 from ._events import NO_TOTALS
 from ._failover import stored_spec
 from ._foreign_awaits import check_callbacks
+from ._forks import check_fork_from, fork_source
 from ._logs import log_error
 from ._mailbox import Mailbox
 from ._mode import Mode, choose_mode
@@ -60,7 +62,7 @@ from ._options import (
     split_options,
 )
 from ._portable import portable_options
-from ._records import SessionRecord
+from ._records import SessionRecord, StoredWorkspace
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._status import AgentHandle
@@ -70,11 +72,13 @@ from ._stores._protocols import (
     SpecStore,
     StoreCapabilities,
     TranscriptStore,
+    WorkspaceStore,
     lacks,
 )
 from ._telemetry import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
+from ._workspaces import prepare_workspace
 from .backend import AppToolsBackend, Backend
 
 logger = logging.getLogger("agentrt")
@@ -163,6 +167,27 @@ def _check_store(context: Context, name: str, options: AgentOptions) -> SpecStor
     return capabilities.specs
 
 
+async def _workspace_of(
+    context: Context, name: str, options: AgentOptions, fork_from: str | None
+) -> StoredWorkspace | None:
+    """The worktree the agent's record owns (made now, or found again), or None without
+    ``workspace``; a store that cannot keep one refuses it. A fork's new worktree branches
+    from the original agent's branch, unless the workspace names its own base."""
+    asked = options.workspace
+    if asked is None:
+        return None
+    store = context.capabilities.workspaces
+    if store is None:
+        why = lacks(context.store, WorkspaceStore, f"agent {name!r}: workspace")
+        raise InvalidOptions("workspace", asked, why)
+    if fork_from is not None and asked.base is None:
+        original = next((w for w in await store.workspaces() if w.name == fork_from), None)
+        if original is not None:
+            asked = attrs.evolve(asked, base=original.branch)
+    node = context.ownership.owner.node
+    return await prepare_workspace(store, name, asked, node=node)
+
+
 def _check_live_records(context: Context, name: str, mode: Mode) -> None:
     """Refuse an agent whose mode runs CLI processes on a store that cannot record them."""
     if mode.runs_processes and context.capabilities.live is None:
@@ -204,6 +229,10 @@ class Context:
 
     def queued(self) -> list[tuple[str, int]]:
         return [(name, child.slot.mailbox.queued) for name, child in list(self.children.items())]
+
+    def budgets_left(self) -> list[tuple[str, float]]:
+        slots = [(name, child.slot.budgets) for name, child in list(self.children.items())]
+        return [(name, left) for name, budgets in slots if (left := budgets.left_usd()) is not None]
 
 
 @attrs.define(eq=False)
@@ -288,8 +317,11 @@ class Supervisor(metaclass=NoPublicConstructor):
         nursery: trio.Nursery,
         strategy: Strategy,
         intensity: RestartIntensity,
+        budgets: tuple[Budget, ...] = (),
     ) -> None:
         self._context = context
+        # Its own budget (if it has one) and those of the supervisors above it.
+        self._budgets = budgets
         self.strategy = strategy
         self._nursery = nursery
         self._intensity = intensity
@@ -321,6 +353,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         name: str,
         backend: str | Backend,
         resume: str | bool = "auto",
+        fork_from: str | None = None,
         **options: Any,
     ) -> AgentHandle:
         """Start an agent named ``name`` under this supervisor and return its handle.
@@ -340,6 +373,11 @@ class Supervisor(metaclass=NoPublicConstructor):
         finds its transcript by cwd); ``resume=False`` is the way past that. The runtime's
         session id always wins over a backend's own first-turn option (Claude's
         ``resume``/``session_id``, which only ``init_agent`` can still return).
+
+        ``fork_from`` (an agent's name, or a session id) starts the agent on a copy of that
+        conversation (the backend must implement `agentrt.backend.ForkBackend`; the original
+        is left as it was); see docs/workspaces.md, as for ``workspace`` (a `GitWorktree`:
+        the agent's own git worktree and branch) and ``budget_usd`` / ``budget_tokens``.
 
         The runtime's own options are those of the runtime options table (the docs' options
         reference): the turn's bounds (``watchdog``, ``startup``, ...), retention, the
@@ -367,12 +405,21 @@ class Supervisor(metaclass=NoPublicConstructor):
         check_name(name)
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
+        if fork_from is not None:
+            fork_from = check_fork_from(fork_from, resume)
         resume = resume_option(resume)
         agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
-        spec = AgentSpec(agent, resolve_backend(backend), rest, agent_options)
+        resolved = resolve_backend(backend)
         specs = _check_store(context, name, agent_options)
+        if agent_options.workspace is not None and "cwd" in rest:
+            raise InvalidOptions(
+                "workspace",
+                agent_options.workspace,
+                f"cwd={rest['cwd']!r} and workspace together: the agent's CLI runs in its "
+                "workspace's worktree; give one of them",
+            )
         stored = None
         if specs is not None:
             stored = stored_spec(name, agent, backend, options, agent_options.failover)
@@ -381,14 +428,39 @@ class Supervisor(metaclass=NoPublicConstructor):
         binding: ToolBinding | None = None
         started = False
         try:
+            workspace = await _workspace_of(context, name, agent_options, fork_from)
+            if workspace is not None:
+                rest = {**rest, "cwd": workspace.path}
+            spec = AgentSpec(agent, resolved, rest, agent_options)
             # The mode first: what the store must hold for it, and whether the fence
             # guard must watch this agent's processes.
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
             _check_live_records(context, name, mode)
             await ownership.acquire(name, runs_processes=mode.runs_processes)
-            record = None if resume is False else await store.load(name)
+            # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
+            # which its budgets count.
+            loaded = await store.load(name)
+            record = None if resume is False else loaded
             cwd = working_directory(backend_options)
-            session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            if workspace is not None and cwd != workspace.path:
+                why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
+                raise InvalidOptions("workspace", agent_options.workspace, why)
+            forked = None
+            if fork_from is None:
+                session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
+            else:
+                source = await store.load(fork_from) if fork_from != name else None
+                forked = await fork_source(
+                    name,
+                    fork_from,
+                    backend=spec.backend,
+                    options=backend_options,
+                    mode=mode,
+                    cwd=cwd,
+                    own=loaded,
+                    source=source,
+                )
+                session_id, blob = None, None
             resumes_record = record is not None and session_id == record.session_id
             totals = record.session_totals if record and resumes_record else NO_TOTALS
             if blob is not None:
@@ -422,6 +494,10 @@ class Supervisor(metaclass=NoPublicConstructor):
                 session_totals=totals,
                 state_blob=blob,
                 unclaimed=unclaimed,
+                spent_usd=0.0 if loaded is None else loaded.cost_usd,
+                spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
+                budgets=self._agent_budgets(name, agent_options, loaded),
+                fork_source=forked,
             )
             child = Child(spec, self, slot)
             context.children[name] = child
@@ -441,6 +517,23 @@ class Supervisor(metaclass=NoPublicConstructor):
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
+
+    def _agent_budgets(
+        self, name: str, options: AgentOptions, record: SessionRecord | None
+    ) -> Budgets:
+        own = Budget(f"agent {name!r}", options.budget_usd, options.budget_tokens)
+        chain = (own, *self._budgets) if own.limited else self._budgets
+        if not chain:
+            return NO_BUDGETS  # shared: an agent without limits holds none of its own
+        budgets = Budgets(chain)
+        budgets.enter(name, record)
+        return budgets
+
+    def budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
+        """The budgets of a supervisor opened under this one (its own, if it has a limit,
+        then this one's)."""
+        own = Budget(scope, usd, tokens)
+        return (own, *self._budgets) if own.limited else self._budgets
 
     def _check_open(self) -> None:
         if self._context.closed:

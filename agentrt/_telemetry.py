@@ -174,6 +174,10 @@ class Gauges(Protocol):
         """Each agent's name and the requests in its mailbox."""
         ...
 
+    def budgets_left(self) -> Iterable[tuple[str, float]]:
+        """Each agent under a USD budget: its name and what is left of the tightest."""
+        ...
+
 
 # Open runtimes, for the observable counts: the tuple is replaced whole, never changed in
 # place (the metric reader's thread reads it).
@@ -205,6 +209,14 @@ def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:
     return [Observation(count, {AGENT: name}) for name, count in queued.items()]
 
 
+def _observe_budgets(_: CallbackOptions) -> Iterable[Observation]:
+    return [
+        Observation(left, {AGENT: name})
+        for gauges in _open_runtimes()
+        for name, left in gauges.budgets_left()
+    ]
+
+
 # The instruments, by name: (unit, description). Observable ones are read from the open
 # runtimes when the SDK collects.
 _COUNTERS = {
@@ -214,6 +226,7 @@ _COUNTERS = {
     "agentrt.reaped": ("{process_group}", "Process groups of dead runtimes reaped"),
     "agentrt.warm.hits": ("{turn}", "Turns served by a live CLI kept from the previous turn"),
     "agentrt.warm.misses": ("{turn}", "Turns of a keep-alive agent that had to start a CLI"),
+    "agentrt.budget.refused": ("{request}", "Requests refused because a budget was spent"),
 }
 _HISTOGRAMS = {
     "agentrt.turn.duration": ("s", "A turn, from start to outcome"),
@@ -224,6 +237,11 @@ _HISTOGRAMS = {
 _OBSERVED = {
     "agentrt.processes.live": (_observe_processes, "{process}", "CLI processes of running turns"),
     "agentrt.requests.queued": (_observe_queued, "{request}", "Requests in agents' mailboxes"),
+    "agentrt.budget.remaining": (
+        _observe_budgets,
+        "{USD}",
+        "What is left of each agent's tightest USD budget",
+    ),
 }
 
 
@@ -248,6 +266,13 @@ class _Instruments:
                 for name, (unit, description) in _HISTOGRAMS.items()
             },
         )
+
+
+def count_budget_refusal(agent: str, backend: str) -> None:
+    """Count one request refused because a budget of its agent was spent."""
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.counters["agentrt.budget.refused"].add(1, {AGENT: agent, BACKEND: backend})
 
 
 def record_warm_process(agent: str, backend: str, *, hit: bool) -> None:

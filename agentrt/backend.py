@@ -88,6 +88,7 @@ __all__ = [
     "Credential",
     "EnvPolicy",
     "ExitStatus",
+    "ForkBackend",
     "FrameRole",
     "HookCall",
     "InProcessBackend",
@@ -95,6 +96,7 @@ __all__ = [
     "LiveProtocol",
     "PortableBackend",
     "ProtocolError",
+    "RunBudgetBackend",
     "SecretFile",
     "SessionTotals",
     "StreamJsonDialect",
@@ -406,6 +408,34 @@ class AppToolsBackend(Protocol):
     def with_app_tools(self, options: Any, server: AppToolServer) -> Any:
         """``options`` (as ``parse_options`` returned them) changed so that every turn's CLI
         connects to ``server`` with its token and may call its tools without asking."""
+        ...
+
+
+@runtime_checkable
+class ForkBackend(Protocol):
+    """A backend whose CLI can start a new session on a copy of another session's
+    conversation, leaving the original as it was (``start_agent(fork_from=...)``)."""
+
+    def with_fork(self, options: Any) -> Any:
+        """``options`` changed so a turn that resumes a session forks it instead: it runs
+        on a new session id, whose conversation starts as a copy of the resumed one's."""
+        ...
+
+    def transcript_path(self, options: Any, session_id: str, cwd: str) -> str | None:
+        """Where the CLI of these options keeps the transcript of ``session_id`` made in
+        ``cwd`` (absolute), for a CLI that finds a transcript by its working directory (a
+        fork in another directory gets a copy there first); None for one that does not."""
+        ...
+
+
+@runtime_checkable
+class RunBudgetBackend(Protocol):
+    """A backend whose CLI takes a cost limit per run (Claude's ``--max-budget-usd``): a
+    turn of an agent under a budget gets what is left of it, so it cannot run far past."""
+
+    def with_run_budget(self, options: Any, usd: float) -> Any:
+        """``options`` changed so the CLI stops spending at ``usd`` (or at the limit the
+        options had, if lower)."""
         ...
 
 

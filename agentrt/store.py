@@ -11,6 +11,7 @@ naming it:
   the runtime's names are a table of its own;
 - `SpecStore`: ``failover=True`` and ``host_agents=True``;
 - `TranscriptStore`: ``portable=True``;
+- `WorkspaceStore`: ``start_agent(workspace=...)`` (the git worktree an agent's record owns);
 - `RoutingStore`: calls to agents other runtimes own; without it a name this runtime does
   not run is `~agentrt.AgentNotFound`;
 - `ApprovalStore`: tool calls an agent hands to a person (`~agentrt.AskOperator`), which
@@ -27,6 +28,7 @@ from ._records import PendingApproval as PendingApproval
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredTranscript as StoredTranscript
+from ._records import StoredWorkspace as StoredWorkspace
 from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
@@ -36,6 +38,7 @@ from ._stores._protocols import Serve as Serve
 from ._stores._protocols import SessionStore as SessionStore
 from ._stores._protocols import SpecStore as SpecStore
 from ._stores._protocols import TranscriptStore as TranscriptStore
+from ._stores._protocols import WorkspaceStore as WorkspaceStore
 from ._stores._protocols import check_fence as check_fence
 from ._stores._protocols import granted_epoch as granted_epoch
 from ._stores._protocols import no_row as no_row
@@ -60,7 +63,9 @@ __all__ = [
     "SessionStore",
     "SpecStore",
     "StoredTranscript",
+    "StoredWorkspace",
     "TranscriptStore",
+    "WorkspaceStore",
     "check_fence",
     "check_transcript_path",
     "granted_epoch",

@@ -354,6 +354,34 @@ async def test_app_tools(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     assert note_result["content"] == [{"type": "text", "text": "noted (1 so far)"}]
 
 
+@pytest.mark.realcli
+async def test_fleets_story_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+    """Two agents commit in their own worktrees under one budget; the CLI's own limit ends
+    the turn that reaches it, and the next request is refused."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "notes.txt").write_text("first line\n")
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid"]
+    setup = [["init", "-q", "-b", "main"], ["add", "notes.txt"], [*identity, "commit", "-qm", "1"]]
+    for git in setup:
+        await trio.run_process(["git", "-C", str(repo), *git])
+    lines = await run_on_the_fake("fleet", repo, pinned_claude, "--scenario", "fleet")
+    assert lines == [
+        "alpha: Committed on my branch.",
+        "beta: stopped by the CLI's own limit: Reached maximum budget ($0.00022)",
+        "refused: agent 'alpha': the budget of runtime is spent ($0.00056 of $0.0005); "
+        "the agent is halted",
+        "agentrt/alpha: 'alpha: a line', $0.00028, halted",
+        "agentrt/beta: 'beta: a line', $0.00028, idle",
+    ]
+    for name in ("alpha", "beta"):
+        shown = await trio.run_process(
+            ["git", "-C", str(repo), "show", f"agentrt/{name}:notes.txt"], capture_stdout=True
+        )
+        assert shown.stdout.decode() == f"first line\n{name} was here\n"
+    assert (repo / "notes.txt").read_text() == "first line\n"
+
+
 def _tree(root: int) -> list[ProcInfo]:
     """The live processes below ``root``."""
     found = _proctree.descendants(_proctree.snapshot(), [root])

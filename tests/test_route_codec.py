@@ -29,6 +29,8 @@ from agentrt import (
     AgentStatus,
     AgentStopped,
     BackendNotFound,
+    BranchInUse,
+    BudgetExceeded,
     ChannelError,
     CliVersionMismatch,
     Completed,
@@ -55,8 +57,10 @@ from agentrt import (
     StopReason,
     StoreError,
     TurnFailed,
+    UncommittedChanges,
     Usage,
     Withdrawn,
+    WorkspaceError,
 )
 from agentrt._stores import _route_codec as codec
 from agentrt.backend import ExitStatus
@@ -121,6 +125,10 @@ ERRORS: tuple[AgentRTError, ...] = (
     RoutingError("x", "ask", "a bad row"),
     ChannelError("x", "set_model", "it exited"),
     ProcessFailure(StopReason.STARTUP_TIMEOUT, "no output"),
+    BudgetExceeded("x", "runtime", "usd", 1.25, 1.0),
+    WorkspaceError("/r.worktrees/x", "git refused"),
+    BranchInUse("/r", "agentrt/x", "agent 'y'"),
+    UncommittedChanges("x", "/r.worktrees/x", (" M a.txt", "?? b.txt")),
 )
 
 STATUS = AgentStatus(
@@ -137,6 +145,10 @@ STATUS = AgentStatus(
     session_id="sid",
     restarts=2,
     cli_pid=4242,
+    spent_usd=1.5,
+    spent_tokens=300,
+    budget_left_usd=0.5,
+    budget_left_tokens=None,
 )
 
 

@@ -11,7 +11,29 @@ from pg_server import Server
 from proc_helpers import wait_until
 
 from agentrt import Agent, PostgresStore, StoreError, open_runtime
+from agentrt.store import PendingApproval, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
+
+_APPROVAL = PendingApproval(
+    id="a-1",
+    name="coder",
+    tool_name="Bash",
+    tool_use_id="toolu_1",
+    input='{"command": "ls"}',
+    reason="shell",
+    runtime_id="r-1",
+    request=1,
+    requested_at=1000.0,
+    expires_at=1060.0,
+)
+_WORKSPACE = StoredWorkspace(
+    name="coder",
+    repo="/srv/repo",
+    path="/srv/wt/coder",
+    branch="agentrt/coder",
+    base=None,
+    node="a",
+)
 
 
 async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn: str) -> None:
@@ -25,8 +47,25 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
             )
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        assert tables == tables_wanted | {"agent_specs", "approvals"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(6,)]
+        assert tables == tables_wanted | {"agent_specs", "approvals", "workspaces"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(7,)]
+
+
+async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
+    postgres_dsn: str,
+) -> None:
+    # Version 6 is the schema with the approvals table and no workspaces one.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.put_approval(_APPROVAL)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.workspaces")
+        conn.execute("UPDATE agentrt.schema_version SET version = 6")
+    async with PostgresStore(postgres_dsn) as store:
+        assert list(await store.pending_approvals()) == [_APPROVAL]
+        await store.save_workspace(_WORKSPACE)
+        assert list(await store.workspaces()) == [_WORKSPACE]
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(7,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

@@ -33,6 +33,7 @@ from agentrt import (
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
+from agentrt.store import PendingApproval, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")
@@ -187,6 +188,50 @@ async def test_a_version_1_file_gains_the_later_columns(tmp_path: Path) -> None:
         assert record.session_totals == SessionTotals(
             usage=Usage(input_tokens=3), cost_usd=0.5, turns=1
         )
+
+
+async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
+    tmp_path: Path,
+) -> None:
+    # Version 8 is the schema with the approvals table and no workspaces one.
+    path = tmp_path / "sessions.sqlite3"
+    approval = PendingApproval(
+        id="a-1",
+        name="coder",
+        tool_name="Bash",
+        tool_use_id="toolu_1",
+        input='{"command": "ls"}',
+        reason="shell",
+        runtime_id="r-1",
+        request=1,
+        requested_at=1000.0,
+        expires_at=1060.0,
+    )
+    async with SQLiteStore(path) as store:
+        await store.put_approval(approval)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE workspaces")
+        conn.execute("PRAGMA user_version = 8")
+        conn.commit()
+    finally:
+        conn.close()
+    workspace = StoredWorkspace(
+        name="coder", repo="/r", path="/r.wt/coder", branch="agentrt/coder", base=None, node="a"
+    )
+    async with SQLiteStore(path) as store:
+        assert list(await store.pending_approvals()) == [approval]
+        await store.save_workspace(workspace)
+        assert list(await store.workspaces()) == [workspace]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (9,)
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        assert {"approvals", "workspaces"} <= tables
+    finally:
+        conn.close()
 
 
 async def test_a_failing_migration_changes_nothing(

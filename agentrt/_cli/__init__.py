@@ -73,6 +73,12 @@ async def _run_sessions(args: argparse.Namespace, out: Output) -> int:
     return await run_sessions(args, out)
 
 
+async def _run_workspaces(args: argparse.Namespace, out: Output) -> int:
+    from ._workspaces import run_workspaces
+
+    return await run_workspaces(args, out)
+
+
 def _agentrt_version() -> str:
     try:
         return version("agentrt")
@@ -239,6 +245,24 @@ def build_parser() -> _Parser:
         help="every agent's state and owner (node, pid), for all runtimes sharing the store",
     )
     status.set_defaults(run=_run_status)
+
+    workspaces = commands.add_parser(
+        "workspaces",
+        parents=[common, with_json, with_store],
+        help="list, remove or prune the agents' git worktrees",
+    )
+    spaces = workspaces.add_subparsers(dest="action", metavar="ACTION")
+    spaces.add_parser("list", parents=nested, help="every stored workspace, running or left")
+    remove = spaces.add_parser(
+        "remove", parents=nested, help="remove a stopped agent's worktree (its branch stays)"
+    )
+    remove.add_argument("workspace_name", metavar="NAME")
+    remove.add_argument("--force", action="store_true", help="drop uncommitted changes too")
+    prune = spaces.add_parser(
+        "prune", parents=nested, help="forget the workspaces whose worktree is gone"
+    )
+    prune.add_argument("--node", help="the node whose workspaces to prune (default: this host)")
+    workspaces.set_defaults(run=_run_workspaces)
 
     console = commands.add_parser(
         "console",

@@ -4,9 +4,12 @@ the session store, and which runtime (node, pid) owns each agent."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import json
 from typing import Any
 
+from .._budgets import counted_tokens
 from .._records import Lease, SessionRecord
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
@@ -164,13 +167,39 @@ async def _sessions(
     return 0
 
 
+def spending_data(record: SessionRecord | None, spec: str | None) -> dict[str, Any]:
+    """What an agent's name has spent (as budgets count it) and its own budgets, as its
+    stored failover spec names them (None: no budget, or no spec stored)."""
+    options: dict[str, Any] = {}
+    if spec is not None:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            options = json.loads(spec)["options"]
+    return {
+        "cost_usd": 0.0 if record is None else record.cost_usd,
+        "tokens": 0 if record is None else counted_tokens(record.usage),
+        "budget_usd": options.get("budget_usd"),
+        "budget_tokens": options.get("budget_tokens"),
+    }
+
+
+def _spending_cells(data: dict[str, Any]) -> list[str]:
+    budget = "-" if data["budget_usd"] is None else money(data["budget_usd"])
+    return [money(data["cost_usd"]), budget, str(data["tokens"])]
+
+
 async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object) -> int:
     records = {record.name: record for record in await store.list()}
     leases = {lease.name: lease for lease in await store.leases()}
+    specs = dict(await store.specs())
     names = sorted(records.keys() | leases.keys())
     if out.json_mode:
         out.data(
-            [{"name": n} | owner_data(records.get(n), leases.get(n)) for n in names],
+            [
+                {"name": n}
+                | owner_data(records.get(n), leases.get(n))
+                | spending_data(records.get(n), specs.get(n))
+                for n in names
+            ],
         )
         return 0
     if not names:
@@ -181,8 +210,10 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
         record, lease = records.get(name), leases.get(name)
         left = "-" if lease is None or not lease.held else f"{lease.remaining:.1f}s"
         stop = "-" if record is None else record.last_stop_reason or "-"
-        rows.append([name, *_owner_cells(record, lease), left, stop])
+        spending = _spending_cells(spending_data(record, specs.get(name)))
+        rows.append([name, *_owner_cells(record, lease), left, stop, *spending])
     headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP"]
+    headers += ["COST", "BUDGET", "TOKENS"]
     out.table(headers, rows, title=f"Agents in {path}")
     return 0
 

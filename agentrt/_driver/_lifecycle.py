@@ -106,6 +106,7 @@ class CliLifecycle:
         "_settings",
         "_slots",
         "_tracker",
+        "_turn_options",
     )
 
     def __init__(
@@ -120,6 +121,7 @@ class CliLifecycle:
         tracker: ProcessTracker | None,
         records: ProcessRecords,
         nursery: trio.Nursery | None = None,
+        turn_options: Callable[[Any], Any] | None = None,
         settings: dict[ChannelCall, Any] | None = None,
     ) -> None:
         assert live is None or (nursery is not None and isinstance(backend, LiveBackend))
@@ -132,6 +134,9 @@ class CliLifecycle:
         self._tracker = tracker
         self._records = records
         self._nursery = nursery
+        # The options of a CLI process starting now, from the instance's (its budget left,
+        # a fork): the agent's to say.
+        self._turn_options = turn_options
         # The live process, while one runs; and the one task that watches the bounds of
         # every turn on it (started with the first turn).
         self._cli: WarmCli | None = None
@@ -160,6 +165,12 @@ class CliLifecycle:
         if self._live is None:
             return _OneShotChannel(self, prompt, session_id, baseline, watch)
         return _LiveChannel(self, self._live, prompt, session_id, baseline, watch, retry)
+
+    def options_now(self) -> Any:
+        """The backend options for a CLI process starting now."""
+        if self._turn_options is None:
+            return self._backend_options
+        return self._turn_options(self._backend_options)
 
     async def call(self, call: ChannelCall, argument: Any) -> Any:
         """The runtime's ``call`` to the live CLI: its answer's value. A setting
@@ -275,7 +286,7 @@ class CliLifecycle:
         backend = self._backend
         assert live is not None and isinstance(backend, LiveBackend)
         protocol = backend.live(
-            self._backend_options,
+            self.options_now(),
             session_id=session_id,
             approvals=live.approvals,
             hooks=live.hooks,
@@ -362,7 +373,7 @@ class _OneShotChannel:
         baseline: SessionTotals | None,
         watch: TurnWatch,
     ) -> None:
-        backend, options = lifecycle._backend, lifecycle._backend_options
+        backend, options = lifecycle._backend, lifecycle.options_now()
         self.command: Command = backend.command(options, prompt, session_id=session_id)
         self.translator: Translator | None = backend.translator(options, baseline=baseline)
         limits = lifecycle._limits

@@ -19,6 +19,7 @@ from .._records import (
     SessionRecord,
     SessionRow,
     StoredTranscript,
+    StoredWorkspace,
 )
 from ._protocols import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
 from ._transcripts import MemoryTranscripts
@@ -43,6 +44,7 @@ class _Tables:
     transcripts: MemoryTranscripts = attrs.field(factory=MemoryTranscripts)
     # Supervisor specs by name, in start order (a replaced spec keeps its place).
     specs: dict[str, str] = attrs.field(factory=dict)
+    workspaces: dict[str, StoredWorkspace] = attrs.field(factory=dict)
     # Tool calls waiting for a person, by id, with the decision once taken.
     approvals: dict[str, tuple[PendingApproval, OperatorDecision | None]] = attrs.field(
         factory=dict
@@ -259,6 +261,20 @@ class MemoryStore(ClosedOnExit):
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
+
+    async def save_workspace(self, workspace: StoredWorkspace) -> None:
+        await self._enter()
+        self._fence(workspace.name)
+        self._tables.workspaces[workspace.name] = workspace
+
+    async def drop_workspace(self, name: str) -> bool:
+        await self._enter()
+        self._fence(name)
+        return self._tables.workspaces.pop(name, None) is not None
+
+    async def workspaces(self) -> Sequence[StoredWorkspace]:
+        await self._enter()
+        return tuple(w for _, w in sorted(self._tables.workspaces.items()))
 
     async def put_approval(self, approval: PendingApproval) -> None:
         await self._enter()

@@ -16,6 +16,7 @@ from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
     import psycopg
@@ -117,6 +118,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 6: tool calls waiting for a person (AskOperator), any node's console answers them.
     (CREATE_APPROVALS,),
+    # 7: the git worktree each agent's record owns.
+    (CREATE_WORKSPACES,),
 )
 
 _UPSERT_SESSION = """
@@ -198,7 +201,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlApprovals, SqlTranscripts, SqlSessions):
+class PostgresStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 

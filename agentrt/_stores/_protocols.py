@@ -16,6 +16,7 @@ SpecStore           save_spec, specs                             failover, ``hos
 TranscriptStore     append_transcript, load_transcript           ``portable=True``
 RoutingStore        router                                       calls to agents other
                                                                  runtimes own
+WorkspaceStore      save_workspace, drop_workspace, workspaces   ``workspace=``
 ApprovalStore       put_approval, pending_approvals,             ``AskOperator`` from
                     decide_approval, decision_of,                ``approve_tool``
                     remove_approval
@@ -41,6 +42,7 @@ from .._records import (
     PendingApproval,
     SessionRecord,
     StoredTranscript,
+    StoredWorkspace,
 )
 from .._redact import redact
 
@@ -247,6 +249,28 @@ class TranscriptStore(Protocol):
         ...
 
 
+@runtime_checkable
+class WorkspaceStore(Protocol):
+    """The git worktree each agent's record owns (``start_agent(workspace=...)``), which a
+    restart, a resume and a host taking the agent over use again. Kept apart from the
+    session row: `SessionStore.forget` leaves it (a worktree may hold work). Without it
+    ``workspace=`` is refused."""
+
+    async def save_workspace(self, workspace: StoredWorkspace) -> None:
+        """Store (or replace) the workspace of ``workspace.name``. Needs no session row.
+        Fenced."""
+        ...
+
+    async def drop_workspace(self, name: str) -> bool:
+        """Forget the workspace of ``name`` (the worktree itself is git's); whether there
+        was one. Fenced."""
+        ...
+
+    async def workspaces(self) -> Sequence[StoredWorkspace]:
+        """Every stored workspace, by name."""
+        ...
+
+
 # A local call the owner makes for a routed one: (call, name, arguments) -> the value of a
 # synchronous call (made at once), or the awaitable of an async one.
 Serve = Callable[[str, str, tuple[Any, ...]], object]
@@ -323,6 +347,7 @@ class StoreCapabilities:
     specs: SpecStore | None
     transcripts: TranscriptStore | None
     routing: RoutingStore | None
+    workspaces: WorkspaceStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
@@ -332,6 +357,7 @@ class StoreCapabilities:
             specs=store if isinstance(store, SpecStore) else None,
             transcripts=store if isinstance(store, TranscriptStore) else None,
             routing=store if isinstance(store, RoutingStore) else None,
+            workspaces=store if isinstance(store, WorkspaceStore) else None,
         )
 
 

@@ -31,6 +31,8 @@ from .._errors import (
     AgentRTError,
     AgentStopped,
     BackendNotFound,
+    BranchInUse,
+    BudgetExceeded,
     ChannelError,
     CliVersionMismatch,
     InvalidOptions,
@@ -42,6 +44,8 @@ from .._errors import (
     SessionMismatch,
     StoreError,
     TurnFailed,
+    UncommittedChanges,
+    WorkspaceError,
 )
 from .._events import (
     TEXT_CODEC,
@@ -138,6 +142,10 @@ class _StatusData(_Data, frozen=True):
     session_id: str | None
     restarts: int
     cli_pid: int | None
+    spent_usd: float
+    spent_tokens: int
+    budget_left_usd: float | None
+    budget_left_tokens: int | None
     cli_version: str | None = None
 
     def value(self) -> AgentStatus:
@@ -387,6 +395,26 @@ class _ProcessFailureFields(_Fields, frozen=True):
     message: str
 
 
+class _BudgetFields(_Fields, frozen=True):
+    name: str
+    scope: str
+    unit: str
+    spent: float
+    budget: float
+
+
+class _BranchFields(_Fields, frozen=True):
+    repo: str
+    branch: str
+    holder: str
+
+
+class _UncommittedFields(_Fields, frozen=True):
+    name: str
+    path: str
+    changes: tuple[str, ...]
+
+
 class _RoutingFields(_Fields, frozen=True):
     name: str
     call: str
@@ -416,6 +444,10 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (RoutingError, _RoutingFields),
         (ChannelError, _RoutingFields),
         (ProcessFailure, _ProcessFailureFields),
+        (BudgetExceeded, _BudgetFields),
+        (WorkspaceError, _StoreFields),
+        (BranchInUse, _BranchFields),
+        (UncommittedChanges, _UncommittedFields),
     )
 }
 _KINDS = {cls: kind for kind, (cls, _fields) in _ERRORS.items()}

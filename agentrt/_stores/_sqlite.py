@@ -19,6 +19,7 @@ from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._protocols import check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
     # Imported where a SQLiteStore opens (~1 MiB of memory a MemoryStore runtime never uses).
@@ -145,6 +146,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 8: tool calls waiting for a person (AskOperator), any node's console answers them.
     (CREATE_APPROVALS,),
+    # 9: the git worktree each agent's record owns.
+    (CREATE_WORKSPACES,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -219,7 +222,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlApprovals, SqlTranscripts, SqlSessions):
+class SQLiteStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows

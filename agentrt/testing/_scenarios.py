@@ -190,7 +190,21 @@ REVIEWER = _scenario(
     ]
 )
 
+
+def _commit_a_line(request: RecordedRequest) -> AnthropicReply:
+    # The agent's worktree is named after its branch (agentrt/<name>): its last part.
+    who = os.path.basename(_cwd(request))
+    command = f"printf '{who} was here\\n' >> notes.txt && git commit -qam '{who}: a line'"
+    return AnthropicToolUse("Bash", {"command": command, "description": "Edit and commit"})
+
+
+# examples/fleet.py: each agent appends its line to notes.txt and commits it.
+FLEET = _scenario(
+    [("Add your line", [_commit_a_line, _reply(AnthropicText("Committed on my branch."))])]
+)
+
 SCENARIOS: Mapping[str, Scenario] = {
+    "fleet": FLEET,
     "guarded": GUARDED,
     "app_tools": APP_TOOLS,
     "reviewer": REVIEWER,

@@ -22,7 +22,13 @@ import trio
 
 from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
 from .._events import SessionTotals, StopReason, Usage
-from .._records import LeaseOwner, OperatorDecision, PendingApproval, SessionRecord
+from .._records import (
+    LeaseOwner,
+    OperatorDecision,
+    PendingApproval,
+    SessionRecord,
+    StoredWorkspace,
+)
 from .._stores._protocols import (
     ApprovalStore,
     LeaseStore,
@@ -30,6 +36,7 @@ from .._stores._protocols import (
     SessionStore,
     SpecStore,
     TranscriptStore,
+    WorkspaceStore,
 )
 
 _T = TypeVar("_T")
@@ -663,6 +670,9 @@ async def _an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
             stale.append(one.save_spec("x", "{}"))
         if isinstance(one, TranscriptStore):
             stale.append(one.append_transcript("x", session_id="s", path="t", offset=0, data=b""))
+        if isinstance(one, WorkspaceStore):
+            stale.append(one.save_workspace(_workspace("x", "agentrt/x")))
+            stale.append(one.drop_workspace("x"))
         for write in stale:
             with _raises(LeaseLost):
                 await write
@@ -924,6 +934,44 @@ async def _a_transcript_grows_by_chunks_and_a_stale_one_writes_nothing(
         with _raises(ValueError):
             await store.append_transcript("coder", session_id="s2", path="../x", offset=0, data=b"")
         assert await store.load_transcript("other") is None
+    finally:
+        await _closing(store)
+
+
+# --- workspaces ---
+
+
+def _workspace(name: str, branch: str, base: str | None = None) -> StoredWorkspace:
+    return StoredWorkspace(
+        name=name,
+        repo="/srv/repo",
+        path=f"/srv/repo.worktrees/{name}",
+        branch=branch,
+        base=base,
+        node="host-a",
+    )
+
+
+@_check(WorkspaceStore)
+async def _a_workspace_is_kept_by_name_replaced_and_outlives_forget(
+    harness: StoreHarness,
+) -> None:
+    store = await _open(harness)
+    assert isinstance(store, WorkspaceStore)
+    try:
+        assert list(await store.workspaces()) == []
+        coder = _workspace("coder", "agentrt/coder", base="main")
+        await store.save_workspace(coder)  # needs no session row
+        await store.save_workspace(_workspace("alpha", "agentrt/alpha"))
+        assert list(await store.workspaces()) == [_workspace("alpha", "agentrt/alpha"), coder]
+        moved = attrs.evolve(coder, path="/elsewhere", node="host-b")
+        await store.save_workspace(moved)
+        await _checkpoint(store, "coder")
+        await store.forget("coder")  # the session row only: the worktree may hold work
+        assert [w for w in await store.workspaces() if w.name == "coder"] == [moved]
+        assert await store.drop_workspace("coder") is True
+        assert await store.drop_workspace("coder") is False
+        assert [w.name for w in await store.workspaces()] == ["alpha"]
     finally:
         await _closing(store)
 

@@ -5,7 +5,7 @@
 
 Every model call gets an echo of its prompt ("You said: ..."), or with ANSWERS:
 ``--reply TEXT`` that text; ``--scenario NAME`` the model's side of an example's story
-(``guarded``, ``app_tools``, ``reviewer``: the tool calls it is about); ``--script FILE``
+(``fleet``, ``guarded``, ``app_tools``, ``reviewer``: the tool calls it is about); ``--script FILE``
 the replies of a JSON list, one per model call in order (``{"text": ...}``, or
 ``{"tool": NAME, "input": {...}}`` for a tool call), then the echo.
 

@@ -19,7 +19,7 @@ from agentrt.backend import (
 )
 
 from ._command import build_command, build_version_command
-from ._home import cli_home, login_files, transcript_pattern, with_cli_home
+from ._home import cli_home, login_files, transcript_path, transcript_pattern, with_cli_home
 from ._info import info
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
@@ -99,6 +99,19 @@ class ClaudeBackend:
     def transcript_pattern(self, session_id: str) -> str:
         """``projects/*/<session id>.jsonl``."""
         return transcript_pattern(session_id)
+
+    def with_fork(self, options: ClaudeOptions) -> ClaudeOptions:
+        """``--fork-session`` beside the ``--resume``."""
+        return attrs.evolve(options, fork_session=True)
+
+    def transcript_path(self, options: ClaudeOptions, session_id: str, cwd: str) -> str:
+        """``<CLI home>/projects/<cwd, each non-alphanumeric as "-">/<session id>.jsonl``."""
+        return transcript_path(options, session_id, cwd)
+
+    def with_run_budget(self, options: ClaudeOptions, usd: float) -> ClaudeOptions:
+        """``--max-budget-usd``: the lower of ``usd`` and the options' own."""
+        own = options.max_budget_usd
+        return attrs.evolve(options, max_budget_usd=usd if own is None else min(own, usd))
 
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)

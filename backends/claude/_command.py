@@ -53,6 +53,8 @@ def _command(o: ClaudeOptions, session_id: str | None, stdin: bytes, *, live: bo
         argv.append("--include-partial-messages")
     if resume is not None:
         argv += ["--resume", resume]
+        if o.fork_session:
+            argv.append("--fork-session")
     else:
         if o.session_id is not None:
             argv += ["--session-id", o.session_id]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import attrs
 
@@ -40,6 +41,11 @@ def login_files(options: ClaudeOptions) -> dict[str, str]:
         ".credentials.json": os.path.join(home, ".credentials.json"),
         ".claude.json": os.path.join(config_home, ".claude.json"),
     }
+
+
+def transcript_path(options: ClaudeOptions, session_id: str, cwd: str) -> str:
+    folder = re.sub(r"[^A-Za-z0-9]", "-", cwd)
+    return os.path.join(cli_home(options), "projects", folder, f"{session_id}.jsonl")
 
 
 def transcript_pattern(session_id: str) -> str:

@@ -92,6 +92,7 @@ class ClaudeOptions:
     session_id: str | None = None
     continue_: bool = False
     no_session_persistence: bool = False
+    fork_session: bool = False
     # False: the CLI starts with DISABLE_AUTOUPDATER=1, so a fleet keeps the version it was
     # started with; True leaves the CLI's own setting (its native installer updates itself).
     auto_update: bool = False
@@ -249,6 +250,7 @@ _HOOKS: dict[str, v.Check] = {
     "session_id": _uuid,
     "continue_": v.boolean,
     "no_session_persistence": _no_session_persistence,
+    "fork_session": v.boolean,
     "auto_update": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }

@@ -118,6 +118,14 @@ class CodexBackend:
         """``sessions/*/*/*/rollout-*-<thread id>.jsonl``."""
         return transcript_pattern(session_id)
 
+    def with_fork(self, options: CodexOptions) -> CodexOptions:
+        """``exec fork <thread>`` where a turn would ``exec resume`` it."""
+        return attrs.evolve(options, fork_session=True)
+
+    def transcript_path(self, options: CodexOptions, session_id: str, cwd: str) -> None:
+        """None: codex finds a thread by its id alone, wherever it runs."""
+        return None
+
     def with_app_tools(self, options: CodexOptions, server: AppToolServer) -> CodexOptions:
         """The server as ``mcp_servers.<name>`` (streamable HTTP) in the ``-c`` overrides,
         its token in the child's environment, its host in ``NO_PROXY``, and its tools

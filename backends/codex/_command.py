@@ -35,7 +35,8 @@ def build_command(
     argv: list[str | SecretFile] = [o.binary, *_PREFIX]
     if session_id is not None:
         _check_resumable(o, session_id)
-        argv += ["resume", session_id]
+        # exec fork takes what exec resume takes, and starts a new thread on a copy.
+        argv += ["fork" if o.fork_session else "resume", session_id]
     if o.model:
         argv += ["--model", o.model]
     if o.sandbox and session_id is None:

@@ -94,6 +94,8 @@ def exec_only(options: CodexOptions) -> str | None:
         found = "output_schema"
     elif o.extra_args:
         found = "extra_args"
+    elif o.fork_session:
+        found = "fork_session"
     else:
         return None
     return f"{found} runs on codex exec only"

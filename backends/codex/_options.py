@@ -70,6 +70,7 @@ class CodexOptions:
     images: tuple[str, ...] = ()
     # A path, or a JSON schema object (written to a 0600 file for the turn).
     output_schema: str | JsonObject | None = attrs.field(default=None, hash=False)
+    fork_session: bool = False
     # False: ``-c check_for_update_on_startup=false``, so the CLI does not look for (or
     # offer) a newer release; True leaves its configured behaviour. A ``config`` value wins.
     auto_update: bool = False
@@ -215,6 +216,7 @@ _CHECKS = {
     "env_policy": v.choice(ENV_POLICIES),
     "images": _images,
     "output_schema": _output_schema,
+    "fork_session": v.boolean,
     "auto_update": v.boolean,
     "extra_args": v.args_without(_RESERVED_FLAGS),
 }

@@ -1,0 +1,76 @@
+"""Agents' workspaces in the store: the git worktree each agent's record owns (one row per
+agent name, apart from the session rows, so a worktree is remembered before the agent's
+first turn and after its session is forgotten)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from .._records import StoredWorkspace
+
+_T = TypeVar("_T")
+
+CREATE_WORKSPACES = """
+CREATE TABLE workspaces (
+    name TEXT PRIMARY KEY NOT NULL,
+    repo TEXT NOT NULL,
+    path TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    base TEXT,
+    node TEXT NOT NULL
+)
+"""
+
+_COLUMNS = "name, repo, path, branch, base, node"
+_SAVE = f"""
+INSERT INTO workspaces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET repo = excluded.repo, path = excluded.path,
+    branch = excluded.branch, base = excluded.base, node = excluded.node
+"""
+_DROP = "DELETE FROM workspaces WHERE name = ?"
+_SELECT = f"SELECT {_COLUMNS} FROM workspaces ORDER BY name"
+
+
+def _row(workspace: StoredWorkspace) -> tuple[str | None, ...]:
+    w = workspace
+    return (w.name, w.repo, w.path, w.branch, w.base, w.node)
+
+
+class _SqlStore(Protocol):
+    def _sql(self, statement: str) -> str: ...
+
+    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
+
+
+class SqlWorkspaces:
+    """The workspace methods of a SQL store (over its ``_call``; fenced by the agent's
+    lease as every other write)."""
+
+    async def save_workspace(self: _SqlStore, workspace: StoredWorkspace) -> None:
+        """Store (or replace) the workspace of ``workspace.name``."""
+        sql, params = self._sql(_SAVE), _row(workspace)
+        await self._call(lambda conn: conn.execute(sql, params), fence=workspace.name)
+
+    async def drop_workspace(self: _SqlStore, name: str) -> bool:
+        """Forget the workspace of ``name``; whether there was one."""
+        sql = self._sql(_DROP)
+
+        def work(conn: Any) -> int:
+            rowcount: int = conn.execute(sql, (name,)).rowcount
+            return rowcount
+
+        return await self._call(work, fence=name) > 0
+
+    async def workspaces(self: _SqlStore) -> Sequence[StoredWorkspace]:
+        """Every stored workspace, by name."""
+
+        def work(conn: Any) -> tuple[StoredWorkspace, ...]:
+            return tuple(_workspace(row) for row in conn.execute(_SELECT))
+
+        return await self._call(work)
+
+
+def _workspace(row: Sequence[Any]) -> StoredWorkspace:
+    name, repo, path, branch, base, node = row
+    return StoredWorkspace(name=name, repo=repo, path=path, branch=branch, base=base, node=node)
