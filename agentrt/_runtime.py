@@ -427,14 +427,17 @@ class Runtime(metaclass=NoPublicConstructor):
         """Every agent's workspace the store holds (`Workspace`: its record, whether its
         worktree exists on this node, its uncommitted changes), by name: those of agents
         that are not running, or that a dead program left, too (nothing deletes one but
-        `remove_workspace`). Raises `InvalidOptions` on a store without workspaces."""
+        `remove_workspace`). Raises `InvalidOptions` on a store without workspaces,
+        `NoRuntime` once the runtime is closed.
+
+        Cancellation: git is killed and nothing changes; only the listing is lost."""
         return await list_workspaces(self._workspace_store())
 
     async def remove_workspace(self, name: str, *, force: bool = False) -> StoredWorkspace:
         """Remove agent ``name``'s worktree and forget it; its branch stays, with every
-        commit. Returns what was removed. Refused while the agent runs (here, or in another
-        runtime that holds its lease: `WorkspaceError`) and, unless ``force``, while the
-        worktree has uncommitted changes (`UncommittedChanges`, listing them).
+        commit. Returns what was removed. Raises `WorkspaceError` while the agent runs
+        (here, or in another runtime that holds its lease) and, unless ``force``,
+        `UncommittedChanges` while the worktree has uncommitted changes (listing them);
         `WorkspaceError` also when the store holds no workspace for ``name`` or git refuses.
 
         Cancellation: git is killed; the worktree is either kept and recorded, or removed

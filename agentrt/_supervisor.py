@@ -531,7 +531,7 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     def budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
         """The budgets of a supervisor opened under this one (its own, if it has a limit,
-        then this one's)."""
+        then this one's). Raises nothing: ``usd`` and ``tokens`` are checked already."""
         own = Budget(scope, usd, tokens)
         return (own, *self._budgets) if own.limited else self._budgets
 

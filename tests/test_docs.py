@@ -23,6 +23,7 @@ from doc_blocks import DOCS, ROOT, all_blocks, doc_block
 from sphinx.util.inventory import InventoryFile
 from test_backend_conformance import NEEDS_A_PROCESS, ScriptedHarness
 from test_store_conformance import ToyStore
+from test_workspaces import git
 
 import agentrt
 import agentrt.asyncio
@@ -72,6 +73,18 @@ RUN_BY: dict[str, tuple[str, str]] = {
     '[project.entry-points."agentrt.backends"]': (
         "test_docs.py",
         "test_the_backend_pages_entry_point_is_pyprojects_form",
+    ),
+    "workspace=agentrt.GitWorktree(repo)": (
+        "test_docs.py",
+        "test_the_workspace_pages_blocks_make_worktrees_budgets_and_a_fork",
+    ),
+    "budget_usd=5.0": (
+        "test_docs.py",
+        "test_the_workspace_pages_blocks_make_worktrees_budgets_and_a_fork",
+    ),
+    'fork_from="coder"': (
+        "test_docs.py",
+        "test_the_workspace_pages_blocks_make_worktrees_budgets_and_a_fork",
     ),
     "def test_mycli_passes": (
         "test_docs.py",
@@ -370,3 +383,48 @@ async def test_the_deployment_blocks_run(
             while not ("rt" in namespace and "coder" in namespace["rt"].agents()):  # noqa: ASYNC110 (the block's runtime has no event to wait on)
                 await trio.sleep(0.05)
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.realcli
+@pytest.mark.usefixtures("default_store")
+async def test_the_workspace_pages_blocks_make_worktrees_budgets_and_a_fork(
+    fake_claude: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "notes.txt").write_text("first line\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-q", "-m", "first")
+    worktrees = Path(f"{repo}.worktrees")
+    # Every block's runtime keeps its records in one file: each start of "coder" after the
+    # first finds its worktree there.
+    path = tmp_path / "sessions.sqlite3"
+    monkeypatch.setenv("AGENTRT_STORE", str(path))
+    # The first block: a worktree of the agent's own, on its own branch.
+    async with agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as rt:
+        namespace = {"rt": rt, "agentrt": agentrt, "repo": str(repo)}
+        await run_block("workspace=agentrt.GitWorktree(repo)", namespace)
+        assert (await rt.status("coder")).budget_left_usd is None
+        [stored] = await rt.workspaces()
+    assert (stored.stored.name, stored.stored.branch) == ("coder", "agentrt/coder")
+    assert git(worktrees / "agentrt/coder", "branch", "--show-current") == "agentrt/coder"
+    # The budgets block, on the default store, in the repository.
+    monkeypatch.chdir(repo)
+    await run_block("budget_usd=5.0", {"agentrt": agentrt})
+    # The fork block: the fork starts on a copy of coder's conversation, on its own branch.
+    fake_claude.set_script([AnthropicText("Original."), AnthropicText("Forked.")])
+    async with agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as rt:
+        workspace = agentrt.GitWorktree(str(repo))
+        await rt.start_agent(agentrt.Agent, name="coder", backend="claude", workspace=workspace)
+        budget = (await rt.status("coder")).budget_left_usd
+        assert (await rt.ask("coder", "Look.")).text == "Original."
+        await run_block('fork_from="coder"', {"rt": rt, "agentrt": agentrt})
+        assert (await rt.ask("coder-alt", "Try another way.")).text == "Forked."
+        original = await rt.status("coder")
+        fork = await rt.status("coder-alt")
+        paths = {w.stored.name: w.stored.path for w in await rt.workspaces()}
+    assert budget is None  # the budgets were the block's runtime's and supervisor's
+    assert paths["coder"] == stored.stored.path  # every start used the one worktree
+    assert fork.session_id is not None and fork.session_id != original.session_id
+    assert git(worktrees / "agentrt/coder-alt", "branch", "--show-current") == "agentrt/coder-alt"

@@ -71,8 +71,9 @@ def known_options(backend: Backend) -> set[str]:
 
 
 def test_option_tables_match_the_code() -> None:
-    # `resume` is the supervisor's option (start_agent resumes a stored session).
-    runtime = {field.name for field in attrs.fields(AgentOptions)} | {"resume"}
+    # `resume` and `fork_from` are the supervisor's options (start_agent resumes or forks a
+    # stored session).
+    runtime = {field.name for field in attrs.fields(AgentOptions)} | {"resume", "fork_from"}
     assert table_after("| Runtime option |") == runtime
     assert table_after('Claude Code (`backend="claude"`)') == known_options(ClaudeBackend())
     assert table_after('Codex (`backend="codex"`)') == known_options(CodexBackend())
