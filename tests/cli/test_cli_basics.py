@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from agentrt import SQLiteStore, Usage
+from agentrt._backends import SHIPPED
 from agentrt.testing import fake_cli_executable
 
 from ._run import agentrt
@@ -125,7 +126,8 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
     run = await agentrt("ask", "x", "hi", "--backend", "nope", "--cwd", "/", env=base_env)
     assert run.code == 1
     assert "no backend named 'nope'" in run.stderr
-    assert "Fix: pass --backend with one of: claude, codex, qwen" in run.stderr
+    shipped = ", ".join(sorted(SHIPPED))
+    assert f"Fix: pass --backend with one of: {shipped}" in run.stderr
     run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
     assert run.code == 1
     assert (
@@ -254,8 +256,8 @@ async def test_arguments_are_blamed_by_their_own_names(
     )
 
     await seed(Path(base_env["AGENTRT_STORE"]))  # alpha: a claude session
-    run = await agentrt("chat", "alpha", "--backend", "gemini", env=base_env)
+    run = await agentrt("chat", "alpha", "--backend", "gemmini", env=base_env)
     assert run.code == 1
     [line] = run.stderr.strip().splitlines()
-    assert line.startswith("agentrt: no backend named 'gemini'")
+    assert line.startswith("agentrt: no backend named 'gemmini'")
     assert "--new" not in line
