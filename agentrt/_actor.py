@@ -268,7 +268,7 @@ class Actor:
             records=self._recorder,
             nursery=nursery,
             turn_options=self._turn_options,
-            settings=self.slot.channel_settings,
+            settings=self.slot.channel_settings(),
         )
 
     def _turn_options(self, options: Any) -> Any:

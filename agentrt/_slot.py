@@ -71,7 +71,8 @@ class Slot:
     # A warm instance's live CLI, for the runtime's requests to it (`channel_call`), and
     # the settings those changed, which hold for its later processes and instances.
     channel: CliLifecycle | None = None
-    channel_settings: dict[ChannelCall, Any] = attrs.field(factory=dict)
+    # None until a setting changes: an idle agent holds no dict for it.
+    _channel_settings: dict[ChannelCall, Any] | None = None
     # The version the latest turn's CLI reported (AgentStatus.cli_version).
     cli_version: str | None = None
     _current_since: float = 0.0
@@ -241,9 +242,16 @@ class Slot:
         if channel is None:  # its instance starts (or restarts): as with no live CLI
             await trio.lowlevel.checkpoint()
             if call in SETTINGS:
-                self.channel_settings[call] = argument
+                self.channel_settings()[call] = argument
             return None
         return await channel.call(call, argument)
+
+    def channel_settings(self) -> dict[ChannelCall, Any]:
+        """The settings changed in band, which hold for the agent's later live processes
+        (shared with its live CLI's lifecycle, which changes them too)."""
+        if self._channel_settings is None:
+            self._channel_settings = {}
+        return self._channel_settings
 
     def status(self) -> AgentStatus:
         current = self.current
