@@ -66,7 +66,7 @@ async def test_a_refused_setting_is_named_and_not_kept(tmp_path: Path) -> None:
         assert stopped.value.key == "task_id"
         warm = await pid(rt)
         assert (await ask(rt, "two")).text == "2: two" and await pid(rt) == warm
-        assert "set_model" not in rt._context.children["a"].slot.channel_settings
+        assert "set_model" not in rt._context.children["a"].slot.channel_settings()
 
 
 async def test_an_unreadable_answer_ends_the_process(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ async def test_settings_without_a_process_go_to_the_next_one(tmp_path: Path) -> 
         await rt.stop_task("a", "task-1")  # nor a task to stop
         await rt.set_model("a", "claude-haiku-4-5")
         await rt.set_permission_mode("a", "plan")
-        settings = rt._context.children["a"].slot.channel_settings
+        settings = rt._context.children["a"].slot.channel_settings()
         assert settings == {"set_model": "claude-haiku-4-5", "set_permission_mode": "plan"}
         assert (await ask(rt, "one")).text == "1: one"
         assert settings == {"set_permission_mode": "plan"}
