@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from agentrt._backends import SHIPPED
+
 from ._run import agentrt
 from .test_cli_doctor import lines_of
+
+# The shipped backends and the test distribution's own, as the command lists them.
+WITH_TOY = sorted({*SHIPPED, "toy"})
 
 TOY_BACKEND = '''
 """A third-party backend: a CLI that prints its version, nothing more (agentrt.backend only)."""
@@ -73,15 +78,15 @@ async def test_doctor_checks_a_backend_of_another_distribution(toy_env: dict[str
 async def test_ask_chat_and_demo_name_the_installed_backends(toy_env: dict[str, str]) -> None:
     for command in ("ask", "chat"):
         run = await agentrt(command, "--help", env=toy_env)
-        assert run.code == 0 and "one of claude, codex, qwen, toy" in " ".join(run.stdout.split())
+        assert run.code == 0 and f"one of {', '.join(WITH_TOY)}" in " ".join(run.stdout.split())
     run = await agentrt("ask", "x", "hi", "--backend", "toi", "--cwd", "/", env=toy_env)
     assert run.code == 1
     assert "did you mean 'toy'?" in run.stderr
-    assert "Fix: pass --backend with one of: claude, codex, qwen, toy" in run.stderr
+    assert f"Fix: pass --backend with one of: {', '.join(WITH_TOY)}" in run.stderr
     run = await agentrt("demo", "--backend", "nope", env=toy_env)
-    assert run.code == 2 and "(choose from 'claude', 'codex', 'qwen', 'toy')" in run.stderr
+    assert run.code == 2 and f"(choose from {', '.join(map(repr, WITH_TOY))})" in run.stderr
 
 
 async def test_without_the_distribution_it_is_not_listed(base_env: dict[str, str]) -> None:
     run = await agentrt("doctor", "--backend", "toy", env=base_env)
-    assert run.code == 2 and "(choose from 'claude', 'codex', 'qwen')" in run.stderr
+    assert run.code == 2 and f"(choose from {', '.join(map(repr, sorted(SHIPPED)))})" in run.stderr
