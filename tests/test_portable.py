@@ -106,7 +106,8 @@ async def test_the_sqlite_schema_gains_the_transcripts_table(tmp_path: Path) -> 
         columns = [row[1] for row in conn.execute("PRAGMA table_info(transcripts)")]
     finally:
         conn.close()
-    assert version == 7  # 5: transcripts; 6: failover's agent specs; 7: live_idle...
+    # 5: transcripts; 6: failover's agent specs; 7: live_idle; 8: approvals; 9: workspaces
+    assert version == 9
     assert columns == ["name", "start", "session_id", "path", "data"]
 
 
@@ -268,7 +269,9 @@ async def test_a_version_2_postgres_database_gains_the_transcripts_table(
         await store.checkpoint_session("kept", backend="claude", session_id="s", cwd="/w")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # before portable sessions
         conn.execute("DROP TABLE agentrt.transcripts")
-        conn.execute("DROP TABLE agentrt.agent_specs")  # migrations 4 and 5, after it
+        conn.execute("DROP TABLE agentrt.agent_specs")  # migrations 4 to 7, after it
+        conn.execute("DROP TABLE agentrt.approvals")
+        conn.execute("DROP TABLE agentrt.workspaces")
         conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN live_idle")
         conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN session_turns")
         conn.execute("UPDATE agentrt.schema_version SET version = 2")
