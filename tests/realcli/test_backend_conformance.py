@@ -266,7 +266,7 @@ CLI_DEFECTS = {
 }
 CLI_FAILS = {
     ("qwen", "a_line_over_a_mebibyte_comes_through_whole"): (
-        "qwen 0.24.4 exits 0 without printing its result after a reply over 1 MiB (its "
+        "qwen 0.24.4 at times exits 0 without printing its result after a reply over 1 MiB (its "
         "cause not found; qwen is a fork of gemini, which loses piped stdout at exit)"
     ),
 }
@@ -286,7 +286,7 @@ def test_the_real_cli_passes_the_check(
         pytest.skip(why)
     fails = CLI_FAILS.get((backend, name))
     if fails is not None:
-        request.applymarker(pytest.mark.xfail(reason=fails, strict=True))
+        request.applymarker(pytest.mark.xfail(reason=fails, strict=False))
     try:
         trio.run(check.run)
     finally:
