@@ -20,7 +20,6 @@ from typing import Any
 import attrs
 import msgspec
 
-from .._redact import REDACTED, is_secret_name, redact
 from ._http import HttpRequest, ResponseWriter, open_http_server
 
 __all__ = [
@@ -175,7 +174,6 @@ _MODEL_CALL = re.compile(
     r"/v1beta/models/([^/:?]+):(streamGenerateContent|generateContent)(?:\?|$)"
 )
 _WORD = re.compile(r"\S+\s*|\s+")
-_decoder = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
 # Google's names for the HTTP statuses of its errors (google.rpc.Code).
 _STATUS_NAMES = {
@@ -228,14 +226,7 @@ class FakeGemini:
         }
 
     def _record(self, request: HttpRequest) -> GeminiRequest:
-        headers = {
-            k: REDACTED if is_secret_name(k) or k == "cookie" else redact(v)
-            for k, v in request.headers
-        }
-        try:
-            body: Any = _decoder.decode(request.body) if request.body else None
-        except msgspec.DecodeError:
-            body = None
+        headers, body = request.redacted_headers(), request.json_body()
         recorded = GeminiRequest(request.method, request.path, headers, body, len(request.body))
         self.requests.append(recorded)
         return recorded

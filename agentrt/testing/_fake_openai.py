@@ -19,7 +19,6 @@ import attrs
 import msgspec
 import trio
 
-from .._redact import REDACTED, is_secret_name, redact
 from ._fake_chat import chat_chunks, is_chat_call
 from ._http import HttpRequest, ResponseWriter, open_http_server
 
@@ -166,7 +165,6 @@ OpenAIScript = Sequence[_Entry] | Callable[[OpenAIRequest], _Entry]
 
 # The variable codex_config_toml() tells codex to read the API key from.
 FAKE_OPENAI_KEY_VAR = "AGENTRT_FAKE_OPENAI_KEY"
-_decoder = msgspec.json.Decoder()
 _WORD = re.compile(r"\S+\s*|\s+")
 
 
@@ -197,14 +195,7 @@ class FakeOpenAI:
         return len(self._script) - self._next if isinstance(self._script, Sequence) else 0
 
     def _record(self, request: HttpRequest) -> OpenAIRequest:
-        headers = {
-            k: REDACTED if is_secret_name(k) or k == "cookie" else redact(v)
-            for k, v in request.headers
-        }
-        try:
-            body: Any = _decoder.decode(request.body) if request.body else None
-        except msgspec.DecodeError:
-            body = None
+        headers, body = request.redacted_headers(), request.json_body()
         recorded = OpenAIRequest(request.method, request.path, headers, body, len(request.body))
         self.requests.append(recorded)
         return recorded

@@ -18,10 +18,13 @@ import attrs
 import msgspec
 import trio
 
+from .._redact import REDACTED, is_secret_name, redact
+
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 _READ_SIZE = 64 * 1024
 _encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
@@ -41,6 +44,21 @@ class HttpRequest:
     def header(self, name: str) -> str | None:
         name = name.lower()
         return next((v for k, v in self.headers if k == name), None)
+
+    def redacted_headers(self) -> dict[str, str]:
+        """The headers as a fake may keep them: secret-named ones and cookies replaced,
+        secrets in the others redacted."""
+        return {
+            k: REDACTED if is_secret_name(k) or k == "cookie" else redact(v)
+            for k, v in self.headers
+        }
+
+    def json_body(self) -> Any:
+        """The body decoded as JSON, or None when it is empty or not JSON."""
+        try:
+            return _decoder.decode(self.body) if self.body else None
+        except msgspec.DecodeError:
+            return None
 
 
 class ResponseWriter:
