@@ -4,11 +4,11 @@ fixture capture script (see CODEX.md)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,30 +16,31 @@ from typing import Any
 
 import attrs
 import trio
-from proc_helpers import kill_marked, marked
+from npm_clis import MARKER_VAR as MARKER_VAR
+from npm_clis import ROOT as ROOT
+from npm_clis import Turn as Turn
+from npm_clis import decode as decode
+from npm_clis import exit_status as exit_status
+from npm_clis import find_marked as find_marked
+from npm_clis import pinned_binary, pinned_version, scratch_dir
+from npm_clis import run_turn as run_command
 
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexOptions
 from agentrt.testing import FAKE_OPENAI_KEY_VAR, FakeOpenAI, OpenAIUsage
 
-ROOT = Path(__file__).resolve().parents[2]
-# Set in every codex process a test starts: how the sweep finds what codex left behind,
-# including its sandbox helpers, which run in sessions (and PID namespaces) of their own.
-MARKER_VAR = "AGENTRT_TEST_RUN"
 FAKE_KEY = "sk-fake-0000000000000000"
 
 
 def codex_version() -> str:
     """The pinned version: $AGENTRT_CODEX_VERSION, else tests/realcli/CODEX_VERSION."""
-    pinned = (ROOT / "tests" / "realcli" / "CODEX_VERSION").read_text().strip()
-    return os.environ.get("AGENTRT_CODEX_VERSION") or pinned
+    return pinned_version("codex")
 
 
 def codex_binary() -> Path | None:
     """The codex that `make codex-cli` installed for the pinned version, if it did."""
-    path = ROOT / ".cache" / "npm" / f"codex-{codex_version()}" / "node_modules" / ".bin" / "codex"
-    return path if path.exists() else None
+    return pinned_binary("codex")
 
 
 @attrs.frozen
@@ -75,32 +76,12 @@ async def codex_place(api: FakeOpenAI, **config: Any) -> AsyncIterator[Place]:
 
     They live in the project's .cache, not /tmp: codex 0.171.0 refuses to create its helper
     aliases under a temporary directory and says so on stderr every run."""
-    base = ROOT / ".cache" / "realcli"
-    base.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=base, prefix="codex-") as root:
+    async with scratch_dir("codex-") as root:
         place = Place(Path(root, "codex-home"), Path(root, "home"), Path(root, "work"), root)
         for path in (place.codex_home, place.home, place.cwd):
             path.mkdir()
         (place.codex_home / "config.toml").write_text(api.codex_config_toml(**config))
-        try:
-            yield place
-        finally:
-            with trio.CancelScope(shield=True):
-                await kill_marked(MARKER_VAR, place.marker)
-
-
-@attrs.frozen
-class Turn:
-    """One finished codex process: its frames, exit and stderr, and their translation."""
-
-    frames: list[Any]
-    exit_status: ExitStatus
-    stderr: str
-    events: list[Event]
-
-    @property
-    def terminal(self) -> Event:
-        return self.events[-1]
+        yield place
 
 
 def call_usage(power: int) -> OpenAIUsage:
@@ -108,10 +89,6 @@ def call_usage(power: int) -> OpenAIUsage:
     return OpenAIUsage(
         input_tokens=3 * 10**power, cached_tokens=10**power, output_tokens=2 * 10**power
     )
-
-
-def exit_status(returncode: int) -> ExitStatus:
-    return ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode)
 
 
 def translate(
@@ -125,39 +102,9 @@ def translate(
     return events + ([end] if end is not None else [])
 
 
-def decode(stdout: bytes) -> list[Any]:
-    return [json.loads(line) for line in stdout.decode().splitlines() if line.strip()]
-
-
 async def run_turn(command: Command, **translator: Any) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
-    with trio.fail_after(60):
-        done = await trio.run_process(
-            [str(a) for a in command.argv],
-            stdin=command.stdin,
-            env=dict(command.env),
-            cwd=command.cwd,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            start_new_session=True,
-        )
-    frames = decode(done.stdout)
-    status = exit_status(done.returncode)
-    stderr = done.stderr.decode(errors="replace")
-    return Turn(frames, status, stderr, translate(frames, status, stderr, **translator))
-
-
-def find_marked(marker: str, comm: str) -> list[int]:
-    """Live processes carrying ``marker`` whose command name is ``comm``."""
-    pids = []
-    for pid in (info.pid for info in marked(MARKER_VAR, marker)):
-        try:
-            if Path("/proc", str(pid), "comm").read_text().strip() == comm:
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
+    return await run_command(command, functools.partial(translate, **translator))
 
 
 def redact_paths(text: str, place: Place, api: FakeOpenAI) -> str:

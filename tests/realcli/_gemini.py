@@ -3,17 +3,20 @@ fixture capture script (capture_gemini.py)."""
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
-from proc_helpers import kill_marked, marked
+from npm_clis import MARKER_VAR as MARKER_VAR
+from npm_clis import ROOT as ROOT
+from npm_clis import Turn as Turn
+from npm_clis import decode as decode
+from npm_clis import exit_status as exit_status
+from npm_clis import find_marked as find_marked
+from npm_clis import pinned_binary, pinned_version, scratch_dir
+from npm_clis import run_turn as run_command
 
 from agentrt import Event
 from agentrt._driver._secretfiles import write_config_files
@@ -21,23 +24,17 @@ from agentrt.backend import Command, ExitStatus
 from agentrt.backends.gemini import GeminiBackend, GeminiOptions
 from agentrt.testing import FakeGemini
 
-ROOT = Path(__file__).resolve().parents[2]
-# Set in every gemini process a test starts: how the sweep finds what it left behind.
-MARKER_VAR = "AGENTRT_TEST_RUN"
 MODEL = "gemini-2.5-flash"
 
 
 def gemini_version() -> str:
     """The pinned version: $AGENTRT_GEMINI_VERSION, else tests/realcli/GEMINI_VERSION."""
-    pinned = (ROOT / "tests" / "realcli" / "GEMINI_VERSION").read_text().strip()
-    return os.environ.get("AGENTRT_GEMINI_VERSION") or pinned
+    return pinned_version("gemini")
 
 
 def gemini_binary() -> Path | None:
     """The gemini that `make gemini-cli` installed for the pinned version, if it did."""
-    version = gemini_version()
-    path = ROOT / ".cache" / "npm" / f"gemini-{version}" / "node_modules" / ".bin" / "gemini"
-    return path if path.exists() else None
+    return pinned_binary("gemini")
 
 
 @attrs.frozen
@@ -83,35 +80,11 @@ async def gemini_place() -> AsyncIterator[Place]:
     killed, then the directories are removed. Under the project's .cache, not /tmp: the
     CLI names its project folders after the working directory's name, which must not
     depend on the machine."""
-    base = ROOT / ".cache" / "realcli"
-    base.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=base, prefix="gemini-") as root:
+    async with scratch_dir("gemini-") as root:
         place = Place(Path(root, "gemini-home"), Path(root, "home"), Path(root, "work"), root)
         for path in (place.home, place.cwd):
             path.mkdir()
-        try:
-            yield place
-        finally:
-            with trio.CancelScope(shield=True):
-                await kill_marked(MARKER_VAR, place.marker)
-
-
-@attrs.frozen
-class Turn:
-    """One finished gemini process: its frames, exit and stderr, and their translation."""
-
-    frames: list[Any]
-    exit_status: ExitStatus
-    stderr: str
-    events: list[Event]
-
-    @property
-    def terminal(self) -> Event:
-        return self.events[-1]
-
-
-def exit_status(returncode: int) -> ExitStatus:
-    return ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode)
+        yield place
 
 
 def translate(frames: Sequence[Any], status: ExitStatus, stderr: str) -> list[Event]:
@@ -122,40 +95,10 @@ def translate(frames: Sequence[Any], status: ExitStatus, stderr: str) -> list[Ev
     return events + ([end] if end is not None else [])
 
 
-def decode(stdout: bytes) -> list[Any]:
-    return [json.loads(line) for line in stdout.decode().splitlines() if line.strip()]
-
-
 async def run_turn(command: Command) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
     write_config_files(command.config_files)  # as the driver does before a spawn
-    with trio.fail_after(60):
-        done = await trio.run_process(
-            [str(a) for a in command.argv],
-            stdin=command.stdin,
-            env=dict(command.env),
-            cwd=command.cwd,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            start_new_session=True,
-        )
-    frames = decode(done.stdout)
-    status = exit_status(done.returncode)
-    stderr = done.stderr.decode(errors="replace")
-    return Turn(frames, status, stderr, translate(frames, status, stderr))
-
-
-def find_marked(marker: str, comm: str) -> list[int]:
-    """Live processes carrying ``marker`` whose command name is ``comm``."""
-    pids = []
-    for pid in (info.pid for info in marked(MARKER_VAR, marker)):
-        try:
-            if Path("/proc", str(pid), "comm").read_text().strip() == comm:
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
+    return await run_command(command, translate)
 
 
 def redact_paths(text: str, place: Place, api: FakeGemini) -> str:

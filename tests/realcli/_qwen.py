@@ -7,31 +7,28 @@ marker; the fake Anthropic API is reached through Qwen Code's Anthropic auth
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
+from npm_clis import pinned_binary, pinned_version
 
 from agentrt.testing import FakeAnthropic, FakeOpenAI, RecordedRequest
 
 from ._claude import MARKER_VAR
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "claude-fake"
 
 
 def qwen_version() -> str:
     """The pinned version: $AGENTRT_QWEN_VERSION, else tests/realcli/QWEN_VERSION."""
-    pinned = (ROOT / "tests" / "realcli" / "QWEN_VERSION").read_text().strip()
-    return os.environ.get("AGENTRT_QWEN_VERSION") or pinned
+    return pinned_version("qwen")
 
 
 def qwen_binary() -> Path | None:
     """The qwen that `make qwen-cli` installed for the pinned version, if it did."""
-    path = ROOT / ".cache" / "npm" / f"qwen-{qwen_version()}" / "node_modules" / ".bin" / "qwen"
-    return path if path.exists() else None
+    return pinned_binary("qwen")
 
 
 def user_prompts(request: RecordedRequest) -> list[str]:
