@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -80,19 +81,25 @@ def decode(stdout: bytes) -> list[Any]:
 Translate = Callable[[Sequence[Any], ExitStatus, str], list[Event]]
 
 
+async def run_command(command: Command) -> subprocess.CompletedProcess[bytes]:
+    """Run one turn's command to its end, in a session of its own, as the driver would,
+    its stdout and stderr captured."""
+    return await trio.run_process(
+        [str(a) for a in command.argv],
+        stdin=command.stdin,
+        env=dict(command.env),
+        cwd=command.cwd,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        start_new_session=True,
+    )
+
+
 async def run_turn(command: Command, translate: Translate) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
     with trio.fail_after(60):
-        done = await trio.run_process(
-            [str(a) for a in command.argv],
-            stdin=command.stdin,
-            env=dict(command.env),
-            cwd=command.cwd,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            start_new_session=True,
-        )
+        done = await run_command(command)
     frames = decode(done.stdout)
     status = exit_status(done.returncode)
     stderr = done.stderr.decode(errors="replace")

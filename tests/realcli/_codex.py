@@ -23,7 +23,7 @@ from npm_clis import decode as decode
 from npm_clis import exit_status as exit_status
 from npm_clis import find_marked as find_marked
 from npm_clis import pinned_binary, pinned_version, scratch_dir
-from npm_clis import run_turn as run_command
+from npm_clis import run_turn as run_translated
 
 from agentrt import Event, Usage
 from agentrt.backend import Command, ExitStatus, SessionTotals
@@ -104,7 +104,7 @@ def translate(
 
 async def run_turn(command: Command, **translator: Any) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
-    return await run_command(command, functools.partial(translate, **translator))
+    return await run_translated(command, functools.partial(translate, **translator))
 
 
 def redact_paths(text: str, place: Place, api: FakeOpenAI) -> str:

@@ -16,7 +16,7 @@ from npm_clis import decode as decode
 from npm_clis import exit_status as exit_status
 from npm_clis import find_marked as find_marked
 from npm_clis import pinned_binary, pinned_version, scratch_dir
-from npm_clis import run_turn as run_command
+from npm_clis import run_turn as run_translated
 
 from agentrt import Event
 from agentrt._driver._secretfiles import write_config_files
@@ -98,7 +98,7 @@ def translate(frames: Sequence[Any], status: ExitStatus, stderr: str) -> list[Ev
 async def run_turn(command: Command) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
     write_config_files(command.config_files)  # as the driver does before a spawn
-    return await run_command(command, translate)
+    return await run_translated(command, translate)
 
 
 def redact_paths(text: str, place: Place, api: FakeGemini) -> str:

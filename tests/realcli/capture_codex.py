@@ -32,6 +32,7 @@ from _codex import (
     find_marked,
     redact_paths,
 )
+from npm_clis import run_command
 
 from agentrt.backends.codex import CodexBackend
 from agentrt.testing import (
@@ -58,16 +59,7 @@ async def run(
         place.options(binary, **options), prompt, session_id=session_id
     )
     argv = [str(a) for a in command.argv]
-    done = await trio.run_process(
-        argv,
-        stdin=command.stdin,
-        env=dict(command.env),
-        cwd=command.cwd,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-        start_new_session=True,
-    )
+    done = await run_command(command)
     return argv, done.stdout, done.returncode, done.stderr.decode(errors="replace")
 
 

@@ -25,6 +25,7 @@ from _gemini import (
     gemini_version,
     redact_paths,
 )
+from npm_clis import run_command
 
 from agentrt._driver._secretfiles import write_config_files
 from agentrt.backends.gemini import GeminiBackend
@@ -113,16 +114,7 @@ async def run(
     backend = GeminiBackend()
     command = backend.command(place.options(binary, api, **options), prompt, session_id=session_id)
     write_config_files(command.config_files)
-    done = await trio.run_process(
-        [str(a) for a in command.argv],
-        stdin=command.stdin,
-        env=dict(command.env),
-        cwd=command.cwd,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-        start_new_session=True,
-    )
+    done = await run_command(command)
     stderr = done.stderr.decode(errors="replace").splitlines()
     tail = [line for line in stderr if not line.lstrip().startswith("at ")][-12:]
     return {
