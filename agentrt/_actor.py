@@ -42,7 +42,7 @@ from ._events import (
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._logs import log_error
-from ._mode import InProcess, Live, Mode, capabilities
+from ._mode import InProcess, Live, Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
@@ -189,17 +189,11 @@ class Actor:
     _ask_crash: _AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
-    # Whether the backend's CLI does not report its version, so the runtime asks it
-    # (Capabilities.version_probe); decided with the mode.
-    _probes_version: bool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._overrides = overridden(type(self.agent))
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
-        self._probes_version = not isinstance(self.mode, InProcess) and (
-            capabilities(self.backend, self.backend_options).version_probe
-        )
         if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
             home = Path(backend.cli_home(self.backend_options))
@@ -390,8 +384,9 @@ class Actor:
             source = self._frame_source(None)
             if not isinstance(self.mode, InProcess):  # an in-process source is made per turn
                 self._source = source
+        probes = not isinstance(self.mode, InProcess) and self.mode.probe_version
         probed = None
-        if self._probes_version:  # asked once per executable file, then cached
+        if probes:  # asked once per executable file, then cached
             probed = await probed_version(self.backend, self.backend_options)
         slot.turn = turn = Turn(
             prompt,
@@ -402,7 +397,7 @@ class Actor:
             _TurnHost(self),
             trace,
             probed_version=probed,
-            version_probed=self._probes_version,
+            version_probed=probes,
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

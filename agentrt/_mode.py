@@ -41,8 +41,11 @@ class InProcess:
 
 @attrs.frozen
 class OneShot:
-    """One CLI process per turn, its prompt on argv or stdin, read until it exits."""
+    """One CLI process per turn, its prompt on argv or stdin, read until it exits.
+    ``probe_version``: the CLI reports no version of its own, so the runtime asks it
+    (`Capabilities.version_probe`)."""
 
+    probe_version: bool = False
     runs_processes: ClassVar[bool] = True
     name: ClassVar[ModeName] = "one_shot"
 
@@ -59,6 +62,8 @@ class Live:
     hooks: frozenset[HookKind]
     # The runtime's requests its process takes between turns (Runtime.set_model, ...).
     calls: frozenset[ChannelCall] = frozenset()
+    # As OneShot's: the runtime asks the CLI its version (Capabilities.version_probe).
+    probe_version: bool = False
     runs_processes: ClassVar[bool] = True
 
     @property
@@ -72,6 +77,7 @@ Mode = InProcess | OneShot | Live
 # in-process mode is found by its backend's id while some instance holds it: it holds the
 # backend, so that id is not reused meanwhile.
 ONE_SHOT = OneShot()
+_ONE_SHOT_PROBED = OneShot(probe_version=True)
 _in_process: weakref.WeakValueDictionary[int, InProcess] = weakref.WeakValueDictionary()
 
 
@@ -81,8 +87,9 @@ def _live(
     approvals: bool,
     hooks: frozenset[HookKind],
     calls: frozenset[ChannelCall],
+    probe_version: bool,
 ) -> Live:
-    return Live(keep_alive, approvals, hooks, calls)
+    return Live(keep_alive, approvals, hooks, calls, probe_version)
 
 
 def _runs_in(backend: Backend) -> InProcess:
@@ -151,5 +158,6 @@ def choose_mode(
             "keep_alive", keep_alive, f"{no_live}; leave it None for one process per turn"
         )
     if keep_alive is None and not (approvals or hooks):
-        return ONE_SHOT
-    return _live(keep_alive, approvals, hook_kinds if hooks else frozenset(), caps.calls)
+        return _ONE_SHOT_PROBED if caps.version_probe else ONE_SHOT
+    hook_kinds = hook_kinds if hooks else frozenset()
+    return _live(keep_alive, approvals, hook_kinds, caps.calls, caps.version_probe)
