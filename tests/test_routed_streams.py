@@ -14,6 +14,7 @@ from console_helpers import act, events
 from proc_helpers import store_programs, wait_until
 from test_docs import run_block
 from test_routing import start_owner
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -28,7 +29,8 @@ from agentrt import (
     TextEvent,
     open_console,
 )
-from agentrt._follow import Tap
+from agentrt._address import LocalAgent
+from agentrt._follow import HOLD, KEPT_ENDED, LINGER, Tap
 from agentrt._stores._route_codec import (
     EventBatch,
     RowRefused,
@@ -243,3 +245,49 @@ def test_an_events_call_and_its_answer_travel_as_data() -> None:
     )
     with pytest.raises(RowRefused):
         decode_answer("events", forged)
+
+
+def encoded(text: str) -> bytes:
+    data = encode_event(TextEvent(text=text))
+    assert data is not None
+    return data
+
+
+async def test_a_tap_holds_the_newest_events_and_counts_what_a_reader_missed(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    monkeypatch.setattr("agentrt._follow.HELD_EVENTS", 3)
+    tap = Tap()
+    for i in range(1, 6):  # events 1 to 5; 3 to 5 are held
+        tap.send_nowait(TextEvent(text=f"e{i}"))
+    tap.send_nowait(TextEvent(text="bad \udc00"))  # 6 cannot travel
+    tap.send_nowait(TextEvent(text="e7"))
+    # A reader that had event 1: 2 to 4 fell out of the ring, 6 cannot travel.
+    assert await tap.read(1) == EventBatch((encoded("e5"), encoded("e7")), 7, 4, False)
+    assert await tap.read(None) == EventBatch((encoded("e5"), encoded("e7")), 7, 1, False)
+    start = trio.current_time()
+    assert await tap.read(7) == EventBatch((), 7, 0, False)  # nothing came: answered empty
+    assert trio.current_time() - start == HOLD
+    tap.close(ResultEvent(text="done"))
+    terminal = encode_event(ResultEvent(text="done"))
+    assert await tap.read(7) == EventBatch((terminal,), 8, 0, True)
+    assert await tap.read(8) == EventBatch((), 8, 0, True)
+
+
+async def test_a_mailbox_keeps_a_few_ended_taps_for_a_minute(autojump_clock: MockClock) -> None:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        backend = ScriptedBackend(default=lambda call: reply("ok"))
+        await rt.start_agent(agentrt.Agent, name="x", backend=backend)
+        address = rt._resolve("x")
+        assert isinstance(address, LocalAgent)
+        refs = []
+        for _ in range(KEPT_ENDED + 2):
+            refs.append(ref := await rt.tell("x", "go"))
+            await address.events(ref, None)  # a routed follower's first read
+            await rt.wait(ref)
+        assert list(taps(rt, "x")) == [ref.id for ref in refs[-KEPT_ENDED:]]
+        await trio.sleep(LINGER + 1)
+        ref = await rt.tell("x", "go")
+        await address.events(ref, None)
+        await rt.wait(ref)
+        assert list(taps(rt, "x")) == [ref.id]
