@@ -200,6 +200,28 @@ async def test_the_console_of_another_node_shows_the_turn_live_redacted(
             assert result["text"] == "done"
 
 
+async def test_the_console_says_when_the_owners_ring_overflowed(
+    nodes: tuple[agentrt.Runtime, agentrt.Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agentrt._follow.HELD_EVENTS", 2)
+    alpha, beta = nodes
+    gate = Gate()
+    # Far more events at once than the ring holds: the console's next read finds a gap.
+    many = [TextEvent(text=f"t{i} ") for i in range(200)]
+    await start_halted(alpha, TextEvent(text="start"), gate, *many)
+    with trio.fail_after(BOUND):
+        async with open_console(beta) as console, events(console, "/events/agent?name=x") as live:
+            await live.until(lambda kind, data: kind == "agent")
+            answer = await act(console, name="x", action="tell", prompt="go")
+            assert answer.status == 200, answer
+            await unhalt_when_tapped(alpha)
+            await live.until(lambda kind, data: data.get("text") == "start")
+            gate.release()
+            _, gap = await live.until(lambda kind, data: kind == "dropped")
+            assert gap["count"] > 0 and "owner's buffer" in gap["why"]
+            await live.until(lambda kind, data: data.get("kind") == "result")
+
+
 async def test_the_deployment_pages_stream_block_follows_another_runtimes_turn(
     nodes: tuple[agentrt.Runtime, agentrt.Runtime], capsys: pytest.CaptureFixture[str]
 ) -> None:
