@@ -111,7 +111,7 @@ class LocalAgent:
     def stream(self, ref: Ref) -> EventStream:
         return self._slot.mailbox.subscribe(ref)
 
-    async def events(self, ref: Ref, after: int | None) -> EncodedBatch:
+    async def events(self, ref: Ref, after: int) -> EncodedBatch:
         """A routed follower's read of the events of ``ref`` after number ``after``."""
         tap = self._slot.mailbox.tap(ref)
         if tap is None:

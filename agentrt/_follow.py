@@ -38,7 +38,7 @@ KEPT_ENDED = 4
 
 # A read of a tap, as the owner answers it and as the follower receives it.
 EncodedBatch = EventBatch[bytes]
-Fetch = Callable[[int | None], Awaitable[EventBatch[Event]]]
+Fetch = Callable[[int], Awaitable[EventBatch[Event]]]
 
 
 class Tap:
@@ -85,9 +85,10 @@ class Tap:
             self._changed.set()
             self._changed = None
 
-    async def read(self, after: int | None) -> EncodedBatch:
-        """The events after number ``after`` (None: from the oldest held), waiting for one
-        (at most `HOLD`) while there are none and the request goes on.
+    async def read(self, after: int) -> EncodedBatch:
+        """The events after number ``after`` (0: from the first), waiting for one (at most
+        `HOLD`) while there are none and the request goes on; those no longer held are
+        counted as dropped.
 
         Cancellation: safe; nothing is taken from the ring."""
         await trio.lowlevel.checkpoint()
@@ -98,14 +99,14 @@ class Tap:
                 await self._changed.wait()
         return self._batch(after)
 
-    def _start(self, after: int | None) -> int:
+    def _start(self, after: int) -> int:
         """The number of the first event a read after ``after`` may get."""
-        return self._first if after is None else max(after + 1, self._first)
+        return max(after + 1, self._first)
 
-    def _batch(self, after: int | None) -> EncodedBatch:
+    def _batch(self, after: int) -> EncodedBatch:
         ring, first = self._ring, self._first
         start = self._start(after)
-        dropped = 0 if after is None else max(start - after - 1, 0)
+        dropped = max(start - after - 1, 0)
         index = start - first
         events: list[bytes] = []
         size = 0
@@ -123,22 +124,23 @@ class Tap:
         return EventBatch(tuple(events), first + index - 1, dropped, ended)
 
 
-def ended(after: int | None) -> EncodedBatch:
+def ended(after: int) -> EncodedBatch:
     """The answer for a request that is neither queued, running nor just ended: nothing."""
-    return EventBatch((), after or 0, 0, True)
+    return EventBatch((), after, 0, True)
 
 
 class FollowedStream(EventStream):
     """The follower's side: `Runtime.stream` of a request another runtime runs. Reads
     the owner's tap a batch at a time, when the reader wants an event and has none."""
 
-    __slots__ = ("_after", "_dropped", "_ended", "_fetch", "_ready")
+    __slots__ = ("_after", "_dropped", "_ended", "_fetch", "_reached", "_ready")
 
     def __init__(self, fetch: Fetch) -> None:
         super().__init__(None)
         self._finished = False
         self._fetch = fetch
-        self._after: int | None = None
+        self._after = 0  # the number of the last event read: none yet
+        self._reached = False
         self._dropped = 0
         self._ended = False
         self._ready: deque[Event] = deque()
@@ -157,11 +159,12 @@ class FollowedStream(EventStream):
             try:
                 batch = await self._fetch(self._after)
             except AgentNotFound as exc:
-                if self._after is None:  # never reached: no live runtime runs the agent
+                if not self._reached:  # no live runtime runs the agent
                     raise
                 return self._gone(str(exc))
             except AgentStopped as exc:
                 return self._gone(str(exc))
+            self._reached = True
             if self._finished:  # closed while it read
                 continue
             self._after = batch.last

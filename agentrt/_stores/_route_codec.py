@@ -565,11 +565,11 @@ class _StopTask(_Call, frozen=True, tag="stop_task"):
 
 
 class _Events(_Call, frozen=True, tag="events"):
-    """A routed follower's read of a request's events: those after ``after`` (None: from
-    the oldest the owner holds)."""
+    """A routed follower's read of a request's events: those after number ``after`` (0:
+    from the first)."""
 
     ref: _RefData
-    after: Annotated[int, msgspec.Meta(ge=0)] | None
+    after: Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _Cancel(_Call, frozen=True, tag="cancel"):
