@@ -1,7 +1,7 @@
 """A request's live events followed from another runtime, through the routing the store
 already has: both sides.
 
-The owner keeps a `Tap` on the request, one for every routed follower of it: a bounded
+The owner keeps a `Tap` on the request, one shared by all its routed followers: a bounded
 ring of the events (encoded once, for the wire) numbered from 1, which never makes the
 turn wait. A follower's `FollowedStream` reads it with routed ``events`` calls, each
 asking for what came after the last number it has; the owner answers at once if there is
