@@ -14,13 +14,19 @@ from ._redact import redact
 HISTORY_TEXT = 4000
 
 
+# Characters past the cut that are redacted with what is kept, so that a secret across the
+# cut is seen whole (redacting costs time on the turn's path, by the character).
+_MARGIN = 256
+
+
 def kept_text(text: str) -> str:
-    """``text`` redacted, and cut to `HISTORY_TEXT` characters saying how many are left
-    out (redacted first, so a secret is never cut into a part no pattern recognises)."""
-    text = redact(text)
-    if len(text) <= HISTORY_TEXT:
-        return text
-    return f"{text[:HISTORY_TEXT]}... [{len(text) - HISTORY_TEXT} more characters]"
+    """``text`` redacted and cut to `HISTORY_TEXT` characters, saying how long it was.
+    Only what can be kept is redacted (with `_MARGIN`), and before it is cut, so a secret
+    is never cut into a part no pattern recognises."""
+    head = redact(text[: HISTORY_TEXT + _MARGIN])
+    if len(head) <= HISTORY_TEXT and len(text) <= HISTORY_TEXT + _MARGIN:
+        return head
+    return f"{head[:HISTORY_TEXT]}... [cut: {len(text)} characters in all]"
 
 
 def history_entry(

@@ -57,6 +57,9 @@ class CountingStore(MemoryStore):
     async def record_turn(self, *args: Any, **kwargs: Any) -> None:
         await self._write("record_turn", *args, **kwargs)
 
+    async def record_turn_with_history(self, *args: Any, **kwargs: Any) -> None:
+        await self._write("record_turn_with_history", *args, **kwargs)
+
     async def set_live_process(self, *args: Any, **kwargs: Any) -> None:
         await self._write("set_live_process", *args, **kwargs)
 
@@ -182,7 +185,7 @@ async def test_a_recorded_turn_has_its_entry_in_the_history_unless_it_keeps_none
     assert (entry.node, entry.outcome, entry.cost_usd) == ("node-1", "interrupted", 0.25)
     assert (entry.started_at, entry.ended_at, entry.duration) == (5000.0, 5002.5, 2.5)
     assert (entry.prompt, entry.answer) == ("fix the bug", None)  # a failed turn: no answer
-    assert store.writes == {"record_turn": 1}  # the count, with the entry
+    assert store.writes == {"record_turn_with_history": 1}  # the count, with the entry
     async with CountingStore() as other:
         none = await recorder(other, unclaimed=False, keep_turns=0)
         await none.turn_ended(TurnFailed(StopReason.INTERRUPTED), **ENDED)
@@ -214,7 +217,8 @@ async def test_a_checkpoint_the_store_refuses_raises_and_other_writes_do_not(
         await rec.checkpoint("s-1")
     assert rec.slot.session_id == "s-1"  # the next turn resumes it all the same
     assert "could not keep session s-1" in caplog.text
-    for method in ("set_live_process", "set_live_idle", "record_turn", "clear_live_process"):
+    writes = ("set_live_process", "set_live_idle", "record_turn_with_history", "clear_live_process")
+    for method in writes:
         store.fail = method
         await spawn(rec)
         await rec.idle(True)
@@ -268,7 +272,7 @@ async def test_a_warm_agent_marks_its_cli_idle_once_its_queued_turns_are_done(
             await rt.wait(ref)
         assert await live_idle(store) is True
         # Not idle while two and three ran, idle after four: no flag flipped between.
-        assert store.writes == {"set_live_idle": 2, "record_turn": 3}
+        assert store.writes == {"set_live_idle": 2, "record_turn_with_history": 3}
 
 
 async def test_a_warm_agent_whose_queued_turn_waits_marks_its_cli_idle(tmp_path: Path) -> None:

@@ -76,5 +76,8 @@ def test_a_long_text_is_cut_after_it_is_redacted() -> None:
     kept = kept_text(text)
     # Redacted whole, then cut: no part of the key is left for the cut to keep.
     assert "sk-ant" not in kept and "yyyy" not in kept
-    assert kept == "x" * (HISTORY_TEXT - 5) + " [RED... [6 more characters]"
+    assert kept == "x" * (HISTORY_TEXT - 5) + f" [RED... [cut: {len(text)} characters in all]"
     assert kept_text("short") == "short"
+    assert kept_text("y" * HISTORY_TEXT) == "y" * HISTORY_TEXT
+    huge = "z" * 10**6 + SECRET
+    assert kept_text(huge).endswith(f"... [cut: {len(huge)} characters in all]")

@@ -194,6 +194,16 @@ class MemoryStore(ClosedOnExit):
         session_id: str | None,
     ) -> None:
         await self._enter()
+        self._count_turn(name, stop_reason, cost_usd, usage, session_id)
+
+    def _count_turn(
+        self,
+        name: str,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
         self._fence(name)
         row = self._changing(name)
         row.turns += 1
@@ -258,14 +268,8 @@ class MemoryStore(ClosedOnExit):
         self, turn: StoredTurn, *, session_id: str | None, keep: int
     ) -> None:
         check_keep(keep)
-        await self.record_turn(
-            turn.name,
-            stop_reason=turn.outcome,
-            cost_usd=turn.cost_usd,
-            usage=turn.usage,
-            session_id=session_id,
-        )
-        # No checkpoint since record_turn's: the count and the entry are one change.
+        await self._enter()
+        self._count_turn(turn.name, turn.outcome, turn.cost_usd, turn.usage, session_id)
         entries = self._tables.history.setdefault(turn.name, collections.deque())
         stored = attrs.evolve(turn, outcome=stored_reason(turn.outcome))
         entries.append((next(self._tables.recorded), stored))
