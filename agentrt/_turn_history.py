@@ -14,6 +14,9 @@ from ._redact import redact
 HISTORY_TEXT = 4000
 
 
+# The usage of a turn that reported none, shared (a thousand entries an agent).
+_NO_USAGE = Usage()
+
 # Characters past the cut that are redacted with what is kept, so that a secret across the
 # cut is seen whole (redacting costs time on the turn's path, by the character).
 _MARGIN = 256
@@ -60,7 +63,7 @@ def history_entry(
         duration=duration,
         outcome=stop.value,
         cost_usd=outcome.cost_usd,
-        usage=outcome.usage or Usage(),
+        usage=outcome.usage or _NO_USAGE,
         prompt=kept_text(prompt) if whole else None,
         answer=answer,
     )

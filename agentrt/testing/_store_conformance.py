@@ -1116,6 +1116,15 @@ async def _a_turn_with_history_is_counted_and_kept_newest_first_and_bounded(
         assert (await _loaded(store, "a")).turns == 3
         assert await store.forget("a")  # its history goes with its row
         assert [t.name for t in await store.turn_history(None, limit=10)] == ["b"]
+        await _checkpoint(store, "d")
+        for n in range(1, 5):  # fewer than it keeps: every one stays
+            await store.record_turn_with_history(_turn("d", n), session_id=None, keep=5)
+        assert [t.prompt for t in await store.turn_history("d", limit=10)] == [
+            "prompt 4",
+            "prompt 3",
+            "prompt 2",
+            "prompt 1",
+        ]
     finally:
         await store.aclose()
 
