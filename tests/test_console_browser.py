@@ -84,7 +84,7 @@ async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None
             await browser.wait_text("#agent-state", lambda t: t == "idle")
 
 
-async def test_the_agent_page_shows_the_stored_history_and_its_charts(tmp_path: Path) -> None:
+async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.sqlite3")
     async with agentrt.open_runtime(store=store) as rt:
         backend = ScriptedBackend(default=ok)
@@ -103,6 +103,10 @@ async def test_the_agent_page_shows_the_stored_history_and_its_charts(tmp_path: 
             bars = await browser.run(lambda: _count(browser, "#h-outcomes svg rect.bar"))
             assert (lines, bars) == (1, 1)
             await browser.screenshot("agent-history")
+            await browser.get(f"{console.address}/")  # the fleet's lines come from the store
+            await browser.wait_text("#chart-span", lambda t: "the fleet's last 3 turns" in t)
+            row = await browser.wait_text("#fleet tbody", lambda t: "coder" in t)
+            assert row.endswith("$3.0000")  # the budget left
 
 
 async def test_a_typed_error_is_shown_on_the_page() -> None:

@@ -14,7 +14,8 @@ from console_helpers import events, signed_in
 
 import agentrt
 from agentrt import SQLiteStore, open_console
-from agentrt._console._history import PAGE
+from agentrt._console._history import NO_HISTORY, PAGE, history
+from agentrt.store import SessionStore
 
 BOUND = 30
 SECRET = "sk-ant-api03-" + "x" * 40
@@ -109,3 +110,12 @@ async def test_the_fleet_shows_what_is_left_of_each_agents_budget(tmp_path: Path
                     _, data = await agent.until(lambda name, d: name == "agent")
             assert data["status"]["budget_left_usd"] == 2.0
             assert data["status"]["spent_usd"] == 0.0
+
+
+class CoreOnly:
+    """Stands for a store with the core protocol only (the console asks with isinstance)."""
+
+
+async def test_a_store_without_a_history_says_so() -> None:
+    store: SessionStore = CoreOnly()  # type: ignore[assignment]
+    assert await history(store, "a", 0) == {"why": NO_HISTORY, "turns": None, "chart": None}
