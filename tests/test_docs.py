@@ -62,6 +62,10 @@ RUN_BY: dict[str, tuple[str, str]] = {
     'node="worker-3", lease_ttl=10': ("test_docs.py", "test_the_deployment_blocks_run"),
     "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
+    "async with rt.stream(ref) as events": (
+        "test_routed_streams.py",
+        "test_the_deployment_pages_stream_block_follows_another_runtimes_turn",
+    ),
     "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
     'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),

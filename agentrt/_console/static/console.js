@@ -363,7 +363,7 @@ function agentPage() {
     },
     event,
     dropped: (data) => events.append(el("li", { class: "event-dropped" },
-      `${data.count} events not shown: this page fell behind the turn`)),
+      `${data.count} events not shown: ${data.why || "this page fell behind the turn"}`)),
   });
 
   fetch("transcript?name=" + encodeURIComponent(name)).then((r) => r.json()).then((data) => {
