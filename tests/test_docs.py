@@ -74,6 +74,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
     "class Careful": ("test_docs.py", "test_the_consoles_careful_agent_asks_a_person"),
     "agentrt.open_console(rt": ("test_docs.py", "test_the_consoles_own_program_block_serves_it"),
+    "turn_history=2": ("test_docs.py", "test_the_consoles_turn_history_block_keeps_the_newest"),
     '[project.entry-points."agentrt.backends"]': (
         "test_docs.py",
         "test_the_backend_pages_entry_point_is_pyprojects_form",
@@ -310,6 +311,12 @@ async def test_the_consoles_own_program_block_serves_it(
     await run_block("agentrt.open_console(rt", namespace)
     [url] = capsys.readouterr().out.splitlines()
     assert url.startswith("http://127.0.0.1:") and "token" in url
+
+
+async def test_the_consoles_turn_history_block_keeps_the_newest() -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt}
+    await run_block("turn_history=2", namespace)
+    assert [t.outcome for t in namespace["turns"]] == ["complete", "complete"]
 
 
 def test_the_backend_pages_entry_point_is_pyprojects_form() -> None:

@@ -22,6 +22,7 @@ from .._stream import EventStream
 from ._desk import decide, pending
 from ._fleet import fleet
 from ._gate import Gate
+from ._history import history
 from ._http import (
     BadBody,
     EventSink,
@@ -109,6 +110,8 @@ class ConsoleApp:
             await self._agent_events(query["name"], receive, send)
         elif path == "/transcript" and "name" in query:
             await self._transcript(query["name"], send)
+        elif path == "/history":
+            await self._history(query, send)
         else:
             await answer(send, 404, b"not found")
 
@@ -204,6 +207,15 @@ class ConsoleApp:
             tail = tail[1:]  # the first line of a tail is cut
         lines = [shown(line) for line in tail if line]
         await answer_json(send, 200, {"lines": lines, "session_id": transcript.session_id})
+
+    async def _history(self, query: dict[str, str], send: Send) -> None:
+        offset = query.get("offset", "0")
+        if not (offset.isascii() and offset.isdigit()) or len(offset) > 9:
+            message = f"offset must be a count of entries (0 or more), not {shown(offset)!r}"
+            await answer_json(send, 400, {"error": "BadRequest", "message": message})
+            return
+        data = await history(self._runtime.store, query.get("name"), int(offset))
+        await answer_json(send, 200, data)
 
     async def _action(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._gate.csrf_ok(scope["headers"]) or not _same_origin(scope):
