@@ -23,6 +23,8 @@ _WORDS = re.compile(r"[A-Z]++(?![a-z])|[A-Z]?[a-z]++")
 
 # Token shapes (after gitleaks' rules), each match replaced whole. Each starts with a literal
 # and a run that either matches or fails within its fixed minimum, so a scan stays linear.
+# Each is paired with a substring every match contains: a text without it is not scanned
+# (a `str` search is far cheaper than a regex scan, and most texts hold none of them).
 _VALUE_PATTERNS = (
     ("sk-", re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")),
     ("gh", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}")),
