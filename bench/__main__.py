@@ -169,13 +169,17 @@ def _plan(
                                 "binary": str(gemini),
                             }
                         )
-                # The interleaved run compares the contenders on one fake API under one load.
+                # The interleaved run compares the contenders on one fake API under one load;
+                # a quick run leaves qwen's out (seconds of CPU a turn; their warm rows ran).
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
                         "contender": "interleaved",
                         "contenders": [
-                            n for n in names if CONVERSATION_CONTENDERS[n].cli == "claude"
+                            n
+                            for n in names
+                            if CONVERSATION_CONTENDERS[n].cli == "claude"
+                            and not (params["mode"] == "quick" and n in QWEN_CONTENDERS)
                         ],
                         **conversation,
                     }
