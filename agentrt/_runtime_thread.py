@@ -253,8 +253,11 @@ class HeldBlock(Generic[T]):
         self.failure: BaseException | None = None
 
     def start(self) -> Future[None]:
-        """Enter the block; `NoRuntime` once the runtime is closing."""
-        self._thread.submit(self._hold, self._done)
+        """Enter the block; the future's error is `NoRuntime` once the runtime is closing."""
+        try:
+            self._thread.submit(self._hold, self._done)
+        except NoRuntime as exc:
+            self._done(outcome.Error(exc))
         return self._entered
 
     def close(self) -> Future[None]:

@@ -260,6 +260,9 @@ def test_a_nested_supervisor_from_asyncio_restarts_then_gives_up() -> None:
                 async with rt.open_supervisor(strategy="one_for_some"):
                     pass
             assert bad.value.key == "strategy"
+        with pytest.raises(NoRuntime):
+            async with rt.open_supervisor():
+                pass
 
     asyncio.run(main())
 
@@ -296,6 +299,8 @@ def test_a_nested_supervisor_from_a_thread_restarts_then_gives_up() -> None:
         with pytest.raises(InvalidOptions) as bad, rt.open_supervisor(max_restarts=-1):
             pass
         assert bad.value.key == "max_restarts"
+    with pytest.raises(NoRuntime), rt.open_supervisor():
+        pass
 
 
 class UsesAsyncio(Agent):
