@@ -17,21 +17,21 @@
 #     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
-#     _stores._approvals _stores._memory _stores._postgres _stores._postgres_router
-#     _stores._protocols _stores._route_codec _stores._sql _stores._sqlite
-#     _stores._transcripts _stores._workspaces
+#     _stores._approvals _stores._history _stores._memory _stores._postgres
+#     _stores._postgres_router _stores._protocols _stores._route_codec _stores._sql
+#     _stores._sqlite _stores._transcripts _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
 #     _mode _options _retention _segment _turn _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _budgets _foreign_awaits _forks _mailbox
-#     _portable _recorder _slot _tool_server _workspaces
+#     _actor _agent _approvals _arguments _budgets _follow _foreign_awaits _forks
+#     _mailbox _portable _recorder _slot _tool_server _turn_history _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules
 #     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
-#     _console._fleet _console._gate _console._http _console._pages _console._serve
-#     _console._shown _failover _forwarding _pinned _runtime _runtime_thread _supervisor
-#     _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
+#     _console._fleet _console._gate _console._history _console._http _console._pages
+#     _console._serve _console._shown _failover _forwarding _pinned _runtime _runtime_thread
+#     _supervisor _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
 #     testing._fake_anthropic testing._fake_chat testing._fake_gemini
 #     testing._fake_openai testing._http testing._scenarios testing._scripted
 #     testing._store_conformance testing.fake_anthropic testing.fake_cli

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,6 +165,8 @@ class Actor:
     # Called once the actor has ended; the supervisor decides what becomes of the queue.
     on_exit: Callable[[Actor, Exit], None]
     runtime_id: str
+    # The node of the runtime running it (its turn history names it).
+    node: str
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -180,7 +183,10 @@ class Actor:
     _recorder: Recorder = attrs.field(
         init=False,
         default=attrs.Factory(
-            lambda self: Recorder(self.slot, self.slot.store, self.runtime_id), takes_self=True
+            lambda self: Recorder(
+                self.slot, self.slot.store, self.runtime_id, self.node, self.options.turn_history
+            ),
+            takes_self=True,
         ),
     )
     # What the instance's turns read: the runner, or its CLI processes (`_frame_source`).
@@ -409,6 +415,7 @@ class Actor:
             )
         if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
+        started_at, started = time.time(), trio.current_time()
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -426,7 +433,8 @@ class Actor:
             await self._portable.after_turn(slot.session_id)
         if logger.isEnabledFor(logging.DEBUG):
             _log_turn_end(self.name, outcome)
-        await recorder.turn_ended(outcome)
+        duration = trio.current_time() - started
+        await recorder.turn_ended(outcome, prompt=prompt, started_at=started_at, duration=duration)
         return outcome, turn.final
 
     async def _save_state(self) -> None:

@@ -5,8 +5,9 @@ A name resolves once, to a `LocalAgent` (an agent of this runtime: made with its
 so resolving is one dict lookup) or a `RemoteAgent` (the agent another runtime owns, on a
 store that routes calls). Both have the same async methods, so every `Runtime` call is
 written once. They are async by trio's rule: a call that may reach another node may wait,
-and every one of them checkpoints. ``stream`` alone is synchronous, and local: it returns
-the async iterator of events, which are not routed.
+and every one of them checkpoints. ``stream`` alone is synchronous: it returns the async
+iterator of events, which for a remote agent reads them with routed ``events`` calls
+(`agentrt._follow`).
 
 The owner's side of a routed call is `ROUTED`: the `LocalAgent` method each call kind runs.
 """
@@ -22,6 +23,7 @@ from ._arguments import check_prompt, wrong_type
 from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
+from ._follow import EncodedBatch, FollowedStream, ended
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
 from ._slot import Slot
 from ._status import AgentStatus
@@ -109,6 +111,14 @@ class LocalAgent:
     def stream(self, ref: Ref) -> EventStream:
         return self._slot.mailbox.subscribe(ref)
 
+    async def events(self, ref: Ref, after: int) -> EncodedBatch:
+        """A routed follower's read of the events of ``ref`` after number ``after``."""
+        tap = self._slot.mailbox.tap(ref)
+        if tap is None:
+            await trio.lowlevel.checkpoint()
+            return ended(after)
+        return await tap.read(after)
+
     async def notify(self, event: Any) -> None:
         await trio.lowlevel.checkpoint()
         self._slot.notify(event)
@@ -183,11 +193,7 @@ class RemoteAgent:
         return cast(Completed | Failed | Withdrawn | NotFound, await self._call("wait", ref))
 
     def stream(self, ref: Ref) -> EventStream:
-        raise AgentNotFound(
-            self._name,
-            "in this runtime, and streams are not routed to the runtime that owns it "
-            "(wait for or poll its result instead)",
-        )
+        return FollowedStream(lambda after: self._call("events", ref, after))
 
     async def notify(self, event: Any) -> None:
         await self._call("notify", check_event(event))
@@ -251,5 +257,6 @@ ROUTED: dict[str, Callable[..., Awaitable[object]]] = {
         "set_permission_mode",
         "context_usage",
         "stop_task",
+        "events",
     )
 }

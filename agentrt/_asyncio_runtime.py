@@ -142,6 +142,12 @@ class EventStream(metaclass=NoPublicConstructor):
     async def __anext__(self) -> Event:
         return await _settle(self._thread, self._stream.__anext__)
 
+    @property
+    def dropped(self) -> int:
+        """`agentrt.EventStream.dropped`: the events this stream skipped (of an agent
+        another runtime owns only)."""
+        return self._stream.dropped
+
     def close(self) -> None:
         """Stop reading; the turn no longer waits for this stream."""
         with contextlib.suppress(NoRuntime):  # the runtime is gone, and its turns with it

@@ -18,6 +18,7 @@ import trio
 
 from ._errors import AgentRTError, AgentStopped, MailboxFull
 from ._events import ErrorEvent, Event, Response, StopReason, text_size
+from ._follow import KEPT_ENDED, LINGER, Tap
 from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
 from ._stream import EventStream
@@ -55,6 +56,8 @@ class Mailbox:
     # Settled tells, oldest first, with the bytes each counts.
     results: OrderedDict[int, tuple[Settled, int]] | None = None
     result_bytes: int = 0
+    # The taps routed followers read, by ref id: of live requests, and of a few just ended.
+    taps: dict[int, Tap] | None = None
 
     @property
     def queued(self) -> int:
@@ -166,6 +169,36 @@ class Mailbox:
         request.subscriptions.append(subscription)
         return stream
 
+    def tap(self, ref: Ref) -> Tap | None:
+        """The tap routed followers of the queued or running request ``ref`` share (made
+        on first use), or of one that ended moments ago (`LINGER`); None if neither."""
+        taps = self.taps
+        if taps is not None and ref.name == self.name and (tap := taps.get(ref.id)):
+            return tap
+        request = self.find(ref)
+        if request is None:
+            return None
+        tap = Tap()
+        if request.subscriptions is None:
+            request.subscriptions = []
+        request.subscriptions.append(tap)
+        if taps is None:
+            taps = self.taps = {}
+        taps[ref.id] = tap
+        return tap
+
+    def _forget_taps(self) -> None:
+        taps = self.taps
+        if not taps:
+            return
+        now = trio.current_time()
+        ended = [ref_id for ref_id, tap in taps.items() if tap.ended_at is not None]
+        for count, ref_id in enumerate(reversed(ended)):  # newest first
+            ended_at = taps[ref_id].ended_at
+            assert ended_at is not None
+            if count >= KEPT_ENDED or now - ended_at > LINGER:
+                del taps[ref_id]
+
     def find(self, ref: Ref) -> Request | None:
         """The queued or running tell (or chained prompt) ``ref`` names."""
         if self.live is None or ref.name != self.name:
@@ -180,6 +213,7 @@ class Mailbox:
             request.subscriptions = None
             for subscription in subscriptions:
                 subscription.close(terminal)
+            self._forget_taps()
         if request.done is not None:
             request.done.set()
         if request.origin == "ask":

@@ -195,6 +195,9 @@ class AgentOptions:
     recycle_rss_bytes: int = attrs.field(default=2 * 1024**3, metadata=_checked_by(_positive_int))
     retention: Retention = attrs.field(default="compact", metadata=_checked_by(_retention))
     max_events: int = attrs.field(default=1000, metadata=_checked_by(_count))
+    # Finished turns of the agent the store's history keeps (TurnHistoryStore), the newest:
+    # a bound, so a fleet running for months does not grow its store; 0 keeps none.
+    turn_history: int = attrs.field(default=1000, metadata=_checked_by(_count))
     max_event_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))
     max_pending: int = attrs.field(default=1000, metadata=_checked_by(_count))
     max_pending_bytes: int = attrs.field(default=1024 * 1024, metadata=_checked_by(_count))

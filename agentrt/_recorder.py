@@ -21,7 +21,8 @@ from ._errors import StoreError, TurnFailed
 from ._events import NO_TOTALS, Response
 from ._logs import log_error
 from ._slot import Slot
-from ._stores._protocols import LiveProcessStore, SessionStore
+from ._stores._protocols import LiveProcessStore, SessionStore, TurnHistoryStore
+from ._turn_history import history_entry
 
 logger = logging.getLogger("agentrt")
 
@@ -49,8 +50,18 @@ class Recorder:
     slot: Slot
     store: SessionStore
     runtime_id: str
+    node: str
+    # Entries of the agent's turn history the store keeps (``turn_history``; 0: none).
+    keep_turns: int
+    # The store as a turn history, where it keeps one and the agent wants one.
+    _history: TurnHistoryStore | None = attrs.field(init=False)
     # The live process record in the store (the turn's CLI, or the warm one).
     _live: _Live = _Live.NONE
+
+    def __attrs_post_init__(self) -> None:
+        store = self.store
+        keeps = self.keep_turns > 0 and isinstance(store, TurnHistoryStore)
+        self._history = store if keeps else None  # type: ignore[assignment]
 
     @property
     def _live_records(self) -> LiveProcessStore:
@@ -175,9 +186,13 @@ class Recorder:
                 name = self.slot.name
                 log_error(f"agent {name!r}: the session store could not clear a process", exc)
 
-    async def turn_ended(self, outcome: Response | TurnFailed) -> None:
+    async def turn_ended(
+        self, outcome: Response | TurnFailed, *, prompt: str, started_at: float, duration: float
+    ) -> None:
         """Count the turn, with its cost and usage, in the session's totals and the store's
-        row (not for a turn that never started)."""
+        row, and keep its entry in the store's turn history, in one write (not for a turn
+        that never started). ``started_at`` is the wall clock when it started, ``duration``
+        its seconds."""
         stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
@@ -189,13 +204,21 @@ class Recorder:
         if slot.unclaimed:
             return  # the turn never started: nothing to record
         try:
-            await self.store.record_turn(
-                slot.name,
-                stop_reason=stop_reason.value,
-                cost_usd=cost,
-                usage=usage,
-                session_id=slot.session_id,
-            )
+            if self._history is not None:
+                entry = history_entry(
+                    slot.name, self.node, prompt, outcome, started_at=started_at, duration=duration
+                )
+                await self._history.record_turn_with_history(
+                    entry, session_id=slot.session_id, keep=self.keep_turns
+                )
+            else:
+                await self.store.record_turn(
+                    slot.name,
+                    stop_reason=stop_reason.value,
+                    cost_usd=cost,
+                    usage=usage,
+                    session_id=slot.session_id,
+                )
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
             log_error(f"agent {slot.name!r}: the session store could not record a turn", exc)

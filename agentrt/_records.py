@@ -113,6 +113,26 @@ class StoredWorkspace:
 
 
 @attrs.frozen(kw_only=True)
+class StoredTurn:
+    """One finished turn in an agent's history (`TurnHistoryStore`): which agent and
+    node, when it started and ended (wall clock) and how long it took, its outcome (the
+    stop reason: ``"complete"`` is success), what it cost and used, and its prompt and
+    answer where the agent's retention kept them (redacted and cut; None otherwise).
+    Content the console shows; never a secret (see docs/stores.md)."""
+
+    name: str
+    node: str
+    started_at: float
+    ended_at: float
+    duration: float
+    outcome: str
+    cost_usd: float | None
+    usage: Usage
+    prompt: str | None
+    answer: str | None
+
+
+@attrs.frozen(kw_only=True)
 class OperatorDecision:
     """A person's answer to a `PendingApproval`: allow (with ``updated_input``, a JSON text,
     to run the tool with that input instead) or deny (``message`` tells the model why), and

@@ -23,18 +23,20 @@ _WORDS = re.compile(r"[A-Z]++(?![a-z])|[A-Z]?[a-z]++")
 
 # Token shapes (after gitleaks' rules), each match replaced whole. Each starts with a literal
 # and a run that either matches or fails within its fixed minimum, so a scan stays linear.
+# Each is paired with a substring every match contains: a text without it is not scanned
+# (a `str` search is far cheaper than a regex scan, and most texts hold none of them).
 _VALUE_PATTERNS = (
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bAIza[A-Za-z0-9_\-]{35}"),  # Google API key
-    re.compile(r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}"),  # Stripe secret, restricted
-    re.compile(r"\bnpm_[A-Za-z0-9]{36}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab
-    re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{34,}"),  # Hugging Face
+    ("sk-", re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")),
+    ("gh", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{16,}")),
+    ("IA", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("eyJ", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("xox", re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
+    ("AIza", re.compile(r"\bAIza[A-Za-z0-9_\-]{35}")),  # Google API key
+    ("k_", re.compile(r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}")),  # Stripe secret, restricted
+    ("npm_", re.compile(r"\bnpm_[A-Za-z0-9]{36}")),
+    ("glpat-", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),  # GitLab
+    ("pypi-", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}")),
+    ("hf_", re.compile(r"\bhf_[A-Za-z0-9]{34,}")),  # Hugging Face
 )
 # These keep their group 1 and replace the rest of the match.
 _PREFIXED_PATTERNS = (
@@ -42,17 +44,23 @@ _PREFIXED_PATTERNS = (
     # the body's characters (base64, its own "Proc-Type: 4,ENCRYPTED" lines, escaped
     # newlines) stop: a stderr tail may have cut the key. The body never holds "-----", so
     # one block's scan ends where the next one starts.
-    re.compile(
-        r"(-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)"
-        r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+"
-        r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+    (
+        "-----BEGIN",
+        re.compile(
+            r"(-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)"
+            r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+"
+            r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+        ),
     ),
     # scheme://user:password@host: the user stays (which account), the password goes. A
     # scheme starts where a run of scheme characters starts, so each run is scanned once.
-    re.compile(
-        r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*+://[^\s:/?#@\[\]]*+:)[^\s/?#@]++(?=@)"
+    (
+        "://",
+        re.compile(
+            r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*+://[^\s:/?#@\[\]]*+:)[^\s/?#@]++(?=@)"
+        ),
     ),
-    re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*"),
+    ("earer", re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/\-]+=*")),
 )
 
 # key=value, key: value, "key": "value". The name is one possessive run that starts where a
@@ -95,10 +103,12 @@ def _redact_assignments(text: str) -> str:
 
 def redact(text: str) -> str:
     """Replace credential-shaped substrings of ``text`` with ``[REDACTED]``."""
-    for pattern in _VALUE_PATTERNS:
-        text = pattern.sub(REDACTED, text)
-    for pattern in _PREFIXED_PATTERNS:
-        text = pattern.sub(_keep_prefix, text)
+    for needed, pattern in _VALUE_PATTERNS:
+        if needed in text:
+            text = pattern.sub(REDACTED, text)
+    for needed, pattern in _PREFIXED_PATTERNS:
+        if needed in text:
+            text = pattern.sub(_keep_prefix, text)
     return _redact_assignments(text)
 
 

@@ -11,7 +11,7 @@ from ._errors import AgentRTError
 from ._events import Response
 
 if TYPE_CHECKING:
-    from ._stream import Subscription
+    from ._stream import Subscriber
 
 Origin = Literal["ask", "tell", "self_chain"]
 
@@ -71,7 +71,7 @@ class Request:
     # never starts) and nobody wants the result.
     abandoned: bool = False
     done: trio.Event | None = None  # created by the first waiter
-    subscriptions: list[Subscription] | None = None
+    subscriptions: list[Subscriber] | None = None
     # The OpenTelemetry context the request was made in: its span parents the turn's.
     trace_context: object = None
 

@@ -108,12 +108,12 @@ class Runtime(metaclass=NoPublicConstructor):
     Made by `open_runtime`. Every method naming an agent (or a `Ref`, which names its
     agent) reaches it the same way whether this runtime runs it or, on a store that routes
     calls (a `PostgresStore`), another runtime owns it; those are async, since such a call
-    may wait (``stream`` alone is local and synchronous). Each raises `AgentNotFound` for a
-    name that is not running (an agent its supervisor is restarting still counts as
-    running: work sent to it waits for the new instance), and `NoRuntime` once the runtime
-    is closed. Arguments of the wrong type raise `TypeError` naming them; a prompt that is
-    empty or blank raises `ValueError`. The module-level ``agentrt.ask`` etc. are these
-    methods.
+    may wait (``stream`` alone is synchronous: its stream's reads wait). Each raises
+    `AgentNotFound` for a name that is not running (an agent its supervisor is restarting
+    still counts as running: work sent to it waits for the new instance), and `NoRuntime`
+    once the runtime is closed. Arguments of the wrong type raise `TypeError` naming them;
+    a prompt that is empty or blank raises `ValueError`. The module-level ``agentrt.ask``
+    etc. are these methods.
 
     A call to an agent another runtime owns may also raise `RoutingError` (the call could
     not be carried), `AgentStopped` (its owner died or gave the name up while the call
@@ -285,12 +285,21 @@ class Runtime(metaclass=NoPublicConstructor):
         """The live events of the tell ``ref``, in order, ending after its terminal event
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
         falls behind makes the turn wait. A ref that is no longer queued or running gives
-        an empty stream (use `poll` for its result). Raises `AgentNotFound`, also for an
-        agent another runtime owns: streams are not routed.
+        an empty stream (use `poll` for its result). Raises `AgentNotFound`.
+
+        On a `PostgresStore`, for an agent another runtime owns, the stream reads the
+        events there through the routing, a batch per read, and never makes that turn
+        wait: its owner holds the latest 1,000 events (4 MiB) for such readers, and a
+        reader that falls further behind skips the oldest, counted in
+        `EventStream.dropped`. The first read raises `AgentNotFound` if no live runtime
+        owns the name; a read may raise `RoutingError` or `StoreError` as any routed call
+        does. If the owner dies or gives the name up, the stream ends with an `ErrorEvent`
+        (``cancelled``) saying so, as a local stream of an agent that stops does. See
+        docs/deployment.md, "Following a turn on another runtime".
 
         Cancellation: the call itself does not wait. Cancelling a reader of the stream ends
         its reading only (leave it with ``async with`` or `EventStream.aclose`); the
-        request goes on."""
+        request goes on. A cancelled read of a routed stream loses no event."""
         return self._resolve(check_ref(ref).name).stream(ref)
 
     async def notify(self, name: str, event: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Protocol
 
 import attrs
 import trio
@@ -11,6 +12,17 @@ from ._events import Event
 
 # Events buffered per subscriber before the turn waits for it to read.
 BUFFER = 64
+
+
+class Subscriber(Protocol):
+    """What a request hands its events to as its turn runs: a `Subscription`, or a routed
+    follower's tap (`agentrt._follow.Tap`)."""
+
+    def send_nowait(self, event: Event) -> bool | None: ...
+
+    async def send(self, event: Event) -> bool: ...
+
+    def close(self, terminal: Event | None) -> None: ...
 
 
 @attrs.define(eq=False)
@@ -53,7 +65,9 @@ class EventStream:
     event. Returned by `Runtime.stream`; also an async context manager that closes it.
 
     A reader that stops reading makes the turn wait (backpressure; the watchdog still
-    applies). Closing the stream, or dropping it, releases the turn.
+    applies). Closing the stream, or dropping it, releases the turn. The stream of an
+    agent another runtime owns never makes its turn wait: a reader that falls behind skips
+    events instead, counted in `dropped`.
     """
 
     __slots__ = ("_finished", "_receive", "_subscription")
@@ -92,6 +106,14 @@ class EventStream:
         if terminal is None:
             raise StopAsyncIteration
         return terminal
+
+    @property
+    def dropped(self) -> int:
+        """How many of the request's events this stream has skipped so far: always 0 for
+        an agent of this runtime (its reader holds the turn back instead); for one another
+        runtime owns, those its owner no longer held when this stream asked for them. The
+        count grows just before the first event after a gap."""
+        return 0
 
     def close(self) -> None:
         """Stop reading; the turn no longer waits for this stream. Raises nothing; closing

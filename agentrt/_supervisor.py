@@ -562,6 +562,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             handle=AgentHandle(child.name, next(context.incarnations), spec.backend.name),
             on_exit=child.exited,
             runtime_id=context.runtime_id,
+            node=context.ownership.owner.node,
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,

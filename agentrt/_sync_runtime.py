@@ -182,6 +182,12 @@ class EventStream(metaclass=NoPublicConstructor):
         except StopAsyncIteration:
             raise StopIteration from None
 
+    @property
+    def dropped(self) -> int:
+        """`agentrt.EventStream.dropped`: the events this stream skipped (of an agent
+        another runtime owns only)."""
+        return self._stream.dropped
+
     def close(self) -> None:
         """Stop reading; the turn no longer waits for this stream."""
         with contextlib.suppress(NoRuntime):  # the runtime is gone, and its turns with it

@@ -15,7 +15,9 @@ naming it:
 - `RoutingStore`: calls to agents other runtimes own; without it a name this runtime does
   not run is `~agentrt.AgentNotFound`;
 - `ApprovalStore`: tool calls an agent hands to a person (`~agentrt.AskOperator`), which
-  a console of any runtime on the store answers.
+  a console of any runtime on the store answers;
+- `TurnHistoryStore`: each agent's finished turns (`StoredTurn`), the newest kept, which
+  the console shows; without it turns are counted in the session row only.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -28,6 +30,7 @@ from ._records import PendingApproval as PendingApproval
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredTranscript as StoredTranscript
+from ._records import StoredTurn as StoredTurn
 from ._records import StoredWorkspace as StoredWorkspace
 from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import LeaseStore as LeaseStore
@@ -38,6 +41,7 @@ from ._stores._protocols import Serve as Serve
 from ._stores._protocols import SessionStore as SessionStore
 from ._stores._protocols import SpecStore as SpecStore
 from ._stores._protocols import TranscriptStore as TranscriptStore
+from ._stores._protocols import TurnHistoryStore as TurnHistoryStore
 from ._stores._protocols import WorkspaceStore as WorkspaceStore
 from ._stores._protocols import check_fence as check_fence
 from ._stores._protocols import granted_epoch as granted_epoch
@@ -63,8 +67,10 @@ __all__ = [
     "SessionStore",
     "SpecStore",
     "StoredTranscript",
+    "StoredTurn",
     "StoredWorkspace",
     "TranscriptStore",
+    "TurnHistoryStore",
     "WorkspaceStore",
     "check_fence",
     "check_transcript_path",

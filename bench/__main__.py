@@ -53,7 +53,7 @@ QUICK = {
     "interrupt_turns": 10,
     "idle_agents": 500,
     "asks": 1_000,
-    "warm_turns": 3,
+    "warm_turns": 2,
     "many_agents": (100, 300),
     "many_agents_rounds": 1,
     "bridge_asks": 300,

@@ -34,6 +34,7 @@ METHODS = (
     "load",
     "checkpoint_session",
     "record_turn",
+    "record_turn_with_history",
     "set_live_process",
     "clear_live_process",
     "set_live_idle",

@@ -16,6 +16,7 @@ import pg_server
 import pytest
 import trio
 import worker_cgroup
+from hypothesis import HealthCheck, settings
 from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
 from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
 from trio.testing import MockClock
@@ -26,6 +27,11 @@ from agentrt.backend import AMBIENT_AUTH_VARS
 from agentrt.testing import FakeAnthropic, open_fake_anthropic
 
 REAL_DEFAULT_STORE = _runtime._default_store
+
+# Property tests must not depend on the machine's speed: no per-example deadline, and no
+# failing health check for examples a loaded machine generates slowly.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,7 +5,8 @@ for the tests of calls routed to it from other runtimes.
 
 Prints ``STARTED <runtime id>`` once it owns "x", then runs until killed (or until "x" is
 stopped: then it prints ``STOPPED`` and waits on). The scripted "x" answers ``NODE heard:
-PROMPT``; a prompt starting with "slow" first sleeps for an hour (until interrupted). An
+PROMPT``; a prompt starting with "slow" first sleeps for an hour (until interrupted), one
+starting with "chatty" first says "NODE working" twice a second for as long. An
 event notified to it is printed as ``EVENT <repr of the event>``.
 With OPTIONS_JSON (a file of ``start_agent`` keywords: the binary, cwd and env of the
 real claude against a fake API), "x" runs on the claude backend instead.
@@ -21,6 +22,7 @@ from typing import Any
 import trio
 
 import agentrt
+from agentrt import TextEvent
 from agentrt.testing import Call, ScriptedBackend, Sleep, reply
 
 
@@ -32,6 +34,8 @@ class Owned(agentrt.Agent):
 async def main(dsn: str, node: str, lease_ttl: str, claude_options: dict[str, Any]) -> None:
     def script(call: Call) -> list[object]:
         slow: list[object] = [Sleep(3600)] if call.prompt.startswith("slow") else []
+        if call.prompt.startswith("chatty"):
+            slow = [TextEvent(text=f"{node} working"), Sleep(0.5)] * 7200
         return [*slow, *reply(f"{node} heard: {call.prompt}", session_id="sid-x")]
 
     backend: Any = ScriptedBackend(default=script)

@@ -197,6 +197,7 @@ def test_a_stream_read_from_asyncio_has_backpressure() -> None:
                 assert isinstance(await rt.poll(ref), agentrt.Pending)
                 texts = [first] + [event async for event in stream]
             assert len(texts) == events + 2  # and the reply's text and result
+            assert stream.dropped == 0  # a local stream never skips
             assert isinstance(await rt.wait(ref), agentrt.Completed)
 
     asyncio.run(main())
@@ -425,6 +426,7 @@ def test_a_sync_stream_and_the_exception_as_itself() -> None:
             rt.unhalt("a")
             kinds = [type(event).__name__ for event in stream]
         assert kinds == ["TextEvent", "TextEvent", "TextEvent", "ResultEvent"]
+        assert stream.dropped == 0
         with pytest.raises(AgentNotFound) as caught:
             rt.ask("nobody", "hi")
         assert caught.value.name == "nobody"

@@ -5,12 +5,22 @@ token gets nothing. Each page's screenshot lands in build/console-screenshots/."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
-from browser import open_browser, skip_without_browser
+from browser import Browser, open_browser, skip_without_browser
 
 import agentrt
-from agentrt import Failed, MemoryStore, PostgresStore, StopReason, TextEvent, open_console
+from agentrt import (
+    Failed,
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    StopReason,
+    TextEvent,
+    open_console,
+)
 from agentrt.testing import ScriptedBackend, reply
 from agentrt.testing._scripted import Gate
 
@@ -74,6 +84,31 @@ async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None
             await browser.wait_text("#agent-state", lambda t: t == "idle")
 
 
+async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.sqlite3")
+    async with agentrt.open_runtime(store=store) as rt:
+        backend = ScriptedBackend(default=ok)
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend, budget_usd=3.0)
+        for n in range(3):
+            await rt.ask("coder", f"step {n}")
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            table = await browser.wait_text("#history tbody", lambda t: "step 0" in t)
+            rows = table.splitlines()
+            assert len(rows) == 3 and "step 2" in rows[0] and "step 0" in rows[2]  # newest first
+            assert all("complete" in row and "fine" in row for row in rows)
+            await browser.wait_text("#facts", lambda t: "budget left\n$3.0000" in t)
+            lines = await browser.run(lambda: _count(browser, "#h-cost svg path.line"))
+            bars = await browser.run(lambda: _count(browser, "#h-outcomes svg rect.bar"))
+            assert (lines, bars) == (1, 1)
+            await browser.screenshot("agent-history")
+            await browser.get(f"{console.address}/")  # the fleet's lines come from the store
+            await browser.wait_text("#chart-span", lambda t: "the fleet's last 3 turns" in t)
+            row = await browser.wait_text("#fleet tbody", lambda t: "coder" in t)
+            assert row.endswith("$3.0000")  # the budget left
+
+
 async def test_a_typed_error_is_shown_on_the_page() -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(agentrt.Agent, name="coder", backend=ScriptedBackend(default=ok))
@@ -100,6 +135,12 @@ async def test_a_wrong_or_missing_token_gets_nothing() -> None:
 
 def ok(call: object) -> list[object]:
     return reply("fine")
+
+
+def _count(browser: Browser, css: str) -> int:
+    from selenium.webdriver.common.by import By
+
+    return len(browser.driver.find_elements(By.CSS_SELECTOR, css))
 
 
 def _select(browser: object, css: str, value: str) -> None:

@@ -62,6 +62,10 @@ RUN_BY: dict[str, tuple[str, str]] = {
     'node="worker-3", lease_ttl=10': ("test_docs.py", "test_the_deployment_blocks_run"),
     "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
+    "async with rt.stream(ref) as events": (
+        "test_routed_streams.py",
+        "test_the_deployment_pages_stream_block_follows_another_runtimes_turn",
+    ),
     "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
     'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),
@@ -70,6 +74,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
     "class Careful": ("test_docs.py", "test_the_consoles_careful_agent_asks_a_person"),
     "agentrt.open_console(rt": ("test_docs.py", "test_the_consoles_own_program_block_serves_it"),
+    "turn_history=2": ("test_docs.py", "test_the_consoles_turn_history_block_keeps_the_newest"),
     '[project.entry-points."agentrt.backends"]': (
         "test_docs.py",
         "test_the_backend_pages_entry_point_is_pyprojects_form",
@@ -306,6 +311,12 @@ async def test_the_consoles_own_program_block_serves_it(
     await run_block("agentrt.open_console(rt", namespace)
     [url] = capsys.readouterr().out.splitlines()
     assert url.startswith("http://127.0.0.1:") and "token" in url
+
+
+async def test_the_consoles_turn_history_block_keeps_the_newest() -> None:
+    namespace: dict[str, Any] = {"agentrt": agentrt}
+    await run_block("turn_history=2", namespace)
+    assert [t.outcome for t in namespace["turns"]] == ["complete", "complete"]
 
 
 def test_the_backend_pages_entry_point_is_pyprojects_form() -> None:

@@ -26,6 +26,8 @@ from agentrt._slot import Slot
 from agentrt.testing import fake_cli_executable
 
 STATE = b'{"n":1}'
+# When a turn started (wall clock) and how long it took, as the actor passes them.
+ENDED = {"prompt": "fix the bug", "started_at": 5000.0, "duration": 2.5}
 
 
 class CountingStore(MemoryStore):
@@ -55,6 +57,9 @@ class CountingStore(MemoryStore):
     async def record_turn(self, *args: Any, **kwargs: Any) -> None:
         await self._write("record_turn", *args, **kwargs)
 
+    async def record_turn_with_history(self, *args: Any, **kwargs: Any) -> None:
+        await self._write("record_turn_with_history", *args, **kwargs)
+
     async def set_live_process(self, *args: Any, **kwargs: Any) -> None:
         await self._write("set_live_process", *args, **kwargs)
 
@@ -71,7 +76,9 @@ async def store() -> AsyncIterator[CountingStore]:
         yield opened
 
 
-async def recorder(store: CountingStore, *, unclaimed: bool = True) -> Recorder:
+async def recorder(
+    store: CountingStore, *, unclaimed: bool = True, keep_turns: int = 1000
+) -> Recorder:
     """The recorder of agent "a", whose row is there already unless ``unclaimed`` (as
     ``start_agent`` leaves it)."""
     mailbox = Mailbox("a", AgentOptions(), itertools.count().__next__)
@@ -79,7 +86,7 @@ async def recorder(store: CountingStore, *, unclaimed: bool = True) -> Recorder:
     if not unclaimed:
         await store.checkpoint_session("a", backend="scripted", session_id=None, cwd="/work")
         store.writes.clear()
-    return Recorder(slot, store, "runtime-1")
+    return Recorder(slot, store, "runtime-1", "node-1", keep_turns)
 
 
 async def spawn(rec: Recorder, pid: int = 4242) -> None:
@@ -158,15 +165,33 @@ async def test_a_turn_is_counted_in_the_totals_and_recorded_once_it_started(
 ) -> None:
     rec = await recorder(store)
     failed = TurnFailed(StopReason.SPAWN_FAILED, "no such binary", cost_usd=0.5)
-    await rec.turn_ended(failed)  # never started: only the session's totals count it
+    await rec.turn_ended(failed, **ENDED)  # never started: only the session's totals count it
     assert store.writes == {}
     assert rec.slot.session_totals.cost_usd == 0.5
     await rec.started()
-    await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED, cost_usd=0.25))
+    await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED, cost_usd=0.25), **ENDED)
     record = await store.load("a")
     assert record is not None
     assert (record.turns, record.cost_usd, record.last_stop_reason) == (1, 0.25, "interrupted")
     assert rec.slot.session_totals.cost_usd == 0.75
+
+
+async def test_a_recorded_turn_has_its_entry_in_the_history_unless_it_keeps_none(
+    store: CountingStore,
+) -> None:
+    rec = await recorder(store, unclaimed=False)
+    await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED, cost_usd=0.25), **ENDED)
+    [entry] = await store.turn_history("a", limit=10)
+    assert (entry.node, entry.outcome, entry.cost_usd) == ("node-1", "interrupted", 0.25)
+    assert (entry.started_at, entry.ended_at, entry.duration) == (5000.0, 5002.5, 2.5)
+    assert (entry.prompt, entry.answer) == ("fix the bug", None)  # a failed turn: no answer
+    assert store.writes == {"record_turn_with_history": 1}  # the count, with the entry
+    async with CountingStore() as other:
+        none = await recorder(other, unclaimed=False, keep_turns=0)
+        await none.turn_ended(TurnFailed(StopReason.INTERRUPTED), **ENDED)
+        assert await other.turn_history("a", limit=10) == ()
+        record = await other.load("a")
+        assert record is not None and record.turns == 1
 
 
 async def test_state_is_written_when_it_changes_and_with_the_claim_before(
@@ -192,11 +217,12 @@ async def test_a_checkpoint_the_store_refuses_raises_and_other_writes_do_not(
         await rec.checkpoint("s-1")
     assert rec.slot.session_id == "s-1"  # the next turn resumes it all the same
     assert "could not keep session s-1" in caplog.text
-    for method in ("set_live_process", "set_live_idle", "record_turn", "clear_live_process"):
+    writes = ("set_live_process", "set_live_idle", "record_turn_with_history", "clear_live_process")
+    for method in writes:
         store.fail = method
         await spawn(rec)
         await rec.idle(True)
-        await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED))
+        await rec.turn_ended(TurnFailed(StopReason.INTERRUPTED), **ENDED)
         await rec.gone()
     assert caplog.text.count("the session store could not") == 5
 
@@ -246,7 +272,7 @@ async def test_a_warm_agent_marks_its_cli_idle_once_its_queued_turns_are_done(
             await rt.wait(ref)
         assert await live_idle(store) is True
         # Not idle while two and three ran, idle after four: no flag flipped between.
-        assert store.writes == {"set_live_idle": 2, "record_turn": 3}
+        assert store.writes == {"set_live_idle": 2, "record_turn_with_history": 3}
 
 
 async def test_a_warm_agent_whose_queued_turn_waits_marks_its_cli_idle(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from agentrt.store import (
     SessionStore,
     SpecStore,
     TranscriptStore,
+    TurnHistoryStore,
     WorkspaceStore,
     no_row,
     stored_reason,
@@ -219,6 +220,7 @@ def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> 
         TranscriptStore,
         WorkspaceStore,
         ApprovalStore,
+        TurnHistoryStore,
     }
     assert len({check.name for check in checks}) == len(checks)
     assert all(isinstance(check, StoreCheck) for check in checks)
@@ -248,11 +250,21 @@ async def test_a_store_that_breaks_the_contract_fails_its_check() -> None:
 def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only(
     tmp_path: Path,
 ) -> None:
-    capabilities = (LiveProcessStore, LeaseStore, SpecStore, TranscriptStore, WorkspaceStore)
+    capabilities = (
+        LiveProcessStore,
+        LeaseStore,
+        SpecStore,
+        TranscriptStore,
+        WorkspaceStore,
+        ApprovalStore,
+        TurnHistoryStore,
+    )
     for store in (MemoryStore(), SQLiteStore(tmp_path / "s.sqlite3"), PostgresStore("host=x")):
         assert all(isinstance(store, capability) for capability in capabilities)
         assert isinstance(store, RoutingStore) is isinstance(store, PostgresStore)
-    assert not isinstance(ToyStore(), LiveProcessStore | LeaseStore | SpecStore | WorkspaceStore)
+    assert not isinstance(
+        ToyStore(), LiveProcessStore | LeaseStore | SpecStore | WorkspaceStore | TurnHistoryStore
+    )
     assert isinstance(ToyStore(), SessionStore)
 
 

@@ -10,8 +10,8 @@ import trio
 from pg_server import Server
 from proc_helpers import wait_until
 
-from agentrt import Agent, PostgresStore, StoreError, open_runtime
-from agentrt.store import PendingApproval, StoredWorkspace
+from agentrt import Agent, PostgresStore, StoreError, Usage, open_runtime
+from agentrt.store import PendingApproval, StoredTurn, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 _APPROVAL = PendingApproval(
@@ -47,8 +47,8 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
             )
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        assert tables == tables_wanted | {"agent_specs", "approvals", "workspaces"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(7,)]
+        assert tables == tables_wanted | {"agent_specs", "approvals", "workspaces", "turn_history"}
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -59,13 +59,44 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
         await store.put_approval(_APPROVAL)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.workspaces")
+        conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("UPDATE agentrt.schema_version SET version = 6")
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(7,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
+
+
+async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
+    postgres_dsn: str,
+) -> None:
+    # Version 7 is the schema with the workspaces table and no turn history.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.turn_history")
+        conn.execute("UPDATE agentrt.schema_version SET version = 7")
+    turn = StoredTurn(
+        name="coder",
+        node="a",
+        started_at=1000.0,
+        ended_at=1001.0,
+        duration=1.0,
+        outcome="complete",
+        cost_usd=None,
+        usage=Usage(output_tokens=4),
+        prompt=None,
+        answer=None,
+    )
+    async with PostgresStore(postgres_dsn) as store:
+        await store.record_turn_with_history(turn, session_id=None, keep=10)
+        assert list(await store.turn_history(None, limit=10)) == [turn]
+        record = await store.load("coder")
+        assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

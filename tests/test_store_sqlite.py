@@ -33,7 +33,7 @@ from agentrt import (
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
-from agentrt.store import PendingApproval, StoredWorkspace
+from agentrt.store import PendingApproval, StoredTurn, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")
@@ -212,6 +212,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE workspaces")
+        conn.execute("DROP TABLE turn_history")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -225,11 +226,49 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (9,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
-        assert {"approvals", "workspaces"} <= tables
+        assert {"approvals", "workspaces", "turn_history"} <= tables
+    finally:
+        conn.close()
+
+
+async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
+    tmp_path: Path,
+) -> None:
+    # Version 9 is the schema with the workspaces table and no turn history.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE turn_history")
+        conn.execute("PRAGMA user_version = 9")
+        conn.commit()
+    finally:
+        conn.close()
+    turn = StoredTurn(
+        name="coder",
+        node="a",
+        started_at=1000.0,
+        ended_at=1001.0,
+        duration=1.0,
+        outcome="complete",
+        cost_usd=0.5,
+        usage=Usage(input_tokens=3),
+        prompt="hello",
+        answer="hi",
+    )
+    async with SQLiteStore(path) as store:
+        await store.record_turn_with_history(turn, session_id=None, keep=10)
+        assert list(await store.turn_history("coder", limit=10)) == [turn]
+        record = await store.load("coder")
+        assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
     finally:
         conn.close()
 

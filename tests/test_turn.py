@@ -29,6 +29,7 @@ from agentrt import (
     UsageEvent,
     open_runtime,
 )
+from agentrt.store import StoredTurn
 from agentrt.testing import Exit, Fail, Gate, Raise, ScriptedBackend, Sleep, reply
 
 
@@ -236,19 +237,11 @@ class Store(MemoryStore):
         await super().checkpoint_session(name, backend=backend, session_id=session_id, cwd=cwd)
         self.log.append(("checkpoint", name, backend, session_id, cwd))
 
-    async def record_turn(
-        self,
-        name: str,
-        *,
-        stop_reason: str,
-        cost_usd: float | None,
-        usage: Usage | None,
-        session_id: str | None,
+    async def record_turn_with_history(
+        self, turn: StoredTurn, *, session_id: str | None, keep: int
     ) -> None:
-        await super().record_turn(
-            name, stop_reason=stop_reason, cost_usd=cost_usd, usage=usage, session_id=session_id
-        )
-        self.log.append(("turn", name, stop_reason, cost_usd, session_id))
+        await super().record_turn_with_history(turn, session_id=session_id, keep=keep)
+        self.log.append(("turn", turn.name, turn.outcome, turn.cost_usd, session_id))
 
 
 async def test_the_store_is_checkpointed_before_the_turn_goes_on(

@@ -22,6 +22,7 @@ from .._stream import EventStream
 from ._desk import decide, pending
 from ._fleet import fleet
 from ._gate import Gate
+from ._history import history
 from ._http import (
     BadBody,
     EventSink,
@@ -51,6 +52,8 @@ _STATIC = {
 }
 # Events of one turn waiting for a slow page before further ones are dropped.
 RELAY = 10_000
+# Why a routed stream skipped events: its reads fell behind the owner's ring of them.
+_OWNER_DROPPED = "the owner's buffer for readers on other runtimes overflowed"
 # The actions on agents; "decide" answers a pending approval.
 ACTIONS = ("ask", "tell", "interrupt", "halt", "unhalt", "stop", "reset_session")
 # The tail of a stored transcript the agent page shows.
@@ -107,6 +110,8 @@ class ConsoleApp:
             await self._agent_events(query["name"], receive, send)
         elif path == "/transcript" and "name" in query:
             await self._transcript(query["name"], send)
+        elif path == "/history":
+            await self._history(query, send)
         else:
             await answer(send, 404, b"not found")
 
@@ -183,8 +188,8 @@ class ConsoleApp:
                 await sink.event("agent", data)
                 last = data
             current = None if status is None else status.current
-            # Streams are not routed: the turns of this runtime's agents are followed.
-            if data["local"] and current is not None:
+            # An agent another runtime owns too: its stream is read through the routing.
+            if current is not None:
                 watch(current.ref)
             await trio.sleep(REFRESH / 4 if data["local"] else REFRESH)
 
@@ -202,6 +207,15 @@ class ConsoleApp:
             tail = tail[1:]  # the first line of a tail is cut
         lines = [shown(line) for line in tail if line]
         await answer_json(send, 200, {"lines": lines, "session_id": transcript.session_id})
+
+    async def _history(self, query: dict[str, str], send: Send) -> None:
+        offset = query.get("offset", "0")
+        if not (offset.isascii() and offset.isdigit()) or len(offset) > 9:
+            message = f"offset must be a count of entries (0 or more), not {shown(offset)!r}"
+            await answer_json(send, 400, {"error": "BadRequest", "message": message})
+            return
+        data = await history(self._runtime.store, query.get("name"), int(offset))
+        await answer_json(send, 200, data)
 
     async def _action(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._gate.csrf_ok(scope["headers"]) or not _same_origin(scope):
@@ -283,27 +297,40 @@ class ConsoleApp:
 async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
     """Hand a turn's events to a page without ever making the turn wait for it (a stream
     reader that falls behind would): past `RELAY` events not yet sent, events are dropped
-    and the page is told how many."""
-    send_channel, receive_channel = trio.open_memory_channel[dict[str, Any]](RELAY)
+    and the page is told how many. So is a gap in a routed stream (`EventStream.dropped`),
+    and a routed stream's error ends the relay as an error event."""
+    send_channel, receive_channel = trio.open_memory_channel[tuple[str, dict[str, Any]]](RELAY)
     dropped = 0
 
-    async def drain() -> None:
+    def put(name: str, data: dict[str, Any]) -> None:
         nonlocal dropped
+        try:
+            send_channel.send_nowait((name, data))
+        except trio.WouldBlock:
+            dropped += 1
+
+    async def drain() -> None:
+        skipped = 0
         async with stream:
             with send_channel:
-                async for event in stream:
-                    try:
-                        send_channel.send_nowait(event_data(event))
-                    except trio.WouldBlock:
-                        dropped += 1
+                try:
+                    async for event in stream:
+                        if stream.dropped != skipped:
+                            gap = stream.dropped - skipped
+                            skipped = stream.dropped
+                            put("dropped", {"count": gap, "why": _OWNER_DROPPED})
+                        put("event", event_data(event))
+                except AgentRTError as exc:  # a routed stream's owner could not be read
+                    failure = {"kind": "error", "reason": type(exc).__name__}
+                    put("event", failure | {"message": shown(str(exc))})
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(drain)
-        async for data in receive_channel:
+        async for name, data in receive_channel:
             if dropped:
                 await sink.event("dropped", {"ref": ref.id, "count": dropped})
                 dropped = 0
-            await sink.event("event", {"ref": ref.id, **data})
+            await sink.event(name, {"ref": ref.id, **data})
 
 
 def _same_origin(scope: Scope) -> bool:

@@ -54,6 +54,10 @@ class AgentRow:
     updated_at: float | None
     queued: int | None
     halt_pending: bool
+    # What is left of the agent's tightest budget (AgentStatus; None: no such limit, or
+    # no status had).
+    budget_left_usd: float | None
+    budget_left_tokens: int | None
 
     def data(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -133,6 +137,8 @@ def _row(
         updated_at=None if record is None else record.updated_at,
         queued=None if status is None else status.queued,
         halt_pending=status is not None and status.halt_pending,
+        budget_left_usd=None if status is None else status.budget_left_usd,
+        budget_left_tokens=None if status is None else status.budget_left_tokens,
     )
 
 

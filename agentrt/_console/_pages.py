@@ -23,6 +23,7 @@ _FLEET = """<main>
 <section class="charts">
  <figure><figcaption>Fleet cost over time (USD)</figcaption><div id="chart-cost"></div></figure>
  <figure><figcaption>Fleet turns over time</figcaption><div id="chart-turns"></div></figure>
+ <p id="chart-span" class="note"></p>
  <figure><figcaption>Last outcome, by kind</figcaption><div id="chart-outcomes"></div></figure>
  <figure><figcaption>Cost by agent (USD)</figcaption><div id="chart-agents"></div></figure>
 </section>
@@ -38,6 +39,7 @@ _FLEET = """<main>
  <th data-key="session_id">Session</th><th data-key="turns">Turns</th>
  <th data-key="cost_usd">Cost</th><th data-key="restarts">Restarts</th>
  <th data-key="last_outcome">Last outcome</th><th data-key="updated_at">Updated</th>
+ <th data-key="budget_left_usd">Budget left</th>
 </tr></thead><tbody></tbody></table>
 </main></body></html>
 """
@@ -59,6 +61,20 @@ _AGENT = """<main>
 <h2>Running turn <span id="turn-ref"></span></h2>
 <pre id="live"></pre>
 <ol id="events"></ol>
+<h2>Turn history</h2>
+<section class="charts">
+ <figure><figcaption>Cost over time (USD)</figcaption><div id="h-cost"></div></figure>
+ <figure><figcaption>Turns over time</figcaption><div id="h-turns"></div></figure>
+ <figure><figcaption>Turn durations (s)</figcaption><div id="h-durations"></div></figure>
+ <figure><figcaption>Outcomes, by kind</figcaption><div id="h-outcomes"></div></figure>
+</section>
+<p id="history-why" class="note" hidden></p>
+<table id="history"><thead><tr>
+ <th>Ended</th><th>Node</th><th>Outcome</th><th>Duration</th><th>Cost</th>
+ <th>Tokens in / out</th><th>Prompt</th><th>Answer</th>
+</tr></thead><tbody></tbody></table>
+<p><button id="history-newer" disabled>Newer</button>
+ <button id="history-older" disabled>Older</button> <span id="history-at"></span></p>
 <h2>Stored transcript</h2>
 <pre id="transcript"></pre>
 </main></body></html>

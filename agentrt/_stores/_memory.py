@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Self
@@ -19,8 +20,10 @@ from .._records import (
     SessionRecord,
     SessionRow,
     StoredTranscript,
+    StoredTurn,
     StoredWorkspace,
 )
+from ._history import check_keep, check_page
 from ._protocols import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
 from ._transcripts import MemoryTranscripts
 
@@ -49,6 +52,10 @@ class _Tables:
     approvals: dict[str, tuple[PendingApproval, OperatorDecision | None]] = attrs.field(
         factory=dict
     )
+    # Each agent's finished turns, oldest first, numbered in the order they were recorded
+    # (a list: a deque costs 600 bytes an agent before its first entry).
+    history: dict[str, list[tuple[int, StoredTurn]]] = attrs.field(factory=dict)
+    recorded: itertools.count[int] = attrs.field(factory=itertools.count)
 
 
 @attrs.define(eq=False)
@@ -187,6 +194,16 @@ class MemoryStore(ClosedOnExit):
         session_id: str | None,
     ) -> None:
         await self._enter()
+        self._count_turn(name, stop_reason, cost_usd, usage, session_id)
+
+    def _count_turn(
+        self,
+        name: str,
+        stop_reason: str,
+        cost_usd: float | None,
+        usage: Usage | None,
+        session_id: str | None,
+    ) -> None:
         self._fence(name)
         row = self._changing(name)
         row.turns += 1
@@ -244,7 +261,31 @@ class MemoryStore(ClosedOnExit):
         await self._enter()
         self._fence(name)
         self._tables.specs.pop(name, None)
+        self._tables.history.pop(name, None)
         return self._rows.pop(name, None) is not None
+
+    async def record_turn_with_history(
+        self, turn: StoredTurn, *, session_id: str | None, keep: int
+    ) -> None:
+        check_keep(keep)
+        await self._enter()
+        self._count_turn(turn.name, turn.outcome, turn.cost_usd, turn.usage, session_id)
+        entries = self._tables.history.setdefault(turn.name, [])
+        stored = attrs.evolve(turn, outcome=stored_reason(turn.outcome))
+        entries.append((next(self._tables.recorded), stored))
+        if len(entries) > keep:
+            del entries[: len(entries) - keep]
+
+    async def turn_history(
+        self, name: str | None, *, limit: int, offset: int = 0
+    ) -> Sequence[StoredTurn]:
+        check_page(limit, offset)
+        await self._enter()
+        history = self._tables.history
+        lists = [history.get(name, ())] if name is not None else list(history.values())
+        entries = (entry for entries in lists for entry in entries)
+        newest = sorted(entries, key=lambda entry: entry[0], reverse=True)
+        return tuple(turn for _, turn in newest[offset : offset + limit])
 
     async def save_spec(self, name: str, spec: str | None) -> None:
         await self._enter()

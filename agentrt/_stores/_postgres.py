@@ -13,6 +13,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
@@ -120,6 +121,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_APPROVALS,),
     # 7: the git worktree each agent's record owns.
     (CREATE_WORKSPACES,),
+    # 8: each agent's finished turns, the newest kept (the console's history).
+    tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_TURN_HISTORY),
 )
 
 _UPSERT_SESSION = """
@@ -201,7 +204,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 
@@ -336,11 +339,16 @@ class PostgresStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
                     conn.execute(f"UPDATE {SCHEMA}.schema_version SET version = %s", (target,))
 
     async def _call(
-        self, work: Callable[[psycopg.Connection[Any]], _T], *, fence: str | None = None
+        self,
+        work: Callable[[psycopg.Connection[Any]], _T],
+        *,
+        fence: str | None = None,
+        atomic: bool = False,
     ) -> _T:
         """Run ``work`` on the connection (connecting again if it broke); a write for the
         agent ``fence`` runs in one transaction with the check of this handle's lease
-        epoch, if it holds one, with the lease row locked."""
+        epoch, if it holds one, with the lease row locked, and an ``atomic`` one in one
+        transaction in any case."""
         if not self._open:
             raise StoreError(self._where, "store is not open")
         import psycopg
@@ -355,7 +363,10 @@ class PostgresStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
             try:
                 epoch = None if fence is None else self._epochs.get(fence)
                 if fence is None or epoch is None:
-                    return work(conn)
+                    if not atomic:
+                        return work(conn)
+                    with conn.transaction():
+                        return work(conn)
                 with conn.transaction():
                     current = conn.execute(
                         _LEASE_SELECT + " WHERE name = %s FOR UPDATE", (fence,)

@@ -20,6 +20,8 @@ WorkspaceStore      save_workspace, drop_workspace, workspaces   ``workspace=``
 ApprovalStore       put_approval, pending_approvals,             ``AskOperator`` from
                     decide_approval, decision_of,                ``approve_tool``
                     remove_approval
+TurnHistoryStore    record_turn_with_history, turn_history       the console's turn
+                                                                 history and charts
 =================== ============================================ =========================
 """
 
@@ -42,6 +44,7 @@ from .._records import (
     PendingApproval,
     SessionRecord,
     StoredTranscript,
+    StoredTurn,
     StoredWorkspace,
 )
 from .._redact import redact
@@ -118,8 +121,8 @@ class SessionStore(Protocol):
         ...
 
     async def forget(self, name: str) -> bool:
-        """Delete the row of ``name`` (and its failover spec, if the store keeps specs);
-        whether there was a row."""
+        """Delete the row of ``name`` (and its failover spec and turn history, if the store
+        keeps those); whether there was a row."""
         ...
 
     async def list(self) -> Sequence[SessionRecord]:
@@ -333,6 +336,30 @@ class ApprovalStore(Protocol):
     async def remove_approval(self, id: str) -> OperatorDecision | None:
         """Take request ``id`` away; the decision it held (None: undecided, or no such
         request). A no-op for an unknown id."""
+        ...
+
+
+@runtime_checkable
+class TurnHistoryStore(Protocol):
+    """Each agent's finished turns, newest kept (`StoredTurn`), for the console's turn
+    history and charts. Without it the runtime counts turns in the session row only
+    (`SessionStore.record_turn`), and the console says the store keeps no history."""
+
+    async def record_turn_with_history(
+        self, turn: StoredTurn, *, session_id: str | None, keep: int
+    ) -> None:
+        """What `SessionStore.record_turn` does for ``turn.name`` (``turn.outcome`` as its
+        stop reason, its cost and usage, ``session_id``), and ``turn`` added to that
+        name's history, in one write (one transaction): then only the ``keep`` newest
+        entries of the name stay (``keep >= 1``). Needs the session row (else
+        `StoreError`, writing nothing). Fenced."""
+        ...
+
+    async def turn_history(
+        self, name: str | None, *, limit: int, offset: int = 0
+    ) -> Sequence[StoredTurn]:
+        """At most ``limit`` entries of ``name``'s history (None: every agent's), newest
+        first (in the order they were recorded), skipping the ``offset`` newest."""
         ...
 
 

@@ -18,8 +18,9 @@ raises: an answer that cannot travel becomes a `RoutingError` saying so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, cast
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar, cast
 
+import attrs
 import msgspec
 
 from .._channel import ContextCategory, ContextUsage
@@ -50,6 +51,7 @@ from .._errors import (
 from .._events import (
     TEXT_CODEC,
     AnyEvent,
+    Event,
     EventCoverage,
     InitEvent,
     Omission,
@@ -562,6 +564,14 @@ class _StopTask(_Call, frozen=True, tag="stop_task"):
     task_id: str
 
 
+class _Events(_Call, frozen=True, tag="events"):
+    """A routed follower's read of a request's events: those after number ``after`` (0:
+    from the first)."""
+
+    ref: _RefData
+    after: Annotated[int, msgspec.Meta(ge=0)]
+
+
 class _Cancel(_Call, frozen=True, tag="cancel"):
     """The caller of the call ``call_id`` has gone: stop serving it."""
 
@@ -586,6 +596,7 @@ _CALL_KINDS = (
     _SetPermissionMode,
     _ContextUsageCall,
     _StopTask,
+    _Events,
     _Cancel,
 )
 _AnyCall = (
@@ -606,6 +617,7 @@ _AnyCall = (
     | _SetPermissionMode
     | _ContextUsageCall
     | _StopTask
+    | _Events
     | _Cancel
 )
 _CALLS: dict[str, type[_Call]] = {
@@ -775,6 +787,51 @@ def _context_usage_answer(usage: ContextUsage | None) -> _ContextUsageAnswer:
     return _ContextUsageAnswer(msgspec.convert(usage, _ContextUsageData, from_attributes=True))
 
 
+_E = TypeVar("_E")
+
+
+@attrs.frozen
+class EventBatch(Generic[_E]):
+    """What a routed ``events`` call returns: the events after the follower's ``after``
+    (on the owner's side as `encode_event` made them, on the caller's decoded), the number
+    of the last one (the follower's next ``after``), how many between the two were dropped
+    (evicted before the follower read them, or not encodable), and whether the request's
+    stream ends with them."""
+
+    events: tuple[_E, ...]
+    last: int
+    dropped: int
+    ended: bool
+
+
+_event_decoder: msgspec.msgpack.Decoder[Event] = _decoder(AnyEvent)
+
+
+def encode_event(event: Event) -> bytes | None:
+    """One event as an ``events`` answer carries it; None for one that cannot travel (a
+    text holding a lone surrogate, an integer over 64 bits in a raw frame)."""
+    try:
+        return _encoder.encode(event)
+    except (msgspec.EncodeError, UnicodeEncodeError, OverflowError, TypeError, ValueError):
+        return None
+
+
+class _EventsAnswer(_Answer, frozen=True, tag="events"):
+    events: tuple[msgspec.Raw, ...]
+    last: Annotated[int, msgspec.Meta(ge=0)]
+    dropped: Annotated[int, msgspec.Meta(ge=0)]
+    ended: bool
+
+    @classmethod
+    def of(cls, batch: EventBatch[bytes]) -> _EventsAnswer:
+        events = tuple(msgspec.Raw(data) for data in batch.events)
+        return cls(events, batch.last, batch.dropped, batch.ended)
+
+    def value(self) -> EventBatch[Event]:
+        events = tuple(_event_decoder.decode(raw) for raw in self.events)
+        return EventBatch(events, self.last, self.dropped, self.ended)
+
+
 def _result_data(result: PollResult) -> _AnyResult:
     if isinstance(result, Completed):
         return _Completed(_ResponseData.of(result.response))
@@ -819,6 +876,7 @@ _ANSWERS: dict[str, _Returns] = {
         _ContextUsageAnswer, (ContextUsage, type(None)), _context_usage_answer
     ),
     "stop_task": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "events": _Returns(_EventsAnswer, (EventBatch,), _EventsAnswer.of),
 }
 
 

@@ -146,7 +146,9 @@ class SqlSessions(ClosedOnExit):
         """The store as error messages name it."""
 
     @abc.abstractmethod
-    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
+    async def _call(
+        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
+    ) -> _T: ...
 
     def _sql(self, statement: str) -> str:
         return statement.replace("?", self._PLACEHOLDER)
@@ -225,13 +227,15 @@ class SqlSessions(ClosedOnExit):
     async def forget(self, name: str) -> bool:
         sql = self._sql("DELETE FROM sessions WHERE name = ?")
         drop_spec = self._sql("DELETE FROM agent_specs WHERE name = ?")
+        drop_history = self._sql("DELETE FROM turn_history WHERE name = ?")
 
         def work(conn: Any) -> int:
             rowcount: int = conn.execute(sql, (name,)).rowcount
             conn.execute(drop_spec, (name,))
+            conn.execute(drop_history, (name,))
             return rowcount
 
-        return await self._call(work, fence=name) > 0
+        return await self._call(work, fence=name, atomic=True) > 0
 
     async def list(self) -> Sequence[SessionRecord]:
         return await self._select("", ())

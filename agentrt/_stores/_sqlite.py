@@ -16,6 +16,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
@@ -148,6 +149,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_APPROVALS,),
     # 9: the git worktree each agent's record owns.
     (CREATE_WORKSPACES,),
+    # 10: each agent's finished turns, the newest kept (the console's history).
+    tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_TURN_HISTORY),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -222,7 +225,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
@@ -417,10 +420,15 @@ class SQLiteStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
         return version
 
     async def _call(
-        self, work: Callable[[sqlite3.Connection], _T], *, fence: str | None = None
+        self,
+        work: Callable[[sqlite3.Connection], _T],
+        *,
+        fence: str | None = None,
+        atomic: bool = False,
     ) -> _T:
         """Run ``work`` on the connection; a write for the agent ``fence`` runs in one
-        transaction with the check of this handle's lease epoch, if it holds one."""
+        transaction with the check of this handle's lease epoch, if it holds one, and an
+        ``atomic`` one in one transaction in any case."""
         conn = self._conn
         path = str(self.path)
         if conn is None:
@@ -436,7 +444,7 @@ class SQLiteStore(SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
             try:
                 epoch = None if fence is None else self._epochs.get(fence)
                 if fence is None or epoch is None:
-                    return work(conn)
+                    return _transaction(conn, lambda: work(conn)) if atomic else work(conn)
 
                 def fenced() -> _T:
                     check_fence(path, fence, epoch, self._lease_in(conn, fence))

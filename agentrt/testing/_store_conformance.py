@@ -27,6 +27,7 @@ from .._records import (
     OperatorDecision,
     PendingApproval,
     SessionRecord,
+    StoredTurn,
     StoredWorkspace,
 )
 from .._stores._protocols import (
@@ -36,6 +37,7 @@ from .._stores._protocols import (
     SessionStore,
     SpecStore,
     TranscriptStore,
+    TurnHistoryStore,
     WorkspaceStore,
 )
 
@@ -673,11 +675,15 @@ async def _an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
         if isinstance(one, WorkspaceStore):
             stale.append(one.save_workspace(_workspace("x", "agentrt/x")))
             stale.append(one.drop_workspace("x"))
+        if isinstance(one, TurnHistoryStore):
+            stale.append(one.record_turn_with_history(_turn("x"), session_id=None, keep=5))
         for write in stale:
             with _raises(LeaseLost):
                 await write
         record = await _loaded(two, "x")
         assert (record.session_id, record.turns) == ("s1", 0)
+        if isinstance(two, TurnHistoryStore):
+            assert list(await two.turn_history("x", limit=10)) == []
         assert await one.renew_leases(ttl=ttl) == {"x"}
         await _checkpoint(two, "x", "s2")  # the new owner's writes go through
     finally:
@@ -1052,3 +1058,96 @@ async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarne
         assert decided is not None and decided.decided_by == won[0]
     finally:
         await _closing(one, two)
+
+
+# --- the turn history ---
+
+
+def _turn(name: str, n: int = 1, **changes: Any) -> StoredTurn:
+    turn = StoredTurn(
+        name=name,
+        node="host-a",
+        started_at=1000.0 + n,
+        ended_at=1000.5 + n,
+        duration=0.5,
+        outcome="complete",
+        cost_usd=0.01 * n,
+        usage=Usage(input_tokens=n, output_tokens=2 * n),
+        prompt=f"prompt {n}",
+        answer=f"answer {n}",
+    )
+    return attrs.evolve(turn, **changes)
+
+
+@_check(TurnHistoryStore)
+async def _a_turn_with_history_is_counted_and_kept_newest_first_and_bounded(
+    harness: StoreHarness,
+) -> None:
+    store = await _open(harness)
+    assert isinstance(store, TurnHistoryStore)
+    try:
+        assert list(await store.turn_history(None, limit=10)) == []
+        await _checkpoint(store, "a", "s-1")
+        await _checkpoint(store, "b")
+        for n in (1, 2, 3):
+            await store.record_turn_with_history(_turn("a", n), session_id="s-1", keep=2)
+        failed = _turn("b", 4, outcome="interrupted", cost_usd=None, answer=None)
+        await store.record_turn_with_history(failed, session_id="s-2", keep=2)
+        record = await _loaded(store, "a")
+        assert (record.turns, record.last_stop_reason) == (3, "complete")
+        assert _near(record.cost_usd, 0.06, 1e-9)
+        assert record.usage == Usage(input_tokens=6, output_tokens=12)
+        assert (await _loaded(store, "b")).session_id == "s-2"
+        # The two newest of "a" stay; the first went out with the third.
+        assert list(await store.turn_history("a", limit=10)) == [_turn("a", 3), _turn("a", 2)]
+        assert [t.name for t in await store.turn_history(None, limit=10)] == ["b", "a", "a"]
+        assert list(await store.turn_history(None, limit=1, offset=1)) == [_turn("a", 3)]
+        assert list(await store.turn_history("b", limit=10)) == [failed]
+        assert list(await store.turn_history("a", limit=0)) == []
+        assert list(await store.turn_history("nobody", limit=10)) == []
+        with _raises(StoreError, match="'c'"):  # no row: nothing is kept
+            await store.record_turn_with_history(_turn("c"), session_id=None, keep=2)
+        assert list(await store.turn_history("c", limit=10)) == []
+        for bad in (0, -1):
+            with _raises(ValueError, match="keep"):
+                await store.record_turn_with_history(_turn("a"), session_id=None, keep=bad)
+        with _raises(ValueError, match="offset"):
+            await store.turn_history("a", limit=1, offset=-1)
+        assert (await _loaded(store, "a")).turns == 3
+        assert await store.forget("a")  # its history goes with its row
+        assert [t.name for t in await store.turn_history(None, limit=10)] == ["b"]
+        await _checkpoint(store, "d")
+        for n in range(1, 5):  # fewer than it keeps: every one stays
+            await store.record_turn_with_history(_turn("d", n), session_id=None, keep=5)
+        assert [t.prompt for t in await store.turn_history("d", limit=10)] == [
+            "prompt 4",
+            "prompt 3",
+            "prompt 2",
+            "prompt 1",
+        ]
+    finally:
+        await store.aclose()
+
+
+@_check(TurnHistoryStore)
+async def _a_turn_history_keeps_its_stop_reason_redacted_and_outlives_a_reopen(
+    harness: StoreHarness,
+) -> None:
+    store = await _open(harness)
+    assert isinstance(store, TurnHistoryStore)
+    secret = "sk-ant-api03-" + "x" * 30
+    try:
+        await _checkpoint(store, "a")
+        turn = _turn("a", outcome=f"custom failure {secret}")
+        await store.record_turn_with_history(turn, session_id=None, keep=5)
+    finally:
+        await store.aclose()
+    again = await _open(harness)
+    assert isinstance(again, TurnHistoryStore)
+    try:
+        [kept] = await again.turn_history("a", limit=5)
+        assert secret not in kept.outcome and kept.outcome.startswith("custom failure")
+        assert kept == attrs.evolve(turn, outcome=kept.outcome)
+        assert (await _loaded(again, "a")).last_stop_reason == kept.outcome
+    finally:
+        await again.aclose()

@@ -14,7 +14,6 @@ from npm_clis import ROOT as ROOT
 from npm_clis import Turn as Turn
 from npm_clis import decode as decode
 from npm_clis import exit_status as exit_status
-from npm_clis import find_marked as find_marked
 from npm_clis import pinned_binary, pinned_version, scratch_dir
 from npm_clis import run_turn as run_translated
 

@@ -68,6 +68,28 @@ function barChart(holder, bars, label, format) {
   holder.replaceChildren(svg);
 }
 
+// Running totals of [ended_at, cost_usd, ...] points: [[t, cost so far], ...] and
+// [[t, turns so far], ...], for the lines of cost and turns over time.
+function runningTotals(points) {
+  let cost = 0;
+  const costs = [], turns = [];
+  points.forEach((p, i) => { cost += p[1]; costs.push([p[0], cost]); turns.push([p[0], i + 1]); });
+  return [costs, turns];
+}
+
+function countBy(values) {
+  const counts = {};
+  for (const value of values) counts[value] = (counts[value] || 0) + 1;
+  return Object.entries(counts).sort((a, b) => b[1] - a[1]);
+}
+
+function budgetLeft(usd, tokens) {
+  const parts = [];
+  if (usd !== null && usd !== undefined) parts.push(money(usd));
+  if (tokens !== null && tokens !== undefined) parts.push(tokens + " tokens");
+  return parts.length ? parts.join(", ") : "no budget";
+}
+
 // ---- tool calls waiting for a person ----
 
 async function post(body) {
@@ -163,7 +185,8 @@ function fleetPage() {
       const cell = el("td"); cell.append(link); tr.append(cell);
       const cells = [a.node, a.pid, a.backend, a.mode, a.state, a.session_id, a.turns,
         money(a.cost_usd), a.restarts, a.last_outcome,
-        a.updated_at === null ? "-" : ago(Date.now() / 1000 - a.updated_at) + " ago"];
+        a.updated_at === null ? "-" : ago(Date.now() / 1000 - a.updated_at) + " ago",
+        a.mode === null ? "-" : budgetLeft(a.budget_left_usd, a.budget_left_tokens)];
       for (const value of cells) tr.append(el("td", {}, value ?? "-"));
       tr.children[5].className = "state";
       return tr;
@@ -171,9 +194,25 @@ function fleetPage() {
     document.getElementById("count").textContent = `(${rows.length} of ${agents.length})`;
   }
 
+  // The store's turn history, when it keeps one: the lines then cover more than the
+  // time this page has been open.
+  let stored = null, storedTurns = -1;
+
+  async function fromStore(turns) {
+    if (turns === storedTurns) return;
+    storedTurns = turns;
+    const data = await (await fetch("history")).json();
+    stored = data.chart;
+    document.getElementById("chart-span").textContent = stored
+      ? `from the store: the fleet's last ${stored.length} turns` : "since this page opened: " + data.why;
+    charts();
+  }
+
   function charts() {
-    lineChart(document.getElementById("chart-cost"), history.map((p) => [p[0], p[1]]), "fleet cost");
-    lineChart(document.getElementById("chart-turns"), history.map((p) => [p[0], p[2]]), "fleet turns");
+    const [costs, turns] = stored ? runningTotals(stored)
+      : [history.map((p) => [p[0], p[1]]), history.map((p) => [p[0], p[2]])];
+    lineChart(document.getElementById("chart-cost"), costs, "fleet cost");
+    lineChart(document.getElementById("chart-turns"), turns, "fleet turns");
     const outcomes = {};
     for (const a of agents) if (a.last_outcome) outcomes[a.last_outcome] = (outcomes[a.last_outcome] || 0) + 1;
     barChart(document.getElementById("chart-outcomes"),
@@ -207,14 +246,56 @@ function fleetPage() {
       Object.keys(filters).forEach(fillFilter);
       render();
       sample();
+      fromStore(agents.reduce((sum, a) => sum + a.turns, 0));
     },
   });
 }
 
 // ---- the agent page ----
 
+// The agent page's turn history from the store: a page of its turns, newest first, and
+// the charts of its newest turns; fetched again when the stored count of turns changes.
+function historyOf(name) {
+  const body = document.querySelector("#history tbody");
+  const newer = document.getElementById("history-newer"), older = document.getElementById("history-older");
+  let offset = 0, known = -1, page = 20;
+
+  async function load() {
+    const data = await (await fetch(`history?name=${encodeURIComponent(name)}&offset=${offset}`)).json();
+    const why = document.getElementById("history-why");
+    why.hidden = !data.why;
+    why.textContent = data.why || "";
+    if (!data.turns) return;
+    page = data.page;
+    body.replaceChildren(...data.turns.map((t) => {
+      const tr = el("tr", { "data-outcome": t.outcome });
+      const cells = [new Date(t.ended_at * 1000).toLocaleString(), t.node, t.outcome,
+        t.duration.toFixed(1) + " s", money(t.cost_usd), `${t.input_tokens} / ${t.output_tokens}`];
+      for (const value of cells) tr.append(el("td", {}, value));
+      for (const text of [t.prompt, t.answer]) tr.append(el("td", { class: "text" }, text ?? "(not kept)"));
+      return tr;
+    }));
+    newer.disabled = offset === 0;
+    older.disabled = !data.more;
+    document.getElementById("history-at").textContent = data.turns.length
+      ? `turns ${offset + 1} to ${offset + data.turns.length}, newest first` : "no turns yet";
+    const [costs, turns] = runningTotals(data.chart);
+    lineChart(document.getElementById("h-cost"), costs, "cost over time");
+    lineChart(document.getElementById("h-turns"), turns, "turns over time");
+    lineChart(document.getElementById("h-durations"), data.chart.map((p) => [p[0], p[2]]), "turn durations");
+    barChart(document.getElementById("h-outcomes"), countBy(data.chart.map((p) => p[3])), "outcomes", String);
+  }
+
+  newer.addEventListener("click", () => { offset = Math.max(0, offset - page); load(); });
+  older.addEventListener("click", () => { offset += page; load(); });
+  return { turns: (count) => { if (count !== known) { known = count; load(); } } };
+}
+
+let turnHistory = null;
+
 function agentPage() {
   const name = new URLSearchParams(location.search).get("name") || "";
+  turnHistory = historyOf(name);
   document.getElementById("agent-name").textContent = name;
   const liveText = document.getElementById("live");
   const events = document.getElementById("events");
@@ -227,6 +308,8 @@ function agentPage() {
       r.input_tokens === undefined ? "-" : `${r.input_tokens} / ${r.output_tokens}`],
       ["restarts", s.restarts], ["queued", s.queued], ["last outcome", r.last_stop_reason],
       ["cwd", r.cwd], ["CLI pid", s.cli_pid],
+      ["spent", s.spent_usd === undefined ? "-" : `${money(s.spent_usd)}, ${s.spent_tokens} tokens`],
+      ["budget left", s.spent_usd === undefined ? "-" : budgetLeft(s.budget_left_usd, s.budget_left_tokens)],
       ["current request", s.current ? `#${s.current.ref} (${s.current.origin}, ${s.current.elapsed.toFixed(1)} s)` : "none"]];
     const dl = document.getElementById("facts");
     dl.replaceChildren();
@@ -235,6 +318,7 @@ function agentPage() {
     const why = document.getElementById("unreachable");
     why.hidden = !data.unreachable;
     why.textContent = data.unreachable || "";
+    turnHistory.turns(r.turns);
   }
 
   function event(data) {
@@ -279,7 +363,7 @@ function agentPage() {
     },
     event,
     dropped: (data) => events.append(el("li", { class: "event-dropped" },
-      `${data.count} events not shown: this page fell behind the turn`)),
+      `${data.count} events not shown: ${data.why || "this page fell behind the turn"}`)),
   });
 
   fetch("transcript?name=" + encodeURIComponent(name)).then((r) => r.json()).then((data) => {

@@ -1,0 +1,83 @@
+"""What an agent's turn history keeps of each turn (`agentrt._turn_history`), through the
+runtime on a MemoryStore: the prompt and the answer only where retention kept the turn's
+events whole, redacted and cut; a failed turn's outcome and its prompt."""
+
+from __future__ import annotations
+
+import pytest
+from _helpers import echo_backend
+
+import agentrt
+from agentrt import Failed, MemoryStore, StopReason, TextEvent
+from agentrt._turn_history import HISTORY_TEXT, kept_text
+from agentrt.store import StoredTurn
+from agentrt.testing import ScriptedBackend, reply
+
+SECRET = "sk-ant-api03-" + "y" * 40
+
+
+def chatty(call: object) -> list[object]:
+    return [TextEvent(text="a"), TextEvent(text="b"), TextEvent(text="c"), *reply("abc")]
+
+
+async def only_turn(rt: agentrt.Runtime, name: str) -> StoredTurn:
+    store = rt.store
+    assert isinstance(store, agentrt.store.TurnHistoryStore)
+    [turn] = await store.turn_history(name, limit=10)
+    return turn
+
+
+async def test_a_turn_whose_events_were_all_kept_keeps_its_prompt_and_answer() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=echo_backend())
+        response = await rt.ask("a", f"the key is {SECRET}")
+        turn = await only_turn(rt, "a")
+    assert (turn.prompt, turn.answer) == ("the key is [REDACTED]", "echo the key is [REDACTED]")
+    assert (turn.outcome, turn.cost_usd, turn.usage) == ("complete", None, agentrt.Usage())
+    assert response.event_coverage.omitted == 0
+    assert turn.ended_at == pytest.approx(turn.started_at + turn.duration)
+
+
+async def test_a_compact_turn_that_left_events_out_keeps_no_text() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=chatty)
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend, max_events=2)
+        response = await rt.ask("a", "talk")
+        turn = await only_turn(rt, "a")
+    assert response.event_coverage.omitted > 0
+    assert (turn.outcome, turn.prompt, turn.answer) == ("complete", None, None)
+
+
+async def test_a_lossless_overflow_keeps_no_text_and_another_failure_its_prompt() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=chatty)
+        await rt.start_agent(
+            agentrt.Agent, name="a", backend=backend, max_events=2, retention="lossless"
+        )
+        ref = await rt.tell("a", "talk")
+        result = await rt.wait(ref)
+        assert isinstance(result, Failed)
+        assert result.error.reason == StopReason.EVENT_CAPTURE_OVERFLOW
+        turn = await only_turn(rt, "a")
+        assert (turn.outcome, turn.prompt, turn.answer) == ("event_capture_overflow", None, None)
+        await rt.start_agent(agentrt.Agent, name="b", backend=ScriptedBackend(default=crash))
+        await rt.wait(await rt.tell("b", "break"))
+        turn = await only_turn(rt, "b")
+    assert (turn.prompt, turn.answer) == ("break", None)
+    assert turn.outcome != "complete"
+
+
+def crash(call: object) -> list[object]:
+    raise RuntimeError("the translator broke")
+
+
+def test_a_long_text_is_cut_after_it_is_redacted() -> None:
+    text = "x" * (HISTORY_TEXT - 5) + " " + SECRET
+    kept = kept_text(text)
+    # Redacted whole, then cut: no part of the key is left for the cut to keep.
+    assert "sk-ant" not in kept and "yyyy" not in kept
+    assert kept == "x" * (HISTORY_TEXT - 5) + f" [RED... [cut: {len(text)} characters in all]"
+    assert kept_text("short") == "short"
+    assert kept_text("y" * HISTORY_TEXT) == "y" * HISTORY_TEXT
+    huge = "z" * 10**6 + SECRET
+    assert kept_text(huge).endswith(f"... [cut: {len(huge)} characters in all]")
