@@ -334,11 +334,11 @@ def bridge_table(res: Results) -> list[str]:
             [
                 asyncio_bridge.CONTENDERS.get(c, c),
                 _fmt(m("p50_us"), 0),
-                "—" if native else f"{_median(_added(res, c, 'p50_us')):+.0f}",
+                "—" if native else f"{_median(_added(res, c, 'p50_us')):+,.0f}",
                 _fmt(m("p99_us"), 0),
-                "—" if native else f"{_median(_added(res, c, 'p99_us')):+.0f}",
+                "—" if native else f"{_median(_added(res, c, 'p99_us')):+,.0f}",
                 _fmt(m("cpu_us"), 0),
-                "—" if native else f"{_median(_added(res, c, 'cpu_us')):+.0f}",
+                "—" if native else f"{_median(_added(res, c, 'cpu_us')):+,.0f}",
                 _fmt(m("per_second"), 0),
                 _fmt(m("concurrent_per_second"), 0),
             ]
