@@ -14,71 +14,109 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import outcome
 
 from . import _runtime as trio_runtime
+from . import _supervisor as trio_supervisor
 from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._runtime_thread import RuntimeThread
+from ._restart import Strategy
+from ._runtime_thread import Block, HeldBlock, RuntimeThread
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
+TrioSupervisor = trio_supervisor.Supervisor
+
+
+class _Delivery(Generic[R]):
+    """Where a call's outcome lands on the caller's loop: the future its task awaits (a
+    second one once a cancellation has cancelled the first), and the outcome itself, kept
+    for a task that was cancelled just before it came."""
+
+    __slots__ = ("future", "outcome")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.outcome: outcome.Outcome[R] | None = None
+
+    def __call__(self, result: outcome.Outcome[R]) -> None:
+        self.outcome = result
+        if not self.future.done():
+            self.future.set_result(None)
 
 
 async def _settle(thread: RuntimeThread, function: Callable[[], Coroutine[Any, Any, R]]) -> R:
     """Run ``function()`` in the runtime's thread and await its outcome on this loop."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[outcome.Outcome[R]] = loop.create_future()
-
-    def deliver(result: outcome.Outcome[R]) -> None:
-        if not done.done():
-            done.set_result(result)
+    delivery: _Delivery[R] = _Delivery(loop.create_future())
 
     def on_done(result: outcome.Outcome[R]) -> None:  # in the runtime's thread
         # A closed loop (RuntimeError): nobody waits for this outcome.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(deliver, result)
+            loop.call_soon_threadsafe(delivery, result)
 
     call = thread.submit(function, on_done)
     try:
-        result = await asyncio.shield(done)
+        # Awaited bare, not shielded: a shield costs a future and a loop iteration per call.
+        await delivery.future
     except asyncio.CancelledError:
-        call.cancel()
-        # As trio's ask: the cancellation reaches the caller once the work is undone
-        # (the runtime bounds that wait); further cancellations do not cut it short.
-        while not done.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(done)
+        if delivery.outcome is None:
+            call.cancel()
+            # As trio's ask: the cancellation reaches the caller once the work is undone
+            # (the runtime bounds that wait); further cancellations do not cut it short.
+            delivery.future = settled = loop.create_future()
+            while delivery.outcome is None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(settled)
         raise
-    return result.unwrap()
+    assert delivery.outcome is not None
+    return delivery.outcome.unwrap()
 
 
 def _awaited(
-    method: Callable[Concatenate[TrioRuntime, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[Runtime, P], Coroutine[Any, Any, R]]:
-    async def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        runtime = self._thread.runtime
-        return await _settle(self._thread, lambda: method(runtime, *args, **kwargs))
+    method: Callable[Concatenate[T, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    async def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        target, thread = self._target, self._thread
+        return await _settle(thread, lambda: method(target, *args, **kwargs))
 
     same_face(forward, method)
     return forward
 
 
 def _immediate(
-    method: Callable[Concatenate[TrioRuntime, P], R],
-) -> Callable[Concatenate[Runtime, P], R]:
+    method: Callable[Concatenate[T, P], R],
+) -> Callable[Concatenate[Any, P], R]:
     # A synchronous method reads the runtime's state: in its thread, where it is kept
     # (the loop waits for one scheduling step of that thread, never for a turn).
-    def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        runtime = self._thread.runtime
-        return self._thread.run_sync(lambda: method(runtime, *args, **kwargs))
+    def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        target, thread = self._target, self._thread
+        assert isinstance(thread, RuntimeThread)
+        return thread.run_sync(lambda: method(target, *args, **kwargs))
+
+    same_face(forward, method)
+    return forward
+
+
+def _holding(
+    method: Callable[Concatenate[TrioRuntime, P], AbstractAsyncContextManager[TrioSupervisor]],
+) -> Callable[Concatenate[Runtime, P], AbstractAsyncContextManager[Supervisor]]:
+    # A nested supervisor's block is owned by a trio task: one of the runtime's thread
+    # holds it open for the asyncio ``async with``.
+    def forward(
+        self: Runtime, /, *args: P.args, **kwargs: P.kwargs
+    ) -> AbstractAsyncContextManager[Supervisor]:
+        runtime, thread = self._target, self._thread
+        block = HeldBlock(thread, lambda: method(runtime, *args, **kwargs))
+        return _held(block, lambda: Supervisor._create(thread, block.value))
 
     same_face(forward, method)
     return forward
@@ -144,16 +182,17 @@ class Runtime(metaclass=NoPublicConstructor):
 
     def __init__(self, thread: RuntimeThread) -> None:
         self._thread = thread
+        self._target = thread.runtime
 
     @property
     def runtime_id(self) -> str:
         """This runtime's id, as the store records it with the process of a running turn."""
-        return self._thread.runtime.runtime_id
+        return self._target.runtime_id
 
     @property
     def node(self) -> str:
         """The node (host) this runtime names itself as in the leases of its agents."""
-        return self._thread.runtime.node
+        return self._target.node
 
     start_agent = _awaited(TrioRuntime.start_agent)
     ask = _awaited(TrioRuntime.ask)
@@ -180,10 +219,44 @@ class Runtime(metaclass=NoPublicConstructor):
     statistics = _immediate(TrioRuntime.statistics)
 
     def stream(self, ref: Ref) -> EventStream:
-        runtime = self._thread.runtime
+        runtime = self._target
         return EventStream._create(self._thread, self._thread.run_sync(lambda: runtime.stream(ref)))
 
     same_face(stream, TrioRuntime.stream)
+
+    open_supervisor = _holding(TrioRuntime.open_supervisor)
+
+
+class Supervisor(metaclass=NoPublicConstructor):
+    """`agentrt.Supervisor` from asyncio: a nested supervisor, made by
+    `Runtime.open_supervisor`; ``start_agent`` is awaited, ``agents`` waits for one
+    scheduling step of the runtime's thread."""
+
+    _made_by = "rt.open_supervisor()"
+
+    __slots__ = ("_target", "_thread")
+
+    def __init__(self, thread: RuntimeThread, supervisor: TrioSupervisor) -> None:
+        self._thread = thread
+        self._target = supervisor
+
+    @property
+    def strategy(self) -> Strategy:
+        """How a crash of one of its agents restarts the others (as `open_runtime` says)."""
+        return self._target.strategy
+
+    @property
+    def max_restarts(self) -> int:
+        """More restarts than this within ``period`` seconds, and it gives up."""
+        return self._target.max_restarts
+
+    @property
+    def period(self) -> float:
+        """The window, in seconds, ``max_restarts`` counts restarts in."""
+        return self._target.period
+
+    start_agent = _awaited(TrioSupervisor.start_agent)
+    agents = _immediate(TrioSupervisor.agents)
 
 
 async def _wait_future(future: Future[None]) -> None:
@@ -193,40 +266,48 @@ async def _wait_future(future: Future[None]) -> None:
 def _opening(
     open_trio: Callable[P, AbstractAsyncContextManager[TrioRuntime]],
 ) -> Callable[P, AbstractAsyncContextManager[Runtime]]:
-    @asynccontextmanager
-    async def open_runtime(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Runtime]:
+    def open_runtime(*args: P.args, **kwargs: P.kwargs) -> AbstractAsyncContextManager[Runtime]:
         thread = RuntimeThread(lambda: open_trio(*args, **kwargs))
-        loop = asyncio.get_running_loop()
-        owner = asyncio.current_task()
-        try:
-            await _wait_future(thread.start())
-        except BaseException:
-            await _closed(thread)
-            raise
-
-        def on_failure(error: BaseException) -> None:  # the runtime gave up, in its thread
-            if owner is not None:
-                loop.call_soon_threadsafe(owner.cancel)
-
-        thread.on_failure = on_failure
-        try:
-            yield Runtime._create(thread)
-        except asyncio.CancelledError:
-            await _closed(thread)
-            if thread.failure is not None and owner is not None:
-                owner.uncancel()  # that cancellation was ours: it stood for the failure
-                raise thread.failure from None
-            raise
-        except BaseException:
-            await _closed(thread)
-            raise
-        await _closed(thread)
-        if thread.failure is not None:
-            raise thread.failure
+        return _held(thread, lambda: Runtime._create(thread))
 
     same_face(open_runtime, open_trio)
     open_runtime.__doc__ = OPEN_RUNTIME_DOC
     return open_runtime
+
+
+@asynccontextmanager
+async def _held(block: Block, made: Callable[[], T]) -> AsyncIterator[T]:
+    """Open ``block`` in the runtime's thread, give ``made()`` to the ``async with``, and
+    leave the block when the ``async with`` is left. A failure that ends the block while
+    held (the runtime or the supervisor gave up) cancels the task in the ``async with``
+    and comes out of it."""
+    loop = asyncio.get_running_loop()
+    owner = asyncio.current_task()
+    try:
+        await _wait_future(block.start())
+    except BaseException:
+        await _closed(block)
+        raise
+
+    def on_failure(error: BaseException) -> None:  # the block gave up, in the runtime's thread
+        if owner is not None:
+            loop.call_soon_threadsafe(owner.cancel)
+
+    block.on_failure = on_failure
+    try:
+        yield made()
+    except asyncio.CancelledError:
+        await _closed(block)
+        if block.failure is not None and owner is not None:
+            owner.uncancel()  # that cancellation was ours: it stood for the failure
+            raise block.failure from None
+        raise
+    except BaseException:
+        await _closed(block)
+        raise
+    await _closed(block)
+    if block.failure is not None:
+        raise block.failure
 
 
 OPEN_RUNTIME_DOC = """`agentrt.open_runtime` for an asyncio program: ``async with
@@ -242,17 +323,17 @@ its block. Agent callbacks still run in the agent's trio task (docs/asyncio.md s
 they may do there)."""
 
 
-async def _closed(thread: RuntimeThread) -> None:
-    """Close the runtime and wait until its thread has ended, however often the caller is
-    cancelled meanwhile (closing kills every turn's processes, within its bounds)."""
-    ended = asyncio.ensure_future(_wait_future(thread.close()))
+async def _closed(block: Block) -> None:
+    """Leave ``block`` and wait until it is left, however often the caller is cancelled
+    meanwhile (closing kills every turn's processes, within its bounds)."""
+    ended = asyncio.ensure_future(_wait_future(block.close()))
     cancelled = False
     while not ended.done():
         try:
             await asyncio.shield(ended)
         except asyncio.CancelledError:
             cancelled = True
-    thread.join()
+    block.join()
     if cancelled:
         raise asyncio.CancelledError
 

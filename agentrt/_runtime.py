@@ -172,6 +172,7 @@ class Runtime(metaclass=NoPublicConstructor):
     @asynccontextmanager
     async def open_supervisor(
         self,
+        /,
         *,
         strategy: str = "one_for_one",
         max_restarts: int = 3,

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import outcome
 import trio
@@ -215,6 +215,75 @@ class RuntimeThread:
                     # The runtime has closed: its asks got AgentStopped as their agents
                     # stopped; what still waits on it ends now (with NoRuntime).
                     calls.cancel_scope.cancel()
+
+
+T = TypeVar("T")
+
+
+class Block(Protocol):
+    """What the asyncio and sync forms open and leave: a `RuntimeThread` (the runtime's
+    block) or a `HeldBlock` (a nested supervisor's)."""
+
+    on_failure: Callable[[BaseException], None] | None
+    failure: BaseException | None
+
+    def start(self) -> Future[None]: ...
+
+    def close(self) -> Future[None]: ...
+
+    def join(self) -> None: ...
+
+
+class HeldBlock(Generic[T]):
+    """An async context manager entered by a task of the runtime's thread and held open
+    until `close`: a block that trio code owns (a nested supervisor's), opened and left
+    from another thread. The same protocol as `RuntimeThread`'s own: `start` settles once
+    the block is entered (``value`` is what it gave) or failed to enter; an exception that
+    ends the block while held (the supervisor gave up) goes to ``on_failure`` (in the
+    runtime's thread) and is kept in `failure`; `close` leaves it."""
+
+    def __init__(self, thread: RuntimeThread, open: Callable[[], AbstractAsyncContextManager[T]]):
+        self._thread = thread
+        self._open = open
+        self._entered: Future[None] = Future()
+        self._ended: Future[None] = Future()
+        self._leave = trio.Event()
+        self.value: T
+        self.on_failure: Callable[[BaseException], None] | None = None
+        self.failure: BaseException | None = None
+
+    def start(self) -> Future[None]:
+        """Enter the block; the future's error is `NoRuntime` once the runtime is closing."""
+        try:
+            self._thread.submit(self._hold, self._done)
+        except NoRuntime as exc:
+            self._done(outcome.Error(exc))
+        return self._entered
+
+    def close(self) -> Future[None]:
+        """Leave the block; the future settles once it is left. Idempotent."""
+        with contextlib.suppress(NoRuntime):  # the runtime's end has left it already
+            self._thread._post(self._leave.set)
+        return self._ended
+
+    def join(self) -> None:
+        """Nothing to join: the block's task has ended once `close`'s future settles."""
+
+    async def _hold(self) -> None:
+        async with self._open() as self.value:
+            self._entered.set_result(None)
+            await self._leave.wait()
+
+    def _done(self, result: outcome.Outcome[None]) -> None:  # in the runtime's thread
+        if isinstance(result, outcome.Error):
+            if not self._entered.done():
+                self._entered.set_exception(result.error)
+            elif not isinstance(result.error, NoRuntime):
+                # (The runtime's own end is the runtime's block's to report.)
+                self.failure = result.error
+                if self.on_failure is not None:
+                    self.on_failure(result.error)
+        self._ended.set_result(None)
 
 
 # The runtimes still open, closed when the main thread ends (one watcher for them all).

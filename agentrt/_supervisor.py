@@ -348,6 +348,7 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     async def start_agent(
         self,
+        /,
         agent: AgentFactory,
         *,
         name: str,

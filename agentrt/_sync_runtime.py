@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import outcome
 
 from . import _runtime as trio_runtime
+from . import _supervisor as trio_supervisor
 from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._runtime_thread import RuntimeThread
+from ._restart import Strategy
+from ._runtime_thread import HeldBlock, RuntimeThread
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
+TrioSupervisor = trio_supervisor.Supervisor
 
 
 def _check_thread(thread: RuntimeThread) -> None:
@@ -42,55 +46,118 @@ def _blocking(thread: RuntimeThread, function: Callable[[], Coroutine[Any, Any, 
     that interrupts the wait (KeyboardInterrupt) cancels the call as trio cancellation
     would, and goes on once the call has settled."""
     _check_thread(thread)
-    settled = threading.Event()
+    # A lock held until the outcome comes: a cheaper one-shot signal than threading.Event
+    # (which builds a Condition and a waiter lock per wait), and as interruptible.
+    settled = threading.Lock()
+    settled.acquire()
     box: list[outcome.Outcome[R]] = []
 
     def on_done(result: outcome.Outcome[R]) -> None:
         box.append(result)
-        settled.set()
+        settled.release()
 
     call = thread.submit(function, on_done)
     try:
-        settled.wait()
+        settled.acquire()
     except BaseException:
-        call.cancel()
-        _wait_uninterrupted(settled)
+        if not box:  # else the outcome came just before the interruption
+            call.cancel()
+            _wait_uninterrupted(settled)
         raise
     return box[0].unwrap()
 
 
-def _wait_uninterrupted(settled: threading.Event) -> None:
+def _wait_uninterrupted(settled: threading.Lock) -> None:
     # The runtime bounds how long undoing a call takes; a second Ctrl-C must not leave
     # the turn's processes running.
     while True:
         try:
-            settled.wait()
+            settled.acquire()
             return
         except BaseException:
             continue
 
 
 def _awaited(
-    method: Callable[Concatenate[TrioRuntime, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[Runtime, P], R]:
-    def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        runtime = self._thread.runtime
-        return _blocking(self._thread, lambda: method(runtime, *args, **kwargs))
+    method: Callable[Concatenate[T, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], R]:
+    def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        target, thread = self._target, self._thread
+        return _blocking(thread, lambda: method(target, *args, **kwargs))
 
     same_face(forward, method)
     return forward
 
 
 def _immediate(
-    method: Callable[Concatenate[TrioRuntime, P], R],
-) -> Callable[Concatenate[Runtime, P], R]:
-    def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        _check_thread(self._thread)
-        runtime = self._thread.runtime
-        return self._thread.run_sync(lambda: method(runtime, *args, **kwargs))
+    method: Callable[Concatenate[T, P], R],
+) -> Callable[Concatenate[Any, P], R]:
+    def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        target, thread = self._target, self._thread
+        assert isinstance(thread, RuntimeThread)
+        _check_thread(thread)
+        return thread.run_sync(lambda: method(target, *args, **kwargs))
 
     same_face(forward, method)
     return forward
+
+
+def _holding(
+    method: Callable[Concatenate[TrioRuntime, P], AbstractAsyncContextManager[TrioSupervisor]],
+) -> Callable[Concatenate[Runtime, P], AbstractContextManager[Supervisor]]:
+    # A nested supervisor's block is owned by a trio task: one of the runtime's thread
+    # holds it open for the ``with`` block.
+    @contextlib.contextmanager
+    def forward(self: Runtime, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[Supervisor]:
+        runtime, thread = self._target, self._thread
+        _check_thread(thread)
+        block = HeldBlock(thread, lambda: method(runtime, *args, **kwargs))
+        entered = block.start()
+        try:
+            entered.result()
+        except BaseException:
+            _left(block)
+            raise
+        try:
+            yield Supervisor._create(thread, block.value)
+        except Exception as exc:
+            _left(block)
+            if block.failure is not None:  # what the code met was its agents stopping
+                raise block.failure from exc
+            raise
+        except BaseException:
+            _left(block)
+            raise
+        _left(block)
+        if block.failure is not None:
+            raise block.failure
+
+    same_face(forward, method)
+    forward.__doc__ = OPEN_SUPERVISOR_DOC
+    return forward
+
+
+OPEN_SUPERVISOR_DOC = """`agentrt.Runtime.open_supervisor` from a thread: ``with
+rt.open_supervisor(...) as sup:`` takes the same arguments and opens a nested supervisor,
+held open by a task of the runtime's thread until the block is left (which stops its agents
+before it returns); start agents under it with `Supervisor.start_agent`. Raises, on
+opening, what the trio form raises (`InvalidOptions`, `NoRuntime`), as itself. When it
+gives up (more than ``max_restarts`` restarts in ``period`` seconds) it stops its agents,
+which the block's calls to them then say (`AgentStopped`, `AgentNotFound`): a thread
+cannot be cancelled as the trio form cancels its block. `RestartLimitExceeded` (with the
+crash history) comes out of the block when it is left, in place of an error the block's
+code met (its ``__cause__``); the rest of the runtime goes on."""
+
+
+def _left(block: HeldBlock[Any]) -> None:
+    """Leave ``block`` and wait until it is left, a second Ctrl-C included."""
+    ended = block.close()
+    while True:
+        try:
+            ended.result()
+            return
+        except BaseException:
+            continue
 
 
 class EventStream(metaclass=NoPublicConstructor):
@@ -144,16 +211,17 @@ class Runtime(metaclass=NoPublicConstructor):
 
     def __init__(self, thread: RuntimeThread) -> None:
         self._thread = thread
+        self._target = thread.runtime
 
     @property
     def runtime_id(self) -> str:
         """This runtime's id, as the store records it with the process of a running turn."""
-        return self._thread.runtime.runtime_id
+        return self._target.runtime_id
 
     @property
     def node(self) -> str:
         """The node (host) this runtime names itself as in the leases of its agents."""
-        return self._thread.runtime.node
+        return self._target.node
 
     start_agent = _awaited(TrioRuntime.start_agent)
     ask = _awaited(TrioRuntime.ask)
@@ -181,10 +249,12 @@ class Runtime(metaclass=NoPublicConstructor):
 
     def stream(self, ref: Ref) -> EventStream:
         _check_thread(self._thread)
-        runtime = self._thread.runtime
+        runtime = self._target
         return EventStream._create(self._thread, self._thread.run_sync(lambda: runtime.stream(ref)))
 
     same_face(stream, TrioRuntime.stream)
+
+    open_supervisor = _holding(TrioRuntime.open_supervisor)
 
     def __enter__(self) -> Runtime:
         return self
@@ -201,6 +271,37 @@ class Runtime(metaclass=NoPublicConstructor):
         if (failure := self._thread.failure) is not None:
             self._thread.failure = None
             raise failure
+
+
+class Supervisor(metaclass=NoPublicConstructor):
+    """`agentrt.Supervisor` from a thread: a nested supervisor, made by
+    `Runtime.open_supervisor`; ``start_agent`` blocks until the agent has started."""
+
+    _made_by = "rt.open_supervisor()"
+
+    __slots__ = ("_target", "_thread")
+
+    def __init__(self, thread: RuntimeThread, supervisor: TrioSupervisor) -> None:
+        self._thread = thread
+        self._target = supervisor
+
+    @property
+    def strategy(self) -> Strategy:
+        """How a crash of one of its agents restarts the others (as `open_runtime` says)."""
+        return self._target.strategy
+
+    @property
+    def max_restarts(self) -> int:
+        """More restarts than this within ``period`` seconds, and it gives up."""
+        return self._target.max_restarts
+
+    @property
+    def period(self) -> float:
+        """The window, in seconds, ``max_restarts`` counts restarts in."""
+        return self._target.period
+
+    start_agent = _awaited(TrioSupervisor.start_agent)
+    agents = _immediate(TrioSupervisor.agents)
 
 
 def _wait_uninterrupted_join(thread: RuntimeThread) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import many_agents, report
+from . import asyncio_bridge, many_agents, report
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
@@ -42,6 +42,8 @@ FULL = {
     "many_agents": (1_000, 10_000, 50_000),
     # 50,000 agents on SQLite take minutes: fewer rounds than the other figures.
     "many_agents_rounds": 3,
+    "bridge_asks": 5_000,
+    "bridge_concurrent": 1_000,
 }
 QUICK = {
     "mode": "quick",
@@ -54,8 +56,21 @@ QUICK = {
     "warm_turns": 2,
     "many_agents": (100, 300),
     "many_agents_rounds": 1,
+    "bridge_asks": 300,
+    "bridge_concurrent": 50,
 }
-SCENARIOS = ("mix", "small", "tiny", "concurrent", "interrupt", "idle", "asks", "warm", "agents")
+SCENARIOS = (
+    "mix",
+    "small",
+    "tiny",
+    "concurrent",
+    "interrupt",
+    "idle",
+    "asks",
+    "warm",
+    "agents",
+    "bridge",
+)
 # Which fixture each turn scenario streams.
 _FIXTURE = {"mix": "mix", "small": "small", "tiny": "tiny", "concurrent": "turn1m"}
 
@@ -100,6 +115,11 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
         return f"first turn {result['first']:.2f} s, follow-ups {follow:.0f} ms (median)"
     if "latencies" in result:
         return f"p50 {sorted(result['latencies'])[len(result['latencies']) // 2] * 1000:.2f} ms"
+    if scenario == "bridge":
+        return (
+            f"p50 {result['p50_us']:.0f} us, p99 {result['p99_us']:.0f} us, "
+            f"{result['cpu_us']:.0f} us CPU/ask, {result['concurrent_per_second']:,.0f}/s at once"
+        )
     if scenario == "agents":
         return (
             f"{result['agents']:,} agents: start {result['first_us']:.0f} / "
@@ -197,6 +217,17 @@ def _plan(
                                 "store": store,
                             }
                         )
+            elif scenario == "bridge":
+                for name in asyncio_bridge.CONTENDERS:
+                    specs.append(
+                        {
+                            "scenario": scenario,
+                            "contender": name,
+                            "round": rnd,
+                            "asks": params["bridge_asks"],
+                            "concurrent": params["bridge_concurrent"],
+                        }
+                    )
             elif scenario == "interrupt":
                 for name in INTERRUPT_CONTENDERS:
                     specs.append(

@@ -1,21 +1,21 @@
-"""What calling agentrt from asyncio or from threads costs (issue 27).
+"""What calling agentrt from asyncio or from threads costs (issue 27): the ``bridge`` scenario.
 
-    .venv/bin/python -m bench.asyncio_bridge [--asks N] [--concurrent N]
+On the scripted backend (no process), each contender in a fresh process per round: the
+latency of one ``ask`` after another awaited natively in trio, through ``agentrt.asyncio``
+and through ``agentrt.sync`` (p50 and p99, and the CPU of the whole process per ask, every
+thread included), then the throughput of many asks at once, one agent each. The bridge's
+cost is the difference from the native row of the same round. Also trio's guest mode on the
+asyncio loop, the mechanism not chosen, measured the same way for the comparison: each of
+its calls crosses to trio's I/O thread and back as the bridge's crosses to the runtime's
+thread, and it cannot serve a blocked loop (a notebook cell) at all.
 
-On the scripted backend (no process), in one run: the latency of one ``ask`` awaited
-natively in trio, through ``agentrt.asyncio`` and through ``agentrt.sync`` (p50 and p99;
-the bridge's cost is the difference from the trio row), then the throughput of N asks at
-once through each. Also trio's guest mode on the asyncio loop, the mechanism not chosen,
-measured the same way for the comparison: each of its calls crosses to trio's I/O thread
-and back as the bridge's crosses to the runtime's thread, and it cannot serve a blocked
-loop (a notebook cell) at all.
+The process is not pinned to one core: the bridge's two threads are what is measured.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,91 +24,116 @@ from typing import Any
 import outcome
 import trio
 
-import agentrt
-import agentrt.asyncio
-import agentrt.sync
-from agentrt.testing import ScriptedBackend, reply
-
+NATIVE = "trio-native"
+CONTENDERS = {
+    NATIVE: "trio, native (agentrt.open_runtime)",
+    "agentrt-asyncio": "agentrt.asyncio",
+    "agentrt-sync": "agentrt.sync (16 threads at once)",
+    "guest-mode": "trio guest mode on asyncio (not chosen)",
+}
+BRIDGES = ("agentrt-asyncio", "agentrt-sync")
 WARMUP = 200
+THREADS = 16
+
+Ask = Callable[[str], Awaitable[object]]
+Result = dict[str, Any]
 
 
-def _backend() -> ScriptedBackend:
-    return ScriptedBackend(default=lambda call: reply("ok"))
+def _backend() -> Any:
+    # The same short Claude-like reply as the asks scenario (bench.contenders._scripted).
+    from agentrt.testing import ScriptedBackend, reply
+
+    script = reply("ok", session_id="s-1")
+    return ScriptedBackend(default=lambda call: script, record=False)
 
 
-def _row(name: str, latencies: list[float], per_second: float) -> dict[str, Any]:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _sequential(out: Result, latencies: list[float], cpu: float, wall: float) -> None:
     xs = sorted(latencies)
-    return {
-        "contender": name,
-        "p50_us": xs[len(xs) // 2] * 1e6,
-        "p99_us": xs[int(len(xs) * 0.99)] * 1e6,
-        "mean_us": statistics.fmean(xs) * 1e6,
-        "per_second": per_second,
-    }
+    out["p50_us"] = xs[len(xs) // 2] * 1e6
+    out["p99_us"] = xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1e6
+    out["cpu_us"] = cpu / len(xs) * 1e6
+    out["per_second"] = len(xs) / wall
 
 
-async def _timed(ask: Callable[[], Awaitable[object]], n: int) -> list[float]:
+async def _timed(out: Result, ask: Ask, n: int) -> None:
     for _ in range(WARMUP):
-        await ask()
-    out = []
+        await ask("a0")
+    latencies = []
+    cpu0, wall0 = _cpu(), time.perf_counter()
     for _ in range(n):
         start = time.perf_counter()
-        await ask()
-        out.append(time.perf_counter() - start)
-    return out
+        await ask("a0")
+        latencies.append(time.perf_counter() - start)
+    _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
 
 
-def trio_native(n: int, concurrent: int) -> dict[str, Any]:
-    async def main() -> dict[str, Any]:
+def _native(n: int, concurrent: int, out: Result) -> None:
+    import agentrt
+
+    async def main() -> None:
         async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+            backend = _backend()
             for i in range(concurrent):
-                await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=_backend())
-            latencies = await _timed(lambda: rt.ask("a0", "hi"), n)
+                await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
+            await _timed(out, lambda name: rt.ask(name, "hi"), n)
             start = time.perf_counter()
             async with trio.open_nursery() as nursery:
                 for i in range(concurrent):
                     nursery.start_soon(rt.ask, f"a{i}", "hi")
-            return _row("trio, native", latencies, concurrent / (time.perf_counter() - start))
+            out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
 
-    return trio.run(main)
+    trio.run(main)
 
 
-def through_asyncio(n: int, concurrent: int) -> dict[str, Any]:
-    async def main() -> dict[str, Any]:
+def _asyncio(n: int, concurrent: int, out: Result) -> None:
+    import agentrt
+    import agentrt.asyncio
+
+    async def main() -> None:
         async with agentrt.asyncio.open_runtime(store=agentrt.MemoryStore()) as rt:
+            backend = _backend()
             for i in range(concurrent):
-                await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=_backend())
-            latencies = await _timed(lambda: rt.ask("a0", "hi"), n)
+                await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
+            await _timed(out, lambda name: rt.ask(name, "hi"), n)
             start = time.perf_counter()
             await asyncio.gather(*(rt.ask(f"a{i}", "hi") for i in range(concurrent)))
-            return _row("agentrt.asyncio", latencies, concurrent / (time.perf_counter() - start))
+            out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
 
-    return asyncio.run(main())
+    asyncio.run(main())
 
 
-def through_sync(n: int, concurrent: int) -> dict[str, Any]:
+def _sync(n: int, concurrent: int, out: Result) -> None:
+    import agentrt
+    import agentrt.sync
+
     with agentrt.sync.open_runtime(store=agentrt.MemoryStore()) as rt:
+        backend = _backend()
         for i in range(concurrent):
-            rt.start_agent(agentrt.Agent, name=f"a{i}", backend=_backend())
+            rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
         for _ in range(WARMUP):
             rt.ask("a0", "hi")
         latencies = []
+        cpu0, wall0 = _cpu(), time.perf_counter()
         for _ in range(n):
             start = time.perf_counter()
             rt.ask("a0", "hi")
             latencies.append(time.perf_counter() - start)
-        threads = 16
+        _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
         start = time.perf_counter()
-        with ThreadPoolExecutor(threads) as pool:
+        with ThreadPoolExecutor(THREADS) as pool:
             list(pool.map(lambda i: rt.ask(f"a{i}", "hi"), range(concurrent)))
-        elapsed = time.perf_counter() - start
-    return _row(f"agentrt.sync ({threads} threads)", latencies, concurrent / elapsed)
+        out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
 
 
-def guest_mode(n: int, concurrent: int) -> dict[str, Any]:
-    """The same calls through trio's guest mode on the asyncio loop (not shipped)."""
+def _guest_mode(n: int, concurrent: int, out: Result) -> None:
+    import agentrt
 
-    async def main() -> dict[str, Any]:
+    async def main() -> None:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[Any, trio.Nursery, trio.lowlevel.TrioToken, trio.Event]]
         ready = loop.create_future()
@@ -116,8 +141,9 @@ def guest_mode(n: int, concurrent: int) -> dict[str, Any]:
 
         async def host() -> None:
             async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+                backend = _backend()
                 for i in range(concurrent):
-                    await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=_backend())
+                    await rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
                 async with trio.open_nursery() as nursery:
                     stop = trio.Event()
                     ready.set_result((rt, nursery, trio.lowlevel.current_trio_token(), stop))
@@ -141,33 +167,27 @@ def guest_mode(n: int, concurrent: int) -> dict[str, Any]:
             token.run_sync_soon(nursery.start_soon, task)
             return (await done).unwrap()
 
-        latencies = await _timed(lambda: ask("a0"), n)
+        await _timed(out, ask, n)
         start = time.perf_counter()
         await asyncio.gather(*(ask(f"a{i}") for i in range(concurrent)))
-        row = _row("guest mode (not chosen)", latencies, concurrent / (time.perf_counter() - start))
+        out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
         token.run_sync_soon(stop.set)
         (await finished).unwrap()
-        return row
 
-    return asyncio.run(main())
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="bench.asyncio_bridge", description=__doc__)
-    parser.add_argument("--asks", type=int, default=5000, help="asks timed one by one")
-    parser.add_argument("--concurrent", type=int, default=1000, help="asks at once, one agent each")
-    args = parser.parse_args()
-    rows = [f(args.asks, args.concurrent) for f in (trio_native, through_asyncio, through_sync)]
-    rows.append(guest_mode(args.asks, args.concurrent))
-    native = rows[0]["p50_us"]
-    print(f"| {args.asks} asks one by one, {args.concurrent} at once | p50 | p99 | ", end="")
-    print("added p50 | asks/s at once |\n|---|---|---|---|---|")
-    for row in rows:
-        print(
-            f"| {row['contender']} | {row['p50_us']:.0f} µs | {row['p99_us']:.0f} µs | "
-            f"{row['p50_us'] - native:+.0f} µs | {row['per_second']:,.0f} |"
-        )
+    asyncio.run(main())
 
 
-if __name__ == "__main__":
-    main()
+_RUNS: dict[str, Callable[[int, int, Result], None]] = {
+    NATIVE: _native,
+    "agentrt-asyncio": _asyncio,
+    "agentrt-sync": _sync,
+    "guest-mode": _guest_mode,
+}
+
+
+def measure(spec: dict[str, Any]) -> Result:
+    """``spec["asks"]`` asks one after another, then ``spec["concurrent"]`` at once, through
+    ``spec["contender"]``, in this fresh process."""
+    out: Result = {"asks": spec["asks"], "concurrent": spec["concurrent"]}
+    _RUNS[spec["contender"]](spec["asks"], spec["concurrent"], out)
+    return out

@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from . import cli_tree, interrupt, many_agents
+from . import asyncio_bridge, cli_tree, interrupt, many_agents
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
@@ -333,6 +333,7 @@ _SCENARIOS: dict[str, Callable[[dict[str, Any]], Result]] = {
     "warm": _conversation,
     "warm-interleaved": _interleaved,
     "agents": many_agents.measure,
+    "bridge": asyncio_bridge.measure,
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import asyncio_bridge
 from .contenders import (
     AGENTRT,
     AGENTRT_WARM,
@@ -311,6 +312,81 @@ def scale_table(res: Results) -> list[str]:
         "",
         *_table(header, rows),
     ]
+
+
+def _added(res: Results, contender: str, key: str) -> list[float]:
+    """The contender's ``key`` less the native trio row's, round by round."""
+    native = {r["round"]: r[key] for r in res.of("bridge", asyncio_bridge.NATIVE)}
+    return [
+        r[key] - native[r["round"]] for r in res.of("bridge", contender) if r["round"] in native
+    ]
+
+
+def bridge_table(res: Results) -> list[str]:
+    rows = []
+    for c in res.contenders("bridge"):
+
+        def m(key: str, c: str = c) -> float:
+            return _median(res.metric("bridge", c, lambda r: r[key]))
+
+        native = c == asyncio_bridge.NATIVE
+        rows.append(
+            [
+                asyncio_bridge.CONTENDERS.get(c, c),
+                _fmt(m("p50_us"), 0),
+                "—" if native else f"{_median(_added(res, c, 'p50_us')):+,.0f}",
+                _fmt(m("p99_us"), 0),
+                "—" if native else f"{_median(_added(res, c, 'p99_us')):+,.0f}",
+                _fmt(m("cpu_us"), 0),
+                "—" if native else f"{_median(_added(res, c, 'cpu_us')):+,.0f}",
+                _fmt(m("per_second"), 0),
+                _fmt(m("concurrent_per_second"), 0),
+            ]
+        )
+    first = res.of("bridge", res.contenders("bridge")[0])[0]
+    asks, concurrent = first["asks"], first["concurrent"]
+    header = [
+        "contender",
+        "p50 µs",
+        "added p50 µs",
+        "p99 µs",
+        "added p99 µs",
+        "CPU µs/ask",
+        "added CPU µs",
+        "asks/s, one by one",
+        f"asks/s, {concurrent:,} at once",
+    ]
+    return [
+        "### From asyncio and threads: the bridge's cost per call (issue 27)",
+        "",
+        f"One `ask` on the scripted backend after another ({asks:,} of them, after 200 "
+        "untimed), then many at once, one agent each; each contender in a fresh process, "
+        "not pinned to a core (the bridge's two threads are what is measured). Added: "
+        "the contender's figure less the native trio row's of the same round, median over "
+        "the rounds. CPU: the whole process's (every thread) per sequential ask.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def bridge_targets_table(res: Results) -> list[str]:
+    rows = []
+    for c in asyncio_bridge.BRIDGES:
+        added = _added(res, c, "p50_us")
+        if not added:
+            rows.append(
+                [f"{asyncio_bridge.CONTENDERS[c]} adds ≤ 50 µs p50", "—", "not in this run"]
+            )
+            continue
+        median = _median(added)
+        rows.append(
+            [
+                f"{asyncio_bridge.CONTENDERS[c]} adds ≤ 50 µs p50 per ask",
+                f"{median:+.0f} µs",
+                "met" if median <= 50 else "**missed**",
+            ]
+        )
+    return ["### Targets (issue 27)", "", *_table(["target", "measured", "status"], rows)]
 
 
 def _agents_by_size(res: Results, store: str) -> dict[int, list[Record]]:
@@ -661,6 +737,8 @@ def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
         lines += [*many_agents_table(res), ""]
     if res.contenders("warm"):
         lines += [*warm_table(res, params["warm_turns"]), ""]
+    if res.contenders("bridge"):
+        lines += [*bridge_table(res), ""]
     if res.contenders("warm-interleaved"):
         lines += [*interleaved_table(res), ""]
     lines += targets_table(res)
@@ -671,6 +749,8 @@ def section(res: Results, about: dict[str, str], params: dict[str, Any]) -> str:
         lines += ["", *warm_targets_table(res)]
     if res.contenders("agents"):
         lines += ["", *many_agents_targets_table(res)]
+    if res.contenders("bridge"):
+        lines += ["", *bridge_targets_table(res)]
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,7 @@ import contextlib
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
 from starlette.applications import Starlette
@@ -73,23 +73,25 @@ async def ask(request: Request) -> Response:
     return JSONResponse({"text": response.text, "session": response.session_id})
 
 
-def app(cwd: str) -> Starlette:
+def app(cwd: str, **options: Any) -> Starlette:
+    """The service; ``options`` go to the agent's ``start_agent`` (``allowed_tools=...``)."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with agentrt.asyncio.open_runtime(store=agentrt.SQLiteStore()) as rt:
-            await rt.start_agent(Helper, name="helper", backend="claude", cwd=cwd)
+            await rt.start_agent(Helper, name="helper", backend="claude", cwd=cwd, **options)
             app.state.rt = rt
             yield
 
     return Starlette(routes=[Route("/ask", ask)], lifespan=lifespan)
 
 
-def main(cwd: str = ".", port: int = 0) -> None:
+def main(cwd: str = ".", port: int = 0, **options: Any) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", port))
     sock.listen()  # connections wait in the backlog until the application has started
     print(f"serving on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app(cwd), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app(cwd, **options), log_level="warning"))
     # uvicorn shuts down gracefully on Ctrl-C, then raises it again: the end we asked for.
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.serve(sockets=[sock]))

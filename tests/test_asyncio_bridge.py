@@ -8,6 +8,7 @@ long scripted sleep that the test's cancellation ends."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from agentrt import (
     TurnFailed,
 )
 from agentrt._asyncio_runtime import _settle
+from agentrt._sync_runtime import _blocking
 from agentrt.testing import Fail, ScriptedBackend, Sleep, reply
 
 HOUR = 3600.0
@@ -125,6 +127,50 @@ def test_asyncio_timeout_cancels_a_running_ask_and_a_queued_one() -> None:
     asyncio.run(main())
 
 
+def test_cancelling_again_while_a_turn_stops_still_waits_for_it() -> None:
+    async def main() -> None:
+        backend = echo_backend([TextEvent(text="partial"), Sleep(HOUR)])
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            agent = Watched(asyncio.get_running_loop())
+            await rt.start_agent(agent, name="a", backend=backend)
+            running = asyncio.create_task(rt.ask("a", "long"))
+            await agent.started.wait()
+            for _ in range(3):  # each while the first one's undoing may still run
+                running.cancel()
+                await asyncio.sleep(0)
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            # It came out once the turn had stopped, not at the second cancellation.
+            (error,) = agent.errors
+            assert error.reason is StopReason.CANCELLED
+            assert (await rt.ask("a", "next")).text == "echo next"
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("when", ["just before", "just after"])
+def test_a_cancellation_meeting_the_outcome_neither_hangs_nor_loses_it(when: str) -> None:
+    # The outcome and the task's cancellation reach the loop in the same step, in either
+    # order: the task is cancelled, at once (its call has settled: nothing to undo).
+    async def main() -> None:
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            loop = asyncio.get_running_loop()
+            tasks: list[asyncio.Task[str]] = []
+
+            async def settles() -> str:  # in the runtime's thread
+                if when == "just before":
+                    loop.call_soon_threadsafe(tasks[0].cancel)
+                else:  # after the outcome's delivery, which this call queues behind it
+                    loop.call_soon_threadsafe(loop.call_soon, tasks[0].cancel)
+                return "done"
+
+            tasks.append(asyncio.create_task(_settle(rt._thread, settles)))
+            await asyncio.wait(tasks, timeout=60)
+            assert tasks[0].cancelled()
+
+    asyncio.run(main())
+
+
 def test_a_stream_read_from_asyncio_has_backpressure() -> None:
     events = 3 * agentrt._stream.BUFFER
 
@@ -172,6 +218,90 @@ def test_the_runtime_giving_up_cancels_the_block_and_comes_out_of_it() -> None:
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
     asyncio.run(main())
+
+
+class Crashing(Agent):
+    """Crashes on the answer to "crash" (the ask gets AgentStopped, the supervisor restarts
+    it: a new instance, the same conversation)."""
+
+    def handle_response(self, ref: Ref, response: agentrt.Response) -> None:
+        if response.text == "echo crash":
+            raise ValueError("bad answer")
+
+
+def test_a_nested_supervisor_from_asyncio_restarts_then_gives_up() -> None:
+    async def main() -> None:
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(Agent, name="top", backend=echo_backend())
+            async with rt.open_supervisor(max_restarts=1, period=HOUR, backoff=0) as sup:
+                assert (sup.strategy.value, sup.max_restarts, sup.period) == (
+                    "one_for_one",
+                    1,
+                    HOUR,
+                )
+                await sup.start_agent(Crashing, name="a", backend=echo_backend())
+                assert sup.agents() == ("a",)
+                with pytest.raises(agentrt.AgentStopped):
+                    await rt.ask("a", "crash")
+                assert (await rt.ask("a", "again")).text == "echo again"
+                assert (await rt.status("a")).restarts == 1
+            assert rt.agents() == ("top",)  # leaving the block stopped its agents
+
+            with pytest.raises(RestartLimitExceeded) as caught:
+                async with rt.open_supervisor(max_restarts=0) as sup:
+                    await sup.start_agent(Crashing, name="b", backend=echo_backend())
+                    await rt.tell("b", "crash")
+                    await asyncio.Event().wait()  # only the supervisor giving up ends this
+            assert caught.value.name == "b"
+            assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+            # The rest of the runtime goes on.
+            assert rt.agents() == ("top",)
+            assert (await rt.ask("top", "still")).text == "echo still"
+            with pytest.raises(InvalidOptions) as bad:
+                async with rt.open_supervisor(strategy="one_for_some"):
+                    pass
+            assert bad.value.key == "strategy"
+        with pytest.raises(NoRuntime):
+            async with rt.open_supervisor():
+                pass
+
+    asyncio.run(main())
+
+
+def test_a_nested_supervisor_from_a_thread_restarts_then_gives_up() -> None:
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        rt.start_agent(Agent, name="top", backend=echo_backend())
+
+        def worker() -> tuple[str, int]:  # the block in a thread of its own
+            with rt.open_supervisor(max_restarts=1, period=HOUR, backoff=0) as sup:
+                sup.start_agent(Crashing, name="a", backend=echo_backend())
+                assert sup.agents() == ("a",)
+                with pytest.raises(agentrt.AgentStopped):
+                    rt.ask("a", "crash")
+                return rt.ask("a", "again").text, rt.status("a").restarts
+
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(worker).result() == ("echo again", 1)
+        assert rt.agents() == ("top",)
+
+        with (
+            pytest.raises(RestartLimitExceeded) as caught,
+            rt.open_supervisor(max_restarts=0) as sup,
+        ):
+            sup.start_agent(Crashing, name="b", backend=echo_backend())
+            with pytest.raises(agentrt.AgentStopped):
+                rt.ask("b", "crash")
+            # Until the supervisor has given up: a thread's block is not cancelled.
+            _blocking(rt._thread, trio.testing.wait_all_tasks_blocked)
+            rt.ask("b", "after")  # AgentNotFound, and RestartLimitExceeded in its place
+        assert caught.value.name == "b"
+        assert isinstance(caught.value.__cause__, AgentNotFound)
+        assert (rt.ask("top", "still")).text == "echo still"
+        with pytest.raises(InvalidOptions) as bad, rt.open_supervisor(max_restarts=-1):
+            pass
+        assert bad.value.key == "max_restarts"
+    with pytest.raises(NoRuntime), rt.open_supervisor():
+        pass
 
 
 class UsesAsyncio(Agent):
@@ -256,6 +386,34 @@ def test_sixteen_threads_ask_four_agents() -> None:
         assert sum(rt.status(name).turns for name in rt.agents()) == 16 * asks
     with pytest.raises(NoRuntime):
         rt.ask("agent-0", "after")
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="SIGINT interrupts the main thread's wait only",
+)
+def test_ctrl_c_during_a_sync_ask_stops_its_turn_before_it_goes_on() -> None:
+    class Interrupted(Agent):
+        def __init__(self) -> None:
+            self.errors: list[TurnFailed] = []
+
+        def pre_turn(self, prompt: str) -> None:  # Ctrl-C while the main thread waits
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGINT)
+
+        def handle_error(self, ref: Ref, error: TurnFailed) -> None:
+            self.errors.append(error)
+
+    backend = echo_backend([TextEvent(text="partial"), Sleep(HOUR)])
+    with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
+        agent = Interrupted()
+        rt.start_agent(agent, name="a", backend=backend, restart="temporary")
+        with pytest.raises(KeyboardInterrupt):
+            rt.ask("a", "long")
+        (error,) = agent.errors
+        assert error.reason is StopReason.CANCELLED
+        assert rt.status("a").current is None
 
 
 def test_a_sync_stream_and_the_exception_as_itself() -> None:

@@ -64,6 +64,8 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         "### Many idle agents: start, stop, memory",
         "### Targets (issue 8)",
         "### Targets (issue 22)",
+        "### From asyncio and threads: the bridge's cost per call (issue 27)",
+        "### Targets (issue 27)",
     ):
         assert title in text
     for row in (
@@ -108,6 +110,11 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     assert all(r["stop_s"] > 0 and r["first_us"] > 0 and r["last_us"] > 0 for r in many)
     # Closing the runtime gave back every lease of the SQLite file.
     assert [r["leases_left"] for r in many if r["contender"] == "agentrt-sqlite"] == [0, 0]
+    bridge = {r["contender"]: r for r in records if r["scenario"] == "bridge"}
+    assert sorted(bridge) == ["agentrt-asyncio", "agentrt-sync", "guest-mode", "trio-native"]
+    assert all(
+        0 < r["p50_us"] <= r["p99_us"] and r["concurrent_per_second"] > 0 for r in bridge.values()
+    )
     for record in (r for r in records if r["scenario"] == "interrupt"):
         latencies = record["latencies"]
         assert len(latencies) == 10 and all(0 < x < 30 for x in latencies)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import ProcInfo, proc_info, wait_until
+from proc_helpers import ProcInfo, proc_info, turn_processes
 from trio.testing import MockClock
 
 import agentrt
@@ -388,6 +388,11 @@ def _tree(root: int) -> list[ProcInfo]:
     return [info for pid in sorted(found) if (info := proc_info(pid)) is not None]
 
 
+def _sleeping(app: int) -> list[ProcInfo]:
+    """The Bash tool's ``sleep 300`` among the turn processes of the runtime in ``app``."""
+    return [p for p in turn_processes(f"{app}.") if p.cmdline == "sleep 300"]
+
+
 async def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:
     """One HTTP/1.1 GET on loopback: the status and the JSON body."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
@@ -404,8 +409,19 @@ async def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:
 
 @pytest.mark.realcli
 async def test_asgi_app_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "agentrt.testing.fake_anthropic", "--"]
-    command += [sys.executable, str(EXAMPLES / "asgi_app.py"), str(tmp_path)]
+    # The fake model's first answer is a Bash tool call that sleeps; every later one echoes.
+    script = tmp_path / "script.json"
+    # (A standalone sleep is refused by Claude Code; one inside a command runs.)
+    wait = {"command": "echo start; sleep 300; echo end", "description": "Wait"}
+    script.write_text(json.dumps([{"tool": "Bash", "input": wait}]))
+    # The example as its main() serves it, its agent allowed to run Bash.
+    serve = tmp_path / "serve.py"
+    serve.write_text(
+        f"import sys\nsys.path.insert(0, {str(EXAMPLES)!r})\nimport asgi_app\n"
+        f"asgi_app.main({str(tmp_path)!r}, allowed_tools=['Bash'])\n"
+    )
+    command = [sys.executable, "-m", "agentrt.testing.fake_anthropic", "--script", str(script)]
+    command += ["--", sys.executable, str(serve)]
     env = {**os.environ, "CLAUDE_CLI": str(pinned_claude)}
     async with trio.open_nursery() as nursery:
         start = functools.partial(
@@ -417,19 +433,26 @@ async def test_asgi_app_in_one_command(pinned_claude: Path, tmp_path: Path) -> N
         with trio.fail_after(60):
             first = await lines.next()
         port = int(first.rsplit(":", 1)[1])
+        (app,) = [p.pid for p in _tree(server.pid) if "serve.py" in p.cmdline]
 
-        # A client that goes away mid-turn (while its CLI starts): the turn is cancelled
-        # and its tree killed before the handler returns.
+        # A client that goes away while the turn's tool runs: the turn is cancelled and its
+        # whole tree killed (the tool's own session included) before the handler returns.
         client = await trio.open_tcp_stream("127.0.0.1", port)
-        await client.send_all(b"GET /ask?prompt=never HTTP/1.1\r\nHost: x\r\n\r\n")
-        # Real processes on a loaded machine: the bounds are generous, the poll is the check.
-        await wait_until(lambda: any("claude" in p.cmdline for p in _tree(server.pid)), 60)
+        await client.send_all(b"GET /ask?prompt=wait HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Real processes on a loaded machine: the bounds are generous. Another program's
+        # processes have no event to wait on, and each look reads every environ in /proc.
+        with trio.fail_after(120):
+            while not (tool := _sleeping(app)):  # noqa: ASYNC110
+                await trio.sleep(0.1)
+        assert tool[0].sid == tool[0].pgid  # in a session of its own, as Claude Code runs it
         await client.aclose()
         with trio.fail_after(60):
             assert await lines.next() == "turn failed: cancelled"
-        # The CLI's tree is gone: the example (and its runtime's fence guard) are left.
+        # Nothing of the turn is left, reparented orphans included (they carry its marker);
+        # below the runner, only the example (and its runtime's fence guard).
+        assert turn_processes(f"{app}.") == []
         left = [p.cmdline for p in _tree(server.pid)]
-        assert [c for c in left if "asgi_app.py" not in c and "_fence_guard.py" not in c] == []
+        assert [c for c in left if "serve.py" not in c and "_fence_guard.py" not in c] == []
 
         # The service goes on, on the same conversation.
         with trio.fail_after(120):
