@@ -274,6 +274,13 @@ def _interleaved(spec: dict[str, Any]) -> Result:
             for ask, _ in channels:
                 await ask.aclose()
 
+    # Every contender's imports before the loop runs, not in its first task step: importing
+    # the SDK (pydantic models) took 8.5 s on a loaded machine, a step that held up the
+    # runtimes already open past their leases (each fenced its agent: "lease lost").
+    import claude_agent_sdk  # noqa: F401
+
+    import agentrt  # noqa: F401
+
     with contextlib.ExitStack() as stack:
         claudes = [stack.enter_context(_fake_claude(spec["binary"]))[0] for _ in names]
         trio.run(main, claudes)
