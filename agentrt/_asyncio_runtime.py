@@ -24,8 +24,7 @@ from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._restart import Strategy
-from ._runtime_thread import Block, HeldBlock, RuntimeThread
+from ._runtime_thread import Block, HeldBlock, RuntimeFacts, RuntimeThread, SupervisorFacts
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
@@ -169,7 +168,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` awaited from asyncio: the same methods, the same arguments, the
     same results and errors (the exception objects themselves), run in the runtime's trio
     thread. Cancelling the asyncio task that awaits a call cancels it as trio cancellation
@@ -183,16 +182,6 @@ class Runtime(metaclass=NoPublicConstructor):
     def __init__(self, thread: RuntimeThread) -> None:
         self._thread = thread
         self._target = thread.runtime
-
-    @property
-    def runtime_id(self) -> str:
-        """This runtime's id, as the store records it with the process of a running turn."""
-        return self._target.runtime_id
-
-    @property
-    def node(self) -> str:
-        """The node (host) this runtime names itself as in the leases of its agents."""
-        return self._target.node
 
     start_agent = _awaited(TrioRuntime.start_agent)
     ask = _awaited(TrioRuntime.ask)
@@ -227,33 +216,14 @@ class Runtime(metaclass=NoPublicConstructor):
     open_supervisor = _holding(TrioRuntime.open_supervisor)
 
 
-class Supervisor(metaclass=NoPublicConstructor):
+class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
     """`agentrt.Supervisor` from asyncio: a nested supervisor, made by
     `Runtime.open_supervisor`; ``start_agent`` is awaited, ``agents`` waits for one
     scheduling step of the runtime's thread."""
 
     _made_by = "rt.open_supervisor()"
 
-    __slots__ = ("_target", "_thread")
-
-    def __init__(self, thread: RuntimeThread, supervisor: TrioSupervisor) -> None:
-        self._thread = thread
-        self._target = supervisor
-
-    @property
-    def strategy(self) -> Strategy:
-        """How a crash of one of its agents restarts the others (as `open_runtime` says)."""
-        return self._target.strategy
-
-    @property
-    def max_restarts(self) -> int:
-        """More restarts than this within ``period`` seconds, and it gives up."""
-        return self._target.max_restarts
-
-    @property
-    def period(self) -> float:
-        """The window, in seconds, ``max_restarts`` counts restarts in."""
-        return self._target.period
+    __slots__ = ()
 
     start_agent = _awaited(TrioSupervisor.start_agent)
     agents = _immediate(TrioSupervisor.agents)

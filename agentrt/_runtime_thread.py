@@ -29,7 +29,9 @@ import trio
 
 from ._errors import NoRuntime
 from ._exceptiongroups import collapse_exception_groups
+from ._restart import Strategy
 from ._runtime import Runtime
+from ._supervisor import Supervisor
 
 R = TypeVar("R")
 
@@ -81,6 +83,50 @@ class Call(Generic[R]):
 
 
 Opener = Callable[[], AbstractAsyncContextManager[Runtime]]
+
+
+class RuntimeFacts:
+    """What the asyncio and sync faces of a `Runtime` read from it without a call into
+    its thread (fixed once it is open)."""
+
+    __slots__ = ()
+    _target: Runtime
+
+    @property
+    def runtime_id(self) -> str:
+        """This runtime's id, as the store records it with the process of a running turn."""
+        return self._target.runtime_id
+
+    @property
+    def node(self) -> str:
+        """The node (host) this runtime names itself as in the leases of its agents."""
+        return self._target.node
+
+
+class SupervisorFacts:
+    """The asyncio and sync faces of a nested `Supervisor`: its thread, the supervisor, and
+    what they read from it without a call into the thread (fixed when it is made)."""
+
+    __slots__ = ("_target", "_thread")
+
+    def __init__(self, thread: RuntimeThread, supervisor: Supervisor) -> None:
+        self._thread = thread
+        self._target = supervisor
+
+    @property
+    def strategy(self) -> Strategy:
+        """How a crash of one of its agents restarts the others (as `open_runtime` says)."""
+        return self._target.strategy
+
+    @property
+    def max_restarts(self) -> int:
+        """More restarts than this within ``period`` seconds, and it gives up."""
+        return self._target.max_restarts
+
+    @property
+    def period(self) -> float:
+        """The window, in seconds, ``max_restarts`` counts restarts in."""
+        return self._target.period
 
 
 class RuntimeThread:

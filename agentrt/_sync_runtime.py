@@ -21,8 +21,7 @@ from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._restart import Strategy
-from ._runtime_thread import HeldBlock, RuntimeThread
+from ._runtime_thread import HeldBlock, RuntimeFacts, RuntimeThread, SupervisorFacts
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
@@ -200,7 +199,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` called from plain threads: the same methods, the same arguments,
     the same results and errors (the exception objects themselves), each blocking its
     thread until it settles; safe from any number of threads at once. A KeyboardInterrupt
@@ -212,16 +211,6 @@ class Runtime(metaclass=NoPublicConstructor):
     def __init__(self, thread: RuntimeThread) -> None:
         self._thread = thread
         self._target = thread.runtime
-
-    @property
-    def runtime_id(self) -> str:
-        """This runtime's id, as the store records it with the process of a running turn."""
-        return self._target.runtime_id
-
-    @property
-    def node(self) -> str:
-        """The node (host) this runtime names itself as in the leases of its agents."""
-        return self._target.node
 
     start_agent = _awaited(TrioRuntime.start_agent)
     ask = _awaited(TrioRuntime.ask)
@@ -273,32 +262,13 @@ class Runtime(metaclass=NoPublicConstructor):
             raise failure
 
 
-class Supervisor(metaclass=NoPublicConstructor):
+class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
     """`agentrt.Supervisor` from a thread: a nested supervisor, made by
     `Runtime.open_supervisor`; ``start_agent`` blocks until the agent has started."""
 
     _made_by = "rt.open_supervisor()"
 
-    __slots__ = ("_target", "_thread")
-
-    def __init__(self, thread: RuntimeThread, supervisor: TrioSupervisor) -> None:
-        self._thread = thread
-        self._target = supervisor
-
-    @property
-    def strategy(self) -> Strategy:
-        """How a crash of one of its agents restarts the others (as `open_runtime` says)."""
-        return self._target.strategy
-
-    @property
-    def max_restarts(self) -> int:
-        """More restarts than this within ``period`` seconds, and it gives up."""
-        return self._target.max_restarts
-
-    @property
-    def period(self) -> float:
-        """The window, in seconds, ``max_restarts`` counts restarts in."""
-        return self._target.period
+    __slots__ = ()
 
     start_agent = _awaited(TrioSupervisor.start_agent)
     agents = _immediate(TrioSupervisor.agents)
