@@ -39,7 +39,7 @@ FULL = {
     "idle_agents": 10_000,
     "asks": 50_000,
     "warm_turns": 20,
-    "many_agents": (1_000, 10_000, 50_000),
+    "many_agents": (2_000, 20_000, 50_000),
     # 50,000 agents on SQLite take minutes: fewer rounds than the other figures.
     "many_agents_rounds": 3,
     "bridge_asks": 5_000,

@@ -7,7 +7,10 @@ thread included), then the throughput of many asks at once, one agent each. The 
 cost is the difference from the native row of the same round. Also trio's guest mode on the
 asyncio loop, the mechanism not chosen, measured the same way for the comparison: each of
 its calls crosses to trio's I/O thread and back as the bridge's crosses to the runtime's
-thread, and it cannot serve a blocked loop (a notebook cell) at all.
+thread, and it cannot serve a blocked loop (a notebook cell) at all. And the floors: the
+bare crossing each face makes, with no work at the other end (asyncio's
+``call_soon_threadsafe`` back from an idle trio thread's ``run_sync_soon``; a thread's held
+lock released the same way), which any bridge to a runtime in another thread pays.
 
 The process is not pinned to one core: the bridge's two threads are what is measured.
 """
@@ -15,10 +18,12 @@ The process is not pinned to one core: the bridge's two threads are what is meas
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import outcome
@@ -30,7 +35,12 @@ CONTENDERS = {
     "agentrt-asyncio": "agentrt.asyncio",
     "agentrt-sync": "agentrt.sync (16 threads at once)",
     "guest-mode": "trio guest mode on asyncio (not chosen)",
+    "floor-asyncio": "floor: asyncio to a trio thread and back, no work",
+    "floor-thread": "floor: a thread to a trio thread and back, no work",
 }
+# The crossing alone, what any bridge to a runtime in another thread pays: its "added"
+# figures are its own (there is no ask to subtract).
+FLOORS = ("floor-asyncio", "floor-thread")
 BRIDGES = ("agentrt-asyncio", "agentrt-sync")
 WARMUP = 200
 THREADS = 16
@@ -177,11 +187,78 @@ def _guest_mode(n: int, concurrent: int, out: Result) -> None:
     asyncio.run(main())
 
 
+@contextlib.contextmanager
+def _trio_thread() -> Iterator[trio.lowlevel.TrioToken]:
+    """A trio run idling in a thread of its own, as the runtime's does between calls."""
+    opened: Future[tuple[trio.lowlevel.TrioToken, trio.Event]] = Future()
+
+    async def idle() -> None:
+        stop = trio.Event()
+        opened.set_result((trio.lowlevel.current_trio_token(), stop))
+        await stop.wait()
+
+    thread = threading.Thread(target=trio.run, args=(idle,))
+    thread.start()
+    token, stop = opened.result()
+    try:
+        yield token
+    finally:
+        token.run_sync_soon(stop.set)
+        thread.join()
+
+
+def _floor_asyncio(n: int, concurrent: int, out: Result) -> None:
+    # The asyncio face's crossing: run_sync_soon there, call_soon_threadsafe back.
+    with _trio_thread() as token:
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+
+            async def cross(name: str) -> None:
+                done = loop.create_future()
+                token.run_sync_soon(loop.call_soon_threadsafe, done.set_result, None)
+                await done
+
+            await _timed(out, cross, n)
+            start = time.perf_counter()
+            await asyncio.gather(*(cross("") for _ in range(concurrent)))
+            out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
+
+        asyncio.run(main())
+
+
+def _floor_thread(n: int, concurrent: int, out: Result) -> None:
+    # The sync face's crossing: run_sync_soon there, a held lock released back.
+    with _trio_thread() as token:
+
+        def cross(_: object = None) -> None:
+            woken = threading.Lock()
+            woken.acquire()
+            token.run_sync_soon(woken.release)
+            woken.acquire()
+
+        for _ in range(WARMUP):
+            cross()
+        latencies = []
+        cpu0, wall0 = _cpu(), time.perf_counter()
+        for _ in range(n):
+            start = time.perf_counter()
+            cross()
+            latencies.append(time.perf_counter() - start)
+        _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(cross, range(concurrent)))
+        out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
+
+
 _RUNS: dict[str, Callable[[int, int, Result], None]] = {
     NATIVE: _native,
     "agentrt-asyncio": _asyncio,
     "agentrt-sync": _sync,
     "guest-mode": _guest_mode,
+    "floor-asyncio": _floor_asyncio,
+    "floor-thread": _floor_thread,
 }
 
 

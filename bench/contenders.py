@@ -61,6 +61,8 @@ FLOOR = "trio-floor"
 AGENTRT = "agentrt"
 # Warm turns: agentrt with keep_alive, and their floor, one live fake CLI driven by hand.
 AGENTRT_WARM = "agentrt-warm"
+# The same per-turn agents with turn cgroups off: what a turn's cgroup costs (issue 22).
+AGENTRT_NO_CGROUP = "agentrt-no-cgroup"
 LIVE_FLOOR = "trio-floor-live"
 # The real-claude conversation's floor: one stream-json claude process driven by hand.
 CLAUDE_FLOOR = "claude-floor"
@@ -395,7 +397,9 @@ turn_contender("sdk-trio", "claude_agent_sdk.query() on trio (anyio)", loop="tri
 # --- agentrt: turns ---------------------------------------------------------------------
 
 
-async def _agentrt_turns(fixture: Fixture, slots: int, body: TurnBody, *, warm: bool) -> None:
+async def _agentrt_turns(
+    fixture: Fixture, slots: int, body: TurnBody, *, warm: bool, cgroups: bool = True
+) -> None:
     # One claude agent per slot with the fake as its binary; starting them is untimed. Each
     # turn is a whole ask(): spawn (per-turn) or the prompt written to the warm process,
     # the driver's bounds, translation, events, retention, the Response, and the check that
@@ -403,7 +407,7 @@ async def _agentrt_turns(fixture: Fixture, slots: int, body: TurnBody, *, warm: 
     # so every timed turn is a follow-up on its live process.
     import agentrt
 
-    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+    async with agentrt.open_runtime(store=agentrt.MemoryStore(), cgroups=cgroups) as rt:
         for slot in range(slots):
             await rt.start_agent(
                 agentrt.Agent,
@@ -427,6 +431,15 @@ async def _agentrt_turns(fixture: Fixture, slots: int, body: TurnBody, *, warm: 
 @turn_contender(AGENTRT, "agentrt ask(), claude backend, retention compact")
 async def _agentrt(fixture: Fixture, slots: int, body: TurnBody) -> None:
     await _agentrt_turns(fixture, slots, body, warm=False)
+
+
+@turn_contender(
+    AGENTRT_NO_CGROUP,
+    "agentrt ask(), claude backend, retention compact, cgroups=False",
+    scenarios=("tiny", "concurrent"),
+)
+async def _agentrt_no_cgroup(fixture: Fixture, slots: int, body: TurnBody) -> None:
+    await _agentrt_turns(fixture, slots, body, warm=False, cgroups=False)
 
 
 @turn_contender(AGENTRT_WARM, "agentrt ask(), warm (keep_alive), retention compact")
