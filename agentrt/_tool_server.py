@@ -196,6 +196,15 @@ class _Refusal:
         await send({"type": f"{prefix}.response.body", "body": body})
 
 
+def _import_serving_stack() -> None:
+    # In a worker thread, not the event loop's: the first import of the server and the mcp
+    # package takes seconds on a loaded machine, longer than lease renewals can wait.
+    import hypercorn.config
+    import hypercorn.trio  # noqa: F401
+    import mcp.server.lowlevel  # noqa: F401
+    import mcp_types  # noqa: F401
+
+
 @attrs.define(eq=False)
 class ToolHost:
     """Starts the runtime's `ToolServer` in ``nursery`` when it is first needed, so a runtime
@@ -213,6 +222,7 @@ class ToolHost:
 
     async def _start(self) -> ToolServer:
         try:
+            await trio.to_thread.run_sync(_import_serving_stack)
             from hypercorn.config import Config
             from hypercorn.trio import serve
         except ImportError as exc:

@@ -100,6 +100,8 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     for scenario in ("interrupt", "idle", "asks"):
         assert {(scenario, "trio-floor"), (scenario, "agentrt")} <= seen
     assert {("interrupt", "trio-floor-live"), ("interrupt", "agentrt-warm")} <= seen
+    # What a turn cgroup costs, measured in the same rounds (issue 22).
+    assert {("tiny", "agentrt-no-cgroup"), ("concurrent", "agentrt-no-cgroup")} <= seen
     many = [r for r in records if r["scenario"] == "agents"]
     assert sorted((r["contender"], r["agents"]) for r in many) == [
         ("agentrt-memory", 100),
@@ -111,7 +113,14 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     # Closing the runtime gave back every lease of the SQLite file.
     assert [r["leases_left"] for r in many if r["contender"] == "agentrt-sqlite"] == [0, 0]
     bridge = {r["contender"]: r for r in records if r["scenario"] == "bridge"}
-    assert sorted(bridge) == ["agentrt-asyncio", "agentrt-sync", "guest-mode", "trio-native"]
+    assert sorted(bridge) == [
+        "agentrt-asyncio",
+        "agentrt-sync",
+        "floor-asyncio",
+        "floor-thread",
+        "guest-mode",
+        "trio-native",
+    ]
     assert all(
         0 < r["p50_us"] <= r["p99_us"] and r["concurrent_per_second"] > 0 for r in bridge.values()
     )

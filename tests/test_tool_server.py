@@ -5,6 +5,7 @@ and the errors of ``start_agent`` for tools that cannot be served."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -366,3 +367,46 @@ async def test_without_the_tools_extra_app_tools_say_how_to_install_it(
         await rt.start_agent(Agent, name="b", backend=ToolsBackend())  # no tools: fine
     assert caught.value.key == "app_tools"
     assert "pip install 'agentrt[tools]'" in str(caught.value)
+
+
+_IMPORTS_OFF_THE_LOOP = """
+import sys, threading
+on_loop_thread = {}
+
+class Spy:
+    def find_spec(self, name, path, target=None):
+        if name in ("hypercorn.trio", "mcp.server.lowlevel", "mcp_types"):
+            on_loop_thread[name] = threading.current_thread() is threading.main_thread()
+        return None
+
+sys.meta_path.insert(0, Spy())
+import trio
+from agentrt import Agent, MemoryStore, open_runtime, tool
+
+@tool
+async def add(a: int, b: int) -> int:
+    "Add two numbers."
+    return a + b
+
+async def main():
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="a", backend="claude", app_tools=[add])
+
+trio.run(main)
+print(sorted(on_loop_thread.items()))
+"""
+
+
+def test_the_serving_stack_is_imported_off_the_event_loop() -> None:
+    # A fresh interpreter, where nothing of the stack is imported yet: its first import
+    # takes seconds under load, which the loop (lease renewals) must not wait for.
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_OFF_THE_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == str(
+        [("hypercorn.trio", False), ("mcp.server.lowlevel", False), ("mcp_types", False)]
+    )

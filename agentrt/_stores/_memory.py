@@ -271,7 +271,9 @@ class MemoryStore(ClosedOnExit):
         await self._enter()
         self._count_turn(turn.name, turn.outcome, turn.cost_usd, turn.usage, session_id)
         entries = self._tables.history.setdefault(turn.name, [])
-        stored = attrs.evolve(turn, outcome=stored_reason(turn.outcome))
+        reason = stored_reason(turn.outcome)
+        # A stop reason is kept as it is (the common case): no copy of the entry for it.
+        stored = turn if reason == turn.outcome else attrs.evolve(turn, outcome=reason)
         entries.append((next(self._tables.recorded), stored))
         if len(entries) > keep:
             del entries[: len(entries) - keep]
