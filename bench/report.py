@@ -453,6 +453,12 @@ def _judged(target: str, measured: str | None, met: bool) -> list[str]:
     return [target, measured, "met" if met else "**missed**"]
 
 
+def _median_at_most(target: str, values: list[float], bound: float, unit: str) -> list[str]:
+    """The target met when the median of ``values`` is at most ``bound``."""
+    median = _median(values)
+    return _judged(target, f"{median:.2f}{unit}" if values else None, median <= bound)
+
+
 def _flat_start(res: Results, store: str, label: str) -> list[str]:
     # From the smallest size to the largest up to 20,000 (the issue's 2k-20k), or to the
     # largest measured when only one is that small.
@@ -487,21 +493,10 @@ def issue22_targets_table(res: Results) -> list[str]:
     """Issue 22's targets, each beside its comparison in this run."""
     rows: list[list[str]] = []
     tiny = res.paired("tiny", AGENTRT, lambda r: r["wall"], AGENTRT_NO_CGROUP)
-    rows.append(
-        _judged(
-            "tiny turn with its turn cgroup ≤ 1.3x the same turn with cgroups=False",
-            f"{_median(tiny):.2f}x" if tiny else None,
-            bool(tiny) and _median(tiny) <= 1.3,
-        )
-    )
+    target = "tiny turn with its turn cgroup ≤ 1.3x the same turn with cgroups=False"
+    rows.append(_median_at_most(target, tiny, 1.3, "x"))
     wall = res.paired("concurrent", AGENTRT, lambda r: r["wall"])
-    rows.append(
-        _judged(
-            "100 turns at once ≤ 1.7x the trio floor",
-            f"{_median(wall):.2f}x" if wall else None,
-            bool(wall) and _median(wall) <= 1.7,
-        )
-    )
+    rows.append(_median_at_most("100 turns at once ≤ 1.7x the trio floor", wall, 1.7, "x"))
     for store, label in (("memory", "MemoryStore"), ("sqlite", "SQLiteStore")):
         rows.append(_flat_start(res, store, label))
     for store, label in (("memory", "MemoryStore"), ("sqlite", "SQLiteStore")):
@@ -521,21 +516,10 @@ def issue22_targets_table(res: Results) -> list[str]:
             )
         )
     idle = res.metric("idle", AGENTRT, lambda r: r["kib_per_agent"])
-    rows.append(
-        _judged(
-            "an idle agent ≤ 5.5 KiB",
-            f"{_median(idle):.2f} KiB" if idle else None,
-            bool(idle) and _median(idle) <= 5.5,
-        )
-    )
+    rows.append(_median_at_most("an idle agent ≤ 5.5 KiB", idle, 5.5, " KiB"))
     sdk = [x for run in _turn_ratios(res, AGENTRT_WARM, "sdk-client") for x in run]
-    rows.append(
-        _judged(
-            "warm follow-ups interleaved ≤ 1.0x ClaudeSDKClient, turn by turn",
-            f"{_median(sdk):.2f}x" if sdk else None,
-            bool(sdk) and _median(sdk) <= 1.0,
-        )
-    )
+    target = "warm follow-ups interleaved ≤ 1.0x ClaudeSDKClient, turn by turn"
+    rows.append(_median_at_most(target, sdk, 1.0, "x"))
     return ["### Targets (issue 22)", "", *_table(["target", "agentrt", "status"], rows)]
 
 
