@@ -151,6 +151,9 @@ class Ownership:
         # lease from a frozen runtime.
         self._guarded = store is not None and store.shared_between_programs
         self._guard: trio.Process | None = None
+        # Writes to the guard's stdin, one at a time: the fence's beats, the first lease's
+        # beat and the closing runtime's exit can come from different tasks at once.
+        self._guard_writes = trio.Lock()
 
     def holds(self, name: str) -> bool:
         return name in self._held
@@ -256,7 +259,8 @@ class Ownership:
         try:
             # Bounded: a guard that stopped reading must not hold up the fence.
             with trio.move_on_after(1.0):
-                await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
+                async with self._guard_writes:
+                    await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.error("the fence guard of this runtime has ended (%s)", guard.returncode)
             self._guard = None
@@ -266,7 +270,11 @@ class Ownership:
         if guard is None or guard.stdin is None:
             return
         try:
-            await guard.stdin.send_all(b"exit\n")
+            # After a beat still being written; bounded as a beat is (a guard that stopped
+            # reading is killed below).
+            with trio.move_on_after(1.0):
+                async with self._guard_writes:
+                    await guard.stdin.send_all(b"exit\n")
             await guard.stdin.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
