@@ -257,24 +257,25 @@ class Ownership:
             return
         left = self._soonest() - trio.current_time()
         try:
-            # Bounded: a guard that stopped reading must not hold up the fence.
-            with trio.move_on_after(1.0):
-                async with self._guard_writes:
-                    await guard.stdin.send_all(f"{max(left, 0.0)!r}\n".encode())
+            await self._write_to_guard(guard.stdin, f"{max(left, 0.0)!r}\n".encode())
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             logger.error("the fence guard of this runtime has ended (%s)", guard.returncode)
             self._guard = None
+
+    async def _write_to_guard(self, stdin: trio.abc.SendStream, line: bytes) -> None:
+        """One write at a time (a beat still being written when the runtime closes), and
+        bounded: a guard that stopped reading must hold up neither the fence nor the close."""
+        with trio.move_on_after(1.0):
+            async with self._guard_writes:
+                await stdin.send_all(line)
 
     async def _stop_guard(self) -> None:
         guard, self._guard = self._guard, None
         if guard is None or guard.stdin is None:
             return
         try:
-            # After a beat still being written; bounded as a beat is (a guard that stopped
-            # reading is killed below).
-            with trio.move_on_after(1.0):
-                async with self._guard_writes:
-                    await guard.stdin.send_all(b"exit\n")
+            # A guard that stopped reading (the write gave up) is killed below.
+            await self._write_to_guard(guard.stdin, b"exit\n")
             await guard.stdin.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
