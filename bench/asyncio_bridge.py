@@ -82,6 +82,26 @@ async def _timed(out: Result, ask: Ask, n: int) -> None:
     _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
 
 
+def _timed_blocking(out: Result, call: Callable[[], object], n: int) -> None:
+    # `_timed` for a blocking call.
+    for _ in range(WARMUP):
+        call()
+    latencies = []
+    cpu0, wall0 = _cpu(), time.perf_counter()
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        latencies.append(time.perf_counter() - start)
+    _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
+
+
+def _threads_at_once(out: Result, call: Callable[[int], object], concurrent: int) -> None:
+    start = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(call, range(concurrent)))
+    out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
+
+
 def _native(n: int, concurrent: int, out: Result) -> None:
     import agentrt
 
@@ -125,19 +145,8 @@ def _sync(n: int, concurrent: int, out: Result) -> None:
         backend = _backend()
         for i in range(concurrent):
             rt.start_agent(agentrt.Agent, name=f"a{i}", backend=backend)
-        for _ in range(WARMUP):
-            rt.ask("a0", "hi")
-        latencies = []
-        cpu0, wall0 = _cpu(), time.perf_counter()
-        for _ in range(n):
-            start = time.perf_counter()
-            rt.ask("a0", "hi")
-            latencies.append(time.perf_counter() - start)
-        _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
-        start = time.perf_counter()
-        with ThreadPoolExecutor(THREADS) as pool:
-            list(pool.map(lambda i: rt.ask(f"a{i}", "hi"), range(concurrent)))
-        out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
+        _timed_blocking(out, lambda: rt.ask("a0", "hi"), n)
+        _threads_at_once(out, lambda i: rt.ask(f"a{i}", "hi"), concurrent)
 
 
 def _guest_mode(n: int, concurrent: int, out: Result) -> None:
@@ -237,19 +246,8 @@ def _floor_thread(n: int, concurrent: int, out: Result) -> None:
             token.run_sync_soon(woken.release)
             woken.acquire()
 
-        for _ in range(WARMUP):
-            cross()
-        latencies = []
-        cpu0, wall0 = _cpu(), time.perf_counter()
-        for _ in range(n):
-            start = time.perf_counter()
-            cross()
-            latencies.append(time.perf_counter() - start)
-        _sequential(out, latencies, _cpu() - cpu0, time.perf_counter() - wall0)
-        start = time.perf_counter()
-        with ThreadPoolExecutor(THREADS) as pool:
-            list(pool.map(cross, range(concurrent)))
-        out["concurrent_per_second"] = concurrent / (time.perf_counter() - start)
+        _timed_blocking(out, cross, n)
+        _threads_at_once(out, cross, concurrent)
 
 
 _RUNS: dict[str, Callable[[int, int, Result], None]] = {

@@ -448,6 +448,8 @@ def many_agents_table(res: Results) -> list[str]:
 
 
 def _judged(target: str, measured: str | None, met: bool) -> list[str]:
+    """A target's row: what was measured and whether it met the target (None: not in
+    this run)."""
     if measured is None:
         return [target, "—", "not measured yet: not in this run"]
     return [target, measured, "met" if met else "**missed**"]
@@ -543,10 +545,7 @@ def targets_table(
     rows: list[list[str]] = []
 
     def row(number: str, target: str, measured: str | None, met: bool | None) -> None:
-        if measured is None:
-            rows.append([number, target, "—", "not measured yet: not in this run"])
-        else:
-            rows.append([number, target, measured, "met" if met else "**missed**"])
+        rows.append([number, *_judged(target, measured, bool(met))])
 
     shares = {}
     for scenario in THROUGHPUT:
@@ -735,10 +734,7 @@ def warm_targets_table(res: Results) -> list[str]:
             sdk is not None and sdk <= 1.0,
         ),
     ):
-        if measured is None:
-            rows.append([target, "—", "not measured yet: not in this run"])
-        else:
-            rows.append([target, measured, "met" if met else "**missed**"])
+        rows.append(_judged(target, measured, met))
     return [
         "### Targets (issue 14)",
         "",
