@@ -37,6 +37,15 @@ The program is a JSON list of steps, each ``[op, *args]``::
     ["ask", request]           in a live turn: send the control request ``request`` (e.g.
                                {"subtype": "can_use_tool", ...}), wait for its answer and
                                print it as {"type": "answered", "response": ...}
+    ["converse", options]      a Claude turn that keeps its conversation as Claude does, in
+                               ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<cwd>/<id>.jsonl``
+                               (per turn or live): ``--resume`` of an id with no file fails
+                               as Claude does ("No conversation found"); otherwise the prompt
+                               is appended to the file, options["log"] (a path) gets a line
+                               ``<session id> <prompt>``, options["delay"] seconds pass, and
+                               the answer is JSON: {"prompts": every user prompt of the
+                               conversation so far, "broken": lines of the file that are not
+                               JSON}
 
 A live process answers the ``initialize`` control request (with an error if options has
 "refuse"), then runs ``options["turns"][n]`` for its n-th user message (the last one again
@@ -58,6 +67,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shlex
 import signal
 import stat
@@ -65,6 +75,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -305,6 +316,51 @@ class _Live:
         return self.result("error_during_execution", "")
 
 
+def _converse(options: dict[str, Any], args: Sequence[str]) -> None:
+    resume = args[list(args).index("--resume") + 1] if "--resume" in args else None
+    if _live is not None:
+        session_id, prompt = _live.session_id, _live.prompt
+    else:
+        session_id, prompt = resume or str(uuid.uuid4()), sys.stdin.read()
+    home = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+    folder = os.path.join(home, "projects", re.sub(r"[^A-Za-z0-9]", "-", os.getcwd()))
+    path = os.path.join(folder, f"{session_id}.jsonl")
+    if resume is not None and not os.path.exists(path):
+        lost = f"No conversation found with session ID: {resume}"
+        sys.stderr.write(lost + "\n")
+        result = {"type": "result", "subtype": "error_during_execution", "is_error": True}
+        _emit({**result, "session_id": resume, "errors": [lost]})
+        sys.stderr.flush()
+        os._exit(1)
+    prompts, broken = [], 0
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    broken += 1
+                    continue
+                if entry.get("type") == "user":
+                    prompts.append(entry["message"]["content"])
+    prompts.append(prompt)
+    os.makedirs(folder, exist_ok=True)
+    user = {"type": "user", "sessionId": session_id, "message": {"content": prompt}}
+    with open(path, "a") as f:
+        f.write(json.dumps(user) + "\n")
+    if options.get("log"):
+        with open(options["log"], "a") as f:
+            f.write(f"{session_id} {prompt}\n")
+    _emit({"type": "system", "subtype": "init", "session_id": session_id, "model": "fake"})
+    _sleep(options.get("delay", 0))
+    text = json.dumps({"prompts": prompts, "broken": broken})
+    assistant = {"type": "assistant", "sessionId": session_id, "message": {"content": text}}
+    with open(path, "a") as f:
+        f.write(json.dumps(assistant) + "\n")
+    result = {"type": "result", "subtype": "success", "is_error": False, "result": text}
+    _emit({**result, "session_id": session_id, "total_cost_usd": 0.001})
+
+
 # The live process this program plays, if any: its "hang" and "sleep" steps end on an
 # interrupt.
 _live: _Live | None = None
@@ -377,6 +433,8 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             _by_run(rest[0], rest[1], args)
         elif op == "live":
             _Live(rest[0], args).run(args)
+        elif op == "converse":
+            _converse(rest[0], args)
         elif op == "answer":
             assert _live is not None, "answer: only in a live turn"
             _live.answer()
