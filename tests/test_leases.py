@@ -327,6 +327,65 @@ async def test_a_takeover_after_the_lease_on_another_node(autojump_clock: object
             assert (await b.ask("x", "hi")).text == "echo hi"
 
 
+@attrs.define
+class Outage:
+    """A store shared by runtimes of this test, and a way to make it unwritable for a
+    while: PostgreSQL's server stopped, or SQLite's file locked by another writer."""
+
+    open: Callable[[], SessionStore]
+    down: Callable[[], None]
+    up: Callable[[], None]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Outage:
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        dsn = request.getfixturevalue("postgres_dsn")
+        return Outage(lambda: agentrt.PostgresStore(dsn), server.stop, server.start)
+    path = tmp_path / "sessions.sqlite3"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    request.addfinalizer(locker.close)
+    return Outage(
+        # A short busy_timeout: a write that finds the lock held fails soon.
+        lambda: SQLiteStore(path, busy_timeout=0.5),
+        lambda: locker.execute("BEGIN EXCLUSIVE"),
+        lambda: locker.execute("ROLLBACK"),
+    )
+
+
+async def test_a_lease_fenced_while_the_store_was_down_is_not_renewed_when_it_is_back(
+    outage: Outage, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 35's replay: the store is down for longer than half a lease; host-a fences "x"
+    # and cannot give its lease back; once the store is back host-a starts "y", so it renews
+    # again. It must renew "y" only: host-b takes "x" over within lease_ttl.
+    ttl = 4.0
+    options = {"lease_ttl": ttl, "kill_grace": 0.1}
+    async with open_runtime(store=outage.open(), node="host-a", **options) as a:
+        await a.start_agent(Agent, name="x", backend=echo_backend())
+        await trio.to_thread.run_sync(outage.down)
+        try:
+            with trio.fail_after(ttl + 30):
+                while a.agents() or "could not be released" not in caplog.text:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+        finally:
+            await trio.to_thread.run_sync(outage.up)
+        back = trio.current_time()
+        await a.start_agent(Agent, name="y", backend=echo_backend())
+        async with open_runtime(store=outage.open(), node="host-b", **options) as b:
+            with trio.fail_at(back + ttl + 5):
+                while True:
+                    try:
+                        await b.start_agent(Agent, name="x", backend=echo_backend())
+                        break
+                    except AgentAlreadyStarted:
+                        await trio.sleep(0.1)
+            assert (await b.ask("x", "hi")).text == "echo hi"
+            assert a.agents() == ("y",)
+            assert (await a.ask("y", "still here")).text == "echo still here"
+
+
 async def _leases(store: SessionStore) -> list[agentrt.Lease]:
     return list(await store.leases())
 
