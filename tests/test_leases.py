@@ -140,6 +140,7 @@ class CutOff(MemoryStore):
 
     cut: bool = False
     renewals: list[float] = attrs.field(factory=list)
+    releases: list[float] = attrs.field(factory=list)
 
     async def renew_leases(self, *, ttl: float) -> frozenset[str]:
         if self.cut:
@@ -148,6 +149,7 @@ class CutOff(MemoryStore):
         return frozenset(await super().renew_leases(ttl=ttl))
 
     async def release_leases(self, names: Iterable[str]) -> None:
+        self.releases.append(trio.current_time())
         if self.cut:
             raise StoreError("<memory>", "connection refused")
         await super().release_leases(names)
@@ -384,6 +386,26 @@ async def test_a_lease_fenced_while_the_store_was_down_is_not_renewed_when_it_is
             assert (await b.ask("x", "hi")).text == "echo hi"
             assert a.agents() == ("y",)
             assert (await a.ask("y", "still here")).text == "echo still here"
+
+
+async def test_a_release_the_store_refused_is_tried_again_at_the_renewals_pace(
+    autojump_clock: object,
+) -> None:
+    store = CutOff()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        store.cut = True
+        start = trio.current_time()
+        await rt.stop_agent("x")  # its release is refused, and kept
+        await trio.sleep(9)
+        # Every lease_ttl / 5, not in a loop.
+        assert [t - start for t in store.releases] == [0, 2, 4, 6, 8]
+        store.cut = False
+        await trio.sleep(1.5)
+        [lease] = await _leases(store)
+        assert lease.owner is None  # given back once the store took it
+        await trio.sleep(20)
+        assert len(store.releases) == 6
 
 
 async def _leases(store: SessionStore) -> list[agentrt.Lease]:
