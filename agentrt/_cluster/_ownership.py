@@ -235,7 +235,8 @@ class Ownership:
         Cancellation: safe; a release not made yet is left to the background."""
         self.release_soon(name)
         async with self._lock:
-            if name in self._releasing:
+            # Not while the store's last refusal waits for its retry (in the background).
+            if name in self._releasing and trio.current_time() >= self._release_retry_at:
                 await self._release_names([name])
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
