@@ -140,6 +140,7 @@ class CutOff(MemoryStore):
 
     cut: bool = False
     renewals: list[float] = attrs.field(factory=list)
+    releases: list[float] = attrs.field(factory=list)
 
     async def renew_leases(self, *, ttl: float) -> frozenset[str]:
         if self.cut:
@@ -148,6 +149,7 @@ class CutOff(MemoryStore):
         return frozenset(await super().renew_leases(ttl=ttl))
 
     async def release_leases(self, names: Iterable[str]) -> None:
+        self.releases.append(trio.current_time())
         if self.cut:
             raise StoreError("<memory>", "connection refused")
         await super().release_leases(names)
@@ -325,6 +327,85 @@ async def test_a_takeover_after_the_lease_on_another_node(autojump_clock: object
             assert a.agents() == ()  # fenced at 5 s
             assert 10 <= took <= 12  # once the lease of 10 s ended on the store
             assert (await b.ask("x", "hi")).text == "echo hi"
+
+
+@attrs.define
+class Outage:
+    """A store shared by runtimes of this test, and a way to make it unwritable for a
+    while: PostgreSQL's server stopped, or SQLite's file locked by another writer."""
+
+    open: Callable[[], SessionStore]
+    down: Callable[[], None]
+    up: Callable[[], None]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Outage:
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        dsn = request.getfixturevalue("postgres_dsn")
+        return Outage(lambda: agentrt.PostgresStore(dsn), server.stop, server.start)
+    path = tmp_path / "sessions.sqlite3"
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    request.addfinalizer(locker.close)
+    return Outage(
+        # A short busy_timeout: a write that finds the lock held fails soon.
+        lambda: SQLiteStore(path, busy_timeout=0.5),
+        lambda: locker.execute("BEGIN EXCLUSIVE"),
+        lambda: locker.execute("ROLLBACK"),
+    )
+
+
+async def test_a_lease_fenced_while_the_store_was_down_is_not_renewed_when_it_is_back(
+    outage: Outage, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 35's replay: the store is down for longer than half a lease; host-a fences "x"
+    # and cannot give its lease back; once the store is back host-a starts "y", so it renews
+    # again. It must renew "y" only: host-b takes "x" over within lease_ttl.
+    ttl = 4.0
+    options = {"lease_ttl": ttl, "kill_grace": 0.1}
+    async with open_runtime(store=outage.open(), node="host-a", **options) as a:
+        await a.start_agent(Agent, name="x", backend=echo_backend())
+        await trio.to_thread.run_sync(outage.down)
+        try:
+            with trio.fail_after(ttl + 30):
+                while a.agents() or "could not be released" not in caplog.text:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+        finally:
+            await trio.to_thread.run_sync(outage.up)
+        back = trio.current_time()
+        await a.start_agent(Agent, name="y", backend=echo_backend())
+        async with open_runtime(store=outage.open(), node="host-b", **options) as b:
+            with trio.fail_at(back + ttl + 5):
+                while True:
+                    try:
+                        await b.start_agent(Agent, name="x", backend=echo_backend())
+                        break
+                    except AgentAlreadyStarted:
+                        await trio.sleep(0.1)
+            assert (await b.ask("x", "hi")).text == "echo hi"
+            assert a.agents() == ("y",)
+            assert (await a.ask("y", "still here")).text == "echo still here"
+
+
+async def test_a_release_the_store_refused_is_tried_again_at_the_renewals_pace(
+    autojump_clock: object,
+) -> None:
+    store = CutOff()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        store.cut = True
+        start = trio.current_time()
+        await rt.stop_agent("x")  # its release is refused, and kept
+        await trio.sleep(9)
+        # Every lease_ttl / 5, not in a loop.
+        assert [t - start for t in store.releases] == [0, 2, 4, 6, 8]
+        store.cut = False
+        await trio.sleep(1.5)
+        [lease] = await _leases(store)
+        assert lease.owner is None  # given back once the store took it
+        await trio.sleep(20)
+        assert len(store.releases) == 6
 
 
 async def _leases(store: SessionStore) -> list[agentrt.Lease]:

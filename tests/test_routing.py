@@ -37,7 +37,7 @@ from agentrt import (
     Withdrawn,
 )
 from agentrt._stores._postgres_router import CHECK_EVERY, SWEEP_EVERY
-from agentrt.testing import ScriptedBackend, reply
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "route_child.py"
 
@@ -278,6 +278,56 @@ async def test_routed_asks_go_on_after_the_database_restarts(
                 except agentrt.StoreError:  # a call on a connection the restart broke
                     await trio.sleep(0.2)
         assert answer.text == "node-a heard: after"
+
+
+async def test_an_answer_whose_connection_broke_under_its_write_is_sent_again(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 35's replay: the owner's routing connection breaks while it writes the answer
+    # to a routed ask (its backend terminated while the write waits for a row lock the
+    # test holds); the owner lives and keeps the lease. The caller gets the answer.
+    gate = Gate()
+    owned = ScriptedBackend([gate, *reply("answered", session_id="sid-x")])
+    async with (
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-a") as a,
+        # The caller's reads of its answer wait for the test's lock as well: no timeout.
+        agentrt.open_runtime(
+            store=PostgresStore(postgres_dsn, statement_timeout=600), node="node-c"
+        ) as c,
+        trio.open_nursery() as nursery,
+    ):
+        await a.start_agent(agentrt.Agent, name="x", backend=owned)
+        answers: list[agentrt.Response] = []
+
+        async def ask() -> None:
+            answers.append(await c.ask("x", "hello"))
+
+        nursery.start_soon(ask)
+        with trio.fail_after(60):
+            await gate.wait_reached()
+        with (
+            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
+            psycopg.connect(postgres_dsn) as locker,
+        ):
+            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR UPDATE")
+            gate.release()
+
+            def answer_waiting() -> list[tuple[int]]:
+                return monitor.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'UPDATE routed SET answer%'"
+                ).fetchall()
+
+            [(pid,)] = await wait_until(answer_waiting, bound=60)
+            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            locker.rollback()
+        with trio.fail_after(2 * CHECK_EVERY + 10):
+            while not answers:  # noqa: ASYNC110 (the ask's own task)
+                await trio.sleep(0.05)
+        [answer] = answers
+        assert (answer.text, answer.session_id) == ("answered", "sid-x")
+        assert "could not be written" in caplog.text and "was lost" not in caplog.text
+        assert a.agents() == ("x",)
 
 
 async def test_calls_to_a_local_agent_never_touch_the_routing_connection(

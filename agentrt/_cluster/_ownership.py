@@ -2,9 +2,11 @@
 background, and the fence that stops the agents whose lease could not be renewed in time.
 
 A runtime takes the lease of a name before it starts the agent (`Ownership.acquire`), and
-gives it back once the agent has ended for good (`Ownership.release_soon`). A lease held by
-a dead runtime of the same node (its pid and start time are checked) is taken at once;
-one of another node only once it has expired on the store's clock.
+gives it back once the agent has ended for good (`Ownership.release_soon`); a release the
+store could not take is tried again, before any renewal (the store renews every lease its
+handle holds), until it goes through. A lease held by a dead runtime of the same node (its
+pid and start time are checked) is taken at once; one of another node only once it has
+expired on the store's clock.
 
 Fencing rests on two clocks measuring the same span: the store's, on which a lease expires
 ``lease_ttl`` after the store granted or renewed it, and this runtime's own (trio's,
@@ -136,8 +138,12 @@ class Ownership:
         self._fence_at = math.inf
         # Lost: their agents are stopping; the store handle keeps fencing their writes.
         self._fenced: set[str] = set()
-        # Their agents have ended; the release is on its way to the store.
+        # Their agents have ended; the release is on its way to the store (kept until it
+        # goes through: a store that was down must still be told, or the handle would go
+        # on renewing a lease no agent here uses).
         self._releasing: set[str] = set()
+        # When a release that failed is tried again: at the renewals' pace, not in a loop.
+        self._release_retry_at = -math.inf
         # Of those, the ones whose failover spec goes first (they ended for good).
         self._retiring: set[str] = set()
         # Lease calls one at a time, so a release never overtakes a grant of the same name.
@@ -229,7 +235,8 @@ class Ownership:
         Cancellation: safe; a release not made yet is left to the background."""
         self.release_soon(name)
         async with self._lock:
-            if name in self._releasing:
+            # Not while the store's last refusal waits for its retry (in the background).
+            if name in self._releasing and trio.current_time() >= self._release_retry_at:
                 await self._release_names([name])
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -304,12 +311,16 @@ class Ownership:
             wake = self._wake_renewer = trio.Event()
             renews = bool(self._held) and self.store is not None
             due = self._last_renewal + self.ttl * RENEW_SHARE if renews else math.inf
-            if not self._releasing:
-                with trio.move_on_at(due):
-                    await wake.wait()
+            releases = self._release_retry_at if self._releasing else math.inf
+            with trio.move_on_at(min(due, releases)):
+                await wake.wait()
             async with self._lock:
-                await self._release_pending()
-                if self._held and trio.current_time() >= due:
+                renewing = bool(self._held) and trio.current_time() >= due
+                # The releases owed go first: a renewal must not extend a lease no agent
+                # here uses (the handle renews every lease it still holds).
+                if renewing or trio.current_time() >= self._release_retry_at:
+                    await self._release_pending()
+                if renewing:
                     await self._renew()
 
     async def _release_pending(self) -> None:
@@ -329,9 +340,19 @@ class Ownership:
             if self.store is not None:
                 await self.store.release_leases(names)
         except StoreError as exc:
-            logger.warning("%d agents' leases could not be released (%s)", len(names), exc)
-        finally:
+            # Kept, and tried again at the renewals' pace and before each renewal: the
+            # handle may still hold (and would renew) what it could not give up.
+            retry = self.ttl * RENEW_SHARE
+            self._release_retry_at = trio.current_time() + retry
+            logger.warning(
+                "%d agents' leases could not be released (%s); trying again in %g s",
+                len(names),
+                exc,
+                retry,
+            )
+        else:
             self._releasing.difference_update(names)
+            self._release_retry_at = -math.inf
 
     async def _renew(self) -> None:
         assert self.store is not None

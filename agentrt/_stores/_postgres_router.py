@@ -12,7 +12,9 @@ by trio (no thread), and runs its routed queries on a second connection.
 Nothing hangs on a dead owner: while it waits the caller checks, every `CHECK_EVERY`
 seconds, that the owner still holds the name's lease with the same epoch (on the same
 node, that its process lives too) and otherwise raises `AgentStopped` naming it. A lost
-notification (a listener that reconnected) costs at most that long as well.
+notification (a listener that reconnected) costs at most that long as well. Nor on a live
+owner whose connection broke under an answer: it writes the answer again every
+`CHECK_EVERY`, on a new connection, until it is written.
 """
 
 from __future__ import annotations
@@ -323,12 +325,48 @@ class PostgresRouter:
             del self._serving[ident]
         if answer is None:  # cancelled by its caller, who wants no answer
             return
-        try:
-            await self._db._call(lambda conn: _answer(conn, ident, caller, answer))
-        except StoreError as exc:
-            logger.warning(
-                "agent %r: the answer to a routed %s was lost: %s", shown(name), shown(call), exc
-            )
+        await self._send_answer(ident, caller, name, call, answer)
+
+    async def _send_answer(
+        self, ident: str, caller: str, name: str, call: str, answer: bytes
+    ) -> None:
+        """Write an answer into its row and notify its caller; while that fails, again
+        every `CHECK_EVERY`, on a new connection if the last one broke. The caller waits for
+        as long as this runtime holds the name's lease, so an answer given up on would
+        leave it waiting. Written twice is written once (the same answer into the same row;
+        a row its caller has read or withdrawn meanwhile is gone). Given up after
+        `PRUNE_AFTER`, when the answer would count as unread anyway."""
+        give_up = trio.current_time() + PRUNE_AFTER
+        failed = False
+        while True:
+            try:
+                await self._db._call(lambda conn: _answer(conn, ident, caller, answer))
+            except StoreError as exc:
+                if trio.current_time() >= give_up:
+                    logger.error(
+                        "agent %r: the answer to a routed %s was lost: %s",
+                        shown(name),
+                        shown(call),
+                        exc,
+                    )
+                    return
+                if not failed:
+                    logger.warning(
+                        "agent %r: the answer to a routed %s could not be written (%s); "
+                        "sending it again every %g s",
+                        shown(name),
+                        shown(call),
+                        exc,
+                        CHECK_EVERY,
+                    )
+                    failed = True
+                await trio.sleep(CHECK_EVERY)
+                continue
+            if failed:
+                logger.info(
+                    "agent %r: the answer to a routed %s was sent again", shown(name), shown(call)
+                )
+            return
 
     async def _drop(self, ident: str) -> None:
         """Delete a cancel row once read: it has no answer, and nobody reads it."""

@@ -207,7 +207,9 @@ class LeaseStore(Protocol):
 
     async def release_leases(self, names: Iterable[str]) -> None:
         """Give up the leases of ``names``, in one write: each one whose epoch is still
-        this handle's; the handle stops fencing all of them either way."""
+        this handle's; the handle stops fencing all of them either way. One that raises
+        `StoreError` is called again for the same names before the runtime's next
+        renewal, so a handle may keep (and renew) what it could not give up meanwhile."""
         ...
 
     async def leases(self) -> Sequence[Lease]:
