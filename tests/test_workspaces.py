@@ -193,6 +193,88 @@ async def test_two_agents_never_share_a_branch(repo: Path) -> None:
         assert rt.agents() == ("one",)
 
 
+def git_bookkeeping(repo: Path) -> tuple[list[str], list[str]]:
+    """The worktrees git lists (path and what is checked out) and the branches."""
+    listing = git(repo, "worktree", "list", "--porcelain").split("\n\n")
+    worktrees = [" ".join(entry.split("\n")[::2]) for entry in listing]
+    return worktrees, git(repo, "branch", "--format=%(refname:short)").splitlines()
+
+
+async def race(
+    rt: agentrt.Runtime, repo: Path, branch: str, names: list[str]
+) -> tuple[list[str], list[BranchInUse]]:
+    """Start an agent of each name at once on ``branch``: those started, the refusals."""
+    started: list[str] = []
+    lost: list[BranchInUse] = []
+
+    async def start(name: str) -> None:
+        workspace = GitWorktree(repo, branch=branch)
+        try:
+            await rt.start_agent(
+                agentrt.Agent, name=name, backend=echo_backend(), workspace=workspace
+            )
+        except BranchInUse as exc:
+            lost.append(exc)
+        else:
+            started.append(name)
+
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            nursery.start_soon(start, name)
+    return started, lost
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_agents_racing_for_one_branch_one_wins_every_loser_gets_branch_in_use(
+    repo: Path, tmp_path: Path, kind: str
+) -> None:
+    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.sqlite3")
+    rounds, racers = 20, 5
+    async with open_runtime(store=store) as rt:
+        for round in range(rounds):
+            branch = f"race-{round}"
+            names = [f"r{round}-{i}" for i in range(racers)]
+            started, lost = await race(rt, repo, branch, names)
+            assert len(started) == 1 and len(lost) == racers - 1, (round, started, lost)
+            assert {exc.holder for exc in lost} == {f"agent {started[0]!r}"}
+            stored = [w.stored for w in await rt.workspaces() if w.stored.branch == branch]
+            assert [w.name for w in stored] == started
+            assert stored[0].path == str(worktree_of(repo, branch))
+    worktrees, branches = git_bookkeeping(repo)
+    assert sorted(worktrees) == sorted(
+        [f"worktree {repo} branch refs/heads/main"]
+        + [
+            f"worktree {worktree_of(repo, f'race-{n}')} branch refs/heads/race-{n}"
+            for n in range(rounds)
+        ]
+    )
+    assert sorted(branches) == sorted(["main", *(f"race-{n}" for n in range(rounds))])
+
+
+async def test_a_failed_start_leaves_no_branch_no_worktree_and_no_claim(
+    repo: Path, tmp_path: Path
+) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "file.txt").write_text("someone's\n")
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        with pytest.raises(WorkspaceError, match="already exists"):
+            await rt.start_agent(
+                agentrt.Agent,
+                name="one",
+                backend=echo_backend(),
+                workspace=GitWorktree(repo, branch="fresh", path=str(taken)),
+            )
+        # git made the branch before it found the path taken; the start deleted it again,
+        # and gave its claim on the branch up.
+        assert git_bookkeeping(repo) == ([f"worktree {repo} branch refs/heads/main"], ["main"])
+        assert await rt.workspaces() == [] and rt.agents() == ()
+        assert (taken / "file.txt").read_text() == "someone's\n"
+        workspace = GitWorktree(repo, branch="fresh")
+        await rt.start_agent(agentrt.Agent, name="two", backend=echo_backend(), workspace=workspace)
+        assert [w.stored.name for w in await rt.workspaces()] == ["two"]
+
+
 async def test_a_restart_a_resume_and_a_supervisor_restart_use_the_same_worktree(
     repo: Path, tmp_path: Path
 ) -> None:
