@@ -5,6 +5,7 @@ removed only on request and never with uncommitted work unless forced."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ import trio
 from _helpers import echo_backend
 from cli_programs import FakeClaude
 from hosted_agent import Hosted
-from proc_helpers import wait_until
+from proc_helpers import store_programs, wait_until
 
 import agentrt
 import agentrt.sync
@@ -249,6 +250,55 @@ async def test_agents_racing_for_one_branch_one_wins_every_loser_gets_branch_in_
         ]
     )
     assert sorted(branches) == sorted(["main", *(f"race-{n}" for n in range(rounds))])
+
+
+CHILD = Path(__file__).parent / "workspace_child.py"
+
+
+@pytest.mark.parametrize("stores", ["one store", "a store each"])
+async def test_two_programs_racing_on_one_repository_one_wins_each_branch(
+    repo: Path, tmp_path: Path, stores: str
+) -> None:
+    branches, gate = 12, tmp_path / "gate"
+    gate.touch()
+    paths = [tmp_path / "one.sqlite3", tmp_path / "two.sqlite3"]
+    if stores == "one store":
+        paths[1] = paths[0]
+    outcomes: dict[str, list[str]] = {}
+    with gate.open() as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the programs wait for it once ready
+        async with (
+            store_programs(CHILD, str(paths[0])) as one,
+            store_programs(CHILD, str(paths[1])) as two,
+        ):
+            programs = [
+                await run(str(repo), tag, str(branches), str(gate))
+                for run, tag in ((one, "a"), (two, "b"))
+            ]
+            for program in programs:
+                assert await program.line() == "READY"
+            fcntl.flock(held, fcntl.LOCK_UN)  # both start their agents now
+            for program in programs:
+                while (line := await program.line()) != "DONE":
+                    branch, outcome = line.split(" ", 1)
+                    outcomes.setdefault(branch, []).append(outcome)
+    for i in range(branches):
+        kinds = sorted(outcome.split(" ")[0] for outcome in outcomes[f"race-{i}"])
+        assert kinds == ["IN_USE", "STARTED"], outcomes
+    worktrees, names = git_bookkeeping(repo)
+    assert sorted(worktrees) == sorted(
+        [f"worktree {repo} branch refs/heads/main"]
+        + [
+            f"worktree {worktree_of(repo, f'race-{n}')} branch refs/heads/race-{n}"
+            for n in range(branches)
+        ]
+    )
+    assert sorted(names) == sorted(["main", *(f"race-{n}" for n in range(branches))])
+    stored = []
+    for path in sorted(set(paths)):
+        async with SQLiteStore(path) as store:
+            stored += [w.branch for w in await store.workspaces()]
+    assert sorted(stored) == sorted(f"race-{n}" for n in range(branches))
 
 
 async def test_a_failed_start_leaves_no_branch_no_worktree_and_no_claim(
