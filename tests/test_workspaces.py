@@ -417,6 +417,22 @@ async def test_another_runtimes_agent_keeps_its_workspace(repo: Path) -> None:
                 await other.remove_workspace("coder")
 
 
+async def test_a_killed_programs_workspace_is_removed_at_once_on_its_node(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    async with store_programs(CHILD, str(path)) as run:
+        program = await run(str(repo), "coder", "1")
+        assert [await program.line() for _ in range(3)] == ["READY", "race-0 STARTED", "DONE"]
+        async with open_runtime(store=SQLiteStore(path)) as rt:
+            with pytest.raises(WorkspaceError, match=f"pid {program.pid}"):
+                await rt.remove_workspace("coder-0")
+            await program.kill()
+            # Its lease has about 60 s left; its pid is gone on this node.
+            assert (await rt.remove_workspace("coder-0")).branch == "race-0"
+    assert not worktree_of(repo, "race-0").exists()
+
+
 async def test_a_store_without_workspaces_refuses_them_by_name(repo: Path) -> None:
     from test_store_conformance import ToyStore
 
