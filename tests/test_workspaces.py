@@ -6,9 +6,11 @@ removed only on request and never with uncommitted work unless forced."""
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -250,6 +252,42 @@ async def test_agents_racing_for_one_branch_one_wins_every_loser_gets_branch_in_
         ]
     )
     assert sorted(branches) == sorted(["main", *(f"race-{n}" for n in range(rounds))])
+
+
+async def test_a_start_cancelled_while_git_makes_the_worktree_leaves_nothing(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A git that makes the worktree, then hangs before it exits: the start is cancelled
+    # with the branch and the worktree made and the claim stored.
+    wrapper, made = tmp_path / "bin", tmp_path / "made"
+    wrapper.mkdir()
+    real = shutil.which("git")
+    (wrapper / "git").write_text(
+        f'#!/bin/sh\n"{real}" "$@" || exit $?\n'
+        f'case "$*" in *"worktree add"*) touch "{made}"; exec sleep 600;; esac\n'
+    )
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                workspace = GitWorktree(repo, branch="fresh")
+                nursery.start_soon(
+                    functools.partial(
+                        rt.start_agent,
+                        agentrt.Agent,
+                        name="one",
+                        backend=echo_backend(),
+                        workspace=workspace,
+                    )
+                )
+                await wait_until(made.exists)
+                assert "fresh" in git(repo, "branch", "--list", "fresh")
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert git_bookkeeping(repo) == ([f"worktree {repo} branch refs/heads/main"], ["main"])
+        assert not worktree_of(repo, "fresh").exists()
+        assert await rt.workspaces() == [] and rt.agents() == ()
 
 
 CHILD = Path(__file__).parent / "workspace_child.py"
