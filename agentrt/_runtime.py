@@ -446,7 +446,8 @@ class Runtime(metaclass=NoPublicConstructor):
     async def remove_workspace(self, name: str, *, force: bool = False) -> StoredWorkspace:
         """Remove agent ``name``'s worktree and forget it; its branch stays, with every
         commit. Returns what was removed. Raises `WorkspaceError` while the agent runs
-        (here, or in another runtime that holds its lease) and, unless ``force``,
+        (here, or in another live runtime that holds its lease: one of this node that has
+        ended does not count, its lease left as it is) and, unless ``force``,
         `UncommittedChanges` while the worktree has uncommitted changes (listing them);
         `WorkspaceError` also when the store holds no workspace for ``name`` or git refuses.
 
@@ -461,7 +462,10 @@ class Runtime(metaclass=NoPublicConstructor):
         leases = self._context.capabilities.leases
         if leases is not None:
             lease = next((lease for lease in await leases.leases() if lease.name == name), None)
-            if lease is not None and lease.held and lease.owner is not None:
+            # A holder that has ended on this node runs nothing (start_agent takes such a
+            # name over at once), whatever its lease has left.
+            gone = self._context.ownership.holder_gone
+            if lease is not None and lease.held and lease.owner is not None and not gone(lease):
                 owner = lease.owner
                 raise WorkspaceError(
                     f"of agent {name!r}",

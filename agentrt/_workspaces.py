@@ -5,13 +5,14 @@ work unless forced."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 
 import attrs
 import trio
 
-from ._errors import BranchInUse, InvalidOptions, UncommittedChanges, WorkspaceError
+from ._errors import BranchInUse, InvalidOptions, StoreError, UncommittedChanges, WorkspaceError
 from ._records import StoredWorkspace
 from ._stores._protocols import WorkspaceStore
 from ._worktrees import (
@@ -23,9 +24,12 @@ from ._worktrees import (
     default_branch,
     is_directory,
     remove_worktree,
+    repository_lock,
     toplevel,
     uncommitted,
 )
+
+logger = logging.getLogger("agentrt")
 
 
 def _worktree_path(repo: str, branch: str, asked: str | None) -> str:
@@ -41,32 +45,50 @@ async def prepare_workspace(
     another agent's or checked out elsewhere; `WorkspaceError` when git refuses or the
     stored worktree is missing; `InvalidOptions` when ``asked`` contradicts the stored one.
 
-    Cancellation: a git command under way is killed; a worktree git has made is recorded
-    before the call returns or is left for ``agentrt workspaces list`` to show."""
+    One winner per branch: the record is saved first, as the claim the store grants to
+    one agent of a branch (across every program and host sharing it), and the worktree is
+    made under the repository's lock (`repository_lock`), so git's bookkeeping sees one
+    change at a time whatever the store. A start that fails or is cancelled once it
+    claimed the branch undoes the claim, and git's part (see `add_worktree`).
+
+    Cancellation: git is killed, and what this call claimed or made is undone."""
     repo = await toplevel(asked.repo)
-    stored = await store.workspaces()
-    mine = next((w for w in stored if w.name == name), None)
-    if mine is not None:
-        return await _reuse(mine, name, asked, repo, node)
-    branch = asked.branch or default_branch(name)
-    await check_branch_name(repo, branch)
-    for other in stored:
-        if other.repo == repo and other.branch == branch:
-            raise BranchInUse(repo, branch, f"agent {other.name!r}")
-    path = _worktree_path(repo, branch, asked.path)
-    try:
-        await add_worktree(repo, path, branch, asked.base)
-    except WorkspaceError:
-        holder = (await checked_out(repo)).get(branch)
-        if holder is not None:
-            raise BranchInUse(repo, branch, f"the worktree at {holder}") from None
-        raise
-    resolved = await trio.Path(path).resolve()
-    workspace = StoredWorkspace(
-        name=name, repo=repo, path=str(resolved), branch=branch, base=asked.base, node=node
-    )
-    await store.save_workspace(workspace)
+    async with repository_lock(repo):
+        stored = await store.workspaces()
+        mine = next((w for w in stored if w.name == name), None)
+        if mine is not None:
+            return await _reuse(mine, name, asked, repo, node)
+        branch = asked.branch or default_branch(name)
+        await check_branch_name(repo, branch)
+        path = await trio.Path(_worktree_path(repo, branch, asked.path)).resolve()
+        workspace = StoredWorkspace(
+            name=name, repo=repo, path=str(path), branch=branch, base=asked.base, node=node
+        )
+        await store.save_workspace(workspace)  # the claim: BranchInUse if another's
+        try:
+            await add_worktree(repo, workspace.path, branch, asked.base)
+        except BaseException as exc:
+            # Shielded: bounded by the store's own timeouts.
+            with trio.CancelScope(shield=True):
+                await _give_up_claim(store, name)
+            if isinstance(exc, WorkspaceError):
+                holder = (await checked_out(repo)).get(branch)
+                if holder is not None:
+                    raise BranchInUse(repo, branch, f"the worktree at {holder}") from None
+            raise
     return workspace
+
+
+async def _give_up_claim(store: WorkspaceStore, name: str) -> None:
+    try:
+        await store.drop_workspace(name)
+    except StoreError as exc:  # the failed start's own error is the one to raise
+        logger.warning(
+            "agent %r: could not forget the workspace it claimed (%s); `agentrt workspaces "
+            "remove` forgets it",
+            name,
+            exc,
+        )
 
 
 async def _reuse(
@@ -128,7 +150,8 @@ async def remove_workspace(store: WorkspaceStore, name: str, *, force: bool) -> 
     found = await inspect_workspace(stored)
     if found.changes and not force:
         raise UncommittedChanges(name, stored.path, found.changes)
-    await remove_worktree(stored.repo, stored.path, force=force)
+    async with repository_lock(stored.repo):
+        await remove_worktree(stored.repo, stored.path, force=force)
     await store.drop_workspace(name)
     return stored
 
@@ -140,7 +163,8 @@ async def prune_workspaces(store: WorkspaceStore, *, node: str) -> list[StoredWo
     for stored in await store.workspaces():
         if stored.node == node and not await is_directory(stored.path):
             if await is_directory(stored.repo):
-                await remove_worktree(stored.repo, stored.path, force=False)
+                async with repository_lock(stored.repo):
+                    await remove_worktree(stored.repo, stored.path, force=False)
             await store.drop_workspace(stored.name)
             pruned.append(stored)
     return pruned

@@ -10,18 +10,31 @@ dulwich).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import hashlib
+import logging
 import os
 import re
 import subprocess
+from collections.abc import AsyncIterator
 
 import attrs
 import trio
 
 from ._errors import InvalidOptions, WorkspaceError
 
+logger = logging.getLogger("agentrt")
+
 # No prompt may wait for a terminal nobody watches; messages in one language, to quote.
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+# agentrt's lock file in a repository's common git directory (git leaves files it does not
+# know there alone), and how often a program waiting for it tries again (from the first
+# interval, doubling up to the last): a flock wait cannot be cancelled, a sleep can.
+LOCK_FILE = "agentrt-worktrees.lock"
+_LOCK_RETRY = (0.005, 0.1)
 
 
 def _str_or_none(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
@@ -121,26 +134,62 @@ async def git(*args: str, cwd: str) -> str:
     return done.stdout.decode(errors="replace")
 
 
+async def _common_dir(repo: str) -> str:
+    common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo)
+    return common.strip()
+
+
 async def toplevel(repo: str) -> str:
     """The top directory of the repository ``repo`` is in (its main worktree)."""
     if not await is_directory(repo):
         raise WorkspaceError(repo, "the repository does not exist or is not a directory")
-    common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo)
     # The main worktree holds the common .git directory, also when repo is a linked one.
-    return _resolved(os.path.dirname(common.strip()))
+    return _resolved(os.path.dirname(await _common_dir(repo)))
+
+
+@contextlib.asynccontextmanager
+async def repository_lock(repo: str) -> AsyncIterator[None]:
+    """Hold agentrt's lock on the worktrees of ``repo``: an exclusive ``flock`` of
+    `LOCK_FILE` in its common git directory, so that the programs making or removing
+    worktrees of one repository (and the tasks of one program: each takes the lock on a
+    descriptor of its own) go one at a time. The kernel drops it with a killed holder.
+
+    Cancellation: the wait for the lock ends; a lock taken is released."""
+    path = os.path.join(await _common_dir(repo), LOCK_FILE)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = await trio.to_thread.run_sync(functools.partial(os.open, path, flags, 0o644))
+    except OSError as exc:
+        raise WorkspaceError(repo, f"cannot open agentrt's lock file {path}: {exc}") from None
+    try:
+        retry, longest = _LOCK_RETRY
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await trio.sleep(retry)
+                retry = min(2 * retry, longest)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+async def _worktrees(repo: str) -> list[tuple[str, str | None]]:
+    """(path, branch or None for a detached HEAD) of every worktree of ``repo``."""
+    listing = await git("worktree", "list", "--porcelain", cwd=repo)
+    found: list[tuple[str, str | None]] = []
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            found.append((_resolved(line.removeprefix("worktree ")), None))
+        elif line.startswith("branch refs/heads/") and found:
+            found[-1] = (found[-1][0], line.removeprefix("branch refs/heads/"))
+    return found
 
 
 async def checked_out(repo: str) -> dict[str, str]:
     """Branch name -> the worktree it is checked out in, over all worktrees of ``repo``."""
-    listing = await git("worktree", "list", "--porcelain", cwd=repo)
-    found: dict[str, str] = {}
-    path = ""
-    for line in listing.splitlines():
-        if line.startswith("worktree "):
-            path = line.removeprefix("worktree ")
-        elif line.startswith("branch refs/heads/"):
-            found[line.removeprefix("branch refs/heads/")] = _resolved(path)
-    return found
+    return {branch: path for path, branch in await _worktrees(repo) if branch is not None}
 
 
 async def branch_exists(repo: str, branch: str) -> bool:
@@ -160,11 +209,32 @@ async def check_branch_name(repo: str, branch: str) -> None:
 
 async def add_worktree(repo: str, path: str, branch: str, base: str | None) -> None:
     """Check ``branch`` out at ``path``: made from ``base`` (``HEAD`` if None) when it does
-    not exist yet."""
-    if await branch_exists(repo, branch):
-        await git("worktree", "add", path, branch, cwd=repo)
-    else:
-        await git("worktree", "add", "-b", branch, path, base or "HEAD", cwd=repo)
+    not exist yet. The caller holds `repository_lock`. A failed or cancelled add is
+    undone: the worktree, if git made one at a path that did not exist, and the branch,
+    if this call made it (``git worktree add -b`` keeps a branch it made for a worktree
+    it then could not make)."""
+    new = not await branch_exists(repo, branch)
+    fresh = not await trio.Path(path).exists()
+    try:
+        if new:
+            await git("worktree", "add", "-b", branch, path, base or "HEAD", cwd=repo)
+        else:
+            await git("worktree", "add", path, branch, cwd=repo)
+    except BaseException:
+        # Shielded, as git's own steps are bounded: a cancelled start leaves nothing.
+        with trio.CancelScope(shield=True):
+            await _undo_add(repo, path, branch if new else None, fresh=fresh)
+        raise
+
+
+async def _undo_add(repo: str, path: str, made_branch: str | None, *, fresh: bool) -> None:
+    try:
+        if fresh and _resolved(path) in dict(await _worktrees(repo)):
+            await remove_worktree(repo, path, force=True)
+        if made_branch is not None and await branch_exists(repo, made_branch):
+            await git("branch", "-D", made_branch, cwd=repo)
+    except WorkspaceError as exc:  # the add's own error is the one to raise
+        logger.warning("could not undo a failed worktree add at %s: %s", path, exc)
 
 
 async def current_branch(path: str) -> str | None:

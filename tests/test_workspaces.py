@@ -5,9 +5,12 @@ removed only on request and never with uncommitted work unless forced."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import logging
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import trio
 from _helpers import echo_backend
 from cli_programs import FakeClaude
 from hosted_agent import Hosted
-from proc_helpers import wait_until
+from proc_helpers import store_programs, wait_until
 
 import agentrt
 import agentrt.sync
@@ -193,6 +196,173 @@ async def test_two_agents_never_share_a_branch(repo: Path) -> None:
         assert rt.agents() == ("one",)
 
 
+def git_bookkeeping(repo: Path) -> tuple[list[str], list[str]]:
+    """The worktrees git lists (path and what is checked out) and the branches."""
+    listing = git(repo, "worktree", "list", "--porcelain").split("\n\n")
+    worktrees = [" ".join(entry.split("\n")[::2]) for entry in listing]
+    return worktrees, git(repo, "branch", "--format=%(refname:short)").splitlines()
+
+
+async def race(
+    rt: agentrt.Runtime, repo: Path, branch: str, names: list[str]
+) -> tuple[list[str], list[BranchInUse]]:
+    """Start an agent of each name at once on ``branch``: those started, the refusals."""
+    started: list[str] = []
+    lost: list[BranchInUse] = []
+
+    async def start(name: str) -> None:
+        workspace = GitWorktree(repo, branch=branch)
+        try:
+            await rt.start_agent(
+                agentrt.Agent, name=name, backend=echo_backend(), workspace=workspace
+            )
+        except BranchInUse as exc:
+            lost.append(exc)
+        else:
+            started.append(name)
+
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            nursery.start_soon(start, name)
+    return started, lost
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_agents_racing_for_one_branch_one_wins_every_loser_gets_branch_in_use(
+    repo: Path, tmp_path: Path, kind: str
+) -> None:
+    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.sqlite3")
+    rounds, racers = 20, 5
+    async with open_runtime(store=store) as rt:
+        for round in range(rounds):
+            branch = f"race-{round}"
+            names = [f"r{round}-{i}" for i in range(racers)]
+            started, lost = await race(rt, repo, branch, names)
+            assert len(started) == 1 and len(lost) == racers - 1, (round, started, lost)
+            assert {exc.holder for exc in lost} == {f"agent {started[0]!r}"}
+            stored = [w.stored for w in await rt.workspaces() if w.stored.branch == branch]
+            assert [w.name for w in stored] == started
+            assert stored[0].path == str(worktree_of(repo, branch))
+    worktrees, branches = git_bookkeeping(repo)
+    assert sorted(worktrees) == sorted(
+        [f"worktree {repo} branch refs/heads/main"]
+        + [
+            f"worktree {worktree_of(repo, f'race-{n}')} branch refs/heads/race-{n}"
+            for n in range(rounds)
+        ]
+    )
+    assert sorted(branches) == sorted(["main", *(f"race-{n}" for n in range(rounds))])
+
+
+async def test_a_start_cancelled_while_git_makes_the_worktree_leaves_nothing(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A git that makes the worktree, then hangs before it exits: the start is cancelled
+    # with the branch and the worktree made and the claim stored.
+    wrapper, made = tmp_path / "bin", tmp_path / "made"
+    wrapper.mkdir()
+    real = shutil.which("git")
+    (wrapper / "git").write_text(
+        f'#!/bin/sh\n"{real}" "$@" || exit $?\n'
+        f'case "$*" in *"worktree add"*) touch "{made}"; exec sleep 600;; esac\n'
+    )
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                workspace = GitWorktree(repo, branch="fresh")
+                nursery.start_soon(
+                    functools.partial(
+                        rt.start_agent,
+                        agentrt.Agent,
+                        name="one",
+                        backend=echo_backend(),
+                        workspace=workspace,
+                    )
+                )
+                await wait_until(made.exists)
+                assert "fresh" in git(repo, "branch", "--list", "fresh")
+                scope.cancel()
+        assert scope.cancelled_caught
+        assert git_bookkeeping(repo) == ([f"worktree {repo} branch refs/heads/main"], ["main"])
+        assert not worktree_of(repo, "fresh").exists()
+        assert await rt.workspaces() == [] and rt.agents() == ()
+
+
+CHILD = Path(__file__).parent / "workspace_child.py"
+
+
+@pytest.mark.parametrize("stores", ["one store", "a store each"])
+async def test_two_programs_racing_on_one_repository_one_wins_each_branch(
+    repo: Path, tmp_path: Path, stores: str
+) -> None:
+    branches, gate = 12, tmp_path / "gate"
+    gate.touch()
+    paths = [tmp_path / "one.sqlite3", tmp_path / "two.sqlite3"]
+    if stores == "one store":
+        paths[1] = paths[0]
+    outcomes: dict[str, list[str]] = {}
+    with gate.open() as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the programs wait for it once ready
+        async with (
+            store_programs(CHILD, str(paths[0])) as one,
+            store_programs(CHILD, str(paths[1])) as two,
+        ):
+            programs = [
+                await run(str(repo), tag, str(branches), str(gate))
+                for run, tag in ((one, "a"), (two, "b"))
+            ]
+            for program in programs:
+                assert await program.line() == "READY"
+            fcntl.flock(held, fcntl.LOCK_UN)  # both start their agents now
+            for program in programs:
+                while (line := await program.line()) != "DONE":
+                    branch, outcome = line.split(" ", 1)
+                    outcomes.setdefault(branch, []).append(outcome)
+    for i in range(branches):
+        kinds = sorted(outcome.split(" ")[0] for outcome in outcomes[f"race-{i}"])
+        assert kinds == ["IN_USE", "STARTED"], outcomes
+    worktrees, names = git_bookkeeping(repo)
+    assert sorted(worktrees) == sorted(
+        [f"worktree {repo} branch refs/heads/main"]
+        + [
+            f"worktree {worktree_of(repo, f'race-{n}')} branch refs/heads/race-{n}"
+            for n in range(branches)
+        ]
+    )
+    assert sorted(names) == sorted(["main", *(f"race-{n}" for n in range(branches))])
+    stored = []
+    for path in sorted(set(paths)):
+        async with SQLiteStore(path) as store:
+            stored += [w.branch for w in await store.workspaces()]
+    assert sorted(stored) == sorted(f"race-{n}" for n in range(branches))
+
+
+async def test_a_failed_start_leaves_no_branch_no_worktree_and_no_claim(
+    repo: Path, tmp_path: Path
+) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "file.txt").write_text("someone's\n")
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        with pytest.raises(WorkspaceError, match="already exists"):
+            await rt.start_agent(
+                agentrt.Agent,
+                name="one",
+                backend=echo_backend(),
+                workspace=GitWorktree(repo, branch="fresh", path=str(taken)),
+            )
+        # git made the branch before it found the path taken; the start deleted it again,
+        # and gave its claim on the branch up.
+        assert git_bookkeeping(repo) == ([f"worktree {repo} branch refs/heads/main"], ["main"])
+        assert await rt.workspaces() == [] and rt.agents() == ()
+        assert (taken / "file.txt").read_text() == "someone's\n"
+        workspace = GitWorktree(repo, branch="fresh")
+        await rt.start_agent(agentrt.Agent, name="two", backend=echo_backend(), workspace=workspace)
+        assert [w.stored.name for w in await rt.workspaces()] == ["two"]
+
+
 async def test_a_restart_a_resume_and_a_supervisor_restart_use_the_same_worktree(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -283,6 +453,22 @@ async def test_another_runtimes_agent_keeps_its_workspace(repo: Path) -> None:
         async with open_runtime(store=store.handle(), node="node-b") as other:
             with pytest.raises(WorkspaceError, match="running on node 'node-a'"):
                 await other.remove_workspace("coder")
+
+
+async def test_a_killed_programs_workspace_is_removed_at_once_on_its_node(
+    repo: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.sqlite3"
+    async with store_programs(CHILD, str(path)) as run:
+        program = await run(str(repo), "coder", "1")
+        assert [await program.line() for _ in range(3)] == ["READY", "race-0 STARTED", "DONE"]
+        async with open_runtime(store=SQLiteStore(path)) as rt:
+            with pytest.raises(WorkspaceError, match=f"pid {program.pid}"):
+                await rt.remove_workspace("coder-0")
+            await program.kill()
+            # Its lease has about 60 s left; its pid is gone on this node.
+            assert (await rt.remove_workspace("coder-0")).branch == "race-0"
+    assert not worktree_of(repo, "race-0").exists()
 
 
 async def test_a_store_without_workspaces_refuses_them_by_name(repo: Path) -> None:

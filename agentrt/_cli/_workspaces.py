@@ -1,6 +1,8 @@
 """``agentrt workspaces [list | remove NAME [--force] | prune]``: the git worktrees the
 agents' records own, over the store; removing refuses while the agent runs or while its
-worktree has uncommitted changes (unless ``--force``)."""
+worktree has uncommitted changes (unless ``--force``). An agent runs while a live runtime
+holds its lease: a holder of this host (the node ``open_runtime`` names by default) whose
+process has ended is not one, by the rule a runtime takes such a name over by."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import argparse
 import socket
 from typing import Any
 
+from .._cluster._ownership import holder_ended
 from .._errors import UncommittedChanges, WorkspaceError
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
@@ -51,7 +54,10 @@ async def _workspaces(
     store: SQLiteStore | PostgresStore, args: argparse.Namespace, out: Output, where: object
 ) -> int:
     action = args.action or "list"
-    held = {lease.name for lease in await store.leases() if lease.held}
+    node = socket.gethostname()
+    held = {
+        lease.name for lease in await store.leases() if lease.held and not holder_ended(lease, node)
+    }
     if action == "list":
         found = await list_workspaces(store)
         if out.json_mode:

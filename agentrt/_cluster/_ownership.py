@@ -97,6 +97,17 @@ def check_kill_grace(kill_grace: float, lease_ttl: float, *, key: str = "kill_gr
     )
 
 
+def holder_ended(holder: Lease, node: str) -> bool:
+    """Whether the runtime holding ``holder`` is one of ``node`` (this machine) that has
+    ended: its process is gone, or its pid is another process's now (the start time is
+    checked). A runtime takes such a name over at once; a holder of another node is only
+    known gone once its lease expires."""
+    owner = holder.owner
+    if owner is None or owner.node != node:
+        return False
+    return local_runtime_gone(owner.runtime_id, owner.pid, owner.start_time)
+
+
 class Ownership:
     """The leases of one runtime; `run` renews them and fences the ones it cannot renew.
 
@@ -211,12 +222,10 @@ class Ownership:
     def holder_gone(self, holder: Lease) -> bool:
         """Whether a held lease's runtime is of this node and has ended."""
         owner = holder.owner
-        if owner is None or owner.node != self.owner.node:
-            return False
-        if owner.runtime_id == self.owner.runtime_id:
+        if owner is not None and owner.runtime_id == self.owner.runtime_id:
             # This runtime's own lease of an agent that has ended, its release on the way.
             return holder.name in self._releasing
-        return local_runtime_gone(owner.runtime_id, owner.pid, owner.start_time)
+        return holder_ended(holder, self.owner.node)
 
     def release_soon(self, name: str, *, retire: bool = False) -> None:
         """The agent ``name`` has ended for good (its processes are gone): give its lease

@@ -10,7 +10,7 @@ from typing import Self
 import attrs
 import trio
 
-from .._errors import StoreError
+from .._errors import BranchInUse, StoreError
 from .._events import NO_TOTALS, Usage
 from .._records import (
     Lease,
@@ -308,7 +308,11 @@ class MemoryStore(ClosedOnExit):
     async def save_workspace(self, workspace: StoredWorkspace) -> None:
         await self._enter()
         self._fence(workspace.name)
-        self._tables.workspaces[workspace.name] = workspace
+        w = workspace
+        for other in self._tables.workspaces.values():  # checked and stored in one step
+            if (other.repo, other.branch) == (w.repo, w.branch) and other.name != w.name:
+                raise BranchInUse(w.repo, w.branch, f"agent {other.name!r}")
+        self._tables.workspaces[w.name] = w
 
     async def drop_workspace(self, name: str) -> bool:
         await self._enter()

@@ -252,6 +252,9 @@ class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts,
     _UPSERT_SESSION = _UPSERT_SESSION
     _PLACEHOLDER = "%s"
     _LENGTH = "OCTET_LENGTH"
+    # READ COMMITTED lets two transactions both find no holder of a branch and both
+    # insert; this mode conflicts with itself (and with writes), not with readers.
+    _LOCK_WORKSPACES = "LOCK TABLE workspaces IN SHARE ROW EXCLUSIVE MODE"
 
     @property
     def _where(self) -> str:

@@ -263,7 +263,11 @@ class WorkspaceStore(Protocol):
 
     async def save_workspace(self, workspace: StoredWorkspace) -> None:
         """Store (or replace) the workspace of ``workspace.name``. Needs no session row.
-        Fenced."""
+        Fenced. Raises `agentrt.BranchInUse` (``holder``: ``"agent 'x'"``) when another
+        name's stored workspace has the same ``repo`` and ``branch``, checked and written
+        atomically across every handle on the data: of saves racing for one branch,
+        exactly one is stored (the runtime claims a branch this way before git makes the
+        worktree)."""
         ...
 
     async def drop_workspace(self, name: str) -> bool:

@@ -5,8 +5,9 @@ first turn and after its session is forgotten)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
+from .._errors import BranchInUse
 from .._records import StoredWorkspace
 
 _T = TypeVar("_T")
@@ -28,6 +29,8 @@ INSERT INTO workspaces ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET repo = excluded.repo, path = excluded.path,
     branch = excluded.branch, base = excluded.base, node = excluded.node
 """
+# Another agent's record of the same branch: the claim a save is refused for.
+_HOLDER = "SELECT name FROM workspaces WHERE repo = ? AND branch = ? AND name <> ? LIMIT 1"
 _DROP = "DELETE FROM workspaces WHERE name = ?"
 _SELECT = f"SELECT {_COLUMNS} FROM workspaces ORDER BY name"
 
@@ -38,19 +41,42 @@ def _row(workspace: StoredWorkspace) -> tuple[str | None, ...]:
 
 
 class _SqlStore(Protocol):
+    @property
+    def _LOCK_WORKSPACES(self) -> str | None: ...
+
     def _sql(self, statement: str) -> str: ...
 
-    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
+    async def _call(
+        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
+    ) -> _T: ...
 
 
 class SqlWorkspaces:
     """The workspace methods of a SQL store (over its ``_call``; fenced by the agent's
-    lease as every other write)."""
+    lease as every other write). ``_LOCK_WORKSPACES`` is the statement that makes one
+    save wait for another's transaction where the engine's transaction does not already
+    (SQLite's ``BEGIN IMMEDIATE`` does)."""
+
+    _LOCK_WORKSPACES: ClassVar[str | None] = None
 
     async def save_workspace(self: _SqlStore, workspace: StoredWorkspace) -> None:
-        """Store (or replace) the workspace of ``workspace.name``."""
-        sql, params = self._sql(_SAVE), _row(workspace)
-        await self._call(lambda conn: conn.execute(sql, params), fence=workspace.name)
+        """Store (or replace) the workspace of ``workspace.name``; `BranchInUse` when
+        another agent's stored workspace is on the same branch of the same repository.
+        The check and the write are one transaction, serialized with every other save: of
+        saves racing for one branch, from any handle, exactly one is stored."""
+        w = workspace
+        sql, params, holder = self._sql(_SAVE), _row(w), self._sql(_HOLDER)
+        lock = self._LOCK_WORKSPACES
+
+        def work(conn: Any) -> None:
+            if lock is not None:
+                conn.execute(lock)
+            other = conn.execute(holder, (w.repo, w.branch, w.name)).fetchone()
+            if other is not None:
+                raise BranchInUse(w.repo, w.branch, f"agent {other[0]!r}")
+            conn.execute(sql, params)
+
+        await self._call(work, fence=w.name, atomic=True)
 
     async def drop_workspace(self: _SqlStore, name: str) -> bool:
         """Forget the workspace of ``name``; whether there was one."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 import attrs
 import trio
 
-from .._errors import AgentAlreadyStarted, LeaseLost, StoreError
+from .._errors import AgentAlreadyStarted, BranchInUse, LeaseLost, StoreError
 from .._events import SessionTotals, StopReason, Usage
 from .._records import (
     LeaseOwner,
@@ -980,6 +980,50 @@ async def _a_workspace_is_kept_by_name_replaced_and_outlives_forget(
         assert [w.name for w in await store.workspaces()] == ["alpha"]
     finally:
         await _closing(store)
+
+
+@_check(WorkspaceStore)
+async def _a_branch_is_one_agents_whichever_handles_race_for_it(harness: StoreHarness) -> None:
+    one, two = await _open(harness), await _open(harness)
+    assert isinstance(one, WorkspaceStore) and isinstance(two, WorkspaceStore)
+    try:
+        coder = _workspace("coder", "agentrt/shared")
+        await one.save_workspace(coder)
+        with _raises(BranchInUse) as taken:
+            await two.save_workspace(_workspace("other", "agentrt/shared"))
+        assert (taken[0].repo, taken[0].branch) == ("/srv/repo", "agentrt/shared")
+        assert taken[0].holder == "agent 'coder'"
+        await one.save_workspace(attrs.evolve(coder, node="host-b"))  # its own: replaced
+        elsewhere = attrs.evolve(_workspace("other", "agentrt/shared"), repo="/srv/other")
+        await two.save_workspace(elsewhere)  # the same name in another repository
+        # Saves racing for one branch from two handles (two programs, or two hosts): the
+        # check and the write are one step, so exactly one is stored.
+        for round in range(5):
+            branch = f"race/{round}"
+            stored = await _racing_saves(
+                branch, [(f"r{round}-{i}", s) for i, s in enumerate([one, two] * 3)]
+            )
+            assert len(stored) == 1, stored
+            assert [w.name for w in await two.workspaces() if w.branch == branch] == stored
+    finally:
+        await _closing(one, two)
+
+
+async def _racing_saves(branch: str, savers: list[tuple[str, WorkspaceStore]]) -> list[str]:
+    """Save a workspace on ``branch`` for each (name, handle) at once; the names stored."""
+    stored: list[str] = []
+
+    async def save(name: str, store: WorkspaceStore) -> None:
+        try:
+            await store.save_workspace(_workspace(name, branch))
+        except BranchInUse:
+            return
+        stored.append(name)
+
+    async with trio.open_nursery() as nursery:
+        for name, store in savers:
+            nursery.start_soon(save, name, store)
+    return stored
 
 
 # --- approvals waiting for a person: decided exactly once, from any handle ---

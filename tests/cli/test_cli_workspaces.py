@@ -10,11 +10,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from proc_helpers import store_programs
 
 from agentrt import Agent, GitWorktree, PostgresStore, SessionStore, SQLiteStore, open_runtime
 from agentrt.testing import ScriptedBackend, reply
 
 from ._run import agentrt
+
+CHILD = Path(__file__).parent.parent / "workspace_child.py"
 
 
 def echo() -> ScriptedBackend:
@@ -88,3 +91,28 @@ async def test_list_remove_and_prune(
         )
         assert run.code == 1 and "no stored workspace of an agent named 'nobody'" in run.stderr
         assert [w.stored.name for w in await rt.workspaces()] == ["busy"]
+
+
+async def test_a_killed_programs_agent_is_stopped_at_once_and_its_workspace_removable(
+    base_env: dict[str, str], store_argument: str, repo: Path
+) -> None:
+    listing = ("workspaces", "--store", store_argument, "--json")
+    remove = ("workspaces", "remove", "coder-0", "--store", store_argument)
+    async with store_programs(CHILD, store_argument) as run:
+        program = await run(str(repo), "coder", "1")
+        assert [await program.line() for _ in range(3)] == ["READY", "race-0 STARTED", "DONE"]
+        run_list = await agentrt(*listing, env=base_env)
+        assert [(w["name"], w["running"]) for w in json.loads(run_list.stdout)] == [
+            ("coder-0", True)
+        ]
+        await program.kill()
+        # Its lease has about 60 s left, but its pid is gone on this very host: what
+        # start_agent takes over at once is not running.
+        run_list = await agentrt(*listing, env=base_env)
+        assert [(w["name"], w["running"]) for w in json.loads(run_list.stdout)] == [
+            ("coder-0", False)
+        ]
+        removed = await agentrt(*remove, env=base_env)
+        assert removed.code == 0, removed.stderr
+        assert "branch 'race-0' stays" in removed.stdout
+        assert not Path(f"{repo}.worktrees/race-0").exists()  # noqa: ASYNC240
