@@ -57,6 +57,28 @@ async def test_scripted_team(autojump_clock: MockClock) -> None:
     ]
 
 
+async def test_scripted_team_as_printed_leaves_the_users_home_alone(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # A user's shell: their HOME, no store of the tests', no XDG directories.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "AGENTRT_STORE" and not key.startswith("XDG_")
+    }
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(EXAMPLES / "scripted_team.py")],
+            env={**env, "HOME": str(home)},
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert "writer's session: writer-1" in done.stdout.decode()
+    assert list(home.rglob("*")) == []  # no default store made there
+
+
 async def test_restart_resume_on_its_sqlite_store() -> None:
     module = load("restart_resume")
     out: list[str] = []
