@@ -22,6 +22,7 @@ from agentrt import (
     SQLiteStore,
     StopReason,
     TextEvent,
+    ToolUseEvent,
     open_console,
 )
 from agentrt.testing import ScriptedBackend, reply
@@ -85,6 +86,29 @@ async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None
             assert isinstance(result, Failed)
             assert result.error.reason == StopReason.INTERRUPTED
             await browser.wait_text("#agent-state", lambda t: t == "idle")
+
+
+async def test_a_running_turns_messages_are_shown_apart() -> None:
+    gate = Gate()
+
+    def two_messages(call: object) -> list[object]:
+        # A message, a tool call, the next message still streaming.
+        said = TextEvent(text="Counting.", message_boundary=True)
+        tool = ToolUseEvent(id="t1", name="Bash", input={"command": "wc -w"})
+        return [said, tool, TextEvent(text="Three "), TextEvent(text="words."), gate]
+
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=two_messages)
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            await browser.type("#prompt", "count the words")
+            await browser.click("#do-tell")
+            shown = await browser.wait_text("#live", lambda t: t.endswith("words."))
+            assert shown == "Counting.\n\nThree words."
+            gate.release()
 
 
 async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_path: Path) -> None:

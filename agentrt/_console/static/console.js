@@ -330,8 +330,20 @@ function agentPage() {
     turnHistory.turns(r.turns);
   }
 
+  // A message ended: the next one's text starts a paragraph of its own (the turn's
+  // messages arrive as one run of text, which would otherwise join them mid-line).
+  let messageEnded = false;
+
   function event(data) {
-    if (data.kind === "text") { liveText.textContent += data.text; return; }
+    if (data.kind === "text") {
+      if (messageEnded && data.text) {
+        liveText.textContent += "\n\n";
+        messageEnded = false;
+      }
+      liveText.textContent += data.text;
+      if (data.boundary && liveText.textContent !== "") messageEnded = true;
+      return;
+    }
     if (data.kind === "text_retracted") { liveText.textContent = liveText.textContent.slice(0, -data.text.length); }
     const parts = [data.kind];
     if (data.tool) parts.push(data.tool);
@@ -368,6 +380,7 @@ function agentPage() {
     turn: (data) => {
       document.getElementById("turn-ref").textContent = "#" + data.ref;
       liveText.textContent = "";
+      messageEnded = false;
       events.replaceChildren();
     },
     event,
