@@ -245,13 +245,21 @@ class WorkspaceError(AgentRTError):
 
 class BranchInUse(AgentRTError):
     """Two agents never share a branch: ``branch`` of ``repo`` is another agent's
-    (``holder``, its name) or checked out in another worktree (``holder``, its path)."""
+    (``holder``, its name) or checked out in another worktree (``holder``, its path). The
+    message names the ways out: another branch, or the holder's worktree removed (a
+    worktree whose store is gone, such as a program's that ran on a temporary home, is
+    git's alone to remove)."""
 
     def __init__(self, repo: str, branch: str, holder: str) -> None:
         self.repo = repo
         self.branch = branch
         self.holder = holder
-        super().__init__(f"branch {branch!r} of {repo} is in use by {holder}")
+        super().__init__(
+            f"branch {branch!r} of {repo} is in use by {holder}; give the agent another "
+            "branch (GitWorktree(repo, branch=...)), or free this one: `agentrt workspaces "
+            "remove NAME` for an agent's worktree in the store, else `git worktree remove "
+            "PATH` (the branch stays, with its commits)"
+        )
 
 
 class UncommittedChanges(AgentRTError):

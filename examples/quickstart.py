@@ -1,10 +1,12 @@
 """Quickstart: one supervised agent answers one question.
 
     .venv/bin/python examples/quickstart.py [DIRECTORY]
-    .venv/bin/python -m agentrt.testing.fake_anthropic -- python examples/quickstart.py .
+    .venv/bin/python -m agentrt.testing.fake_anthropic --home /tmp/agentrt-quickstart \
+        -- python examples/quickstart.py .
 
 Needs a logged-in ``claude`` (``agentrt doctor`` checks). The session id is kept in the
-SQLite store under the agent's name, so its conversation survives crashes and restarts.
+SQLite store under the agent's name, so its conversation survives crashes and restarts
+(on the fake API, with ``--home``: without it each run has a fresh HOME, so a fresh store).
 """
 
 from __future__ import annotations

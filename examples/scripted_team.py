@@ -43,7 +43,9 @@ async def main(out: list[str] | None = None) -> None:
             out.append(text)
 
     reviewer = Reviewer()
-    async with agentrt.open_runtime(max_processes=2) as rt:
+    # A store in memory: scripted sessions are no one's to continue, so they stay out of
+    # the user's own store (the default, a file in their home).
+    async with agentrt.open_runtime(store=agentrt.MemoryStore(), max_processes=2) as rt:
         await rt.start_agent(
             agentrt.Agent, name="writer", backend=ScriptedBackend(default=slow_echo(0.2))
         )

@@ -1,11 +1,14 @@
 """The console in a real headless Chromium (tests/browser.py): the fleet page lists the
 agents of two nodes sharing PostgreSQL and filters them, a running turn's text appears on
-the agent page as it streams, the page's Interrupt ends a turn, and a wrong or missing
-token gets nothing. Each page's screenshot lands in build/console-screenshots/."""
+the agent page as it streams, the page's Interrupt ends a turn, a stopped agent's page
+says so and offers no action, a link to an agent's page with the token opens that page,
+and a wrong or missing token gets nothing. Each page's screenshot lands in
+build/console-screenshots/."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import trio
@@ -19,6 +22,7 @@ from agentrt import (
     SQLiteStore,
     StopReason,
     TextEvent,
+    ToolUseEvent,
     open_console,
 )
 from agentrt.testing import ScriptedBackend, reply
@@ -84,6 +88,29 @@ async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None
             await browser.wait_text("#agent-state", lambda t: t == "idle")
 
 
+async def test_a_running_turns_messages_are_shown_apart() -> None:
+    gate = Gate()
+
+    def two_messages(call: object) -> list[object]:
+        # A message, a tool call, the next message still streaming.
+        said = TextEvent(text="Counting.", message_boundary=True)
+        tool = ToolUseEvent(id="t1", name="Bash", input={"command": "wc -w"})
+        return [said, tool, TextEvent(text="Three "), TextEvent(text="words."), gate]
+
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=two_messages)
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            await browser.type("#prompt", "count the words")
+            await browser.click("#do-tell")
+            shown = await browser.wait_text("#live", lambda t: t.endswith("words."))
+            assert shown == "Counting.\n\nThree words."
+            gate.release()
+
+
 async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.sqlite3")
     async with agentrt.open_runtime(store=store) as rt:
@@ -105,8 +132,49 @@ async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_pa
             await browser.screenshot("agent-history")
             await browser.get(f"{console.address}/")  # the fleet's lines come from the store
             await browser.wait_text("#chart-span", lambda t: "the fleet's last 3 turns" in t)
+            # Every slot of the charts' grid holds a chart, drawn.
+            assert await browser.run(lambda: _count(browser, ".charts > :not(figure)")) == 0
+            drawn = ".charts figure svg > :is(path.line, rect.bar)"
+            charts = await browser.run(lambda: _count(browser, drawn))
+            assert charts == 4
             row = await browser.wait_text("#fleet tbody", lambda t: "coder" in t)
             assert row.endswith("$3.0000")  # the budget left
+
+
+async def test_a_stopped_agents_page_says_so_and_offers_no_action() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=ScriptedBackend(default=ok))
+        await rt.ask("coder", "hello")
+        await rt.stop_agent("coder")
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            await browser.wait_text("#agent-state", lambda t: t == "stopped")
+            why = await browser.wait_text("#unreachable", lambda t: t != "")
+            assert why.startswith("No runtime runs this agent")
+            assert await browser.run(lambda: _count(browser, "#unreachable.error")) == 0
+            controls = ".actions button, .actions textarea"
+            enabled = f"{controls.replace(',', ':enabled,')}:enabled"
+            assert await browser.run(lambda: _count(browser, controls)) == 8
+            assert await browser.run(lambda: _count(browser, enabled)) == 0
+            await browser.screenshot("agent-stopped")
+            # Started again, it is acted on again.
+            await rt.start_agent(agentrt.Agent, name="coder", backend=ScriptedBackend(default=ok))
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            assert await browser.run(lambda: _count(browser, enabled)) == 8
+            assert await browser.text("#unreachable") == ""  # hidden
+
+
+async def test_a_link_to_an_agents_page_with_the_token_opens_that_page() -> None:
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="alpha", backend=ScriptedBackend(default=ok))
+        async with open_console(rt) as console, open_browser() as browser:
+            [token] = parse_qs(urlsplit(console.url).query)["token"]
+            await browser.get(f"{console.address}/agent?name=alpha&token={token}")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            assert await browser.text("#agent-name") == "alpha"
+            address = await browser.run(lambda: browser.driver.current_url)
+            assert address == f"{console.address}/agent?name=alpha"  # the token moved out
 
 
 async def test_a_typed_error_is_shown_on_the_page() -> None:

@@ -4,6 +4,7 @@ public name; every code block of the site, the README and the changelog is run b
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import inspect
@@ -32,6 +33,8 @@ import agentrt.lowlevel
 import agentrt.store
 import agentrt.sync
 import agentrt.testing
+from agentrt._backends import backend_names
+from agentrt._cli import build_parser
 from agentrt.testing import AnthropicText, FakeAnthropic, backend_conformance
 
 TESTS = Path(__file__).parent
@@ -48,6 +51,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
         "test_readme.py",
         "test_the_testing_example_passes",
     ),
+    "trio_mode = true": ("test_readme.py", "test_the_testing_example_passes"),
     "OTLPSpanExporter": (
         "test_telemetry.py",
         "test_the_readmes_otlp_setup_exports_a_turns_span_and_metrics",
@@ -439,3 +443,31 @@ async def test_the_workspace_pages_blocks_make_worktrees_budgets_and_a_fork(
     assert paths["coder"] == stored.stored.path  # every start used the one worktree
     assert fork.session_id is not None and fork.session_id != original.session_id
     assert git(worktrees / "agentrt/coder-alt", "branch", "--show-current") == "agentrt/coder-alt"
+
+
+def test_the_command_reference_names_every_subcommand() -> None:
+    reference = (DOCS / "reference" / "command.md").read_text()
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [name for name in commands.choices if f"- `agentrt {name}" not in reference]
+    assert missing == []
+
+
+def named_clis(text: str) -> list[str]:
+    """The CLIs an introduction names: "coding-CLI agents (A, B, ...)"."""
+    found = re.search(r"coding-CLI agents \(([^)]*)\)", " ".join(text.split()))
+    assert found is not None
+    return found.group(1).split(", ")
+
+
+def test_the_readme_and_the_sites_index_name_every_cli() -> None:
+    readme = named_clis((ROOT / "README.md").read_text())
+    assert len(readme) == len(backend_names())
+    assert named_clis((DOCS / "index.md").read_text()) == readme
+
+
+def test_the_readme_has_no_image_a_package_index_page_cannot_show() -> None:
+    # The README is the package's long description: shown on an index page, without the
+    # repository's files beside it, a relative image is a broken one.
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (ROOT / "README.md").read_text())
+    assert [image for image in images if "://" not in image] == []

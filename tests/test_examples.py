@@ -57,6 +57,28 @@ async def test_scripted_team(autojump_clock: MockClock) -> None:
     ]
 
 
+async def test_scripted_team_as_printed_leaves_the_users_home_alone(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # A user's shell: their HOME, no store of the tests', no XDG directories.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "AGENTRT_STORE" and not key.startswith("XDG_")
+    }
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(EXAMPLES / "scripted_team.py")],
+            env={**env, "HOME": str(home)},
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert "writer's session: writer-1" in done.stdout.decode()
+    assert list(home.rglob("*")) == []  # no default store made there
+
+
 async def test_restart_resume_on_its_sqlite_store() -> None:
     module = load("restart_resume")
     out: list[str] = []
@@ -354,32 +376,60 @@ async def test_app_tools(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
     assert note_result["content"] == [{"type": "text", "text": "noted (1 so far)"}]
 
 
+FLEET = [
+    "alpha: Committed on my branch.",
+    "beta: stopped by the CLI's own limit: Reached maximum budget ($0.00022)",
+    "refused: agent 'alpha': the budget of runtime is spent ($0.00056 of $0.0005); "
+    "the agent is halted",
+    "agentrt/alpha: 'alpha: a line', $0.00028, halted",
+    "agentrt/beta: 'beta: a line', $0.00028, idle",
+]
+
+
 @pytest.mark.realcli
-async def test_fleets_story_in_one_command(pinned_claude: Path, tmp_path: Path) -> None:
+async def test_fleets_story_in_one_command(
+    pinned_claude: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two agents commit in their own worktrees under one budget; the CLI's own limit ends
-    the turn that reaches it, and the next request is refused."""
+    the turn that reaches it, and the next request is refused. On any repository with a
+    commit (this one has no notes.txt), twice: each run leaves the branches, not the
+    worktrees."""
+    # As the README runs it: its store is in the fake API's temporary HOME, each run's own.
+    monkeypatch.delenv("AGENTRT_STORE")
     repo = tmp_path / "repo"
     repo.mkdir()
-    (repo / "notes.txt").write_text("first line\n")
     identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid"]
-    setup = [["init", "-q", "-b", "main"], ["add", "notes.txt"], [*identity, "commit", "-qm", "1"]]
-    for git in setup:
+    await trio.run_process(["git", "-C", str(repo), "init", "-q", "-b", "main"])
+    # An empty repository: nothing to branch from, and the example says so.
+    out, err = await run_on_the_fake(
+        "fleet", repo, pinned_claude, "--scenario", "fleet", check=False
+    )
+    assert out == "" and "not a git repository with a commit to branch from" in err
+    (repo / "README").write_text("a project\n")
+    for git in (["add", "README"], [*identity, "commit", "-qm", "1"]):
         await trio.run_process(["git", "-C", str(repo), *git])
-    lines = await run_on_the_fake("fleet", repo, pinned_claude, "--scenario", "fleet")
-    assert lines == [
-        "alpha: Committed on my branch.",
-        "beta: stopped by the CLI's own limit: Reached maximum budget ($0.00022)",
-        "refused: agent 'alpha': the budget of runtime is spent ($0.00056 of $0.0005); "
-        "the agent is halted",
-        "agentrt/alpha: 'alpha: a line', $0.00028, halted",
-        "agentrt/beta: 'beta: a line', $0.00028, idle",
-    ]
-    for name in ("alpha", "beta"):
-        shown = await trio.run_process(
-            ["git", "-C", str(repo), "show", f"agentrt/{name}:notes.txt"], capture_stdout=True
+    for run in (1, 2):
+        assert await run_on_the_fake("fleet", repo, pinned_claude, "--scenario", "fleet") == FLEET
+        for name in ("alpha", "beta"):
+            shown = await trio.run_process(
+                ["git", "-C", str(repo), "show", f"agentrt/{name}:notes.txt"],
+                capture_stdout=True,
+            )
+            assert shown.stdout.decode() == f"{name} was here\n" * run
+        listed = await trio.run_process(
+            ["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_stdout=True
         )
-        assert shown.stdout.decode() == f"first line\n{name} was here\n"
-    assert (repo / "notes.txt").read_text() == "first line\n"
+        assert listed.stdout.decode().count("worktree ") == 1  # the repository's own
+    assert not (repo / "notes.txt").exists()
+    # A worktree a run left (killed before its end), its store gone with its HOME: the
+    # next run's refusal names the ways out.
+    left = f"{repo}.worktrees/agentrt/alpha"
+    await trio.run_process(["git", "-C", str(repo), "worktree", "add", "-q", left, "agentrt/alpha"])
+    out, err = await run_on_the_fake(
+        "fleet", repo, pinned_claude, "--scenario", "fleet", check=False
+    )
+    assert f"BranchInUse: branch 'agentrt/alpha' of {repo} is in use by the worktree at" in err
+    assert "`git worktree remove PATH`" in err and "GitWorktree(repo, branch=...)" in err
 
 
 def _tree(root: int) -> list[ProcInfo]:

@@ -1,6 +1,7 @@
-"""`python -m build` makes an sdist and, from it, a wheel, which installs into a clean
-virtualenv and runs the demo there, on the bundled fake CLI, as a user who installed the
-package would."""
+"""`python -m build` makes an sdist and, from it, a wheel, both carrying the LICENSE, which
+installs into a clean virtualenv and runs the demo there, on the bundled fake CLI and on the
+claude `$CLAUDE_CLI` names, as a user who installed the package would; building from the
+clone, as `make demo` does, prints no setuptools warning."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,7 @@ def clean_env(home: Path) -> dict[str, str]:
 # One build at a time: the sdist's build writes the egg-info beside pyproject.toml.
 @pytest.mark.xdist_group("packaging")
 def test_the_sdist_and_the_wheel_install_into_a_clean_virtualenv_and_run_the_demo(
-    tmp_path: Path,
+    tmp_path: Path, pinned_claude: Path
 ) -> None:
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=ROOT)
@@ -51,11 +53,15 @@ def test_the_sdist_and_the_wheel_install_into_a_clean_virtualenv_and_run_the_dem
         members = {name.removeprefix(f"{top}/") for name in archive.getnames()}
     assert {
         "CHANGELOG.md",
+        "LICENSE",
         "docs/index.md",
         "examples/quickstart.py",
         "tests/conftest.py",
     } <= members
     assert not any(name.startswith("docs/_build") for name in members)
+    with zipfile.ZipFile(wheel) as archive:
+        license = archive.read("agentrt-0.1.0.dist-info/licenses/LICENSE").decode()
+    assert license.startswith("MIT License") and "the agentrt authors" in license
 
     # `python -m build` builds the wheel from the sdist, so installing the wheel is
     # installing what the sdist builds (without building it a second time).
@@ -71,3 +77,21 @@ def test_the_sdist_and_the_wheel_install_into_a_clean_virtualenv_and_run_the_dem
     report = json.loads(demo.stdout)
     assert report["ok"] is True and all(report["checks"].values()), report
     assert {agent["name"] for agent in report["agents"]} >= {"sleepy", "fragile"}
+    # A wheel has no checkout to hold a pinned claude: the demo runs the one named.
+    with_claude = {**env, "CLAUDE_CLI": str(pinned_claude)}
+    demo = run([venv / "bin" / "agentrt", "demo", "--quick", "--json"], env=with_claude, cwd=home)
+    report = json.loads(demo.stdout)
+    assert report["cli"] == f"{pinned_claude} ($CLAUDE_CLI)", report
+    assert report["ok"] is True and all(report["checks"].values()), report
+
+
+@pytest.mark.xdist_group("packaging")
+def test_building_from_the_clone_prints_no_setuptools_warning(tmp_path: Path) -> None:
+    # What `make demo`'s `pip install -e` builds: the package from the tree, not the sdist.
+    done = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path, ROOT], cwd=ROOT)
+    said = done.stdout + done.stderr
+    assert "Warning" not in said, said
+    [wheel] = tmp_path.glob("agentrt-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"agentrt/_console/static/console.js", "agentrt/backends/py.typed"} <= names

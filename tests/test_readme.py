@@ -10,13 +10,11 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
 import trio
 from doc_blocks import DOCS, ROOT, blocks, doc_block
-from trio.testing import MockClock
 
 from agentrt import InvalidOptions
 from agentrt._options import AgentOptions
@@ -53,13 +51,21 @@ def test_quickstart_is_the_example() -> None:
         assert line.replace('cwd="."', "cwd=cwd") in example
 
 
-async def test_the_testing_example_passes(autojump_clock: MockClock) -> None:
-    namespace: dict[str, Any] = {}
+async def test_the_testing_example_passes(tmp_path: Path) -> None:
+    # As a user runs it: pytest in a fresh project holding the page's configuration and
+    # its test file, nothing of this repository's own configuration around it.
+    (tmp_path / "pyproject.toml").write_text(doc_block("trio_mode = true", "toml"))
     example = doc_block("test_a_hung_turn_is_ended_by_the_watchdog")
-    exec(compile(example, "testing.md", "exec"), namespace)
-    tests = [f for name, f in namespace.items() if name.startswith("test_")]
-    assert len(tests) == 1
-    await tests[0](autojump_clock)
+    (tmp_path / "test_fixer.py").write_text(example)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            argv, cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, out + done.stderr.decode()
+    assert out.splitlines()[-1].startswith("1 passed"), out
 
 
 def known_options(backend: Backend) -> set[str]:
@@ -92,8 +98,10 @@ def without(path: str, *names: str) -> str:
 
 async def run_on_the_fake(argv: list[str], cwd: Path) -> list[str]:
     """Run ``argv`` in ``cwd`` as a fresh shell would after `make demo`: no CLAUDE_CLI, no
-    claude and no virtualenv on PATH; its stdout lines, after checking it succeeded."""
-    env = {key: value for key, value in os.environ.items() if key != "CLAUDE_CLI"}
+    AGENTRT_STORE, no claude and no virtualenv on PATH; its stdout lines, after checking it
+    succeeded."""
+    fresh = ("CLAUDE_CLI", "AGENTRT_STORE")
+    env = {key: value for key, value in os.environ.items() if key not in fresh}
     env["PATH"] = without(env.get("PATH", ""), "claude")
     with trio.fail_after(120):
         done = await trio.run_process(
@@ -109,10 +117,20 @@ def quickstart_answered(lines: list[str]) -> None:
     assert re.fullmatch(r"\(\d+\.\d s, complete, session [0-9a-f-]{36}\)", summary), summary
 
 
+def session_of(lines: list[str]) -> str:
+    quickstart_answered(lines)
+    return lines[1].rsplit("session ", 1)[1].rstrip(")")
+
+
 @pytest.mark.realcli
-async def test_the_no_login_recipe_runs_as_printed(claude_bin: Path) -> None:
+async def test_the_no_login_recipe_runs_as_printed(claude_bin: Path, tmp_path: Path) -> None:
     [command] = doc_block("agentrt.testing.fake_anthropic", "sh").splitlines()
-    quickstart_answered(await run_on_the_fake(shlex.split(command), ROOT))
+    argv = shlex.split(command)
+    # The printed HOME, in this test's own directory: runs beside this one share no HOME.
+    argv[argv.index("--home") + 1] = str(tmp_path / "home")
+    first = session_of(await run_on_the_fake(argv, ROOT))
+    # Run again, it continues the same conversation, as the README says.
+    assert session_of(await run_on_the_fake(argv, ROOT)) == first
 
 
 @pytest.mark.realcli

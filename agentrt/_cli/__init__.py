@@ -178,7 +178,8 @@ def build_parser() -> _Parser:
     demo.add_argument(
         "--fake-cli",
         action="store_true",
-        help="use the bundled fake CLI even when the pinned claude binary is installed",
+        help="use the bundled fake CLI even when there is a claude ($CLAUDE_CLI, or the "
+        "pinned one of a checkout)",
     )
     demo.add_argument("--quick", action="store_true", help="less work, shorter bounds")
     demo.add_argument(

@@ -1,10 +1,10 @@
 """``agentrt demo``: supervised agents at work, shown live, on a machine with no credentials.
 
 Five agents share one runtime with a SQLite store and a process limit, on the real process
-path. By default the model is agentrt's fake Anthropic API and the CLI the pinned
-``claude`` binary (``make claude-cli``), else a bundled fake CLI; ``--backend NAME`` (any
-installed backend) uses that backend's logged-in CLI and a real model instead, with the
-options its `BackendInfo` declares. The story:
+path. By default the model is agentrt's fake Anthropic API and the CLI ``$CLAUDE_CLI``,
+else the pinned ``claude`` binary of a checkout (``make claude-cli``), else a bundled fake
+CLI; ``--backend NAME`` (any installed backend) uses that backend's logged-in CLI and a
+real model instead, with the options its `BackendInfo` declares. The story:
 
 - workers w1..wN take the jobs queued in their mailboxes, a few CLIs at a time;
 - ``sleepy`` gets a prompt the model never answers: its watchdog ends the turn; sleepy is
@@ -620,8 +620,8 @@ async def _setup(
             f"your logged-in {args.backend} and a real model (this costs tokens)",
             f"{args.backend}'s CLI, as its backend finds it",
         )
-    pinned = None if args.fake_cli else pinned_claude()
-    if pinned is None:
+    claude = None if args.fake_cli else _demo_claude(os.environ)
+    if claude is None:
         folder = os.path.join(scratch, "bin")
         os.makedirs(folder)
         for name in board.rows:
@@ -629,7 +629,8 @@ async def _setup(
         why = (
             "--fake-cli"
             if args.fake_cli
-            else "the pinned claude is not installed; `make claude-cli` installs it"
+            else "no claude: set CLAUDE_CLI to a claude binary (in a clone of agentrt, "
+            "`make claude-cli` installs the pinned one)"
         )
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
@@ -653,11 +654,24 @@ async def _setup(
         "TMPDIR": os.path.join(home, "tmp"),
     }
 
+    binary, shown = claude
+
     def claude_options(name: str) -> dict[str, Any]:
-        return {"binary": str(pinned.path), "env_policy": "isolated", "env": env}
+        return {"binary": binary, "env_policy": "isolated", "env": env}
 
     return (
         claude_options,
         f"agentrt's fake Anthropic API at {api.base_url} (no credentials, no network)",
-        str(pinned),
+        shown,
     )
+
+
+def _demo_claude(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The claude binary the demo runs on the fake API, and how to name it: ``$CLAUDE_CLI``
+    (as agents find it: an installed wheel has no checkout to hold a pinned one), else the
+    pinned one of this checkout; None when there is neither."""
+    given = environ.get("CLAUDE_CLI")
+    if given:
+        return given, f"{given} ($CLAUDE_CLI)"
+    pinned = pinned_claude()
+    return None if pinned is None else (str(pinned.path), str(pinned))

@@ -10,17 +10,17 @@ import logging
 from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import trio
 
 from .._errors import AgentRTError
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
-from .._stores._protocols import TranscriptStore
+from .._stores._protocols import LeaseStore, TranscriptStore
 from .._stream import EventStream
 from ._desk import decide, pending
-from ._fleet import fleet
+from ._fleet import fleet, store_state
 from ._gate import Gate
 from ._history import history
 from ._http import (
@@ -87,9 +87,10 @@ class ConsoleApp:
             await answer(send, 401, b"")  # nothing, not even which token was missing
             return
         if self._gate.token and self._gate.from_query(scope["query_string"]):
-            # The first visit: the token moves into a cookie and out of the address bar.
+            # The first visit: the token moves into a cookie and out of the address bar;
+            # the rest of the query stays (a link to an agent's page keeps its name).
             cookie = (b"set-cookie", self._gate.cookie(root or "/"))
-            target = (root + path).encode()
+            target = (root + path + _without_token(scope["query_string"])).encode()
             await answer(send, 303, b"", headers=[cookie, (b"location", target)])
             return
         query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode()).items()}
@@ -143,10 +144,21 @@ class ConsoleApp:
             status, why = None, shown(str(exc))
         else:
             why = None
-        record = await self._runtime.store.load(name)
+        store = self._runtime.store
+        record = await store.load(name)
+        stored_state = None
+        if status is None:
+            # No status to be had: the state the store tells, as the fleet page shows it.
+            leases = await store.leases() if isinstance(store, LeaseStore) else []
+            lease = next((lease for lease in leases if lease.name == name), None)
+            if record is not None or lease is not None:
+                stored_state = store_state(record, lease, isinstance(store, LeaseStore))
+            if stored_state == "stopped":
+                why = None  # nothing is wrong: no runtime runs it, so none has its status
         data = {
             "name": name,
             "status": status_data(status),
+            "stored_state": stored_state,
             "unreachable": why,
             "record": record_data(record),
             "local": name in self._runtime.agents(),
@@ -331,6 +343,16 @@ async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
                 await sink.event("dropped", {"ref": ref.id, "count": dropped})
                 dropped = 0
             await sink.event(name, {"ref": ref.id, **data})
+
+
+def _without_token(query_string: bytes) -> str:
+    """The query, ``?``-prefixed, without its token ("" when nothing else is left)."""
+    kept = [
+        (key, value)
+        for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+        if key != "token"
+    ]
+    return "?" + urlencode(kept) if kept else ""
 
 
 def _same_origin(scope: Scope) -> bool:

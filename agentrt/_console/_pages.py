@@ -23,10 +23,10 @@ _FLEET = """<main>
 <section class="charts">
  <figure><figcaption>Fleet cost over time (USD)</figcaption><div id="chart-cost"></div></figure>
  <figure><figcaption>Fleet turns over time</figcaption><div id="chart-turns"></div></figure>
- <p id="chart-span" class="note"></p>
  <figure><figcaption>Last outcome, by kind</figcaption><div id="chart-outcomes"></div></figure>
  <figure><figcaption>Cost by agent (USD)</figcaption><div id="chart-agents"></div></figure>
 </section>
+<p id="chart-span" class="note"></p>
 <form id="filters">
  <label>State <select id="f-state"><option value="">all</option></select></label>
  <label>Node <select id="f-node"><option value="">all</option></select></label>

@@ -47,7 +47,10 @@ def shown_value(value: Any) -> str:
 def event_data(event: Event) -> dict[str, Any]:
     """One event of a running turn as the page shows it."""
     data: dict[str, Any] = {"kind": event.__struct_config__.tag}
-    if isinstance(event, TextEvent | TextRetractedEvent):
+    if isinstance(event, TextEvent):
+        # Where a message ends: the page starts the next one on a line of its own.
+        data |= {"text": shown(event.text), "boundary": event.message_boundary}
+    elif isinstance(event, TextRetractedEvent):
         data["text"] = shown(event.text)
     elif isinstance(event, ToolUseEvent):
         data |= {"tool": shown(event.name), "input": shown_value(event.input)}

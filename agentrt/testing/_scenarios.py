@@ -194,7 +194,12 @@ REVIEWER = _scenario(
 def _commit_a_line(request: RecordedRequest) -> AnthropicReply:
     # The agent's worktree is named after its branch (agentrt/<name>): its last part.
     who = os.path.basename(_cwd(request))
-    command = f"printf '{who} was here\\n' >> notes.txt && git commit -qam '{who}: a line'"
+    # `git add` first: in a repository that does not track notes.txt (or lacks it), a
+    # `commit -a` would commit nothing and the branch keep the repository's last commit.
+    command = (
+        f"printf '{who} was here\\n' >> notes.txt && git add notes.txt"
+        f" && git commit -qm '{who}: a line'"
+    )
     return AnthropicToolUse("Bash", {"command": command, "description": "Edit and commit"})
 
 

@@ -314,15 +314,36 @@ function agentPage() {
     const dl = document.getElementById("facts");
     dl.replaceChildren();
     for (const [key, value] of list) dl.append(el("dt", {}, key), el("dd", {}, value ?? "-"));
-    document.getElementById("agent-state").textContent = s.state || (data.record ? "not running here" : "unknown");
+    document.getElementById("agent-state").textContent = s.state || data.stored_state || "unknown";
+    // The actions go through a runtime that runs the agent: without its status (stopped, or
+    // its owner out of reach) none of them can work, so none is offered.
+    const acting = data.status !== null;
+    document.querySelectorAll(".actions button, .actions textarea").forEach((control) => {
+      control.disabled = !acting;
+    });
     const why = document.getElementById("unreachable");
-    why.hidden = !data.unreachable;
-    why.textContent = data.unreachable || "";
+    why.hidden = acting;
+    why.className = data.unreachable ? "error" : "note";
+    why.textContent = data.unreachable
+      || "No runtime runs this agent: its record, history and transcript stay in the store, "
+        + "and its actions come back when a program starts it again.";
     turnHistory.turns(r.turns);
   }
 
+  // A message ended: the next one's text starts a paragraph of its own (the turn's
+  // messages arrive as one run of text, which would otherwise join them mid-line).
+  let messageEnded = false;
+
   function event(data) {
-    if (data.kind === "text") { liveText.textContent += data.text; return; }
+    if (data.kind === "text") {
+      if (messageEnded && data.text) {
+        liveText.textContent += "\n\n";
+        messageEnded = false;
+      }
+      liveText.textContent += data.text;
+      if (data.boundary && liveText.textContent !== "") messageEnded = true;
+      return;
+    }
     if (data.kind === "text_retracted") { liveText.textContent = liveText.textContent.slice(0, -data.text.length); }
     const parts = [data.kind];
     if (data.tool) parts.push(data.tool);
@@ -359,6 +380,7 @@ function agentPage() {
     turn: (data) => {
       document.getElementById("turn-ref").textContent = "#" + data.ref;
       liveText.textContent = "";
+      messageEnded = false;
       events.replaceChildren();
     },
     event,
