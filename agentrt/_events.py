@@ -340,8 +340,9 @@ class Response:
 
     ``events`` is an immutable sequence of the retained events (see ``event_coverage``),
     kept compact and decoded on access; it compares equal to the tuple of its events.
-    ``text`` is a str; a turn's Response may keep it as UTF-8 until it is first read
-    (equality and hash compare the str). Its repr is one line: the stop reason, the text's
+    ``text`` is the answer's every message, a blank line between two; ``final_message`` the
+    last of them (or the CLI's result text). ``text`` is a str; a turn's Response may keep
+    it as UTF-8 until it is first read (equality and hash compare the str). Its repr is one line: the stop reason, the text's
     length and start, the session, the counts."""
 
     # The str, or the UTF-8 a turn built it from when that is smaller (see `text`).

@@ -82,7 +82,7 @@ EXPECTED: dict[str, Answer | Fails] = {
         1,
     ),
     "tool_use_bash": Answer(
-        "On it.Tool finished.",
+        "On it.\n\nTool finished.",
         "Tool finished.",
         Usage(input_tokens=20, output_tokens=10),
         0.00028,
@@ -91,7 +91,7 @@ EXPECTED: dict[str, Answer | Fails] = {
         ("Bash",),
     ),
     "permission_denied": Answer(
-        "On it.Tool finished.",
+        "On it.\n\nTool finished.",
         "Tool finished.",
         Usage(input_tokens=20, output_tokens=10),
         0.00028,

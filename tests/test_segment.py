@@ -16,7 +16,7 @@ def test_text_and_messages_across_folds() -> None:
     assert segment.last_message() == " Bye \ud800"  # the open message
     text, last = segment.close()
     assert (text, last) == (
-        "Héllo wörld. Bye \ud800".encode("utf-8", "surrogatepass"),
+        "Héllo wörld.\n\n Bye \ud800".encode("utf-8", "surrogatepass"),
         " Bye \ud800",
     )
     assert segment.close() == (b"", "")
@@ -44,4 +44,22 @@ def test_retraction_takes_only_the_end_of_the_open_message() -> None:
     segment.parts.append("Whole.")
     segment.end_message()
     text, last = segment.close()
-    assert (text, last) == (b"Done.Whole.", "Whole.")
+    assert (text, last) == (b"Done.\n\nWhole.", "Whole.")
+
+
+def test_messages_are_joined_by_a_break_only_between_two_with_text() -> None:
+    segment = SegmentText()
+    segment.end_message()  # no text yet: no message, no break
+    segment.parts.append("Counting.")
+    segment.end_message()
+    segment.end_message()  # an empty message between: still one break
+    segment.parts.append("Partial")
+    segment.retract("Partial")  # the open message emptied: its break goes with it
+    assert segment.last_message() == "Counting."
+    segment.parts.append("Three words.")
+    segment.end_message()
+    text, last = segment.close()
+    assert (text, last) == (b"Counting.\n\nThree words.", "Three words.")
+    segment.parts.append("Alone.")
+    segment.end_message()  # a boundary that ends the segment adds nothing
+    assert segment.close() == (b"Alone.", "Alone.")

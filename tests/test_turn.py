@@ -319,7 +319,7 @@ async def test_the_response_is_built_from_the_whole_stream(autojump_clock: MockC
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
         response = await rt.ask("a", "x")
-    assert response.text == "Hello world. Bye (trailing)"
+    assert response.text == "Hello world.\n\n Bye\n\n (trailing)"  # messages apart
     assert response.final_message == " (trailing)"
     assert response.usage == usage
     assert response.cost_usd == 0.25
@@ -347,7 +347,7 @@ async def test_final_message_prefers_the_result_text(autojump_clock: MockClock) 
         first = await rt.ask("a", "x")
         second = await rt.ask("a", "y")
     assert (first.text, first.final_message) == ("a", "the answer")
-    assert (second.text, second.final_message) == ("onetwo", "two")
+    assert (second.text, second.final_message) == ("one\n\ntwo", "two")
 
 
 async def test_retracted_text_leaves_the_answer(autojump_clock: MockClock) -> None:
@@ -374,7 +374,7 @@ async def test_retracted_text_leaves_the_answer(autojump_clock: MockClock) -> No
         await rt.start_agent(Agent, name="a", backend=backend)
         first = await rt.ask("a", "x")
         second = await rt.ask("a", "y")
-    assert (first.text, first.final_message) == ("Done.Whole answer.", "Whole answer.")
+    assert (first.text, first.final_message) == ("Done.\n\nWhole answer.", "Whole answer.")
     assert [type(e) for e in first.events].count(TextRetractedEvent) == 2  # kept as events
     assert (second.text, second.final_message) == ("keep ", "keep ")
 
