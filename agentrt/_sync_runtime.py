@@ -11,6 +11,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import outcome
@@ -260,19 +261,29 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
     def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close(exc)
 
     def close(self) -> None:
         """Close the runtime (what leaving the ``with`` block does): every agent stops and
         every turn's processes are killed; returns once they are. Idempotent. A
         KeyboardInterrupt meanwhile does not cut it short: it goes on once they are."""
+        self._close(None)
+
+    def _close(self, met: BaseException | None) -> None:
+        # ``met``: what the block raised, in whose place a give-up comes out.
         _check_thread(self._thread)
         if (interrupted := _closed(self._thread)) is not None:
             raise interrupted  # once every turn's processes are gone
         if (failure := self._thread.failure) is not None:
             self._thread.failure = None
-            raise failure
+            if met is None or isinstance(met, Exception):  # a KeyboardInterrupt goes on
+                raise failure from cause_of_failure(failure, met)
 
 
 class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
@@ -322,7 +333,9 @@ an `agentrt.sync.Runtime`, whose methods block until they settle.
 
 Use it as a context manager, ``with agentrt.sync.open_runtime(...) as rt:``, or call
 ``rt.close()``: either stops every agent and kills every turn's processes before it
-returns (and raises `RestartLimitExceeded` if the runtime gave up meanwhile). A runtime
+returns (and raises `RestartLimitExceeded` if the runtime gave up meanwhile, in place of
+the error the block met, which becomes its ``__cause__`` unless the give-up caused it). A
+KeyboardInterrupt while it closes goes on once every turn's processes are gone. A runtime
 left open is closed when the main thread ends. The runtime runs in a trio thread of its
 own; nothing here uses asyncio, so a notebook cell (where an asyncio loop runs) may call
 it. Agent callbacks run in that thread: they must not call ``agentrt.sync`` (a

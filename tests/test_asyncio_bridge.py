@@ -346,6 +346,30 @@ def test_a_nested_supervisor_giving_up_while_its_block_awaits_an_ask_is_caught_b
     asyncio.run(main())
 
 
+def test_the_runtime_giving_up_comes_out_of_a_sync_block_in_place_of_what_it_met() -> None:
+    long_started = threading.Event()
+
+    class Long(Agent):
+        def pre_turn(self, prompt: str) -> None:
+            long_started.set()
+
+    def crash_once_asked(rt: agentrt.sync.Runtime) -> None:
+        long_started.wait()
+        rt.tell("a", "crash")
+
+    with (
+        pytest.raises(RestartLimitExceeded) as caught,
+        agentrt.sync.open_runtime(store=MemoryStore(), max_restarts=0) as rt,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        rt.start_agent(Long, name="long", backend=echo_backend([Sleep(HOUR)]))
+        rt.start_agent(Crashing, name="a", backend=echo_backend())
+        pool.submit(crash_once_asked, rt)
+        rt.ask("long", "never answered")  # AgentStopped, caused by the give-up
+    assert caught.value.name == "a"
+    assert caught.value.__cause__ is None  # (what the give-up caused would point back)
+
+
 def test_a_nested_supervisor_from_a_thread_restarts_then_gives_up() -> None:
     with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
         rt.start_agent(Agent, name="top", backend=echo_backend())
