@@ -20,11 +20,17 @@ import outcome
 
 from . import _runtime as trio_runtime
 from . import _supervisor as trio_supervisor
-from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._runtime_thread import Block, HeldBlock, RuntimeFacts, RuntimeThread, SupervisorFacts
+from ._runtime_thread import (
+    Block,
+    HeldBlock,
+    RuntimeFacts,
+    RuntimeThread,
+    SupervisorFacts,
+    cause_of_failure,
+)
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
@@ -148,9 +154,10 @@ class EventStream(metaclass=NoPublicConstructor):
         return self._stream.dropped
 
     def close(self) -> None:
-        """Stop reading; the turn no longer waits for this stream."""
-        with contextlib.suppress(NoRuntime):  # the runtime is gone, and its turns with it
-            self._thread.run_sync(self._stream.close)
+        """Stop reading; the turn no longer waits for this stream. Raises nothing; closing
+        twice is fine. Dropping the stream (breaking out of a loop over it) closes it too."""
+        # In the runtime's thread, where the turn waits on the stream's channel.
+        self._thread.run_soon(self._stream.close)
 
     async def aclose(self) -> None:
         """Async spelling of `close`."""
@@ -165,6 +172,11 @@ class EventStream(metaclass=NoPublicConstructor):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A reader that breaks out of its loop drops the stream unclosed: the turn must not
+        # stay blocked on a full buffer.
         self.close()
 
 
@@ -250,34 +262,37 @@ async def _held(block: Block, made: Callable[[], T]) -> AsyncIterator[T]:
     """Open ``block`` in the runtime's thread, give ``made()`` to the ``async with``, and
     leave the block when the ``async with`` is left. A failure that ends the block while
     held (the runtime or the supervisor gave up) cancels the task in the ``async with``
-    and comes out of it."""
+    and comes out of it, in place of that cancellation or of what the block's code met
+    meanwhile (`cause_of_failure`)."""
     loop = asyncio.get_running_loop()
     owner = asyncio.current_task()
-    try:
-        await _wait_future(block.start())
-    except BaseException:
-        await _closed(block)
-        raise
 
     def on_failure(error: BaseException) -> None:  # the block gave up, in the runtime's thread
+        # Queued before the block's end is: it reaches the task before _left returns.
         if owner is not None:
             loop.call_soon_threadsafe(owner.cancel)
 
+    # Set before the block opens: a failure just after it opened cancels the task too.
     block.on_failure = on_failure
     try:
+        await _wait_future(block.start())
         yield made()
-    except asyncio.CancelledError:
-        await _closed(block)
+    except BaseException as exc:
+        cancelled = await _left(block)
         if block.failure is not None and owner is not None:
             owner.uncancel()  # that cancellation was ours: it stood for the failure
-            raise block.failure from None
+            if not isinstance(exc, KeyboardInterrupt | SystemExit):
+                met = None if isinstance(exc, asyncio.CancelledError) else exc
+                raise block.failure from cause_of_failure(block.failure, met)
+        if cancelled:
+            raise asyncio.CancelledError  # noqa: B904 (what the block raised is its context)
         raise
-    except BaseException:
-        await _closed(block)
-        raise
-    await _closed(block)
-    if block.failure is not None:
+    cancelled = await _left(block)
+    if block.failure is not None and owner is not None:
+        owner.uncancel()
         raise block.failure
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 OPEN_RUNTIME_DOC = """`agentrt.open_runtime` for an asyncio program: ``async with
@@ -289,13 +304,14 @@ The runtime runs in a trio thread of its own, opened here (its errors, such as
 every agent and kills every turn's processes before the block is left, however often the
 task is cancelled meanwhile. When the runtime gives up (`RestartLimitExceeded`), the task
 in the block is cancelled and the error comes out of the block, as the trio form cancels
-its block. Agent callbacks still run in the agent's trio task (docs/asyncio.md says what
+its block (in place of that cancellation, or of the error a call the block awaited met
+meanwhile). Agent callbacks still run in the agent's trio task (docs/asyncio.md says what
 they may do there)."""
 
 
-async def _closed(block: Block) -> None:
+async def _left(block: Block) -> bool:
     """Leave ``block`` and wait until it is left, however often the caller is cancelled
-    meanwhile (closing kills every turn's processes, within its bounds)."""
+    meanwhile (closing kills every turn's processes, within its bounds); whether it was."""
     ended = asyncio.ensure_future(_wait_future(block.close()))
     cancelled = False
     while not ended.done():
@@ -304,8 +320,7 @@ async def _closed(block: Block) -> None:
         except asyncio.CancelledError:
             cancelled = True
     block.join()
-    if cancelled:
-        raise asyncio.CancelledError
+    return cancelled
 
 
 open_runtime = _opening(trio_runtime.open_runtime)

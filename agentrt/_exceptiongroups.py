@@ -5,12 +5,15 @@ trio's nurseries wrap every exception that leaves them in an `ExceptionGroup`, s
 of a group of one. `collapse_exception_groups` unwraps groups of one (at any depth), as
 trio itself did with ``strict_exception_groups=False``: a single exception leaves as
 itself, with the frames it crossed, its ``__cause__`` and its ``__context__``; a group
-leaves only when several exceptions really happened at once.
+leaves only when several exceptions really happened at once (what one of them caused,
+another task met as a consequence of it, is not one more).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import TracebackType
+from typing import Any
 
 
 def _concat_tb(head: TracebackType | None, tail: TracebackType | None) -> TracebackType | None:
@@ -25,10 +28,44 @@ def _concat_tb(head: TracebackType | None, tail: TracebackType | None) -> Traceb
 
 
 def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """``group`` with every group of one replaced by its exception, recursively; a group of
-    one at the top gives that exception, its traceback extended by the group's."""
+    """``group`` without its consequences (`without_consequences`), with every group of one
+    replaced by its exception, recursively; a group of one at the top gives that exception,
+    its traceback extended by the group's."""
+    return _collapse(without_consequences(group))
+
+
+def without_consequences(group: BaseExceptionGroup[BaseException]) -> BaseExceptionGroup[Any]:
+    """``group`` without the exceptions whose ``__cause__`` is another exception of it: one
+    object raised in one task and given as the cause of what other tasks met. A supervisor
+    that gives up stops its agents with its `RestartLimitExceeded` as the cause of the
+    `AgentStopped` their waiters get, and raises it too: the block that owns it then ends
+    with the give-up alone, as itself, rather than beside what it caused."""
+    leaves = list(_leaves(group))
+    raised = {id(exc) for exc in leaves}
+
+    def consequence(exc: BaseException) -> bool:
+        return exc.__cause__ is not exc and id(exc.__cause__) in raised
+
+    if not any(consequence(exc) for exc in leaves):
+        return group
+    # (A group matched whole would be kept whole: only leaves are matched.)
+    kept = group.subgroup(
+        lambda exc: not isinstance(exc, BaseExceptionGroup) and not consequence(exc)
+    )
+    return group if kept is None else kept
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+def _collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
     exceptions = [
-        collapse(exc) if isinstance(exc, BaseExceptionGroup) else exc for exc in group.exceptions
+        _collapse(exc) if isinstance(exc, BaseExceptionGroup) else exc for exc in group.exceptions
     ]
     if len(exceptions) == 1:
         sole = exceptions[0]

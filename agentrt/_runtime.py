@@ -190,7 +190,8 @@ class Runtime(metaclass=NoPublicConstructor):
         On leaving the block its agents are stopped (waiters get `AgentStopped`). When it
         gives up (more than ``max_restarts`` restarts in ``period`` seconds) it stops its
         agents, the block is cancelled and `RestartLimitExceeded` (with the crash history)
-        is raised out of it: the owner decides what follows, as an OTP supervisor's parent
+        is raised out of it, as itself (not beside the `AgentStopped` a call the block
+        awaited got from it): the owner decides what follows, as an OTP supervisor's parent
         does. The rest of the runtime goes on. Raises `InvalidOptions` for a ``strategy`` or
         an intensity argument out of range, `NoRuntime` on a closed runtime.
 
@@ -540,7 +541,8 @@ async def open_runtime(
     seconds, the first after ``backoff`` seconds, each further one in the window after
     twice the previous delay, at most ``max_backoff``. Past that the runtime gives up:
     every agent is stopped, the block is cancelled and `RestartLimitExceeded` is raised
-    out of it. Nested supervisors: `Runtime.open_supervisor`.
+    out of it, as itself (not beside the `AgentStopped` a call the block awaited got from
+    it). Nested supervisors: `Runtime.open_supervisor`.
 
     Each turn's processes get a cgroup of their own where cgroup v2 lets the runtime create
     one (as root, or in a delegated subtree), so nothing a turn starts outlives it;

@@ -73,8 +73,9 @@ class Call(Generic[R]):
 
     def cancel(self) -> None:
         """Cancel the call as trio cancellation would; its outcome still comes to
-        ``on_done`` (after the work is undone, as trio's shielded waits say)."""
-        self._owner._post(self._cancel)
+        ``on_done`` (after the work is undone, as trio's shielded waits say), while the
+        runtime closes too. Raises nothing."""
+        self._owner.run_soon(self._cancel)
 
     def _cancel(self) -> None:
         self._cancelled = True
@@ -206,6 +207,16 @@ class RuntimeThread:
         self._post(run)
         return box.result()
 
+    def run_soon(self, function: Callable[[], object]) -> None:
+        """Run ``function()`` in the runtime's thread soon, without waiting for it: what undoes
+        a call or releases a turn (cancelling, closing a stream), so unlike a new call it
+        runs while the runtime closes too; once the runtime's thread has ended, nothing is
+        left for it to undo. Safe from any thread and from ``__del__``."""
+        token = self._token
+        if token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(function)
+
     def _post(self, function: Callable[..., object], *args: object) -> None:
         with self._lock:
             if self._closing or self._token is None:
@@ -330,6 +341,13 @@ class HeldBlock(Generic[T]):
                 if self.on_failure is not None:
                     self.on_failure(result.error)
         self._ended.set_result(None)
+
+
+def cause_of_failure(failure: BaseException, met: BaseException | None) -> BaseException | None:
+    """What a block's give-up (``failure``) is raised from when it comes out in place of
+    ``met``, the error the block's code met meanwhile: ``met``, unless the give-up caused it
+    (the `AgentStopped` of a call to an agent it stopped), which would only point back."""
+    return None if met is None or met.__cause__ is failure else met
 
 
 # The runtimes still open, closed when the main thread ends (one watcher for them all).

@@ -11,17 +11,23 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import outcome
 
 from . import _runtime as trio_runtime
 from . import _supervisor as trio_supervisor
-from ._errors import NoRuntime
 from ._events import Event
 from ._forwarding import same_face
 from ._requests import Ref
-from ._runtime_thread import HeldBlock, RuntimeFacts, RuntimeThread, SupervisorFacts
+from ._runtime_thread import (
+    HeldBlock,
+    RuntimeFacts,
+    RuntimeThread,
+    SupervisorFacts,
+    cause_of_failure,
+)
 from ._stream import EventStream as TrioEventStream
 from ._util import NoPublicConstructor
 
@@ -61,20 +67,24 @@ def _blocking(thread: RuntimeThread, function: Callable[[], Coroutine[Any, Any, 
     except BaseException:
         if not box:  # else the outcome came just before the interruption
             call.cancel()
-            _wait_uninterrupted(settled)
+            _waited(settled.acquire)
         raise
     return box[0].unwrap()
 
 
-def _wait_uninterrupted(settled: threading.Lock) -> None:
-    # The runtime bounds how long undoing a call takes; a second Ctrl-C must not leave
-    # the turn's processes running.
+def _waited(wait: Callable[[], object]) -> BaseException | None:
+    """Call ``wait()`` until it returns, however often an exception (a Ctrl-C) interrupts
+    it: what it waits for (a call undone, a runtime closed, each bounded by the runtime)
+    must not be left half done. Returns the first interruption, for the caller to raise
+    once the wait is over."""
+    interrupted: BaseException | None = None
     while True:
         try:
-            settled.acquire()
-            return
-        except BaseException:
-            continue
+            wait()
+            return interrupted
+        except BaseException as exc:
+            if interrupted is None:
+                interrupted = exc
 
 
 def _awaited(
@@ -120,14 +130,16 @@ def _holding(
         try:
             yield Supervisor._create(thread, block.value)
         except Exception as exc:
-            _left(block)
+            if (interrupted := _left(block)) is not None:
+                raise interrupted  # noqa: B904 (what the block raised is its context)
             if block.failure is not None:  # what the code met was its agents stopping
-                raise block.failure from exc
+                raise block.failure from cause_of_failure(block.failure, exc)
             raise
         except BaseException:
             _left(block)
             raise
-        _left(block)
+        if (interrupted := _left(block)) is not None:
+            raise interrupted
         if block.failure is not None:
             raise block.failure
 
@@ -148,15 +160,10 @@ crash history) comes out of the block when it is left, in place of an error the 
 code met (its ``__cause__``); the rest of the runtime goes on."""
 
 
-def _left(block: HeldBlock[Any]) -> None:
-    """Leave ``block`` and wait until it is left, a second Ctrl-C included."""
-    ended = block.close()
-    while True:
-        try:
-            ended.result()
-            return
-        except BaseException:
-            continue
+def _left(block: HeldBlock[Any]) -> BaseException | None:
+    """Leave ``block`` and wait until it is left; the first interruption (a Ctrl-C)
+    meanwhile, for the caller to raise."""
+    return _waited(block.close().result)
 
 
 class EventStream(metaclass=NoPublicConstructor):
@@ -188,14 +195,20 @@ class EventStream(metaclass=NoPublicConstructor):
         return self._stream.dropped
 
     def close(self) -> None:
-        """Stop reading; the turn no longer waits for this stream."""
-        with contextlib.suppress(NoRuntime):  # the runtime is gone, and its turns with it
-            self._thread.run_sync(self._stream.close)
+        """Stop reading; the turn no longer waits for this stream. Raises nothing; closing
+        twice is fine. Dropping the stream (breaking out of a loop over it) closes it too."""
+        # In the runtime's thread, where the turn waits on the stream's channel.
+        self._thread.run_soon(self._stream.close)
 
     def __enter__(self) -> EventStream:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A reader that breaks out of its loop drops the stream unclosed: the turn must not
+        # stay blocked on a full buffer.
         self.close()
 
 
@@ -248,18 +261,29 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
     def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close(exc)
 
     def close(self) -> None:
         """Close the runtime (what leaving the ``with`` block does): every agent stops and
-        every turn's processes are killed; returns once they are. Idempotent."""
+        every turn's processes are killed; returns once they are. Idempotent. A
+        KeyboardInterrupt meanwhile does not cut it short: it goes on once they are."""
+        self._close(None)
+
+    def _close(self, met: BaseException | None) -> None:
+        # ``met``: what the block raised, in whose place a give-up comes out.
         _check_thread(self._thread)
-        self._thread.close()
-        _wait_uninterrupted_join(self._thread)
+        if (interrupted := _closed(self._thread)) is not None:
+            raise interrupted  # once every turn's processes are gone
         if (failure := self._thread.failure) is not None:
             self._thread.failure = None
-            raise failure
+            if met is None or isinstance(met, Exception):  # a KeyboardInterrupt goes on
+                raise failure from cause_of_failure(failure, met)
 
 
 class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
@@ -274,13 +298,14 @@ class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
     agents = _immediate(TrioSupervisor.agents)
 
 
-def _wait_uninterrupted_join(thread: RuntimeThread) -> None:
-    while True:
-        try:
-            thread.join()
-            return
-        except BaseException:
-            continue
+def _closed(thread: RuntimeThread) -> BaseException | None:
+    """Close the runtime and wait until its thread has ended; the first interruption (a
+    Ctrl-C) meanwhile, for the caller to raise. Waited for on the runtime's own signal:
+    ``Thread.join`` interrupted on CPython 3.11 marks the thread ended while it still
+    runs, and the interpreter would then exit without waiting for it."""
+    interrupted = _waited(thread.close().result)
+    joined = _waited(thread.join)  # its run has ended: a moment at most
+    return joined if interrupted is None else interrupted
 
 
 def _opening(
@@ -292,8 +317,7 @@ def _opening(
         try:
             opened.result()
         except BaseException:
-            thread.close()
-            _wait_uninterrupted_join(thread)
+            _closed(thread)
             raise
         return Runtime._create(thread)
 
@@ -309,7 +333,9 @@ an `agentrt.sync.Runtime`, whose methods block until they settle.
 
 Use it as a context manager, ``with agentrt.sync.open_runtime(...) as rt:``, or call
 ``rt.close()``: either stops every agent and kills every turn's processes before it
-returns (and raises `RestartLimitExceeded` if the runtime gave up meanwhile). A runtime
+returns (and raises `RestartLimitExceeded` if the runtime gave up meanwhile, in place of
+the error the block met, which becomes its ``__cause__`` unless the give-up caused it). A
+KeyboardInterrupt while it closes goes on once every turn's processes are gone. A runtime
 left open is closed when the main thread ends. The runtime runs in a trio thread of its
 own; nothing here uses asyncio, so a notebook cell (where an asyncio loop runs) may call
 it. Agent callbacks run in that thread: they must not call ``agentrt.sync`` (a

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from cli_programs import HANG, FakeClaude
+from proc_helpers import IGNORE_INT, IGNORE_TERM, ProcInfo, kill_marked, running, turn_processes
 
 import agentrt
 import agentrt.asyncio
@@ -30,12 +36,14 @@ from agentrt import (
     NoRuntime,
     Ref,
     RestartLimitExceeded,
+    SessionEvent,
     StopReason,
     TextEvent,
     TurnFailed,
 )
 from agentrt._asyncio_runtime import _settle
 from agentrt._sync_runtime import _blocking
+from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.testing import Fail, ScriptedBackend, Sleep, reply
 
 HOUR = 3600.0
@@ -268,6 +276,100 @@ def test_a_nested_supervisor_from_asyncio_restarts_then_gives_up() -> None:
     asyncio.run(main())
 
 
+class HeldBack(Agent):
+    """Stops only once `released` is set: a supervisor that gives up raises only after
+    every agent of its has stopped, so this one holds the give-up back until the test's
+    block has met what the give-up did to its ask."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    async def terminate_agent(self, reason: str | BaseException) -> None:
+        await trio.to_thread.run_sync(self.released.wait)
+
+
+async def _ask_until_given_up(rt: agentrt.asyncio.Runtime, long: Watched, held: HeldBack) -> None:
+    """Await an ask of agent "long", which only the give-up ends (with AgentStopped), while
+    agent "a" crashes; then let the give-up go on: its cancellation of the block comes
+    after the block has met what it did to the ask."""
+
+    async def crash_once_asked() -> None:
+        await long.started.wait()
+        await rt.tell("a", "crash")
+
+    crashing = asyncio.create_task(crash_once_asked())
+    try:
+        await rt.ask("long", "never answered")
+    finally:
+        held.released.set()
+        await crashing
+
+
+def test_the_runtime_giving_up_while_the_block_awaits_an_ask_comes_out_as_itself() -> None:
+    async def main() -> None:
+        held = HeldBack()
+        with pytest.raises(RestartLimitExceeded) as caught:
+            async with agentrt.asyncio.open_runtime(store=MemoryStore(), max_restarts=0) as rt:
+                long = Watched(asyncio.get_running_loop())
+                await rt.start_agent(held, name="held", backend=echo_backend())
+                await rt.start_agent(long, name="long", backend=echo_backend([Sleep(HOUR)]))
+                await rt.start_agent(Crashing, name="a", backend=echo_backend())
+                await _ask_until_given_up(rt, long, held)
+        assert caught.value.name == "a"
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_a_nested_supervisor_giving_up_while_its_block_awaits_an_ask_is_caught_by_type() -> None:
+    async def main() -> None:
+        held = HeldBack()
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(Agent, name="top", backend=echo_backend())
+            caught: list[RestartLimitExceeded] = []
+            try:
+                async with rt.open_supervisor(max_restarts=0) as sup:
+                    long = Watched(asyncio.get_running_loop())
+                    await sup.start_agent(held, name="held", backend=echo_backend())
+                    await sup.start_agent(long, name="long", backend=echo_backend([Sleep(HOUR)]))
+                    await sup.start_agent(Crashing, name="a", backend=echo_backend())
+                    await _ask_until_given_up(rt, long, held)
+            except RestartLimitExceeded as exc:
+                caught.append(exc)
+            assert [exc.name for exc in caught] == ["a"]
+            # Not its stopped ask's error as its cause: that error's cause is the give-up.
+            assert caught[0].__cause__ is None
+            assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+            # Only its own block was given up: the runtime's goes on.
+            assert (await rt.ask("top", "still")).text == "echo still"
+
+    asyncio.run(main())
+
+
+def test_the_runtime_giving_up_comes_out_of_a_sync_block_in_place_of_what_it_met() -> None:
+    long_started = threading.Event()
+
+    class Long(Agent):
+        def pre_turn(self, prompt: str) -> None:
+            long_started.set()
+
+    def crash_once_asked(rt: agentrt.sync.Runtime) -> None:
+        long_started.wait()
+        rt.tell("a", "crash")
+
+    with (
+        pytest.raises(RestartLimitExceeded) as caught,
+        agentrt.sync.open_runtime(store=MemoryStore(), max_restarts=0) as rt,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        rt.start_agent(Long, name="long", backend=echo_backend([Sleep(HOUR)]))
+        rt.start_agent(Crashing, name="a", backend=echo_backend())
+        pool.submit(crash_once_asked, rt)
+        rt.ask("long", "never answered")  # AgentStopped, caused by the give-up
+    assert caught.value.name == "a"
+    assert caught.value.__cause__ is None  # (what the give-up caused would point back)
+
+
 def test_a_nested_supervisor_from_a_thread_restarts_then_gives_up() -> None:
     with agentrt.sync.open_runtime(store=MemoryStore()) as rt:
         rt.start_agent(Agent, name="top", backend=echo_backend())
@@ -474,3 +576,175 @@ def test_a_callback_calling_the_sync_api_is_told_why_not() -> None:
         rt.start_agent(Reentrant, name="a", backend=echo_backend())
         rt.ask("a", "hi")
     assert "the runtime's own thread" in str(errors[0])
+
+
+async def _faces_child(*args: str) -> Ended:
+    """Run tests/faces_child.py with ``args`` until it exits; what it printed and which of
+    its turns' processes were still alive when it had exited. A child still running after
+    a bound far beyond what it needs (seconds) is killed, with its turns' processes, and
+    fails the test: a runtime that never closes must not hang the suite."""
+    argv = [sys.executable, str(FACES_CHILD), *args]
+    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    output: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+
+    async def drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
+    try:
+        with trio.move_on_after(CHILD_BOUND) as bound:
+            async with trio.open_nursery() as nursery:
+                assert process.stdout is not None and process.stderr is not None
+                nursery.start_soon(drain, process.stdout, output["stdout"])
+                nursery.start_soon(drain, process.stderr, output["stderr"])
+                await process.wait()
+        left = turn_processes(f"{process.pid}.")
+    finally:
+        process.kill()
+        await process.wait()
+        await kill_marked(MARKER_ENV, f"{process.pid}.", prefix=True)
+    stdout, stderr = (output[name].decode() for name in ("stdout", "stderr"))
+    assert not bound.cancelled_caught, f"still running after {CHILD_BOUND} s: {stderr}"
+    return Ended(process.returncode, stdout, stderr, left)
+
+
+@attrs.frozen
+class Ended:
+    returncode: int
+    stdout: str
+    stderr: str
+    left: list[ProcInfo]
+
+
+FACES_CHILD = Path(__file__).parent / "faces_child.py"
+CHILD_BOUND = 30.0
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio"])
+async def test_a_reader_that_breaks_out_of_a_stream_releases_its_turn(face: str) -> None:
+    # 600 events, far more than the stream's buffer, and the reader drops the stream after 4.
+    ended = await _faces_child("drop-stream", face)
+    assert ended.stdout.splitlines() == ["Pending", "Completed", "left"], ended.stderr
+    assert ended.returncode == 0
+    assert "Exception ignored" not in ended.stderr
+
+
+def _stubborn_cli(tmp_path: Path) -> FakeClaude:
+    """A fake claude whose turn (and the tool it starts in a session of its own) ignores
+    SIGINT and SIGTERM: the turn ends only at its kill ladder's SIGKILL step."""
+    return FakeClaude(tmp_path / "cli", [IGNORE_INT, IGNORE_TERM, *HANG])
+
+
+class Reported(Watched):
+    """Tells the asyncio loop when its CLI has reported the session (its process runs)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.session = asyncio.Event()
+
+    def handle_stream_event(self, event: agentrt.Event) -> None:
+        if isinstance(event, SessionEvent):
+            self.loop.call_soon_threadsafe(self.session.set)
+
+
+def test_asyncio_timeout_while_the_runtime_closes_waits_for_the_turns_processes(
+    tmp_path: Path,
+) -> None:
+    cli = _stubborn_cli(tmp_path)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        coder, sleeper = Reported(loop), Watched(loop)
+        pids: list[int] = []
+        alive_when_it_ended: list[bool] = []
+        deadline = asyncio.timeout(None)
+
+        async def ask_the_coder() -> None:
+            try:
+                async with deadline:
+                    await rt.ask("coder", "long")
+            finally:
+                alive_when_it_ended.append(running(pids[0]))
+
+        async def time_out_once_closing() -> None:
+            # The runtime closes: this scripted turn ends at once, the CLI's only after
+            # its kill ladder.
+            with pytest.raises(agentrt.AgentStopped):
+                await rt.ask("sleeper", "sleep")
+            deadline.reschedule(loop.time())
+
+        async with agentrt.asyncio.open_runtime(store=MemoryStore()) as rt:
+            await rt.start_agent(coder, name="coder", backend="claude", binary=cli.binary)
+            await rt.start_agent(sleeper, name="sleeper", backend=echo_backend([Sleep(HOUR)]))
+            asking = asyncio.create_task(ask_the_coder())
+            timing_out = asyncio.create_task(time_out_once_closing())
+            await coder.session.wait()
+            await sleeper.started.wait()
+            pid = (await rt.status("coder")).cli_pid
+            assert pid is not None
+            pids.append(pid)
+        with pytest.raises(TimeoutError):
+            await asking
+        await timing_out
+        assert alive_when_it_ended == [False]
+
+    asyncio.run(main())
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="SIGINT interrupts the main thread's wait only",
+)
+def test_ctrl_c_during_a_sync_ask_while_another_thread_closes_the_runtime(tmp_path: Path) -> None:
+    cli = _stubborn_cli(tmp_path)
+    session, sleeping = threading.Event(), threading.Event()
+
+    class Coder(Agent):
+        def handle_stream_event(self, event: agentrt.Event) -> None:
+            if isinstance(event, SessionEvent):
+                session.set()
+
+    class Sleeper(Agent):
+        def pre_turn(self, prompt: str) -> None:
+            sleeping.set()
+
+    main = threading.main_thread().ident
+    assert main is not None
+    pids: list[int] = []
+    rt = agentrt.sync.open_runtime(store=MemoryStore())
+
+    def ctrl_c_once_closing() -> None:
+        # The runtime closes: this scripted turn ends at once, the CLI's only after its
+        # kill ladder.
+        with pytest.raises(agentrt.AgentStopped):
+            rt.ask("sleeper", "sleep")
+        signal.pthread_kill(main, signal.SIGINT)
+
+    def close_once_running() -> None:
+        session.wait()
+        sleeping.wait()
+        pid = rt.status("coder").cli_pid
+        assert pid is not None
+        pids.append(pid)
+        rt.close()
+
+    rt.start_agent(Coder, name="coder", backend="claude", binary=cli.binary)
+    rt.start_agent(Sleeper, name="sleeper", backend=echo_backend([Sleep(HOUR)]))
+    with ThreadPoolExecutor(2) as pool:
+        interrupting = pool.submit(ctrl_c_once_closing)
+        closing = pool.submit(close_once_running)
+        with pytest.raises(KeyboardInterrupt):
+            rt.ask("coder", "long")
+        assert not running(pids[0])  # it went on once the turn's processes were gone
+        interrupting.result()
+        closing.result()
+
+
+async def test_ctrl_c_while_a_sync_with_is_left_goes_on_once_the_turns_processes_are_gone(
+    tmp_path: Path,
+) -> None:
+    ended = await _faces_child("interrupted-close", _stubborn_cli(tmp_path).binary)
+    assert len(ended.stdout.splitlines()) == 1, ended.stdout  # the CLI's pid; never "left"
+    assert ended.returncode == -signal.SIGINT, ended.stderr
+    assert ended.stderr.rstrip().endswith("KeyboardInterrupt")
+    assert ended.left == []  # nothing of the turn outlived the program

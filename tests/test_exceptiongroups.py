@@ -1,4 +1,5 @@
-"""The runtime's internal nurseries do not leak into the caller's exception types."""
+"""The runtime's internal nurseries do not leak into the caller's exception types, nor does
+what a supervisor's give-up caused in the block that owns it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ import trio
 from _helpers import echo_backend
 from trio.testing import MockClock
 
-from agentrt import Agent, StopReason, TurnFailed, open_runtime
+from agentrt import (
+    Agent,
+    Ref,
+    Response,
+    RestartLimitExceeded,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt._exceptiongroups import collapse
-from agentrt.testing import Fail
+from agentrt.testing import Fail, Gate
 
 
 def _raise_in_body() -> None:
@@ -69,6 +78,50 @@ async def test_fail_after_around_the_block_raises_too_slow(autojump_clock: MockC
             async with open_runtime():
                 await trio.sleep_forever()
     assert trio.current_time() == 5.0
+
+
+class CrashesOnItsAnswer(Agent):
+    def handle_response(self, ref: Ref, response: Response) -> None:
+        raise ValueError("bad answer")
+
+
+async def test_a_give_up_leaves_the_runtime_block_as_itself(autojump_clock: MockClock) -> None:
+    # The block awaits an ask of another agent when the runtime gives up: that ask ends with
+    # AgentStopped (caused by the give-up) before the block is cancelled.
+    with pytest.raises(RestartLimitExceeded) as info:
+        async with open_runtime(max_restarts=0) as rt:
+            await rt.start_agent(Agent, name="long", backend=echo_backend([Gate()]))
+            await rt.start_agent(CrashesOnItsAnswer, name="a", backend=echo_backend())
+            await rt.tell("a", "go")
+            await rt.ask("long", "never answered")
+    assert info.value.name == "a"
+
+
+async def test_a_give_up_leaves_a_nested_supervisors_block_as_itself(
+    autojump_clock: MockClock,
+) -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="top", backend=echo_backend())
+        with pytest.raises(RestartLimitExceeded) as info:
+            async with rt.open_supervisor(max_restarts=0) as sup:
+                await sup.start_agent(Agent, name="long", backend=echo_backend([Gate()]))
+                await sup.start_agent(CrashesOnItsAnswer, name="a", backend=echo_backend())
+                await rt.tell("a", "go")
+                await rt.ask("long", "never answered")
+        assert info.value.name == "a"
+        assert (await rt.ask("top", "still")).text == "echo still"
+
+
+def test_an_exception_caused_by_another_of_its_group_is_not_one_more() -> None:
+    cause = _raised(ValueError("the cause"))
+    consequence = _raised(KeyError("met by another task"))
+    consequence.__cause__ = cause
+    other = _raised(OSError("unrelated"))
+    assert collapse(_raised(ExceptionGroup("g", [consequence, cause]))) is cause
+    both = collapse(
+        _raised(ExceptionGroup("g", [ExceptionGroup("i", [consequence]), cause, other]))
+    )
+    assert isinstance(both, ExceptionGroup) and both.exceptions == (cause, other)
 
 
 def _raised(exc: BaseException) -> BaseException:
