@@ -342,8 +342,8 @@ class Response:
     kept compact and decoded on access; it compares equal to the tuple of its events.
     ``text`` is the answer's every message, a blank line between two; ``final_message`` the
     last of them (or the CLI's result text). ``text`` is a str; a turn's Response may keep
-    it as UTF-8 until it is first read (equality and hash compare the str). Its repr is one line: the stop reason, the text's
-    length and start, the session, the counts."""
+    it as UTF-8 until it is first read (equality and hash compare the str). Its repr is one
+    line: the stop reason, the text's length and start, the session, the counts."""
 
     # The str, or the UTF-8 a turn built it from when that is smaller (see `text`).
     _text: str | _Utf8 = attrs.field(alias="text", eq=_as_str)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from ._events import TEXT_CODEC as _CODEC
 
-
 # Between two messages of a segment, as a reader sees them apart (the CLIs' own displays).
 MESSAGE_BREAK = b"\n\n"
 
