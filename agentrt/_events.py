@@ -367,6 +367,11 @@ class Response:
     # The version of the turn's CLI: as it reported it (its InitEvent), else as its
     # ``version_command`` printed it (a backend whose Capabilities say version_probe).
     cli_version: str | None = None
+    # A portable agent's (``portable=True``): whether the store holds the transcript with
+    # this turn. False: the store could not take it within ``transcript_wait``, so a
+    # runtime that takes the agent over before this one stores it resumes the conversation
+    # without this turn. None: not a portable agent.
+    transcript_stored: bool | None = None
 
     @property
     def text(self) -> str:

@@ -115,8 +115,8 @@ async def test_the_sqlite_schema_gains_the_transcripts_table(tmp_path: Path) -> 
 # --- offset reading and restoring --------------------------------------------------------
 
 
-def session(store: SessionStore, home: Path) -> PortableSession:
-    return PortableSession(store, "coder", ClaudeBackend(), home)
+def session(store: SessionStore, home: Path, wait: float | None = 10.0) -> PortableSession:
+    return PortableSession(store, "coder", ClaudeBackend(), home, wait)
 
 
 def write_transcript(home: Path, session_id: str, data: bytes) -> Path:
@@ -160,6 +160,14 @@ async def test_after_each_turn_only_the_new_bytes_are_stored(tmp_path: Path) -> 
         await portable.after_turn("s1")
         assert await chunk_sizes(db) == [(0, 6)]
 
+        # Rewritten longer, its start changed: stored anew, never the store's start with
+        # this file's end (a line cut in two).
+        rewritten = b'{"rewritten":1}\n{"turn":2}\n'
+        file.write_bytes(rewritten)
+        await portable.after_turn("s1")
+        assert await chunk_sizes(db) == [(0, len(rewritten))]
+        assert (await store.load_transcript("coder")) == StoredTranscript("s1", PATH, rewritten)
+
         write_transcript(home, "s2", b"new session\n")  # a new session replaces the old
         await portable.after_turn("s2")
         stored = await store.load_transcript("coder")
@@ -183,6 +191,15 @@ async def test_before_a_turn_a_missing_or_shorter_copy_is_restored(tmp_path: Pat
 
         longer = data + b'{"turn":3}\n'  # this node is ahead (a store write failed)
         target.write_bytes(longer)
+        await session(store, tmp_path / "b").before_turn("s1")
+        assert target.read_bytes() == longer
+        # Stored before the turn: a node that takes the agent over next has turn 3 too.
+        assert await store.load_transcript("coder") == StoredTranscript("s1", PATH, longer)
+
+        # Not shorter, but different: turn 3 here was never stored (its Response said so)
+        # and another node's turn 3 was. The store's copy is resumed, never this one.
+        diverged = data + b'{"turn":"3, answered here and not stored"}\n'
+        target.write_bytes(diverged)
         await session(store, tmp_path / "b").before_turn("s1")
         assert target.read_bytes() == longer
 
