@@ -1,10 +1,15 @@
 """Portable sessions (``portable=True``): each agent's own CLI home, sharing the user's login,
 and the CLI's transcript carried in the store, so a runtime on another node resumes it.
 
-After each turn the transcript file is read from the offset the store already has, and only
-the new bytes are appended (`TranscriptStore.append_transcript`). Before a turn that resumes a
-session, a copy that is missing here or shorter than the stored one (another node ran the
-later turns) is replaced by the stored transcript, then the CLI resumes as always.
+After each turn the bytes the CLI added to the transcript file are appended to the store
+(`TranscriptStore.append_transcript`), before the turn's answer is returned: only when the
+file's start is still what the store holds (its SHA-256), else the file is stored anew, so
+the store never holds two copies spliced into a broken line. Before the first turn an
+instance runs on a stored session, the copy here is made the stored one: written from the
+store where it is missing, shorter or different (another node ran later turns), or, where
+it is the stored one and more (turns this node answered but could not store), the rest is
+stored first. The store is waited for, up to the agent's ``transcript_wait``; a turn whose
+copy could not be made the stored one does not start.
 """
 
 from __future__ import annotations
@@ -126,7 +131,10 @@ class PortableSession:
         must not start then, or the CLI would resume a stale copy, or none."""
         if session_id is None or (self.stored is not None and self.session_id == session_id):
             return
-        await self._retried(self._restore, session_id)
+        # A copy this instance's own turn left, which the store could not take, is the
+        # agent's: no other runtime can have written meanwhile (this one holds the lease).
+        own = self.session_id == session_id
+        await self._retried(self._store_local if own else self._restore, session_id)
 
     async def after_turn(self, session_id: str | None) -> bool:
         """Store what the turn added to ``session_id``'s transcript, waiting up to ``wait``
@@ -184,12 +192,11 @@ class PortableSession:
             await self._store(session_id, None)
             return
         check_transcript_path(stored.path)  # never written outside the home
-        self.session_id, self.path = session_id, stored.path  # this node's copy is there
         target = self.home / stored.path
         here = await trio.to_thread.run_sync(_read, target)
         data = stored.data
         if here is not None and len(here) > len(data) and here.startswith(data):
-            await self._store(session_id, stored)
+            await self._store(session_id, stored, target)
             return
         if here != data:
             if here is not None and not data.startswith(here):
@@ -206,10 +213,14 @@ class PortableSession:
         """One attempt of `after_turn` once a write has failed: the store is read first."""
         await self._store(session_id, await self.store.load_transcript(self.name))
 
-    async def _store(self, session_id: str, stored: StoredTranscript | None) -> None:
-        """Make the store, which holds ``stored``, hold this node's copy: the rest appended
-        where the copy extends it, else stored anew (this node ran the last turn)."""
-        local = await trio.to_thread.run_sync(self._local, session_id)
+    async def _store(
+        self, session_id: str, stored: StoredTranscript | None, local: Path | None = None
+    ) -> None:
+        """Make the store, which holds ``stored``, hold this node's copy (``local``, else
+        found): the rest appended where the copy extends it, else stored anew (this node
+        ran the last turn)."""
+        if local is None:
+            local = await trio.to_thread.run_sync(self._local, session_id)
         here = None if local is None else await trio.to_thread.run_sync(_read, local)
         if local is None or not here:
             self._known(session_id, None, 0, _digest(b""))
@@ -284,13 +295,24 @@ def _read(path: Path) -> bytes | None:
 def _after(path: Path, offset: int, digest: bytes) -> tuple[int, bytes, bytes] | None:
     """What of the file at ``path`` follows its first ``offset`` bytes, whose SHA-256 must
     be ``digest`` (else all of it, from 0: never a splice of two different copies), with
-    where it starts and the whole file's SHA-256; None for no file."""
-    data = _read(path)
-    if data is None:
+    where it starts and the whole file's SHA-256; None for no file. Only what follows is
+    held in memory."""
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
         return None
-    view = memoryview(data)
-    hashed = hashlib.sha256(view[:offset])
-    if len(data) < offset or hashed.digest() != digest:
-        offset, hashed = 0, hashlib.sha256()
-    hashed.update(view[offset:])
-    return offset, data[offset:], hashed.digest()
+    with file:
+        hashed = hashlib.sha256()
+        left = offset
+        while left and (chunk := file.read(min(left, _CHUNK))):
+            hashed.update(chunk)
+            left -= len(chunk)
+        if left or hashed.digest() != digest:
+            file.seek(0)
+            offset, hashed = 0, hashlib.sha256()
+        data = file.read()
+    hashed.update(data)
+    return offset, data, hashed.digest()
+
+
+_CHUNK = 1024 * 1024
