@@ -7,6 +7,7 @@ stays in the conversation or its Response says it may not, and no turn resumes a
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -215,18 +216,35 @@ class Outage:
         """Wait until the store is up again."""
         await self.is_up.wait()
 
-    def down_for_a_second(self, nursery: trio.Nursery) -> Fault:
-        """A fault: the store down now, back a second later (in ``nursery``)."""
+    def down_until_waited_for(self, nursery: trio.Nursery) -> Fault:
+        """A fault: the store down now, and up again (in ``nursery``) once the runtime has
+        logged that a transcript waits for it (or gave up on it at once), however long the
+        turn takes to get there."""
+        waiting = trio.Event()
+        said = ("waits for the store", "was not stored", "could not be restored")
 
-        async def up_later() -> None:
-            await trio.sleep(1)
+        class Waits(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if any(f"transcript {words}" in record.getMessage() for words in said):
+                    waiting.set()
+
+        async def up_once_waited_for() -> None:
+            handler = Waits()
+            agentrt_logger.addHandler(handler)
+            try:
+                await waiting.wait()
+            finally:
+                agentrt_logger.removeHandler(handler)
             await self.up()
 
         async def fault() -> None:
             await self.down()
-            nursery.start_soon(up_later)
+            nursery.start_soon(up_once_waited_for)
 
         return fault
+
+
+agentrt_logger = logging.getLogger("agentrt")
 
 
 # Leases outlast every outage here: no agent is fenced, the transcript is what is tested.
@@ -300,7 +318,7 @@ async def test_a_turn_answered_as_the_database_goes_down_is_stored_before_its_an
             host_a,
             ["prompt 3"],
             # Closed only with the database up: its lease given back for B.
-            lambda: Faulty(at_result=outage.down_for_a_second(nursery), after=(outage.back,)),
+            lambda: Faulty(at_result=outage.down_until_waited_for(nursery), after=(outage.back,)),
             transcript_wait=TURN_BOUND,
         )
     assert third.text == "Answer 3." and third.transcript_stored is True
@@ -380,8 +398,8 @@ async def test_a_turn_whose_transcript_cannot_be_restored_does_not_start(
 async def test_a_turn_waits_for_the_database_to_restore_its_transcript(
     claude: Claude, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """The database down for a second as host B's first turn starts, within
-    ``transcript_wait``: the turn waits for it and resumes the stored conversation."""
+    """The database down as host B's first turn starts, back once the turn waits for it
+    (within ``transcript_wait``): the turn resumes the stored conversation."""
     outage = Outage("postgres", tmp_path, request)
     claude.api.set_script(answers(2))
     host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
@@ -393,7 +411,7 @@ async def test_a_turn_waits_for_the_database_to_restore_its_transcript(
             claude,
             host_b,
             ["prompt 2"],
-            lambda: Faulty(before=(outage.down_for_a_second(nursery),)),
+            lambda: Faulty(before=(outage.down_until_waited_for(nursery),)),
             transcript_wait=TURN_BOUND,
         )
     assert second.text == "Answer 2." and second.session_id == first.session_id
