@@ -33,7 +33,7 @@ from ._asks import Ask
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
-from ._errors import AgentStopped, BudgetExceeded, TurnFailed
+from ._errors import AgentStopped, BudgetExceeded, StoreError, TurnFailed
 from ._events import (
     ErrorEvent,
     Event,
@@ -204,7 +204,9 @@ class Actor:
             backend = cast(PortableBackend, self.backend)
             home = Path(backend.cli_home(self.backend_options))
             transcripts = cast(TranscriptStore, self.store)
-            self._portable = PortableSession(transcripts, self.name, backend, home)
+            self._portable = PortableSession(
+                transcripts, self.name, backend, home, self.options.transcript_wait
+            )
 
     @property
     def name(self) -> str:
@@ -382,8 +384,7 @@ class Actor:
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
-        if self._portable is not None:
-            await self._portable.before_turn(slot.session_id)
+        unrestored = await self._restore_transcript()
         recorder = self._recorder
         source = self._source
         if source is None:  # made at the first turn: an idle agent holds none
@@ -415,6 +416,16 @@ class Actor:
             )
         if slot.current is not None and slot.current.abandoned:  # cancelled before its turn
             turn.stop(StopReason.CANCELLED, ASK_CANCELLED)
+        if unrestored is not None:  # the CLI must not resume a stale copy, or none
+            turn.stop(
+                StopReason.STORE_FAILED,
+                redact(
+                    f"session {slot.session_id}'s transcript could not be restored from the "
+                    f"store, so the turn did not start (it may be asked again): {unrestored}"
+                ),
+                detail={"retryable": isinstance(unrestored, StoreError)},
+                cause=unrestored,
+            )
         started_at, started = time.time(), trio.current_time()
         try:
             outcome = await turn.run()
@@ -429,13 +440,34 @@ class Actor:
         slot.turns += 1
         if turn.cli_version is not None:
             slot.cli_version = turn.cli_version
-        if self._portable is not None:
-            await self._portable.after_turn(slot.session_id)
+        if self._portable is not None and unrestored is None:
+            stored = await self._portable.after_turn(slot.session_id)
+            if isinstance(outcome, Response):
+                outcome = attrs.evolve(outcome, transcript_stored=stored)
         if logger.isEnabledFor(logging.DEBUG):
             _log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
         await recorder.turn_ended(outcome, prompt=prompt, started_at=started_at, duration=duration)
         return outcome, turn.final
+
+    async def _restore_transcript(self) -> Exception | None:
+        """A portable agent's transcript made the stored one before its turn; why it could
+        not be (within ``transcript_wait``), or None."""
+        if self._portable is None:
+            return None
+        session_id = self.slot.session_id
+        try:
+            await self._portable.before_turn(session_id)
+        except (StoreError, OSError, ValueError) as exc:
+            logger.warning(
+                "agent %r: session %s's transcript could not be restored: %s",
+                self.name,
+                session_id,
+                exc,
+                extra={"agent": self.name, "session_id": session_id},
+            )
+            return exc
+        return None
 
     async def _save_state(self) -> None:
         if "checkpoint_state" not in self._overrides:

@@ -36,6 +36,8 @@ class StopReason(enum.StrEnum):
     TURN_CRASHED = "turn_crashed"
     # The session store could not checkpoint the turn's session id (StoreError): the
     # conversation would not survive a restart, so the turn does not go on as if it would.
+    # Also a portable agent's turn whose transcript the store could not give back: it does
+    # not start (its TurnFailed.detail["retryable"] says whether asking again may work).
     STORE_FAILED = "store_failed"
     # The CLI reported a version the agent's ``cli_versions`` does not accept (or none).
     CLI_VERSION_MISMATCH = "cli_version_mismatch"
@@ -343,7 +345,10 @@ class Response:
     ``text`` is the answer's every message, a blank line between two; ``final_message`` the
     last of them (or the CLI's result text). ``text`` is a str; a turn's Response may keep
     it as UTF-8 until it is first read (equality and hash compare the str). Its repr is one
-    line: the stop reason, the text's length and start, the session, the counts."""
+    line: the stop reason, the text's length and start, the session, the counts.
+    ``transcript_stored``, for a portable agent (``portable=True``), says whether the store
+    holds the CLI's transcript with this turn (False: a runtime that takes the agent over
+    may resume the conversation without it); None for any other agent."""
 
     # The str, or the UTF-8 a turn built it from when that is smaller (see `text`).
     _text: str | _Utf8 = attrs.field(alias="text", eq=_as_str)
@@ -368,6 +373,11 @@ class Response:
     # The version of the turn's CLI: as it reported it (its InitEvent), else as its
     # ``version_command`` printed it (a backend whose Capabilities say version_probe).
     cli_version: str | None = None
+    # A portable agent's (``portable=True``): whether the store holds the transcript with
+    # this turn. False: the store could not take it within ``transcript_wait``, so a
+    # runtime that takes the agent over before this one stores it resumes the conversation
+    # without this turn. None: not a portable agent.
+    transcript_stored: bool | None = None
 
     @property
     def text(self) -> str:

@@ -236,6 +236,12 @@ class AgentOptions:
     # default_cli_homes()), its transcript carried in the store.
     portable: bool = attrs.field(default=False, metadata=_checked_by(_flag))
     cli_homes: str | None = attrs.field(default=None, metadata=_checked_by(_absolute_directory))
+    # Seconds a portable agent's turn waits for the store to give its transcript before it
+    # starts (then ``store_failed``) and to take it before it answers (then the Response
+    # says ``transcript_stored=False``); None: no bound.
+    transcript_wait: float | None = attrs.field(
+        default=10.0, metadata=_checked_by(_seconds_or_none)
+    )
     # A git worktree of the agent's own, owned by its record in the store (_workspaces):
     # its CLI runs there (so ``cwd`` is refused beside it).
     workspace: GitWorktree | None = attrs.field(default=None, metadata=_checked_by(_workspace))

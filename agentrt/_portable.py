@@ -1,25 +1,33 @@
 """Portable sessions (``portable=True``): each agent's own CLI home, sharing the user's login,
 and the CLI's transcript carried in the store, so a runtime on another node resumes it.
 
-After each turn the transcript file is read from the offset the store already has, and only
-the new bytes are appended (`TranscriptStore.append_transcript`). Before a turn that resumes a
-session, a copy that is missing here or shorter than the stored one (another node ran the
-later turns) is replaced by the stored transcript, then the CLI resumes as always.
+After each turn the bytes the CLI added to the transcript file are appended to the store
+(`TranscriptStore.append_transcript`), before the turn's answer is returned: only when the
+file's start is still what the store holds (its SHA-256), else the file is stored anew, so
+the store never holds two copies spliced into a broken line. Before the first turn an
+instance runs on a stored session, the copy here is made the stored one: written from the
+store where it is missing, shorter or different (another node ran later turns), or, where
+it is the stored one and more (turns this node answered but could not store), the rest is
+stored first. The store is waited for, up to the agent's ``transcript_wait``; a turn whose
+copy could not be made the stored one does not start.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ._errors import InvalidOptions, StoreError
+from ._errors import InvalidOptions, LeaseLost, StoreError
+from ._records import StoredTranscript
 from ._stores._protocols import TranscriptStore
 from ._stores._sqlite import state_directory
 from ._stores._transcripts import check_transcript_path
@@ -87,17 +95,20 @@ def write_whole(path: Path, data: bytes) -> None:
 
 @attrs.define
 class PortableSession:
-    """One agent's transcript between its CLI home and the store. ``stored`` is how many
-    bytes of ``session_id``'s transcript the store holds, as this runtime last saw it (None:
-    not read yet)."""
+    """One agent's transcript between its CLI home and the store. ``stored`` and ``digest``
+    are the length and SHA-256 of what the store holds of ``session_id``'s transcript, as
+    this runtime last saw it (None: not known, the store is read before the next turn);
+    ``wait`` bounds how long a turn waits for the store (None: no bound)."""
 
     store: TranscriptStore
     name: str
     backend: PortableBackend
     home: Path
+    wait: float | None
     session_id: str | None = None
     path: str | None = None
     stored: int | None = None
+    digest: bytes = b""
 
     def _local(self, session_id: str) -> Path | None:
         if self.path is not None and self.session_id == session_id:
@@ -105,78 +116,203 @@ class PortableSession:
         found = sorted(self.home.glob(self.backend.transcript_pattern(session_id)))
         return found[0] if found else None
 
+    def _known(self, session_id: str, path: str | None, stored: int, digest: bytes) -> None:
+        self.session_id, self.path, self.stored, self.digest = session_id, path, stored, digest
+
     async def before_turn(self, session_id: str | None) -> None:
-        """Write the stored transcript of ``session_id`` here if the copy here is missing or
-        shorter; a no-op for a new session or once this runtime has read the store."""
+        """Make this node's copy of ``session_id``'s transcript the stored one before the CLI
+        resumes it: written here where it is missing, shorter or different (another node ran
+        later turns); where it is the stored one and more (turns this node answered but
+        could not store), the rest is stored first. A no-op for a new session, and while
+        this runtime knows what the store holds.
+
+        Raises `StoreError` when the store could not be read or written within ``wait``
+        seconds (`OSError`, `ValueError` for a copy that cannot be written here): the turn
+        must not start then, or the CLI would resume a stale copy, or none."""
         if session_id is None or (self.stored is not None and self.session_id == session_id):
             return
+        # A copy this instance's own turn left, which the store could not take, is the
+        # agent's: no other runtime can have written meanwhile (this one holds the lease).
+        own = self.session_id == session_id
+        await self._retried(self._store_local if own else self._restore, session_id)
+
+    async def after_turn(self, session_id: str | None) -> bool:
+        """Store what the turn added to ``session_id``'s transcript, waiting up to ``wait``
+        seconds for the store. Whether the store holds this node's copy; False is logged:
+        the copy is stored before this runtime's next turn, but a runtime that takes the
+        agent over first resumes the conversation without this turn."""
+        if session_id is None:
+            return True
         try:
-            restored = await self._restore(session_id)
-        except (StoreError, OSError, ValueError) as exc:
-            # The CLI resumes what this node has (or reports the session lost).
-            self._warn("could not be restored", session_id, exc)
-            return
-        if restored:
-            logger.info(
-                "agent %r: session %s's transcript restored from the store (%d bytes)",
-                self.name,
-                session_id,
-                restored,
-                extra={"agent": self.name, "session_id": session_id},
-            )
+            if self.stored is not None or self.session_id != session_id:
+                try:
+                    await self._append_new(session_id)
+                    return True
+                except StoreError as exc:
+                    # It may or may not have been made: the store is read before trying again.
+                    self.session_id, self.path, self.stored = session_id, None, None
+                    if isinstance(exc, LeaseLost):
+                        raise
+            await self._retried(self._store_local, session_id)
+            return True
+        except (StoreError, OSError) as exc:
+            self._warn("was not stored", session_id, exc)
+            return False
 
-    async def _restore(self, session_id: str) -> int:
-        """How many bytes were written here (0: the copy here was whole)."""
+    async def _retried(self, work: Callable[[str], Awaitable[None]], session_id: str) -> None:
+        """``work(session_id)`` until it goes through, for at most ``wait`` seconds in all;
+        a `LeaseLost` at once (the agent is being stopped: waiting cannot help)."""
+        deadline = trio.current_time() + (math.inf if self.wait is None else self.wait)
+        failed: StoreError | None = None
+        delay = _FIRST_RETRY
+        while True:
+            with trio.move_on_at(deadline) as bound:
+                try:
+                    await work(session_id)
+                    return
+                except StoreError as exc:
+                    if isinstance(exc, LeaseLost):
+                        raise
+                    if failed is None:
+                        self._warn("waits for the store", session_id, exc)
+                    failed = exc
+                await trio.sleep(delay)
+            if bound.cancelled_caught:
+                if failed is None:
+                    where = type(self.store).__name__
+                    failed = StoreError(where, f"no answer within {self.wait:g} s")
+                raise failed
+            delay = min(delay * 2, _LAST_RETRY)
+
+    async def _restore(self, session_id: str) -> None:
+        """One attempt of `before_turn`."""
         stored = await self.store.load_transcript(self.name)
-        self.session_id, self.path, self.stored = session_id, None, 0
         if stored is None or stored.session_id != session_id:
-            return 0
+            # The store has no transcript of this session: this node's copy is all there is.
+            await self._store(session_id, None)
+            return
         check_transcript_path(stored.path)  # never written outside the home
-        self.path, self.stored = stored.path, len(stored.data)
         target = self.home / stored.path
-        if await trio.to_thread.run_sync(_size, target) >= len(stored.data):
-            return 0
-        await trio.to_thread.run_sync(write_whole, target, stored.data)
-        return len(stored.data)
+        here = await trio.to_thread.run_sync(_read, target)
+        data = stored.data
+        if here is not None and len(here) > len(data) and here.startswith(data):
+            await self._store(session_id, stored, target)
+            return
+        if here != data:
+            if here is not None and not data.startswith(here):
+                # Turns answered here that the store never got (their Responses said so),
+                # beside the store's later turns: the store's conversation is the agent's.
+                why = f"{len(here)} bytes here, replaced by the store's {len(data)} bytes"
+                self._warn("differs from the stored one", session_id, why)
+            await trio.to_thread.run_sync(write_whole, target, data)
+            self._log("restored from the store", session_id, len(data))
+        digest = await trio.to_thread.run_sync(_digest, data)
+        self._known(session_id, stored.path, len(data), digest)
 
-    def _warn(self, what: str, session_id: str, exc: Exception) -> None:
+    async def _store_local(self, session_id: str) -> None:
+        """One attempt of `after_turn` once a write has failed: the store is read first."""
+        await self._store(session_id, await self.store.load_transcript(self.name))
+
+    async def _store(
+        self, session_id: str, stored: StoredTranscript | None, local: Path | None = None
+    ) -> None:
+        """Make the store, which holds ``stored``, hold this node's copy (``local``, else
+        found): the rest appended where the copy extends it, else stored anew (this node
+        ran the last turn)."""
+        if local is None:
+            local = await trio.to_thread.run_sync(self._local, session_id)
+        here = None if local is None else await trio.to_thread.run_sync(_read, local)
+        if local is None or not here:
+            self._known(session_id, None, 0, _digest(b""))
+            return
+        offset = 0
+        if stored is not None and stored.session_id == session_id and here.startswith(stored.data):
+            offset = len(stored.data)
+        path = local.relative_to(self.home).as_posix()
+        if offset < len(here):
+            await self.store.append_transcript(
+                self.name, session_id=session_id, path=path, offset=offset, data=here[offset:]
+            )
+            self._log("stored from this node's copy", session_id, len(here) - offset)
+        self._known(session_id, path, len(here), await trio.to_thread.run_sync(_digest, here))
+
+    async def _append_new(self, session_id: str) -> None:
+        """Append what the turn added to the copy here, which extended the stored one; a
+        new session's copy, or one whose start changed (rewritten), is stored anew."""
+        local = await trio.to_thread.run_sync(self._local, session_id)
+        if local is None:
+            return
+        same = self.session_id == session_id and self.stored is not None
+        offset = self.stored if same and self.stored is not None else 0
+        new = await trio.to_thread.run_sync(_after, local, offset, self.digest)
+        if new is None:
+            return
+        offset, data, digest = new
+        path = local.relative_to(self.home).as_posix()
+        if data:
+            await self.store.append_transcript(
+                self.name, session_id=session_id, path=path, offset=offset, data=data
+            )
+        self._known(session_id, path, offset + len(data), digest)
+
+    def _log(self, what: str, session_id: str, size: int) -> None:
+        logger.info(
+            "agent %r: session %s's transcript %s (%d bytes)",
+            self.name,
+            session_id,
+            what,
+            size,
+            extra={"agent": self.name, "session_id": session_id},
+        )
+
+    def _warn(self, what: str, session_id: str, why: object) -> None:
         logger.warning(
             "agent %r: session %s's transcript %s: %s",
             self.name,
             session_id,
             what,
-            exc,
+            why,
             extra={"agent": self.name, "session_id": session_id},
         )
 
-    async def after_turn(self, session_id: str | None) -> None:
-        """Append what the turn added to ``session_id``'s transcript to the store. A failed
-        write is logged, not raised: the turn is over, and the next turn sends it again."""
-        if session_id is None:
-            return
-        local = await trio.to_thread.run_sync(self._local, session_id)
-        if local is None:
-            return
-        offset = self.stored if self.session_id == session_id and self.stored else 0
-        if await trio.to_thread.run_sync(_size, local) < offset:  # rewritten: store it anew
-            offset = 0
-        data = await trio.to_thread.run_sync(read_from, local, offset)
-        if not data:
-            return
-        path = local.relative_to(self.home).as_posix()
-        try:
-            await self.store.append_transcript(
-                self.name, session_id=session_id, path=path, offset=offset, data=data
-            )
-        except StoreError as exc:
-            self.stored = None  # read the store again before the next turn
-            self._warn("was not stored", session_id, exc)
-            return
-        self.session_id, self.path, self.stored = session_id, path, offset + len(data)
+
+# The store is tried again after these many seconds, doubling up to the last.
+_FIRST_RETRY = 0.05
+_LAST_RETRY = 1.0
 
 
-def _size(path: Path) -> int:
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _read(path: Path) -> bytes | None:
     try:
-        return path.stat().st_size
+        return path.read_bytes()
     except FileNotFoundError:
-        return 0
+        return None
+
+
+def _after(path: Path, offset: int, digest: bytes) -> tuple[int, bytes, bytes] | None:
+    """What of the file at ``path`` follows its first ``offset`` bytes, whose SHA-256 must
+    be ``digest`` (else all of it, from 0: never a splice of two different copies), with
+    where it starts and the whole file's SHA-256; None for no file. Only what follows is
+    held in memory."""
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
+        return None
+    with file:
+        hashed = hashlib.sha256()
+        left = offset
+        while left and (chunk := file.read(min(left, _CHUNK))):
+            hashed.update(chunk)
+            left -= len(chunk)
+        if left or hashed.digest() != digest:
+            file.seek(0)
+            offset, hashed = 0, hashlib.sha256()
+        data = file.read()
+    hashed.update(data)
+    return offset, data, hashed.digest()
+
+
+_CHUNK = 1024 * 1024

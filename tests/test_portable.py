@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 import agentrt
 from agentrt import (
@@ -115,8 +117,8 @@ async def test_the_sqlite_schema_gains_the_transcripts_table(tmp_path: Path) -> 
 # --- offset reading and restoring --------------------------------------------------------
 
 
-def session(store: SessionStore, home: Path) -> PortableSession:
-    return PortableSession(store, "coder", ClaudeBackend(), home)
+def session(store: SessionStore, home: Path, wait: float | None = 10.0) -> PortableSession:
+    return PortableSession(store, "coder", ClaudeBackend(), home, wait)
 
 
 def write_transcript(home: Path, session_id: str, data: bytes) -> Path:
@@ -160,6 +162,14 @@ async def test_after_each_turn_only_the_new_bytes_are_stored(tmp_path: Path) -> 
         await portable.after_turn("s1")
         assert await chunk_sizes(db) == [(0, 6)]
 
+        # Rewritten longer, its start changed: stored anew, never the store's start with
+        # this file's end (a line cut in two).
+        rewritten = b'{"rewritten":1}\n{"turn":2}\n'
+        file.write_bytes(rewritten)
+        await portable.after_turn("s1")
+        assert await chunk_sizes(db) == [(0, len(rewritten))]
+        assert (await store.load_transcript("coder")) == StoredTranscript("s1", PATH, rewritten)
+
         write_transcript(home, "s2", b"new session\n")  # a new session replaces the old
         await portable.after_turn("s2")
         stored = await store.load_transcript("coder")
@@ -185,6 +195,15 @@ async def test_before_a_turn_a_missing_or_shorter_copy_is_restored(tmp_path: Pat
         target.write_bytes(longer)
         await session(store, tmp_path / "b").before_turn("s1")
         assert target.read_bytes() == longer
+        # Stored before the turn: a node that takes the agent over next has turn 3 too.
+        assert await store.load_transcript("coder") == StoredTranscript("s1", PATH, longer)
+
+        # Not shorter, but different: turn 3 here was never stored (its Response said so)
+        # and another node's turn 3 was. The store's copy is resumed, never this one.
+        diverged = data + b'{"turn":"3, answered here and not stored"}\n'
+        target.write_bytes(diverged)
+        await session(store, tmp_path / "b").before_turn("s1")
+        assert target.read_bytes() == longer
 
         await session(store, tmp_path / "c").before_turn("s9")  # another session: untouched
         await session(store, tmp_path / "c").before_turn(None)
@@ -202,6 +221,83 @@ async def test_a_restored_copy_then_stores_only_what_the_next_turn_adds(tmp_path
         await portable.after_turn("s1")
         # Had it started again at 0, offset 0 would have replaced rather than appended.
         assert await store.load_transcript("coder") == StoredTranscript("s1", PATH, b"1\n2\n")
+
+
+class Flaky:
+    """A store's transcripts whose writes fail, or whose reads and writes fail, while told."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.writes_fail = self.reads_fail = False
+
+    async def append_transcript(
+        self, name: str, *, session_id: str, path: str, offset: int, data: bytes
+    ) -> None:
+        if self.writes_fail:
+            raise StoreError("<flaky>", "down")
+        await self.store.append_transcript(
+            name, session_id=session_id, path=path, offset=offset, data=data
+        )
+
+    async def load_transcript(self, name: str) -> StoredTranscript | None:
+        if self.reads_fail:
+            raise StoreError("<flaky>", "down")
+        return await self.store.load_transcript(name)
+
+
+async def test_a_copy_the_store_could_not_take_is_stored_before_the_next_turn_here(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """A write that fails is tried for ``wait`` seconds, then reported; before the next
+    turn of the same instance its copy (rewritten by the CLI, even) is stored, as the
+    agent's; another instance, a takeover, restores the store's instead of its own."""
+    async with MemoryStore() as memory:
+        flaky = Flaky(memory)
+        home = tmp_path / "a"
+        portable = PortableSession(flaky, "coder", ClaudeBackend(), home, 10.0)
+        file = write_transcript(home, "s1", b'{"turn":1}\n')
+        assert await portable.after_turn("s1")
+        rewritten = b'{"rewritten":1}\n{"turn":2}\n'
+        file.write_bytes(rewritten)
+        flaky.writes_fail = True
+        started = trio.current_time()
+        assert not await portable.after_turn("s1")
+        assert trio.current_time() - started == pytest.approx(10.0)
+        flaky.writes_fail = False
+        # Unbounded from here: the autojumping clock would reach a bound while a worker
+        # thread reads the file.
+        portable.wait = None
+        await portable.before_turn("s1")
+        assert await memory.load_transcript("coder") == StoredTranscript("s1", PATH, rewritten)
+        assert file.read_bytes() == rewritten
+
+        other = tmp_path / "b"  # a copy of the first turn only, diverged: replaced
+        write_transcript(other, "s1", b'{"turn":1}\n{"turn":"2, elsewhere"}\n')
+        await PortableSession(flaky, "coder", ClaudeBackend(), other, None).before_turn("s1")
+        assert (other / PATH).read_bytes() == rewritten
+
+
+async def test_a_copy_that_cannot_be_restored_is_refused_after_the_wait(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """The store unreadable past ``wait``: `before_turn` raises the store's error, this
+    node's stale copy untouched (the turn must not start on it); back, it is restored."""
+    async with MemoryStore() as memory:
+        data = b'{"turn":1}\n{"turn":2}\n'
+        await memory.append_transcript("coder", session_id="s1", path=PATH, offset=0, data=data)
+        flaky = Flaky(memory)
+        stale = write_transcript(tmp_path, "s1", b'{"turn":1}\n')
+        portable = PortableSession(flaky, "coder", ClaudeBackend(), tmp_path, 3.0)
+        flaky.reads_fail = True
+        started = trio.current_time()
+        with pytest.raises(StoreError, match="down"):
+            await portable.before_turn("s1")
+        assert trio.current_time() - started == pytest.approx(3.0)
+        assert stale.read_bytes() == b'{"turn":1}\n'
+        flaky.reads_fail = False
+        portable.wait = None  # as above
+        await portable.before_turn("s1")
+        assert stale.read_bytes() == data
 
 
 # --- the agent's own CLI home ------------------------------------------------------------

@@ -204,6 +204,7 @@ class _ResponseData(_Data, frozen=True):
     structured_output: Any
     permission_denials: tuple[PermissionDenial, ...]
     cli_version: str | None = None
+    transcript_stored: bool | None = None
 
     @classmethod
     def of(cls, response: Response) -> _ResponseData:
@@ -227,6 +228,7 @@ class _ResponseData(_Data, frozen=True):
             structured_output=response.structured_output,
             permission_denials=response.permission_denials,
             cli_version=response.cli_version,
+            transcript_stored=response.transcript_stored,
         )
 
     def value(self) -> Response:
@@ -248,6 +250,7 @@ class _ResponseData(_Data, frozen=True):
             structured_output=self.structured_output,
             permission_denials=self.permission_denials,
             cli_version=self.cli_version,
+            transcript_stored=self.transcript_stored,
         )
 
 

@@ -1,16 +1,35 @@
 """Portable sessions with the pinned real ``claude`` against the fake API: two "hosts" (two
 HOMEs, each with its own directory of CLI homes) on one store. The transcript travels in the
-store, so each host resumes the conversation the other one continued."""
+store, so each host resumes the conversation the other one continued; with the store down
+as a turn ends or starts (PostgreSQL stopped, SQLite's write lock held), an answered turn
+stays in the conversation or its Response says it may not, and no turn resumes a stale copy."""
 
 from __future__ import annotations
 
+import json
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from pg_server import Server
 
-from agentrt import Agent, PostgresStore, SessionStore, SQLiteStore, open_runtime
+from agentrt import (
+    Agent,
+    Event,
+    PostgresStore,
+    Ref,
+    Response,
+    ResultEvent,
+    SessionStore,
+    SQLiteStore,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.testing import AnthropicText
 
 from ._claude import Claude, project_folder_name
@@ -122,3 +141,279 @@ async def test_a_warm_cli_s_turns_travel_too(claude: Claude, tmp_path: Path) -> 
     texts = claude.api.message_requests[2].texts()
     positions = [texts.index(t) for t in ("One.", "second prompt", "Two.", "third prompt")]
     assert positions == sorted(positions)
+
+
+# --- the store down as a turn ends or starts -----------------------------------------------
+
+Fault = Callable[[], Awaitable[None]]
+
+
+class Faulty(Agent):
+    """Runs the test's faults at points of its turns: ``before`` the next turns and
+    ``after`` them (the outcome made, not yet returned), one each; ``at_result`` once, as a
+    turn's result comes (the CLI has written the turn to its transcript, the runtime has
+    not stored it yet)."""
+
+    def __init__(
+        self,
+        *,
+        before: tuple[Fault, ...] = (),
+        at_result: Fault | None = None,
+        after: tuple[Fault, ...] = (),
+    ) -> None:
+        self.before, self.at_result, self.after = list(before), at_result, list(after)
+
+    async def pre_turn(self, prompt: str) -> None:
+        if self.before:
+            await self.before.pop(0)()
+
+    async def post_turn(self, ref: Ref, outcome: Response | TurnFailed) -> None:
+        if self.after:
+            await self.after.pop(0)()
+
+    async def handle_stream_event(self, event: Event) -> None:
+        if isinstance(event, ResultEvent) and self.at_result is not None:
+            fault, self.at_result = self.at_result, None
+            await fault()
+
+
+class Outage:
+    """The store down and back: PostgreSQL's server stopped and started, or SQLite's write
+    lock held by another connection (its reads go on, its writes fail after busy_timeout)."""
+
+    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.server: Server | None = None
+        self.path = tmp_path / "sessions.sqlite3"
+        self.lock: sqlite3.Connection | None = None
+        self.is_up = trio.Event()
+        if kind == "postgres":
+            self.dsn = request.getfixturevalue("postgres_dsn")
+            self.server = request.getfixturevalue("postgres_server")
+
+    def store(self) -> SessionStore:
+        if self.server is not None:
+            return PostgresStore(self.dsn)
+        return SQLiteStore(self.path, busy_timeout=0.2)
+
+    async def down(self) -> None:
+        self.is_up = trio.Event()
+        if self.server is not None:
+            await trio.to_thread.run_sync(self.server.stop)
+        else:
+            self.lock = sqlite3.connect(self.path, isolation_level=None)
+            self.lock.execute("BEGIN IMMEDIATE")
+
+    async def up(self) -> None:
+        if self.server is not None:
+            await trio.to_thread.run_sync(self.server.start)
+        elif self.lock is not None:
+            self.lock.execute("ROLLBACK")
+            self.lock.close()
+            self.lock = None
+        self.is_up.set()
+
+    async def back(self) -> None:
+        """Wait until the store is up again."""
+        await self.is_up.wait()
+
+    def down_until_waited_for(self, nursery: trio.Nursery) -> Fault:
+        """A fault: the store down now, and up again (in ``nursery``) once the runtime has
+        logged that a transcript waits for it (or gave up on it at once), however long the
+        turn takes to get there."""
+        waiting = trio.Event()
+        said = ("waits for the store", "was not stored", "could not be restored")
+
+        class Waits(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if any(f"transcript {words}" in record.getMessage() for words in said):
+                    waiting.set()
+
+        async def up_once_waited_for() -> None:
+            handler = Waits()
+            agentrt_logger.addHandler(handler)
+            try:
+                await waiting.wait()
+            finally:
+                agentrt_logger.removeHandler(handler)
+            await self.up()
+
+        async def fault() -> None:
+            await self.down()
+            nursery.start_soon(up_once_waited_for)
+
+        return fault
+
+
+agentrt_logger = logging.getLogger("agentrt")
+
+
+# Leases outlast every outage here: no agent is fenced, the transcript is what is tested.
+LEASE_TTL = 60
+
+
+async def turns_on(
+    store: SessionStore,
+    claude: Claude,
+    host: Path,
+    prompts: list[str],
+    agent: Callable[[], Agent] = Agent,
+    **extra: Any,
+) -> list[Any]:
+    """``prompts`` asked in turn of one agent on ``host``: each Response, or TurnFailed."""
+    outcomes: list[Any] = []
+    options = host_options(claude, host, **extra)
+    async with open_runtime(store=store, node=host.name, lease_ttl=LEASE_TTL) as rt:
+        await rt.start_agent(agent, name="coder", backend="claude", **options)
+        for prompt in prompts:
+            with trio.fail_after(TURN_BOUND):
+                try:
+                    outcomes.append(await rt.ask("coder", prompt))
+                except TurnFailed as exc:
+                    outcomes.append(exc)
+    return outcomes
+
+
+def share_config(host_a: Path, host_b: Path) -> None:
+    """Host B's user has the global config the CLI wrote on host A (as in the test above)."""
+    host_b.mkdir(exist_ok=True)
+    config = next((host_a / "cli-homes").glob("*/.claude.json"))
+    (host_b / ".claude.json").write_bytes(config.read_bytes())
+
+
+def in_order(texts: list[str], *wanted: str) -> bool:
+    """Whether ``texts`` (a model call's conversation) holds each of ``wanted``, in order."""
+    if not all(text in texts for text in wanted):
+        return False
+    positions = [texts.index(text) for text in wanted]
+    return positions == sorted(positions)
+
+
+async def assert_whole_lines(store: SessionStore) -> None:
+    """Every line of the stored transcript is a JSON object: nothing spliced."""
+    async with store:
+        stored = await store.load_transcript("coder")
+    assert stored is not None and stored.data.endswith(b"\n")
+    for line in stored.data.splitlines():
+        assert isinstance(json.loads(line), dict), line[:200]
+
+
+def answers(count: int) -> list[AnthropicText]:
+    return [AnthropicText(f"Answer {n}.") for n in range(1, count + 1)]
+
+
+async def test_a_turn_answered_as_the_database_goes_down_is_stored_before_its_answer(
+    claude: Claude, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The issue's replay, the database back within ``transcript_wait``: host A answers turn
+    3 only once its transcript is stored, so host B's turn 4 sees turns 1-3 and A's turn 5,
+    the agent taken back, sees 1-4."""
+    outage = Outage("postgres", tmp_path, request)
+    claude.api.set_script(answers(5))
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    await turns_on(outage.store(), claude, host_a, ["prompt 1", "prompt 2"])
+    async with trio.open_nursery() as nursery:
+        [third] = await turns_on(
+            outage.store(),
+            claude,
+            host_a,
+            ["prompt 3"],
+            # Closed only with the database up: its lease given back for B.
+            lambda: Faulty(at_result=outage.down_until_waited_for(nursery), after=(outage.back,)),
+            transcript_wait=TURN_BOUND,
+        )
+    assert third.text == "Answer 3." and third.transcript_stored is True
+    share_config(host_a, host_b)
+    await turns_on(outage.store(), claude, host_b, ["prompt 4"])
+    await turns_on(outage.store(), claude, host_a, ["prompt 5"])
+
+    fourth, fifth = claude.api.message_requests[3:]
+    assert in_order(fourth.texts(), "prompt 2", "Answer 2.", "prompt 3", "Answer 3.", "prompt 4")
+    assert in_order(fifth.texts(), "prompt 3", "Answer 3.", "prompt 4", "Answer 4.", "prompt 5")
+    await assert_whole_lines(outage.store())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_turn_the_store_could_not_take_says_so_and_its_copy_is_never_resumed(
+    claude: Claude, tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The store down past ``transcript_wait`` as host A's turn 3 ends: its Response says
+    the transcript is not stored. Host B's turn 4 runs on turns 1-2; back on A, whose copy
+    holds its turn 3 (longer than B's turn 4), the store's conversation is resumed, not
+    A's: turn 5 sees 1, 2 and 4, and the stored transcript has no broken line."""
+    outage = Outage(kind, tmp_path, request)
+    claude.api.set_script(answers(5))
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    long_prompt = "prompt 3 " + "x" * 4000  # A's copy ends up longer than the store's
+
+    await turns_on(outage.store(), claude, host_a, ["prompt 1", "prompt 2"])
+    [third] = await turns_on(
+        outage.store(),
+        claude,
+        host_a,
+        [long_prompt],
+        lambda: Faulty(at_result=outage.down, after=(outage.up,)),
+        transcript_wait=1,
+    )
+    assert third.text == "Answer 3." and third.transcript_stored is False
+    share_config(host_a, host_b)
+    await turns_on(outage.store(), claude, host_b, ["prompt 4"])
+    await turns_on(outage.store(), claude, host_a, ["prompt 5"])
+
+    fourth, fifth = claude.api.message_requests[3:]
+    assert long_prompt not in fourth.texts() and long_prompt not in fifth.texts()
+    assert in_order(fifth.texts(), "prompt 2", "Answer 2.", "prompt 4", "Answer 4.", "prompt 5")
+    await assert_whole_lines(outage.store())
+
+
+async def test_a_turn_whose_transcript_cannot_be_restored_does_not_start(
+    claude: Claude, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Host B, whose home holds no copy, takes the agent over with the database down past
+    ``transcript_wait``: its turn fails ``store_failed`` (retryable) without running the CLI
+    (not ``session_lost``, and no fresh session though on_session_lost="fresh"); asked
+    again with the database back, it resumes the stored conversation."""
+    outage = Outage("postgres", tmp_path, request)
+    claude.api.set_script(answers(2))
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    [first] = await turns_on(outage.store(), claude, host_a, ["prompt 1"])
+    share_config(host_a, host_b)
+    failed, second = await turns_on(
+        outage.store(),
+        claude,
+        host_b,
+        ["prompt 2", "prompt 2, again"],
+        lambda: Faulty(before=(outage.down, outage.up)),
+        transcript_wait=1,
+        on_session_lost="fresh",
+    )
+    assert isinstance(failed, TurnFailed) and failed.reason is StopReason.STORE_FAILED
+    assert failed.detail["retryable"] is True
+    assert f"session {first.session_id}'s transcript could not be restored" in failed.message
+    assert second.text == "Answer 2." and second.session_id == first.session_id
+    [_, asked] = claude.api.message_requests  # the failed turn never reached the model
+    assert in_order(asked.texts(), "prompt 1", "Answer 1.", "prompt 2, again")
+    assert "prompt 2" not in asked.texts()
+
+
+async def test_a_turn_waits_for_the_database_to_restore_its_transcript(
+    claude: Claude, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The database down as host B's first turn starts, back once the turn waits for it
+    (within ``transcript_wait``): the turn resumes the stored conversation."""
+    outage = Outage("postgres", tmp_path, request)
+    claude.api.set_script(answers(2))
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    [first] = await turns_on(outage.store(), claude, host_a, ["prompt 1"])
+    share_config(host_a, host_b)
+    async with trio.open_nursery() as nursery:
+        [second] = await turns_on(
+            outage.store(),
+            claude,
+            host_b,
+            ["prompt 2"],
+            lambda: Faulty(before=(outage.down_until_waited_for(nursery),)),
+            transcript_wait=TURN_BOUND,
+        )
+    assert second.text == "Answer 2." and second.session_id == first.session_id
+    assert second.transcript_stored is True
+    assert in_order(claude.api.message_requests[1].texts(), "prompt 1", "Answer 1.", "prompt 2")
