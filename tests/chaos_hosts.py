@@ -15,8 +15,9 @@ A sampler reads /proc every 200 ms.
 
 What `run` measures, and the test asserts: every ask ends (a Response or an agentrt error)
 within its bound; no prompt reaches a CLI twice; at most one CLI per agent at any sample;
-every answered turn is in the conversation of every later answered turn of its agent, on
-one session, with no broken transcript line; once the faults stop and every runtime and the
+every answered turn is in the conversation of every later answered turn of its agent
+(unless its Response said the store does not hold it: ``transcript_stored=False``), on one
+session, with no broken transcript line; once the faults stop and every runtime and the
 server are back, every agent answers within the settle bound.
 """
 
@@ -63,6 +64,7 @@ class Report:
     crowded: list[str] = attrs.field(factory=list)  # samples with two CLIs of one agent
     repeated: list[str] = attrs.field(factory=list)  # prompts a CLI saw more than once
     lost: list[str] = attrs.field(factory=list)  # answered turns missing later
+    unstored: int = 0  # answers that said the store does not hold their turn
     broken: list[str] = attrs.field(factory=list)  # answers that saw broken lines
     sessions_changed: list[str] = attrs.field(factory=list)
     unanswered_after: list[str] = attrs.field(factory=list)  # agents silent after the faults
@@ -78,6 +80,8 @@ class Answered:
     session_id: str | None
     seen: list[str]
     broken: int
+    # False: the Response said the store does not hold its transcript (it may be lost).
+    stored: bool | None
 
 
 class Hosts:
@@ -238,7 +242,13 @@ class Chaos:
             return False
         answer = json.loads(response.text)
         self.answers[name].append(
-            Answered(prompt, response.session_id, answer["prompts"], answer["broken"])
+            Answered(
+                prompt,
+                response.session_id,
+                answer["prompts"],
+                answer["broken"],
+                response.transcript_stored,
+            )
         )
         self.report.answered += 1
         return True
@@ -317,6 +327,9 @@ class Chaos:
             for index, answer in enumerate(answers):
                 if answer.broken:
                     self.report.broken.append(answer.prompt)
+                if answer.stored is False:
+                    self.report.unstored += 1
+                    continue  # the answer said so: not a silent loss
                 for later in answers[index + 1 :]:
                     if answer.prompt not in later.seen:
                         self.report.lost.append(f"{answer.prompt} (missing at {later.prompt})")
