@@ -508,6 +508,22 @@ async def test_a_reply_that_never_comes_ends_at_the_bound(
     assert len(claude.api.message_requests) == 1
 
 
+async def test_the_clis_own_request_timeout_is_its_stop_reason(claude: Claude) -> None:
+    """No reply within API_TIMEOUT_MS: from 2.1.337 the CLI says so in ``api_error`` and the
+    turn ends ``request_timeout``; 2.1.332 says it in words only, a ``cli_error``."""
+    claude.api.set_script([AnthropicHang()])
+    async with runtime() as rt:
+        options = claude.agent_options(env={"API_TIMEOUT_MS": "2000"})
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
+        with trio.fail_after(TURN_BOUND):
+            failure = await ask_failure(rt)
+    says_why = tuple(int(p) for p in claude.version.split(".")) >= (2, 1, 337)
+    expected = StopReason.REQUEST_TIMEOUT if says_why else StopReason.CLI_ERROR
+    assert failure.reason is expected, failure
+    assert failure.message.startswith("Request timed out")
+    assert failure.session_id is not None
+
+
 # --- 7. a lost session ------------------------------------------------------------------
 
 
