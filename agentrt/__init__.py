@@ -135,6 +135,7 @@ from ._hooks import FileChangedHook as FileChangedHook
 from ._hooks import Hook as Hook
 from ._hooks import HookKind as HookKind
 from ._hooks import InstructionsLoadedHook as InstructionsLoadedHook
+from ._hooks import InterruptHook as InterruptHook
 from ._hooks import MessageDisplayHook as MessageDisplayHook
 from ._hooks import NotificationHook as NotificationHook
 from ._hooks import PermissionDeniedHook as PermissionDeniedHook
@@ -241,6 +242,7 @@ __all__ = [
     "HookKind",
     "InitEvent",
     "InstructionsLoadedHook",
+    "InterruptHook",
     "InvalidOptions",
     "Lease",
     "LeaseLost",

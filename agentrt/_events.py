@@ -28,6 +28,9 @@ class StopReason(enum.StrEnum):
     AUTHENTICATION_FAILED = "authentication_failed"
     RATE_LIMITED = "rate_limited"
     OVERLOADED = "overloaded"
+    # The model API did not answer within the CLI's own request timeout (Claude Code's
+    # ``API_TIMEOUT_MS``), as the CLI reports it (Claude Code 2.1.337 and later).
+    REQUEST_TIMEOUT = "request_timeout"
     CLI_ERROR = "cli_error"
     EVENT_CAPTURE_OVERFLOW = "event_capture_overflow"
     SESSION_LOST = "session_lost"

@@ -48,6 +48,7 @@ HookKind = Literal[
     "directory_added",
     "message_displayed",
     "skill_shell_command",
+    "interrupted",
 ]
 
 HOOK_KINDS: tuple[HookKind, ...] = get_args(HookKind)
@@ -491,6 +492,19 @@ class PreSkillShellCommandHook(Hook):
     command_name: str | None = None
     command_source: str | None = None
     invoked_by: str | None = None
+
+
+@_hook
+@attrs.frozen(kw_only=True)
+class InterruptHook(Hook):
+    """``interrupted``, Claude Code's ``Interrupt``: the running turn was interrupted
+    (``source``: who, "user"; ``reason``: "stop"; ``via``: "client" for an interrupt in
+    band). Sent from Claude Code 2.1.337; the pinned 2.1.332 accepts it and never sends it."""
+
+    kind: ClassVar[HookKind] = "interrupted"
+    source: str | None = None
+    reason: str | None = None
+    via: str | None = None
 
 
 HOOK_TYPES: Mapping[HookKind, type[Hook]] = _TYPES

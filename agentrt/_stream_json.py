@@ -85,6 +85,10 @@ def _no_fatal_retry(status: int | None, error: str | None) -> bool:
     return False
 
 
+def _no_result_fields(frame: Mapping[str, Any]) -> StopReason | None:
+    return None
+
+
 @attrs.frozen
 class StreamJsonDialect:
     """What one CLI's stream-json says in its own way, for `StreamJsonTranslator`.
@@ -96,7 +100,9 @@ class StreamJsonDialect:
     what a failed call's status says when the CLI says nothing; ``lost_session_id(text)``:
     the session id a "no such conversation" message names; ``is_fatal_retry(status,
     error)``: whether a ``system/api_retry`` frame is one the CLI would retry in vain (the
-    turn then fails at once). ``retryable``: the stop reasons a caller may retry."""
+    turn then fails at once); ``classify_result(frame)``: the stop reason an error result's
+    own fields name (a field the CLI sets for the purpose is sturdier than its wording),
+    tried before ``classify``. ``retryable``: the stop reasons a caller may retry."""
 
     version_field: str
     permission_mode_field: str
@@ -105,6 +111,7 @@ class StreamJsonDialect:
     retryable: frozenset[StopReason]
     lost_session_id: Callable[[str], str | None] = _no_session_marker
     is_fatal_retry: Callable[[int | None, str | None], bool] = _no_fatal_retry
+    classify_result: Callable[[Mapping[str, Any]], StopReason | None] = _no_result_fields
 
 
 class _ExitStatus(Protocol):
@@ -531,8 +538,11 @@ class StreamJsonTranslator:
             status = _int(frame.get("api_error_status"))
             said = _error_message(frame, subtype, status, self._rate_limit_rejected, self._dialect)
             message = redact(said)
-            reason = self._dialect.classify(status, message) or (
-                StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR
+            dialect = self._dialect
+            reason = (
+                dialect.classify_result(frame)
+                or dialect.classify(status, message)
+                or (StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR)
             )
             events.append(
                 self._terminal(
@@ -540,9 +550,9 @@ class StreamJsonTranslator:
                         reason=reason,
                         message=message,
                         status=status,
-                        retryable=reason in self._dialect.retryable,
+                        retryable=reason in dialect.retryable,
                         session_id=(
-                            self._dialect.lost_session_id(message) or session_id
+                            dialect.lost_session_id(message) or session_id
                             if reason is StopReason.SESSION_LOST
                             else session_id
                         ),

@@ -142,6 +142,12 @@ class Channel(Protocol):
         waits for `answer`."""
         ...
 
+    def asking(self) -> trio.CancelScope:
+        """The scope to wait for the agent's answer in: cancelled when the CLI exits or the
+        turn is stopped meanwhile, which want no answer (the CLI withdraws its question as
+        it stops)."""
+        ...
+
     async def answer(self, data: bytes) -> None: ...
 
     def interrupt(self, gently: bool) -> None:
@@ -459,7 +465,10 @@ class Turn:
             if parent is not None:
                 request = attrs.evolve(ask.request, parent_tool_use_id=parent)
                 ask = attrs.evolve(ask, request=request)
-        answer, events = await self.host.answer(ask)
+        with channel.asking() as asking:
+            answer, events = await self.host.answer(ask)
+        if asking.cancelled_caught:
+            return  # nothing reads the CLI while the agent is asked: back to reading it
         for event in events:
             if type(event) is ToolDecisionEvent and not event.allowed:
                 assert isinstance(ask, ToolApproval)

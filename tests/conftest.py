@@ -139,7 +139,7 @@ def no_claude_cli(monkeypatch: pytest.MonkeyPatch) -> None:
 def claude_bin() -> Path:
     """The pinned claude binary (`make claude-cli`); a skip only when npm is absent."""
     version = claude_version()
-    binary = claude_binary(version)
+    binary = claude_binary()
     if binary.exists():
         return binary
     if not npm_available():

@@ -8,6 +8,8 @@ The real claude's tier is tests/realcli/test_claude_approvals.py.
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,87 @@ async def test_an_approval_past_its_bound_denies(
     [decision] = [e for e in response.events if isinstance(e, ToolDecisionEvent)]
     assert decision.decided_by == "timeout" and not decision.allowed
     assert "approve_tool did not answer within approval_timeout" in caplog.text
+
+
+class Silent(Agent):
+    """An approve_tool that never answers; ``asked`` is set once it was called."""
+
+    asked: trio.Event
+
+    async def approve_tool(self, request: ToolRequest) -> Any:
+        self.asked.set()
+        await trio.sleep_forever()
+
+
+async def start_silent(rt: Runtime, tmp_path: Path, **options: Any) -> Silent:
+    # A warm agent whose first turn asks, then answers; later turns only answer. The bounds
+    # are far apart, so nothing here depends on how fast the machine is.
+    agent = Silent()
+    agent.asked = trio.Event()
+    turns = [[["ask", TOOL], ["answer"]], [["answer"]]]
+    binary = fake_cli_executable(str(tmp_path), ["live", {"turns": turns}])
+    bounds = {"keep_alive": 60, "kill_grace": 2, "approval_timeout": 60, "startup": 30}
+    await rt.start_agent(agent, name="a", backend="claude", binary=binary, **bounds, **options)
+    return agent
+
+
+async def test_an_interrupt_while_the_agent_is_asked_ends_the_turn_in_band(tmp_path: Path) -> None:
+    # Issue 34/3: nothing read the CLI while approve_tool was awaited, so the CLI's end of
+    # the interrupted turn went unseen: it was killed after kill_grace, the turn ended only
+    # when the reading's drain bound cut the wait.
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        agent = await start_silent(rt, tmp_path)
+        async with trio.open_nursery() as nursery:
+            failed: list[BaseException] = []
+
+            async def ask() -> None:
+                with pytest.raises(agentrt.TurnFailed) as caught:
+                    await rt.ask("a", "one")
+                failed.append(caught.value)
+
+            nursery.start_soon(ask)
+            with trio.fail_after(30):
+                await agent.asked.wait()
+            pid = (await rt.status("a")).cli_pid
+            interrupted = trio.current_time()
+            await rt.interrupt("a")
+        took = trio.current_time() - interrupted
+        [failure] = failed
+        assert isinstance(failure, agentrt.TurnFailed)
+        assert failure.reason is agentrt.StopReason.INTERRUPTED
+        with trio.fail_after(30):
+            second = await rt.ask("a", "two")
+        assert second.text == "2: two"
+        # The CLI ended its turn in band, within kill_grace (2 s), and lives on.
+        assert pid is not None and (await rt.status("a")).cli_pid == pid
+    assert took < 30  # half the approval bound
+
+
+async def test_a_cli_that_dies_while_the_agent_is_asked_ends_the_turn_at_once(
+    tmp_path: Path,
+) -> None:
+    # Issue 34/3: the death went unseen until approval_timeout (60 s here) had passed.
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        agent = await start_silent(rt, tmp_path)
+        async with trio.open_nursery() as nursery:
+            failed: list[tuple[agentrt.TurnFailed, float]] = []
+
+            async def ask() -> None:
+                with pytest.raises(agentrt.TurnFailed) as caught:
+                    await rt.ask("a", "one")
+                failed.append((caught.value, trio.current_time()))
+
+            nursery.start_soon(ask)
+            with trio.fail_after(30):
+                await agent.asked.wait()
+            pid = (await rt.status("a")).cli_pid
+            assert pid is not None
+            killed = trio.current_time()
+            os.kill(pid, signal.SIGKILL)
+    [(failure, ended)] = failed
+    assert failure.reason is agentrt.StopReason.PROCESS_CRASHED
+    assert "SIGKILL" in failure.message
+    assert ended - killed < 30  # half the approval bound
 
 
 @pytest.mark.parametrize("bad", [RuntimeError("boom"), "yes"], ids=["raises", "returns a str"])

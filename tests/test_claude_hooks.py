@@ -69,6 +69,31 @@ PINNED_EVENTS = [
     "MessageDisplay",
     "PreSkillShellCommand",
 ]
+# Claude Code 2.1.337 adds ``Interrupt`` (the pinned CLI accepts it in ``initialize``).
+EVENTS = [*PINNED_EVENTS, "Interrupt"]
+# The hook callback 2.1.337 sends when a warm turn is interrupted in band (recorded against
+# the fake API; the paths shortened).
+INTERRUPT_CALLBACK = {
+    "type": "control_request",
+    "request_id": "8acc5133-cfb3-4e36-ac8c-e289d20d2042",
+    "request": {
+        "subtype": "hook_callback",
+        "callback_id": "Interrupt",
+        "input": {
+            "session_id": "32be91e2-f02b-4190-89d9-d407f680957e",
+            "transcript_path": "/home/user/.claude/projects/-home-user-project/32be91e2.jsonl",
+            "cwd": "/home/user/project",
+            "prompt_id": "b49dbf1e-71ae-4a04-b95a-0dfb59ac629a",
+            "permission_mode": "default",
+            "effort": {"level": "medium"},
+            "hook_event_name": "Interrupt",
+            "source": "user",
+            "reason": "stop",
+            "via": "client",
+        },
+        "tool_use_id": "08fec859-122d-46ce-a690-7d348c92aabf",
+    },
+}
 
 
 def live(kinds: Any = agentrt.HOOK_KINDS) -> Any:
@@ -97,7 +122,7 @@ def own_fields(cls: type) -> list[attrs.Attribute[Any]]:
 
 
 def test_every_event_of_the_pinned_cli_has_a_kind_and_a_class() -> None:
-    assert list(HOOK_EVENTS) == PINNED_EVENTS
+    assert list(HOOK_EVENTS) == EVENTS
     assert set(HOOK_EVENTS.values()) == set(agentrt.HOOK_KINDS) == set(HOOK_TYPES)
     for event, kind in HOOK_EVENTS.items():
         cls = HOOK_TYPES[kind]
@@ -112,10 +137,10 @@ def test_the_opening_names_the_events_of_the_listed_kinds_only() -> None:
         "PreCompact": [{"matcher": None, "hookCallbackIds": ["PreCompact"]}],
     }
     every = json.loads(live().opening())["request"]["hooks"]
-    assert list(every) == PINNED_EVENTS
+    assert list(every) == EVENTS
 
 
-@pytest.mark.parametrize("event", PINNED_EVENTS)
+@pytest.mark.parametrize("event", EVENTS)
 def test_each_event_becomes_its_typed_hook(event: str) -> None:
     cls = HOOK_TYPES[HOOK_EVENTS[event]]
     sent = {f.name: SAMPLES[str(f.type)] for f in own_fields(cls)}
@@ -131,7 +156,23 @@ def test_each_event_becomes_its_typed_hook(event: str) -> None:
     assert answer_of(call.answer(None)) == {}
 
 
-@pytest.mark.parametrize("event", PINNED_EVENTS)
+def test_an_interrupt_in_band_on_2_1_337_is_an_interrupt_hook() -> None:
+    call = live({"interrupted"}).control(INTERRUPT_CALLBACK)
+    assert isinstance(call, HookCall) and type(call.hook) is agentrt.InterruptHook
+    hook = call.hook
+    assert (hook.kind, hook.source, hook.reason, hook.via) == (
+        "interrupted",
+        "user",
+        "stop",
+        "client",
+    )
+    assert hook.session_id == "32be91e2-f02b-4190-89d9-d407f680957e"
+    assert answer_of(call.answer(None)) == {}
+    # Not listed: the CLI goes on without the agent being asked.
+    assert answer_of(live({"stopping"}).control(INTERRUPT_CALLBACK)) == {}
+
+
+@pytest.mark.parametrize("event", EVENTS)
 def test_a_field_of_another_type_is_none(event: str) -> None:
     cls = HOOK_TYPES[HOOK_EVENTS[event]]
     typed = [f for f in own_fields(cls) if str(f.type) != "Any"]
@@ -148,7 +189,7 @@ def test_an_event_of_a_kind_not_listed_goes_on_without_asking() -> None:
     assert isinstance(reply, bytes) and answer_of(reply) == {}
 
 
-@pytest.mark.parametrize("event", PINNED_EVENTS)
+@pytest.mark.parametrize("event", EVENTS)
 def test_each_answer_becomes_the_hook_output_the_cli_reads(event: str) -> None:
     call = live().control(callback(event, {}))
     assert isinstance(call, HookCall)

@@ -377,6 +377,77 @@ def test_no_conversation_found_in_a_result_is_session_lost() -> None:
     ]
 
 
+# What Claude Code 2.1.337 prints (against the fake API; trimmed to the fields read here):
+# a model call past API_TIMEOUT_MS names its error in ``api_error``, and a resume of a
+# session it does not have names that in ``startup_failure_reason``.
+TIMEOUT_337 = [
+    {
+        "type": "assistant",
+        "message": {
+            "id": "d9b421d0-befd-49a3-9f7a-5b8a7c2a7e96",
+            "model": "<synthetic>",
+            "role": "assistant",
+            "type": "message",
+            "content": [
+                {"type": "text", "text": "Request timed out. Set API_TIMEOUT_MS above 2000."}
+            ],
+        },
+        "parent_tool_use_id": None,
+        "session_id": SID,
+        "error": "server_error",
+        "is_api_error_message": True,
+        "api_error": "request_timeout",
+    },
+    {
+        "type": "result",
+        "subtype": "success",
+        "is_error": True,
+        "num_turns": 1,
+        "session_id": SID,
+        "total_cost_usd": 0,
+        "terminal_reason": "api_error",
+        "api_error_status": None,
+        "api_error": "request_timeout",
+        "result": "Request timed out. Set API_TIMEOUT_MS above 2000.",
+    },
+]
+
+
+def test_a_request_timeout_of_2_1_337_has_its_own_reason() -> None:
+    [*_, terminal] = translate(TIMEOUT_337)
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.retryable) == (StopReason.REQUEST_TIMEOUT, True)
+    assert terminal.message.startswith("Request timed out") and terminal.session_id == SID
+
+
+def test_a_resume_target_not_found_is_session_lost_whatever_the_wording() -> None:
+    lost = "71375a4b-9d56-4da6-b432-02416567c950"
+    frame = {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "num_turns": 0,
+        "session_id": lost,
+        "total_cost_usd": 0,
+        "errors": [f"No conversation found with session ID: {lost}"],
+        "startup_failure_reason": "resume_target_not_found",
+    }
+    [*_, terminal] = translate([frame])
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.session_id) == (StopReason.SESSION_LOST, lost)
+    # The field decides, not the text: a later wording is still a lost session.
+    reworded = {**frame, "errors": [f"Session {lost} cannot be resumed"]}
+    [*_, terminal] = translate([reworded])
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.session_id) == (StopReason.SESSION_LOST, lost)
+
+
+def test_an_unknown_startup_failure_or_api_error_is_classified_as_before() -> None:
+    frame = {**TIMEOUT_337[-1], "api_error": "something_new", "result": "API Error: 500"}
+    [*_, terminal] = translate([frame])
+    assert isinstance(terminal, ErrorEvent) and terminal.reason is StopReason.CLI_ERROR
+
+
 def test_error_message_is_redacted_but_raw_is_the_frame() -> None:
     key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUv"
     frame = {

@@ -119,6 +119,9 @@ class FakeChannel:
                 # One frame per read: the turn must handle each before it asks for the next.
                 yield [item]
 
+    def asking(self) -> trio.CancelScope:
+        raise AssertionError("nothing was asked")
+
     async def answer(self, data: bytes) -> None:
         raise AssertionError("nothing was asked")
 

@@ -42,6 +42,10 @@ _FIXES: dict[StopReason, str] = {
     ),
     StopReason.RATE_LIMITED: "wait for the provider's limit to reset, then try again",
     StopReason.OVERLOADED: "the provider is overloaded; try again in a minute",
+    StopReason.REQUEST_TIMEOUT: (
+        "the model API did not answer in time; try again, or raise the CLI's request timeout"
+        " (API_TIMEOUT_MS for claude)"
+    ),
     StopReason.SPAWN_FAILED: (
         "install the CLI, or point -o binary=PATH at it; `agentrt doctor` says how for each backend"
     ),

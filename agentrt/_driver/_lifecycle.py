@@ -401,6 +401,9 @@ class _OneShotChannel:
         assert self._proc is not None
         return self._proc.batches(decode)
 
+    def asking(self) -> trio.CancelScope:
+        raise AssertionError("a process of one turn asks nothing")
+
     async def answer(self, data: bytes) -> None:
         raise AssertionError("a process of one turn asks nothing")
 
@@ -507,6 +510,14 @@ class _LiveChannel:
     def batches(self, decode: Callable[[bytes], Any] | None) -> AsyncIterator[Iterator[Any] | Ask]:
         assert self.cli is not None
         return self.cli.batches(decode)
+
+    def asking(self) -> trio.CancelScope:
+        cli = self.cli
+        assert cli is not None and cli.proc is not None
+        cli.asking = scope = trio.CancelScope()
+        if self._stopped or cli.proc.exit_status is not None:
+            scope.cancel()  # stopped, or exited, before the question came to be answered
+        return scope
 
     async def answer(self, data: bytes) -> None:
         assert self.cli is not None

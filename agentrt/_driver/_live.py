@@ -93,6 +93,10 @@ class WarmCli:
     _turn_over_event: trio.Event = attrs.field(factory=trio.Event)
     # Questions for the agent (tool approvals, hooks), answered before the next read.
     asks: deque[Ask] = attrs.field(factory=deque)
+    # The running turn's wait for the agent's answer to one of them: while it waits nothing
+    # reads the CLI, so its exit and the turn's end in band would go unseen until the agent
+    # answered or ``approval_timeout`` passed. Cancelled by either: no answer is wanted then.
+    asking: trio.CancelScope | None = None
     _nursery: trio.Nursery | None = None
     _interrupt_scope: trio.CancelScope | None = None
     # The runtime's requests waiting for their answers, by request id.
@@ -286,9 +290,16 @@ class WarmCli:
         for pending in self._calls.values():
             pending.wake.set()
 
+    def stop_asking(self) -> None:
+        """End the running turn's wait for the agent's answer (see ``asking``)."""
+        if self.asking is not None:
+            self.asking.cancel()
+
     def interrupt(self, gently: bool, grace: float) -> None:
         """Stop the running turn: ``gently`` in band (the CLI's own interrupt request, the
-        kill ladder if the turn has not ended within ``grace``), else at once by the ladder."""
+        kill ladder if the turn has not ended within ``grace``), else at once by the ladder.
+        A wait for the agent's answer ends: the CLI withdraws its question as it stops."""
+        self.stop_asking()
         if self.turn_over:
             return
         if not gently:
@@ -358,6 +369,7 @@ class WarmCli:
     async def watch_exit(self) -> None:
         assert self.proc is not None
         await self.proc.wait()
+        self.stop_asking()
         self._poke()
 
     async def handshake(self, limits: ProcessLimits) -> None:

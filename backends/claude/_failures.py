@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from agentrt.backend import StopReason
 
@@ -44,7 +46,23 @@ _MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
 
 _LOST_ID = re.compile(r"no conversation found with session id:?\s*([A-Za-z0-9._:-]+)", re.I)
 
-RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED})
+RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED, StopReason.REQUEST_TIMEOUT})
+
+# What an error result's own fields say (Claude Code 2.1.337 and later; 2.1.332 has neither
+# field, and its results are classified by their wording alone): field -> value -> reason.
+_RESULT_FIELDS: dict[str, dict[str, StopReason]] = {
+    "api_error": {"request_timeout": StopReason.REQUEST_TIMEOUT},
+    "startup_failure_reason": {"resume_target_not_found": StopReason.SESSION_LOST},
+}
+
+
+def classify_result(frame: Mapping[str, Any]) -> StopReason | None:
+    """The stop reason an error result's ``api_error`` or ``startup_failure_reason`` names."""
+    for field, reasons in _RESULT_FIELDS.items():
+        value = frame.get(field)
+        if isinstance(value, str) and value in reasons:
+            return reasons[value]
+    return None
 
 
 def classify(status: int | None, text: str) -> StopReason | None:

@@ -2,7 +2,8 @@
 CLI reads back (its hook output, as a ``hook_callback`` control response carries it).
 
 The list is the pinned CLI's own (2.1.332 accepts these 34 in the ``initialize`` request's
-``hooks``); each is called only for the kinds the agent lists (``Agent.hooks``).
+``hooks``) and 2.1.337's ``Interrupt``, which 2.1.332 accepts and never sends; each is
+called only for the kinds the agent lists (``Agent.hooks``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ HOOK_EVENTS: dict[str, HookKind] = {
     "DirectoryAdded": "directory_added",
     "MessageDisplay": "message_displayed",
     "PreSkillShellCommand": "skill_shell_command",
+    "Interrupt": "interrupted",
 }
 
 # The events whose hook output takes ``additionalContext`` (the CLI's hookSpecificOutput).

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from agentrt.backend import StreamJsonDialect, StreamJsonTranslator
 
-from ._failures import RETRYABLE, classify, is_fatal_retry, lost_session_id, status_message
+from ._failures import (
+    RETRYABLE,
+    classify,
+    classify_result,
+    is_fatal_retry,
+    lost_session_id,
+    status_message,
+)
 
 CLAUDE_DIALECT = StreamJsonDialect(
     version_field="claude_code_version",
@@ -15,6 +22,7 @@ CLAUDE_DIALECT = StreamJsonDialect(
     retryable=RETRYABLE,
     lost_session_id=lost_session_id,
     is_fatal_retry=is_fatal_retry,
+    classify_result=classify_result,
 )
 
 

@@ -7,6 +7,7 @@ own processes, including the Bash tool's, which the CLI starts in a session of t
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -33,13 +34,33 @@ MARKER_VAR = "AGENTRT_TEST_MARKER"
 BASE_ARGS = ("-p", "--output-format", "stream-json", "--verbose")
 
 
+# A claude binary installed some other way than by npm (the one bundled in the Agent SDK's
+# wheel, say): the tier runs it instead of the one `make clis` installs.
+BINARY_VAR = "AGENTRT_CLAUDE_BINARY"
+
+
 def claude_version() -> str:
-    """The pinned version (tests/realcli/CLAUDE_VERSION) unless AGENTRT_CLAUDE_VERSION says."""
-    return os.environ.get("AGENTRT_CLAUDE_VERSION") or VERSION_FILE.read_text().strip()
+    """The version the tier runs: AGENTRT_CLAUDE_VERSION, else what the binary
+    AGENTRT_CLAUDE_BINARY names reports, else the pinned one (tests/realcli/CLAUDE_VERSION)."""
+    if version := os.environ.get("AGENTRT_CLAUDE_VERSION"):
+        return version
+    if binary := os.environ.get(BINARY_VAR):
+        return reported_version(binary)
+    return VERSION_FILE.read_text().strip()
+
+
+@functools.cache
+def reported_version(binary: str) -> str:
+    """The version ``binary --version`` prints first ("2.1.337 (Claude Code)")."""
+    done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
+    return done.stdout.split()[0]
 
 
 def claude_binary(version: str | None = None) -> Path:
-    """Where ``make clis`` installs that version."""
+    """The binary the tier runs: AGENTRT_CLAUDE_BINARY if set (and no other version is
+    asked for), else where ``make clis`` installs that version."""
+    if version is None and (binary := os.environ.get(BINARY_VAR)):
+        return Path(binary)
     version = version or claude_version()
     return REPO / ".cache" / f"claude-{version}" / "node_modules" / ".bin" / "claude"
 

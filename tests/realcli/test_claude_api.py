@@ -11,6 +11,7 @@ tool's, which the CLI starts in a session of its own.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -431,21 +432,36 @@ async def test_an_abandoned_attempt_is_not_part_of_the_answer(claude: Claude) ->
     assert retracted.text.startswith("Partial ans")
 
 
+class Lines(Agent):
+    """Notes when its turn's first and latest events came (trio time): the CLI's first and
+    latest lines, for a turn whose every line is an event (no partial messages)."""
+
+    def __init__(self) -> None:
+        self.first_event = self.last_event = -math.inf
+
+    def handle_stream_event(self, event: Any) -> None:
+        self.last_event = trio.current_time()
+        if self.first_event == -math.inf:
+            self.first_event = self.last_event
+
+
 async def test_stream_cut_twice_fails_within_the_idle_bound(claude: Claude) -> None:
     """The stream and its non-streaming retry both cut: the CLI gives up at once."""
     claude.api.set_script([AnthropicCutStream(), AnthropicCutStream()])
+    agent = Lines()
     async with runtime() as rt:
         await rt.start_agent(
-            Agent, name="coder", backend="claude", idle=5, **claude.agent_options()
+            agent, name="coder", backend="claude", idle=5, **claude.agent_options()
         )
-        started = time.monotonic()
         with trio.fail_after(TURN_BOUND):
             failure = await ask_failure(rt)
-        took = time.monotonic() - started
+            ended = trio.current_time()
+    # The CLI's own error, not the idle bound's; and from its first line (its start, seconds
+    # on a loaded machine, is not the CLI giving up) within that bound.
     assert failure.reason is StopReason.CLI_ERROR, failure
     assert "Connection to the API was lost" in failure.message
     assert failure.session_id is not None
-    assert took < 5
+    assert ended - agent.first_event < 5
     assert [r.stream for r in claude.api.message_requests] == [True, False]
 
 
@@ -466,9 +482,10 @@ async def test_a_reply_that_never_comes_ends_at_the_bound(
     """Well before the CLI's own timeouts (10 s here, minutes by default), the agent's
     bound ends the turn, and the session id checkpointed before it survives."""
     claude.api.set_script([hang])
+    agent = Lines()
     async with runtime() as rt:
         await rt.start_agent(
-            Agent,
+            agent,
             name="coder",
             backend="claude",
             kill_grace=1.0,
@@ -478,13 +495,33 @@ async def test_a_reply_that_never_comes_ends_at_the_bound(
         started = trio.current_time()
         with trio.fail_after(TURN_BOUND):
             failure = await ask_failure(rt)
-            took = trio.current_time() - started
+            ended = trio.current_time()
     assert failure.reason is reason, failure
     bound = next(iter(bounds.values()))
-    # The idle bound counts from the last line, which comes a little after the start.
-    assert bound <= took < bound + 4
+    # Each bound measured from what it counts from: the watchdog from the ask, idle from the
+    # CLI's last line, which came after the ask (however slowly the CLI started) and no
+    # later than its event was delivered. The margin is the kill ladder (kill_grace 1 s).
+    counted_from = agent.last_event if "idle" in bounds else started
+    assert bound <= ended - started
+    assert ended - counted_from < bound + 4
     assert failure.session_id is not None
     assert len(claude.api.message_requests) == 1
+
+
+async def test_the_clis_own_request_timeout_is_its_stop_reason(claude: Claude) -> None:
+    """No reply within API_TIMEOUT_MS: from 2.1.337 the CLI says so in ``api_error`` and the
+    turn ends ``request_timeout``; 2.1.332 says it in words only, a ``cli_error``."""
+    claude.api.set_script([AnthropicHang()])
+    async with runtime() as rt:
+        options = claude.agent_options(env={"API_TIMEOUT_MS": "2000"})
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
+        with trio.fail_after(TURN_BOUND):
+            failure = await ask_failure(rt)
+    says_why = tuple(int(p) for p in claude.version.split(".")) >= (2, 1, 337)
+    expected = StopReason.REQUEST_TIMEOUT if says_why else StopReason.CLI_ERROR
+    assert failure.reason is expected, failure
+    assert failure.message.startswith("Request timed out")
+    assert failure.session_id is not None
 
 
 # --- 7. a lost session ------------------------------------------------------------------

@@ -131,3 +131,34 @@ async def test_approvals_on_a_warm_process_across_turns(claude: Claude) -> None:
             await rt.ask("coder", "two")
         assert pid is not None and (await rt.status("coder")).cli_pid == pid
     assert len(agent.requests) == 2 and not tool_ran(claude)
+
+
+class NeverAnswers(Agent):
+    async def approve_tool(self, request: ToolRequest) -> Any:
+        await trio.sleep_forever()
+
+
+async def test_a_warm_approval_that_never_comes_denies_at_its_bound_every_time(
+    claude: Claude,
+) -> None:
+    # Issue 34/3: at the approval bound the CLI is told deny and the turn completes, turn
+    # after turn on one warm process; never a killed CLI (process_crashed, seen about once
+    # in six runs under load).
+    claude.api.set_script(script)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            NeverAnswers,
+            name="coder",
+            backend="claude",
+            **claude.agent_options(keep_alive=30, kill_grace=1, approval_timeout=2),
+        )
+        pids = set()
+        for turn in range(10):
+            with trio.fail_after(TURN_BOUND):
+                response = await rt.ask("coder", f"go {turn}")
+            assert response.stop_reason == "complete", turn
+            assert "did not allow the tool (timeout)" in response.text, turn
+            pids.add((await rt.status("coder")).cli_pid)
+    assert len(pids) == 1 and None not in pids
+    assert len(claude.api.message_requests) == 20  # each turn: the tool call, then the text
+    assert not tool_ran(claude) and marked(MARKER_VAR, claude.marker) == []

@@ -21,7 +21,13 @@ from agentrt import (
     ToolUseEvent,
     open_runtime,
 )
-from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
+from agentrt.testing import (
+    AnthropicHang,
+    AnthropicReply,
+    AnthropicText,
+    AnthropicToolUse,
+    RecordedRequest,
+)
 
 from ._claude import Claude
 
@@ -202,3 +208,30 @@ async def test_compact_fires_its_hooks(claude: Claude) -> None:
     [before] = of(agent, agentrt.PreCompactHook)
     assert before.trigger == "manual"
     assert of(agent, agentrt.PostCompactHook)[0].compact_summary
+
+
+def version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+async def test_an_interrupt_in_band_fires_the_interrupt_hook(claude: Claude) -> None:
+    # Claude Code sends Interrupt from 2.1.337; the pinned 2.1.332 accepts it and never does.
+    if version(claude.version) < (2, 1, 337):
+        pytest.skip(f"claude {claude.version} sends no Interrupt hook (2.1.337 does)")
+    agent = type("Interrupted", (Records,), {"hooks": ("interrupted",), "seen": []})
+    claude.api.set_script([AnthropicHang(), AnthropicText("after")])
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent, name="coder", backend="claude", keep_alive=30, **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            ref = await rt.tell("coder", "one")
+            await claude.api.wait_requests(1)  # the model call is out: interrupt it
+            await rt.interrupt("coder")
+            outcome = await rt.wait(ref)
+    assert isinstance(outcome, agentrt.Failed), outcome
+    assert isinstance(outcome.error, agentrt.TurnFailed)
+    assert outcome.error.reason is agentrt.StopReason.INTERRUPTED
+    [hook] = agent.seen
+    assert isinstance(hook, agentrt.InterruptHook)
+    assert (hook.source, hook.via) == ("user", "client")

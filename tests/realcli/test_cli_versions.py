@@ -25,7 +25,7 @@ async def test_claude_reports_its_version_on_the_response_and_the_status(claude:
         with trio.fail_after(BOUND):
             response = await rt.ask("coder", "hi")
         assert (await rt.status("coder")).cli_version == claude.version
-    assert response.cli_version == claude.version == "2.1.332"
+    assert response.cli_version == claude.version
 
 
 async def test_claude_outside_the_declared_versions_is_refused_at_its_init(claude: Claude) -> None:
@@ -40,7 +40,7 @@ async def test_claude_outside_the_declared_versions_is_refused_at_its_init(claud
             await rt.ask("coder", "hi")
         elapsed = trio.current_time() - started
         record = await rt.store.load("coder")
-    assert (refused.value.expected, refused.value.reported) == (">=3", "2.1.332")
+    assert (refused.value.expected, refused.value.reported) == (">=3", claude.version)
     assert refused.value.session_id is not None
     assert record is not None and record.last_stop_reason == "cli_version_mismatch"
     assert elapsed < 10, elapsed
