@@ -207,11 +207,17 @@ class LeaseStore(Protocol):
 
     async def release_leases(self, names: Iterable[str]) -> None:
         """Give up the leases of ``names``, in one write: each one whose epoch is still
-        this handle's; the handle stops fencing all of them either way."""
+        this handle's; the handle stops fencing all of them either way.
+
+        A name's first lease (epoch 1: no other handle ever held it) given back while the
+        name has no session row is removed with its row, so that a start whose agent
+        never ran a turn leaves the store as it was. Any later epoch stays, released, so
+        that epochs never repeat while a handle may still hold an earlier one."""
         ...
 
     async def leases(self) -> Sequence[Lease]:
-        """Every agent name's lease (held, expired or released), by name."""
+        """Every agent name's lease (held, expired or released, except a removed first
+        lease: see `release_leases`), by name."""
         ...
 
 
