@@ -202,7 +202,7 @@ class Runtime(metaclass=NoPublicConstructor):
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-        budgets = self._root.budget(
+        budgets = self._root._budget(
             usd=budget_usd_option("budget_usd", budget_usd),
             tokens=budget_tokens_option("budget_tokens", budget_tokens),
             scope="supervisor",

@@ -335,10 +335,14 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     @property
     def max_restarts(self) -> int:
+        """How many restarts this supervisor allows in any ``period`` seconds before it
+        gives up (`RestartLimitExceeded`), as opened."""
         return self._intensity.max_restarts
 
     @property
     def period(self) -> float:
+        """The window, in seconds, in which at most ``max_restarts`` restarts are allowed,
+        as opened."""
         return self._intensity.period
 
     def agents(self) -> tuple[str, ...]:
@@ -530,7 +534,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         budgets.enter(name, record)
         return budgets
 
-    def budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
+    def _budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
         """The budgets of a supervisor opened under this one (its own, if it has a limit,
         then this one's). Raises nothing: ``usd`` and ``tokens`` are checked already."""
         own = Budget(scope, usd, tokens)
