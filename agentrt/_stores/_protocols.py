@@ -307,7 +307,7 @@ class Router(Protocol):
 class RoutingStore(Protocol):
     """A store whose runtimes reach each other's agents (location transparency). Without
     it a runtime serves its own agents only, and a name it does not run is `AgentNotFound`
-    saying the store routes no calls."""
+    saying the store reaches no other runtime's agents."""
 
     def router(self, owner: LeaseOwner) -> Router:
         """The router of the runtime ``owner`` (not started: the runtime runs it)."""
