@@ -93,6 +93,7 @@ from ._errors import BackendNotFound as BackendNotFound
 from ._errors import BranchInUse as BranchInUse
 from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import ChannelError as ChannelError
+from ._errors import CliNotFound as CliNotFound
 from ._errors import CliVersionMismatch as CliVersionMismatch
 from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
@@ -217,6 +218,7 @@ __all__ = [
     "BranchInUse",
     "BudgetExceeded",
     "ChannelError",
+    "CliNotFound",
     "CliVersionMismatch",
     "Completed",
     "ConfigChangeHook",

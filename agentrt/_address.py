@@ -56,7 +56,12 @@ def resolve(
     if child is not None:
         return child.address()
     if router is None:
-        raise AgentNotFound(name, "in this runtime, whose store routes no calls to others")
+        # Said plainly: on such a store no other runtime's agent can be reached either.
+        raise AgentNotFound(
+            name,
+            "runs here, and this runtime's store reaches no other runtime's agents",
+            known=children,
+        )
     return RemoteAgent(router, name)
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._errors import BackendNotFound, InvalidOptions
+from ._driver._spawn import find_executable
+from ._errors import BackendNotFound, CliNotFound, InvalidOptions
 from .backend import Backend, BackendInfo
 
 if TYPE_CHECKING:
@@ -59,6 +61,27 @@ def backend_info(backend: Backend) -> BackendInfo:
     declared = getattr(backend, "info", None)
     info = declared() if callable(declared) else None
     return info if isinstance(info, BackendInfo) else BackendInfo()
+
+
+def check_binary(backend: Backend, options: Any) -> None:
+    """`CliNotFound` unless the CLI an agent with these (parsed) options would spawn is an
+    executable file, looked for as its turns look: the binary of the backend's
+    ``version_command`` (every turn's, per turn or warm, runs the same binary) on the
+    PATH of the CLI's own environment, a relative path from its cwd. A stat or a PATH
+    lookup, nothing spawned; a backend without ``version_command`` is not checked."""
+    version_command = getattr(backend, "version_command", None)
+    if version_command is None:
+        return
+    command = version_command(options)
+    binary = str(command.argv[0])
+    found = find_executable(binary, command.env)
+    if found is not None:
+        found = os.path.join(command.cwd or "", found)
+        if os.path.isfile(found) and os.access(found, os.X_OK):
+            return
+    install = backend_info(backend).install
+    fix = "point binary= at the CLI's executable file" + (f", or {install}" if install else "")
+    raise CliNotFound(backend.name, binary, fix)
 
 
 # What the runtime calls on a backend object (Backend is a Protocol, not a base class).

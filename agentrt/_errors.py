@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,12 +18,16 @@ class NoRuntime(AgentRTError):
     """A module-level call was made outside ``async with agentrt.open_runtime()``."""
 
 
-def did_you_mean(given: str, known: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``given``, or nothing."""
+def did_you_mean(given: str, known: Iterable[str], *, most: int = 1) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``given``, or nothing;
+    with ``most``, up to that many close ones, closest first (``'x', 'y' or 'z'``)."""
     import difflib  # only when an error is being made: no import cost for every program
 
-    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = [repr(name) for name in difflib.get_close_matches(given, list(known), most, 0.6)]
+    if not close:
+        return ""
+    named = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f"; did you mean {named}?"
 
 
 class InvalidOptions(AgentRTError):
@@ -44,11 +49,13 @@ class InvalidOptions(AgentRTError):
 
 class AgentNotFound(AgentRTError):
     """No agent of that name is running (``where``, if given, says where it was looked for
-    or why it cannot be reached)."""
+    or why it cannot be reached; the message names the closest of ``known``, the names
+    that were looked among, if one is close)."""
 
-    def __init__(self, name: str, where: str | None = None) -> None:
+    def __init__(self, name: str, where: str | None = None, *, known: Iterable[str] = ()) -> None:
         self.name = name
-        super().__init__(f"no agent named {name!r}" + ("" if where is None else f" {where}"))
+        message = f"no agent named {name!r}" + ("" if where is None else f" {where}")
+        super().__init__(message + did_you_mean(name, known))
 
 
 class AgentAlreadyStarted(AgentRTError):
@@ -218,6 +225,20 @@ class BackendNotFound(InvalidOptions):
         why = f"no backend named {name!r}{did_you_mean(name, known)}"
         super().__init__("backend", name, f"{why} (known: {', '.join(known) or 'none'})")
         self.args = (self.why,)  # the why says it all: no "option 'backend'=..." before it
+
+
+class CliNotFound(InvalidOptions):
+    """The CLI an agent would run is not there: ``binary`` (the backend ``backend``'s
+    option of that name, or its default) is no executable file, found as the agent's
+    first turn would look for it (on the PATH of the CLI's own environment); ``fix`` says
+    what to do."""
+
+    def __init__(self, backend: str, binary: str, fix: str) -> None:
+        self.backend = backend
+        self.binary = binary
+        self.fix = fix
+        where = "no executable file" if os.sep in binary else "not found on the agent's PATH"
+        super().__init__("binary", binary, f"the {backend} CLI is {where}\nFix: {fix}")
 
 
 class RoutingError(AgentRTError):

@@ -198,6 +198,9 @@ class ToolResultEvent(Event, frozen=True, kw_only=True, tag="tool_result"):
 
 
 class UsageEvent(Event, frozen=True, kw_only=True, tag="usage"):
+    """Token counts the CLI reported for the turn; the turn's usage (`Response.usage`,
+    `TurnFailed.usage`) is the last such event's."""
+
     usage: Usage
 
 

@@ -163,7 +163,7 @@ class Mailbox:
         request = self.find(ref)
         if request is None:
             return EventStream(None)
-        stream, subscription = EventStream.open()
+        stream, subscription = EventStream._open()
         if request.subscriptions is None:
             request.subscriptions = []
         request.subscriptions.append(subscription)

@@ -286,15 +286,19 @@ def kill_grace_option(value: object) -> float:
     return _seconds("kill_grace", value)
 
 
+# Where the options are explained, for messages that cannot list them all.
+OPTIONS_PAGE = "docs/reference/options.md"
+
 # What start_agent takes besides the agent, its name and its backend: the runtime's options.
 _RUNTIME_KEYS = ("resume", *_CHECKS)
 
 
 def backend_options(backend: Backend, raw: Mapping[str, Any]) -> Any:
     """``backend.parse_options(raw)``. A key the backend does not know (it says so with
-    ``known_options``) is refused naming the closest of every option the agent takes, the
-    runtime's and the backend's, and listing them all: a misspelt runtime option reaches
-    the backend, which knows only its own."""
+    ``known_options``) is refused naming the closest few of every option the agent takes,
+    the runtime's and the backend's (a misspelt runtime option reaches the backend, which
+    knows only its own), and the options page for the rest; ``known_options`` holds them
+    all."""
     try:
         return backend.parse_options(raw)
     except InvalidOptions as exc:
@@ -304,13 +308,11 @@ def backend_options(backend: Backend, raw: Mapping[str, Any]) -> Any:
     if key in _CHECKS:  # returned by an init_agent: the runtime never sees it there
         why = "a runtime option, for start_agent, not for what init_agent returns"
     else:
-        why = "unknown option" + did_you_mean(key, (*_RUNTIME_KEYS, *theirs))
-    listed = f"the runtime's options: {', '.join(_RUNTIME_KEYS)}; the {backend.name!r} backend's"
+        why = "unknown option" + did_you_mean(key, (*_RUNTIME_KEYS, *theirs), most=3)
+    # The list itself (some 65 names) would bury the close ones; the page explains each.
+    where = f"every option of the runtime and of the {backend.name!r} backend: {OPTIONS_PAGE}"
     raise InvalidOptions(
-        key,
-        value,
-        f"{why} ({listed}: {', '.join(theirs)})",
-        known_options=(*_RUNTIME_KEYS, *theirs),
+        key, value, f"{why} ({where})", known_options=(*_RUNTIME_KEYS, *theirs)
     ) from None
 
 

@@ -4,11 +4,12 @@ process limiter."""
 from __future__ import annotations
 
 import contextvars
+import inspect
 import os
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Never
 
 import attrs
 import trio
@@ -29,7 +30,14 @@ from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime, WorkspaceError
+from ._errors import (
+    AgentNotFound,
+    AgentRTError,
+    InvalidOptions,
+    NoRuntime,
+    WorkspaceError,
+    did_you_mean,
+)
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._failover import Host
@@ -203,7 +211,7 @@ class Runtime(metaclass=NoPublicConstructor):
             raise NoRuntime("this runtime is closed")
         chosen = strategy_option(strategy)
         intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-        budgets = self._root.budget(
+        budgets = self._root._budget(
             usd=budget_usd_option("budget_usd", budget_usd),
             tokens=budget_tokens_option("budget_tokens", budget_tokens),
             scope="supervisor",
@@ -503,6 +511,14 @@ class Runtime(metaclass=NoPublicConstructor):
             child.supervisor._discard(child, "runtime closed")
 
 
+def _refuse_unknown(unknown: Mapping[str, object]) -> None:
+    key, value = next(iter(unknown.items()))
+    taken = inspect.signature(open_runtime).parameters.values()
+    known = tuple(p.name for p in taken if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    why = "not an option of open_runtime" + did_you_mean(key, known)
+    raise InvalidOptions(key, value, why, known_options=known)
+
+
 @asynccontextmanager
 async def open_runtime(
     *,
@@ -520,6 +536,7 @@ async def open_runtime(
     host_agents: bool = False,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    **unknown: Never,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
 
@@ -588,9 +605,14 @@ async def open_runtime(
     exception leaves the block as itself (the runtime's own nurseries do not wrap it in an
     `ExceptionGroup`); a group leaves only when several exceptions happened at once.
 
+    A keyword it does not take raises `InvalidOptions` naming it and the closest it takes
+    (``unknown`` only catches it: a type checker refuses it already).
+
     Cancellation: cancelling the block stops every agent; their cleanup is shielded and
     bounded. Opening may wait for the store and for killing stale turns (bounded).
     """
+    if unknown:
+        _refuse_unknown(unknown)
     if max_processes is not None and (
         isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1
     ):

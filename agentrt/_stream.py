@@ -78,7 +78,8 @@ class EventStream:
         self._finished = subscription is None
 
     @classmethod
-    def open(cls) -> tuple[EventStream, Subscription]:
+    def _open(cls) -> tuple[EventStream, Subscription]:
+        # The runtime's: the stream, and the subscription its request sends the events to.
         send, receive = trio.open_memory_channel[Event](BUFFER)
         subscription = Subscription(send)
         stream = cls(subscription)

@@ -33,7 +33,7 @@ from ._actor import Actor, Exit, cancel_grace, restore_state
 from ._address import LocalAgent
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_agent, check_directory, check_name
-from ._backends import resolve_backend
+from ._backends import check_binary, resolve_backend
 from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._specs import forget_spec
@@ -335,10 +335,14 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     @property
     def max_restarts(self) -> int:
+        """How many restarts this supervisor allows in any ``period`` seconds before it
+        gives up (`RestartLimitExceeded`), as opened."""
         return self._intensity.max_restarts
 
     @property
     def period(self) -> float:
+        """The window, in seconds, in which at most ``max_restarts`` restarts are allowed,
+        as opened."""
         return self._intensity.period
 
     def agents(self) -> tuple[str, ...]:
@@ -392,7 +396,9 @@ class Supervisor(metaclass=NoPublicConstructor):
         name nor a backend object, for a ``name`` that is empty, over 255 characters or
         holds a control character (spaces, ``/``, ``..`` and non-ASCII are fine), for a
         ``cwd`` that does not exist or is not a directory, and for a ``kill_grace`` whose
-        kill ladder does not fit in half the runtime's ``lease_ttl``. Also
+        kill ladder does not fit in half the runtime's ``lease_ttl``; `CliNotFound` (an
+        `InvalidOptions` for ``binary``, with its fix) when the CLI the agent would run is
+        no executable file, found on the PATH of the CLI's own environment. Also
         `AgentAlreadyStarted` (also while another live runtime sharing the store owns the
         name: its message names that owner's node and pid), `BackendNotFound` (an
         `InvalidOptions` for ``backend``), `SessionMismatch`, `StoreError`.
@@ -437,12 +443,14 @@ class Supervisor(metaclass=NoPublicConstructor):
             # guard must watch this agent's processes.
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
             _check_live_records(context, name, mode)
+            cwd = working_directory(backend_options)
+            if mode.runs_processes:  # a missing CLI named now, not by the first turn
+                check_binary(spec.backend, backend_options)
             await ownership.acquire(name, runs_processes=mode.runs_processes)
             # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
             # which its budgets count.
             loaded = await store.load(name)
             record = None if resume is False else loaded
-            cwd = working_directory(backend_options)
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
                 raise InvalidOptions("workspace", agent_options.workspace, why)
@@ -530,7 +538,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         budgets.enter(name, record)
         return budgets
 
-    def budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
+    def _budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
         """The budgets of a supervisor opened under this one (its own, if it has a limit,
         then this one's). Raises nothing: ``usd`` and ``tokens`` are checked already."""
         own = Budget(scope, usd, tokens)

@@ -23,7 +23,7 @@ from agentrt import (
     SQLiteStore,
     open_runtime,
 )
-from agentrt.testing import ScriptedBackend
+from agentrt.testing import ScriptedBackend, fake_cli_executable
 
 # Each test runs against the runtime's methods and against agentrt.* on the same runtime.
 API = ["runtime", "module"]
@@ -109,7 +109,10 @@ async def test_a_cwd_that_is_missing_or_a_file_is_refused_at_start(
             await api.start_agent(Agent, name="a", backend=echo_backend(), cwd=str(a_file))
         assert rt.agents() == ()
         assert await rt.store.load("a") is None
-        handle = await api.start_agent(Agent, name="a", backend="claude", cwd=str(tmp_path))
+        claude = fake_cli_executable(str(tmp_path), name="claude")  # installed, never run
+        handle = await api.start_agent(
+            Agent, name="a", backend="claude", cwd=str(tmp_path), binary=claude
+        )
         assert handle.name == "a"
 
 

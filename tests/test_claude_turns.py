@@ -412,10 +412,11 @@ async def test_a_10_mib_line_passes_a_16_mib_cap(tmp_path: Path) -> None:
     assert omission is not None and omission.kind == "raw" and omission.size > 10 * 1024 * 1024
 
 
-async def test_a_missing_binary_is_spawn_failed_naming_the_path(tmp_path: Path) -> None:
-    missing = str(tmp_path / "no" / "claude")
+async def test_a_binary_gone_by_the_turn_is_spawn_failed_naming_the_path(tmp_path: Path) -> None:
+    missing = fake_cli_executable(str(tmp_path), ["answer"], name="claude")
     async with open_runtime() as rt:
         await rt.start_agent(Agent, name="a", backend="claude", binary=missing, **FAST)
+        os.unlink(missing)  # start_agent found it; the turn does not
         error = await failure(rt)
     assert error.reason is StopReason.SPAWN_FAILED
     assert missing in error.message

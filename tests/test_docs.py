@@ -266,6 +266,16 @@ async def test_the_store_kit_block_passes_on_a_toy_store(
     assert ran > 0 and skipped > 0
 
 
+@pytest.fixture
+def installed_clis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every shipped backend's CLI installed, as for the reader (start_agent looks for it;
+    these blocks run no turn)."""
+    for name in ("claude", "codex", "gemini", "qwen"):
+        binary = agentrt.testing.fake_cli_executable(str(tmp_path), name=name)
+        monkeypatch.setenv(f"{name.upper()}_CLI", binary)
+
+
+@pytest.mark.usefixtures("installed_clis")
 async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await run_block('backend="qwen"', {"rt": rt, "Agent": agentrt.Agent})
@@ -273,6 +283,7 @@ async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
     assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
 
 
+@pytest.mark.usefixtures("installed_clis")
 async def test_the_gemini_pages_block_starts_a_gemini_agent(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         namespace = {"rt": rt, "agentrt": agentrt, "home": str(tmp_path), "key": "k"}
@@ -283,6 +294,7 @@ async def test_the_gemini_pages_block_starts_a_gemini_agent(tmp_path: Path) -> N
     assert handle is not None and handle.backend == "gemini"
 
 
+@pytest.mark.usefixtures("installed_clis")
 async def test_the_hooks_pages_watcher_blocks_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     namespace: dict[str, Any] = {"agentrt": agentrt, "log": logging.getLogger("watcher")}
     exec(compile(doc_block("class Watcher"), "hooks.md", "exec"), namespace)
@@ -308,6 +320,7 @@ def test_the_consoles_careful_agent_asks_a_person() -> None:
     assert asked == agentrt.AskOperator(reason="Bash may change the repository")
 
 
+@pytest.mark.usefixtures("installed_clis")
 async def test_the_consoles_own_program_block_serves_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ import agentrt
 from agentrt import InvalidOptions, MemoryStore, open_runtime
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
+from agentrt.testing import fake_cli_executable
 
 SOURCE = "5d1c7a52-2222-4333-8444-0123456789ab"
 
@@ -54,7 +55,8 @@ async def test_fork_from_is_refused_where_it_cannot_work(tmp_path: Path) -> None
             await rt.start_agent(
                 agentrt.Agent, name="x", backend="claude", fork_from="a", resume="s", **options
             )
-        codex = {"binary": str(tmp_path / "codex"), "cwd": str(tmp_path), "keep_alive": 30}
+        codex_cli = fake_cli_executable(str(tmp_path), name="codex")
+        codex = {"binary": codex_cli, "cwd": str(tmp_path), "keep_alive": 30}
         with pytest.raises(InvalidOptions, match="fork_session runs on codex exec only") as live:
             await rt.start_agent(
                 agentrt.Agent, name="x", backend="codex", fork_from=SOURCE, **codex

@@ -4,12 +4,14 @@ constructors for what only the runtime makes, backends on public modules only.""
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pickle
 import pydoc
 import re
 import traceback
 import types
+import typing
 from pathlib import Path
 
 import msgspec
@@ -225,3 +227,50 @@ def test_backends_import_only_public_agentrt_modules() -> None:
                 f"{path.relative_to(ROOT)}: {m}" for m in modules if m.startswith("agentrt._")
             ]
     assert private == []
+
+
+# A class (or exception) the reference pages render, and the members they render with it.
+_AUTODOC = re.compile(r"^\.\. auto(?:class|exception):: (\S+)\n((?:   :[^\n]*\n)*)", re.M)
+
+
+def _referenced() -> list[tuple[type, list[str]]]:
+    found = []
+    for page in sorted((ROOT / "docs" / "reference").glob("*.md")):
+        for dotted, options in _AUTODOC.findall(page.read_text()):
+            module, _, name = dotted.rpartition(".")
+            cls = getattr(importlib.import_module(module), name)
+            members = re.search(r":members:(.*)", options)
+            if members is None:
+                names = []
+            else:
+                names = [n.strip() for n in members.group(1).split(",") if n.strip()]
+                names = names or [n for n in vars(cls) if not n.startswith("_")]
+            found.append((cls, names))
+    return found
+
+
+def _private_classes(annotation: object) -> list[type]:
+    inner = [c for arg in typing.get_args(annotation) for c in _private_classes(arg)]
+    mine = isinstance(annotation, type) and annotation.__module__.startswith("agentrt._")
+    return [annotation, *inner] if mine else inner  # type: ignore[list-item]
+
+
+def test_the_reference_documents_what_it_shows_and_returns_only_public_types() -> None:
+    referenced = _referenced()
+    assert len(referenced) > 50  # the pages were read
+    for cls, names in referenced:
+        assert vars(cls).get("__doc__"), f"{cls.__qualname__}: no docstring of its own"
+        for name in names:
+            member = vars(cls).get(name)
+            if isinstance(member, property):
+                function = member.fget
+            elif isinstance(member, classmethod | staticmethod):
+                function = member.__func__
+            elif inspect.isfunction(member):
+                function = member
+            else:
+                continue  # a field, an enum member: the class's docstring says it
+            where = f"{cls.__qualname__}.{name}"
+            assert inspect.getdoc(getattr(cls, name)) or function.__doc__, f"{where}: no docstring"
+            returned = typing.get_type_hints(function).get("return")
+            assert _private_classes(returned) == [], f"{where} returns a private type"

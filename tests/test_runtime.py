@@ -187,9 +187,26 @@ async def test_unknown_agents_are_reported_by_name(autojump_clock: MockClock) ->
             with pytest.raises(AgentNotFound) as info:
                 await call()
             assert info.value.name == "ghost"
-            assert "routes no calls" in str(info.value)  # nor could another runtime's be
+            # Plain words, and no other runtime's agent could be reached either.
+            assert str(info.value) == (
+                "no agent named 'ghost' runs here, and this runtime's store reaches no other "
+                "runtime's agents"
+            )
         with pytest.raises(AgentNotFound):
             await rt.stop_agent("ghost")
+
+
+async def test_an_unknown_name_suggests_the_closest_agent(autojump_clock: MockClock) -> None:
+    async with open_runtime() as rt:
+        for name in ("alpha", "beta"):
+            await rt.start_agent(Agent, name=name, backend=ScriptedBackend())
+        with pytest.raises(AgentNotFound) as info:
+            await rt.ask("alpah", "hi")
+        assert info.value.name == "alpah"
+        assert str(info.value).endswith("; did you mean 'alpha'?")
+        with pytest.raises(AgentNotFound) as info:
+            await rt.ask("nobody", "hi")
+        assert "did you mean" not in str(info.value)
 
 
 async def test_only_agents_can_be_started() -> None:

@@ -34,7 +34,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt.testing import Exit, Gate, ScriptedBackend, Sleep, reply
+from agentrt.testing import Exit, Gate, ScriptedBackend, Sleep, fake_cli_executable, reply
 
 
 class CrashOnce(Agent):
@@ -409,8 +409,9 @@ async def test_only_a_turn_that_started_records_the_agent_and_its_backend(
 
     store = MemoryStore()
     async with open_runtime(store=store) as rt:
-        missing = str(tmp_path / "no-codex")
+        missing = fake_cli_executable(str(tmp_path), ["answer"], name="codex")
         await rt.start_agent(Counting, name="bob", backend="codex", binary=missing, cwd="/")
+        os.unlink(missing)  # gone by the turn: it cannot spawn
         with pytest.raises(TurnFailed) as failed:
             await rt.ask("bob", "hi")
         assert failed.value.reason is StopReason.SPAWN_FAILED

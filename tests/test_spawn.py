@@ -12,19 +12,23 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from test_isolation import WHY_NOT
+from test_isolation import WHY_NOT, needs_cgroups
 
+import agentrt
+import agentrt.sync
 from agentrt._driver import _spawn
 from agentrt._driver._cgroup import TurnCgroups, own_cgroup
 from agentrt.backend import Command, ExitStatus
 from agentrt.lowlevel import open_cli_process
+from agentrt.testing import fake_cli_executable
 
 CHILD = Path(__file__).parent / "signal_child.py"
 INIT = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake-model"}
@@ -194,3 +198,77 @@ async def test_one_pidfd_watches_the_cli_and_reaps_it(
     async with open_cli_process(Command(argv=("true",), env={"PATH": os.defpath})) as proc:
         assert await proc.wait() == ExitStatus(0)
     assert opened == [proc.pid]
+
+
+# -- the spawner's thread and FIFO: held by the runtimes, ended with the last ----------------
+
+RESULT = {"type": "result", "subtype": "success", "is_error": False, "result": "ok"}
+
+
+def spawner_left() -> tuple[list[str], list[str]]:
+    """The spawner's threads and the descriptors of its FIFOs in this process."""
+    threads = [t.name for t in threading.enumerate() if t.name == "agentrt-spawn"]
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        with suppress(OSError):  # the listing's own descriptor is gone by now
+            if "agentrt-spawn-" in (target := os.readlink(f"/proc/self/fd/{fd}")):
+                fds.append(target)
+    return threads, fds
+
+
+NOTHING: tuple[list[str], list[str]] = ([], [])
+
+
+@pytest.fixture
+def quick_claude(tmp_path: Path) -> str:
+    return fake_cli_executable(str(tmp_path), ["emit", INIT], ["emit", RESULT], name="claude")
+
+
+@needs_cgroups
+async def test_the_spawner_ends_with_the_last_runtime_and_comes_back_with_the_next(
+    quick_claude: str,
+) -> None:
+    async def turn(rt: agentrt.Runtime, name: str) -> None:
+        await rt.start_agent(agentrt.Agent, name=name, backend="claude", binary=quick_claude)
+        assert (await rt.ask(name, "hi")).text == "ok"
+
+    for _ in range(2):  # and again, on the next runtimes
+        async with agentrt.open_runtime(store=agentrt.MemoryStore()) as outer:
+            await turn(outer, "a")
+            async with agentrt.open_runtime(store=agentrt.MemoryStore()) as inner:
+                await turn(inner, "b")
+                threads, fds = spawner_left()
+                assert threads == ["agentrt-spawn"] and len(fds) == 1
+            assert spawner_left() == (threads, fds)  # one runtime still holds it
+            await turn(outer, "c")
+        assert spawner_left() == NOTHING
+
+
+@needs_cgroups
+def test_runtimes_in_threads_opening_as_the_last_one_closes_share_or_end_it(
+    quick_claude: str,
+) -> None:
+    errors: list[BaseException] = []
+
+    def one(meet: threading.Barrier, name: str) -> None:
+        try:
+            with agentrt.sync.open_runtime(store=agentrt.MemoryStore()) as rt:
+                rt.start_agent(agentrt.Agent, name=name, backend="claude", binary=quick_claude)
+                meet.wait(30)
+                assert rt.ask(name, "hi").text == "ok"
+            meet.wait(30)  # the other opens while this one has just closed
+            with agentrt.sync.open_runtime(store=agentrt.MemoryStore()) as rt:
+                rt.start_agent(agentrt.Agent, name=name, backend="claude", binary=quick_claude)
+                assert rt.ask(name, "hi").text == "ok"
+        except BaseException as exc:
+            errors.append(exc)
+
+    for _ in range(5):
+        meet = threading.Barrier(2)
+        threads = [threading.Thread(target=one, args=(meet, name)) for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert spawner_left() == NOTHING

@@ -318,7 +318,7 @@ async def test_ownership_options_need_a_lease_store(option: str, value: object) 
 
 async def test_a_name_the_runtime_does_not_run_on_a_store_without_routing() -> None:
     async with open_runtime(store=ToyStore()) as rt:
-        with pytest.raises(AgentNotFound, match="whose store routes no calls"):
+        with pytest.raises(AgentNotFound, match="store reaches no other runtime's agents"):
             await rt.ask("elsewhere", "hi")
 
 

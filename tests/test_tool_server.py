@@ -5,10 +5,12 @@ and the errors of ``start_agent`` for tools that cannot be served."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -23,7 +25,7 @@ from trio_util import AsyncValue
 
 from agentrt import Agent, InvalidOptions, MemoryStore, Runtime, open_runtime, tool
 from agentrt.backend import AppToolServer
-from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions
+from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions, fake_cli_executable
 
 # Real sockets and a real HTTP server: bounds are generous, nothing waits on them.
 BOUND = 30
@@ -397,15 +399,17 @@ print(sorted(on_loop_thread.items()))
 """
 
 
-def test_the_serving_stack_is_imported_off_the_event_loop() -> None:
+def test_the_serving_stack_is_imported_off_the_event_loop(tmp_path: Path) -> None:
     # A fresh interpreter, where nothing of the stack is imported yet: its first import
     # takes seconds under load, which the loop (lease renewals) must not wait for.
+    claude = fake_cli_executable(str(tmp_path), ["answer"], name="claude")  # never run
     done = subprocess.run(
         [sys.executable, "-c", _IMPORTS_OFF_THE_LOOP],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
+        env={**os.environ, "CLAUDE_CLI": claude},
     )
     assert done.stdout.strip() == str(
         [("hypercorn.trio", False), ("mcp.server.lowlevel", False), ("mcp_types", False)]

@@ -26,12 +26,13 @@ from .._errors import (
     AgentRTError,
     AgentStopped,
     BackendNotFound,
+    CliNotFound,
     InvalidOptions,
     SessionMismatch,
     StoreError,
     TurnFailed,
 )
-from ._agent import DSN_FIX, add_agent_arguments, is_dsn, run_ask, turn_failed
+from ._agent import DSN_FIX, add_agent_arguments, cli_not_found, is_dsn, run_ask, turn_failed
 from ._render import CliError, Output
 
 Command = Callable[[argparse.Namespace, Output], Awaitable[int]]
@@ -310,6 +311,8 @@ def describe(error: BaseException, store: str | None = None) -> CliError | None:
         return error
     if isinstance(error, TurnFailed):
         return turn_failed(None, error)
+    if isinstance(error, CliNotFound):
+        return cli_not_found(error)
     if isinstance(error, BackendNotFound):
         return CliError(str(error), f"pass --backend with one of: {', '.join(error.known)}")
     if isinstance(error, InvalidOptions):

@@ -19,8 +19,7 @@ import trio
 from .._agent import Agent
 from .._arguments import check_directory
 from .._backends import backend_names, resolve_backend
-from .._driver._spawn import find_executable
-from .._errors import InvalidOptions, TurnFailed
+from .._errors import CliNotFound, InvalidOptions, TurnFailed
 from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
 from .._mode import capabilities
 from .._options import split_options
@@ -62,6 +61,11 @@ _FIXES: dict[StopReason, str] = {
     ),
 }
 _DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
+
+
+def cli_not_found(error: CliNotFound) -> CliError:
+    """An agent's CLI that is not installed, with how to install it or point at it."""
+    return CliError(f"cannot start {error.binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
 
 
 def turn_failed(name: str | None, error: TurnFailed) -> CliError:
@@ -159,17 +163,6 @@ def _working_directory(given: str | None) -> str:
         raise CliError(f"the working directory {cwd} {exc.why}", "pass --cwd DIR") from None
 
 
-def _check_cli(backend: str, options: Mapping[str, Any]) -> None:
-    """`CliError` unless the CLI the agent would spawn is there, as its first turn would
-    find it (through the PATH of the CLI's own environment)."""
-    chosen = resolve_backend(backend)
-    command = chosen.version_command(chosen.parse_options(options))
-    binary = str(command.argv[0])
-    found = find_executable(binary, command.env)
-    if found is None or not os.access(found, os.X_OK):
-        raise CliError(f"cannot start {binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
-
-
 def _has_live_cli(backend: str, options: Mapping[str, Any]) -> bool:
     """Whether an agent with these options has a live CLI to keep warm (codex with options
     only ``codex exec`` takes has none, and start_agent would refuse ``keep_alive``)."""
@@ -183,12 +176,12 @@ def _has_live_cli(backend: str, options: Mapping[str, Any]) -> bool:
 
 @asynccontextmanager
 async def open_agent(
-    args: argparse.Namespace, *, keep_alive: float | None = None, check_cli: bool = False
+    args: argparse.Namespace, *, keep_alive: float | None = None
 ) -> AsyncIterator[tuple[Runtime, Started]]:
     """A runtime on the store ``--store`` names with the agent ``args.name`` started in it,
     warm for ``keep_alive`` seconds between turns where its backend has a live CLI for its
-    options, unless ``-o keep_alive=...`` says otherwise; with ``check_cli``, `CliError` at
-    once when its CLI is not installed.
+    options, unless ``-o keep_alive=...`` says otherwise (`CliNotFound` at once when its CLI
+    is not installed: start_agent checks).
 
     The backend and cwd default to the stored session's, so ``agentrt ask NAME`` from any
     directory continues where the conversation was. An unknown backend or a ``--cwd``
@@ -223,8 +216,6 @@ async def open_agent(
         await rt.start_agent(
             Agent, name=args.name, backend=backend, cwd=cwd, resume=resume, **options
         )
-        if check_cli:  # the options are valid: start_agent took them
-            _check_cli(backend, split_options({**options, "cwd": cwd})[1])
         resumed = record if record is not None and record.session_id else None
         yield rt, Started(args.name, backend, cwd, resumed)
 

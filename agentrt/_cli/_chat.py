@@ -211,7 +211,7 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
     """Chat until the user leaves; exit 0."""
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with (
-            open_agent(args, keep_alive=CHAT_KEEP_ALIVE, check_cli=True) as (rt, started),
+            open_agent(args, keep_alive=CHAT_KEEP_ALIVE) as (rt, started),
             trio.open_nursery() as nursery,
         ):
             where = f"{started.backend} in {started.cwd}"

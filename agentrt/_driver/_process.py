@@ -50,7 +50,7 @@ from ._proctree import (
     untrack_leader,
 )
 from ._secretfiles import materialized, write_config_files
-from ._spawn import CannotEnter, Spawned, spawn
+from ._spawn import CannotEnter, Spawned, spawn, spawner_in_use
 
 __all__ = [
     "BadLine",
@@ -762,20 +762,24 @@ class ProcessTracker:
         """Be the subreaper and reap periodically until cancelled; start it with
         ``await nursery.start(tracker.run)``. The subreaper flag is restored on the way out.
 
+        While it runs it holds the process's spawner (its thread and FIFO, for turns moved
+        into their cgroups), which the last tracker of the process to stop ends.
+
         Cancellation: this is how it stops; nothing is left half done.
         """
         acquired = acquire_subreaper()
         try:
-            async with (
-                open_isolation(self._cgroups_wanted) as self._isolation,
-                trio.open_nursery() as nursery,
-            ):
-                await nursery.start(self._orphans.run)
-                task_status.started()
-                while True:
-                    await self._busy.wait()
-                    self.reap()
-                    await trio.sleep(interval)
+            with spawner_in_use():
+                async with (
+                    open_isolation(self._cgroups_wanted) as self._isolation,
+                    trio.open_nursery() as nursery,
+                ):
+                    await nursery.start(self._orphans.run)
+                    task_status.started()
+                    while True:
+                        await self._busy.wait()
+                        self.reap()
+                        await trio.sleep(interval)
         finally:
             self._isolation = Isolation(None, "the tracker has stopped")
             if acquired:

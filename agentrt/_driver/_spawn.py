@@ -222,25 +222,40 @@ class _Request:
 
 
 class _Spawner:
-    """The thread that gated spawns run in, one for the process, never ending: a child whose
-    parent thread exits would get its PR_SET_PDEATHSIG signal, and orphans are adopted by the
-    main thread, never by this one, so every new child of it is the spawn's."""
+    """The thread that gated spawns run in, one for the process while it is in use (see
+    `spawner_in_use`), ended only once it has no child: a child whose parent thread exits
+    would get its PR_SET_PDEATHSIG signal. Orphans are adopted by the main thread, never
+    by this one, so every new child of it is the spawn's."""
 
     def __init__(self) -> None:
-        self._requests: queue.SimpleQueue[_Request] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="agentrt-spawn", daemon=True)
         self._tid = 0
         self._started = threading.Event()
         self._one_at_a_time = threading.Lock()
-        self.fifo = _anonymous_fifo()
+        self._fifo_fd = _anonymous_fifo()
+        self.fifo = f"/proc/{os.getpid()}/fd/{self._fifo_fd}"
         self._thread.start()
         self._started.wait()
+
+    def stop(self) -> bool:
+        """End the thread and close the FIFO, unless a child of the thread still runs (or
+        awaits its reaping); whether it ended. Called with no spawn running."""
+        with self._one_at_a_time:
+            if self.children():
+                return False
+            self._requests.put(None)
+        self._thread.join()
+        os.close(self._fifo_fd)
+        return True
 
     def _run(self) -> None:
         self._tid = threading.get_native_id()
         self._started.set()
         while True:
             request = self._requests.get()
+            if request is None:
+                return
             try:
                 request.pid = request.spawn()
             except Exception as exc:  # the caller's to raise; this thread serves the next
@@ -323,7 +338,7 @@ def _open_gate(fifo: str) -> bool:
     return True
 
 
-def _anonymous_fifo() -> str:
+def _anonymous_fifo() -> int:
     # A FIFO that leaves nothing on disk, not even if we are killed: made in a private
     # directory, held by an O_PATH descriptor (neither a reader nor a writer), removed, and
     # opened again through /proc by the child and by us.
@@ -336,16 +351,55 @@ def _anonymous_fifo() -> str:
         with suppress(FileNotFoundError):
             os.unlink(path)
         os.rmdir(directory)
-    return f"/proc/{os.getpid()}/fd/{fd}"
+    return fd
 
 
-@functools.cache
+@attrs.define(eq=False)
+class _Spawners:
+    """The process's spawner and how many users hold it; its lock guards both, so a last
+    user's stop and a new user's first spawn (from another runtime's thread) never meet."""
+
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+    users: int = 0
+    current: _Spawner | None = None
+
+
+_spawners = _Spawners()
+
+
 def _spawner() -> _Spawner:
-    return _Spawner()
+    with _spawners.lock:
+        if _spawners.current is None:
+            _spawners.current = _Spawner()
+        return _spawners.current
 
 
-# A forked child of the runtime has none of its threads: it makes its own spawner.
-os.register_at_fork(after_in_child=_spawner.cache_clear)
+@contextmanager
+def spawner_in_use() -> Iterator[None]:
+    """Hold the process's spawner for gated spawns (made at the first, not here); the last
+    holder to leave ends its thread and closes its FIFO, so a process whose runtimes have
+    all closed keeps neither. The next holder's first gated spawn makes them again."""
+    with _spawners.lock:
+        _spawners.users += 1
+    try:
+        yield
+    finally:
+        with _spawners.lock:
+            _spawners.users -= 1
+            spawner = _spawners.current
+            if _spawners.users == 0 and spawner is not None and spawner.stop():
+                _spawners.current = None
+
+
+def _forget_spawners() -> None:
+    _spawners.lock = threading.Lock()  # another thread may have held it at the fork
+    _spawners.users = 0
+    _spawners.current = None
+
+
+# A forked child of the runtime has none of its threads (nor its holders): it makes its own
+# spawner.
+os.register_at_fork(after_in_child=_forget_spawners)
 
 
 ################

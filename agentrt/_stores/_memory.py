@@ -394,6 +394,8 @@ class MemoryStore(ClosedOnExit):
             row = self._leases.get(name)
             if row is not None and row.epoch == epoch:
                 row.owner = None
+                if epoch == 1 and name not in self._rows:
+                    del self._leases[name]
 
     async def leases(self) -> Sequence[Lease]:
         await self._enter()

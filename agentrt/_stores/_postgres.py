@@ -177,6 +177,14 @@ FROM unnest(%s::text[], %s::bigint[]) AS mine(name, epoch)
 WHERE leases.name = mine.name AND leases.epoch = mine.epoch
 """
 
+# See `LeaseStore.release_leases`: a name's first lease, given
+# back before any session row was made, goes with its row.
+_DROP_FIRST_LEASES = """
+DELETE FROM leases USING unnest(%s::text[], %s::bigint[]) AS mine(name, epoch)
+WHERE leases.name = mine.name AND leases.epoch = mine.epoch AND leases.epoch = 1
+    AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.name = leases.name)
+"""
+
 
 def _lease(row: Sequence[Any]) -> Lease:
     name, epoch, node, pid, start_time, runtime_id, age, remaining = row
@@ -425,8 +433,11 @@ class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts,
                 for name in wanted
                 if (epoch := self._epochs.pop(name, None)) is not None
             }
-            if mine:  # one statement (one transaction) for all of them
-                conn.execute(_RELEASE_LEASES, (list(mine), list(mine.values())))
+            if mine:  # one transaction for all of them
+                params = (list(mine), list(mine.values()))
+                with conn.transaction():
+                    conn.execute(_DROP_FIRST_LEASES, params)
+                    conn.execute(_RELEASE_LEASES, params)
 
         await self._call(work)
 

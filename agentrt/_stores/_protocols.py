@@ -209,11 +209,17 @@ class LeaseStore(Protocol):
         """Give up the leases of ``names``, in one write: each one whose epoch is still
         this handle's; the handle stops fencing all of them either way. One that raises
         `StoreError` is called again for the same names before the runtime's next
-        renewal, so a handle may keep (and renew) what it could not give up meanwhile."""
+        renewal, so a handle may keep (and renew) what it could not give up meanwhile.
+
+        A name's first lease (epoch 1: no other handle ever held it) given back while the
+        name has no session row is removed with its row, so that a start whose agent
+        never ran a turn leaves the store as it was. Any later epoch stays, released, so
+        that epochs never repeat while a handle may still hold an earlier one."""
         ...
 
     async def leases(self) -> Sequence[Lease]:
-        """Every agent name's lease (held, expired or released), by name."""
+        """Every agent name's lease (held, expired or released, except a removed first
+        lease: see `release_leases`), by name."""
         ...
 
 
@@ -307,7 +313,7 @@ class Router(Protocol):
 class RoutingStore(Protocol):
     """A store whose runtimes reach each other's agents (location transparency). Without
     it a runtime serves its own agents only, and a name it does not run is `AgentNotFound`
-    saying the store routes no calls."""
+    saying the store reaches no other runtime's agents."""
 
     def router(self, owner: LeaseOwner) -> Router:
         """The router of the runtime ``owner`` (not started: the runtime runs it)."""

@@ -35,6 +35,7 @@ from .._errors import (
     BranchInUse,
     BudgetExceeded,
     ChannelError,
+    CliNotFound,
     CliVersionMismatch,
     InvalidOptions,
     LeaseLost,
@@ -395,6 +396,16 @@ class _BackendNotFoundFields(_Fields, frozen=True):
     known_options: tuple[str, ...] | None = None
 
 
+class _CliNotFoundFields(_Fields, frozen=True):
+    key: str
+    value: Any
+    why: str
+    backend: str
+    binary: str
+    fix: str
+    known_options: tuple[str, ...] | None = None
+
+
 class _ProcessFailureFields(_Fields, frozen=True):
     reason: StopReason
     message: str
@@ -446,6 +457,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (SessionMismatch, _MismatchFields),
         (RestartLimitExceeded, _RestartLimitFields),
         (BackendNotFound, _BackendNotFoundFields),
+        (CliNotFound, _CliNotFoundFields),
         (RoutingError, _RoutingFields),
         (ChannelError, _RoutingFields),
         (ProcessFailure, _ProcessFailureFields),

@@ -169,6 +169,14 @@ UPDATE leases SET node = NULL, pid = NULL, start_time = NULL, runtime_id = NULL
 WHERE name = ? AND epoch = ?
 """
 
+# See `LeaseStore.release_leases`: a name's first lease, given
+# back before any session row was made, goes with its row.
+_DROP_FIRST_LEASE = """
+DELETE FROM leases
+WHERE name = ? AND epoch = ? AND epoch = 1
+    AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.name = leases.name)
+"""
+
 _UPSERT_SESSION = """
 INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -513,10 +521,15 @@ class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, S
                 for name in wanted
                 if (epoch := self._epochs.pop(name, None)) is not None
             ]
+
             # One transaction for all of them: a runtime closing with 20k agents made 20k
             # (8 s of its shutdown).
+            def release() -> None:
+                conn.executemany(_DROP_FIRST_LEASE, rows)
+                conn.executemany(_RELEASE_LEASE, rows)
+
             if rows:
-                _lease_transaction(conn, lambda: conn.executemany(_RELEASE_LEASE, rows))
+                _lease_transaction(conn, release)
 
         await self._call(work)
 

@@ -733,6 +733,7 @@ async def _a_released_lease_is_free_at_once_and_listed_without_owner(
     ttl = harness.ttl
     try:
         await one.acquire_lease("x", _A, ttl=ttl)
+        await _checkpoint(one, "x", "s1")
         await one.release_leases(["x"])
         [lease] = await two.leases()
         assert (lease.epoch, lease.owner, lease.held) == (1, None, False)
@@ -740,6 +741,29 @@ async def _a_released_lease_is_free_at_once_and_listed_without_owner(
         await one.release_leases(["x"])  # no longer its lease: nothing happens
         [lease] = await two.leases()
         assert lease.owner == _B
+    finally:
+        await _closing(one, two)
+
+
+@_check(LeaseStore)
+async def _a_first_lease_released_before_any_session_row_leaves_no_row(
+    harness: StoreHarness,
+) -> None:
+    one, two = await _two(harness)
+    ttl = harness.ttl
+    try:
+        await one.acquire_lease("x", _A, ttl=ttl)
+        await one.release_leases(["x"])
+        assert list(await two.leases()) == []  # as before the start
+        assert (await two.acquire_lease("x", _B, ttl=ttl)).epoch == 1
+        # A later epoch stays when released: one that expired is still held by a handle.
+        await harness.advance(ttl)
+        assert (await one.acquire_lease("x", _A, ttl=ttl)).epoch == 2
+        await one.release_leases(["x"])
+        [lease] = await two.leases()
+        assert (lease.epoch, lease.owner) == (2, None)
+        with _raises(LeaseLost):
+            await _checkpoint(two, "x", "s1")  # the woken epoch 1 is fenced still
     finally:
         await _closing(one, two)
 
@@ -754,10 +778,13 @@ async def _many_leases_are_released_in_one_call_and_only_this_handles(
     try:
         for name in names:
             await one.acquire_lease(name, _A, ttl=ttl)
+            if name.endswith("0"):  # a tenth kept, released, by their session rows
+                await _checkpoint(one, name, "s1")
         await two.acquire_lease("theirs", _B, ttl=ttl)
         await one.release_leases(["theirs", *names, "never-leased"])
         leases = {lease.name: lease for lease in await two.leases()}
-        assert [n for n in names if leases[n].owner is not None] == []
+        assert [n for n in names if n in leases] == [n for n in names if n.endswith("0")]
+        assert [n for n in leases if leases[n].owner is None] == names[::10]
         assert "never-leased" not in leases
         assert leases["theirs"].owner == _B and leases["theirs"].held
         assert await one.renew_leases(ttl=ttl) == set()  # it holds nothing now

@@ -4,12 +4,21 @@ owns each agent, from the store, on SQLite and on PostgreSQL (``--store DSN``)."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentrt import Agent, PostgresStore, SessionStore, SQLiteStore, open_runtime
+from agentrt import (
+    Agent,
+    PostgresStore,
+    SessionStore,
+    SQLiteStore,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 
 from ._run import agentrt
@@ -109,3 +118,22 @@ async def test_status_tells_a_warm_cli_idling_between_turns_from_one_in_a_turn(
             assert await rt.interrupt("warm")
         await rt.wait(ref)
         assert (await states())["warm"] == "idle, CLI kept"
+
+
+async def test_a_failed_spawn_leaves_no_agent_for_status_to_list(
+    base_env: dict[str, str], store_argument: str, tmp_path: Path
+) -> None:
+    # The CLI is there when the agent starts (start_agent checks) and gone by its turn.
+    binary = fake_cli_executable(str(tmp_path), ["answer"], name="claude")
+    async with open_runtime(store=opened(store_argument), node="host-a") as rt:
+        await rt.start_agent(Agent, name="never", backend="claude", binary=binary)
+        os.unlink(binary)
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("never", "hi")
+        assert failed.value.reason is StopReason.SPAWN_FAILED
+    async with opened(store_argument) as store:
+        assert await store.list() == () and await store.leases() == ()
+    run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
+    assert run.code == 0 and json.loads(run.stdout) == [], run.stderr
+    run = await agentrt("status", "--store", store_argument, env=base_env)
+    assert run.code == 0 and "No agents in" in run.stdout, run.stdout
