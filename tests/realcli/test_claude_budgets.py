@@ -5,11 +5,23 @@ before any CLI starts."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import attrs
 import pytest
 import trio
 
-from agentrt import Agent, BudgetExceeded, MemoryStore, StopReason, TurnFailed, open_runtime
-from agentrt.testing import AnthropicText
+from agentrt import (
+    Agent,
+    BudgetExceeded,
+    MemoryStore,
+    Response,
+    StopReason,
+    TurnFailed,
+    Usage,
+    open_runtime,
+)
+from agentrt.testing import AnthropicError, AnthropicReply, AnthropicText, AnthropicToolUse
 
 from ._claude import Claude
 
@@ -38,3 +50,102 @@ async def test_a_spent_budget_refuses_the_next_turn(claude: Claude) -> None:
         assert (await rt.status("coder")).state == "halted"
     [request] = claude.api.message_requests  # the refused turn never reached the model
     assert "the first prompt" in request.texts()
+
+
+def echo() -> AnthropicToolUse:
+    return AnthropicToolUse("Bash", {"command": "echo hi", "description": "Say hi"})
+
+
+async def test_a_turn_its_max_budget_usd_ends_reports_its_counts_in_model_usage(
+    claude: Claude,
+) -> None:
+    """The CLI's fact (2.1.332): a result ``error_max_budget_usd`` has ``usage`` all zeros in
+    a new session, and one call's (not the turn's) in a resumed one, while ``modelUsage``
+    holds the session's counts, as ``total_cost_usd`` holds its cost."""
+    claude.api.set_script([AnthropicText("Spent.")])
+    with trio.fail_after(TURN_BOUND):
+        first = await claude.run(["--max-budget-usd", "0.000001"], prompt="spend")
+    claude.record("max_budget", first, description=_doc_line(0), script="text")
+    claude.api.set_script([echo(), echo(), AnthropicText("Not reached.")])
+    assert first.session_id is not None
+    args = ["--max-budget-usd", "0.0002", "--allowedTools", "Bash", "--resume", first.session_id]
+    with trio.fail_after(TURN_BOUND):
+        resumed = await claude.run(args, prompt="spend more")
+    claude.record("max_budget_resumed", resumed, description=_doc_line(1), script="2 x Bash")
+
+    def counts(result: dict[str, Any] | None) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+        assert result is not None and result["subtype"] == "error_max_budget_usd"
+        usage, models = result["usage"], result["modelUsage"].values()
+        return (usage["input_tokens"], usage["output_tokens"]), [
+            (m["inputTokens"], m["outputTokens"]) for m in models
+        ]
+
+    assert counts(first.result) == ((0, 0), [(10, 5)])
+    assert counts(resumed.result) == ((10, 5), [(30, 15)])  # the turn: 2 calls, (20, 10)
+    assert len(claude.api.message_requests) == 3
+
+
+def _doc_line(n: int) -> str:
+    return [
+        "--max-budget-usd below one call: the CLI ends the turn after it (usage all zeros).",
+        "--resume, --max-budget-usd of two calls: ended after the second (usage: one call's).",
+    ][n]
+
+
+@attrs.frozen
+class Case:
+    script: list[AnthropicReply]
+    options: dict[str, Any]
+    reason: StopReason
+    usage: Usage
+
+
+CASES = {
+    "success": Case(
+        [echo(), AnthropicText("Done.")],
+        {},
+        StopReason.COMPLETE,
+        Usage(input_tokens=20, output_tokens=10),
+    ),
+    "error_max_turns": Case(
+        [echo(), AnthropicText("Not reached.")],
+        {"max_turns": 1},
+        StopReason.CLI_ERROR,
+        Usage(input_tokens=10, output_tokens=5),
+    ),
+    "error_max_budget_usd": Case(
+        [echo(), echo(), AnthropicText("Not reached.")],
+        {"max_budget_usd": 0.0002},
+        StopReason.CLI_ERROR,
+        Usage(input_tokens=20, output_tokens=10),
+    ),
+    "api_error": Case([AnthropicError.server()], {}, StopReason.CLI_ERROR, Usage()),
+}
+
+
+@pytest.mark.parametrize("subtype", sorted(CASES))
+async def test_every_result_subtype_counts_the_turns_tokens(claude: Claude, subtype: str) -> None:
+    # A resumed second turn: the case where error_max_budget_usd's usage is one call's.
+    case = CASES[subtype]
+    claude.api.set_script([AnthropicText("First.", input_tokens=7, output_tokens=3)])
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            allowed_tools=["Bash"],
+            **claude.agent_options(**case.options),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "first")
+        claude.api.set_script(case.script)
+        with trio.fail_after(TURN_BOUND):
+            try:
+                outcome: Response | TurnFailed = await rt.ask("coder", "second")
+            except TurnFailed as failed:
+                outcome = failed
+        reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
+        assert reason is case.reason, outcome
+        assert outcome.usage == case.usage
+        status = await rt.status("coder")
+        assert status.spent_tokens == 10 + case.usage.input_tokens + case.usage.output_tokens
