@@ -276,8 +276,9 @@ class Actor:
     def _turn_options(self, options: Any) -> Any:
         """The options of a CLI process starting now: with what is left of the agent's
         budgets as the CLI's own limit, where the backend takes one (a warm CLI keeps the
-        limit it started with, which counts its own spending since); forking the session
-        it resumes while the agent is a fork that has no session of its own yet."""
+        limit it started with: its turns are bounded by `_cost_limit` instead); forking
+        the session it resumes while the agent is a fork that has no session of its own
+        yet."""
         slot, backend = self.slot, self.backend
         left = slot.budgets.left_usd()
         if left is not None and isinstance(backend, RunBudgetBackend):
@@ -380,6 +381,18 @@ class Actor:
         slot.mailbox.settle(request, None)
         slot.halted = True
 
+    def _cost_limit(self) -> float | None:
+        """What the turn starting now may spend by its stream's estimate: what is left of
+        the agent's budgets, unless the CLI's own per-run limit holds it (a process started
+        for this turn, with `_turn_options`). A warm CLI keeps the limit it started with,
+        which others' spending since does not lower."""
+        left = self.slot.budgets.left_usd()
+        mode = self.mode
+        warm = isinstance(mode, Live) and mode.keep_alive is not None
+        if left is None or (isinstance(self.backend, RunBudgetBackend) and not warm):
+            return None
+        return left
+
     async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
@@ -405,6 +418,7 @@ class Actor:
             trace,
             probed_version=probed,
             version_probed=probes,
+            cost_limit=self._cost_limit(),
         )
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

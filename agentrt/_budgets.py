@@ -1,7 +1,8 @@
 """Budgets: a cost limit (USD) and a token limit for an agent, a supervisor or a whole
 runtime, counted from the totals the store keeps per agent name (so across restarts,
 resumes and hosts) plus what each turn since adds. A turn is not started past one; a
-running turn gets what is left as the CLI's own per-run limit where the backend has one."""
+running turn gets what is left as the CLI's own per-run limit where that holds, else as the
+bound of the cost its stream reports (an estimate, `agentrt._turn.Turn.cost_limit`)."""
 
 from __future__ import annotations
 

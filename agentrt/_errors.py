@@ -298,7 +298,7 @@ class UncommittedChanges(AgentRTError):
         )
 
 
-def _usd(amount: float) -> str:
+def usd(amount: float) -> str:
     # Cents from a dollar up; below, the significant digits (a turn may cost $0.00014).
     return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4g}"
 
@@ -316,9 +316,7 @@ class BudgetExceeded(AgentRTError):
         self.spent = spent
         self.budget = budget
         shown = (
-            f"{_usd(spent)} of {_usd(budget)}"
-            if unit == "usd"
-            else f"{spent:g} of {budget:g} tokens"
+            f"{usd(spent)} of {usd(budget)}" if unit == "usd" else f"{spent:g} of {budget:g} tokens"
         )
         super().__init__(
             f"agent {name!r}: the budget of {scope} is spent ({shown}); the agent is halted"

@@ -44,6 +44,10 @@ class StopReason(enum.StrEnum):
     STORE_FAILED = "store_failed"
     # The CLI reported a version the agent's ``cli_versions`` does not accept (or none).
     CLI_VERSION_MISMATCH = "cli_version_mismatch"
+    # The turn's streamed cost (an estimate: `UsageEvent.estimated_cost_usd`) reached what
+    # its budgets had left when it started, where the CLI's own per-run limit does not hold
+    # (a CLI without one, or a warm one that keeps the limit it started with).
+    BUDGET_EXCEEDED = "budget_exceeded"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -198,10 +202,14 @@ class ToolResultEvent(Event, frozen=True, kw_only=True, tag="tool_result"):
 
 
 class UsageEvent(Event, frozen=True, kw_only=True, tag="usage"):
-    """Token counts the CLI reported for the turn; the turn's usage (`Response.usage`,
-    `TurnFailed.usage`) is the last such event's."""
+    """What the turn has used so far. Before its result, the model calls the stream has
+    reported, summed, with ``estimated_cost_usd``: those calls priced by the backend's own
+    table of list prices (an estimate; None where the backend has no price for the model).
+    The one before the terminal event is the CLI's own count of the turn, without an
+    estimate (the terminal event carries the CLI's cost)."""
 
     usage: Usage
+    estimated_cost_usd: float | None = None
 
 
 class SessionLostEvent(Event, frozen=True, kw_only=True, tag="session_lost"):

@@ -591,7 +591,10 @@ async def open_runtime(
     each name plus its turns since; an agent's own (``start_agent(budget_usd=...)``) and a
     supervisor's (`open_supervisor`) count beside them. No turn starts once one is spent: the
     request fails with `BudgetExceeded` and the agent halts, its queue kept. A turn of a
-    backend with a per-run limit (Claude's ``--max-budget-usd``) gets what is left.
+    backend with a per-run limit (Claude's ``--max-budget-usd``) gets what is left; where
+    that does not hold (a warm CLI, a backend without one), a turn whose streamed cost (the
+    backend's estimate) reaches what was left when it started fails with
+    ``budget_exceeded``. A turn killed before its result counts that estimate.
 
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts

@@ -14,6 +14,9 @@ any frame with a new ``session_id``    `SessionEvent` first (checkpoint before g
 dialect calls fatal (Claude: a 401)    (the CLI would retry in vain for ~170 s)
 other ``system`` subtypes              `RawEvent`
 ``stream_event`` text delta            `TextEvent` (main thread only)
+``stream_event`` message_start /       `UsageEvent` with the calls' usage so far (each
+message_delta, ``assistant`` usage     call's figures by message id, subagents' too) and
+that grows a call's figures            its estimated cost (the dialect's ``price``)
 other ``stream_event`` deltas          nothing (thinking, signatures, tool-input JSON, ...)
 ``stream_event`` message_stop with     `TextRetractedEvent` with the text streamed for the
 ``abandoned_blocks``                   abandoned blocks (the CLI retries the reply)
@@ -89,6 +92,10 @@ def _no_result_fields(frame: Mapping[str, Any]) -> StopReason | None:
     return None
 
 
+def _no_price(model: str | None, usage: Usage) -> float | None:
+    return None
+
+
 @attrs.frozen
 class StreamJsonDialect:
     """What one CLI's stream-json says in its own way, for `StreamJsonTranslator`.
@@ -102,7 +109,13 @@ class StreamJsonDialect:
     error)``: whether a ``system/api_retry`` frame is one the CLI would retry in vain (the
     turn then fails at once); ``classify_result(frame)``: the stop reason an error result's
     own fields name (a field the CLI sets for the purpose is sturdier than its wording),
-    tried before ``classify``. ``retryable``: the stop reasons a caller may retry."""
+    tried before ``classify``. ``retryable``: the stop reasons a caller may retry.
+    ``price(model, usage)``: what one model call with ``usage`` costs at the model's list
+    price (an estimate; None: no price known), for the cost of a turn that ends before
+    the CLI reports it. ``running_usage(result)``: for a result whose ``usage`` does not
+    count the turn, the session's running usage it reports elsewhere (Claude's
+    ``modelUsage`` of ``error_max_budget_usd``), else None; the turn's usage is then that
+    minus the translator's usage baseline."""
 
     version_field: str
     permission_mode_field: str
@@ -112,6 +125,8 @@ class StreamJsonDialect:
     lost_session_id: Callable[[str], str | None] = _no_session_marker
     is_fatal_retry: Callable[[int | None, str | None], bool] = _no_fatal_retry
     classify_result: Callable[[Mapping[str, Any]], StopReason | None] = _no_result_fields
+    price: Callable[[str | None, Usage], float | None] = _no_price
+    running_usage: Callable[[Mapping[str, Any]], Usage | None] | None = None
 
 
 class _ExitStatus(Protocol):
@@ -153,6 +168,8 @@ class _BlockDelta(msgspec.Struct, gc=False, tag="content_block_delta"):
 
 class _Message(msgspec.Struct, gc=False):
     model: Any = None
+    id: Any = None
+    usage: Any = None
 
 
 class _MessageStart(msgspec.Struct, gc=False, tag="message_start"):
@@ -168,7 +185,7 @@ class _BlockStop(msgspec.Struct, gc=False, tag="content_block_stop"):
 
 
 class _MessageDelta(msgspec.Struct, gc=False, tag="message_delta"):
-    pass
+    usage: Any = None
 
 
 class _AbandonedBlocks(msgspec.Struct, gc=False):
@@ -221,6 +238,9 @@ class _AssistantMessage(msgspec.Struct, gc=False):
     content: list[
         _TextBlock | _ToolUseBlock | _ServerToolUseBlock | _ThinkingBlock | _RedactedThinkingBlock
     ] = []
+    id: Any = None
+    model: Any = None
+    usage: Any = None
 
 
 class _Assistant(msgspec.Struct, gc=False, tag_field="type", tag="assistant"):
@@ -241,6 +261,7 @@ class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
 
 _decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
 _NO_EVENTS: tuple[Event, ...] = ()
+_NO_USAGE = Usage()
 
 
 class StreamJsonTranslator:
@@ -248,7 +269,8 @@ class StreamJsonTranslator:
     a fresh one per turn. ``cost_baseline``: the session's cost before this turn (a
     result's ``total_cost_usd`` is the session's running total, across ``--resume``);
     ``usage_baseline``: its usage before this turn, for a CLI whose result's usage is the
-    session's running total too (Qwen Code's; None: the result's usage is the turn's)."""
+    session's running total too (Qwen Code's; None: the result's usage is the turn's), or
+    whose dialect reads a running usage beside it (Claude's)."""
 
     def __init__(
         self,
@@ -273,6 +295,13 @@ class StreamJsonTranslator:
         # The latest rate_limit_event said the API refuses requests: a turn that then ends
         # in an error ended for that.
         self._rate_limit_rejected = False
+        # The model calls the stream reported before the result, by message id: each one's
+        # usage, estimated cost and model; their sums (kept as they change: no re-summing);
+        # and the message the latest message_start opened (a delta names none).
+        self._calls: dict[Any, tuple[Usage, float | None, str | None]] = {}
+        self._call_total = _NO_USAGE
+        self._call_cost: float | None = 0.0
+        self._call_id: Any = None
         # The driver tries this first on each line (see agentrt.Translator); what it makes
         # is handled here.
         self.decode = _decode_frame
@@ -399,9 +428,11 @@ class StreamJsonTranslator:
 
     def _stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
         # Most lines of a turn: text deltas are handled here without a further call.
+        event = frame.event
+        if type(event) is _MessageStart or type(event) is _MessageDelta:
+            return self._call_frame(frame)
         if frame.parent_tool_use_id is not None:
             return _NO_EVENTS
-        event = frame.event
         if type(event) is _BlockDelta:
             delta = event.delta
             if type(delta) is _TextDelta and delta.text:
@@ -412,13 +443,44 @@ class StreamJsonTranslator:
                 else:
                     parts.append(text)
                 return [TextEvent(text=text)]
-        elif type(event) is _MessageStart:
-            self._streamed.clear()
-            self._matched.clear()
-            self._model = _str(event.message.model) or self._model
         if frame.abandoned_blocks is not None:
             return self._abandon(frame.abandoned_blocks.from_block_index)
         return _NO_EVENTS
+
+    def _call_frame(self, frame: _StreamEvent) -> Sequence[Event]:
+        # A model call starts (its input usage) or ends (its output usage).
+        event = frame.event
+        if type(event) is _MessageStart:
+            message = event.message
+            self._call_id = message.id
+            model = _str(message.model)
+            if frame.parent_tool_use_id is None:
+                self._streamed.clear()
+                self._matched.clear()
+                self._model = model or self._model
+            return self._call_usage(message.id, model, message.usage)
+        assert type(event) is _MessageDelta
+        return self._call_usage(self._call_id, None, event.usage)
+
+    def _call_usage(self, call: Any, model: str | None, reported: Any) -> Sequence[Event]:
+        """A UsageEvent when what the stream says of one model call adds to its figures (a
+        call's counts only grow: the largest of each is kept)."""
+        usage = _usage(reported)
+        if usage is None:
+            return _NO_EVENTS
+        before, before_cost, known_model = self._calls.get(call, (_NO_USAGE, 0.0, None))
+        model = model or known_model or self._model
+        now = _largest(before, usage)
+        if now == before:
+            return _NO_EVENTS
+        cost = self._dialect.price(model, now)
+        self._calls[call] = (now, cost, model)
+        self._call_total = self._call_total.plus(now).minus(before)
+        if cost is None or self._call_cost is None or before_cost is None:
+            self._call_cost = None  # a call of a model without a price: no estimate
+        else:
+            self._call_cost += cost - before_cost
+        return [UsageEvent(usage=self._call_total, estimated_cost_usd=self._call_cost)]
 
     def _abandon(self, first: int) -> Sequence[Event]:
         # The text streamed for the abandoned blocks is taken back; they no longer wait for
@@ -439,8 +501,11 @@ class StreamJsonTranslator:
     def _assistant(self, frame: _Assistant) -> Sequence[Event]:
         # A subagent's own text is not this agent's answer (it comes back as a tool result).
         parent = frame.parent_tool_use_id
+        message = frame.message
         events: list[Event] = []
-        for block in frame.message.content:
+        if message.usage is not None:  # without partial messages, the only usage of a call
+            events.extend(self._call_usage(message.id, _str(message.model), message.usage))
+        for block in message.content:
             if type(block) is _TextBlock:
                 if parent is None and block.text:
                     events.append(self._message_text(block.text))
@@ -467,7 +532,12 @@ class StreamJsonTranslator:
                 tool_id, name = _str(block.get("id")), _str(block.get("name"))
                 content.append(_ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
         typed = _Assistant(
-            message=_AssistantMessage(content=content),
+            message=_AssistantMessage(
+                content=content,
+                id=message.get("id"),
+                model=message.get("model"),
+                usage=message.get("usage"),
+            ),
             parent_tool_use_id=frame.get("parent_tool_use_id"),
         )
         return self._assistant(typed)
@@ -526,11 +596,22 @@ class StreamJsonTranslator:
         )
         return self._user(typed)
 
+    def _turn_usage(self, frame: Mapping[str, Any]) -> Usage | None:
+        # What a result says the turn used: its usage (less the baseline, for a CLI whose
+        # usage is a running total), or the session's running usage the dialect reads
+        # elsewhere less the baseline.
+        baseline = self._usage_baseline
+        read_running = self._dialect.running_usage
+        if read_running is not None and (running := read_running(frame)) is not None:
+            return running if baseline is None else running.minus(baseline)
+        usage = _usage(frame.get("usage"))
+        if usage is not None and baseline is not None and read_running is None:
+            usage = usage.minus(baseline)
+        return usage
+
     def _result(self, frame: Mapping[str, Any]) -> list[Event]:
         raw = frame
-        usage = _usage(frame.get("usage"))
-        if usage is not None and self._usage_baseline is not None:
-            usage = usage.minus(self._usage_baseline)
+        usage = self._turn_usage(frame)
         events: list[Event] = [] if usage is None else [UsageEvent(usage=usage)]
         session_id = _str(frame.get("session_id")) or self._session_id
         subtype = _str(frame.get("subtype")) or "unknown"
@@ -667,6 +748,17 @@ def _usage(value: Any) -> Usage | None:
         output_tokens=_int(value.get("output_tokens")) or 0,
         cache_creation_input_tokens=_int(value.get("cache_creation_input_tokens")) or 0,
         cache_read_input_tokens=_int(value.get("cache_read_input_tokens")) or 0,
+    )
+
+
+def _largest(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=max(a.input_tokens, b.input_tokens),
+        output_tokens=max(a.output_tokens, b.output_tokens),
+        cache_creation_input_tokens=max(
+            a.cache_creation_input_tokens, b.cache_creation_input_tokens
+        ),
+        cache_read_input_tokens=max(a.cache_read_input_tokens, b.cache_read_input_tokens),
     )
 
 

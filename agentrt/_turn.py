@@ -41,7 +41,7 @@ from ._alarm import Alarm
 from ._asks import Ask, HookCall, ToolApproval
 from ._driver._process import BadLine, CliProcess, ProcessFailure
 from ._driver._process_slots import ProcessSlots
-from ._errors import CliVersionMismatch, StoreError, TurnFailed
+from ._errors import CliVersionMismatch, StoreError, TurnFailed, usd
 from ._events import (
     TEXT_CODEC,
     ErrorEvent,
@@ -220,7 +220,9 @@ _SESSION_LOST_WAYS_OUT = (
 )
 
 # Stops a warm CLI is asked to end in band, so it may live on; any other stop kills it.
-_IN_BAND: frozenset[StopReason] = frozenset((StopReason.INTERRUPTED, StopReason.CANCELLED))
+_IN_BAND: frozenset[StopReason] = frozenset(
+    (StopReason.INTERRUPTED, StopReason.CANCELLED, StopReason.BUDGET_EXCEEDED)
+)
 
 # Stops that fail a turn even after a result: a bug, or a broken capture promise.
 _LOSES_RESULT: frozenset[StopReason] = frozenset(
@@ -245,6 +247,10 @@ class Turn:
     # not report it (Capabilities.version_probe): known, and checked, before the turn runs.
     probed_version: str | None = None
     version_probed: bool = False
+    # USD the turn may spend, by the estimate its stream reports (UsageEvent), before it
+    # is stopped (budget_exceeded): what its budgets had left when it started, where the
+    # CLI's own per-run limit does not hold. None: no such bound.
+    cost_limit: float | None = None
 
     # The host's methods a read calls, bound once.
     _checkpoint: Callable[[str], Awaitable[None]] = attrs.field(init=False)
@@ -290,8 +296,10 @@ class Turn:
     _result_text: bytes = b""
     _result_message: str = ""
     _usage: Usage | None = None
-    # What the latest terminal event said the turn cost, whatever the turn's outcome.
+    # What the latest terminal event said the turn cost, whatever the turn's outcome; and
+    # the stream's estimate, for a turn that ends without one.
     _cost: float | None = None
+    _estimate: float | None = None
     _model: str | None = None
     _init: InitEvent | None = None
     # The CLI's version, once known (its InitEvent, or the probe), and whether it was
@@ -743,6 +751,8 @@ class Turn:
         """Fold a logged event other than text into the turn's state."""
         if type(event) is UsageEvent:
             self._usage = event.usage
+            if event.estimated_cost_usd is not None:
+                self._estimated(event.estimated_cost_usd)
         elif type(event) is SessionEvent:
             self._model = event.model or self._model
         elif type(event) is TextRetractedEvent:
@@ -763,6 +773,17 @@ class Turn:
                 self._version_known(event.cli_version)
         elif type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
             self._parents[event.id] = event.parent_tool_use_id
+
+    def _estimated(self, cost: float) -> None:
+        self._estimate = cost
+        limit = self.cost_limit
+        if limit is not None and cost >= limit:
+            self.stop(
+                StopReason.BUDGET_EXCEEDED,
+                f"the turn's estimated cost ({usd(cost)}) reached what its budgets had left "
+                f"when it started ({usd(limit)})",
+                detail={"estimated_cost_usd": cost, "budget_left_usd": limit},
+            )
 
     def _terminal_delivered(self, terminal: Event) -> None:
         # Not before: cancelling first would cut an async handler's checkpoint, and the
@@ -841,6 +862,11 @@ class Turn:
             )
         detail: dict[str, Any] | None = None
         cost, usage = self._cost, self._usage
+        # Killed before the CLI's bill (a bound, an interrupt, a crash): what the stream
+        # reported, priced by the backend.
+        estimated = cost is None and self._estimate is not None
+        if estimated:
+            cost = self._estimate
         if failure is None:
             assert isinstance(terminal, ErrorEvent)
             if terminal.reason is StopReason.SESSION_LOST:
@@ -862,6 +888,8 @@ class Turn:
                 cost_usd=cost,
                 usage=usage,
             )
+        if estimated:
+            detail = {**(detail or {}), "cost_estimated": True}
         error: TurnFailed
         accepted = self.options.cli_versions
         if failure.reason is StopReason.CLI_VERSION_MISMATCH and accepted is not None:

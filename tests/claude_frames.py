@@ -104,7 +104,26 @@ def summary(event: Event) -> tuple[Any, ...]:
 
 
 def summaries(events: Sequence[Event]) -> list[tuple[Any, ...]]:
-    return [summary(e) for e in events]
+    """The summaries of ``events`` but the usage the stream reports call by call (see
+    `streamed_usage`): the CLI's own count, just before the terminal event, stays."""
+    streamed = {id(e) for e in streamed_usage(events)}
+    return [summary(e) for e in events if id(e) not in streamed]
+
+
+def streamed_usage(events: Sequence[Event]) -> list[UsageEvent]:
+    """The usage events of the model calls the stream reported, not the result's."""
+    return [
+        e
+        for e, after in zip(events, [*events[1:], None], strict=True)
+        if type(e) is UsageEvent and not _is_result(after)
+    ]
+
+
+def _is_result(event: Event | None) -> bool:
+    # A result, terminal or not (after a turn that had failed it is a RawEvent).
+    if isinstance(event, RawEvent):
+        return isinstance(event.data, dict) and event.data.get("type") == "result"
+    return event is not None and event.is_terminal
 
 
 def text_of(events: Iterable[Event]) -> str:

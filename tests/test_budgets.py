@@ -20,11 +20,14 @@ from agentrt import (
     MemoryStore,
     ResultEvent,
     SQLiteStore,
+    StopReason,
     TextEvent,
+    TurnFailed,
     Usage,
+    UsageEvent,
     open_runtime,
 )
-from agentrt.testing import Call, ScriptedBackend
+from agentrt.testing import Call, ScriptedBackend, Sleep
 
 
 def costly(usd: float, tokens: int = 0) -> ScriptedBackend:
@@ -177,3 +180,64 @@ async def test_a_claude_turn_gets_what_is_left_as_its_max_budget_usd(tmp_path: P
         second = cli.argv()
     assert first[first.index("--max-budget-usd") + 1] == "0.25"
     assert float(second[second.index("--max-budget-usd") + 1]) == pytest.approx(0.24)
+
+
+def streams(*estimates: float, then: list[Any]) -> list[Any]:
+    """A turn whose stream reports model calls that, summed, cost each of ``estimates``
+    (what a backend's price table makes of them), then does ``then``."""
+    calls = [
+        UsageEvent(usage=Usage(input_tokens=10 * (i + 1)), estimated_cost_usd=usd)
+        for i, usd in enumerate(estimates)
+    ]
+    return [*calls, *then]
+
+
+async def test_a_turn_killed_before_its_result_counts_what_its_stream_reported(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    backend = ScriptedBackend()
+    backend.push(*streams(0.1, 0.3, then=[Sleep(3600)]))
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(
+            agentrt.Agent, name="coder", backend=backend, budget_usd=0.5, watchdog=60
+        )
+        with pytest.raises(TurnFailed) as killed:
+            await rt.ask("coder", "work")
+        failed = killed.value
+        assert failed.reason is StopReason.TOTAL_TIMEOUT
+        assert failed.cost_usd == 0.3 and failed.detail["cost_estimated"] is True
+        assert failed.usage == Usage(input_tokens=20)
+        status = await rt.status("coder")
+        assert status.spent_usd == 0.3 and status.spent_tokens == 20
+        assert status.budget_left_usd == pytest.approx(0.2)
+        record = await store.load("coder")
+        assert record is not None and record.cost_usd == 0.3
+        assert record.usage == Usage(input_tokens=20)
+
+
+async def test_a_running_turn_ends_once_its_streamed_cost_reaches_the_budget_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The backend has no per-run limit of its own (as Codex, Gemini CLI, Qwen Code): the
+    # turn is bounded by what the runtime's budget had left when it started.
+    store = MemoryStore()
+    backend = ScriptedBackend()
+    done = ResultEvent(text="done", session_id="s1", cost_usd=0.9)
+    backend.push(*streams(0.1, 0.25, 0.4, 0.9, then=[Sleep(10), done]))
+    async with open_runtime(store=store, budget_usd=1.0) as rt:
+        await rt.start_agent(agentrt.Agent, name="spender", backend=costly(0.7))
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        await rt.ask("spender", "work")  # 0.3 left
+        started = trio.current_time()
+        with pytest.raises(TurnFailed) as stopped:
+            await rt.ask("coder", "work")
+        failed = stopped.value
+        assert failed.reason is StopReason.BUDGET_EXCEEDED
+        assert trio.current_time() == started  # at the call that crossed, not at the end
+        assert "estimated cost ($0.4) reached what its budgets had left" in str(failed)
+        assert failed.detail["budget_left_usd"] == pytest.approx(0.3)
+        assert failed.cost_usd == 0.4 and failed.detail["cost_estimated"] is True
+        assert (await rt.status("coder")).spent_usd == 0.4
+        record = await store.load("coder")
+        assert record is not None and record.cost_usd == 0.4

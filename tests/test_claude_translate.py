@@ -15,6 +15,7 @@ from claude_frames import (
     SID,
     frames,
     run,
+    streamed_usage,
     summaries,
     summary,
     text_of,
@@ -865,14 +866,18 @@ def normalized(events: list[Event]) -> list[tuple[Any, ...]]:
     how the CLI chunked its deltas, nor on whether partial messages were on."""
     rows: list[tuple[Any, ...]] = []
     pending = ""
+    # A call's usage is streamed in more steps with partial messages on.
+    streamed = {id(e) for e in streamed_usage(events)}
     for event in events:
+        if id(event) in streamed:
+            continue
         if isinstance(event, TextEvent):
             pending += event.text
             if event.message_boundary:
                 rows.append(("text", pending))
                 pending = ""
         elif not isinstance(event, RawEvent):
-            rows.append(summaries([event])[0])
+            rows.append(summary(event))
     return rows + ([("open text", pending)] if pending else [])
 
 
@@ -1038,6 +1043,66 @@ def test_a_failed_turn_reports_its_own_cost_and_usage() -> None:
         cache_creation_input_tokens=4211,
         cache_read_input_tokens=36120,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "baseline", "expected"),
+    [
+        # A new session: the result's usage is all zeros, modelUsage has the call.
+        ("2.1.332/max_budget.jsonl", None, Usage(input_tokens=10, output_tokens=5)),
+        # Resumed after that turn (10 in, 5 out): usage says one call, modelUsage the
+        # session's three; the turn made two.
+        (
+            "2.1.332/max_budget_resumed.jsonl",
+            Usage(input_tokens=10, output_tokens=5),
+            Usage(input_tokens=20, output_tokens=10),
+        ),
+    ],
+)
+def test_a_turn_the_cli_budget_ended_counts_its_calls(
+    name: str, baseline: Usage | None, expected: Usage
+) -> None:
+    totals = None if baseline is None else SessionTotals(usage=baseline, cost_usd=0.00014)
+    translator = ClaudeBackend().translator(ClaudeBackend().parse_options({}), baseline=totals)
+    events = translate(frames(name), translator)
+    error = events[-1]
+    assert isinstance(error, ErrorEvent) and error.reason is StopReason.CLI_ERROR
+    assert "Reached maximum budget" in error.message
+    assert error.usage == expected
+    assert events[-2] == UsageEvent(usage=expected)
+    assert error.cost_usd == pytest.approx(0.00014 * expected.input_tokens / 10)
+
+
+def test_the_stream_reports_each_calls_usage_and_its_estimated_cost() -> None:
+    # Two calls of claude-sonnet-4-5 ($3 in, $15 out, $3.75 cache writes, $0.30 cache reads
+    # per million tokens): each call's input at its message_start, its output at its
+    # message_delta; summed over the calls so far.
+    events = translate(frames("tool_use_partial.jsonl"))
+    streamed = streamed_usage(events)
+    assert [summary(e) for e in streamed] == [
+        ("usage", 3, 1, 4211, 12040),
+        ("usage", 3, 74, 4211, 12040),
+        ("usage", 6, 75, 8422, 24080),
+        ("usage", 6, 85, 8422, 24080),
+    ]
+    price = (6 * 3 + 85 * 15 + 8422 * 3.75 + 24080 * 0.3) * 1e-6
+    assert streamed[-1].estimated_cost_usd == pytest.approx(price)
+    # Without partial messages each assistant frame carries its call's usage as the call
+    # started (the output not yet counted): the input is known all the same.
+    events = translate(frames("2.1.332/tool_use_bash.jsonl"))
+    assert [summary(e)[1:3] for e in streamed_usage(events)] == [(10, 1), (20, 2)]
+
+
+def test_a_model_without_a_price_streams_usage_without_an_estimate() -> None:
+    start = {
+        "type": "stream_event",
+        "event": {
+            "type": "message_start",
+            "message": {"id": "m1", "model": "someone-elses-model", "usage": {"input_tokens": 3}},
+        },
+    }
+    (event,) = ClaudeTranslator().feed(start)
+    assert event == UsageEvent(usage=Usage(input_tokens=3), estimated_cost_usd=None)
 
 
 # The driver hands feed() typed frames for the lines ClaudeTranslator.decode accepts and

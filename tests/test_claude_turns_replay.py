@@ -54,6 +54,8 @@ class Fails:
     session_id: str
     # Frames printed before the turn is interrupted (the rest come on SIGINT).
     interrupt_after: int | None = None
+    # The tokens the turn used, where the test pins them.
+    usage: Usage | None = None
 
 
 EXPECTED: dict[str, Answer | Fails] = {
@@ -123,6 +125,19 @@ EXPECTED: dict[str, Answer | Fails] = {
     ),
     "error_529": Fails(
         StopReason.OVERLOADED, "API Error: 529 Overloaded", "f5451a43-ba2e-408f-8289-e08a47b681bb"
+    ),
+    "max_budget": Fails(
+        StopReason.CLI_ERROR,
+        "Reached maximum budget ($0.000001)",
+        "8449fba9-15f3-449a-b850-063ea5f6d5b2",
+        usage=Usage(input_tokens=10, output_tokens=5),  # the result's usage: all zeros
+    ),
+    "max_budget_resumed": Fails(
+        StopReason.CLI_ERROR,
+        "Reached maximum budget ($0.0002)",
+        "8449fba9-15f3-449a-b850-063ea5f6d5b2",
+        # Resumed without the store knowing the session: its running total, as the cost.
+        usage=Usage(input_tokens=30, output_tokens=15),
     ),
     "resume_unknown": Fails(
         StopReason.SESSION_LOST,
@@ -213,5 +228,7 @@ async def test_a_recorded_stream_through_ask(tmp_path: Path, name: str) -> None:
         assert error.reason is expected.reason
         assert expected.message in error.message
         assert error.session_id == expected.session_id
+        if expected.usage is not None:
+            assert error.usage == expected.usage
         if expected.interrupt_after is not None:
             assert error.exit_status == ExitStatus(0)

@@ -79,6 +79,20 @@ def test_a_text_turn() -> None:
     assert result.num_turns == 1 and result.cost_usd is None  # Qwen Code prints no cost
 
 
+def test_each_calls_usage_is_streamed_without_an_estimate() -> None:
+    # Qwen Code reports a call's usage on its assistant frames; the backend has no price
+    # table, so the stream's usage carries no estimated cost.
+    events = translate("tool")
+    result = events[-1]
+    streamed = [e for e in events[:-2] if isinstance(e, UsageEvent)]
+    assert [e.usage for e in streamed] == [
+        Usage(input_tokens=10, output_tokens=5),
+        Usage(input_tokens=20, output_tokens=10),
+    ]
+    assert all(e.estimated_cost_usd is None for e in streamed)
+    assert isinstance(result, ResultEvent) and result.usage == streamed[-1].usage
+
+
 def test_a_tool_turn() -> None:
     events = translate("tool")
     [use] = [e for e in events if isinstance(e, ToolUseEvent)]

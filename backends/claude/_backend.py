@@ -23,7 +23,7 @@ from ._home import cli_home, login_files, transcript_path, transcript_pattern, w
 from ._info import info
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
-from ._translate import ClaudeTranslator
+from ._translate import ClaudeTranslator, claude_translator
 
 # The Claude Code release whose flags and stream-json this backend was written and checked
 # against (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier
@@ -54,10 +54,9 @@ class ClaudeBackend:
     def translator(
         self, options: ClaudeOptions, *, baseline: SessionTotals | None = None
     ) -> ClaudeTranslator:
-        """A fresh translator for one turn. A result's usage is already its own turn's, but
-        its ``total_cost_usd`` is the session's running total: the turn reports it minus
-        ``baseline.cost_usd``."""
-        return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
+        """A fresh translator for one turn. A result's ``total_cost_usd`` and ``modelUsage``
+        are the session's running totals: the turn reports them minus ``baseline``'s."""
+        return claude_translator(baseline)
 
     def capabilities(self, options: ClaudeOptions) -> Capabilities:
         """Live with any options: ``--input-format stream-json``, with the control

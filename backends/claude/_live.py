@@ -26,7 +26,7 @@ from agentrt.backend import (
 from ._command import build_live_command
 from ._hooks import HOOK_EVENTS, hook_events, hook_output, make_hook
 from ._options import ClaudeOptions
-from ._translate import CLAUDE_DIALECT, ClaudeTranslator
+from ._translate import CLAUDE_DIALECT, ClaudeTranslator, claude_translator
 
 
 class ClaudeLive(StreamJsonLive):
@@ -61,8 +61,8 @@ class ClaudeLive(StreamJsonLive):
         return super().cli_request(request_id, subtype, request)
 
     def translator(self, *, baseline: SessionTotals | None = None) -> ClaudeTranslator:
-        # The result's total_cost_usd is the session's running total, as in one-shot turns.
-        return ClaudeTranslator(cost_baseline=0.0 if baseline is None else baseline.cost_usd)
+        # The result's running totals are the session's, as in one-shot turns.
+        return claude_translator(baseline)
 
 
 def _text(value: Any) -> str | None:
