@@ -421,6 +421,54 @@ async def test_a_withdrawal_whose_connection_broke_is_made_again_and_stops_the_t
         assert "could not be withdrawn" not in caplog.text
 
 
+async def test_an_answer_read_is_returned_though_its_delete_broke(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The caller's connection breaks as it deletes the row of an answer it reads (its
+    # backend terminated while the delete waits for a key-share lock the test holds, which
+    # lets the owner write the answer). The caller returns the answer all the same.
+    gate = Gate()
+    owned = ScriptedBackend([gate, *reply("answered", session_id="sid-x")])
+    async with (
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-a") as a,
+        agentrt.open_runtime(
+            store=PostgresStore(postgres_dsn, statement_timeout=600), node="node-c"
+        ) as c,
+        trio.open_nursery() as nursery,
+    ):
+        await a.start_agent(agentrt.Agent, name="x", backend=owned)
+        answers: list[agentrt.Response] = []
+
+        async def ask() -> None:
+            answers.append(await c.ask("x", "hello"))
+
+        nursery.start_soon(ask)
+        with trio.fail_after(60):
+            await gate.wait_reached()
+        with (
+            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
+            psycopg.connect(postgres_dsn) as locker,
+        ):
+            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR KEY SHARE")
+            gate.release()
+
+            def delete_waiting() -> list[tuple[int]]:
+                return monitor.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'DELETE FROM routed WHERE id%'"
+                ).fetchall()
+
+            [(pid,)] = await wait_until(delete_waiting, bound=60)
+            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            locker.rollback()
+        with trio.fail_after(60):
+            while not answers:  # noqa: ASYNC110 (the ask's own task)
+                await trio.sleep(0.05)
+        [answer] = answers
+        assert (answer.text, answer.session_id) == ("answered", "sid-x")
+        assert "answer read could not be deleted" in caplog.text
+
+
 def terminate_waiting(monitor: psycopg.Connection[Any], query: str) -> list[tuple[bool]]:
     """Terminate the test database's backends whose commit waits for a standby, running a
     statement like ``query``."""

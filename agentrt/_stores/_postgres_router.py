@@ -98,7 +98,8 @@ _PRUNE = f"""
 DELETE FROM routed
 WHERE target = %s AND answered_at < clock_timestamp() - make_interval(secs => {PRUNE_AFTER})
 """
-_COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING answer"
+# Read, then deleted: an answer read is not lost to a connection that breaks under its delete.
+_COLLECT = "SELECT answer FROM routed WHERE id = %s AND answer IS NOT NULL"
 _DROP = "DELETE FROM routed WHERE id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 
@@ -206,6 +207,7 @@ class PostgresRouter:
                 await arrived.wait()
             answer = await self._db._call(lambda conn: _collect(conn, ident))
             if answer is not None:
+                await self._forget(ident, name)
                 try:
                     return decode_answer(call, answer)
                 except RowRefused as exc:
@@ -219,6 +221,13 @@ class PostgresRouter:
                     f"its owner (node {who.node!r}, pid {who.pid}) ended or gave it up "
                     f"before answering the routed {call}",
                 )
+
+    async def _forget(self, ident: str, name: str) -> None:
+        """Delete a row whose answer was read; left behind, its owner prunes it."""
+        try:
+            await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
+        except StoreError as exc:
+            logger.warning("agent %r: a routed answer read could not be deleted: %s", name, exc)
 
     async def _still_owner(self, name: str, owner: _Owner) -> bool:
         current = await self._db._call(lambda conn: _owner_of(conn, name))
