@@ -21,6 +21,7 @@ from _helpers import echo_backend
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from proc_helpers import Program, store_programs, wait_until
+from psycopg import sql
 
 import agentrt
 from agentrt import (
@@ -328,6 +329,201 @@ async def test_an_answer_whose_connection_broke_under_its_write_is_sent_again(
         assert (answer.text, answer.session_id) == ("answered", "sid-x")
         assert "could not be written" in caplog.text and "was lost" not in caplog.text
         assert a.agents() == ("x",)
+
+
+async def test_a_claim_whose_rows_never_came_back_is_taken_again_and_run_once(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 35's second hanging ask: the owner's claim of a routed row commits, but its
+    # connection breaks before the row comes back to it (its backend terminated while the
+    # commit waits for a standby). The owner lives and keeps the lease; the row, marked
+    # taken, is put back by its next sweep, and the call runs once.
+    owned = ScriptedBackend(reply("answered", session_id="sid-x"))
+    async with commits_wait_for_a_standby(postgres_dsn) as monitor:
+        async with (
+            agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-a") as a,
+            agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as c,
+            trio.open_nursery() as nursery,
+        ):
+            await a.start_agent(agentrt.Agent, name="x", backend=owned)
+            # The first claim of a row (and only it) waits for the standby.
+            monitor.execute(
+                "CREATE TABLE armed (); INSERT INTO armed DEFAULT VALUES;"
+                " CREATE FUNCTION public.wait_for_standby() RETURNS trigger AS $$ BEGIN"
+                " DELETE FROM public.armed; IF FOUND THEN"
+                " PERFORM set_config('synchronous_commit', 'on', true); END IF;"
+                " RETURN NEW; END $$ LANGUAGE plpgsql;"
+                " CREATE TRIGGER wait_for_standby BEFORE UPDATE ON agentrt.routed FOR EACH ROW"
+                " WHEN (NEW.taken AND NOT OLD.taken) EXECUTE FUNCTION public.wait_for_standby()"
+            )
+            answers: list[agentrt.Response] = []
+
+            async def ask() -> None:
+                answers.append(await c.ask("x", "hello"))
+
+            nursery.start_soon(ask)
+            await wait_until(lambda: terminate_waiting(monitor, "%SET taken = true%"), bound=60)
+            with trio.fail_after(SWEEP_EVERY + 30):  # generous: a loaded machine
+                while not answers:  # noqa: ASYNC110 (the ask's own task)
+                    await trio.sleep(0.05)
+        [answer] = answers
+        assert (answer.text, answer.session_id) == ("answered", "sid-x")
+        assert owned.prompts == ["hello"]
+        assert "could not be taken" in caplog.text and "queued again" in caplog.text
+        assert monitor.execute("SELECT count(*) FROM armed").fetchone() == (0,)
+
+
+async def test_a_withdrawal_whose_connection_broke_is_made_again_and_stops_the_turn(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The caller's connection breaks as it withdraws a cancelled routed ask that its owner
+    # is running (its backend terminated while the withdrawal waits for a row lock the test
+    # holds). The withdrawal is made again, and the owner's turn stops.
+    gate = Gate()
+    owned = ScriptedBackend([gate, *reply("never", session_id="sid-x")])
+    async with (
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-a") as a,
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as c,
+        trio.open_nursery() as nursery,
+    ):
+        await a.start_agent(agentrt.Agent, name="x", backend=owned)
+        scope = trio.CancelScope()
+        withdrawn = trio.Event()
+
+        async def ask() -> None:
+            with scope:
+                await c.ask("x", "hello")
+            withdrawn.set()
+
+        nursery.start_soon(ask)
+        with trio.fail_after(60):
+            await gate.wait_reached()
+        with (
+            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
+            psycopg.connect(postgres_dsn) as locker,
+        ):
+            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR UPDATE")
+            scope.cancel()
+
+            def withdrawal_waiting() -> list[tuple[int]]:
+                return monitor.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'DELETE FROM routed WHERE id%'"
+                ).fetchall()
+
+            [(pid,)] = await wait_until(withdrawal_waiting, bound=60)
+            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            locker.rollback()
+        with trio.fail_after(60):
+            await withdrawn.wait()
+            while (await a.status("x")).state != "idle":  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        assert "could not be withdrawn" not in caplog.text
+
+
+async def test_an_answer_read_is_returned_though_its_delete_broke(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The caller's connection breaks as it deletes the row of an answer it reads (its
+    # backend terminated while the delete waits for a key-share lock the test holds, which
+    # lets the owner write the answer). The caller returns the answer all the same.
+    gate = Gate()
+    owned = ScriptedBackend([gate, *reply("answered", session_id="sid-x")])
+    async with (
+        agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-a") as a,
+        agentrt.open_runtime(
+            store=PostgresStore(postgres_dsn, statement_timeout=600), node="node-c"
+        ) as c,
+        trio.open_nursery() as nursery,
+    ):
+        await a.start_agent(agentrt.Agent, name="x", backend=owned)
+        answers: list[agentrt.Response] = []
+
+        async def ask() -> None:
+            answers.append(await c.ask("x", "hello"))
+
+        nursery.start_soon(ask)
+        with trio.fail_after(60):
+            await gate.wait_reached()
+        with (
+            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
+            psycopg.connect(postgres_dsn) as locker,
+        ):
+            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR KEY SHARE")
+            gate.release()
+
+            def delete_waiting() -> list[tuple[int]]:
+                return monitor.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'DELETE FROM routed WHERE id%'"
+                ).fetchall()
+
+            [(pid,)] = await wait_until(delete_waiting, bound=60)
+            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            locker.rollback()
+        with trio.fail_after(60):
+            while not answers:  # noqa: ASYNC110 (the ask's own task)
+                await trio.sleep(0.05)
+        [answer] = answers
+        assert (answer.text, answer.session_id) == ("answered", "sid-x")
+        assert "answer read could not be deleted" in caplog.text
+
+
+def terminate_waiting(monitor: psycopg.Connection[Any], query: str) -> list[tuple[bool]]:
+    """Terminate the test database's backends whose commit waits for a standby, running a
+    statement like ``query``."""
+    return monitor.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        " AND datname = current_database() AND query LIKE %s",
+        (query,),
+    ).fetchall()
+
+
+@contextlib.asynccontextmanager
+async def commits_wait_for_a_standby(dsn: str) -> AsyncIterator[psycopg.Connection[Any]]:
+    """A commit made with ``synchronous_commit = on`` waits (wait event ``SyncRep``) for a
+    standby that never comes, until its backend is terminated: then it stays committed but
+    its client hears nothing more. Other sessions of the test's database commit locally.
+    Yields a monitor; entered once a probe's commit was seen waiting (the server takes the
+    setting up in a process of its own, a moment after the reload)."""
+
+    def commit() -> bool:
+        """True if a commit waited for the standby (and was terminated)."""
+        options = "-c synchronous_commit=on"
+        with psycopg.connect(dsn, autocommit=True, options=options) as conn:
+            try:
+                conn.execute("INSERT INTO probe DEFAULT VALUES")  # written: a commit to wait
+            except psycopg.OperationalError:
+                return True
+            return False
+
+    async def commit_waits(monitor: psycopg.Connection[Any]) -> bool:
+        waited: list[bool] = []
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                waited.append(await trio.to_thread.run_sync(commit))
+
+            nursery.start_soon(run)
+            await wait_until(lambda: waited or terminate_waiting(monitor, "INSERT INTO probe%"))
+        return waited[0]
+
+    with psycopg.connect(dsn, autocommit=True) as monitor:
+        monitor.execute("SET synchronous_commit = local")
+        monitor.execute("CREATE TABLE probe ()")
+        database = sql.Identifier(monitor.info.dbname)
+        locally = sql.SQL("ALTER DATABASE {} SET synchronous_commit = local")
+        monitor.execute(locally.format(database))
+        monitor.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        monitor.execute("SELECT pg_reload_conf()")
+        try:
+            with trio.fail_after(60):
+                while not await commit_waits(monitor):
+                    pass
+            yield monitor
+        finally:
+            monitor.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            monitor.execute("SELECT pg_reload_conf()")
 
 
 async def test_calls_to_a_local_agent_never_touch_the_routing_connection(

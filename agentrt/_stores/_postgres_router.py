@@ -14,7 +14,10 @@ seconds, that the owner still holds the name's lease with the same epoch (on the
 node, that its process lives too) and otherwise raises `AgentStopped` naming it. A lost
 notification (a listener that reconnected) costs at most that long as well. Nor on a live
 owner whose connection broke under an answer: it writes the answer again every
-`CHECK_EVERY`, on a new connection, until it is written.
+`CHECK_EVERY`, on a new connection, until it is written. Nor on a claim whose rows were
+marked taken but never came back (its connection broke after the commit): every
+`SWEEP_EVERY` the owner puts back its own taken, unanswered rows that none of its tasks
+holds, and takes them again; a row it holds is never put back, so no call runs twice.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ logger = logging.getLogger("agentrt")
 # How often a waiting caller looks at the owner's lease (and for an answer whose
 # notification it missed); an owner that died is found within its lease_ttl plus this.
 CHECK_EVERY = 1.0
-# How often an owner looks for calls whose notification it missed.
+# How often an owner looks for calls whose notification it missed, or whose claim it lost.
 SWEEP_EVERY = 5.0
 # An answer not read for this long (seconds) has lost its caller.
 PRUNE_AFTER = 600
@@ -83,13 +86,20 @@ WHERE id IN (
 RETURNING seq, id, caller, name, call, arguments
 """
 
+# Rows this runtime marked taken but holds no more (a claim that committed but never came
+# back): put back in the queue. An answered row is its caller's to read.
+_UNCLAIM = """
+UPDATE routed SET taken = false
+WHERE target = %s AND taken AND answer IS NULL AND NOT (id = ANY(%s))
+"""
 _ANSWER = "UPDATE routed SET answer = %s, answered_at = clock_timestamp() WHERE id = %s"
 # Answers whose caller died before it read them (a caller reads within CHECK_EVERY).
 _PRUNE = f"""
 DELETE FROM routed
 WHERE target = %s AND answered_at < clock_timestamp() - make_interval(secs => {PRUNE_AFTER})
 """
-_COLLECT = "DELETE FROM routed WHERE id = %s AND answer IS NOT NULL RETURNING answer"
+# Read, then deleted: an answer read is not lost to a connection that breaks under its delete.
+_COLLECT = "SELECT answer FROM routed WHERE id = %s AND answer IS NOT NULL"
 _DROP = "DELETE FROM routed WHERE id = %s"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 
@@ -129,6 +139,9 @@ class PostgresRouter:
     _answers: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
     # Calls this runtime is serving, by id: a caller's cancel cancels its scope.
     _serving: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
+    # Rows this runtime claimed and has not finished with (answered, dropped, or withdrawn
+    # by their caller): the sweep never puts one back, so none runs twice.
+    _held: set[str] = attrs.field(factory=set, init=False)
     _work: trio.Event = attrs.field(factory=trio.Event, init=False)
     _db: Database = attrs.field(init=False)
 
@@ -162,8 +175,7 @@ class PostgresRouter:
             owner = await self._db._call(lambda conn: self._send(conn, ident, name, call, row))
             return await self._await_answer(ident, arrived, name, call, owner)
         except BaseException:
-            with trio.move_on_after(_CANCEL_GRACE, shield=True):
-                await self._withdraw(ident, name)
+            await self._withdraw(ident, name)
             raise
         finally:
             del self._answers[ident]
@@ -195,6 +207,7 @@ class PostgresRouter:
                 await arrived.wait()
             answer = await self._db._call(lambda conn: _collect(conn, ident))
             if answer is not None:
+                await self._forget(ident, name)
                 try:
                     return decode_answer(call, answer)
                 except RowRefused as exc:
@@ -209,6 +222,13 @@ class PostgresRouter:
                     f"before answering the routed {call}",
                 )
 
+    async def _forget(self, ident: str, name: str) -> None:
+        """Delete a row whose answer was read; left behind, its owner prunes it."""
+        try:
+            await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
+        except StoreError as exc:
+            logger.warning("agent %r: a routed answer read could not be deleted: %s", name, exc)
+
     async def _still_owner(self, name: str, owner: _Owner) -> bool:
         current = await self._db._call(lambda conn: _owner_of(conn, name))
         if current != owner:
@@ -219,11 +239,20 @@ class PostgresRouter:
         )
 
     async def _withdraw(self, ident: str, name: str) -> None:
-        """The caller has gone: drop its call, and have the owner stop serving it."""
-        try:
-            await self._db._call(lambda conn: self._cancel(conn, ident, name))
-        except (AgentRTError, StoreError) as exc:
-            logger.warning("agent %r: a routed call could not be withdrawn: %s", name, exc)
+        """The caller has gone: drop its call, and have the owner stop serving it (shielded,
+        for up to `_CANCEL_GRACE`). Withdrawn twice is withdrawn once (the second finds no
+        row), so a withdrawal that failed is made again every `CHECK_EVERY`, on a new
+        connection if the last one broke: given up, the call would run on for nobody."""
+        why = f"not done within {_CANCEL_GRACE:g} s"
+        with trio.move_on_after(_CANCEL_GRACE, shield=True):
+            while True:
+                try:
+                    await self._db._call(lambda conn: self._cancel(conn, ident, name))
+                    return
+                except (AgentRTError, StoreError) as exc:
+                    why = str(exc)
+                await trio.sleep(CHECK_EVERY)
+        logger.warning("agent %r: a routed call could not be withdrawn: %s", name, why)
 
     def _cancel(self, conn: psycopg.Connection[Any], ident: str, name: str) -> None:
         with conn.transaction():
@@ -238,25 +267,31 @@ class PostgresRouter:
     # --- the owner's side ---
 
     async def _serve_forever(self, serve: Serve, nursery: trio.Nursery) -> None:
+        # Timed, not only when quiet: a busy owner puts back the rows of a lost claim too.
+        sweep_at = trio.current_time() + SWEEP_EVERY
         while True:
             # A new event before the claim: a notification during it makes another claim.
             wake = self._work = trio.Event()
             try:
                 rows = await self._db._call(lambda conn: _claim(conn, self.me.runtime_id))
             except StoreError as exc:
+                # It may have committed: its rows are put back by the next sweep.
                 logger.warning("routed calls could not be taken: %s", exc)
                 rows = []
             # In the order they were sent: tells from one caller queue in that order.
             for _seq, ident, caller, name, call, arguments in sorted(rows):
+                # Held even if taking it fails (a bug): such a row is not run again.
+                self._held.add(ident)
                 try:
                     self._take(serve, nursery, ident, caller, name, call, arguments)
                 except Exception as exc:  # a bug: no row may end the serving of the others
                     logger.error("a routed call could not be taken", exc_info=exc)
             if len(rows) < _CLAIM_BATCH:
-                with trio.move_on_after(SWEEP_EVERY) as quiet:
+                with trio.move_on_at(sweep_at):
                     await wake.wait()
-                if quiet.cancelled_caught:
-                    await self._prune()
+            if trio.current_time() >= sweep_at:
+                await self._sweep()
+                sweep_at = trio.current_time() + SWEEP_EVERY
 
     def _take(
         self,
@@ -323,19 +358,22 @@ class PostgresRouter:
                 except Exception as exc:
                     answer = encode_error(_failure(name, call, exc))
             del self._serving[ident]
-        if answer is None:  # cancelled by its caller, who wants no answer
+        if answer is None:  # cancelled by its caller, who wants no answer (and the row gone)
+            self._held.discard(ident)
             return
-        await self._send_answer(ident, caller, name, call, answer)
+        # An answer given up on keeps its row held: put back, its call would run again.
+        if await self._send_answer(ident, caller, name, call, answer):
+            self._held.discard(ident)
 
     async def _send_answer(
         self, ident: str, caller: str, name: str, call: str, answer: bytes
-    ) -> None:
-        """Write an answer into its row and notify its caller; while that fails, again
-        every `CHECK_EVERY`, on a new connection if the last one broke. The caller waits for
-        as long as this runtime holds the name's lease, so an answer given up on would
-        leave it waiting. Written twice is written once (the same answer into the same row;
-        a row its caller has read or withdrawn meanwhile is gone). Given up after
-        `PRUNE_AFTER`, when the answer would count as unread anyway."""
+    ) -> bool:
+        """Write an answer into its row and notify its caller (True once written); while
+        that fails, again every `CHECK_EVERY`, on a new connection if the last one broke.
+        The caller waits for as long as this runtime holds the name's lease, so an answer
+        given up on would leave it waiting. Written twice is written once (the same
+        answer into the same row; a row its caller has read or withdrawn meanwhile is
+        gone). Given up after `PRUNE_AFTER`, when the answer would count as unread anyway."""
         give_up = trio.current_time() + PRUNE_AFTER
         failed = False
         while True:
@@ -349,7 +387,7 @@ class PostgresRouter:
                         shown(call),
                         exc,
                     )
-                    return
+                    return False
                 if not failed:
                     logger.warning(
                         "agent %r: the answer to a routed %s could not be written (%s); "
@@ -366,7 +404,7 @@ class PostgresRouter:
                 logger.info(
                     "agent %r: the answer to a routed %s was sent again", shown(name), shown(call)
                 )
-            return
+            return True
 
     async def _drop(self, ident: str) -> None:
         """Delete a cancel row once read: it has no answer, and nobody reads it."""
@@ -374,8 +412,25 @@ class PostgresRouter:
             await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
         except StoreError as exc:
             logger.warning("routed calls: a cancel could not be deleted: %s", exc)
+        finally:
+            # Not deleted, it is put back and read again: it cancels the same call again.
+            self._held.discard(ident)
 
-    async def _prune(self) -> None:
+    async def _sweep(self) -> None:
+        """Put back the rows of a claim that was lost (the next claim takes them), and
+        prune the answers nobody read."""
+        # Read here, in the task that adds to it: a row claimed after is not taken yet.
+        held = list(self._held)
+        try:
+            put_back = await self._db._call(lambda conn: _unclaim(conn, self.me.runtime_id, held))
+        except StoreError as exc:
+            logger.warning("routed calls: rows of a lost claim could not be put back: %s", exc)
+        else:
+            if put_back:
+                logger.warning(
+                    "routed calls: %d marked taken by a claim that never came back, queued again",
+                    put_back,
+                )
         try:
             await self._db._call(lambda conn: conn.execute(_PRUNE, (self.me.runtime_id,)))
         except StoreError as exc:
@@ -454,6 +509,10 @@ def _collect(conn: psycopg.Connection[Any], ident: str) -> bytes | None:
 
 def _claim(conn: psycopg.Connection[Any], target: str) -> list[tuple[Any, ...]]:
     return [(*row[:5], bytes(row[5])) for row in conn.execute(_CLAIM, (target,))]
+
+
+def _unclaim(conn: psycopg.Connection[Any], target: str, held: list[str]) -> int:
+    return conn.execute(_UNCLAIM, (target, held)).rowcount
 
 
 def _answer(conn: psycopg.Connection[Any], ident: str, caller: str, answer: bytes) -> None:
