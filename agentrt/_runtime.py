@@ -652,7 +652,9 @@ async def open_runtime(
                         await nursery.start(root._run)
                         router = None
                         if capabilities.routing is not None:
-                            router = capabilities.routing.router(ownership.owner)
+                            router = capabilities.routing.router(
+                                ownership.owner, ended=ownership.owner_ended
+                            )
                         runtime = Runtime._create(context, root, router)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)
