@@ -54,7 +54,7 @@ from typing import Any, Protocol
 import attrs
 import msgspec
 
-from ._events import (
+from .._events import (
     ErrorEvent,
     Event,
     InitEvent,
@@ -71,7 +71,7 @@ from ._events import (
     Usage,
     UsageEvent,
 )
-from ._redact import redact
+from .._redact import redact
 
 _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
