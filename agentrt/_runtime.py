@@ -56,7 +56,7 @@ from ._stores._protocols import (
 from ._stores._sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Context, Supervisor
-from ._telemetry import track_runtime
+from ._telemetry._otel import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
 from ._workspaces import Workspace, list_workspaces, remove_workspace

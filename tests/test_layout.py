@@ -246,7 +246,7 @@ def test_the_stores_import_no_driver_module() -> None:
 
 def test_the_backend_contract_and_telemetry_import_the_floor_only() -> None:
     graph, layers = import_graph(modules()), layer_map()
-    for module in ("agentrt.backend", "agentrt._telemetry"):
+    for module in ("agentrt.backend", "agentrt._telemetry._log_fields", "agentrt._telemetry._otel"):
         assert layer_of(module, layers) == 0, module
         assert sorted(b for b in graph[module] if layer_of(b, layers) != 0) == [], module
 
