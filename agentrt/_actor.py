@@ -52,7 +52,8 @@ from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
-from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
+from ._telemetry._log_fields import AgentLogs
+from ._telemetry._otel import TurnTrace, count_budget_refusal
 from ._turn import FrameSource, InProcessSource, Turn
 from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend

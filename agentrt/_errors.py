@@ -178,6 +178,16 @@ class CliVersionMismatch(TurnFailed):
         )
 
 
+class ProcessFailure(AgentRTError):
+    """The process driver gave up on a turn's process: it could not start, stayed silent past
+    a bound, or printed a line past the cap. Raised after the kill ladder has run."""
+
+    def __init__(self, reason: StopReason, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{reason.value}: {message}")
+
+
 class StoreError(AgentRTError):
     """The session store cannot be opened, read or written."""
 

@@ -22,7 +22,7 @@ from ._follow import KEPT_ENDED, LINGER, Tap
 from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
 from ._stream import EventStream
-from ._telemetry import capture_context
+from ._telemetry._otel import capture_context
 
 # Notifications waiting for an agent (while it processes a request) before notify refuses.
 MAX_NOTIFICATIONS = 1000

@@ -64,7 +64,7 @@ from ._stores._protocols import (
 from ._stores._sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
 from ._supervisor import AgentFactory, Context, Supervisor
-from ._telemetry import track_runtime
+from ._telemetry._otel import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
 from ._workspaces import Workspace, list_workspaces, remove_workspace
@@ -677,7 +677,9 @@ async def open_runtime(
                         await nursery.start(root._run)
                         router = None
                         if capabilities.routing is not None:
-                            router = capabilities.routing.router(ownership.owner)
+                            router = capabilities.routing.router(
+                                ownership.owner, ended=ownership.owner_ended
+                            )
                         runtime = Runtime._create(context, root, router)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)

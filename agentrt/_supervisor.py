@@ -75,7 +75,7 @@ from ._stores._protocols import (
     WorkspaceStore,
     lacks,
 )
-from ._telemetry import restart_span
+from ._telemetry._otel import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
 from ._workspaces import prepare_workspace

@@ -66,7 +66,7 @@ from ._options import AgentOptions
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
-from ._telemetry import TurnTrace
+from ._telemetry._otel import TurnTrace
 from ._versions import accepts
 from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
 

@@ -8,11 +8,11 @@ every turn's CLI with `open_cli_process`. These names are for testing a backend'
 from ._driver._process import BadLine as BadLine
 from ._driver._process import CliProcess as CliProcess
 from ._driver._process import FrameBatch as FrameBatch
-from ._driver._process import ProcessFailure as ProcessFailure
 from ._driver._process import ProcessLimits as ProcessLimits
 from ._driver._process import ProcessTracker as ProcessTracker
 from ._driver._process import open_cli_process as open_cli_process
 from ._driver._proctree import MARKER_ENV as _MARKER_ENV
+from ._errors import ProcessFailure as ProcessFailure
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 # The variable every process of a turn is started with (inherited by what it starts; its

@@ -230,9 +230,23 @@ def test_the_backends_import_agentrt_backend_alone() -> None:
     assert strays == []
 
 
+def test_the_stores_import_no_driver_module() -> None:
+    # Storage does not spawn: what a store needs of processes (is a runtime gone?) the
+    # runtime hands in, and the failure types it encodes live on the floor.
+    graph = import_graph(modules())
+    strays = sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        if a.startswith("agentrt._stores.")
+        for b in targets
+        if b.startswith("agentrt._driver")
+    )
+    assert strays == []
+
+
 def test_the_backend_contract_and_telemetry_import_the_floor_only() -> None:
     graph, layers = import_graph(modules()), layer_map()
-    for module in ("agentrt.backend", "agentrt._telemetry"):
+    for module in ("agentrt.backend", "agentrt._telemetry._log_fields", "agentrt._telemetry._otel"):
         assert layer_of(module, layers) == 0, module
         assert sorted(b for b in graph[module] if layer_of(b, layers) != 0) == [], module
 

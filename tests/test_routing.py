@@ -537,7 +537,7 @@ async def test_calls_to_a_local_agent_never_touch_the_routing_connection(
         async def no_database(*args: object, **kwargs: object) -> None:
             raise AssertionError("a local call used the routing connection")
 
-        monkeypatch.setattr(router._db, "_call", no_database)
+        monkeypatch.setattr(router._db._store, "_call", no_database)  # type: ignore[attr-defined]
         with trio.fail_after(30):
             assert (await rt.ask("y", "hi")).text == "echo hi"
             ref = await rt.tell("y", "later")

@@ -31,7 +31,8 @@ from trio.testing import MockClock
 
 import agentrt
 from agentrt import Agent, MemoryStore, SQLiteStore, StopReason, TurnFailed, open_runtime
-from agentrt._telemetry import LOGGERS, TurnTrace
+from agentrt._telemetry._log_fields import LOGGERS
+from agentrt._telemetry._otel import TurnTrace
 from agentrt.testing import Fail, fake_cli_executable
 
 FAST = {"kill_grace": 0.3}
@@ -366,7 +367,7 @@ def test_the_runtime_logs_only_to_loggers_that_add_the_fields() -> None:
 
 
 async def test_an_agents_log_fields_reach_the_tasks_under_it_and_leave_with_the_block() -> None:
-    from agentrt._telemetry import AgentLogs
+    from agentrt._telemetry._log_fields import AgentLogs
 
     class Capture(logging.Handler):
         def __init__(self) -> None:
@@ -441,7 +442,7 @@ if sys.argv[1] == "no-api":
     sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
 import trio
 import agentrt
-from agentrt import _telemetry
+from agentrt._telemetry import _otel
 from agentrt.testing import ScriptedBackend, reply
 
 async def main():
@@ -449,10 +450,10 @@ async def main():
         backend = ScriptedBackend(default=lambda call: reply("hi"))
         await rt.start_agent(agentrt.Agent, name="a", backend=backend)
         response = await rt.ask("a", "hello")
-    resolved = _telemetry._resolved
-    trace = _telemetry.TurnTrace.start(None, "a", "b", None)
-    context = type(_telemetry.capture_context()).__name__
-    no_api = _telemetry.API_VERSION is None
+    resolved = _otel._resolved
+    trace = _otel.TurnTrace.start(None, "a", "b", None)
+    context = type(_otel.capture_context()).__name__
+    no_api = _otel.API_VERSION is None
     print(response.text, no_api, trace, resolved.tracer, resolved.instruments, context)
 
 trio.run(main)

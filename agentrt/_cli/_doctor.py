@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 import attrs
 
-from .. import _telemetry
 from .._agent import Agent
 from .._backends import backend_info, backend_names, resolve_backend
 from .._driver import _cgroup
@@ -32,6 +31,7 @@ from .._pinned import PinnedClaude, pinned_claude
 from .._runtime import open_runtime
 from .._stores._memory import MemoryStore
 from .._stores._sqlite import SQLiteStore, missing_directory
+from .._telemetry import _otel
 from .._versions import ask_version
 from ..backend import AppToolsBackend, Backend, Credential, PortableBackend
 from ._agent import DEFAULT_BACKEND, footer, store_path, turn_failed
@@ -383,7 +383,7 @@ def telemetry_check() -> Check:
     """Whether agents' spans and metrics go anywhere: the OpenTelemetry API, and an SDK's
     tracer and meter providers configured in this process (by ``opentelemetry-instrument``
     or the OTEL_PYTHON_*_PROVIDER variables; a program configures its own)."""
-    found = _telemetry.status()
+    found = _otel.status()
     if found.api_version is None:
         return Check(
             "telemetry",

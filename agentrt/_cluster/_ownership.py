@@ -102,7 +102,11 @@ def holder_ended(holder: Lease, node: str) -> bool:
     ended: its process is gone, or its pid is another process's now (the start time is
     checked). A runtime takes such a name over at once; a holder of another node is only
     known gone once its lease expires."""
-    owner = holder.owner
+    return runtime_ended(holder.owner, node)
+
+
+def runtime_ended(owner: LeaseOwner | None, node: str) -> bool:
+    """Whether ``owner`` is a runtime of ``node`` that has ended (see `holder_ended`)."""
     if owner is None or owner.node != node:
         return False
     return local_runtime_gone(owner.runtime_id, owner.pid, owner.start_time)
@@ -226,6 +230,11 @@ class Ownership:
             # This runtime's own lease of an agent that has ended, its release on the way.
             return holder.name in self._releasing
         return holder_ended(holder, self.owner.node)
+
+    def owner_ended(self, owner: LeaseOwner) -> bool:
+        """Whether the runtime ``owner`` is of this node and has ended: what a routed
+        call's caller asks of the owner it waits on (the router is handed this check)."""
+        return runtime_ended(owner, self.owner.node)
 
     def release_soon(self, name: str, *, retire: bool = False) -> None:
         """The agent ``name`` has ended for good (its processes are gone): give its lease

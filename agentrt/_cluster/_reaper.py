@@ -18,7 +18,7 @@ from .._driver._runtimes import runtime_gone
 from .._events import StopReason
 from .._records import SessionRecord
 from .._stores._protocols import LiveProcessStore, SessionStore
-from .._telemetry import reap_span
+from .._telemetry._otel import reap_span
 
 logger = logging.getLogger("agentrt")
 

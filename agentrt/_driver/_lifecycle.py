@@ -33,7 +33,7 @@ from .._asks import Ask
 from .._channel import SETTINGS, ChannelCall, ControlAnswer
 from .._errors import ChannelError, InvalidOptions
 from .._events import SessionTotals
-from .._telemetry import record_warm_process
+from .._telemetry._otel import record_warm_process
 from ..backend import Backend, Command, ExitStatus, LiveBackend, ProtocolError, Translator
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process

@@ -25,7 +25,7 @@ import attrs
 import msgspec
 import trio
 
-from .._errors import AgentRTError
+from .._errors import ProcessFailure
 from .._events import StopReason
 from .._exceptiongroups import collapse_exception_groups
 from .._redact import redact
@@ -115,16 +115,6 @@ class ProcessLimits:
     # after stdout EOF, how long the CLI may take to exit before the kill ladder; past it:
     # StopReason.MALFORMED_OUTPUT (the lines read before it still count)
     eof_grace: float = 2.0
-
-
-class ProcessFailure(AgentRTError):
-    """The process driver gave up on a turn's process: it could not start, stayed silent past
-    a bound, or printed a line past the cap. Raised after the kill ladder has run."""
-
-    def __init__(self, reason: StopReason, message: str) -> None:
-        self.reason = reason
-        self.message = message
-        super().__init__(f"{reason.value}: {message}")
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
-from ._protocols import Router, check_fence, granted_epoch, lease_owner
+from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -441,20 +441,22 @@ class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts,
 
         await self._call(work)
 
-    def router(self, owner: LeaseOwner) -> Router:
+    def router(self, owner: LeaseOwner, *, ended: Callable[[LeaseOwner], bool]) -> Router:
         """The router of the runtime ``owner``: calls for agents other runtimes own go to
         them through this database (see `PostgresRouter`); it opens connections of its own
         with this store's settings."""
         from ._postgres_router import PostgresRouter
 
-        return PostgresRouter(self._routing_connection, owner)
+        return PostgresRouter(self._routing_connection, owner, ended)
 
-    def _routing_connection(self) -> PostgresStore:
+    def _routing_connection(self) -> RouterDatabase:
         # Not opened: the router opens it (and reconnects it) as a store of its own.
-        return PostgresStore(
-            self.dsn,
-            connect_timeout=self.connect_timeout,
-            statement_timeout=self.statement_timeout,
+        return RouterDatabase(
+            PostgresStore(
+                self.dsn,
+                connect_timeout=self.connect_timeout,
+                statement_timeout=self.statement_timeout,
+            )
         )
 
     async def leases(self) -> Sequence[Lease]:
@@ -462,3 +464,33 @@ class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts,
             return tuple(_lease(row) for row in conn.execute(_LEASE_SELECT + " ORDER BY name"))
 
         return await self._call(work)
+
+
+@attrs.frozen
+class RouterDatabase(ClosedOnExit):
+    """What `PostgresRouter` uses of a `PostgresStore` of its own: the store's reconnecting
+    calls, a fresh connection to ``LISTEN`` on, and the name its errors give; the router
+    reaches into none of the store's internals, and the store shows it no public method."""
+
+    _store: PostgresStore
+
+    @property
+    def where(self) -> str:
+        """The database as errors name it (nothing that looks like a secret)."""
+        return self._store._where
+
+    async def __aenter__(self) -> Self:
+        await self._store.__aenter__()
+        return self
+
+    async def aclose(self) -> None:
+        await self._store.aclose()
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A new connection, set up like the store's (blocking: run it in a thread); the
+        caller closes it."""
+        return self._store._connect()
+
+    async def call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run ``work`` on the store's connection, connecting again if it broke."""
+        return await self._store._call(work)

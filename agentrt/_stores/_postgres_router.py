@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import trio
 
-from .._driver._runtimes import local_runtime_gone
 from .._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
 from .._records import LeaseOwner
 from .._redact import redact
@@ -109,11 +108,11 @@ class Database(AbstractAsyncContextManager[Any], Protocol):
     reconnecting calls, a connection of its own to listen on, and its name in errors."""
 
     @property
-    def _where(self) -> str: ...
+    def where(self) -> str: ...
 
-    def _connect(self) -> psycopg.Connection[Any]: ...
+    def connect(self) -> psycopg.Connection[Any]: ...
 
-    async def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T: ...
+    async def call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T: ...
 
 
 def channel(runtime_id: str) -> str:
@@ -131,10 +130,13 @@ class _Owner:
 class PostgresRouter:
     """Sends calls for names this runtime does not own, and serves the calls sent to it:
     the `agentrt.store.Router` of a `PostgresStore`. ``database()`` makes an unopened
-    store on the same database, with the store's settings."""
+    store on the same database, with the store's settings; ``ended(owner)`` says whether
+    the runtime ``owner`` has certainly ended (one of this node whose process is gone: the
+    runtime's lease holders answer it), so that a caller stops waiting on it."""
 
     database: Callable[[], Database]
     me: LeaseOwner
+    ended: Callable[[LeaseOwner], bool]
     # Answers awaited by this runtime's callers, by call id.
     _answers: dict[str, trio.Event] = attrs.field(factory=dict, init=False)
     # Calls this runtime is serving, by id: a caller's cancel cancels its scope.
@@ -172,7 +174,7 @@ class PostgresRouter:
         ident = secrets.token_hex(12)
         arrived = self._answers[ident] = trio.Event()
         try:
-            owner = await self._db._call(lambda conn: self._send(conn, ident, name, call, row))
+            owner = await self._db.call(lambda conn: self._send(conn, ident, name, call, row))
             return await self._await_answer(ident, arrived, name, call, owner)
         except BaseException:
             await self._withdraw(ident, name)
@@ -205,7 +207,7 @@ class PostgresRouter:
         while True:
             with trio.move_on_after(CHECK_EVERY):
                 await arrived.wait()
-            answer = await self._db._call(lambda conn: _collect(conn, ident))
+            answer = await self._db.call(lambda conn: _collect(conn, ident))
             if answer is not None:
                 await self._forget(ident, name)
                 try:
@@ -225,18 +227,15 @@ class PostgresRouter:
     async def _forget(self, ident: str, name: str) -> None:
         """Delete a row whose answer was read; left behind, its owner prunes it."""
         try:
-            await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
+            await self._db.call(lambda conn: conn.execute(_DROP, (ident,)))
         except StoreError as exc:
             logger.warning("agent %r: a routed answer read could not be deleted: %s", name, exc)
 
     async def _still_owner(self, name: str, owner: _Owner) -> bool:
-        current = await self._db._call(lambda conn: _owner_of(conn, name))
+        current = await self._db.call(lambda conn: _owner_of(conn, name))
         if current != owner:
             return False
-        who = owner.owner
-        return who.node != self.me.node or not local_runtime_gone(
-            who.runtime_id, who.pid, who.start_time
-        )
+        return not self.ended(owner.owner)
 
     async def _withdraw(self, ident: str, name: str) -> None:
         """The caller has gone: drop its call, and have the owner stop serving it (shielded,
@@ -247,7 +246,7 @@ class PostgresRouter:
         with trio.move_on_after(_CANCEL_GRACE, shield=True):
             while True:
                 try:
-                    await self._db._call(lambda conn: self._cancel(conn, ident, name))
+                    await self._db.call(lambda conn: self._cancel(conn, ident, name))
                     return
                 except (AgentRTError, StoreError) as exc:
                     why = str(exc)
@@ -273,7 +272,7 @@ class PostgresRouter:
             # A new event before the claim: a notification during it makes another claim.
             wake = self._work = trio.Event()
             try:
-                rows = await self._db._call(lambda conn: _claim(conn, self.me.runtime_id))
+                rows = await self._db.call(lambda conn: _claim(conn, self.me.runtime_id))
             except StoreError as exc:
                 # It may have committed: its rows are put back by the next sweep.
                 logger.warning("routed calls could not be taken: %s", exc)
@@ -378,7 +377,7 @@ class PostgresRouter:
         failed = False
         while True:
             try:
-                await self._db._call(lambda conn: _answer(conn, ident, caller, answer))
+                await self._db.call(lambda conn: _answer(conn, ident, caller, answer))
             except StoreError as exc:
                 if trio.current_time() >= give_up:
                     logger.error(
@@ -409,7 +408,7 @@ class PostgresRouter:
     async def _drop(self, ident: str) -> None:
         """Delete a cancel row once read: it has no answer, and nobody reads it."""
         try:
-            await self._db._call(lambda conn: conn.execute(_DROP, (ident,)))
+            await self._db.call(lambda conn: conn.execute(_DROP, (ident,)))
         except StoreError as exc:
             logger.warning("routed calls: a cancel could not be deleted: %s", exc)
         finally:
@@ -422,7 +421,7 @@ class PostgresRouter:
         # Read here, in the task that adds to it: a row claimed after is not taken yet.
         held = list(self._held)
         try:
-            put_back = await self._db._call(lambda conn: _unclaim(conn, self.me.runtime_id, held))
+            put_back = await self._db.call(lambda conn: _unclaim(conn, self.me.runtime_id, held))
         except StoreError as exc:
             logger.warning("routed calls: rows of a lost claim could not be put back: %s", exc)
         else:
@@ -432,7 +431,7 @@ class PostgresRouter:
                     put_back,
                 )
         try:
-            await self._db._call(lambda conn: conn.execute(_PRUNE, (self.me.runtime_id,)))
+            await self._db.call(lambda conn: conn.execute(_PRUNE, (self.me.runtime_id,)))
         except StoreError as exc:
             logger.warning("routed calls: old answers could not be pruned: %s", exc)
 
@@ -449,7 +448,7 @@ class PostgresRouter:
         while True:
             conn: psycopg.Connection[Any] | None = None
             try:
-                conn = await trio.to_thread.run_sync(ear._connect)
+                conn = await trio.to_thread.run_sync(ear.connect)
                 await trio.to_thread.run_sync(conn.execute, listen)
                 if not started:
                     task_status.started()
@@ -465,7 +464,7 @@ class PostgresRouter:
             except (psycopg.Error, StoreError, OSError) as exc:
                 why = redact(str(exc))
                 if not started:
-                    raise StoreError(ear._where, f"cannot listen for routed calls: {why}") from exc
+                    raise StoreError(ear.where, f"cannot listen for routed calls: {why}") from exc
                 logger.warning("routed calls: the listening connection broke (%s)", why)
             finally:
                 if conn is not None:

@@ -315,8 +315,11 @@ class RoutingStore(Protocol):
     it a runtime serves its own agents only, and a name it does not run is `AgentNotFound`
     saying the store reaches no other runtime's agents."""
 
-    def router(self, owner: LeaseOwner) -> Router:
-        """The router of the runtime ``owner`` (not started: the runtime runs it)."""
+    def router(self, owner: LeaseOwner, *, ended: Callable[[LeaseOwner], bool]) -> Router:
+        """The router of the runtime ``owner`` (not started: the runtime runs it).
+        ``ended(other)`` is the runtime's answer to whether the runtime ``other`` has
+        certainly ended (one of this node whose process is gone); a caller waiting on
+        ``other`` stops waiting then, rather than at the end of its lease."""
         ...
 
 

@@ -24,7 +24,6 @@ import attrs
 import msgspec
 
 from .._channel import ContextCategory, ContextUsage
-from .._driver._process import ProcessFailure
 from .._errors import (
     AgentAlreadyStarted,
     AgentBusy,
@@ -41,6 +40,7 @@ from .._errors import (
     LeaseLost,
     MailboxFull,
     NoRuntime,
+    ProcessFailure,
     RestartLimitExceeded,
     RoutingError,
     SessionMismatch,

@@ -10,9 +10,9 @@ import pytest
 
 import agentrt.backends.claude._backend as claude_backend
 import agentrt.backends.codex._backend as codex_backend
-from agentrt import _telemetry
 from agentrt._cli._doctor import telemetry_check
 from agentrt._driver._cgroup import Unavailable, own_cgroup
+from agentrt._telemetry import _otel
 from agentrt.testing import AnthropicText, FakeAnthropic
 
 from ._run import agentrt
@@ -238,7 +238,7 @@ async def test_it_says_whether_telemetry_is_active(base_env: dict[str, str]) -> 
 def test_without_the_otel_extra_telemetry_is_skipped_with_its_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_telemetry, "status", lambda: _telemetry.TelemetryStatus(None, None, None))
+    monkeypatch.setattr(_otel, "status", lambda: _otel.TelemetryStatus(None, None, None))
     check = telemetry_check()
     assert (check.status, check.detail) == (
         "skip",

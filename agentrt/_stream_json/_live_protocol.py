@@ -1,7 +1,7 @@
 """The words every live CLI protocol shares: a stdout frame's role, and a broken protocol.
 
 They stand below `agentrt.backend` (which exports them) so that the shared protocol pieces
-the backend module also exports (`_stream_json_live`) can use them.
+the backend module also exports (`_stream_json._live`) can use them.
 """
 
 from __future__ import annotations

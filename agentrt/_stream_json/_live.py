@@ -24,11 +24,11 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from ._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
-from ._channel import ChannelCall, ContextCategory, ContextUsage, ControlAnswer, ControlRequest
-from ._events import SessionTotals
+from .._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
+from .._channel import ChannelCall, ContextCategory, ContextUsage, ControlAnswer, ControlRequest
+from .._events import SessionTotals
 from ._live_protocol import FrameRole, ProtocolError
-from ._stream_json import StreamJsonDialect, StreamJsonTranslator
+from ._translator import StreamJsonDialect, StreamJsonTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
 _UNANSWERED = {

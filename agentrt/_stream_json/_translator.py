@@ -57,7 +57,7 @@ from typing import Any, Protocol
 import attrs
 import msgspec
 
-from ._events import (
+from .._events import (
     ErrorEvent,
     Event,
     InitEvent,
@@ -74,7 +74,22 @@ from ._events import (
     Usage,
     UsageEvent,
 )
-from ._redact import redact
+from .._redact import redact
+from ._frames import (
+    Assistant,
+    AssistantMessage,
+    BlockDelta,
+    MessageDelta,
+    MessageStart,
+    StreamEvent,
+    TextBlock,
+    TextDelta,
+    ToolResultBlock,
+    ToolUseBlock,
+    User,
+    UserMessage,
+    decode_frame,
+)
 
 _TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
 _MESSAGE_LIMIT = 500
@@ -138,128 +153,6 @@ class _ExitStatus(Protocol):
     def signal(self) -> int | None: ...
 
 
-# Most lines of a streamed turn are stream events (text deltas above all), then assistant
-# and user messages: those get a typed decoding, which skips every field the translator does
-# not read (a tool result's ``tool_use_result`` echo, often as big as the result itself,
-# is never built). Any other frame, or one of an unexpected shape, fails this schema early
-# and is decoded generically by the driver; ``feed`` makes such a stream, assistant or user
-# dict the typed frame it stands for, so one set of rules translates both (system and
-# result frames are always dicts: their events keep the frame itself).
-class _TextDelta(msgspec.Struct, gc=False, tag="text_delta"):
-    text: str
-
-
-class _InputJsonDelta(msgspec.Struct, gc=False, tag="input_json_delta"):
-    pass
-
-
-class _ThinkingDelta(msgspec.Struct, gc=False, tag="thinking_delta"):
-    pass
-
-
-class _SignatureDelta(msgspec.Struct, gc=False, tag="signature_delta"):
-    pass
-
-
-class _BlockDelta(msgspec.Struct, gc=False, tag="content_block_delta"):
-    delta: _TextDelta | _InputJsonDelta | _ThinkingDelta | _SignatureDelta
-    index: int = 0
-
-
-class _Message(msgspec.Struct, gc=False):
-    model: Any = None
-    id: Any = None
-    usage: Any = None
-
-
-class _MessageStart(msgspec.Struct, gc=False, tag="message_start"):
-    message: _Message
-
-
-class _BlockStart(msgspec.Struct, gc=False, tag="content_block_start"):
-    pass
-
-
-class _BlockStop(msgspec.Struct, gc=False, tag="content_block_stop"):
-    pass
-
-
-class _MessageDelta(msgspec.Struct, gc=False, tag="message_delta"):
-    usage: Any = None
-
-
-class _AbandonedBlocks(msgspec.Struct, gc=False):
-    from_block_index: int = 0
-
-
-class _MessageStop(msgspec.Struct, gc=False, tag="message_stop"):
-    pass
-
-
-class _StreamEvent(msgspec.Struct, gc=False, tag_field="type", tag="stream_event"):
-    event: _BlockDelta | _MessageStart | _BlockStart | _BlockStop | _MessageDelta | _MessageStop
-    session_id: str | None = None
-    parent_tool_use_id: Any = None
-    # Set (on a message_stop) when the CLI gave up this reply mid-stream and retries it.
-    abandoned_blocks: _AbandonedBlocks | None = None
-
-
-# Content blocks. Decoded JSON values cannot form reference cycles, so none of these needs
-# the garbage collector's attention, even those holding a dict.
-class _TextBlock(msgspec.Struct, gc=False, tag="text"):
-    text: str | None = None
-
-
-class _ToolUseBlock(msgspec.Struct, gc=False, tag="tool_use"):
-    id: str | None = None
-    name: str | None = None
-    input: Any = None
-
-
-class _ServerToolUseBlock(_ToolUseBlock, gc=False, tag="server_tool_use"):
-    pass
-
-
-class _ThinkingBlock(msgspec.Struct, gc=False, tag="thinking"):
-    pass
-
-
-class _RedactedThinkingBlock(msgspec.Struct, gc=False, tag="redacted_thinking"):
-    pass
-
-
-class _ToolResultBlock(msgspec.Struct, gc=False, tag="tool_result"):
-    tool_use_id: str | None = None
-    content: Any = None
-    is_error: Any = None
-
-
-class _AssistantMessage(msgspec.Struct, gc=False):
-    content: list[
-        _TextBlock | _ToolUseBlock | _ServerToolUseBlock | _ThinkingBlock | _RedactedThinkingBlock
-    ] = []
-    id: Any = None
-    model: Any = None
-    usage: Any = None
-
-
-class _Assistant(msgspec.Struct, gc=False, tag_field="type", tag="assistant"):
-    message: _AssistantMessage
-    session_id: str | None = None
-    parent_tool_use_id: Any = None
-
-
-class _UserMessage(msgspec.Struct, gc=False):
-    content: list[_ToolResultBlock | _TextBlock] = []
-
-
-class _User(msgspec.Struct, gc=False, tag_field="type", tag="user"):
-    message: _UserMessage
-    session_id: str | None = None
-    parent_tool_use_id: Any = None
-
-
-_decode_frame = msgspec.json.Decoder(_StreamEvent | _Assistant | _User).decode
 _NO_EVENTS: tuple[Event, ...] = ()
 _NO_USAGE = Usage()
 
@@ -304,11 +197,11 @@ class StreamJsonTranslator:
         self._call_id: Any = None
         # The driver tries this first on each line (see agentrt.Translator); what it makes
         # is handled here.
-        self.decode = _decode_frame
+        self.decode = decode_frame
         self._typed: dict[type, Callable[[Any], Sequence[Event]]] = {
-            _StreamEvent: self._stream_event,
-            _Assistant: self._assistant,
-            _User: self._user,
+            StreamEvent: self._stream_event,
+            Assistant: self._assistant,
+            User: self._user,
         }
 
     @property
@@ -426,16 +319,16 @@ class StreamJsonTranslator:
                 return [event]
         return [RawEvent(data=frame)]
 
-    def _stream_event(self, frame: _StreamEvent) -> Sequence[Event]:
+    def _stream_event(self, frame: StreamEvent) -> Sequence[Event]:
         # Most lines of a turn: text deltas are handled here without a further call.
         event = frame.event
-        if type(event) is _MessageStart or type(event) is _MessageDelta:
+        if type(event) is MessageStart or type(event) is MessageDelta:
             return self._call_frame(frame)
         if frame.parent_tool_use_id is not None:
             return _NO_EVENTS
-        if type(event) is _BlockDelta:
+        if type(event) is BlockDelta:
             delta = event.delta
-            if type(delta) is _TextDelta and delta.text:
+            if type(delta) is TextDelta and delta.text:
                 text = delta.text
                 parts = self._streamed.get(event.index)
                 if parts is None:
@@ -447,10 +340,10 @@ class StreamJsonTranslator:
             return self._abandon(frame.abandoned_blocks.from_block_index)
         return _NO_EVENTS
 
-    def _call_frame(self, frame: _StreamEvent) -> Sequence[Event]:
+    def _call_frame(self, frame: StreamEvent) -> Sequence[Event]:
         # A model call starts (its input usage) or ends (its output usage).
         event = frame.event
-        if type(event) is _MessageStart:
+        if type(event) is MessageStart:
             message = event.message
             self._call_id = message.id
             model = _str(message.model)
@@ -459,7 +352,7 @@ class StreamJsonTranslator:
                 self._matched.clear()
                 self._model = model or self._model
             return self._call_usage(message.id, model, message.usage)
-        assert type(event) is _MessageDelta
+        assert type(event) is MessageDelta
         return self._call_usage(self._call_id, None, event.usage)
 
     def _call_usage(self, call: Any, model: str | None, reported: Any) -> Sequence[Event]:
@@ -493,12 +386,12 @@ class StreamJsonTranslator:
         # A stream event the typed decoding refused (or a dict from an in-process feeder):
         # the same schema decides, so one of any other shape is ignored like unknown ones.
         try:
-            typed = msgspec.convert(frame, _StreamEvent)
+            typed = msgspec.convert(frame, StreamEvent)
         except msgspec.ValidationError:
             return _NO_EVENTS
         return self._stream_event(typed)
 
-    def _assistant(self, frame: _Assistant) -> Sequence[Event]:
+    def _assistant(self, frame: Assistant) -> Sequence[Event]:
         # A subagent's own text is not this agent's answer (it comes back as a tool result).
         parent = frame.parent_tool_use_id
         message = frame.message
@@ -506,10 +399,10 @@ class StreamJsonTranslator:
         if message.usage is not None:  # without partial messages, the only usage of a call
             events.extend(self._call_usage(message.id, _str(message.model), message.usage))
         for block in message.content:
-            if type(block) is _TextBlock:
+            if type(block) is TextBlock:
                 if parent is None and block.text:
                     events.append(self._message_text(block.text))
-            elif isinstance(block, _ToolUseBlock):
+            elif isinstance(block, ToolUseBlock):
                 tool_use = self._tool_use(block.id, block.name, block.input, _str(parent))
                 if tool_use is not None:
                     events.append(tool_use)
@@ -527,12 +420,12 @@ class StreamJsonTranslator:
         for block in _blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text":
-                content.append(_TextBlock(text=_str(block.get("text"))))
+                content.append(TextBlock(text=_str(block.get("text"))))
             elif kind in _TOOL_USE_BLOCKS:
                 tool_id, name = _str(block.get("id")), _str(block.get("name"))
-                content.append(_ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
-        typed = _Assistant(
-            message=_AssistantMessage(
+                content.append(ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
+        typed = Assistant(
+            message=AssistantMessage(
                 content=content,
                 id=message.get("id"),
                 model=message.get("model"),
@@ -568,12 +461,12 @@ class StreamJsonTranslator:
                 return text[len(streamed) :]
         return text
 
-    def _user(self, frame: _User) -> Sequence[Event]:
+    def _user(self, frame: User) -> Sequence[Event]:
         parent = _str(frame.parent_tool_use_id)
         return [
             _tool_result(block.tool_use_id, block.content, block.is_error, parent)
             for block in frame.message.content
-            if type(block) is _ToolResultBlock
+            if type(block) is ToolResultBlock
         ]
 
     def _user_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
@@ -582,7 +475,7 @@ class StreamJsonTranslator:
         if not isinstance(message, Mapping):
             return []
         content: list[Any] = [
-            _ToolResultBlock(
+            ToolResultBlock(
                 tool_use_id=_str(block.get("tool_use_id")),
                 content=block.get("content"),
                 is_error=block.get("is_error"),
@@ -590,8 +483,8 @@ class StreamJsonTranslator:
             for block in _blocks(message.get("content"))
             if block.get("type") == "tool_result"
         ]
-        typed = _User(
-            message=_UserMessage(content=content),
+        typed = User(
+            message=UserMessage(content=content),
             parent_tool_use_id=frame.get("parent_tool_use_id"),
         )
         return self._user(typed)
