@@ -43,7 +43,7 @@ from ._events import (
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._logs import log_error
-from ._mode import InProcess, Live, Mode
+from ._mode import Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
@@ -53,7 +53,7 @@ from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
-from ._turn import FrameSource, InProcessSource, Turn
+from ._turn import FrameSource, Turn
 from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
@@ -226,7 +226,7 @@ class Actor:
         crash: _AgentCrashed | None = None
         try:
             with self._scope, collapse_exception_groups():
-                if isinstance(self.mode, Live):  # a live CLI, for one turn or kept warm
+                if self.mode.holds_cli:  # a live CLI, for one turn or kept warm
                     with AgentLogs(self.slot):
                         async with self._warm_process():
                             await self._loop()
@@ -243,35 +243,26 @@ class Actor:
     def _frame_source(self, nursery: trio.Nursery | None) -> FrameSource:
         """What the instance's turns read, as its mode says: its runner, one CLI process per
         turn, or (in the ``nursery`` of `_warm_process`) a live CLI."""
-        mode = self.mode
-        slots = self.slots or ProcessSlots(None)
-        if isinstance(mode, InProcess):
-            return InProcessSource(mode.runner, self.backend, self.backend_options, slots)
         options = self.options
-        live = None
-        if isinstance(mode, Live):
-            assert nursery is not None
-            live = LiveSettings(
-                keep_alive=mode.keep_alive,
-                approvals=mode.approvals,
-                hooks=mode.hooks,
-                kill_grace=options.kill_grace,
-                recycle_turns=options.recycle_turns,
-                recycle_rss_bytes=options.recycle_rss_bytes,
+        slots = self.slots or ProcessSlots(None)
+
+        def open_cli(live: LiveSettings | None) -> CliLifecycle:
+            assert (live is None) == (nursery is None)
+            return CliLifecycle(
+                agent=self.name,
+                backend=self.backend,
+                backend_options=self.backend_options,
+                live=live,
+                limits=options.process_limits,
+                slots=slots,
+                tracker=self.tracker,
+                records=self._recorder,
+                nursery=nursery,
+                turn_options=self._turn_options,
+                settings=self.slot.channel_settings(),
             )
-        return CliLifecycle(
-            agent=self.name,
-            backend=self.backend,
-            backend_options=self.backend_options,
-            live=live,
-            limits=options.process_limits,
-            slots=slots,
-            tracker=self.tracker,
-            records=self._recorder,
-            nursery=nursery,
-            turn_options=self._turn_options,
-            settings=self.slot.channel_settings(),
-        )
+
+        return self.mode.frame_source(self.backend, self.backend_options, options, slots, open_cli)
 
     def _turn_options(self, options: Any) -> Any:
         """The options of a CLI process starting now: with what is left of the agent's
@@ -389,9 +380,9 @@ class Actor:
         source = self._source
         if source is None:  # made at the first turn: an idle agent holds none
             source = self._frame_source(None)
-            if not isinstance(self.mode, InProcess):  # an in-process source is made per turn
+            if self.mode.keeps_source:
                 self._source = source
-        probes = not isinstance(self.mode, InProcess) and self.mode.probe_version
+        probes = self.mode.probe_version
         probed = None
         if probes:  # asked once per executable file, then cached
             probed = await probed_version(self.backend, self.backend_options)
