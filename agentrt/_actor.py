@@ -51,7 +51,7 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
+from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
 from ._telemetry import AgentLogs, TurnTrace, count_budget_refusal
 from ._turn import FrameSource, Turn
 from ._versions import probed_version
@@ -167,6 +167,8 @@ class Actor:
     runtime_id: str
     # The node of the runtime running it (its turn history names it).
     node: str
+    # What its store can do, resolved as the runtime opened it.
+    capabilities: StoreCapabilities
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -184,7 +186,12 @@ class Actor:
         init=False,
         default=attrs.Factory(
             lambda self: Recorder(
-                self.slot, self.slot.store, self.runtime_id, self.node, self.options.turn_history
+                self.slot,
+                self.slot.store,
+                self.runtime_id,
+                self.node,
+                self.options.turn_history,
+                self.capabilities.turn_history,
             ),
             takes_self=True,
         ),
@@ -618,7 +625,7 @@ class _TurnHost:
         timeout = actor.options.approval_timeout
         current = actor.slot.current
         operators = _approvals.Operators(
-            actor.store if isinstance(actor.store, ApprovalStore) else None,
+            actor.capabilities.approvals,
             actor.runtime_id,
             None if current is None else current.ref.id,
         )

@@ -568,6 +568,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             on_exit=child.exited,
             runtime_id=context.runtime_id,
             node=context.ownership.owner.node,
+            capabilities=context.capabilities,
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,
