@@ -43,7 +43,7 @@ from ._events import (
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._logs import log_error
-from ._mode import InProcess, Live, Mode
+from ._mode import Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
@@ -51,10 +51,10 @@ from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
-from ._stores._protocols import ApprovalStore, SessionStore, TranscriptStore
+from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
 from ._telemetry._log_fields import AgentLogs
 from ._telemetry._otel import TurnTrace, count_budget_refusal
-from ._turn import FrameSource, InProcessSource, Turn
+from ._turn import FrameSource, Turn
 from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
@@ -168,6 +168,8 @@ class Actor:
     runtime_id: str
     # The node of the runtime running it (its turn history names it).
     node: str
+    # What its store can do, resolved as the runtime opened it.
+    capabilities: StoreCapabilities
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -185,7 +187,12 @@ class Actor:
         init=False,
         default=attrs.Factory(
             lambda self: Recorder(
-                self.slot, self.slot.store, self.runtime_id, self.node, self.options.turn_history
+                self.slot,
+                self.slot.store,
+                self.runtime_id,
+                self.node,
+                self.options.turn_history,
+                self.capabilities.turn_history,
             ),
             takes_self=True,
         ),
@@ -227,7 +234,7 @@ class Actor:
         crash: _AgentCrashed | None = None
         try:
             with self._scope, collapse_exception_groups():
-                if isinstance(self.mode, Live):  # a live CLI, for one turn or kept warm
+                if self.mode.holds_cli:  # a live CLI, for one turn or kept warm
                     with AgentLogs(self.slot):
                         async with self._warm_process():
                             await self._loop()
@@ -244,35 +251,26 @@ class Actor:
     def _frame_source(self, nursery: trio.Nursery | None) -> FrameSource:
         """What the instance's turns read, as its mode says: its runner, one CLI process per
         turn, or (in the ``nursery`` of `_warm_process`) a live CLI."""
-        mode = self.mode
-        slots = self.slots or ProcessSlots(None)
-        if isinstance(mode, InProcess):
-            return InProcessSource(mode.runner, self.backend, self.backend_options, slots)
         options = self.options
-        live = None
-        if isinstance(mode, Live):
-            assert nursery is not None
-            live = LiveSettings(
-                keep_alive=mode.keep_alive,
-                approvals=mode.approvals,
-                hooks=mode.hooks,
-                kill_grace=options.kill_grace,
-                recycle_turns=options.recycle_turns,
-                recycle_rss_bytes=options.recycle_rss_bytes,
+        slots = self.slots or ProcessSlots(None)
+
+        def open_cli(live: LiveSettings | None) -> CliLifecycle:
+            assert (live is None) == (nursery is None)
+            return CliLifecycle(
+                agent=self.name,
+                backend=self.backend,
+                backend_options=self.backend_options,
+                live=live,
+                limits=options.process_limits,
+                slots=slots,
+                tracker=self.tracker,
+                records=self._recorder,
+                nursery=nursery,
+                turn_options=self._turn_options,
+                settings=self.slot.channel_settings(),
             )
-        return CliLifecycle(
-            agent=self.name,
-            backend=self.backend,
-            backend_options=self.backend_options,
-            live=live,
-            limits=options.process_limits,
-            slots=slots,
-            tracker=self.tracker,
-            records=self._recorder,
-            nursery=nursery,
-            turn_options=self._turn_options,
-            settings=self.slot.channel_settings(),
-        )
+
+        return self.mode.frame_source(self.backend, self.backend_options, options, slots, open_cli)
 
     def _turn_options(self, options: Any) -> Any:
         """The options of a CLI process starting now: with what is left of the agent's
@@ -388,9 +386,7 @@ class Actor:
         for this turn, with `_turn_options`). A warm CLI keeps the limit it started with,
         which others' spending since does not lower."""
         left = self.slot.budgets.left_usd()
-        mode = self.mode
-        warm = isinstance(mode, Live) and mode.keep_alive is not None
-        if left is None or (isinstance(self.backend, RunBudgetBackend) and not warm):
+        if left is None or (isinstance(self.backend, RunBudgetBackend) and not self.mode.warm):
             return None
         return left
 
@@ -403,9 +399,9 @@ class Actor:
         source = self._source
         if source is None:  # made at the first turn: an idle agent holds none
             source = self._frame_source(None)
-            if not isinstance(self.mode, InProcess):  # an in-process source is made per turn
+            if self.mode.keeps_source:
                 self._source = source
-        probes = not isinstance(self.mode, InProcess) and self.mode.probe_version
+        probes = self.mode.probe_version
         probed = None
         if probes:  # asked once per executable file, then cached
             probed = await probed_version(self.backend, self.backend_options)
@@ -642,7 +638,7 @@ class _TurnHost:
         timeout = actor.options.approval_timeout
         current = actor.slot.current
         operators = _approvals.Operators(
-            actor.store if isinstance(actor.store, ApprovalStore) else None,
+            actor.capabilities.approvals,
             actor.runtime_id,
             None if current is None else current.ref.id,
         )

@@ -5,11 +5,13 @@ turn forks the session it resumes, so the original's conversation is left as it 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from typing import Any
 
 import trio
 
 from ._errors import InvalidOptions
-from ._mode import Live, Mode, capabilities
+from ._mode import Mode
 from ._records import SessionRecord
 from .backend import Backend, ForkBackend
 
@@ -29,7 +31,7 @@ async def fork_source(
     *,
     backend: Backend,
     options: object,
-    mode: Mode,
+    choose: Callable[[Any], Mode],
     cwd: str,
     own: SessionRecord | None,
     source: SessionRecord | None,
@@ -37,8 +39,9 @@ async def fork_source(
     """The session id the fork's first turn forks: the stored session of agent
     ``fork_from`` (``source``), else ``fork_from`` taken as a session id. A CLI that finds a
     transcript by its working directory gets a copy of the source's in the fork's ``cwd``.
-    `InvalidOptions` for a backend that cannot fork, a fork into a name that has a session
-    already, or a source on another backend."""
+    ``choose`` is the agent's `choose_mode`, which the fork's options must pass too.
+    `InvalidOptions` for a backend that cannot fork, fork options the agent's mode cannot
+    run on, a fork into a name that has a session already, or a source on another backend."""
     if not isinstance(backend, ForkBackend):
         why = (
             f"the {backend.name!r} backend cannot fork a conversation (it implements no "
@@ -51,11 +54,11 @@ async def fork_source(
             "into another name, or forget it first (`agentrt sessions forget`)"
         )
         raise InvalidOptions("fork_from", fork_from, why)
-    if isinstance(mode, Live):
-        forked = capabilities(backend, backend.with_fork(options))
-        if not forked.live:
-            why = f"{forked.not_live}; start the fork without keep_alive"
-            raise InvalidOptions("fork_from", fork_from, why)
+    try:  # its first process runs on the fork's options: they must take the mode too
+        choose(backend.with_fork(options))
+    except InvalidOptions as exc:
+        why = f"{exc.why}; start the fork without {exc.key}"
+        raise InvalidOptions("fork_from", fork_from, why) from None
     if source is None or source.session_id is None:
         return fork_from  # a session id
     if source.backend != backend.name:

@@ -12,22 +12,36 @@
 A combination the backend cannot honour is refused with `InvalidOptions`, naming the
 option and why, before anything runs: ``handle_hook`` on a CLI without hooks, ``approve_tool``
 on options that give no approvals, ``keep_alive`` without a live process.
+
+The mode carries what the rest of the runtime asks of it, so that only this module tells
+the modes apart: whether its turns run CLI processes (``runs_processes``), whether the
+instance holds one live CLI for its life (``holds_cli``), whether the CLI's version is
+probed (``probe_version``), which requests its warm CLI takes between turns (``warm``,
+``calls``), and what a turn reads its frames from (``frame_source``).
 """
 
 from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import attrs
 
 from ._channel import ChannelCall
+from ._driver._lifecycle import LiveSettings
+from ._driver._process_slots import ProcessSlots
 from ._errors import InvalidOptions
 from ._hooks import HookKind
 from ._options import AgentOptions
 from ._status import ModeName
+from ._turn import ChannelSource, FrameSource, InProcessSource
 from .backend import Backend, Capabilities, InProcessBackend
+
+# What makes an instance's CLI lifecycle from the live CLI's settings (None: one process
+# per turn); the actor's, which holds what the lifecycle needs besides.
+OpenCli = Callable[[LiveSettings | None], ChannelSource]
 
 
 @attrs.frozen
@@ -36,7 +50,24 @@ class InProcess:
 
     runner: InProcessBackend
     runs_processes: ClassVar[bool] = False
+    holds_cli: ClassVar[bool] = False
+    probe_version: ClassVar[bool] = False
+    warm: ClassVar[bool] = False
+    calls: ClassVar[frozenset[ChannelCall]] = frozenset()
+    # Its source holds the backend and options only: made per turn, an idle agent holds none.
+    keeps_source: ClassVar[bool] = False
     name: ClassVar[ModeName] = "in_process"
+
+    def frame_source(
+        self,
+        backend: Backend,
+        backend_options: Any,
+        options: AgentOptions,
+        slots: ProcessSlots,
+        open_cli: OpenCli,
+    ) -> FrameSource:
+        """What a turn reads: the frames the runner makes as it makes them."""
+        return InProcessSource(self.runner, backend, backend_options, slots)
 
 
 @attrs.frozen
@@ -47,7 +78,22 @@ class OneShot:
 
     probe_version: bool = False
     runs_processes: ClassVar[bool] = True
+    holds_cli: ClassVar[bool] = False
+    warm: ClassVar[bool] = False
+    calls: ClassVar[frozenset[ChannelCall]] = frozenset()
+    keeps_source: ClassVar[bool] = True
     name: ClassVar[ModeName] = "one_shot"
+
+    def frame_source(
+        self,
+        backend: Backend,
+        backend_options: Any,
+        options: AgentOptions,
+        slots: ProcessSlots,
+        open_cli: OpenCli,
+    ) -> FrameSource:
+        """What a turn reads: a CLI process of its own."""
+        return open_cli(None)
 
 
 @attrs.frozen
@@ -65,10 +111,38 @@ class Live:
     # As OneShot's: the runtime asks the CLI its version (Capabilities.version_probe).
     probe_version: bool = False
     runs_processes: ClassVar[bool] = True
+    # The instance holds the live CLI's lifecycle for its whole life (the actor's nursery).
+    holds_cli: ClassVar[bool] = True
+    keeps_source: ClassVar[bool] = True
 
     @property
     def name(self) -> ModeName:
         return "live" if self.keep_alive is None else "warm"
+
+    @property
+    def warm(self) -> bool:
+        """Whether the CLI lives on between turns, so that it takes ``calls`` there."""
+        return self.keep_alive is not None
+
+    def frame_source(
+        self,
+        backend: Backend,
+        backend_options: Any,
+        options: AgentOptions,
+        slots: ProcessSlots,
+        open_cli: OpenCli,
+    ) -> FrameSource:
+        """What a turn reads: the instance's live CLI, under the agent's options."""
+        return open_cli(
+            LiveSettings(
+                keep_alive=self.keep_alive,
+                approvals=self.approvals,
+                hooks=self.hooks,
+                kill_grace=options.kill_grace,
+                recycle_turns=options.recycle_turns,
+                recycle_rss_bytes=options.recycle_rss_bytes,
+            )
+        )
 
 
 Mode = InProcess | OneShot | Live

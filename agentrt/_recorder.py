@@ -53,15 +53,15 @@ class Recorder:
     node: str
     # Entries of the agent's turn history the store keeps (``turn_history``; 0: none).
     keep_turns: int
-    # The store as a turn history, where it keeps one and the agent wants one.
-    _history: TurnHistoryStore | None = attrs.field(init=False)
+    # The store as a turn history (its `StoreCapabilities.turn_history`), where it keeps
+    # one and the agent wants one.
+    _history: TurnHistoryStore | None = attrs.field(alias="history")
     # The live process record in the store (the turn's CLI, or the warm one).
     _live: _Live = _Live.NONE
 
     def __attrs_post_init__(self) -> None:
-        store = self.store
-        keeps = self.keep_turns > 0 and isinstance(store, TurnHistoryStore)
-        self._history = store if keeps else None  # type: ignore[assignment]
+        if self.keep_turns <= 0:
+            self._history = None
 
     @property
     def _live_records(self) -> LiveProcessStore:

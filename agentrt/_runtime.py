@@ -154,6 +154,12 @@ class Runtime(metaclass=NoPublicConstructor):
         return self._context.store
 
     @property
+    def store_capabilities(self) -> StoreCapabilities:
+        """What the store can do (`agentrt.store.StoreCapabilities`), asked once as the
+        runtime opened it: the store as each capability protocol it implements, or None."""
+        return self._context.capabilities
+
+    @property
     def root(self) -> Supervisor:
         """The root supervisor: the one `start_agent` starts agents under."""
         return self._root
@@ -645,7 +651,7 @@ async def open_runtime(
             await stack.enter_async_context(opened)
             register(runtime_id)
             stack.callback(unregister, runtime_id)
-            await reap_stale_turns(opened)
+            await reap_stale_turns(opened, capabilities.live)
             # The tracker outlives the agents: their turns' cleanup may still need it.
             async with trio.open_nursery() as services:
                 tracker = ProcessTracker(cgroups=cgroups)

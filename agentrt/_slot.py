@@ -22,7 +22,7 @@ from ._driver._lifecycle import CliLifecycle
 from ._errors import AgentBusy, InvalidOptions
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
-from ._mode import ONE_SHOT, Live, Mode
+from ._mode import ONE_SHOT, Mode
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
 from ._stores._protocols import SessionStore
@@ -230,11 +230,11 @@ class Slot:
         """The runtime's ``call`` to the agent's warm CLI (`CliLifecycle.call`); refused
         with `InvalidOptions` for an agent that has none."""
         mode = self.mode
-        if not isinstance(mode, Live) or mode.keep_alive is None or call not in mode.calls:
+        if not mode.warm or call not in mode.calls:
             why = (
                 f"agent {self.name!r} runs {mode.name} turns, without a warm CLI to ask; "
                 "start it with keep_alive=SECONDS"
-                if not isinstance(mode, Live) or mode.keep_alive is None
+                if not mode.warm
                 else f"the {self.backend!r} backend's live CLI takes no {call} request"
             )
             raise InvalidOptions(call, argument, why)

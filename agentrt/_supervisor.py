@@ -16,6 +16,7 @@ arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import logging
@@ -110,6 +111,17 @@ class AgentSpec:
     init_options: Mapping[str, Any]
     options: AgentOptions
 
+    def mode_of(self, cls: type[Agent], backend_options: Any) -> Mode:
+        """The mode of an instance of ``cls`` on these backend options (`choose_mode`)."""
+        return choose_mode(
+            self.backend,
+            backend_options,
+            self.options,
+            overridden(cls),
+            agent_class=cls.__name__,
+            hook_kinds=hook_kinds(cls),
+        )
+
     async def instantiate(
         self, name: str, tools: ToolHost
     ) -> tuple[Agent, Any, Mode, ToolBinding | None]:
@@ -131,14 +143,7 @@ class AgentSpec:
             options = portable_options(self.backend, options, name, self.options.cli_homes)
         cls = type(instance)
         # Before the tool server starts for it: application tools change no capability.
-        mode = choose_mode(
-            self.backend,
-            options,
-            self.options,
-            overridden(cls),
-            agent_class=cls.__name__,
-            hook_kinds=hook_kinds(cls),
-        )
+        mode = self.mode_of(cls, options)
         chosen = self.options.app_tools
         if chosen is None:
             chosen = app_tools_option(f"{cls.__name__}.app_tools", cls.app_tools)
@@ -464,7 +469,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                     fork_from,
                     backend=spec.backend,
                     options=backend_options,
-                    mode=mode,
+                    choose=functools.partial(spec.mode_of, type(instance)),
                     cwd=cwd,
                     own=loaded,
                     source=source,
@@ -571,6 +576,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             on_exit=child.exited,
             runtime_id=context.runtime_id,
             node=context.ownership.owner.node,
+            capabilities=context.capabilities,
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,

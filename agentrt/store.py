@@ -3,7 +3,8 @@ helpers that make its fencing and errors agree with agentrt's own stores.
 
 A store is one class implementing `SessionStore` (the core) and whichever capability
 protocols it can honour; the runtime asks for each with ``isinstance`` (they are
-runtime-checkable), never by class, and refuses what needs a capability the store lacks,
+runtime-checkable), never by class, once, as it opens the store (`StoreCapabilities`,
+``Runtime.store_capabilities``), and refuses what needs a capability the store lacks,
 naming it:
 
 - `LiveProcessStore`: agents that run CLI processes (the reaper finds their turns);
@@ -40,6 +41,7 @@ from ._stores._protocols import RoutingStore as RoutingStore
 from ._stores._protocols import Serve as Serve
 from ._stores._protocols import SessionStore as SessionStore
 from ._stores._protocols import SpecStore as SpecStore
+from ._stores._protocols import StoreCapabilities as StoreCapabilities
 from ._stores._protocols import TranscriptStore as TranscriptStore
 from ._stores._protocols import TurnHistoryStore as TurnHistoryStore
 from ._stores._protocols import WorkspaceStore as WorkspaceStore
@@ -66,6 +68,7 @@ __all__ = [
     "SessionRow",
     "SessionStore",
     "SpecStore",
+    "StoreCapabilities",
     "StoredTranscript",
     "StoredTurn",
     "StoredWorkspace",

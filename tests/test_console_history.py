@@ -11,11 +11,11 @@ from typing import Any
 import trio
 from _helpers import echo_backend
 from console_helpers import events, signed_in
+from test_store_conformance import ToyStore
 
 import agentrt
-from agentrt import SQLiteStore, open_console
-from agentrt._console._history import NO_HISTORY, PAGE, history
-from agentrt.store import SessionStore
+from agentrt import SQLiteStore, open_console, open_runtime
+from agentrt._console._history import PAGE
 
 BOUND = 30
 SECRET = "sk-ant-api03-" + "x" * 40
@@ -112,10 +112,9 @@ async def test_the_fleet_shows_what_is_left_of_each_agents_budget(tmp_path: Path
             assert data["status"]["spent_usd"] == 0.0
 
 
-class CoreOnly:
-    """Stands for a store with the core protocol only (the console asks with isinstance)."""
-
-
 async def test_a_store_without_a_history_says_so() -> None:
-    store: SessionStore = CoreOnly()  # type: ignore[assignment]
-    assert await history(store, "a", 0) == {"why": NO_HISTORY, "turns": None, "chart": None}
+    async with open_runtime(store=ToyStore()) as rt, open_console(rt) as console:
+        assert rt.store_capabilities.turn_history is None
+        status, data = await get_json(console, "/history?name=a")
+    why = "the store keeps no turn history"
+    assert (status, data) == (200, {"why": why, "turns": None, "chart": None})

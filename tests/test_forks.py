@@ -65,6 +65,23 @@ async def test_fork_from_is_refused_where_it_cannot_work(tmp_path: Path) -> None
         assert rt.agents() == ()
 
 
+class Approving(agentrt.Agent):
+    async def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow:
+        return agentrt.Allow()
+
+
+async def test_a_fork_is_chosen_its_mode_on_the_fork_options(tmp_path: Path) -> None:
+    # approve_tool alone asks codex for its live process, which a fork (codex exec) lacks:
+    # the refusal names what the fork must do without, not a keep_alive never given.
+    codex = {"binary": fake_cli_executable(str(tmp_path), name="codex"), "cwd": str(tmp_path)}
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions, match="fork_session runs on codex exec only") as live:
+            await rt.start_agent(Approving, name="x", backend="codex", fork_from=SOURCE, **codex)
+        assert live.value.key == "fork_from"
+        assert live.value.why.endswith("start the fork without approve_tool")
+        assert rt.agents() == ()
+
+
 def test_each_backend_spells_its_fork() -> None:
     claude = ClaudeBackend()
     options = claude.with_fork(claude.parse_options({"binary": "claude"}))

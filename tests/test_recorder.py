@@ -23,6 +23,7 @@ from agentrt._mailbox import Mailbox
 from agentrt._options import AgentOptions
 from agentrt._recorder import Recorder
 from agentrt._slot import Slot
+from agentrt.store import StoreCapabilities
 from agentrt.testing import fake_cli_executable
 
 STATE = b'{"n":1}'
@@ -86,7 +87,8 @@ async def recorder(
     if not unclaimed:
         await store.checkpoint_session("a", backend="scripted", session_id=None, cwd="/work")
         store.writes.clear()
-    return Recorder(slot, store, "runtime-1", "node-1", keep_turns)
+    history = StoreCapabilities.of(store).turn_history
+    return Recorder(slot, store, "runtime-1", "node-1", keep_turns, history)
 
 
 async def spawn(rec: Recorder, pid: int = 4242) -> None:

@@ -36,6 +36,7 @@ from agentrt.store import (
     SessionRow,
     SessionStore,
     SpecStore,
+    StoreCapabilities,
     TranscriptStore,
     TurnHistoryStore,
     WorkspaceStore,
@@ -266,6 +267,21 @@ def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only(
         ToyStore(), LiveProcessStore | LeaseStore | SpecStore | WorkspaceStore | TurnHistoryStore
     )
     assert isinstance(ToyStore(), SessionStore)
+
+
+async def test_the_runtime_tells_what_its_store_can_do(tmp_path: Path) -> None:
+    # Asked once, as the runtime opens the store: each capability is the store or None.
+    names = [field.name for field in attrs.fields(StoreCapabilities)]
+    async with open_runtime(store=ToyStore()) as rt:
+        assert [getattr(rt.store_capabilities, name) for name in names] == [None] * len(names)
+    store = SQLiteStore(tmp_path / "s.sqlite3")
+    async with open_runtime(store=store) as rt:
+        capabilities = rt.store_capabilities
+        assert capabilities == StoreCapabilities.of(store)
+        assert {name for name in names if getattr(capabilities, name) is store} == set(names) - {
+            "routing"
+        }
+        assert capabilities.routing is None
 
 
 # --- the runtime on the toy store: what needs a capability is refused, naming it ---

@@ -23,21 +23,24 @@ from .._telemetry._otel import reap_span
 logger = logging.getLogger("agentrt")
 
 
-async def reap_stale_turns(store: SessionStore, *, term_grace: float = 2.0) -> int:
-    """Kill the turns recorded as live in ``store`` whose runtime is gone; return how many
-    rows were reaped. Each row is marked: a turn ended ``process_crashed``, no live group.
+async def reap_stale_turns(
+    store: SessionStore, live: LiveProcessStore | None, *, term_grace: float = 2.0
+) -> int:
+    """Kill the turns recorded as live in ``store`` (``live``: the store's live process
+    records, its `StoreCapabilities.live`) whose runtime is gone; return how many rows
+    were reaped. Each row is marked: a turn ended ``process_crashed``, no live group.
 
     Cancellation: bounded by about ``term_grace + 2 s`` per stale row; cancelled, the
     processes signalled so far stay signalled and unreaped rows stay for the next start.
-    A store without live process records (no `LiveProcessStore`) has none to reap.
+    A store without live process records (``live`` None) has none to reap.
     """
-    if not isinstance(store, LiveProcessStore):
+    if live is None:
         return 0
     reaped = 0
-    for record in await store.live_processes():
+    for record in await live.live_processes():
         if record.runtime_id is None or not runtime_gone(record.runtime_id):
             continue
-        await _reap(store, store, record, term_grace)
+        await _reap(store, live, record, term_grace)
         reaped += 1
     return reaped
 

@@ -17,7 +17,6 @@ import trio
 from .._errors import AgentRTError
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
-from .._stores._protocols import LeaseStore, TranscriptStore
 from .._stream import EventStream
 from ._desk import decide, pending
 from ._fleet import fleet, store_state
@@ -125,7 +124,7 @@ class ConsoleApp:
                 data = {
                     "node": self._runtime.node,
                     "agents": rows,
-                    "approvals": await pending(self._runtime.store),
+                    "approvals": await pending(self._runtime.store_capabilities.approvals),
                 }
                 if data != last:
                     await sink.event("fleet", data)
@@ -144,15 +143,15 @@ class ConsoleApp:
             status, why = None, shown(str(exc))
         else:
             why = None
-        store = self._runtime.store
-        record = await store.load(name)
+        record = await self._runtime.store.load(name)
         stored_state = None
         if status is None:
             # No status to be had: the state the store tells, as the fleet page shows it.
-            leases = await store.leases() if isinstance(store, LeaseStore) else []
+            store = self._runtime.store_capabilities.leases
+            leases = await store.leases() if store is not None else []
             lease = next((lease for lease in leases if lease.name == name), None)
             if record is not None or lease is not None:
-                stored_state = store_state(record, lease, isinstance(store, LeaseStore))
+                stored_state = store_state(record, lease, store is not None)
             if stored_state == "stopped":
                 why = None  # nothing is wrong: no runtime runs it, so none has its status
         data = {
@@ -206,8 +205,8 @@ class ConsoleApp:
             await trio.sleep(REFRESH / 4 if data["local"] else REFRESH)
 
     async def _transcript(self, name: str, send: Send) -> None:
-        store = self._runtime.store
-        if not isinstance(store, TranscriptStore):
+        store = self._runtime.store_capabilities.transcripts
+        if store is None:
             await answer_json(send, 200, {"lines": None, "why": "the store keeps no transcripts"})
             return
         transcript = await store.load_transcript(name)
@@ -226,7 +225,9 @@ class ConsoleApp:
             message = f"offset must be a count of entries (0 or more), not {shown(offset)!r}"
             await answer_json(send, 400, {"error": "BadRequest", "message": message})
             return
-        data = await history(self._runtime.store, query.get("name"), int(offset))
+        data = await history(
+            self._runtime.store_capabilities.turn_history, query.get("name"), int(offset)
+        )
         await answer_json(send, 200, data)
 
     async def _action(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -264,7 +265,7 @@ class ConsoleApp:
     async def _decide(self, request: dict[str, Any], send: Send) -> None:
         logger.info("console decision on approval %r", request.get("id"))
         try:
-            await decide(self._runtime.store, request)
+            await decide(self._runtime.store_capabilities.approvals, request)
         except (AgentRTError, ValueError) as exc:
             status = 400 if isinstance(exc, ValueError) else 409
             await answer_json(send, status, {"error": type(exc).__name__, "message": str(exc)})

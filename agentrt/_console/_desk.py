@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import AgentRTError
 from .._records import OperatorDecision
-from .._stores._protocols import ApprovalStore, SessionStore
+from .._stores._protocols import ApprovalStore
 from ._shown import shown
 
 # Who the decisions made here are by, in the turn's ToolDecisionEvent.
@@ -19,9 +19,10 @@ class ApprovalGone(AgentRTError):
     """The request was decided already, or its bound denied it before the decision."""
 
 
-async def pending(store: SessionStore) -> list[dict[str, Any]] | None:
-    """The requests waiting, oldest first; None on a store that keeps none."""
-    if not isinstance(store, ApprovalStore):
+async def pending(store: ApprovalStore | None) -> list[dict[str, Any]] | None:
+    """The requests waiting, oldest first; None on a store that keeps none (``store``: its
+    `StoreCapabilities.approvals`)."""
+    if store is None:
         return None
     return [
         {
@@ -38,10 +39,10 @@ async def pending(store: SessionStore) -> list[dict[str, Any]] | None:
     ]
 
 
-async def decide(store: SessionStore, request: dict[str, Any]) -> None:
+async def decide(store: ApprovalStore | None, request: dict[str, Any]) -> None:
     """Decide the request ``request["id"]``: ``allowed``, with ``updated_input`` (JSON
     text) or ``message``. `ValueError` for a malformed one, `ApprovalGone` when too late."""
-    if not isinstance(store, ApprovalStore):
+    if store is None:
         raise ValueError("this console's store keeps no approvals")
     id, allowed = request.get("id"), request.get("allowed")
     if not isinstance(id, str) or not isinstance(allowed, bool):

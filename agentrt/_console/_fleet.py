@@ -17,7 +17,6 @@ from .._errors import AgentRTError
 from .._records import Lease, SessionRecord
 from .._redact import redact
 from .._status import AgentStatus
-from .._stores._protocols import LeaseStore
 
 if TYPE_CHECKING:
     from .._runtime import Runtime
@@ -79,11 +78,11 @@ def store_state(record: SessionRecord | None, lease: Lease | None, leases: bool)
 
 async def fleet(runtime: Runtime) -> list[AgentRow]:
     """Every agent name of the runtime's store (and every agent the runtime runs), by name."""
-    store = runtime.store
-    records = {record.name: record for record in await store.list()}
-    has_leases = isinstance(store, LeaseStore)
+    records = {record.name: record for record in await runtime.store.list()}
+    store = runtime.store_capabilities.leases
+    has_leases = store is not None
     leases = {}
-    if isinstance(store, LeaseStore):
+    if store is not None:
         leases = {lease.name: lease for lease in await store.leases()}
     local = set(runtime.agents())
     names = sorted(records.keys() | local | {n for n, lease in leases.items() if lease.held})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._records import StoredTurn
-from .._stores._protocols import SessionStore, TurnHistoryStore
+from .._stores._protocols import TurnHistoryStore
 from ._shown import shown
 
 # Entries of one page of an agent's history.
@@ -32,11 +32,12 @@ def _entry(turn: StoredTurn) -> dict[str, Any]:
     }
 
 
-async def history(store: SessionStore, name: str | None, offset: int) -> dict[str, Any]:
+async def history(store: TurnHistoryStore | None, name: str | None, offset: int) -> dict[str, Any]:
     """The page of ``name``'s history ``offset`` entries from the newest (None: no page,
     the fleet's chart only) and the chart points, oldest first: ``[ended_at, cost_usd,
-    duration, outcome]`` of the newest `CHART_TURNS` turns."""
-    if not isinstance(store, TurnHistoryStore):
+    duration, outcome]`` of the newest `CHART_TURNS` turns. ``store``: the store's
+    `StoreCapabilities.turn_history` (None: it keeps none)."""
+    if store is None:
         return {"why": NO_HISTORY, "turns": None, "chart": None}
     data: dict[str, Any] = {"why": None, "turns": None, "offset": offset, "page": PAGE}
     if name is not None:

@@ -380,9 +380,10 @@ class TurnHistoryStore(Protocol):
 
 @attrs.frozen
 class StoreCapabilities:
-    """What one store can do, asked once when the runtime opens (an ``isinstance`` on a
-    runtime-checkable protocol costs microseconds): the store itself as each capability
-    it has, or None."""
+    """What one store can do: the store itself as each capability protocol it implements,
+    or None where it lacks one. `of` asks each protocol once (an ``isinstance`` on a
+    runtime-checkable protocol costs microseconds); the runtime does so when it opens the
+    store (`agentrt.Runtime.store_capabilities`), and nothing asks again."""
 
     live: LiveProcessStore | None
     leases: LeaseStore | None
@@ -390,9 +391,12 @@ class StoreCapabilities:
     transcripts: TranscriptStore | None
     routing: RoutingStore | None
     workspaces: WorkspaceStore | None
+    approvals: ApprovalStore | None
+    turn_history: TurnHistoryStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
+        """What ``store`` can do, asked of it now."""
         return cls(
             live=store if isinstance(store, LiveProcessStore) else None,
             leases=store if isinstance(store, LeaseStore) else None,
@@ -400,7 +404,32 @@ class StoreCapabilities:
             transcripts=store if isinstance(store, TranscriptStore) else None,
             routing=store if isinstance(store, RoutingStore) else None,
             workspaces=store if isinstance(store, WorkspaceStore) else None,
+            approvals=store if isinstance(store, ApprovalStore) else None,
+            turn_history=store if isinstance(store, TurnHistoryStore) else None,
         )
+
+    def has(self, protocol: type) -> bool:
+        """Whether the store implements ``protocol``: `SessionStore` (every store does) or
+        one of the capability protocols; `ValueError` for another type."""
+        if protocol is SessionStore:
+            return True
+        field = _CAPABILITIES.get(protocol)
+        if field is None:
+            raise ValueError(f"{protocol.__name__} is not a store capability protocol")
+        return getattr(self, field) is not None
+
+
+# The StoreCapabilities field of each capability protocol.
+_CAPABILITIES: dict[type, str] = {
+    LiveProcessStore: "live",
+    LeaseStore: "leases",
+    SpecStore: "specs",
+    TranscriptStore: "transcripts",
+    RoutingStore: "routing",
+    WorkspaceStore: "workspaces",
+    ApprovalStore: "approvals",
+    TurnHistoryStore: "turn_history",
+}
 
 
 def lacks(store: object, protocol: type, needed_for: str) -> str:

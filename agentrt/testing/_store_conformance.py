@@ -36,6 +36,7 @@ from .._stores._protocols import (
     LiveProcessStore,
     SessionStore,
     SpecStore,
+    StoreCapabilities,
     TranscriptStore,
     TurnHistoryStore,
     WorkspaceStore,
@@ -103,7 +104,7 @@ class StoreCheck:
     def skipped(self) -> str | None:
         """Why this check does not apply to the harness's store, or None."""
         store = self.harness.open_handle()
-        if not isinstance(store, self.requires):
+        if not StoreCapabilities.of(store).has(self.requires):
             return f"{type(store).__name__} is not a {self.requires.__name__}"
         return self._needs(self.harness)
 
@@ -203,8 +204,9 @@ async def _an_empty_store_has_no_records(harness: StoreHarness) -> None:
     try:
         assert await store.load("coder") is None
         assert list(await store.list()) == []
-        if isinstance(store, LiveProcessStore):
-            assert list(await store.live_processes()) == []
+        live = StoreCapabilities.of(store).live
+        if live is not None:
+            assert list(await live.live_processes()) == []
         assert await store.forget("coder") is False
     finally:
         await store.aclose()
@@ -410,10 +412,11 @@ async def _writes_without_a_row_are_refused_naming_the_agent(harness: StoreHarne
             )
         with _raises(StoreError, match="'ghost'"):
             await store.save_state("ghost", b"x")
-        if isinstance(store, LiveProcessStore):
+        live = StoreCapabilities.of(store).live
+        if live is not None:
             with _raises(StoreError, match="'ghost'"):
-                await store.set_live_process("ghost", pgid=1, pid=1, start_time=1, runtime_id="r")
-            await store.clear_live_process("ghost")  # cleanup of nothing is fine
+                await live.set_live_process("ghost", pgid=1, pid=1, start_time=1, runtime_id="r")
+            await live.clear_live_process("ghost")  # cleanup of nothing is fine
         assert await store.load("ghost") is None
     finally:
         await store.aclose()
@@ -476,7 +479,7 @@ async def _a_closed_store_refuses_calls_and_reopens_with_its_records(
 @_check(SessionStore)
 async def _concurrent_writers_from_many_tasks_are_all_kept(harness: StoreHarness) -> None:
     store = await _open(harness)
-    live = store if isinstance(store, LiveProcessStore) else None
+    live = StoreCapabilities.of(store).live
     try:
         await _checkpoint(store, "shared")
 
@@ -517,7 +520,8 @@ async def _concurrent_writers_from_many_tasks_are_all_kept(harness: StoreHarness
 @_check(LiveProcessStore)
 async def _live_process_is_recorded_listed_and_cleared(harness: StoreHarness) -> None:
     store = await _open(harness)
-    assert isinstance(store, LiveProcessStore)
+    records = StoreCapabilities.of(store).live
+    assert records is not None
     clock = harness.clock
     try:
         for name in ("b", "a", "c"):
@@ -525,11 +529,11 @@ async def _live_process_is_recorded_listed_and_cleared(harness: StoreHarness) ->
         before = (await _loaded(store, "b")).updated_at
         if clock is not None:
             clock.advance(5.0)
-        await store.set_live_process(
+        await records.set_live_process(
             "c", pgid=300, pid=301, start_time=3000, runtime_id="rt-1", marker="7.abc"
         )
-        await store.set_live_process("a", pgid=100, pid=100, start_time=1000, runtime_id="rt-2")
-        live = await store.live_processes()
+        await records.set_live_process("a", pgid=100, pid=100, start_time=1000, runtime_id="rt-2")
+        live = await records.live_processes()
         assert [r.name for r in live] == ["a", "c"]
         c = live[1]
         assert (c.live_pgid, c.live_pid, c.live_start_time, c.runtime_id) == (
@@ -542,9 +546,9 @@ async def _live_process_is_recorded_listed_and_cleared(harness: StoreHarness) ->
         if clock is not None:
             assert c.updated_at == before + 5.0
             clock.advance(1.0)
-        await store.clear_live_process("c")
-        await store.clear_live_process("b")  # had none: nothing changes
-        assert [r.name for r in await store.live_processes()] == ["a"]
+        await records.clear_live_process("c")
+        await records.clear_live_process("b")  # had none: nothing changes
+        assert [r.name for r in await records.live_processes()] == ["a"]
         c_after, b_after = await _loaded(store, "c"), await _loaded(store, "b")
         assert (c_after.live_pgid, c_after.live_pid, c_after.live_start_time) == (None,) * 3
         assert c_after.runtime_id is None and c_after.live_marker is None
@@ -560,7 +564,8 @@ async def _a_warm_cli_idling_between_turns_is_recorded_until_its_process_goes(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, LiveProcessStore)
+    records = StoreCapabilities.of(store).live
+    assert records is not None
     clock = harness.clock
 
     async def idle(name: str) -> tuple[bool, float]:
@@ -570,29 +575,29 @@ async def _a_warm_cli_idling_between_turns_is_recorded_until_its_process_goes(
     try:
         await _checkpoint(store, "a")
         created = (await _loaded(store, "a")).updated_at
-        await store.set_live_idle("a", True)  # no live process: nothing to mark
-        await store.set_live_idle("ghost", True)  # no row: nothing either
+        await records.set_live_idle("a", True)  # no live process: nothing to mark
+        await records.set_live_idle("ghost", True)  # no row: nothing either
         assert await idle("a") == (False, created)
-        await store.set_live_process("a", pgid=10, pid=10, start_time=1, runtime_id="rt")
+        await records.set_live_process("a", pgid=10, pid=10, start_time=1, runtime_id="rt")
         assert (await idle("a"))[0] is False  # a new process runs a turn
         if clock is not None:
             clock.advance(1.0)
-        await store.set_live_idle("a", True)
+        await records.set_live_idle("a", True)
         marked = await idle("a")
         assert marked[0] is True
         if clock is not None:
             assert marked[1] == created + 1.0
-        (live,) = await store.live_processes()  # still the reaper's to find
+        (live,) = await records.live_processes()  # still the reaper's to find
         assert (live.live_pgid, live.live_idle) == (10, True)
-        await store.set_live_idle("a", False)  # the next turn takes it
+        await records.set_live_idle("a", False)  # the next turn takes it
         assert (await idle("a"))[0] is False
-        await store.set_live_idle("a", True)
-        await store.set_live_process("a", pgid=20, pid=20, start_time=2, runtime_id="rt")
+        await records.set_live_idle("a", True)
+        await records.set_live_process("a", pgid=20, pid=20, start_time=2, runtime_id="rt")
         assert (await idle("a"))[0] is False
-        await store.set_live_idle("a", True)
-        await store.clear_live_process("a")  # it hibernated or died
+        await records.set_live_idle("a", True)
+        await records.clear_live_process("a")  # it hibernated or died
         assert (await idle("a"))[0] is False
-        assert list(await store.live_processes()) == []
+        assert list(await records.live_processes()) == []
     finally:
         await store.aclose()
 
@@ -606,7 +611,8 @@ class _Leasing(SessionStore, LeaseStore, Protocol):
 
 async def _two(harness: StoreHarness) -> tuple[_Leasing, _Leasing]:
     one, two = await _open(harness), await _open(harness)
-    assert isinstance(one, LeaseStore) and isinstance(two, LeaseStore)
+    assert StoreCapabilities.of(one).leases is not None
+    assert StoreCapabilities.of(two).leases is not None
     return cast(_Leasing, one), cast(_Leasing, two)
 
 
@@ -665,25 +671,33 @@ async def _an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
             writer.save_state("x", b"{}"),
             writer.forget("x"),
         ]
-        if isinstance(one, LiveProcessStore):
-            stale.append(one.set_live_process("x", pgid=1, pid=1, start_time=1, runtime_id="r"))
-            stale.append(one.clear_live_process("x"))
-        if isinstance(one, SpecStore):
-            stale.append(one.save_spec("x", "{}"))
-        if isinstance(one, TranscriptStore):
-            stale.append(one.append_transcript("x", session_id="s", path="t", offset=0, data=b""))
-        if isinstance(one, WorkspaceStore):
-            stale.append(one.save_workspace(_workspace("x", "agentrt/x")))
-            stale.append(one.drop_workspace("x"))
-        if isinstance(one, TurnHistoryStore):
-            stale.append(one.record_turn_with_history(_turn("x"), session_id=None, keep=5))
+        can = StoreCapabilities.of(one)
+        if can.live is not None:
+            stale.append(
+                can.live.set_live_process("x", pgid=1, pid=1, start_time=1, runtime_id="r")
+            )
+            stale.append(can.live.clear_live_process("x"))
+        if can.specs is not None:
+            stale.append(can.specs.save_spec("x", "{}"))
+        if can.transcripts is not None:
+            stale.append(
+                can.transcripts.append_transcript("x", session_id="s", path="t", offset=0, data=b"")
+            )
+        if can.workspaces is not None:
+            stale.append(can.workspaces.save_workspace(_workspace("x", "agentrt/x")))
+            stale.append(can.workspaces.drop_workspace("x"))
+        if can.turn_history is not None:
+            stale.append(
+                can.turn_history.record_turn_with_history(_turn("x"), session_id=None, keep=5)
+            )
         for write in stale:
             with _raises(LeaseLost):
                 await write
         record = await _loaded(two, "x")
         assert (record.session_id, record.turns) == ("s1", 0)
-        if isinstance(two, TurnHistoryStore):
-            assert list(await two.turn_history("x", limit=10)) == []
+        history = StoreCapabilities.of(two).turn_history
+        if history is not None:
+            assert list(await history.turn_history("x", limit=10)) == []
         assert await one.renew_leases(ttl=ttl) == {"x"}
         await _checkpoint(two, "x", "s2")  # the new owner's writes go through
     finally:
@@ -838,7 +852,11 @@ async def _at_most_one_handle_writes_for_a_name(harness: StoreHarness) -> None:
             n = next(examples)
             self.names = (f"m{n}-x", f"m{n}-y")
             self.stores = [call(lambda: _open(harness)) for _ in range(3)]
-            self.leasing = [s for s in self.stores if isinstance(s, LeaseStore)]
+            self.leasing = [
+                leases
+                for s in self.stores
+                if (leases := StoreCapabilities.of(s).leases) is not None
+            ]
             self.owners = [_owner(f"n{i}", i) for i in range(3)]
             self.taken: list[set[str]] = [set() for _ in self.stores]
             # The model: name -> (holder, expiry on the lease clock); a release drops it.
@@ -921,21 +939,22 @@ async def _at_most_one_handle_writes_for_a_name(harness: StoreHarness) -> None:
 @_check(SpecStore)
 async def _specs_keep_their_start_order_and_go_with_forget(harness: StoreHarness) -> None:
     store = await _open(harness)
-    assert isinstance(store, SpecStore)
+    kept = StoreCapabilities.of(store).specs
+    assert kept is not None
     try:
-        assert list(await store.specs()) == []
+        assert list(await kept.specs()) == []
         for name in ("zeta", "alpha", "mid"):
-            await store.save_spec(name, f'{{"v": "{name}"}}')  # needs no session row
-        await store.save_spec("zeta", '{"v": 2}')  # replaced, keeps its place
-        assert list(await store.specs()) == [
+            await kept.save_spec(name, f'{{"v": "{name}"}}')  # needs no session row
+        await kept.save_spec("zeta", '{"v": 2}')  # replaced, keeps its place
+        assert list(await kept.specs()) == [
             ("zeta", '{"v": 2}'),
             ("alpha", '{"v": "alpha"}'),
             ("mid", '{"v": "mid"}'),
         ]
-        await store.save_spec("alpha", None)
+        await kept.save_spec("alpha", None)
         await _checkpoint(store, "mid")
         await store.forget("mid")  # the row and its spec
-        assert list(await store.specs()) == [("zeta", '{"v": 2}')]
+        assert list(await kept.specs()) == [("zeta", '{"v": 2}')]
     finally:
         await _closing(store)
 
@@ -948,25 +967,26 @@ async def _a_transcript_grows_by_chunks_and_a_stale_one_writes_nothing(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, TranscriptStore)
+    kept = StoreCapabilities.of(store).transcripts
+    assert kept is not None
     try:
-        assert await store.load_transcript("coder") is None
+        assert await kept.load_transcript("coder") is None
         path = "projects/w/s1.jsonl"
-        await store.append_transcript("coder", session_id="s1", path=path, offset=0, data=b"ab")
-        await store.append_transcript("coder", session_id="s1", path=path, offset=2, data=b"cd")
+        await kept.append_transcript("coder", session_id="s1", path=path, offset=0, data=b"ab")
+        await kept.append_transcript("coder", session_id="s1", path=path, offset=2, data=b"cd")
         with _raises(StoreError, match="'coder'"):  # not where the stored one ends
-            await store.append_transcript("coder", session_id="s1", path=path, offset=3, data=b"x")
+            await kept.append_transcript("coder", session_id="s1", path=path, offset=3, data=b"x")
         with _raises(StoreError):  # another session, not from the start
-            await store.append_transcript("coder", session_id="s2", path=path, offset=4, data=b"x")
-        stored = await store.load_transcript("coder")
+            await kept.append_transcript("coder", session_id="s2", path=path, offset=4, data=b"x")
+        stored = await kept.load_transcript("coder")
         assert stored is not None
         assert (stored.session_id, stored.path, stored.data) == ("s1", path, b"abcd")
-        await store.append_transcript("coder", session_id="s2", path="t2", offset=0, data=b"new")
-        stored = await store.load_transcript("coder")
+        await kept.append_transcript("coder", session_id="s2", path="t2", offset=0, data=b"new")
+        stored = await kept.load_transcript("coder")
         assert stored is not None and (stored.session_id, stored.data) == ("s2", b"new")
         with _raises(ValueError):
-            await store.append_transcript("coder", session_id="s2", path="../x", offset=0, data=b"")
-        assert await store.load_transcript("other") is None
+            await kept.append_transcript("coder", session_id="s2", path="../x", offset=0, data=b"")
+        assert await kept.load_transcript("other") is None
     finally:
         await _closing(store)
 
@@ -990,21 +1010,22 @@ async def _a_workspace_is_kept_by_name_replaced_and_outlives_forget(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, WorkspaceStore)
+    kept = StoreCapabilities.of(store).workspaces
+    assert kept is not None
     try:
-        assert list(await store.workspaces()) == []
+        assert list(await kept.workspaces()) == []
         coder = _workspace("coder", "agentrt/coder", base="main")
-        await store.save_workspace(coder)  # needs no session row
-        await store.save_workspace(_workspace("alpha", "agentrt/alpha"))
-        assert list(await store.workspaces()) == [_workspace("alpha", "agentrt/alpha"), coder]
+        await kept.save_workspace(coder)  # needs no session row
+        await kept.save_workspace(_workspace("alpha", "agentrt/alpha"))
+        assert list(await kept.workspaces()) == [_workspace("alpha", "agentrt/alpha"), coder]
         moved = attrs.evolve(coder, path="/elsewhere", node="host-b")
-        await store.save_workspace(moved)
+        await kept.save_workspace(moved)
         await _checkpoint(store, "coder")
         await store.forget("coder")  # the session row only: the worktree may hold work
-        assert [w for w in await store.workspaces() if w.name == "coder"] == [moved]
-        assert await store.drop_workspace("coder") is True
-        assert await store.drop_workspace("coder") is False
-        assert [w.name for w in await store.workspaces()] == ["alpha"]
+        assert [w for w in await kept.workspaces() if w.name == "coder"] == [moved]
+        assert await kept.drop_workspace("coder") is True
+        assert await kept.drop_workspace("coder") is False
+        assert [w.name for w in await kept.workspaces()] == ["alpha"]
     finally:
         await _closing(store)
 
@@ -1012,26 +1033,28 @@ async def _a_workspace_is_kept_by_name_replaced_and_outlives_forget(
 @_check(WorkspaceStore)
 async def _a_branch_is_one_agents_whichever_handles_race_for_it(harness: StoreHarness) -> None:
     one, two = await _open(harness), await _open(harness)
-    assert isinstance(one, WorkspaceStore) and isinstance(two, WorkspaceStore)
+    one_kept = StoreCapabilities.of(one).workspaces
+    two_kept = StoreCapabilities.of(two).workspaces
+    assert one_kept is not None and two_kept is not None
     try:
         coder = _workspace("coder", "agentrt/shared")
-        await one.save_workspace(coder)
+        await one_kept.save_workspace(coder)
         with _raises(BranchInUse) as taken:
-            await two.save_workspace(_workspace("other", "agentrt/shared"))
+            await two_kept.save_workspace(_workspace("other", "agentrt/shared"))
         assert (taken[0].repo, taken[0].branch) == ("/srv/repo", "agentrt/shared")
         assert taken[0].holder == "agent 'coder'"
-        await one.save_workspace(attrs.evolve(coder, node="host-b"))  # its own: replaced
+        await one_kept.save_workspace(attrs.evolve(coder, node="host-b"))  # its own: replaced
         elsewhere = attrs.evolve(_workspace("other", "agentrt/shared"), repo="/srv/other")
-        await two.save_workspace(elsewhere)  # the same name in another repository
+        await two_kept.save_workspace(elsewhere)  # the same name in another repository
         # Saves racing for one branch from two handles (two programs, or two hosts): the
         # check and the write are one step, so exactly one is stored.
         for round in range(5):
             branch = f"race/{round}"
             stored = await _racing_saves(
-                branch, [(f"r{round}-{i}", s) for i, s in enumerate([one, two] * 3)]
+                branch, [(f"r{round}-{i}", s) for i, s in enumerate([one_kept, two_kept] * 3)]
             )
             assert len(stored) == 1, stored
-            assert [w.name for w in await two.workspaces() if w.branch == branch] == stored
+            assert [w.name for w in await two_kept.workspaces() if w.branch == branch] == stored
     finally:
         await _closing(one, two)
 
@@ -1081,29 +1104,30 @@ async def _an_approval_is_decided_once_and_removed_with_its_decision(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, ApprovalStore)
+    desk = StoreCapabilities.of(store).approvals
+    assert desk is not None
     try:
-        assert list(await store.pending_approvals()) == []
-        await store.put_approval(_approval("b", requested_at=2000.0))
-        await store.put_approval(_approval("a"))
-        assert [a.id for a in await store.pending_approvals()] == ["a", "b"]  # oldest first
-        assert (await store.pending_approvals())[0] == _approval("a")
+        assert list(await desk.pending_approvals()) == []
+        await desk.put_approval(_approval("b", requested_at=2000.0))
+        await desk.put_approval(_approval("a"))
+        assert [a.id for a in await desk.pending_approvals()] == ["a", "b"]  # oldest first
+        assert (await desk.pending_approvals())[0] == _approval("a")
         with _raises(StoreError, match="'a' exists"):
-            await store.put_approval(_approval("a"))
-        assert await store.decision_of("a") is None
-        assert await store.decide_approval("a", _BY_CONSOLE)
-        assert not await store.decide_approval("a", OperatorDecision(allowed=False, decided_by="x"))
-        assert await store.decision_of("a") == _BY_CONSOLE
-        assert [a.id for a in await store.pending_approvals()] == ["b"]
-        assert await store.remove_approval("a") == _BY_CONSOLE
-        assert await store.remove_approval("a") is None
-        assert await store.decision_of("a") is None
-        assert not await store.decide_approval("a", _BY_CONSOLE)  # gone: refused
+            await desk.put_approval(_approval("a"))
+        assert await desk.decision_of("a") is None
+        assert await desk.decide_approval("a", _BY_CONSOLE)
+        assert not await desk.decide_approval("a", OperatorDecision(allowed=False, decided_by="x"))
+        assert await desk.decision_of("a") == _BY_CONSOLE
+        assert [a.id for a in await desk.pending_approvals()] == ["b"]
+        assert await desk.remove_approval("a") == _BY_CONSOLE
+        assert await desk.remove_approval("a") is None
+        assert await desk.decision_of("a") is None
+        assert not await desk.decide_approval("a", _BY_CONSOLE)  # gone: refused
         denied = OperatorDecision(allowed=False, message="not here", decided_by="console")
-        assert await store.decide_approval("b", denied)
-        assert await store.remove_approval("b") == denied
-        assert await store.remove_approval("never") is None
-        assert not await store.decide_approval("never", denied)
+        assert await desk.decide_approval("b", denied)
+        assert await desk.remove_approval("b") == denied
+        assert await desk.remove_approval("never") is None
+        assert not await desk.decide_approval("never", denied)
     finally:
         await store.aclose()
 
@@ -1111,10 +1135,12 @@ async def _an_approval_is_decided_once_and_removed_with_its_decision(
 @_check(ApprovalStore)
 async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarness) -> None:
     one, two = await _open(harness), await _open(harness)
-    assert isinstance(one, ApprovalStore) and isinstance(two, ApprovalStore)
+    one_desk = StoreCapabilities.of(one).approvals
+    two_desk = StoreCapabilities.of(two).approvals
+    assert one_desk is not None and two_desk is not None
     try:
-        await one.put_approval(_approval("a"))
-        assert [a.id for a in await two.pending_approvals()] == ["a"]
+        await one_desk.put_approval(_approval("a"))
+        assert [a.id for a in await two_desk.pending_approvals()] == ["a"]
         won: list[str] = []
 
         async def decide(store: ApprovalStore, by: str) -> None:
@@ -1123,9 +1149,9 @@ async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarne
 
         async with trio.open_nursery() as nursery:
             for i in range(8):
-                nursery.start_soon(decide, one if i % 2 else two, f"console-{i}")
+                nursery.start_soon(decide, one_desk if i % 2 else two_desk, f"console-{i}")
         assert len(won) == 1
-        decided = await one.remove_approval("a")
+        decided = await one_desk.remove_approval("a")
         assert decided is not None and decided.decided_by == won[0]
     finally:
         await _closing(one, two)
@@ -1155,42 +1181,43 @@ async def _a_turn_with_history_is_counted_and_kept_newest_first_and_bounded(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, TurnHistoryStore)
+    history = StoreCapabilities.of(store).turn_history
+    assert history is not None
     try:
-        assert list(await store.turn_history(None, limit=10)) == []
+        assert list(await history.turn_history(None, limit=10)) == []
         await _checkpoint(store, "a", "s-1")
         await _checkpoint(store, "b")
         for n in (1, 2, 3):
-            await store.record_turn_with_history(_turn("a", n), session_id="s-1", keep=2)
+            await history.record_turn_with_history(_turn("a", n), session_id="s-1", keep=2)
         failed = _turn("b", 4, outcome="interrupted", cost_usd=None, answer=None)
-        await store.record_turn_with_history(failed, session_id="s-2", keep=2)
+        await history.record_turn_with_history(failed, session_id="s-2", keep=2)
         record = await _loaded(store, "a")
         assert (record.turns, record.last_stop_reason) == (3, "complete")
         assert _near(record.cost_usd, 0.06, 1e-9)
         assert record.usage == Usage(input_tokens=6, output_tokens=12)
         assert (await _loaded(store, "b")).session_id == "s-2"
         # The two newest of "a" stay; the first went out with the third.
-        assert list(await store.turn_history("a", limit=10)) == [_turn("a", 3), _turn("a", 2)]
-        assert [t.name for t in await store.turn_history(None, limit=10)] == ["b", "a", "a"]
-        assert list(await store.turn_history(None, limit=1, offset=1)) == [_turn("a", 3)]
-        assert list(await store.turn_history("b", limit=10)) == [failed]
-        assert list(await store.turn_history("a", limit=0)) == []
-        assert list(await store.turn_history("nobody", limit=10)) == []
+        assert list(await history.turn_history("a", limit=10)) == [_turn("a", 3), _turn("a", 2)]
+        assert [t.name for t in await history.turn_history(None, limit=10)] == ["b", "a", "a"]
+        assert list(await history.turn_history(None, limit=1, offset=1)) == [_turn("a", 3)]
+        assert list(await history.turn_history("b", limit=10)) == [failed]
+        assert list(await history.turn_history("a", limit=0)) == []
+        assert list(await history.turn_history("nobody", limit=10)) == []
         with _raises(StoreError, match="'c'"):  # no row: nothing is kept
-            await store.record_turn_with_history(_turn("c"), session_id=None, keep=2)
-        assert list(await store.turn_history("c", limit=10)) == []
+            await history.record_turn_with_history(_turn("c"), session_id=None, keep=2)
+        assert list(await history.turn_history("c", limit=10)) == []
         for bad in (0, -1):
             with _raises(ValueError, match="keep"):
-                await store.record_turn_with_history(_turn("a"), session_id=None, keep=bad)
+                await history.record_turn_with_history(_turn("a"), session_id=None, keep=bad)
         with _raises(ValueError, match="offset"):
-            await store.turn_history("a", limit=1, offset=-1)
+            await history.turn_history("a", limit=1, offset=-1)
         assert (await _loaded(store, "a")).turns == 3
         assert await store.forget("a")  # its history goes with its row
-        assert [t.name for t in await store.turn_history(None, limit=10)] == ["b"]
+        assert [t.name for t in await history.turn_history(None, limit=10)] == ["b"]
         await _checkpoint(store, "d")
         for n in range(1, 5):  # fewer than it keeps: every one stays
-            await store.record_turn_with_history(_turn("d", n), session_id=None, keep=5)
-        assert [t.prompt for t in await store.turn_history("d", limit=10)] == [
+            await history.record_turn_with_history(_turn("d", n), session_id=None, keep=5)
+        assert [t.prompt for t in await history.turn_history("d", limit=10)] == [
             "prompt 4",
             "prompt 3",
             "prompt 2",
@@ -1205,18 +1232,20 @@ async def _a_turn_history_keeps_its_stop_reason_redacted_and_outlives_a_reopen(
     harness: StoreHarness,
 ) -> None:
     store = await _open(harness)
-    assert isinstance(store, TurnHistoryStore)
+    history = StoreCapabilities.of(store).turn_history
+    assert history is not None
     secret = "sk-ant-api03-" + "x" * 30
     try:
         await _checkpoint(store, "a")
         turn = _turn("a", outcome=f"custom failure {secret}")
-        await store.record_turn_with_history(turn, session_id=None, keep=5)
+        await history.record_turn_with_history(turn, session_id=None, keep=5)
     finally:
         await store.aclose()
     again = await _open(harness)
-    assert isinstance(again, TurnHistoryStore)
+    again_history = StoreCapabilities.of(again).turn_history
+    assert again_history is not None
     try:
-        [kept] = await again.turn_history("a", limit=5)
+        [kept] = await again_history.turn_history("a", limit=5)
         assert secret not in kept.outcome and kept.outcome.startswith("custom failure")
         assert kept == attrs.evolve(turn, outcome=kept.outcome)
         assert (await _loaded(again, "a")).last_stop_reason == kept.outcome
