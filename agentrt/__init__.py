@@ -9,8 +9,8 @@
 #
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _live_protocol
-#     _logs _records _redact _requests _restart _status _stream _stream_json _stream_json_live
-#     _telemetry _tools _util _worktrees backend
+#     _logs _operations _records _redact _requests _restart _status _stream _stream_json
+#     _stream_json_live _telemetry _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots

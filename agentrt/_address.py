@@ -10,6 +10,8 @@ iterator of events, which for a remote agent reads them with routed ``events`` c
 (`agentrt._follow`).
 
 The owner's side of a routed call is `ROUTED`: the `LocalAgent` method each call kind runs.
+The operations themselves are declared in `agentrt._operations`, and both classes are held
+against that declaration by a test.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
 from ._follow import EncodedBatch, FollowedStream, ended
+from ._operations import ROUTED_CALLS
 from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
 from ._slot import Slot
 from ._status import AgentStatus
@@ -235,28 +238,8 @@ class RemoteAgent:
         await self._call("stop_agent")
 
 
-# The calls another runtime may route to an agent of this one: the LocalAgent method each
-# runs (a routed call is never routed on). Those taking a `Ref` take it alone.
+# The calls another runtime may route to an agent of this one (`ROUTED_CALLS`): the
+# LocalAgent method each runs (a routed call is never routed on).
 ROUTED: dict[str, Callable[..., Awaitable[object]]] = {
-    call: getattr(LocalAgent, call)
-    for call in (
-        "ask",
-        "tell",
-        "poll",
-        "wait",
-        "notify",
-        "interrupt",
-        "interrupt_request",
-        "withdraw",
-        "halt",
-        "unhalt",
-        "reset_session",
-        "status",
-        "stop_agent",
-        "set_model",
-        "set_permission_mode",
-        "context_usage",
-        "stop_task",
-        "events",
-    )
+    call: getattr(LocalAgent, call) for call in ROUTED_CALLS
 }
