@@ -10,9 +10,14 @@ undeclared): the `Runtime` method, the module-level function, the asyncio and sy
 methods (each one line made from the `Runtime` method, so that mypy and the docs see its
 signature), and `LocalAgent` and `RemoteAgent`.
 
-A new agent operation is written here, as its `LocalAgent` method (what the owner does),
-and as its `Runtime` method (its signature and its docstring, for users and the reference
-docs); then one line in each form the test names as missing.
+A new agent operation is written in two places that hold its behaviour: its entry here,
+and its `LocalAgent` method (what the owner does); the routed call kind and answer follow.
+Its spelling in each form is then one line or one method per form, which the test names
+when missing: the `Runtime` method (its signature and docstring, for users and the
+reference docs), the `RemoteAgent` method (a routed call), one line in each of the asyncio
+and sync forms' `Runtime` (``_awaited(TrioRuntime.x)``), one in `agentrt._api`, its export
+in agentrt/__init__.py and its ``autofunction`` in docs/reference/api.md. Those lines stay
+written out, not made in a loop, so that mypy and the docs see each method's signature.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ travel as routing protocol 1 always carried them)."""
 from __future__ import annotations
 
 import inspect
+import re
 import types
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,6 +82,13 @@ def test_every_form_has_each_declared_operation_and_no_other(form: str, present:
 def test_the_module_level_functions_are_exported() -> None:
     for name in PUBLIC:
         assert getattr(agentrt, name) is getattr(_api, name), name
+
+
+def test_the_reference_docs_list_each_module_level_function() -> None:
+    # The page lists the package's other functions too (open_runtime, tool, ...).
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md").read_text()
+    listed = re.findall(r"^\.\. autofunction:: agentrt\.(\w+)$", text, re.M)
+    assert drift(PUBLIC, listed)["declared but missing"] == []
 
 
 def test_each_address_has_each_agent_operation_and_no_other() -> None:
