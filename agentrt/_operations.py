@@ -4,7 +4,9 @@ is when routed.
 
 What is made from this declaration: the routed call kinds and their answers
 (`agentrt._stores._route_codec`: a call's arguments and its answer are encoded as declared
-here), and the calls an owner serves (`agentrt._address.ROUTED`). What is held against it
+here), the calls an owner serves (`agentrt._address.ROUTED`), and each `RemoteAgent`
+method that routes a call (one line made from the `LocalAgent` method, whose signature and
+result it takes, checking its arguments as declared). What is held against it
 (tests/test_operations.py, in both directions: declared but missing, present but
 undeclared): the `Runtime` method, the module-level function, the asyncio and sync forms'
 methods (each one line made from the `Runtime` method, so that mypy and the docs see its
@@ -14,10 +16,11 @@ A new agent operation is written in two places that hold its behaviour: its entr
 and its `LocalAgent` method (what the owner does); the routed call kind and answer follow.
 Its spelling in each form is then one line or one method per form, which the test names
 when missing: the `Runtime` method (its signature and docstring, for users and the
-reference docs), the `RemoteAgent` method (a routed call), one line in each of the asyncio
-and sync forms' `Runtime` (``_awaited(TrioRuntime.x)``), one in `agentrt._api`, its export
-in agentrt/__init__.py and its ``autofunction`` in docs/reference/api.md. Those lines stay
-written out, not made in a loop, so that mypy and the docs see each method's signature.
+reference docs), one line in `RemoteAgent` (``_routed(LocalAgent.x)``), one in each of
+the asyncio and sync forms' `Runtime` (``_awaited(TrioRuntime.x)``), one in
+`agentrt._api`, its export in agentrt/__init__.py and its ``autofunction`` in
+docs/reference/api.md. Those lines stay written out, not made in a loop, so that mypy and
+the docs see each method's signature.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Literal
 
 import attrs
 
-Travels = Literal["text", "text_or_none", "ref", "event", "count"]
-"""How a routed argument travels: a str; a str or None; a `Ref`; a notify's event (plain
-data only); an int >= 0."""
+Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count"]
+"""How a routed argument travels: a prompt (a str, checked non-blank before it leaves); a
+str; a str or None; a `Ref`; a notify's event (plain data only, checked before it leaves);
+an int >= 0."""
 
 Answer = Literal[
     "response", "ref", "poll", "settled", "bool", "status", "none", "context_usage", "events"
@@ -62,8 +66,8 @@ class Operation:
 OPERATIONS: Mapping[str, Operation] = {
     op.name: op
     for op in (
-        Operation("ask", "name", (("prompt", "text"),), "response"),
-        Operation("tell", "name", (("prompt", "text"),), "ref"),
+        Operation("ask", "name", (("prompt", "prompt"),), "response"),
+        Operation("tell", "name", (("prompt", "prompt"),), "ref"),
         Operation("poll", "ref", (), "poll"),
         Operation("wait", "ref", (), "settled"),
         Operation("stream", "ref", (), None, awaited=False),

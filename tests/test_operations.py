@@ -131,7 +131,8 @@ def test_each_operation_takes_its_declared_arguments_in_each_form(name: str) -> 
 
 # One value of each way an argument travels.
 SAMPLES: dict[str, object] = {
-    "text": "hello",
+    "prompt": "hello",
+    "text": "plan",
     "text_or_none": None,
     "ref": Ref("a", 7),
     "event": {"k": [1, b"x", None]},

@@ -510,6 +510,7 @@ class _Cancel(_Call, frozen=True, tag="cancel"):
 # How an argument of each way of travelling (`agentrt._operations.Travels`) is typed in a
 # call's body.
 _TRAVELS: dict[Travels, Any] = {
+    "prompt": str,
     "text": str,
     "text_or_none": str | None,
     "ref": _RefData,
