@@ -17,6 +17,7 @@ call kind runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, final
 
@@ -26,7 +27,6 @@ from ._arguments import check_prompt, wrong_type
 from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
-from ._faces._forwarding import same_face
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels
 from ._requests import NotFound, Pending, PollResult, Ref, Settled
@@ -192,13 +192,14 @@ def _routed(
     ]
 
     # Positional only, as `Runtime` calls it: the router sends the arguments as a tuple.
+    # Wrapping ``method`` gives it ``method``'s signature (help(), inspect).
+    @functools.wraps(method)
     async def routed(self: RemoteAgent, /, *arguments: object) -> object:
         for check, argument in zip(checks, arguments, strict=True):
             if check is not None:
                 check(argument)
         return await self._router.call(self._name, operation.name, arguments)
 
-    same_face(routed, method)
     routed.__qualname__ = f"RemoteAgent.{operation.name}"
     return cast("Callable[Concatenate[RemoteAgent, P], Coroutine[Any, Any, R]]", routed)
 
