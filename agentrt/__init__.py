@@ -8,10 +8,10 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _logs _records
-#     _redact _requests _restart _status _stream _stream_json._frames _stream_json._live
-#     _stream_json._live_protocol _stream_json._translator _telemetry._log_fields
-#     _telemetry._otel _tools _util _worktrees backend
+#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _logs _operations
+#     _records _redact _requests _restart _status _stream _stream_json._frames
+#     _stream_json._live _stream_json._live_protocol _stream_json._translator
+#     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
@@ -28,14 +28,14 @@
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _follow _foreign_awaits _forks
 #     _mailbox _portable _recorder _slot _tool_server _turn_history _workspaces
-# L6 face: supervision, the runtime, one address per agent, the public modules
-#     __init__ _address _api _asyncio_runtime _backends _console._app _console._desk
-#     _console._fleet _console._gate _console._history _console._http _console._pages
-#     _console._serve _console._shown _failover _forwarding _pinned _runtime _runtime_thread
-#     _supervisor _sync_runtime asyncio lowlevel store sync testing testing._backend_conformance
-#     testing._fake_anthropic testing._fake_chat testing._fake_gemini
-#     testing._fake_openai testing._http testing._scenarios testing._scripted
-#     testing._store_conformance testing.fake_anthropic testing.fake_cli
+# L6 face: supervision, the runtime, one address per agent, the public modules and forms
+#     __init__ _address _api _backends _console._app _console._desk _console._fleet
+#     _console._gate _console._history _console._http _console._pages _console._serve
+#     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
+#     _faces._sync_runtime _failover _pinned _runtime _supervisor asyncio lowlevel store
+#     sync testing testing._backend_conformance testing._fake_anthropic testing._fake_chat
+#     testing._fake_gemini testing._fake_openai testing._http testing._scenarios
+#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
 #     _cli._render _cli._sessions _cli._workspaces

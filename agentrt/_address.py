@@ -9,13 +9,17 @@ and every one of them checkpoints. ``stream`` alone is synchronous: it returns t
 iterator of events, which for a remote agent reads them with routed ``events`` calls
 (`agentrt._follow`).
 
-The owner's side of a routed call is `ROUTED`: the `LocalAgent` method each call kind runs.
+The operations are declared in `agentrt._operations`. A `RemoteAgent` method is made from
+the `LocalAgent` one (`_routed`: its signature and result, its arguments checked as
+declared), and the owner's side of a routed call is `ROUTED`: the `LocalAgent` method each
+call kind runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, cast, final
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, final
 
 import trio
 
@@ -24,12 +28,16 @@ from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
 from ._follow import EncodedBatch, FollowedStream, ended
-from ._requests import Completed, Failed, NotFound, Pending, PollResult, Ref, Settled, Withdrawn
+from ._operations import OPERATIONS, ROUTED_CALLS, Travels
+from ._requests import NotFound, Pending, PollResult, Ref, Settled
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router
 from ._stores._route_codec import check_event
 from ._stream import EventStream
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Member(Protocol):
@@ -171,6 +179,36 @@ class LocalAgent:
         await self._member.stop()
 
 
+# The checks a routed argument gets before it leaves, by how it travels (`Travels`); the
+# owner's `LocalAgent` checks the rest as it checks its own callers'.
+_CHECKS: dict[Travels, Callable[[Any], object]] = {"prompt": check_prompt, "event": check_event}
+
+
+def _routed(
+    method: Callable[Concatenate[LocalAgent, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[RemoteAgent, P], Coroutine[Any, Any, R]]:
+    """The `RemoteAgent` method of ``method``'s operation: its arguments, checked as they
+    travel (`OPERATIONS`), routed to the agent's owner, whose `LocalAgent` runs ``method``;
+    the same signature and result."""
+    operation = OPERATIONS[method.__name__]
+    travels = [kind for _name, kind in operation.arguments]
+    checks = [
+        _CHECKS.get(kind) for kind in (["ref", *travels] if operation.by == "ref" else travels)
+    ]
+
+    # Positional only, as `Runtime` calls it: the router sends the arguments as a tuple.
+    # Wrapping ``method`` gives it ``method``'s signature (help(), inspect).
+    @functools.wraps(method)
+    async def routed(self: RemoteAgent, /, *arguments: object) -> object:
+        for check, argument in zip(checks, arguments, strict=True):
+            if check is not None:
+                check(argument)
+        return await self._router.call(self._name, operation.name, arguments)
+
+    routed.__qualname__ = f"RemoteAgent.{operation.name}"
+    return cast("Callable[Concatenate[RemoteAgent, P], Coroutine[Any, Any, R]]", routed)
+
+
 @final
 class RemoteAgent:
     """The agent named ``name`` that another runtime owns: each call is routed to it, and
@@ -182,86 +220,31 @@ class RemoteAgent:
         self._router = router
         self._name = name
 
-    async def _call(self, call: str, *arguments: object) -> Any:
-        return await self._router.call(self._name, call, arguments)
-
-    async def ask(self, prompt: str) -> Response:
-        return cast(Response, await self._call("ask", check_prompt(prompt)))
-
-    async def tell(self, prompt: str) -> Ref:
-        return cast(Ref, await self._call("tell", check_prompt(prompt)))
-
-    async def poll(self, ref: Ref) -> PollResult:
-        return cast(PollResult, await self._call("poll", ref))
-
-    async def wait(self, ref: Ref) -> Settled | NotFound:
-        return cast(Completed | Failed | Withdrawn | NotFound, await self._call("wait", ref))
+    ask = _routed(LocalAgent.ask)
+    tell = _routed(LocalAgent.tell)
+    poll = _routed(LocalAgent.poll)
+    wait = _routed(LocalAgent.wait)
 
     def stream(self, ref: Ref) -> EventStream:
-        return FollowedStream(lambda after: self._call("events", ref, after))
+        return FollowedStream(lambda after: self._router.call(self._name, "events", (ref, after)))
 
-    async def notify(self, event: Any) -> None:
-        await self._call("notify", check_event(event))
-
-    async def interrupt(self) -> bool:
-        return cast(bool, await self._call("interrupt"))
-
-    async def interrupt_request(self, ref: Ref) -> bool:
-        return cast(bool, await self._call("interrupt_request", ref))
-
-    async def withdraw(self, ref: Ref) -> bool:
-        return cast(bool, await self._call("withdraw", ref))
-
-    async def halt(self) -> None:
-        await self._call("halt")
-
-    async def unhalt(self) -> None:
-        await self._call("unhalt")
-
-    async def reset_session(self) -> None:
-        await self._call("reset_session")
-
-    async def status(self) -> AgentStatus:
-        return cast(AgentStatus, await self._call("status"))
-
-    async def set_model(self, model: str | None) -> None:
-        await self._call("set_model", model)
-
-    async def set_permission_mode(self, mode: str) -> None:
-        await self._call("set_permission_mode", mode)
-
-    async def context_usage(self) -> ContextUsage | None:
-        return cast(ContextUsage | None, await self._call("context_usage"))
-
-    async def stop_task(self, task_id: str) -> None:
-        await self._call("stop_task", task_id)
-
-    async def stop_agent(self) -> None:
-        await self._call("stop_agent")
+    notify = _routed(LocalAgent.notify)
+    interrupt = _routed(LocalAgent.interrupt)
+    interrupt_request = _routed(LocalAgent.interrupt_request)
+    withdraw = _routed(LocalAgent.withdraw)
+    halt = _routed(LocalAgent.halt)
+    unhalt = _routed(LocalAgent.unhalt)
+    reset_session = _routed(LocalAgent.reset_session)
+    status = _routed(LocalAgent.status)
+    set_model = _routed(LocalAgent.set_model)
+    set_permission_mode = _routed(LocalAgent.set_permission_mode)
+    context_usage = _routed(LocalAgent.context_usage)
+    stop_task = _routed(LocalAgent.stop_task)
+    stop_agent = _routed(LocalAgent.stop_agent)
 
 
-# The calls another runtime may route to an agent of this one: the LocalAgent method each
-# runs (a routed call is never routed on). Those taking a `Ref` take it alone.
+# The calls another runtime may route to an agent of this one (`ROUTED_CALLS`): the
+# LocalAgent method each runs (a routed call is never routed on).
 ROUTED: dict[str, Callable[..., Awaitable[object]]] = {
-    call: getattr(LocalAgent, call)
-    for call in (
-        "ask",
-        "tell",
-        "poll",
-        "wait",
-        "notify",
-        "interrupt",
-        "interrupt_request",
-        "withdraw",
-        "halt",
-        "unhalt",
-        "reset_session",
-        "status",
-        "stop_agent",
-        "set_model",
-        "set_permission_mode",
-        "context_usage",
-        "stop_task",
-        "events",
-    )
+    call: getattr(LocalAgent, call) for call in ROUTED_CALLS
 }

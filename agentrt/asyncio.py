@@ -6,10 +6,10 @@ cancels it as trio cancellation does, and exceptions come out as themselves. See
 docs/asyncio.md.
 """
 
-from ._asyncio_runtime import EventStream as EventStream
-from ._asyncio_runtime import Runtime as Runtime
-from ._asyncio_runtime import Supervisor as Supervisor
-from ._asyncio_runtime import open_runtime as open_runtime
+from ._faces._asyncio_runtime import EventStream as EventStream
+from ._faces._asyncio_runtime import Runtime as Runtime
+from ._faces._asyncio_runtime import Supervisor as Supervisor
+from ._faces._asyncio_runtime import open_runtime as open_runtime
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = ["EventStream", "Runtime", "Supervisor", "open_runtime"]

@@ -6,10 +6,10 @@ The runtime runs in a trio thread of its own, and nothing here uses asyncio, so 
 cell (whose thread runs an asyncio loop) may call it. See docs/asyncio.md.
 """
 
-from ._sync_runtime import EventStream as EventStream
-from ._sync_runtime import Runtime as Runtime
-from ._sync_runtime import Supervisor as Supervisor
-from ._sync_runtime import open_runtime as open_runtime
+from ._faces._sync_runtime import EventStream as EventStream
+from ._faces._sync_runtime import Runtime as Runtime
+from ._faces._sync_runtime import Supervisor as Supervisor
+from ._faces._sync_runtime import open_runtime as open_runtime
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = ["EventStream", "Runtime", "Supervisor", "open_runtime"]

@@ -41,8 +41,8 @@ from agentrt import (
     TextEvent,
     TurnFailed,
 )
-from agentrt._asyncio_runtime import _settle
-from agentrt._sync_runtime import _blocking
+from agentrt._faces._asyncio_runtime import _settle
+from agentrt._faces._sync_runtime import _blocking
 from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.testing import Fail, ScriptedBackend, Sleep, reply
 

@@ -2,8 +2,9 @@
 
 A row's ``arguments`` (a call) and ``answer`` are MessagePack: an envelope naming the
 routing protocol (`PROTOCOL`) around a body of one of the tagged Structs below. A call is
-one of the call kinds with its typed arguments; an answer is the value of its call's kind
-or an error as data (its kind, its message, its fields), rebuilt on the caller's side as
+one of the call kinds with its typed arguments (a kind per routed operation, made from its
+declaration in `agentrt._operations`); an answer is the value of its call's kind or an
+error as data (its kind, its message, its fields), rebuilt on the caller's side as
 the agentrt exception of that kind (`_ERRORS`, an explicit list). The attrs classes of the
 API travel as Structs mirroring them and are rebuilt through their own constructors; a
 value of an ``Any`` field (a CLI's raw frames, a structured output) decodes as plain
@@ -18,7 +19,7 @@ raises: an answer that cannot travel becomes a `RoutingError` saying so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar, Union, cast
 
 import attrs
 import msgspec
@@ -62,6 +63,7 @@ from .._events import (
     Usage,
     response_with_text,
 )
+from .._operations import ROUTED_CALLS, Answer, Operation, Travels
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from .._requests import Completed, Failed, NotFound, Origin, Pending, PollResult, Ref, Withdrawn
@@ -511,133 +513,42 @@ class _Call(msgspec.Struct, frozen=True, tag_field="call"):
         return tuple(_value(getattr(self, name)) for name in self.__struct_fields__)
 
 
-class _Ask(_Call, frozen=True, tag="ask"):
-    prompt: str
-
-
-class _Tell(_Call, frozen=True, tag="tell"):
-    prompt: str
-
-
-class _Poll(_Call, frozen=True, tag="poll"):
-    ref: _RefData
-
-
-class _Wait(_Call, frozen=True, tag="wait"):
-    ref: _RefData
-
-
-class _Interrupt(_Call, frozen=True, tag="interrupt"):
-    pass
-
-
-class _Status(_Call, frozen=True, tag="status"):
-    pass
-
-
-class _StopAgent(_Call, frozen=True, tag="stop_agent"):
-    pass
-
-
-class _Notify(_Call, frozen=True, tag="notify"):
-    event: Any  # plain data only (`check_event`), so it comes back as it was sent
-
-
-class _InterruptRequest(_Call, frozen=True, tag="interrupt_request"):
-    ref: _RefData
-
-
-class _Withdraw(_Call, frozen=True, tag="withdraw"):
-    ref: _RefData
-
-
-class _Halt(_Call, frozen=True, tag="halt"):
-    pass
-
-
-class _Unhalt(_Call, frozen=True, tag="unhalt"):
-    pass
-
-
-class _ResetSession(_Call, frozen=True, tag="reset_session"):
-    pass
-
-
-class _SetModel(_Call, frozen=True, tag="set_model"):
-    model: str | None
-
-
-class _SetPermissionMode(_Call, frozen=True, tag="set_permission_mode"):
-    mode: str
-
-
-class _ContextUsageCall(_Call, frozen=True, tag="context_usage"):
-    pass
-
-
-class _StopTask(_Call, frozen=True, tag="stop_task"):
-    task_id: str
-
-
-class _Events(_Call, frozen=True, tag="events"):
-    """A routed follower's read of a request's events: those after number ``after`` (0:
-    from the first)."""
-
-    ref: _RefData
-    after: Annotated[int, msgspec.Meta(ge=0)]
-
-
 class _Cancel(_Call, frozen=True, tag="cancel"):
     """The caller of the call ``call_id`` has gone: stop serving it."""
 
     call_id: str
 
 
-_CALL_KINDS = (
-    _Ask,
-    _Tell,
-    _Poll,
-    _Wait,
-    _Interrupt,
-    _Status,
-    _StopAgent,
-    _Notify,
-    _InterruptRequest,
-    _Withdraw,
-    _Halt,
-    _Unhalt,
-    _ResetSession,
-    _SetModel,
-    _SetPermissionMode,
-    _ContextUsageCall,
-    _StopTask,
-    _Events,
-    _Cancel,
-)
-_AnyCall = (
-    _Ask
-    | _Tell
-    | _Poll
-    | _Wait
-    | _Interrupt
-    | _Status
-    | _StopAgent
-    | _Notify
-    | _InterruptRequest
-    | _Withdraw
-    | _Halt
-    | _Unhalt
-    | _ResetSession
-    | _SetModel
-    | _SetPermissionMode
-    | _ContextUsageCall
-    | _StopTask
-    | _Events
-    | _Cancel
-)
+# How an argument of each way of travelling (`agentrt._operations.Travels`) is typed in a
+# call's body.
+_TRAVELS: dict[Travels, Any] = {
+    "prompt": str,
+    "text": str,
+    "text_or_none": str | None,
+    "ref": _RefData,
+    "event": Any,  # plain data only (`check_event`), so it comes back as it was sent
+    "count": Annotated[int, msgspec.Meta(ge=0)],
+}
+
+
+def _call_kind(operation: Operation) -> type[_Call]:
+    """The Struct of a routed call of ``operation``, tagged with its name: the `Ref` that
+    names its agent if it takes one (a call by name has the name in its row), then its
+    arguments as the declaration says they travel."""
+    fields: list[tuple[str, Any]] = [("ref", _RefData)] if operation.by == "ref" else []
+    fields += [(name, _TRAVELS[travels]) for name, travels in operation.arguments]
+    return cast(
+        type[_Call],
+        msgspec.defstruct(
+            f"_{operation.name}", fields, bases=(_Call,), tag=operation.name, frozen=True
+        ),
+    )
+
+
+# The call kinds: one per routed operation, as agentrt._operations declares it.
 _CALLS: dict[str, type[_Call]] = {
-    kind.__struct_config__.tag: kind  # type: ignore[misc]
-    for kind in _CALL_KINDS
+    **{name: _call_kind(operation) for name, operation in ROUTED_CALLS.items()},
+    "cancel": _Cancel,
 }
 
 # What a notify's event may be, to come back as it was sent.
@@ -867,31 +778,30 @@ class _Returns(NamedTuple):
 
 
 _SETTLED = (Completed, Failed, Withdrawn, NotFound)
-_ANSWERS: dict[str, _Returns] = {
-    "ask": _Returns(_ResponseAnswer, (Response,), lambda v: _ResponseAnswer(_ResponseData.of(v))),
-    "tell": _Returns(_RefAnswer, (Ref,), lambda v: _RefAnswer(_RefData(v.name, v.id))),
+# What a routed call answers, by its declared answer (`agentrt._operations.Answer`).
+_RETURNS: dict[Answer, _Returns] = {
+    "response": _Returns(
+        _ResponseAnswer, (Response,), lambda v: _ResponseAnswer(_ResponseData.of(v))
+    ),
+    "ref": _Returns(_RefAnswer, (Ref,), lambda v: _RefAnswer(_RefData(v.name, v.id))),
     "poll": _Returns(_PollAnswer, (Pending, *_SETTLED), lambda v: _PollAnswer(_result_data(v))),
-    "wait": _Returns(_SettledAnswer, _SETTLED, lambda v: _SettledAnswer(_result_data(v))),  # type: ignore[arg-type]
-    "interrupt": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
+    "settled": _Returns(_SettledAnswer, _SETTLED, lambda v: _SettledAnswer(_result_data(v))),  # type: ignore[arg-type]
+    "bool": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
     "status": _Returns(
         _StatusAnswer,
         (AgentStatus,),
         lambda v: _StatusAnswer(msgspec.convert(v, _StatusData, from_attributes=True)),
     ),
-    "stop_agent": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "notify": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "interrupt_request": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
-    "withdraw": _Returns(_BoolAnswer, (bool,), lambda v: _BoolAnswer(v)),
-    "halt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "unhalt": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "reset_session": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "set_model": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
-    "set_permission_mode": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
+    "none": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
     "context_usage": _Returns(
         _ContextUsageAnswer, (ContextUsage, type(None)), _context_usage_answer
     ),
-    "stop_task": _Returns(_NoneAnswer, (type(None),), lambda v: _NoneAnswer()),
     "events": _Returns(_EventsAnswer, (EventBatch,), _EventsAnswer.of),
+}
+_ANSWERS: dict[str, _Returns] = {
+    name: _RETURNS[operation.answer]
+    for name, operation in ROUTED_CALLS.items()
+    if operation.answer is not None
 }
 
 
@@ -899,7 +809,7 @@ _ANSWERS: dict[str, _Returns] = {
 
 
 _envelopes = msgspec.msgpack.Decoder(_Envelope)
-_call_decoder: msgspec.msgpack.Decoder[_Call] = _decoder(_AnyCall)
+_call_decoder: msgspec.msgpack.Decoder[_Call] = _decoder(cast(Any, Union)[tuple(_CALLS.values())])
 _answer_decoders: dict[str, msgspec.msgpack.Decoder[_Answer]] = {
     call: _decoder(_ErrorAnswer | answer) for call, (answer, _types, _make) in _ANSWERS.items()
 }
@@ -936,7 +846,7 @@ def encode_call(call: str, arguments: tuple[Any, ...]) -> bytes:
     if kind is None:
         raise RowRefused(f"{call!r} is not a call agentrt routes")
     try:
-        if kind is _Notify:
+        if call == "notify":
             check_event(*arguments)
         given = dict(zip(kind.__struct_fields__, arguments, strict=True))
         return _seal(msgspec.convert(given, kind, from_attributes=True))
@@ -954,8 +864,8 @@ def decode_call(call: str, data: bytes) -> tuple[Any, ...]:
             raise RowRefused(
                 f"its row says {shown(call)!r} and its body {made.__struct_config__.tag!r}"
             )
-        if isinstance(made, _Notify):
-            check_event(made.event)  # MessagePack's own timestamps decode as datetimes
+        if call == "notify":
+            check_event(*made.arguments())  # MessagePack's own timestamps decode as datetimes
         return made.arguments()
     except _UNDECODABLE as exc:
         raise RowRefused(f"it is not a routed {shown(call)} of this protocol ({exc})") from None

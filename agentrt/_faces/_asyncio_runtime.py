@@ -18,11 +18,13 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import outcome
 
-from . import _runtime as trio_runtime
-from . import _supervisor as trio_supervisor
-from ._events import Event
+from .. import _runtime as trio_runtime
+from .. import _supervisor as trio_supervisor
+from .._events import Event
+from .._requests import Ref
+from .._stream import EventStream as TrioEventStream
+from .._util import NoPublicConstructor
 from ._forwarding import same_face
-from ._requests import Ref
 from ._runtime_thread import (
     Block,
     HeldBlock,
@@ -31,8 +33,6 @@ from ._runtime_thread import (
     SupervisorFacts,
     cause_of_failure,
 )
-from ._stream import EventStream as TrioEventStream
-from ._util import NoPublicConstructor
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -27,11 +27,11 @@ from typing import Any, Generic, Protocol, TypeVar
 import outcome
 import trio
 
-from ._errors import NoRuntime
-from ._exceptiongroups import collapse_exception_groups
-from ._restart import Strategy
-from ._runtime import Runtime
-from ._supervisor import Supervisor
+from .._errors import NoRuntime
+from .._exceptiongroups import collapse_exception_groups
+from .._restart import Strategy
+from .._runtime import Runtime
+from .._supervisor import Supervisor
 
 R = TypeVar("R")
 

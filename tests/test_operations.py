@@ -1,0 +1,179 @@
+"""The agent operations' one declaration (agentrt._operations) held against every place an
+operation is spelled: the `Runtime`, the module-level API, the asyncio and sync forms, the
+local and remote address, and the routed calls (whose kinds are made from it, and must
+travel as routing protocol 1 always carried them)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentrt
+import agentrt.asyncio
+import agentrt.sync
+from agentrt import Ref, _api
+from agentrt._address import ROUTED, LocalAgent, RemoteAgent
+from agentrt._operations import OPERATIONS, ROUTED_CALLS, RUNTIME_WIDE
+from agentrt._stores import _route_codec as codec
+
+PUBLIC = {name for name, op in OPERATIONS.items() if op.public} | RUNTIME_WIDE
+
+
+def methods(cls: type) -> set[str]:
+    """The public methods ``cls`` itself defines."""
+    return {
+        name
+        for name, member in vars(cls).items()
+        if not name.startswith("_") and inspect.isfunction(member)
+    }
+
+
+def functions(module: types.ModuleType) -> set[str]:
+    """The public functions made in ``module``'s file (agentrt re-labels their module)."""
+    return {
+        name
+        for name, member in vars(module).items()
+        if not name.startswith("_")
+        and inspect.isfunction(member)
+        and member.__code__.co_filename == module.__file__
+    }
+
+
+def drift(declared: Iterable[str], present: Iterable[str]) -> dict[str, list[str]]:
+    """What a form lacks of the declaration, and what it has that is not declared."""
+    declared, present = set(declared), set(present)
+    return {
+        "declared but missing": sorted(declared - present),
+        "present but undeclared": sorted(present - declared),
+    }
+
+
+NO_DRIFT = {"declared but missing": [], "present but undeclared": []}
+
+
+def test_drift_names_both_directions() -> None:
+    assert drift({"ask", "tell"}, {"ask", "shout"}) == {
+        "declared but missing": ["tell"],
+        "present but undeclared": ["shout"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("form", "present"),
+    [
+        ("agentrt.Runtime", methods(agentrt.Runtime)),
+        ("agentrt.asyncio.Runtime", methods(agentrt.asyncio.Runtime)),
+        # Its own ``close``: what leaving its ``with`` block does, callable without one.
+        ("agentrt.sync.Runtime", methods(agentrt.sync.Runtime) - {"close"}),
+        ("agentrt (module-level)", functions(_api)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_every_form_has_each_declared_operation_and_no_other(form: str, present: set[str]) -> None:
+    assert drift(PUBLIC, present) == NO_DRIFT, form
+
+
+def test_the_module_level_functions_are_exported() -> None:
+    for name in PUBLIC:
+        assert getattr(agentrt, name) is getattr(_api, name), name
+
+
+def test_the_reference_docs_list_each_module_level_function() -> None:
+    # The page lists the package's other functions too (open_runtime, tool, ...).
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md").read_text()
+    listed = re.findall(r"^\.\. autofunction:: agentrt\.(\w+)$", text, re.M)
+    assert drift(PUBLIC, listed)["declared but missing"] == []
+
+
+def test_each_address_has_each_agent_operation_and_no_other() -> None:
+    assert drift(OPERATIONS, methods(LocalAgent)) == NO_DRIFT, "LocalAgent"
+    # `events` is the owner's side of a remote `stream` only.
+    remote = {name for name, op in OPERATIONS.items() if op.public}
+    assert drift(remote, methods(RemoteAgent)) == NO_DRIFT, "RemoteAgent"
+
+
+def test_the_owner_serves_every_routed_operation_and_no_other() -> None:
+    assert drift(ROUTED_CALLS, ROUTED) == NO_DRIFT
+    assert drift([*ROUTED_CALLS, "cancel"], codec._CALLS) == NO_DRIFT
+    assert drift(ROUTED_CALLS, codec._ANSWERS) == NO_DRIFT
+    for name, method in ROUTED.items():
+        assert method is getattr(LocalAgent, name), name
+
+
+def _parameters(function: Any) -> list[str]:
+    return list(inspect.signature(function).parameters)[1:]  # less self
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_each_operation_takes_its_declared_arguments_in_each_form(name: str) -> None:
+    op = OPERATIONS[name]
+    arguments = [argument for argument, _travels in op.arguments]
+    on_agent = ["ref", *arguments] if op.by == "ref" else arguments
+    addresses = [LocalAgent, RemoteAgent] if op.public else [LocalAgent]
+    for address in addresses:
+        method = getattr(address, name)
+        assert _parameters(method) == on_agent, address
+        assert inspect.iscoroutinefunction(method) == op.awaited, address
+    if not op.public:
+        return
+    for form in (agentrt.Runtime, agentrt.asyncio.Runtime, agentrt.sync.Runtime):
+        method = getattr(form, name)
+        assert _parameters(method) == [op.by, *arguments], form
+        awaited = op.awaited and form is not agentrt.sync.Runtime
+        assert inspect.iscoroutinefunction(method) == awaited, form
+
+
+# One value of each way an argument travels.
+SAMPLES: dict[str, object] = {
+    "prompt": "hello",
+    "text": "plan",
+    "text_or_none": None,
+    "ref": Ref("a", 7),
+    "event": {"k": [1, b"x", None]},
+    "count": 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUTED_CALLS))
+def test_each_routed_operation_travels_as_declared(name: str) -> None:
+    op = ROUTED_CALLS[name]
+    sent = (
+        *([SAMPLES["ref"]] if op.by == "ref" else []),
+        *(SAMPLES[travels] for _argument, travels in op.arguments),
+    )
+    assert codec.decode_call(name, codec.encode_call(name, sent)) == sent
+
+
+@pytest.mark.parametrize(
+    ("call", "arguments", "row"),
+    [
+        ("ask", ("hi",), "82a463616c6ca361736ba670726f6d7074a26869"),
+        ("poll", (Ref("a", 7),), "82a463616c6ca4706f6c6ca372656682a46e616d65a161a2696407"),
+        (
+            "events",
+            (Ref("a", 7), 3),
+            "83a463616c6ca66576656e7473a372656682a46e616d65a161a2696407a5616674657203",
+        ),
+        (
+            "notify",
+            ({"k": [1, b"x", None]},),
+            "82a463616c6ca66e6f74696679a56576656e7481a16b9301c40178c0",
+        ),
+        ("set_model", (None,), "82a463616c6ca97365745f6d6f64656ca56d6f64656cc0"),
+        ("stop_task", ("t1",), "82a463616c6ca973746f705f7461736ba77461736b5f6964a27431"),
+        ("interrupt", (), "81a463616c6ca9696e74657272757074"),
+    ],
+)
+def test_call_kinds_made_from_the_declaration_are_protocol_1_s_rows(
+    call: str, arguments: tuple[object, ...], row: str
+) -> None:
+    # The bodies as the hand-written call kinds encoded them before the declaration: a
+    # host of either build reads the other's rows.
+    envelope = "82a870726f746f636f6c01a4626f6479"
+    assert codec.encode_call(call, arguments).hex() == envelope + row
