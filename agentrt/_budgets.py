@@ -6,11 +6,13 @@ bound of the cost its stream reports (an estimate, `agentrt._turn.Turn.cost_limi
 
 from __future__ import annotations
 
+import secrets
+
 import attrs
 
 from ._errors import BudgetExceeded
 from ._events import Usage
-from ._records import SessionRecord
+from ._records import SessionRecord, StoredBudget
 
 
 def counted_tokens(usage: Usage | None) -> int:
@@ -31,6 +33,8 @@ class Budget:
     usd: float | None
     tokens: int | None
     _spent: dict[str, tuple[float, int]] = attrs.field(factory=dict, init=False)
+    # Stored with each name it covers, so that `agentrt status` adds up the same names.
+    key: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)
 
     @property
     def limited(self) -> bool:
@@ -61,6 +65,9 @@ class Budget:
             return BudgetExceeded(name, self.scope, "tokens", used, self.tokens)
         return None
 
+    def stored(self) -> StoredBudget:
+        return StoredBudget(scope=self.scope, key=self.key, usd=self.usd, tokens=self.tokens)
+
 
 @attrs.frozen
 class Budgets:
@@ -89,6 +96,10 @@ class Budgets:
         left = [b.usd - b.spent_usd for b in self.chain if b.usd is not None]
         # Rounded: the CLI is given it as a figure, without the float sums' noise.
         return round(max(0.0, min(left)), 10) if left else None
+
+    def stored(self) -> tuple[StoredBudget, ...]:
+        """What `start_agent` stores of them, innermost first."""
+        return tuple(budget.stored() for budget in self.chain)
 
     def left_tokens(self) -> int | None:
         left = [b.tokens - b.spent_tokens for b in self.chain if b.tokens is not None]

@@ -13,6 +13,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._budgets import CREATE_BUDGETS, SqlBudgets
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
@@ -123,6 +124,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_WORKSPACES,),
     # 8: each agent's finished turns, the newest kept (the console's history).
     tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_TURN_HISTORY),
+    # 9: the budgets that apply to each agent (agentrt status).
+    (CREATE_BUDGETS,),
 )
 
 _UPSERT_SESSION = """
@@ -212,7 +215,9 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class PostgresStore(
+    SqlBudgets, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 

@@ -16,6 +16,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._budgets import CREATE_BUDGETS, SqlBudgets
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import check_fence, granted_epoch, lease_owner
 from ._sql import CREATE_AGENT_SPECS, SqlSessions
@@ -151,6 +152,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_WORKSPACES,),
     # 10: each agent's finished turns, the newest kept (the console's history).
     tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_TURN_HISTORY),
+    # 11: the budgets that apply to each agent (agentrt status).
+    (CREATE_BUDGETS,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -233,7 +236,9 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class SQLiteStore(
+    SqlBudgets, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows

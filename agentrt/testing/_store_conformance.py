@@ -27,11 +27,13 @@ from .._records import (
     OperatorDecision,
     PendingApproval,
     SessionRecord,
+    StoredBudget,
     StoredTurn,
     StoredWorkspace,
 )
 from .._stores._protocols import (
     ApprovalStore,
+    BudgetStore,
     LeaseStore,
     LiveProcessStore,
     SessionStore,
@@ -670,6 +672,8 @@ async def _an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
             stale.append(one.clear_live_process("x"))
         if isinstance(one, SpecStore):
             stale.append(one.save_spec("x", "{}"))
+        if isinstance(one, BudgetStore):
+            stale.append(one.save_budgets("x", ()))
         if isinstance(one, TranscriptStore):
             stale.append(one.append_transcript("x", session_id="s", path="t", offset=0, data=b""))
         if isinstance(one, WorkspaceStore):
@@ -936,6 +940,38 @@ async def _specs_keep_their_start_order_and_go_with_forget(harness: StoreHarness
         await _checkpoint(store, "mid")
         await store.forget("mid")  # the row and its spec
         assert list(await store.specs()) == [("zeta", '{"v": 2}')]
+    finally:
+        await _closing(store)
+
+
+# --- budgets ---
+
+
+@_check(BudgetStore)
+async def _budgets_keep_their_order_and_limits_and_outlive_a_reopen(
+    harness: StoreHarness,
+) -> None:
+    own = StoredBudget(scope="agent 'zeta'", key="k-own", usd=0.5, tokens=None)
+    supervisor = StoredBudget(scope="supervisor", key="k-sup", usd=None, tokens=12_000_000_000)
+    runtime = StoredBudget(scope="runtime", key="k-rt", usd=1.4, tokens=900)
+    store = await _open(harness)
+    assert isinstance(store, BudgetStore)
+    try:
+        assert list(await store.budgets()) == []
+        await store.save_budgets("zeta", (runtime,))  # needs no session row
+        await store.save_budgets("zeta", (own, supervisor, runtime))  # replaced, in order
+        await store.save_budgets("alpha", (runtime,))
+        await store.save_budgets("mid", (supervisor,))
+        await store.save_budgets("mid", ())  # none: dropped
+    finally:
+        await _closing(store)
+    store = await _open(harness)
+    assert isinstance(store, BudgetStore)
+    try:
+        assert list(await store.budgets()) == [
+            ("alpha", (runtime,)),
+            ("zeta", (own, supervisor, runtime)),
+        ]
     finally:
         await _closing(store)
 
