@@ -4,13 +4,12 @@ the session store, and which runtime (node, pid) owns each agent."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._budgets import counted_tokens
-from .._records import Lease, SessionRecord
+from .._records import Lease, SessionRecord, StoredBudget
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
@@ -167,37 +166,97 @@ async def _sessions(
     return 0
 
 
-def spending_data(record: SessionRecord | None, spec: str | None) -> dict[str, Any]:
-    """What an agent's name has spent (as budgets count it) and its own budgets, as its
-    stored failover spec names them (None: no budget, or no spec stored)."""
-    options: dict[str, Any] = {}
-    if spec is not None:
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            options = json.loads(spec)["options"]
+def spent_by_key(
+    budgets: Iterable[tuple[str, tuple[StoredBudget, ...]]], records: Mapping[str, SessionRecord]
+) -> dict[str, tuple[float, int]]:
+    """What each stored budget (by key) has spent, as the runtime counts it: the stored
+    totals of every agent name stored with it (USD, counted tokens)."""
+    spent: dict[str, tuple[float, int]] = {}
+    for name, chain in budgets:
+        if (record := records.get(name)) is None:
+            continue  # no turn yet: nothing spent
+        usd, tokens = record.cost_usd, counted_tokens(record.usage)
+        for budget in chain:
+            so_far = spent.get(budget.key, (0.0, 0))
+            spent[budget.key] = (so_far[0] + usd, so_far[1] + tokens)
+    return spent
+
+
+def spending_data(
+    record: SessionRecord | None,
+    chain: tuple[StoredBudget, ...],
+    spent: Mapping[str, tuple[float, int]],
+) -> dict[str, Any]:
+    """What an agent's name has spent (as budgets count it) and every budget that applies
+    to it (its own, its supervisors', its runtime's, as its last start stored them), each
+    with its limits, what its agents spent and what is left; ``binding`` marks the one that
+    binds."""
+    budgets = []
+    for budget in chain:
+        usd, tokens = spent.get(budget.key, (0.0, 0))
+        budgets.append(
+            {
+                "scope": budget.scope,
+                "usd": budget.usd,
+                "tokens": budget.tokens,
+                "spent_usd": usd,
+                "spent_tokens": tokens,
+                # Rounded as the runtime rounds what it gives the CLI: no float sums' noise.
+                "left_usd": None if budget.usd is None else round(max(0.0, budget.usd - usd), 10),
+                "left_tokens": None if budget.tokens is None else max(0, budget.tokens - tokens),
+                "binding": False,
+            }
+        )
+    if (binding := _binding(budgets)) is not None:
+        budgets[binding]["binding"] = True
     return {
         "cost_usd": 0.0 if record is None else record.cost_usd,
         "tokens": 0 if record is None else counted_tokens(record.usage),
-        "budget_usd": options.get("budget_usd"),
-        "budget_tokens": options.get("budget_tokens"),
+        "budgets": budgets,
     }
 
 
+def _binding(budgets: list[dict[str, Any]]) -> int | None:
+    """The budget that binds, as the runtime applies them: the first spent one (the one a
+    request is refused for), else the least USD left (the limit a turn gets), else the
+    fewest tokens left."""
+    for i, budget in enumerate(budgets):
+        if budget["left_usd"] == 0 or budget["left_tokens"] == 0:
+            return i
+    for key in ("left_usd", "left_tokens"):
+        left = [(budget[key], i) for i, budget in enumerate(budgets) if budget[key] is not None]
+        if left:
+            return min(left)[1]
+    return None
+
+
+def _budget_cell(budget: dict[str, Any]) -> str:
+    limits = []
+    if budget["usd"] is not None:
+        limits.append(f"{money(budget['left_usd'])} of {money(budget['usd'])} left")
+    if budget["tokens"] is not None:
+        limits.append(f"{budget['left_tokens']} of {budget['tokens']} tokens left")
+    mark = "*" if budget["binding"] else ""
+    return f"{mark}{budget['scope']}: {', '.join(limits)}"
+
+
 def _spending_cells(data: dict[str, Any]) -> list[str]:
-    budget = "-" if data["budget_usd"] is None else money(data["budget_usd"])
-    return [money(data["cost_usd"]), budget, str(data["tokens"])]
+    budgets = "; ".join(_budget_cell(budget) for budget in data["budgets"]) or "-"
+    return [money(data["cost_usd"]), str(data["tokens"]), budgets]
 
 
 async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object) -> int:
     records = {record.name: record for record in await store.list()}
     leases = {lease.name: lease for lease in await store.leases()}
-    specs = dict(await store.specs())
+    stored = await store.budgets()
+    budgets, spent = dict(stored), spent_by_key(stored, records)
     names = sorted(records.keys() | leases.keys())
     if out.json_mode:
         out.data(
             [
                 {"name": n}
                 | owner_data(records.get(n), leases.get(n))
-                | spending_data(records.get(n), specs.get(n))
+                | spending_data(records.get(n), budgets.get(n, ()), spent)
                 for n in names
             ],
         )
@@ -210,10 +269,10 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
         record, lease = records.get(name), leases.get(name)
         left = "-" if lease is None or not lease.held else f"{lease.remaining:.1f}s"
         stop = "-" if record is None else record.last_stop_reason or "-"
-        spending = _spending_cells(spending_data(record, specs.get(name)))
+        spending = _spending_cells(spending_data(record, budgets.get(name, ()), spent))
         rows.append([name, *_owner_cells(record, lease), left, stop, *spending])
     headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP"]
-    headers += ["COST", "BUDGET", "TOKENS"]
+    headers += ["COST", "TOKENS", "BUDGETS (* binds)"]
     out.table(headers, rows, title=f"Agents in {path}")
     return 0
 
