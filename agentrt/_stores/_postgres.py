@@ -13,10 +13,9 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
-from ._budgets import CREATE_BUDGETS, SqlBudgets
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
-from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
@@ -215,9 +214,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(
-    SqlBudgets, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
-):
+class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 

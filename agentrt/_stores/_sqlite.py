@@ -16,10 +16,9 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
-from ._budgets import CREATE_BUDGETS, SqlBudgets
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import check_fence, granted_epoch, lease_owner
-from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
@@ -236,9 +235,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(
-    SqlBudgets, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
-):
+class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows
