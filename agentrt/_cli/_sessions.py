@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from .._budgets import counted_tokens
+from .._budgets import budgets_data, counted_tokens, spent_by_key
 from .._records import Lease, SessionRecord, StoredBudget
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
@@ -166,68 +166,18 @@ async def _sessions(
     return 0
 
 
-def spent_by_key(
-    budgets: Iterable[tuple[str, tuple[StoredBudget, ...]]], records: Mapping[str, SessionRecord]
-) -> dict[str, tuple[float, int]]:
-    """What each stored budget (by key) has spent, as the runtime counts it: the stored
-    totals of every agent name stored with it (USD, counted tokens)."""
-    spent: dict[str, tuple[float, int]] = {}
-    for name, chain in budgets:
-        if (record := records.get(name)) is None:
-            continue  # no turn yet: nothing spent
-        usd, tokens = record.cost_usd, counted_tokens(record.usage)
-        for budget in chain:
-            so_far = spent.get(budget.key, (0.0, 0))
-            spent[budget.key] = (so_far[0] + usd, so_far[1] + tokens)
-    return spent
-
-
 def spending_data(
     record: SessionRecord | None,
     chain: tuple[StoredBudget, ...],
     spent: Mapping[str, tuple[float, int]],
 ) -> dict[str, Any]:
     """What an agent's name has spent (as budgets count it) and every budget that applies
-    to it (its own, its supervisors', its runtime's, as its last start stored them), each
-    with its limits, what its agents spent and what is left; ``binding`` marks the one that
-    binds."""
-    budgets = []
-    for budget in chain:
-        usd, tokens = spent.get(budget.key, (0.0, 0))
-        budgets.append(
-            {
-                "scope": budget.scope,
-                "usd": budget.usd,
-                "tokens": budget.tokens,
-                "spent_usd": usd,
-                "spent_tokens": tokens,
-                # Rounded as the runtime rounds what it gives the CLI: no float sums' noise.
-                "left_usd": None if budget.usd is None else round(max(0.0, budget.usd - usd), 10),
-                "left_tokens": None if budget.tokens is None else max(0, budget.tokens - tokens),
-                "binding": False,
-            }
-        )
-    if (binding := _binding(budgets)) is not None:
-        budgets[binding]["binding"] = True
+    to it, as its last start stored them (`budgets_data`)."""
     return {
         "cost_usd": 0.0 if record is None else record.cost_usd,
         "tokens": 0 if record is None else counted_tokens(record.usage),
-        "budgets": budgets,
+        "budgets": budgets_data(chain, spent),
     }
-
-
-def _binding(budgets: list[dict[str, Any]]) -> int | None:
-    """The budget that binds, as the runtime applies them: the first spent one (the one a
-    request is refused for), else the least USD left (the limit a turn gets), else the
-    fewest tokens left."""
-    for i, budget in enumerate(budgets):
-        if budget["left_usd"] == 0 or budget["left_tokens"] == 0:
-            return i
-    for key in ("left_usd", "left_tokens"):
-        left = [(budget[key], i) for i, budget in enumerate(budgets) if budget[key] is not None]
-        if left:
-            return min(left)[1]
-    return None
 
 
 def _budget_cell(budget: dict[str, Any]) -> str:

@@ -14,10 +14,11 @@ from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import trio
 
+from .._budgets import budgets_data, spent_by_key
 from .._errors import AgentRTError
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
-from .._stores._protocols import LeaseStore, TranscriptStore
+from .._stores._protocols import BudgetStore, LeaseStore, SessionStore, TranscriptStore
 from .._stream import EventStream
 from ._desk import decide, pending
 from ._fleet import fleet, store_state
@@ -158,6 +159,7 @@ class ConsoleApp:
         data = {
             "name": name,
             "status": status_data(status),
+            "budgets": await _budgets_of(store, name),
             "stored_state": stored_state,
             "unreachable": why,
             "record": record_data(record),
@@ -362,3 +364,16 @@ def _same_origin(scope: Scope) -> bool:
         return True  # not a browser's cross-site request (those carry Origin)
     hosts = [v for k, v in scope["headers"] if k == b"host"]
     return len(hosts) == 1 and origins[0] in (b"http://" + hosts[0], b"https://" + hosts[0])
+
+
+async def _budgets_of(store: SessionStore, name: str) -> list[dict[str, Any]]:
+    """Every budget that applies to ``name``, as ``agentrt status`` shows it (none from a
+    store that keeps no budgets)."""
+    if not isinstance(store, BudgetStore):
+        return []
+    stored = await store.budgets()
+    chain = dict(stored).get(name, ())
+    if not chain:
+        return []
+    records = {record.name: record for record in await store.list()}
+    return budgets_data(chain, spent_by_key(stored, records))
