@@ -113,6 +113,20 @@ class StoredWorkspace:
 
 
 @attrs.frozen(kw_only=True)
+class StoredBudget:
+    """One budget that applies to an agent, as `start_agent` stores it (`BudgetStore`):
+    whose it is (``scope``: ``"agent 'x'"``, ``"supervisor"``, ``"runtime"``), its
+    limits (None: no limit of that kind), and ``key``, the identity of that one budget
+    (one runtime's, one supervisor's, one start of the agent's): every agent name stored
+    with a key counts its stored totals toward it, as the runtime counts it."""
+
+    scope: str
+    key: str
+    usd: float | None
+    tokens: int | None
+
+
+@attrs.frozen(kw_only=True)
 class StoredTurn:
     """One finished turn in an agent's history (`TurnHistoryStore`): which agent and
     node, when it started and ended (wall clock) and how long it took, its outcome (the

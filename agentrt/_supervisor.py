@@ -498,6 +498,11 @@ class Supervisor(metaclass=NoPublicConstructor):
                 await store.save_state(name, None)
             if specs is not None:
                 await specs.save_spec(name, stored)
+            budgets = self._agent_budgets(name, agent_options, loaded)
+            if (budget_store := context.capabilities.budgets) is not None:
+                # Each budget with its key, so that a reader of the store adds up the
+                # names it covers as it does (`agentrt status`).
+                await budget_store.save_budgets(name, budgets.stored())
             self._check_open()
             slot = Slot(
                 Mailbox(name, agent_options, context.new_id),
@@ -510,7 +515,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 unclaimed=unclaimed,
                 spent_usd=0.0 if loaded is None else loaded.cost_usd,
                 spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
-                budgets=self._agent_budgets(name, agent_options, loaded),
+                budgets=budgets,
                 fork_source=forked,
             )
             child = Child(spec, self, slot)

@@ -11,6 +11,8 @@ naming it:
 - `LeaseStore`: ``open_runtime(node=..., lease_ttl=..., host_agents=True)``; without it
   the runtime's names are a table of its own;
 - `SpecStore`: ``failover=True`` and ``host_agents=True``;
+- `BudgetStore`: the budgets that apply to each agent (`StoredBudget`), which
+  ``agentrt status`` shows; without it they hold in the runtime only;
 - `TranscriptStore`: ``portable=True``;
 - `WorkspaceStore`: ``start_agent(workspace=...)`` (the git worktree an agent's record owns);
 - `RoutingStore`: calls to agents other runtimes own; without it a name this runtime does
@@ -30,10 +32,12 @@ from ._records import OperatorDecision as OperatorDecision
 from ._records import PendingApproval as PendingApproval
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
+from ._records import StoredBudget as StoredBudget
 from ._records import StoredTranscript as StoredTranscript
 from ._records import StoredTurn as StoredTurn
 from ._records import StoredWorkspace as StoredWorkspace
 from ._stores._protocols import ApprovalStore as ApprovalStore
+from ._stores._protocols import BudgetStore as BudgetStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
 from ._stores._protocols import Router as Router
@@ -55,6 +59,7 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [
     "ApprovalStore",
+    "BudgetStore",
     "Lease",
     "LeaseOwner",
     "LeaseStore",
@@ -69,6 +74,7 @@ __all__ = [
     "SessionStore",
     "SpecStore",
     "StoreCapabilities",
+    "StoredBudget",
     "StoredTranscript",
     "StoredTurn",
     "StoredWorkspace",

@@ -241,3 +241,28 @@ async def test_a_running_turn_ends_once_its_streamed_cost_reaches_the_budget_lef
         assert (await rt.status("coder")).spent_usd == 0.4
         record = await store.load("coder")
         assert record is not None and record.cost_usd == 0.4
+
+
+async def test_start_agent_stores_every_budget_that_applies_with_its_scope_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # What `agentrt status` reads: each agent's own, supervisors' and runtime's budgets,
+    # the key of each shared by every agent it covers; an agent under none stores none.
+    store = MemoryStore()
+    async with open_runtime(store=store, budget_usd=5.0) as rt:
+        await rt.start_agent(agentrt.Agent, name="solo", backend=costly(0.5))
+        async with rt.open_supervisor(budget_tokens=1_000) as team:
+            await team.start_agent(agentrt.Agent, name="a", backend=costly(0.25), budget_usd=1.0)
+            await team.start_agent(agentrt.Agent, name="b", backend=costly(0.25))
+            stored = dict(await store.budgets())
+    solo, (own, supervisor, runtime), b = stored["solo"], stored["a"], stored["b"]
+    assert [(x.scope, x.usd, x.tokens) for x in (own, supervisor, runtime)] == [
+        ("agent 'a'", 1.0, None),
+        ("supervisor", None, 1_000),
+        ("runtime", 5.0, None),
+    ]
+    assert b == (supervisor, runtime) and solo == (runtime,)
+    assert len({own.key, supervisor.key, runtime.key}) == 3
+    async with open_runtime(store=store) as rt:  # started again under no budget: dropped
+        await rt.start_agent(agentrt.Agent, name="solo", backend=costly(0.5))
+        assert [name for name, _ in await store.budgets()] == ["a", "b"]

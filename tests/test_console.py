@@ -14,7 +14,14 @@ from console_helpers import act, events, port_of, signed_in, token_of
 from http_client import connect
 
 import agentrt
-from agentrt import InvalidOptions, MemoryStore, SQLiteStore, TextEvent, open_console
+from agentrt import (
+    InvalidOptions,
+    MemoryStore,
+    ResultEvent,
+    SQLiteStore,
+    TextEvent,
+    open_console,
+)
 from agentrt.testing import ScriptedBackend, reply
 from agentrt.testing._scripted import Gate
 
@@ -132,6 +139,33 @@ async def test_fleet_lists_the_store_and_the_runtime_live(tmp_path: Path) -> Non
                 await rt.wait(ref)
                 _, data = await fleet.until(lambda _, d: _row(d, "busy")["turns"] == 1)
             assert _row(data, "busy")["state"] == "idle"
+
+
+async def test_the_agent_page_shows_every_budget_and_the_one_that_binds(tmp_path: Path) -> None:
+    # A runtime's and a supervisor's budgets, which only the running program held before.
+    def costly(prompt: str) -> list[object]:
+        return [TextEvent(text="ok"), ResultEvent(text="ok", session_id="s1", cost_usd=0.25)]
+
+    backend = ScriptedBackend(default=costly)
+    store = SQLiteStore(tmp_path / "s.sqlite3")
+    async with agentrt.open_runtime(store=store, budget_usd=0.9) as rt:
+        await rt.start_agent(agentrt.Agent, name="other", backend=backend)
+        async with rt.open_supervisor(budget_usd=0.8) as team:
+            await team.start_agent(agentrt.Agent, name="coder", backend=backend, budget_usd=0.5)
+            await rt.ask("coder", "hi")
+            for _ in range(2):
+                await rt.ask("other", "hi")
+            async with (
+                open_console(rt) as console,
+                events(console, "/events/agent?name=coder") as s,
+            ):
+                _, data = await s.until(lambda name, d: name == "agent")
+    shown = [(b["scope"], b["spent_usd"], b["left_usd"], b["binding"]) for b in data["budgets"]]
+    assert shown == [
+        ("agent 'coder'", 0.25, 0.25, False),
+        ("supervisor", 0.25, 0.55, False),
+        ("runtime", 0.75, 0.15, True),  # what the other agent spent too
+    ]
 
 
 async def test_a_running_turn_streams_to_the_agent_page_redacted(

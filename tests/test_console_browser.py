@@ -126,6 +126,8 @@ async def test_the_history_and_its_charts_and_the_budget_are_on_the_pages(tmp_pa
             assert len(rows) == 3 and "step 2" in rows[0] and "step 0" in rows[2]  # newest first
             assert all("complete" in row and "fine" in row for row in rows)
             await browser.wait_text("#facts", lambda t: "budget left\n$3.0000" in t)
+            budgets = "budgets\nagent 'coder': $3.0000 of $3.0000 left (binds)"
+            await browser.wait_text("#facts", lambda t: budgets in t)
             lines = await browser.run(lambda: _count(browser, "#h-cost svg path.line"))
             bars = await browser.run(lambda: _count(browser, "#h-outcomes svg rect.bar"))
             assert (lines, bars) == (1, 1)

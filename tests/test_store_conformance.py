@@ -30,6 +30,7 @@ from agentrt import (
 )
 from agentrt.store import (
     ApprovalStore,
+    BudgetStore,
     LeaseStore,
     LiveProcessStore,
     RoutingStore,
@@ -218,6 +219,7 @@ def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> 
         LiveProcessStore,
         LeaseStore,
         SpecStore,
+        BudgetStore,
         TranscriptStore,
         WorkspaceStore,
         ApprovalStore,
@@ -255,6 +257,7 @@ def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only(
         LiveProcessStore,
         LeaseStore,
         SpecStore,
+        BudgetStore,
         TranscriptStore,
         WorkspaceStore,
         ApprovalStore,
@@ -263,9 +266,8 @@ def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only(
     for store in (MemoryStore(), SQLiteStore(tmp_path / "s.sqlite3"), PostgresStore("host=x")):
         assert all(isinstance(store, capability) for capability in capabilities)
         assert isinstance(store, RoutingStore) is isinstance(store, PostgresStore)
-    assert not isinstance(
-        ToyStore(), LiveProcessStore | LeaseStore | SpecStore | WorkspaceStore | TurnHistoryStore
-    )
+    lacked = LiveProcessStore | LeaseStore | SpecStore | BudgetStore | WorkspaceStore
+    assert not isinstance(ToyStore(), lacked | TurnHistoryStore)
     assert isinstance(ToyStore(), SessionStore)
 
 

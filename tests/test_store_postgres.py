@@ -11,7 +11,7 @@ from pg_server import Server
 from proc_helpers import wait_until
 
 from agentrt import Agent, PostgresStore, StoreError, Usage, open_runtime
-from agentrt.store import PendingApproval, StoredTurn, StoredWorkspace
+from agentrt.store import PendingApproval, StoredBudget, StoredTurn, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 _APPROVAL = PendingApproval(
@@ -47,8 +47,9 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
             )
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        assert tables == tables_wanted | {"agent_specs", "approvals", "workspaces", "turn_history"}
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
+        more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
+        assert tables == tables_wanted | more
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(9,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -60,13 +61,14 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.workspaces")
         conn.execute("DROP TABLE agentrt.turn_history")
+        conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("UPDATE agentrt.schema_version SET version = 6")
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(9,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -77,6 +79,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.turn_history")
+        conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("UPDATE agentrt.schema_version SET version = 7")
     turn = StoredTurn(
         name="coder",
@@ -96,7 +99,26 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(8,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(9,)]
+
+
+async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
+    postgres_dsn: str,
+) -> None:
+    # Version 8 is the schema with the turn history and no budgets.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.agent_budgets")
+        conn.execute("UPDATE agentrt.schema_version SET version = 8")
+    budget = StoredBudget(scope="supervisor", key="k", usd=None, tokens=12_000_000_000)
+    async with PostgresStore(postgres_dsn) as store:
+        await store.save_budgets("coder", (budget,))
+        assert list(await store.budgets()) == [("coder", (budget,))]
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(9,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

@@ -33,7 +33,7 @@ from agentrt import (
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
-from agentrt.store import PendingApproval, StoredTurn, StoredWorkspace
+from agentrt.store import PendingApproval, StoredBudget, StoredTurn, StoredWorkspace
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")
@@ -213,6 +213,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
     try:
         conn.execute("DROP TABLE workspaces")
         conn.execute("DROP TABLE turn_history")
+        conn.execute("DROP TABLE agent_budgets")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -226,7 +227,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -245,6 +246,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE turn_history")
+        conn.execute("DROP TABLE agent_budgets")
         conn.execute("PRAGMA user_version = 9")
         conn.commit()
     finally:
@@ -268,7 +270,32 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
+    finally:
+        conn.close()
+
+
+async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path: Path) -> None:
+    # Version 10 is the schema with the turn history and no budgets.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE agent_budgets")
+        conn.execute("PRAGMA user_version = 10")
+        conn.commit()
+    finally:
+        conn.close()
+    budget = StoredBudget(scope="runtime", key="k", usd=1.5, tokens=None)
+    async with SQLiteStore(path) as store:
+        await store.save_budgets("coder", (budget,))
+        assert list(await store.budgets()) == [("coder", (budget,))]
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
     finally:
         conn.close()
 

@@ -4,13 +4,12 @@ the session store, and which runtime (node, pid) owns each agent."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import json
+from collections.abc import Mapping
 from typing import Any
 
-from .._budgets import counted_tokens
-from .._records import Lease, SessionRecord
+from .._budgets import budgets_data, counted_tokens, spent_by_key
+from .._records import Lease, SessionRecord, StoredBudget
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
@@ -167,37 +166,47 @@ async def _sessions(
     return 0
 
 
-def spending_data(record: SessionRecord | None, spec: str | None) -> dict[str, Any]:
-    """What an agent's name has spent (as budgets count it) and its own budgets, as its
-    stored failover spec names them (None: no budget, or no spec stored)."""
-    options: dict[str, Any] = {}
-    if spec is not None:
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            options = json.loads(spec)["options"]
+def spending_data(
+    record: SessionRecord | None,
+    chain: tuple[StoredBudget, ...],
+    spent: Mapping[str, tuple[float, int]],
+) -> dict[str, Any]:
+    """What an agent's name has spent (as budgets count it) and every budget that applies
+    to it, as its last start stored them (`budgets_data`)."""
     return {
         "cost_usd": 0.0 if record is None else record.cost_usd,
         "tokens": 0 if record is None else counted_tokens(record.usage),
-        "budget_usd": options.get("budget_usd"),
-        "budget_tokens": options.get("budget_tokens"),
+        "budgets": budgets_data(chain, spent),
     }
 
 
+def _budget_cell(budget: dict[str, Any]) -> str:
+    limits = []
+    if budget["usd"] is not None:
+        limits.append(f"{money(budget['left_usd'])} of {money(budget['usd'])} left")
+    if budget["tokens"] is not None:
+        limits.append(f"{budget['left_tokens']} of {budget['tokens']} tokens left")
+    mark = "*" if budget["binding"] else ""
+    return f"{mark}{budget['scope']}: {', '.join(limits)}"
+
+
 def _spending_cells(data: dict[str, Any]) -> list[str]:
-    budget = "-" if data["budget_usd"] is None else money(data["budget_usd"])
-    return [money(data["cost_usd"]), budget, str(data["tokens"])]
+    budgets = "; ".join(_budget_cell(budget) for budget in data["budgets"]) or "-"
+    return [money(data["cost_usd"]), str(data["tokens"]), budgets]
 
 
 async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object) -> int:
     records = {record.name: record for record in await store.list()}
     leases = {lease.name: lease for lease in await store.leases()}
-    specs = dict(await store.specs())
+    stored = await store.budgets()
+    budgets, spent = dict(stored), spent_by_key(stored, records)
     names = sorted(records.keys() | leases.keys())
     if out.json_mode:
         out.data(
             [
                 {"name": n}
                 | owner_data(records.get(n), leases.get(n))
-                | spending_data(records.get(n), specs.get(n))
+                | spending_data(records.get(n), budgets.get(n, ()), spent)
                 for n in names
             ],
         )
@@ -210,10 +219,10 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
         record, lease = records.get(name), leases.get(name)
         left = "-" if lease is None or not lease.held else f"{lease.remaining:.1f}s"
         stop = "-" if record is None else record.last_stop_reason or "-"
-        spending = _spending_cells(spending_data(record, specs.get(name)))
+        spending = _spending_cells(spending_data(record, budgets.get(name, ()), spent))
         rows.append([name, *_owner_cells(record, lease), left, stop, *spending])
     headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP"]
-    headers += ["COST", "BUDGET", "TOKENS"]
+    headers += ["COST", "TOKENS", "BUDGETS (* binds)"]
     out.table(headers, rows, title=f"Agents in {path}")
     return 0
 

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import trio
 
+from .._budgets import budgets_data, spent_by_key
 from .._errors import AgentRTError
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
@@ -39,6 +40,7 @@ from ._shown import event_data, record_data, shown, status_data
 
 if TYPE_CHECKING:
     from .._runtime import Runtime
+    from .._stores._protocols import BudgetStore, SessionStore
 
 logger = logging.getLogger("agentrt.console")
 
@@ -157,6 +159,9 @@ class ConsoleApp:
         data = {
             "name": name,
             "status": status_data(status),
+            "budgets": await _budgets_of(
+                self._runtime.store, self._runtime.store_capabilities.budgets, name
+            ),
             "stored_state": stored_state,
             "unreachable": why,
             "record": record_data(record),
@@ -363,3 +368,18 @@ def _same_origin(scope: Scope) -> bool:
         return True  # not a browser's cross-site request (those carry Origin)
     hosts = [v for k, v in scope["headers"] if k == b"host"]
     return len(hosts) == 1 and origins[0] in (b"http://" + hosts[0], b"https://" + hosts[0])
+
+
+async def _budgets_of(
+    store: SessionStore, kept: BudgetStore | None, name: str
+) -> list[dict[str, Any]]:
+    """Every budget that applies to ``name``, as ``agentrt status`` shows it (none from a
+    store that keeps no budgets: ``kept`` None)."""
+    if kept is None:
+        return []
+    stored = await kept.budgets()
+    chain = dict(stored).get(name, ())
+    if not chain:
+        return []
+    records = {record.name: record for record in await store.list()}
+    return budgets_data(chain, spent_by_key(stored, records))

@@ -19,6 +19,7 @@ from .._records import (
     PendingApproval,
     SessionRecord,
     SessionRow,
+    StoredBudget,
     StoredTranscript,
     StoredTurn,
     StoredWorkspace,
@@ -47,6 +48,7 @@ class _Tables:
     transcripts: MemoryTranscripts = attrs.field(factory=MemoryTranscripts)
     # Supervisor specs by name, in start order (a replaced spec keeps its place).
     specs: dict[str, str] = attrs.field(factory=dict)
+    budgets: dict[str, tuple[StoredBudget, ...]] = attrs.field(factory=dict)
     workspaces: dict[str, StoredWorkspace] = attrs.field(factory=dict)
     # Tool calls waiting for a person, by id, with the decision once taken.
     approvals: dict[str, tuple[PendingApproval, OperatorDecision | None]] = attrs.field(
@@ -300,6 +302,18 @@ class MemoryStore(ClosedOnExit):
     async def specs(self) -> Sequence[tuple[str, str]]:
         await self._enter()
         return tuple(self._tables.specs.items())
+
+    async def save_budgets(self, name: str, budgets: Sequence[StoredBudget]) -> None:
+        await self._enter()
+        self._fence(name)
+        if budgets:
+            self._tables.budgets[name] = tuple(budgets)
+        else:
+            self._tables.budgets.pop(name, None)
+
+    async def budgets(self) -> Sequence[tuple[str, tuple[StoredBudget, ...]]]:
+        await self._enter()
+        return tuple(sorted(self._tables.budgets.items()))
 
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()

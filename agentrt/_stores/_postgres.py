@@ -15,7 +15,7 @@ from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
-from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
@@ -123,6 +123,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_WORKSPACES,),
     # 8: each agent's finished turns, the newest kept (the console's history).
     tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_TURN_HISTORY),
+    # 9: the budgets that apply to each agent (agentrt status).
+    (CREATE_BUDGETS,),
 )
 
 _UPSERT_SESSION = """

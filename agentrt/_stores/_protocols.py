@@ -13,6 +13,8 @@ LiveProcessStore    set_live_process, set_live_idle,             agents that run
 LeaseStore          shared_between_programs, acquire_lease,      ``node``, ``lease_ttl``,
                     renew_leases, release_leases, leases         ``host_agents``
 SpecStore           save_spec, specs                             failover, ``host_agents``
+BudgetStore         save_budgets, budgets                        ``agentrt status``'s
+                                                                 budgets
 TranscriptStore     append_transcript, load_transcript           ``portable=True``
 RoutingStore        router                                       calls to agents other
                                                                  runtimes own
@@ -43,6 +45,7 @@ from .._records import (
     OperatorDecision,
     PendingApproval,
     SessionRecord,
+    StoredBudget,
     StoredTranscript,
     StoredTurn,
     StoredWorkspace,
@@ -241,6 +244,23 @@ class SpecStore(Protocol):
 
 
 @runtime_checkable
+class BudgetStore(Protocol):
+    """The budgets that apply to each agent (its own, its supervisors', its runtime's),
+    stored when it starts, so that any program reading the store (``agentrt status``) can
+    show each with what its agents spent. Without it nothing is stored and budgets still
+    hold in the runtime."""
+
+    async def save_budgets(self, name: str, budgets: Sequence[StoredBudget]) -> None:
+        """Store the budgets of ``name`` in their order, replacing what was stored (none:
+        drop them). Needs no session row. Fenced."""
+        ...
+
+    async def budgets(self) -> Sequence[tuple[str, tuple[StoredBudget, ...]]]:
+        """Every name's stored budgets (never none), by name."""
+        ...
+
+
+@runtime_checkable
 class TranscriptStore(Protocol):
     """The CLI transcript of a portable agent's session (``portable=True``), so that a
     runtime on another node can write it back before resuming. One name has at most one
@@ -388,6 +408,7 @@ class StoreCapabilities:
     live: LiveProcessStore | None
     leases: LeaseStore | None
     specs: SpecStore | None
+    budgets: BudgetStore | None
     transcripts: TranscriptStore | None
     routing: RoutingStore | None
     workspaces: WorkspaceStore | None
@@ -401,6 +422,7 @@ class StoreCapabilities:
             live=store if isinstance(store, LiveProcessStore) else None,
             leases=store if isinstance(store, LeaseStore) else None,
             specs=store if isinstance(store, SpecStore) else None,
+            budgets=store if isinstance(store, BudgetStore) else None,
             transcripts=store if isinstance(store, TranscriptStore) else None,
             routing=store if isinstance(store, RoutingStore) else None,
             workspaces=store if isinstance(store, WorkspaceStore) else None,
@@ -424,6 +446,7 @@ _CAPABILITIES: dict[type, str] = {
     LiveProcessStore: "live",
     LeaseStore: "leases",
     SpecStore: "specs",
+    BudgetStore: "budgets",
     TranscriptStore: "transcripts",
     RoutingStore: "routing",
     WorkspaceStore: "workspaces",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from .._events import SessionTotals, Usage
-from .._records import SessionRecord
+from .._records import SessionRecord, StoredBudget
 from ._protocols import NO_USAGE, ClosedOnExit, no_row, stored_reason
 
 _T = TypeVar("_T")
@@ -71,6 +71,30 @@ _SAVE_SPEC = """
 INSERT INTO agent_specs (name, started, spec)
 VALUES (?, (SELECT COALESCE(MAX(started), 0) + 1 FROM agent_specs), ?)
 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec
+"""
+
+
+# The budgets that apply to each agent name, in the order the runtime checks them
+# (`BudgetStore`). DOUBLE PRECISION and BIGINT: one statement for both engines (SQLite
+# reads them as REAL and INTEGER).
+CREATE_BUDGETS = """
+CREATE TABLE agent_budgets (
+    name TEXT NOT NULL,
+    place INTEGER NOT NULL,
+    scope TEXT NOT NULL,
+    budget_key TEXT NOT NULL,
+    usd DOUBLE PRECISION,
+    tokens BIGINT,
+    PRIMARY KEY (name, place)
+)
+"""
+
+_DROP_BUDGETS = "DELETE FROM agent_budgets WHERE name = ?"
+_INSERT_BUDGET = """
+INSERT INTO agent_budgets (name, place, scope, budget_key, usd, tokens) VALUES (?, ?, ?, ?, ?, ?)
+"""
+_SELECT_BUDGETS = """
+SELECT name, scope, budget_key, usd, tokens FROM agent_budgets ORDER BY name, place
 """
 
 
@@ -252,3 +276,27 @@ class SqlSessions(ClosedOnExit):
             return tuple((name, spec) for name, spec in conn.execute(sql))
 
         return await self._call(work)
+
+    async def save_budgets(self, name: str, budgets: Sequence[StoredBudget]) -> None:
+        """Store the budgets of ``name`` in their order, replacing what was stored."""
+        drop, insert = self._sql(_DROP_BUDGETS), self._sql(_INSERT_BUDGET)
+        rows = [(name, i, b.scope, b.key, b.usd, b.tokens) for i, b in enumerate(budgets)]
+
+        def work(conn: Any) -> None:
+            conn.execute(drop, (name,))
+            for row in rows:
+                conn.execute(insert, row)
+
+        await self._call(work, fence=name, atomic=True)
+
+    async def budgets(self) -> Sequence[tuple[str, tuple[StoredBudget, ...]]]:
+        """Every name's stored budgets, by name."""
+
+        def work(conn: Any) -> dict[str, tuple[StoredBudget, ...]]:
+            stored: dict[str, tuple[StoredBudget, ...]] = {}
+            for name, scope, key, usd, tokens in conn.execute(_SELECT_BUDGETS):
+                budget = StoredBudget(scope=scope, key=key, usd=usd, tokens=tokens)
+                stored[name] = (*stored.get(name, ()), budget)
+            return stored
+
+        return tuple((await self._call(work)).items())

@@ -18,7 +18,7 @@ from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import check_fence, granted_epoch, lease_owner
-from ._sql import CREATE_AGENT_SPECS, SqlSessions
+from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
@@ -151,6 +151,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_WORKSPACES,),
     # 10: each agent's finished turns, the newest kept (the console's history).
     tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_TURN_HISTORY),
+    # 11: the budgets that apply to each agent (agentrt status).
+    (CREATE_BUDGETS,),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"

@@ -27,11 +27,13 @@ from .._records import (
     OperatorDecision,
     PendingApproval,
     SessionRecord,
+    StoredBudget,
     StoredTurn,
     StoredWorkspace,
 )
 from .._stores._protocols import (
     ApprovalStore,
+    BudgetStore,
     LeaseStore,
     LiveProcessStore,
     SessionStore,
@@ -679,6 +681,8 @@ async def _an_expired_lease_is_taken_and_the_old_holders_writes_are_refused(
             stale.append(can.live.clear_live_process("x"))
         if can.specs is not None:
             stale.append(can.specs.save_spec("x", "{}"))
+        if can.budgets is not None:
+            stale.append(can.budgets.save_budgets("x", ()))
         if can.transcripts is not None:
             stale.append(
                 can.transcripts.append_transcript("x", session_id="s", path="t", offset=0, data=b"")
@@ -955,6 +959,40 @@ async def _specs_keep_their_start_order_and_go_with_forget(harness: StoreHarness
         await _checkpoint(store, "mid")
         await store.forget("mid")  # the row and its spec
         assert list(await kept.specs()) == [("zeta", '{"v": 2}')]
+    finally:
+        await _closing(store)
+
+
+# --- budgets ---
+
+
+@_check(BudgetStore)
+async def _budgets_keep_their_order_and_limits_and_outlive_a_reopen(
+    harness: StoreHarness,
+) -> None:
+    own = StoredBudget(scope="agent 'zeta'", key="k-own", usd=0.5, tokens=None)
+    supervisor = StoredBudget(scope="supervisor", key="k-sup", usd=None, tokens=12_000_000_000)
+    runtime = StoredBudget(scope="runtime", key="k-rt", usd=1.4, tokens=900)
+    store = await _open(harness)
+    kept = StoreCapabilities.of(store).budgets
+    assert kept is not None
+    try:
+        assert list(await kept.budgets()) == []
+        await kept.save_budgets("zeta", (runtime,))  # needs no session row
+        await kept.save_budgets("zeta", (own, supervisor, runtime))  # replaced, in order
+        await kept.save_budgets("alpha", (runtime,))
+        await kept.save_budgets("mid", (supervisor,))
+        await kept.save_budgets("mid", ())  # none: dropped
+    finally:
+        await _closing(store)
+    store = await _open(harness)
+    kept = StoreCapabilities.of(store).budgets
+    assert kept is not None
+    try:
+        assert list(await kept.budgets()) == [
+            ("alpha", (runtime,)),
+            ("zeta", (own, supervisor, runtime)),
+        ]
     finally:
         await _closing(store)
 

@@ -83,6 +83,14 @@ function countBy(values) {
   return Object.entries(counts).sort((a, b) => b[1] - a[1]);
 }
 
+// One stored budget of the agent (as `agentrt status` shows it), the one that binds marked.
+function budgetText(b) {
+  const parts = [];
+  if (b.usd !== null) parts.push(`${money(b.left_usd)} of ${money(b.usd)} left`);
+  if (b.tokens !== null) parts.push(`${b.left_tokens} of ${b.tokens} tokens left`);
+  return `${b.scope}: ${parts.join(", ")}${b.binding ? " (binds)" : ""}`;
+}
+
 function budgetLeft(usd, tokens) {
   const parts = [];
   if (usd !== null && usd !== undefined) parts.push(money(usd));
@@ -310,6 +318,7 @@ function agentPage() {
       ["cwd", r.cwd], ["CLI pid", s.cli_pid],
       ["spent", s.spent_usd === undefined ? "-" : `${money(s.spent_usd)}, ${s.spent_tokens} tokens`],
       ["budget left", s.spent_usd === undefined ? "-" : budgetLeft(s.budget_left_usd, s.budget_left_tokens)],
+      ["budgets", data.budgets.length ? data.budgets.map(budgetText).join("; ") : "none"],
       ["current request", s.current ? `#${s.current.ref} (${s.current.origin}, ${s.current.elapsed.toFixed(1)} s)` : "none"]];
     const dl = document.getElementById("facts");
     dl.replaceChildren();
