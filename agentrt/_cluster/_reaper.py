@@ -35,11 +35,30 @@ async def reap_stale_turns(store: SessionStore, *, term_grace: float = 2.0) -> i
         return 0
     reaped = 0
     for record in await store.live_processes():
-        if record.runtime_id is None or not runtime_gone(record.runtime_id):
-            continue
-        await _reap(store, store, record, term_grace)
-        reaped += 1
+        reaped += await reap_stale_turn(store, record, term_grace=term_grace)
     return reaped
+
+
+async def reap_stale_turn(
+    store: SessionStore, record: SessionRecord, *, term_grace: float = 2.0
+) -> bool:
+    """Kill the turn ``record`` (an agent's row) names as live if its runtime is gone, and
+    mark the row as `reap_stale_turns` does; whether it did. A runtime that takes an agent
+    over calls it before the agent's first CLI starts: the dead owner's CLI may still run
+    (its fence guard died with it), and the next start of a program on the store, which
+    reaps every row, may never come.
+
+    Cancellation: bounded by about ``term_grace + 2 s``; cancelled, the processes signalled
+    so far stay signalled and the row stays for the next start."""
+    if (
+        not isinstance(store, LiveProcessStore)
+        or record.live_pgid is None
+        or record.runtime_id is None
+        or not runtime_gone(record.runtime_id)
+    ):
+        return False
+    await _reap(store, store, record, term_grace)
+    return True
 
 
 async def _reap(
