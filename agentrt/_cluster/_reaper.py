@@ -6,7 +6,8 @@ marker. A runtime that dies without cleaning up (SIGKILL, OOM, power loss of the
 terminal) leaves those rows behind, and the CLI and its tools run on. The next
 `open_runtime` on that store finds the rows whose runtime is gone, kills what is left of
 each turn with `kill_stale_group` (which checks start times, so a reused pid is never
-hit, and finds setsid'd orphans by the marker), and marks the row.
+hit, and finds setsid'd orphans by the marker), and marks the row. A runtime that takes an
+agent over does the same with that agent's row before the agent's CLI starts.
 """
 
 from __future__ import annotations
