@@ -67,17 +67,30 @@ async def test_a_takeover_starts_no_cli_while_the_dead_owners_runs(
                     os.kill(guard, signal.SIGKILL)
                 await owner.kill()
                 nursery.cancel_scope.cancel()
-            # The taker has the agent once it answers; by then the dead owner's CLI has
-            # been killed, before the taker's started (a hanging CLI never ends by itself).
-            with trio.fail_after(60):
-                while (response := await _ask_quietly(rt, "second")) is None:  # noqa: ASYNC110 (asked again, not polled)
-                    await trio.sleep(0.1)
+            # The taker has the agent once it answers. A hanging CLI never ends by itself:
+            # the dead owner's must have been killed, and before the taker's started.
+            together: list[int] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_together, old.pid, f"{taker.pid}.", together)
+                with trio.fail_after(60):
+                    while (response := await _ask_quietly(rt, "second")) is None:  # noqa: ASYNC110 (asked again, not polled)
+                        await trio.sleep(0.1)
+                nursery.cancel_scope.cancel()
             assert response.text == "1: second"
             assert not running(old.pid), "the dead owner's CLI runs beside the taker's"
+            assert not together, f"both CLIs were alive at once: {together}"
             [new] = turn_processes(f"{taker.pid}.")  # the taker's warm CLI, alone
             assert new.pid != old.pid
         finally:
             await kill_marked(MARKER_ENV, prefix, prefix=True)
+
+
+async def _watch_together(old: int, taker: str, together: list[int]) -> None:
+    """Note each look at /proc that finds the old CLI alive beside a CLI of the taker."""
+    while True:
+        if running(old) and (new := turn_processes(taker)):
+            together.extend(info.pid for info in new)
+        await trio.sleep(0.005)
 
 
 async def _ask_quietly(rt: agentrt.Runtime, prompt: str) -> agentrt.Response | None:
