@@ -37,6 +37,7 @@ from ._arguments import check_agent, check_directory, check_name
 from ._backends import check_binary, resolve_backend
 from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
 from ._cluster._ownership import Ownership, check_kill_grace
+from ._cluster._reaper import reap_stale_turn
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
@@ -455,6 +456,13 @@ class Supervisor(metaclass=NoPublicConstructor):
             # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
             # which its budgets count.
             loaded = await store.load(name)
+            if mode.runs_processes and loaded is not None:
+                # The CLI a dead owner left running goes before this one's starts: one
+                # live CLI per agent (a lease taken over at once, from a dead runtime of
+                # this node, comes before any reaper at a program's start).
+                await reap_stale_turn(
+                    store, context.capabilities.live, loaded, term_grace=agent_options.kill_grace
+                )
             record = None if resume is False else loaded
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"

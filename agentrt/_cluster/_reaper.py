@@ -6,7 +6,8 @@ marker. A runtime that dies without cleaning up (SIGKILL, OOM, power loss of the
 terminal) leaves those rows behind, and the CLI and its tools run on. The next
 `open_runtime` on that store finds the rows whose runtime is gone, kills what is left of
 each turn with `kill_stale_group` (which checks start times, so a reused pid is never
-hit, and finds setsid'd orphans by the marker), and marks the row.
+hit, and finds setsid'd orphans by the marker), and marks the row. A runtime that takes an
+agent over does the same with that agent's row before the agent's CLI starts.
 """
 
 from __future__ import annotations
@@ -38,11 +39,34 @@ async def reap_stale_turns(
         return 0
     reaped = 0
     for record in await live.live_processes():
-        if record.runtime_id is None or not runtime_gone(record.runtime_id):
-            continue
-        await _reap(store, live, record, term_grace)
-        reaped += 1
+        reaped += await reap_stale_turn(store, live, record, term_grace=term_grace)
     return reaped
+
+
+async def reap_stale_turn(
+    store: SessionStore,
+    live: LiveProcessStore | None,
+    record: SessionRecord,
+    *,
+    term_grace: float = 2.0,
+) -> bool:
+    """Kill the turn ``record`` (an agent's row) names as live if its runtime is gone, and
+    mark the row as `reap_stale_turns` does; whether it did. A runtime that takes an agent
+    over calls it before the agent's first CLI starts: the dead owner's CLI may still run
+    (its fence guard died with it), and the next start of a program on the store, which
+    reaps every row, may never come.
+
+    Cancellation: bounded by about ``term_grace + 2 s``; cancelled, the processes signalled
+    so far stay signalled and the row stays for the next start."""
+    if (
+        live is None
+        or record.live_pgid is None
+        or record.runtime_id is None
+        or not runtime_gone(record.runtime_id)
+    ):
+        return False
+    await _reap(store, live, record, term_grace)
+    return True
 
 
 async def _reap(
