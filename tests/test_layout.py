@@ -1,7 +1,9 @@
 """The package layout: the layer map in agentrt/__init__.py (and its copy in
 docs/architecture.md) held against the files and the static import graph, and the rules an
 import can break at run time: the repository's backends/ folder is installed as
-agentrt.backends and nowhere else, and the core never imports the command.
+agentrt.backends and nowhere else, and the core never imports the command. Every module,
+file and name docs/architecture.md cites is held against the code too, so the page cannot
+name what is gone.
 
 The graph is read with `ast`, so it has every import: TYPE_CHECKING blocks and imports
 inside functions included. The map is read from agentrt/__init__.py, the one a reader of
@@ -322,3 +324,128 @@ def test_the_wheel_lists_every_package_folder() -> None:
         for init in (ROOT / folder).rglob("__init__.py")
     }
     assert sorted(config["packages"]) == sorted(found)
+
+
+################################################################
+# The architecture page's names against the code
+################################################################
+
+_CITED = re.compile(r"`([^`\s]+)`")
+_DIAGRAM = re.compile(r"^```text\n(\S+(?: -> \S+)+)\n```$", re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+# Cited in backticks but not names of agentrt's code: what the page says the code uses.
+_NOT_AGENTRT = {
+    "cgroup.kill",  # the kernel's file
+    "git",  # the real program a workspace runs
+    "importlib.metadata",
+    "isinstance",
+    "posix_spawn",
+    "preexec_fn",
+    "subprocess",
+}
+
+
+def _definitions(found: Mapping[str, Path]) -> tuple[dict[str, set[str]], set[str]]:
+    """What the code defines: each class's names (its methods, fields and class-level
+    assignments, its bases' by name included), and every other name it binds at a module's
+    top level, in a class body or as an attrs field or a `Literal` value."""
+    classes: dict[str, set[str]] = {}
+    bases: dict[str, set[str]] = {}
+    names: set[str] = set()
+    for path in found.values():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                own = classes.setdefault(node.name, set())
+                bases.setdefault(node.name, set()).update(
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, (ast.Name, ast.Attribute))
+                )
+                for item in node.body:
+                    own.update(_bound(item))
+                names.add(node.name)
+                names.update(own)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)  # a Literal value, an option's name
+        for item in tree.body:
+            names.update(_bound(item))
+    for name in classes:  # a class has its bases' names (those defined in the code)
+        seen, todo = set(), [name]
+        while todo:
+            if (current := todo.pop()) not in seen:
+                seen.add(current)
+                todo.extend(bases.get(current, ()))
+        classes[name] = set().union(*(classes.get(c, set()) for c in seen))
+    return classes, names
+
+
+def _bound(node: ast.stmt) -> Iterator[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        yield node.target.id
+    elif isinstance(node, ast.Assign):
+        yield from (t.id for t in node.targets if isinstance(t, ast.Name))
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield from (alias.asname or alias.name.split(".")[0] for alias in node.names)
+
+
+def missing_names(text: str, root: Path = ROOT) -> list[str]:
+    """Every module, file, ``Class.method`` and name the page cites in backticks that the
+    code does not have."""
+    found = modules(root)
+    # A module by its name in the map, relative to agentrt or in full.
+    mapped = {mapped_name(module): module for module in found} | {
+        module.removeprefix("agentrt."): module for module in found
+    }
+    classes, names = _definitions(found)
+    missing = []
+    # The data path's diagram names modules, out of backticks.
+    path = [name for block in _DIAGRAM.findall(text) for name in block.split(" -> ")]
+    missing.extend(name for name in path if name not in mapped)
+    for cited in dict.fromkeys(_CITED.findall(text)):
+        if "/" in cited or cited.endswith((".py", ".toml", ".md")):
+            if not any((base).glob(cited.rstrip("/")) for base in (root, root / "agentrt")):
+                missing.append(cited)
+        elif not _IDENTIFIER.fullmatch(cited) or cited in _NOT_AGENTRT:
+            continue  # a value, a flag, a call with arguments
+        elif cited.removeprefix("agentrt.") in mapped:
+            continue
+        elif "." in cited:
+            owner, _, attribute = cited.rpartition(".")
+            owner = "__init__" if owner == "agentrt" else owner.removeprefix("agentrt.")
+            if owner in mapped:  # module.name
+                if attribute not in set(_module_names(found[mapped[owner]])):
+                    missing.append(cited)
+            elif attribute not in classes.get(owner, set()):
+                missing.append(cited)
+        elif cited not in names:
+            missing.append(cited)
+    return missing
+
+
+def _module_names(path: Path) -> Iterator[str]:
+    for node in ast.parse(path.read_text()).body:
+        yield from _bound(node)
+
+
+def test_the_architecture_page_cites_only_names_the_code_has() -> None:
+    assert missing_names((ROOT / "docs" / "architecture.md").read_text()) == []
+
+
+def test_a_name_gone_from_the_code_is_found() -> None:
+    text = (
+        "```text\n_turn -> _process -> _api\n```\n"
+        "`_turn`, `Turn.run`, `_driver._lifecycle` `Actor._on_session`, `_no_such_module`, "
+        "`no_such`, `agentrt.Runtime`, `agentrt.backend.Backend`, `agentrt.backend.Gone`"
+    )
+    assert missing_names(text) == [
+        "_process",
+        "Actor._on_session",
+        "_no_such_module",
+        "no_such",
+        "agentrt.backend.Gone",
+    ]
