@@ -54,7 +54,8 @@ from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
 from ._telemetry._log_fields import AgentLogs
 from ._telemetry._otel import TurnTrace, count_budget_refusal
-from ._turn import FrameSource, Turn
+from ._turn import Turn
+from ._turn_source import FrameSource
 from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 

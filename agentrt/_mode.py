@@ -36,7 +36,7 @@ from ._errors import InvalidOptions
 from ._hooks import HookKind
 from ._options import AgentOptions
 from ._status import ModeName
-from ._turn import ChannelSource, FrameSource, InProcessSource
+from ._turn_source import ChannelSource, FrameSource, InProcessSource
 from .backend import Backend, Capabilities, InProcessBackend
 
 # What makes an instance's CLI lifecycle from the live CLI's settings (None: one process

@@ -30,8 +30,7 @@ import itertools
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import msgspec
@@ -40,10 +39,8 @@ import trio
 from ._alarm import Alarm
 from ._asks import Ask, HookCall, ToolApproval
 from ._driver._process import BadLine, CliProcess, ProcessFailure
-from ._driver._process_slots import ProcessSlots
-from ._errors import CliVersionMismatch, StoreError, TurnFailed, usd
+from ._errors import StoreError, TurnFailed, usd
 from ._events import (
-    TEXT_CODEC,
     ErrorEvent,
     Event,
     InitEvent,
@@ -60,164 +57,23 @@ from ._events import (
     ToolUseEvent,
     Usage,
     UsageEvent,
-    response_with_text,
 )
 from ._options import AgentOptions
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
 from ._telemetry._otel import TurnTrace
+from ._turn_bounds import Bounds
+from ._turn_response import Failure, completed, failed
+from ._turn_source import Channel, ChannelSource, FrameSource, InProcessSource, TurnHost
 from ._versions import accepts
-from .backend import Backend, Command, ExitStatus, InProcessBackend, Translator
+from .backend import Command, ExitStatus, Translator
 
 logger = logging.getLogger("agentrt")
 
 # Events that do not show the model is answering, so do not satisfy the first-event bound.
 _NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEvent))
 
-
-class TurnHost(Protocol):
-    """The actor, as its turns see it."""
-
-    async def started(self) -> None:
-        """The turn starts (an in-process one: a CLI's starts at its spawn, which the
-        process records see): the store's row becomes the agent's if it is not yet."""
-        ...
-
-    async def checkpoint(self, session_id: str) -> None:
-        """Keep the new session id, before the next frame is fed; a StoreError fails the
-        turn with store_failed."""
-        ...
-
-    def watched(self) -> bool:
-        """Whether anything looks at the events as they come (asked once per read)."""
-        ...
-
-    async def deliver(self, events: Sequence[Event]) -> None:
-        """handle_stream_event and subscribers, for the events of one read (up to a new
-        session id) once the turn has recorded them. An exception fails the turn
-        (turn_crashed); a stop meanwhile takes effect from the next read."""
-        ...
-
-    async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
-        """The agent's answer to what a live CLI asks, with the events that record it."""
-        ...
-
-
-class Channel(Protocol):
-    """One turn's frames from a CLI process (agentrt._driver._lifecycle), opened with ``async
-    with``: a stop while it opens goes to `interrupt` too."""
-
-    @property
-    def command(self) -> Command | None:
-        """The process's command, once open (None: stopped while it opened)."""
-        ...
-
-    @property
-    def translator(self) -> Translator | None:
-        """The turn's translator, once open (None: stopped while it opened)."""
-        ...
-
-    @property
-    def drain_bound(self) -> float:
-        """How long the frames are still read once it was interrupted."""
-        ...
-
-    @property
-    def alarm(self) -> Alarm | None:
-        """What watches the turn's bounds while it is read, if the channel has one."""
-        ...
-
-    async def __aenter__(self) -> Channel: ...
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool | None: ...
-
-    def batches(self, decode: Callable[[bytes], Any] | None) -> AsyncIterator[Iterable[Any] | Ask]:
-        """The frames, one iterable per read; what the CLI asks comes between reads, and
-        waits for `answer`."""
-        ...
-
-    def asking(self) -> trio.CancelScope:
-        """The scope to wait for the agent's answer in: cancelled when the CLI exits or the
-        turn is stopped meanwhile, which want no answer (the CLI withdraws its question as
-        it stops)."""
-        ...
-
-    async def answer(self, data: bytes) -> None: ...
-
-    def interrupt(self, gently: bool) -> None:
-        """Stop the turn: ``gently`` lets a live CLI end it in band."""
-        ...
-
-    async def finish(
-        self, clean: bool, session_id: str | None
-    ) -> tuple[ExitStatus | None, str] | None:
-        """After the frames: how the process ended and its stderr tail, or (None, "") for
-        a live CLI whose turn ended at its end frame; None when the turn must run again
-        (a live CLI that died without a word of it, opened with ``retry``)."""
-        ...
-
-
-class ChannelSource(Protocol):
-    """What opens a turn's `Channel`: the instance's `agentrt._driver._lifecycle.CliLifecycle`."""
-
-    @property
-    def turn_slots(self) -> ProcessSlots | None: ...
-
-    def channel(
-        self,
-        prompt: str,
-        session_id: str | None,
-        baseline: SessionTotals | None,
-        watch: Turn,
-        *,
-        retry: bool,
-    ) -> Channel: ...
-
-
-@attrs.frozen
-class InProcessSource:
-    """Frames without a process (`InProcessBackend`): its runner feeds them to the turn as
-    it makes them."""
-
-    runner: InProcessBackend
-    # The same backend, for its command and translator.
-    backend: Backend
-    backend_options: Any
-    # The runtime's max_processes: an in-process turn holds a slot as a CLI turn does.
-    turn_slots: ProcessSlots | None
-
-    def open(
-        self, prompt: str, session_id: str | None, baseline: SessionTotals | None
-    ) -> tuple[Command, Translator]:
-        backend, options = self.backend, self.backend_options
-        command = backend.command(options, prompt, session_id=session_id)
-        return command, backend.translator(options, baseline=baseline)
-
-
-FrameSource = InProcessSource | ChannelSource
-
-
-@attrs.define
-class _Failure:
-    reason: StopReason
-    message: str
-    detail: dict[str, Any] | None = None
-    cause: BaseException | None = None
-
-
-# What a user can do when the CLI no longer has the stored session (the runtime keeps its
-# id, so that nothing is started afresh without being asked).
-_SESSION_LOST_WAYS_OUT = (
-    "The CLI no longer has this session (its transcript is in another HOME, or gone). "
-    "To start a new one: rt.reset_session(name), start_agent(..., resume=False), "
-    '`agentrt ask/chat --new`, or on_session_lost="fresh" to do so by itself.'
-)
 
 # Stops a warm CLI is asked to end in band, so it may live on; any other stop kills it.
 _IN_BAND: frozenset[StopReason] = frozenset(
@@ -266,7 +122,7 @@ class Turn:
     waiting_for_process: bool = False
     # The event that ended the turn: the stream's terminal, or one made for the failure.
     final: Event | None = None
-    _failure: _Failure | None = None
+    _failure: Failure | None = None
     _terminal: Event | None = None
     # Where the terminal event sits in the retained events, if it was retained.
     _terminal_index: int | None = None
@@ -280,9 +136,7 @@ class Turn:
     _drain_scope: trio.CancelScope | None = None
     _drain_bound: float = 0.0
     _started: float = 0.0
-    _total_deadline: float = math.inf
-    _first_deadline: float = math.inf
-    _result_deadline: float = math.inf
+    _bounds: Bounds = attrs.field(factory=Bounds)
     # What watches the bounds while a process is read: a result brings its deadline nearer.
     _alarm: Alarm | None = None
     _awaiting_content: bool = False
@@ -339,7 +193,7 @@ class Turn:
         if type(self._terminal) is ResultEvent and reason not in _LOSES_RESULT:
             self._settle()
         else:
-            self._stop(_Failure(reason, message, detail, cause))
+            self._stop(Failure(reason, message, detail, cause))
 
     def _settle(self) -> None:
         # The last result is the outcome: the CLI is interrupted and drained as for a stop.
@@ -347,7 +201,7 @@ class Turn:
             self._ended = True
             self._end_run()
 
-    def _stop(self, failure: _Failure) -> None:
+    def _stop(self, failure: Failure) -> None:
         if self._failure is None:
             self._failure = failure
             self._end_run()
@@ -397,10 +251,7 @@ class Turn:
     async def _run(self) -> Response | TurnFailed:
         options = self.options
         self._started = now = self._now()
-        if options.watchdog is not None:
-            self._total_deadline = now + options.watchdog
-        if options.first_event is not None:
-            self._first_deadline = now + options.first_event
+        self._bounds.start(now, options)
         # A version to check must be known before the first content: the CLI reports it
         # before it asks the model (its InitEvent), or the probe did before the turn.
         self._awaiting_content = (
@@ -435,7 +286,7 @@ class Turn:
         await self.host.started()
         if self._failure is not None:  # stopped meanwhile
             return None
-        with trio.CancelScope(deadline=self._deadline()) as scope:
+        with trio.CancelScope(deadline=self._bounds.nearest()) as scope:
             self._scope = scope
             return await source.runner.run(self.command, self._emit)
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
@@ -557,42 +408,33 @@ class Turn:
     def _arm(self) -> None:
         # Until the turn is stopped or settled, the alarm rings at the nearest bound.
         if self._alarm is not None and self._failure is None and not self._ended:
-            self._alarm.set(self._deadline(), self._bound_passed)
+            self._alarm.set(self._bounds.nearest(), self._bound_passed)
 
     def _bound_passed(self, now: float) -> None:
         self._stop_for_bound(now)
         self._arm()
 
-    def _deadline(self) -> float:
-        # The first-event deadline is lifted (set to inf) by the first content event; the
-        # after-result deadline is set by each result.
-        return min(self._total_deadline, self._first_deadline, self._result_deadline)
-
     def _reschedule(self) -> None:
-        deadline = self._deadline()
+        deadline = self._bounds.nearest()
         if self._alarm is not None:
             self._alarm.move(deadline)
         if self._scope is not None:
             self._scope.deadline = deadline
 
     def _stop_for_bound(self, now: float) -> None:
-        if now >= self._result_deadline:
+        passed = self._bounds.passed(now, self.options)
+        if passed is None:
+            return
+        reason, message = passed
+        if reason is StopReason.COMPLETE:
             self._settle()
-        elif now >= self._total_deadline:
-            self.stop(
-                StopReason.TOTAL_TIMEOUT,
-                f"the turn ran longer than its watchdog ({self.options.watchdog:g} s)",
-            )
-        elif now >= self._first_deadline:
-            self.stop(
-                StopReason.FIRST_EVENT_TIMEOUT,
-                f"no content within {self.options.first_event:g} s of the turn's start",
-            )
+        else:
+            self.stop(reason, message)
 
     def _crash(self, exc: Exception) -> None:
         # A bug on our side wins even over a terminal error event: it must not go unseen.
         message = redact(f"{type(exc).__name__}: {exc}")
-        self._stop(_Failure(StopReason.TURN_CRASHED, message, cause=exc))
+        self._stop(Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     ################
     # Frames to events: the checkpoint, delivery, retention, the text
@@ -629,7 +471,7 @@ class Turn:
                 await self._checkpoint(session_id)
             except StoreError as exc:
                 message = f"the session store could not keep session {session_id}: {exc}"
-                self._stop(_Failure(StopReason.STORE_FAILED, redact(message), cause=exc))
+                self._stop(Failure(StopReason.STORE_FAILED, redact(message), cause=exc))
                 pending = iter(())
             except Exception as exc:
                 self._crash(exc)
@@ -744,7 +586,7 @@ class Turn:
             self._version_known(None)
         if self.trace is not None:
             self.trace.first_event()
-        self._first_deadline = math.inf
+        self._bounds.first = math.inf
         self._reschedule()
 
     def _fold(self, event: Event, retained: bool) -> None:
@@ -791,7 +633,7 @@ class Turn:
         if type(terminal) is ResultEvent:
             if self.options.after_result is not None:
                 # From the latest result: a later one (a background task's) restarts it.
-                self._result_deadline = self._now() + self.options.after_result
+                self._bounds.result = self._now() + self.options.after_result
                 self._reschedule()
         elif self._failure is None:
             self._end_run()
@@ -805,11 +647,6 @@ class Turn:
     ################
     # The outcome: a Response or a TurnFailed
     ################
-
-    def _with_denials(self, reported: tuple[PermissionDenial, ...]) -> tuple[PermissionDenial, ...]:
-        # What the CLI reported, and the agent's own denials it did not.
-        known = {d.tool_use_id for d in reported}
-        return (*reported, *(d for d in self._denials if d.tool_use_id not in known))
 
     async def _finish(self, status: ExitStatus | None, stderr_tail: str) -> Response | TurnFailed:
         if self._failure is None and self._terminal is None and status is not None:
@@ -829,89 +666,37 @@ class Turn:
         # follow, and turns that end together would each hold both).
         log, self._log = self._log, None
         if failure is None and terminal is None:
-            failure = _Failure(
+            failure = Failure(
                 StopReason.MALFORMED_OUTPUT, "the stream ended without a terminal event"
             )
         if failure is None and isinstance(terminal, ResultEvent):
             self.final = terminal
             assert log is not None
-            text: str | bytes = self._result_text
-            if not text or text == terminal.text.encode(*TEXT_CODEC):
-                # The result's own text (a one-message answer): the same str, not a copy.
-                text = terminal.text
-            return response_with_text(
-                text,
-                final_message=terminal.text or self._result_message,
-                events=log.events(
-                    None if self._terminal_index is None else {self._terminal_index: terminal}
-                ),
-                terminal=terminal,
-                event_coverage=log.coverage(),
-                usage=terminal.usage or self._usage,
-                cost_usd=terminal.cost_usd,
+            return completed(
+                terminal,
+                log,
+                terminal_index=self._terminal_index,
+                text=self._result_text,
+                message=self._result_message,
+                usage=self._usage,
+                model=self._model,
                 duration=now - self._started,
-                num_turns=terminal.num_turns,
                 session_id=self.session_id,
-                model=terminal.model or self._model,
-                stop_reason=StopReason.COMPLETE,
-                raw=terminal.raw,
                 init=self._init,
                 cli_version=self._cli_version,
-                structured_output=terminal.structured_output,
-                permission_denials=self._with_denials(terminal.permission_denials),
+                denials=self._denials,
             )
-        detail: dict[str, Any] | None = None
-        cost, usage = self._cost, self._usage
-        # Killed before the CLI's bill (a bound, an interrupt, a crash): what the stream
-        # reported, priced by the backend.
-        estimated = cost is None and self._estimate is not None
-        if estimated:
-            cost = self._estimate
-        if failure is None:
-            assert isinstance(terminal, ErrorEvent)
-            if terminal.reason is StopReason.SESSION_LOST:
-                lost = f"{terminal.message.rstrip('. ')}. {_SESSION_LOST_WAYS_OUT}"
-                terminal = msgspec.structs.replace(terminal, message=lost)
-            # A bill printed after it, or usage only a UsageEvent reported.
-            if (terminal.cost_usd, terminal.usage) != (cost, usage):
-                terminal = msgspec.structs.replace(terminal, cost_usd=cost, usage=usage)
-            self.final = terminal
-            failure = _Failure(terminal.reason, redact(terminal.message))
-            detail = {"status": terminal.status, "retryable": terminal.retryable}
-        else:
-            detail = failure.detail
-            self.final = ErrorEvent(
-                timestamp=now,
-                reason=failure.reason,
-                message=failure.message,
-                session_id=self.session_id,
-                cost_usd=cost,
-                usage=usage,
-            )
-        if estimated:
-            detail = {**(detail or {}), "cost_estimated": True}
-        error: TurnFailed
-        accepted = self.options.cli_versions
-        if failure.reason is StopReason.CLI_VERSION_MISMATCH and accepted is not None:
-            error = CliVersionMismatch(
-                accepted,
-                self._cli_version,
-                exit_status=status,
-                stderr_tail=stderr_tail,
-                session_id=self.session_id,
-                usage=usage,
-                cost_usd=cost,
-            )
-        else:
-            error = TurnFailed(
-                failure.reason,
-                failure.message,
-                exit_status=status,
-                stderr_tail=stderr_tail,
-                session_id=self.session_id,
-                usage=usage,
-                cost_usd=cost,
-                detail=detail,
-            )
-        error.__cause__ = failure.cause
+        self.final, error = failed(
+            failure,
+            terminal,
+            now=now,
+            status=status,
+            stderr_tail=stderr_tail,
+            session_id=self.session_id,
+            cost=self._cost,
+            estimate=self._estimate,
+            usage=self._usage,
+            cli_version=self._cli_version,
+            accepted=self.options.cli_versions,
+        )
         return error
