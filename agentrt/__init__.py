@@ -19,8 +19,9 @@
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
-#     _stores._postgres_router _stores._protocols _stores._route_codec _stores._sql
-#     _stores._sqlite _stores._transcripts _stores._workspaces
+#     _stores._postgres_router _stores._protocols _stores._route_codec
+#     _stores._route_values _stores._sql _stores._sqlite _stores._transcripts
+#     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
