@@ -38,8 +38,8 @@
 #     testing._fake_gemini testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
-#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
-#     _cli._render _cli._sessions _cli._workspaces
+#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_board
+#     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _process -> _turn -> _actor -> _supervisor ->
 # _runtime -> _api. docs/architecture.md says where each concept lives.
