@@ -19,8 +19,9 @@
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
-#     _stores._postgres_router _stores._protocols _stores._route_codec _stores._sql
-#     _stores._sqlite _stores._transcripts _stores._workspaces
+#     _stores._postgres_router _stores._protocols _stores._route_codec
+#     _stores._route_values _stores._sql _stores._sqlite _stores._transcripts
+#     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
@@ -34,12 +35,14 @@
 #     _console._gate _console._history _console._http _console._pages _console._serve
 #     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
 #     _faces._sync_runtime _failover _pinned _runtime _supervisor asyncio lowlevel store
-#     sync testing testing._backend_conformance testing._fake_anthropic testing._fake_chat
-#     testing._fake_gemini testing._fake_openai testing._http testing._scenarios
-#     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
+#     sync testing testing._backend_conformance testing._conformance_core
+#     testing._conformance_kit testing._conformance_leases testing._conformance_records
+#     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
+#     testing._http testing._scenarios testing._scripted testing._store_conformance
+#     testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
-#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
-#     _cli._render _cli._sessions _cli._workspaces
+#     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_board
+#     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _driver._process -> _driver._lifecycle -> _turn ->
 # _actor -> _requests -> _address -> _runtime -> _api (the supervisor starts and restarts

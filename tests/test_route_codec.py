@@ -64,6 +64,7 @@ from agentrt import (
     WorkspaceError,
 )
 from agentrt._stores import _route_codec as codec
+from agentrt._stores import _route_values as values
 from agentrt.backend import ExitStatus
 from agentrt.lowlevel import ProcessFailure
 from agentrt.testing import ScriptedBackend, reply
@@ -252,14 +253,14 @@ def test_a_notify_event_that_is_not_plain_data_is_refused_naming_the_part(
 ) -> None:
     with pytest.raises(TypeError, match=re.escape(part)):
         codec.check_event(event)
-    with pytest.raises(codec.RowRefused, match=re.escape(part)):
+    with pytest.raises(values.RowRefused, match=re.escape(part)):
         codec.encode_call("notify", (event,))
 
 
 def test_a_forged_notify_row_delivers_plain_data_only() -> None:
     # MessagePack's own timestamp extension decodes as a datetime, which no sender sent.
     row = envelope({"call": "notify", "event": msgspec.msgpack.Ext(-1, b"\x00" * 4)})
-    with pytest.raises(codec.RowRefused, match="event is a datetime"):
+    with pytest.raises(values.RowRefused, match="event is a datetime"):
         codec.decode_call("notify", row)
 
 
@@ -304,15 +305,15 @@ def test_an_answer_that_cannot_travel_reaches_its_caller_as_a_routing_error() ->
 @pytest.mark.parametrize(
     ("mirror", "cls"),
     [
-        (codec._RefData, Ref),
-        (codec._CurrentRequestData, CurrentRequest),
-        (codec._StatusData, AgentStatus),
-        (codec._OmissionData, Omission),
-        (codec._CoverageData, EventCoverage),
-        (codec._ExitStatusData, ExitStatus),
-        (codec._LeaseOwnerData, LeaseOwner),
-        (codec._LeaseData, Lease),
-        (codec._CrashData, Crash),
+        (values._RefData, Ref),
+        (values._CurrentRequestData, CurrentRequest),
+        (values._StatusData, AgentStatus),
+        (values._OmissionData, Omission),
+        (values._CoverageData, EventCoverage),
+        (values._ExitStatusData, ExitStatus),
+        (values._LeaseOwnerData, LeaseOwner),
+        (values._LeaseData, Lease),
+        (values._CrashData, Crash),
     ],
 )
 def test_each_mirror_has_its_class_s_fields(mirror: type[msgspec.Struct], cls: type) -> None:
@@ -322,7 +323,7 @@ def test_each_mirror_has_its_class_s_fields(mirror: type[msgspec.Struct], cls: t
 
 def test_response_mirror_has_every_field() -> None:
     names = {field.alias for field in attrs.fields(Response)}
-    assert set(codec._ResponseData.__struct_fields__) == names
+    assert set(values._ResponseData.__struct_fields__) == names
 
 
 def pickled_global(module: str, name: str) -> bytes:
@@ -334,13 +335,13 @@ def pickled_global(module: str, name: str) -> bytes:
 def test_a_pickle_or_another_protocol_is_refused_naming_both(call: str) -> None:
     before = set(sys.modules)
     for row in (pickled_global("agentrt.__main__", "main"), pickle.dumps(("error", None))):
-        with pytest.raises(codec.RowRefused, match=r"pickle.*routing protocol 1"):
+        with pytest.raises(values.RowRefused, match=r"pickle.*routing protocol 1"):
             codec.decode_call(call, row)
         if call != "cancel":
-            with pytest.raises(codec.RowRefused, match=r"pickle.*routing protocol 1"):
+            with pytest.raises(values.RowRefused, match=r"pickle.*routing protocol 1"):
                 codec.decode_answer(call, row)
     newer = msgspec.msgpack.encode({"protocol": 2, "body": {"call": call}})
-    with pytest.raises(codec.RowRefused, match=r"routing protocol 2.*speaks routing protocol 1"):
+    with pytest.raises(values.RowRefused, match=r"routing protocol 2.*speaks routing protocol 1"):
         codec.decode_call(call, newer)
     assert set(sys.modules) == before
 
@@ -351,13 +352,13 @@ def test_an_error_of_a_kind_not_listed_is_refused_naming_it() -> None:
         row = envelope(
             {"answer": "error", "error": {"kind": kind, "message": "m", "fields": {"x": 1}}}
         )
-        with pytest.raises(codec.RowRefused, match=f"does not know, '{kind}': m"):
+        with pytest.raises(values.RowRefused, match=f"does not know, '{kind}': m"):
             codec.decode_answer("ask", row)
     assert set(sys.modules) == before
 
 
 def test_a_row_whose_column_and_body_disagree_is_refused() -> None:
-    with pytest.raises(codec.RowRefused, match="its row says 'status' and its body 'stop_agent'"):
+    with pytest.raises(values.RowRefused, match="its row says 'status' and its body 'stop_agent'"):
         codec.decode_call("status", codec.encode_call("stop_agent", ()))
 
 
@@ -392,10 +393,10 @@ ANSWER_KINDS: tuple[type[msgspec.Struct], ...] = (
 BODIES: tuple[type[msgspec.Struct], ...] = (
     *codec._CALLS.values(),
     *ANSWER_KINDS,
-    codec._ErrorData,
-    codec._ResponseData,
-    codec._StatusData,
-    codec._RefData,
+    values._ErrorData,
+    values._ResponseData,
+    values._StatusData,
+    values._RefData,
 )
 FIELDS = sorted({name for struct in BODIES for name in struct.__struct_fields__})
 ANSWER_TAGS = sorted(str(answer.__struct_config__.tag) for answer in ANSWER_KINDS)
@@ -481,7 +482,7 @@ LISTED = {type(error) for error in ERRORS}
 def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: bytes) -> None:
     try:
         arguments = codec.decode_call(call, row)
-    except codec.RowRefused:
+    except values.RowRefused:
         return
     if call == "notify":
         (event,) = arguments
@@ -495,7 +496,7 @@ def test_any_call_row_decodes_as_typed_arguments_or_is_refused(call: str, row: b
 def test_any_answer_row_decodes_as_a_typed_value_or_a_listed_error(call: str, row: bytes) -> None:
     try:
         value = codec.decode_answer(call, row)
-    except codec.RowRefused:
+    except values.RowRefused:
         return
     except AgentRTError as error:
         assert type(error) in LISTED
@@ -525,7 +526,7 @@ def test_any_arguments_encode_as_the_call_s_types_or_are_refused(
 ) -> None:
     try:
         row = codec.encode_call(call, tuple(arguments))
-    except codec.RowRefused:
+    except values.RowRefused:
         return
     back = codec.decode_call(call, row)
     if call == "notify":  # a NaN is not equal to itself: the same row instead

@@ -33,13 +33,13 @@ from agentrt._address import LocalAgent
 from agentrt._follow import HOLD, KEPT_ENDED, LINGER, Tap
 from agentrt._stores._route_codec import (
     EventBatch,
-    RowRefused,
     decode_answer,
     decode_call,
     encode_answer,
     encode_call,
     encode_event,
 )
+from agentrt._stores._route_values import RowRefused
 from agentrt.testing import ScriptedBackend, reply
 from agentrt.testing._scripted import Gate
 

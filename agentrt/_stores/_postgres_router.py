@@ -37,15 +37,8 @@ from .._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, S
 from .._records import LeaseOwner
 from .._redact import redact
 from ._protocols import Serve
-from ._route_codec import (
-    RowRefused,
-    decode_answer,
-    decode_call,
-    encode_answer,
-    encode_call,
-    encode_error,
-    shown,
-)
+from ._route_codec import decode_answer, decode_call, encode_answer, encode_call, encode_error
+from ._route_values import RowRefused, shown
 
 if TYPE_CHECKING:
     import psycopg

@@ -8,6 +8,9 @@ from ._backend_conformance import RunShell as RunShell
 from ._backend_conformance import Say as Say
 from ._backend_conformance import Step as Step
 from ._backend_conformance import backend_conformance as backend_conformance
+from ._conformance_kit import ManualClock as ManualClock
+from ._conformance_kit import StoreCheck as StoreCheck
+from ._conformance_kit import StoreHarness as StoreHarness
 from ._fake_anthropic import AnthropicCutStream as AnthropicCutStream
 from ._fake_anthropic import AnthropicError as AnthropicError
 from ._fake_anthropic import AnthropicHang as AnthropicHang
@@ -51,9 +54,6 @@ from ._scripted import ScriptedBackend as ScriptedBackend
 from ._scripted import ScriptedOptions as ScriptedOptions
 from ._scripted import Sleep as Sleep
 from ._scripted import reply as reply
-from ._store_conformance import ManualClock as ManualClock
-from ._store_conformance import StoreCheck as StoreCheck
-from ._store_conformance import StoreHarness as StoreHarness
 from ._store_conformance import store_conformance as store_conformance
 from .fake_cli import fake_cli_argv as fake_cli_argv
 from .fake_cli import fake_cli_executable as fake_cli_executable
