@@ -51,6 +51,7 @@ from ._options import (
 )
 from ._records import StoredWorkspace
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
+from ._starting import AgentFactory
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._stores._protocols import (
     LeaseStore,
@@ -63,7 +64,7 @@ from ._stores._protocols import (
 )
 from ._stores._sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
-from ._supervisor import AgentFactory, Context, Supervisor
+from ._supervisor import Context, Supervisor
 from ._telemetry._otel import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
