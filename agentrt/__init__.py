@@ -32,9 +32,9 @@
 #     __init__ _address _api _backends _console._app _console._desk _console._fleet
 #     _console._gate _console._history _console._http _console._pages _console._serve
 #     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
-#     _faces._sync_runtime _failover _pinned _runtime _starting _supervisor asyncio lowlevel
-#     store sync testing testing._backend_conformance testing._fake_anthropic testing._fake_chat
-#     testing._fake_gemini testing._fake_openai testing._http testing._scenarios
+#     _faces._sync_runtime _failover _opening _pinned _runtime _starting _supervisor asyncio
+#     lowlevel store sync testing testing._backend_conformance testing._fake_anthropic
+#     testing._fake_chat testing._fake_gemini testing._fake_openai testing._http testing._scenarios
 #     testing._scripted testing._store_conformance testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_model _cli._doctor
