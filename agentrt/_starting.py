@@ -6,6 +6,7 @@ bad start gets); the supervisor itself keeps the restart rules.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -13,11 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+import msgspec
 
+from ._actor import restore_state
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_directory
 from ._errors import InvalidOptions, SessionMismatch
 from ._foreign_awaits import check_callbacks
+from ._forks import fork_source
 from ._mode import Mode, choose_mode
 from ._options import AgentOptions, app_tools_option, backend_options
 from ._portable import portable_options
@@ -184,3 +188,70 @@ def resumed(
                 f"cwd={record.cwd!r} to resume, {fresh}",
             )
     return session_id, record.state
+
+
+async def session_of(
+    store: SessionStore,
+    name: str,
+    spec: AgentSpec,
+    instance: Agent,
+    backend_options: Any,
+    cwd: str,
+    loaded: SessionRecord | None,
+    record: SessionRecord | None,
+    resume: str | bool,
+    fork_from: str | None,
+) -> tuple[str | None, bytes | None, str | None]:
+    """The session id and state blob the start resumes (`resumed`; ``record`` is None for
+    ``resume=False``), or, for a fork, none and the session it forks (`fork_source`)."""
+    if fork_from is None:
+        session_id, blob = resumed(name, spec.backend, cwd, record, resume)
+        return session_id, blob, None
+    source = await store.load(fork_from) if fork_from != name else None
+    forked = await fork_source(
+        name,
+        fork_from,
+        backend=spec.backend,
+        options=backend_options,
+        choose=functools.partial(spec.mode_of, type(instance)),
+        cwd=cwd,
+        own=loaded,
+        source=source,
+    )
+    return None, None, forked
+
+
+async def restore_stored_state(name: str, instance: Agent, blob: bytes) -> None:
+    """Give ``instance`` the state its name checkpointed, or `SessionMismatch` if it does
+    not decode as the agent's ``state_type``."""
+    try:
+        await restore_state(instance, blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SessionMismatch(
+            name,
+            f"its stored state does not decode as {type(instance).__name__}"
+            f".state_type ({exc}); start it with resume=False to drop it",
+        ) from exc
+
+
+async def claim_session(
+    store: SessionStore,
+    name: str,
+    backend: Backend,
+    cwd: str,
+    record: SessionRecord | None,
+    session_id: str | None,
+    resume: str | bool,
+) -> bool:
+    """Write the start's session to the name's row when the row is on the same backend;
+    whether it is unclaimed (then the first turn that starts writes it). ``resume=False``
+    drops the stored state."""
+    # The row names the backend its session is on; a start on a new name or on another
+    # backend writes it only when a turn has started (one that fails to spawn leaves the
+    # row as it was).
+    unclaimed = record is None or record.backend != backend.name
+    if not unclaimed:
+        await store.checkpoint_session(name, backend=backend.name, session_id=session_id, cwd=cwd)
+    if resume is False and record is not None and record.state is not None:
+        await store.save_state(name, None)
+    return unclaimed

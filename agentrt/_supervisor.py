@@ -16,14 +16,12 @@ arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 from collections import deque
 from typing import Any, NoReturn
 
 import attrs
-import msgspec
 import trio
 
 from ._actor import Actor, Exit, cancel_grace, restore_state
@@ -46,7 +44,7 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
-from ._forks import check_fork_from, fork_source
+from ._forks import check_fork_from
 from ._logs import log_error
 from ._mailbox import Mailbox
 from ._mode import Mode
@@ -63,7 +61,9 @@ from ._starting import (
     AgentSpec,
     check_live_records,
     check_store,
-    resumed,
+    claim_session,
+    restore_stored_state,
+    session_of,
     working_directory,
     workspace_of,
 )
@@ -312,43 +312,16 @@ class Supervisor(metaclass=NoPublicConstructor):
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
                 raise InvalidOptions("workspace", agent_options.workspace, why)
-            forked = None
-            if fork_from is None:
-                session_id, blob = resumed(name, spec.backend, cwd, record, resume)
-            else:
-                source = await store.load(fork_from) if fork_from != name else None
-                forked = await fork_source(
-                    name,
-                    fork_from,
-                    backend=spec.backend,
-                    options=backend_options,
-                    choose=functools.partial(spec.mode_of, type(instance)),
-                    cwd=cwd,
-                    own=loaded,
-                    source=source,
-                )
-                session_id, blob = None, None
+            session_id, blob, forked = await session_of(
+                store, name, spec, instance, backend_options, cwd, loaded, record, resume, fork_from
+            )
             resumes_record = record is not None and session_id == record.session_id
             totals = record.session_totals if record and resumes_record else NO_TOTALS
             if blob is not None:
-                try:
-                    await restore_state(instance, blob)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise SessionMismatch(
-                        name,
-                        f"its stored state does not decode as {type(instance).__name__}"
-                        f".state_type ({exc}); start it with resume=False to drop it",
-                    ) from exc
-            # The row names the backend its session is on; a start on a new name or on
-            # another backend writes it only when a turn has started (one that fails to
-            # spawn leaves the row as it was).
-            unclaimed = record is None or record.backend != spec.backend.name
-            if not unclaimed:
-                await store.checkpoint_session(
-                    name, backend=spec.backend.name, session_id=session_id, cwd=cwd
-                )
-            if resume is False and record is not None and record.state is not None:
-                await store.save_state(name, None)
+                await restore_stored_state(name, instance, blob)
+            unclaimed = await claim_session(
+                store, name, spec.backend, cwd, record, session_id, resume
+            )
             if specs is not None:
                 await specs.save_spec(name, stored)
             budgets = self._agent_budgets(name, agent_options, loaded)
