@@ -34,8 +34,8 @@
 #     __init__ _address _api _backends _console._app _console._desk _console._fleet
 #     _console._gate _console._history _console._http _console._pages _console._serve
 #     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
-#     _faces._sync_runtime _failover _pinned _runtime _supervisor asyncio lowlevel store
-#     sync testing testing._backend_conformance testing._conformance_core
+#     _faces._sync_runtime _failover _opening _pinned _runtime _starting _supervisor asyncio
+#     lowlevel store sync testing testing._backend_conformance testing._conformance_core
 #     testing._conformance_kit testing._conformance_leases testing._conformance_records
 #     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
 #     testing._http testing._scenarios testing._scripted testing._store_conformance

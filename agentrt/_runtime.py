@@ -6,25 +6,17 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
-import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Never
 
-import attrs
 import trio
 
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
-from ._agent import Agent
 from ._arguments import check_name, check_ref, wrong_type
-from ._budgets import Budget
 from ._channel import ContextUsage
 from ._cluster._ownership import (
-    DEFAULT_LEASE_TTL,
     Ownership,
-    check_kill_grace,
-    lease_ttl_option,
-    node_option,
 )
 from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
@@ -40,30 +32,28 @@ from ._errors import (
 )
 from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
-from ._failover import Host
+from ._opening import check_ownership, host_for, runtime_options, stop_lost
 from ._options import (
     DEFAULT_OPTIONS,
     budget_tokens_option,
     budget_usd_option,
     intensity_option,
-    kill_grace_option,
     strategy_option,
 )
 from ._records import StoredWorkspace
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
+from ._starting import AgentFactory
 from ._status import AgentHandle, AgentStatus, RuntimeStatistics
 from ._stores._protocols import (
-    LeaseStore,
     Router,
     SessionStore,
-    SpecStore,
     StoreCapabilities,
     WorkspaceStore,
     lacks,
 )
 from ._stores._sqlite import SQLiteStore, default_store_path
 from ._stream import EventStream
-from ._supervisor import AgentFactory, Context, Supervisor
+from ._supervisor import Context, Supervisor
 from ._telemetry._otel import track_runtime
 from ._tool_server import ToolHost
 from ._util import NoPublicConstructor
@@ -95,19 +85,6 @@ def _store_argument(store: object) -> SessionStore:
     if not isinstance(store, SessionStore):
         raise wrong_type("store", "a SessionStore or the path of an SQLite store", store)
     return store
-
-
-def _check_ownership(
-    store: SessionStore, capabilities: StoreCapabilities, given: Mapping[str, object]
-) -> None:
-    """Refuse the ownership options a store without leases (or specs) cannot honour."""
-    for key, value in given.items():
-        if value is None or value is False:
-            continue
-        if capabilities.leases is None:
-            raise InvalidOptions(key, value, lacks(store, LeaseStore, key))
-        if key == "host_agents" and capabilities.specs is None:
-            raise InvalidOptions(key, value, lacks(store, SpecStore, key))
 
 
 class Runtime(metaclass=NoPublicConstructor):
@@ -622,29 +599,24 @@ async def open_runtime(
     """
     if unknown:
         _refuse_unknown(unknown)
-    if max_processes is not None and (
-        isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1
-    ):
-        raise InvalidOptions("max_processes", max_processes, "must be an int >= 1, or None")
-    chosen = strategy_option(strategy)
-    intensity = intensity_option(max_restarts, period, backoff, max_backoff)
-    given = {"node": node, "lease_ttl": lease_ttl, "host_agents": host_agents}
-    node = socket.gethostname() if node is None else node_option(node)
-    ttl = DEFAULT_LEASE_TTL if lease_ttl is None else lease_ttl_option(lease_ttl)
-    grace = kill_grace_option(kill_grace)
-    check_kill_grace(grace, ttl, key="lease_ttl")
-    defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
-    if not isinstance(host_agents, bool):
-        raise InvalidOptions("host_agents", host_agents, "must be True or False")
-    runtime_budget = Budget(
-        "runtime",
-        budget_usd_option("budget_usd", budget_usd),
-        budget_tokens_option("budget_tokens", budget_tokens),
+    checked = runtime_options(
+        max_processes=max_processes,
+        strategy=strategy,
+        max_restarts=max_restarts,
+        period=period,
+        backoff=backoff,
+        max_backoff=max_backoff,
+        node=node,
+        lease_ttl=lease_ttl,
+        kill_grace=kill_grace,
+        host_agents=host_agents,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
     )
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)
     capabilities = StoreCapabilities.of(opened)
-    _check_ownership(opened, capabilities, given)
+    check_ownership(opened, capabilities, checked.ownership_given)
     runtime_id = new_runtime_id()
     with collapse_exception_groups():
         async with AsyncExitStack() as stack:
@@ -659,10 +631,10 @@ async def open_runtime(
                 ownership = Ownership(
                     capabilities.leases,
                     capabilities.specs,
-                    node=node,
+                    node=checked.node,
                     runtime_id=runtime_id,
-                    ttl=ttl,
-                    on_lost=lambda name, reason: _stop_lost(context, name, reason),
+                    ttl=checked.ttl,
+                    on_lost=lambda name, reason: stop_lost(context, name, reason),
                 )
                 await services.start(ownership.run)
                 try:
@@ -675,11 +647,14 @@ async def open_runtime(
                             tracker,
                             ToolHost(services),
                             ownership,
-                            defaults,
+                            checked.agent_defaults,
                         )
                         track_runtime(context)
-                        budgets = (runtime_budget,) if runtime_budget.limited else ()
-                        root = Supervisor._create(context, nursery, chosen, intensity, budgets)
+                        budget = checked.budget
+                        budgets = (budget,) if budget.limited else ()
+                        root = Supervisor._create(
+                            context, nursery, checked.strategy, checked.intensity, budgets
+                        )
                         await nursery.start(root._run)
                         router = None
                         if capabilities.routing is not None:
@@ -689,9 +664,9 @@ async def open_runtime(
                         runtime = Runtime._create(context, root, router)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)
-                        if host_agents:
+                        if checked.host_agents:
                             services.start_soon(
-                                host_for(runtime, context, max_processes).run,
+                                host_for(runtime.start_agent, context, max_processes).run,
                                 name="agentrt host_agents",
                             )
                         token = _current.set(runtime)
@@ -709,29 +684,3 @@ async def open_runtime(
 
 # Bound on giving the leases back as a runtime closes; an unreleased lease expires.
 _RELEASE_GRACE = 10.0
-
-
-def _stop_lost(context: Context, name: str, reason: str) -> None:
-    """Stop the agent whose lease was lost: not a crash, so it is not restarted."""
-    child = context.children.get(name)
-    if child is not None:
-        child.supervisor._discard(child, reason)
-
-
-def host_for(runtime: Runtime, context: Context, max_processes: int | None) -> Host:
-    """The loop of a runtime opened with ``host_agents=True``."""
-
-    async def start(agent: type[Agent], name: str, backend: str, options: dict[str, Any]) -> None:
-        await runtime.start_agent(agent, name=name, backend=backend, **options)
-
-    specs, leases = context.capabilities.specs, context.capabilities.leases
-    assert specs is not None and leases is not None  # open_runtime refused host_agents
-    return Host(
-        specs,
-        leases,
-        ttl=context.ownership.ttl,
-        capacity=max_processes,
-        running=lambda: set(context.children) | context.starting,
-        dead_holder=context.ownership.holder_gone,
-        start=start,
-    )

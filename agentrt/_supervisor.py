@@ -16,24 +16,18 @@ arguments); `Runtime.open_supervisor` opens nested ones, owned by the task that 
 
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 import logging
-import os
-import sys
 from collections import deque
-from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import attrs
-import msgspec
 import trio
 
 from ._actor import Actor, Exit, cancel_grace, restore_state
 from ._address import LocalAgent
-from ._agent import Agent, hook_kinds, overridden
-from ._arguments import check_agent, check_directory, check_name
+from ._agent import Agent
+from ._arguments import check_agent, check_name
 from ._backends import check_binary, resolve_backend
 from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
 from ._cluster._ownership import Ownership, check_kill_grace
@@ -51,155 +45,40 @@ from ._errors import (
 )
 from ._events import NO_TOTALS
 from ._failover import stored_spec
-from ._foreign_awaits import check_callbacks
-from ._forks import check_fork_from, fork_source
+from ._forks import check_fork_from
 from ._logs import log_error
 from ._mailbox import Mailbox
-from ._mode import Mode, choose_mode
+from ._mode import Mode
 from ._options import (
     AgentOptions,
-    app_tools_option,
-    backend_options,
     resume_option,
     split_options,
 )
-from ._portable import portable_options
-from ._records import SessionRecord, StoredWorkspace
+from ._records import SessionRecord
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
+from ._starting import (
+    AgentFactory,
+    AgentSpec,
+    check_live_records,
+    check_store,
+    claim_session,
+    restore_stored_state,
+    session_of,
+    working_directory,
+    workspace_of,
+)
 from ._status import AgentHandle
 from ._stores._protocols import (
-    LiveProcessStore,
     SessionStore,
-    SpecStore,
     StoreCapabilities,
-    TranscriptStore,
-    WorkspaceStore,
-    lacks,
 )
 from ._telemetry._otel import restart_span
 from ._tool_server import ToolBinding, ToolHost
 from ._util import NoPublicConstructor
-from ._workspaces import prepare_workspace
-from .backend import AppToolsBackend, Backend
+from .backend import Backend
 
 logger = logging.getLogger("agentrt")
-
-AgentFactory = type[Agent] | Callable[[], Agent] | Agent
-
-
-def working_directory(backend_options: Any) -> str:
-    """Where the CLI of these options runs: their ``cwd`` (a mapping key or an attribute,
-    as both built-in backends have) or ours, resolved as the CLI sees it; `InvalidOptions`
-    if it is missing or not a directory (every turn would fail to start)."""
-    raw = (
-        backend_options.get("cwd")
-        if isinstance(backend_options, Mapping)
-        else getattr(backend_options, "cwd", None)
-    )
-    # Interned: many agents share a directory, and each keeps it (memory per idle agent).
-    if isinstance(raw, str) and raw:
-        return sys.intern(os.path.realpath(check_directory("cwd", raw)))
-    return sys.intern(os.path.realpath(os.getcwd()))
-
-
-@attrs.frozen
-class AgentSpec:
-    """How to start one more instance of an agent."""
-
-    agent: AgentFactory
-    backend: Backend
-    init_options: Mapping[str, Any]
-    options: AgentOptions
-
-    def mode_of(self, cls: type[Agent], backend_options: Any) -> Mode:
-        """The mode of an instance of ``cls`` on these backend options (`choose_mode`)."""
-        return choose_mode(
-            self.backend,
-            backend_options,
-            self.options,
-            overridden(cls),
-            agent_class=cls.__name__,
-            hook_kinds=hook_kinds(cls),
-        )
-
-    async def instantiate(
-        self, name: str, tools: ToolHost
-    ) -> tuple[Agent, Any, Mode, ToolBinding | None]:
-        """A new instance (a given one is reused) after ``init_agent``, its backend options,
-        its mode (`InvalidOptions` for one the backend cannot honour), and the binding of
-        its application tools, if it has any (the caller closes it)."""
-        agent = self.agent
-        instance = agent if isinstance(agent, Agent) else agent()
-        if not isinstance(instance, Agent):
-            raise TypeError(f"{instance!r} is not an agentrt.Agent")
-        check_callbacks(type(instance))
-        raw = instance.init_agent(**self.init_options)
-        if inspect.isawaitable(raw):
-            raw = await raw
-        if not isinstance(raw, Mapping):
-            raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
-        options = backend_options(self.backend, raw)
-        if self.options.portable:
-            options = portable_options(self.backend, options, name, self.options.cli_homes)
-        cls = type(instance)
-        # Before the tool server starts for it: application tools change no capability.
-        mode = self.mode_of(cls, options)
-        chosen = self.options.app_tools
-        if chosen is None:
-            chosen = app_tools_option(f"{cls.__name__}.app_tools", cls.app_tools)
-        if not chosen:
-            return instance, options, mode, None
-        backend = self.backend
-        if not isinstance(backend, AppToolsBackend):
-            names = [t.name for t in chosen]
-            raise InvalidOptions(
-                "app_tools", names, f"the {backend.name!r} backend cannot serve application tools"
-            )
-        binding = (await tools.server()).bind(name, instance, chosen)
-        return instance, backend.with_app_tools(options, binding.endpoint), mode, binding
-
-
-def _check_store(context: Context, name: str, options: AgentOptions) -> SpecStore | None:
-    """Refuse an agent whose options need what the store lacks, naming both
-    (`InvalidOptions`); the store's specs, or None for a store that keeps none (then
-    nothing is stored)."""
-    store, capabilities = context.store, context.capabilities
-    if options.portable and capabilities.transcripts is None:
-        why = lacks(store, TranscriptStore, f"agent {name!r}: portable=True")
-        raise InvalidOptions("portable", True, why)
-    if options.failover and capabilities.specs is None:
-        raise InvalidOptions("failover", True, lacks(store, SpecStore, f"agent {name!r}: failover"))
-    return capabilities.specs
-
-
-async def _workspace_of(
-    context: Context, name: str, options: AgentOptions, fork_from: str | None
-) -> StoredWorkspace | None:
-    """The worktree the agent's record owns (made now, or found again), or None without
-    ``workspace``; a store that cannot keep one refuses it. A fork's new worktree branches
-    from the original agent's branch, unless the workspace names its own base."""
-    asked = options.workspace
-    if asked is None:
-        return None
-    store = context.capabilities.workspaces
-    if store is None:
-        why = lacks(context.store, WorkspaceStore, f"agent {name!r}: workspace")
-        raise InvalidOptions("workspace", asked, why)
-    if fork_from is not None and asked.base is None:
-        original = next((w for w in await store.workspaces() if w.name == fork_from), None)
-        if original is not None:
-            asked = attrs.evolve(asked, base=original.branch)
-    node = context.ownership.owner.node
-    return await prepare_workspace(store, name, asked, node=node)
-
-
-def _check_live_records(context: Context, name: str, mode: Mode) -> None:
-    """Refuse an agent whose mode runs CLI processes on a store that cannot record them."""
-    if mode.runs_processes and context.capabilities.live is None:
-        store = context.store
-        why = lacks(store, LiveProcessStore, f"agent {name!r} runs CLI processes, which")
-        raise InvalidOptions("store", type(store).__name__, why + " (the reaper would miss them)")
 
 
 @attrs.define(eq=False)
@@ -277,34 +156,6 @@ class Child:
         """An instance of it has ended (a bound method: its actor holds it as long as it
         runs)."""
         self.supervisor._exited(self, actor, exit)
-
-
-def _resumed(
-    name: str, backend: Backend, cwd: str, record: SessionRecord | None, resume: str | bool
-) -> tuple[str | None, bytes | None]:
-    """The session id and state blob a start resumes, or `SessionMismatch`."""
-    if resume is False:
-        return None, None
-    session_id = (record.session_id if record is not None else None) if resume == "auto" else resume
-    assert session_id is None or isinstance(session_id, str)
-    if record is None:
-        return session_id, None
-    if session_id is not None and session_id == record.session_id:
-        fresh = "or start it with resume=False for a new session"
-        if record.backend != backend.name:
-            raise SessionMismatch(
-                name,
-                f"its stored session {session_id} belongs to backend {record.backend!r}, "
-                f"not {backend.name!r}; {fresh}",
-            )
-        if record.cwd is not None and record.cwd != cwd:
-            raise SessionMismatch(
-                name,
-                f"its stored session {session_id} was made in {record.cwd!r}, not {cwd!r}: "
-                f"the CLI finds a transcript by its working directory; start it with "
-                f"cwd={record.cwd!r} to resume, {fresh}",
-            )
-    return session_id, record.state
 
 
 class Supervisor(metaclass=NoPublicConstructor):
@@ -425,7 +276,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         ownership = context.ownership
         check_kill_grace(agent_options.kill_grace, ownership.ttl)
         resolved = resolve_backend(backend)
-        specs = _check_store(context, name, agent_options)
+        specs = check_store(context.store, context.capabilities, name, agent_options)
         if agent_options.workspace is not None and "cwd" in rest:
             raise InvalidOptions(
                 "workspace",
@@ -441,14 +292,16 @@ class Supervisor(metaclass=NoPublicConstructor):
         binding: ToolBinding | None = None
         started = False
         try:
-            workspace = await _workspace_of(context, name, agent_options, fork_from)
+            workspace = await workspace_of(
+                store, context.capabilities, ownership.owner.node, name, agent_options, fork_from
+            )
             if workspace is not None:
                 rest = {**rest, "cwd": workspace.path}
             spec = AgentSpec(agent, resolved, rest, agent_options)
             # The mode first: what the store must hold for it, and whether the fence
             # guard must watch this agent's processes.
             instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
-            _check_live_records(context, name, mode)
+            check_live_records(store, context.capabilities, name, mode)
             cwd = working_directory(backend_options)
             if mode.runs_processes:  # a missing CLI named now, not by the first turn
                 check_binary(spec.backend, backend_options)
@@ -467,43 +320,16 @@ class Supervisor(metaclass=NoPublicConstructor):
             if workspace is not None and cwd != workspace.path:
                 why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
                 raise InvalidOptions("workspace", agent_options.workspace, why)
-            forked = None
-            if fork_from is None:
-                session_id, blob = _resumed(name, spec.backend, cwd, record, resume)
-            else:
-                source = await store.load(fork_from) if fork_from != name else None
-                forked = await fork_source(
-                    name,
-                    fork_from,
-                    backend=spec.backend,
-                    options=backend_options,
-                    choose=functools.partial(spec.mode_of, type(instance)),
-                    cwd=cwd,
-                    own=loaded,
-                    source=source,
-                )
-                session_id, blob = None, None
+            session_id, blob, forked = await session_of(
+                store, name, spec, instance, backend_options, cwd, loaded, record, resume, fork_from
+            )
             resumes_record = record is not None and session_id == record.session_id
             totals = record.session_totals if record and resumes_record else NO_TOTALS
             if blob is not None:
-                try:
-                    await restore_state(instance, blob)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise SessionMismatch(
-                        name,
-                        f"its stored state does not decode as {type(instance).__name__}"
-                        f".state_type ({exc}); start it with resume=False to drop it",
-                    ) from exc
-            # The row names the backend its session is on; a start on a new name or on
-            # another backend writes it only when a turn has started (one that fails to
-            # spawn leaves the row as it was).
-            unclaimed = record is None or record.backend != spec.backend.name
-            if not unclaimed:
-                await store.checkpoint_session(
-                    name, backend=spec.backend.name, session_id=session_id, cwd=cwd
-                )
-            if resume is False and record is not None and record.state is not None:
-                await store.save_state(name, None)
+                await restore_stored_state(name, instance, blob)
+            unclaimed = await claim_session(
+                store, name, spec.backend, cwd, record, session_id, resume
+            )
             if specs is not None:
                 await specs.save_spec(name, stored)
             budgets = self._agent_budgets(name, agent_options, loaded)

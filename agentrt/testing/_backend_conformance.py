@@ -28,8 +28,8 @@ from .._backends import resolve_backend
 from .._errors import TurnFailed
 from .._events import Response, StopReason
 from .._runtime import Runtime, open_runtime
+from .._starting import AgentFactory
 from .._stores._memory import MemoryStore
-from .._supervisor import AgentFactory
 from ..backend import Allow, Capabilities, Deny, InProcessBackend, ToolRequest
 
 

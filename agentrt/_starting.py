@@ -1,0 +1,257 @@
+"""Starting an agent: the checks of its options, its mode, workspace, session and budgets.
+
+`Supervisor.start_agent` runs these steps in their order (the order decides which error a
+bad start gets); the supervisor itself keeps the restart rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import msgspec
+
+from ._actor import restore_state
+from ._agent import Agent, hook_kinds, overridden
+from ._arguments import check_directory
+from ._errors import InvalidOptions, SessionMismatch
+from ._foreign_awaits import check_callbacks
+from ._forks import fork_source
+from ._mode import Mode, choose_mode
+from ._options import AgentOptions, app_tools_option, backend_options
+from ._portable import portable_options
+from ._records import SessionRecord, StoredWorkspace
+from ._stores._protocols import (
+    LiveProcessStore,
+    SessionStore,
+    SpecStore,
+    StoreCapabilities,
+    TranscriptStore,
+    WorkspaceStore,
+    lacks,
+)
+from ._tool_server import ToolBinding, ToolHost
+from ._workspaces import prepare_workspace
+from .backend import AppToolsBackend, Backend
+
+AgentFactory = type[Agent] | Callable[[], Agent] | Agent
+
+
+def working_directory(backend_options: Any) -> str:
+    """Where the CLI of these options runs: their ``cwd`` (a mapping key or an attribute,
+    as both built-in backends have) or ours, resolved as the CLI sees it; `InvalidOptions`
+    if it is missing or not a directory (every turn would fail to start)."""
+    raw = (
+        backend_options.get("cwd")
+        if isinstance(backend_options, Mapping)
+        else getattr(backend_options, "cwd", None)
+    )
+    # Interned: many agents share a directory, and each keeps it (memory per idle agent).
+    if isinstance(raw, str) and raw:
+        return sys.intern(os.path.realpath(check_directory("cwd", raw)))
+    return sys.intern(os.path.realpath(os.getcwd()))
+
+
+@attrs.frozen
+class AgentSpec:
+    """How to start one more instance of an agent."""
+
+    agent: AgentFactory
+    backend: Backend
+    init_options: Mapping[str, Any]
+    options: AgentOptions
+
+    def mode_of(self, cls: type[Agent], backend_options: Any) -> Mode:
+        """The mode of an instance of ``cls`` on these backend options (`choose_mode`)."""
+        return choose_mode(
+            self.backend,
+            backend_options,
+            self.options,
+            overridden(cls),
+            agent_class=cls.__name__,
+            hook_kinds=hook_kinds(cls),
+        )
+
+    async def instantiate(
+        self, name: str, tools: ToolHost
+    ) -> tuple[Agent, Any, Mode, ToolBinding | None]:
+        """A new instance (a given one is reused) after ``init_agent``, its backend options,
+        its mode (`InvalidOptions` for one the backend cannot honour), and the binding of
+        its application tools, if it has any (the caller closes it)."""
+        agent = self.agent
+        instance = agent if isinstance(agent, Agent) else agent()
+        if not isinstance(instance, Agent):
+            raise TypeError(f"{instance!r} is not an agentrt.Agent")
+        check_callbacks(type(instance))
+        raw = instance.init_agent(**self.init_options)
+        if inspect.isawaitable(raw):
+            raw = await raw
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"init_agent returned {raw!r}; expected a mapping of options")
+        options = backend_options(self.backend, raw)
+        if self.options.portable:
+            options = portable_options(self.backend, options, name, self.options.cli_homes)
+        cls = type(instance)
+        # Before the tool server starts for it: application tools change no capability.
+        mode = self.mode_of(cls, options)
+        chosen = self.options.app_tools
+        if chosen is None:
+            chosen = app_tools_option(f"{cls.__name__}.app_tools", cls.app_tools)
+        if not chosen:
+            return instance, options, mode, None
+        backend = self.backend
+        if not isinstance(backend, AppToolsBackend):
+            names = [t.name for t in chosen]
+            raise InvalidOptions(
+                "app_tools", names, f"the {backend.name!r} backend cannot serve application tools"
+            )
+        binding = (await tools.server()).bind(name, instance, chosen)
+        return instance, backend.with_app_tools(options, binding.endpoint), mode, binding
+
+
+def check_store(
+    store: SessionStore, capabilities: StoreCapabilities, name: str, options: AgentOptions
+) -> SpecStore | None:
+    """Refuse an agent whose options need what the store lacks, naming both
+    (`InvalidOptions`); the store's specs, or None for a store that keeps none (then
+    nothing is stored)."""
+    if options.portable and capabilities.transcripts is None:
+        why = lacks(store, TranscriptStore, f"agent {name!r}: portable=True")
+        raise InvalidOptions("portable", True, why)
+    if options.failover and capabilities.specs is None:
+        raise InvalidOptions("failover", True, lacks(store, SpecStore, f"agent {name!r}: failover"))
+    return capabilities.specs
+
+
+async def workspace_of(
+    store: SessionStore,
+    capabilities: StoreCapabilities,
+    node: str,
+    name: str,
+    options: AgentOptions,
+    fork_from: str | None,
+) -> StoredWorkspace | None:
+    """The worktree the agent's record owns (made now, or found again), or None without
+    ``workspace``; a store that cannot keep one refuses it. A fork's new worktree branches
+    from the original agent's branch, unless the workspace names its own base."""
+    asked = options.workspace
+    if asked is None:
+        return None
+    workspaces = capabilities.workspaces
+    if workspaces is None:
+        why = lacks(store, WorkspaceStore, f"agent {name!r}: workspace")
+        raise InvalidOptions("workspace", asked, why)
+    if fork_from is not None and asked.base is None:
+        original = next((w for w in await workspaces.workspaces() if w.name == fork_from), None)
+        if original is not None:
+            asked = attrs.evolve(asked, base=original.branch)
+    return await prepare_workspace(workspaces, name, asked, node=node)
+
+
+def check_live_records(
+    store: SessionStore, capabilities: StoreCapabilities, name: str, mode: Mode
+) -> None:
+    """Refuse an agent whose mode runs CLI processes on a store that cannot record them."""
+    if mode.runs_processes and capabilities.live is None:
+        why = lacks(store, LiveProcessStore, f"agent {name!r} runs CLI processes, which")
+        raise InvalidOptions("store", type(store).__name__, why + " (the reaper would miss them)")
+
+
+def resumed(
+    name: str, backend: Backend, cwd: str, record: SessionRecord | None, resume: str | bool
+) -> tuple[str | None, bytes | None]:
+    """The session id and state blob a start resumes, or `SessionMismatch`."""
+    if resume is False:
+        return None, None
+    session_id = (record.session_id if record is not None else None) if resume == "auto" else resume
+    assert session_id is None or isinstance(session_id, str)
+    if record is None:
+        return session_id, None
+    if session_id is not None and session_id == record.session_id:
+        fresh = "or start it with resume=False for a new session"
+        if record.backend != backend.name:
+            raise SessionMismatch(
+                name,
+                f"its stored session {session_id} belongs to backend {record.backend!r}, "
+                f"not {backend.name!r}; {fresh}",
+            )
+        if record.cwd is not None and record.cwd != cwd:
+            raise SessionMismatch(
+                name,
+                f"its stored session {session_id} was made in {record.cwd!r}, not {cwd!r}: "
+                f"the CLI finds a transcript by its working directory; start it with "
+                f"cwd={record.cwd!r} to resume, {fresh}",
+            )
+    return session_id, record.state
+
+
+async def session_of(
+    store: SessionStore,
+    name: str,
+    spec: AgentSpec,
+    instance: Agent,
+    backend_options: Any,
+    cwd: str,
+    loaded: SessionRecord | None,
+    record: SessionRecord | None,
+    resume: str | bool,
+    fork_from: str | None,
+) -> tuple[str | None, bytes | None, str | None]:
+    """The session id and state blob the start resumes (`resumed`; ``record`` is None for
+    ``resume=False``), or, for a fork, none and the session it forks (`fork_source`)."""
+    if fork_from is None:
+        session_id, blob = resumed(name, spec.backend, cwd, record, resume)
+        return session_id, blob, None
+    source = await store.load(fork_from) if fork_from != name else None
+    forked = await fork_source(
+        name,
+        fork_from,
+        backend=spec.backend,
+        options=backend_options,
+        choose=functools.partial(spec.mode_of, type(instance)),
+        cwd=cwd,
+        own=loaded,
+        source=source,
+    )
+    return None, None, forked
+
+
+async def restore_stored_state(name: str, instance: Agent, blob: bytes) -> None:
+    """Give ``instance`` the state its name checkpointed, or `SessionMismatch` if it does
+    not decode as the agent's ``state_type``."""
+    try:
+        await restore_state(instance, blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise SessionMismatch(
+            name,
+            f"its stored state does not decode as {type(instance).__name__}"
+            f".state_type ({exc}); start it with resume=False to drop it",
+        ) from exc
+
+
+async def claim_session(
+    store: SessionStore,
+    name: str,
+    backend: Backend,
+    cwd: str,
+    record: SessionRecord | None,
+    session_id: str | None,
+    resume: str | bool,
+) -> bool:
+    """Write the start's session to the name's row when the row is on the same backend;
+    whether it is unclaimed (then the first turn that starts writes it). ``resume=False``
+    drops the stored state."""
+    # The row names the backend its session is on; a start on a new name or on another
+    # backend writes it only when a turn has started (one that fails to spawn leaves the
+    # row as it was).
+    unclaimed = record is None or record.backend != backend.name
+    if not unclaimed:
+        await store.checkpoint_session(name, backend=backend.name, session_id=session_id, cwd=cwd)
+    if resume is False and record is not None and record.state is not None:
+        await store.save_state(name, None)
+    return unclaimed
