@@ -362,3 +362,7 @@ __all__ = [
 ]
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})
+
+# agentrt.store's names are shown as its own (Runtime.store_capabilities returns one) however
+# the program imported agentrt: its fix-up runs on import.
+from . import store as _store  # noqa: E402, F401

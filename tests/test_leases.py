@@ -405,8 +405,9 @@ async def test_a_release_the_store_refused_is_tried_again_at_the_renewals_pace(
         assert [t - start for t in store.releases] == [0, 2, 4, 6, 8]
         store.cut = False
         await trio.sleep(1.5)
-        [lease] = await _leases(store)
-        assert lease.owner is None  # given back once the store took it
+        # Given back once the store took it (a first lease of a name without a session row
+        # goes with its row).
+        assert [lease for lease in await _leases(store) if lease.owner is not None] == []
         await trio.sleep(20)
         assert len(store.releases) == 6
 
