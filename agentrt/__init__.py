@@ -8,8 +8,8 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _channel _env _errors _events _exceptiongroups _hooks _logs _operations
-#     _records _redact _requests _restart _status _stream _stream_json._frames
+#     _alarm _asks _budget_spending _channel _env _errors _events _exceptiongroups _hooks _logs
+#     _operations _records _redact _requests _restart _status _stream _stream_json._frames
 #     _stream_json._live _stream_json._live_protocol _stream_json._translator
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids

@@ -16,7 +16,7 @@ from typing import cast
 import attrs
 import trio
 
-from ._budgets import counted_tokens
+from ._budget_spending import counted_tokens
 from ._errors import StoreError, TurnFailed
 from ._events import NO_TOTALS, Response
 from ._logs import log_error

@@ -29,7 +29,8 @@ from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
 from ._backends import check_binary, resolve_backend
-from ._budgets import NO_BUDGETS, Budget, Budgets, counted_tokens
+from ._budget_spending import counted_tokens
+from ._budgets import NO_BUDGETS, Budget, Budgets
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._reaper import reap_stale_turn
 from ._cluster._specs import forget_spec

@@ -8,7 +8,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from .._budgets import budgets_data, counted_tokens, spent_by_key
+from .._budget_spending import budgets_data, counted_tokens, spent_by_key
 from .._records import Lease, SessionRecord, StoredBudget
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import trio
 
-from .._budgets import budgets_data, spent_by_key
+from .._budget_spending import budgets_data, spent_by_key
 from .._errors import AgentRTError
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
