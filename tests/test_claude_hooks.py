@@ -81,8 +81,8 @@ INTERRUPT_CALLBACK = {
         "callback_id": "Interrupt",
         "input": {
             "session_id": "32be91e2-f02b-4190-89d9-d407f680957e",
-            "transcript_path": "/home/user/.claude/projects/-home-user-project/32be91e2.jsonl",
-            "cwd": "/home/user/project",
+            "transcript_path": "/w/.claude/projects/-w-project/32be91e2.jsonl",
+            "cwd": "/w/project",
             "prompt_id": "b49dbf1e-71ae-4a04-b95a-0dfb59ac629a",
             "permission_mode": "default",
             "effort": {"level": "medium"},

@@ -244,7 +244,7 @@ async def test_reviewer(fake_claude: FakeAnthropic, tmp_path: Path) -> None:
         ]
     )
     text, read = await load("reviewer").main(str(tmp_path))  # type: ignore[attr-defined]
-    assert text == "Reading.calc.py: ratio() divides by zero when b == 0."
+    assert text == "Reading.\n\ncalc.py: ratio() divides by zero when b == 0."
     assert read == [str(source)]
     first, second = fake_claude.message_requests
     # The CLI adds a placeholder it marks "never call this tool" (defer_loading).
@@ -334,7 +334,7 @@ async def test_app_tools_from_a_script_file(pinned_claude: Path, tmp_path: Path)
     script = tmp_path / "replies.json"
     script.write_text(json.dumps(replies))
     lines = await run_on_the_fake("app_tools", tmp_path, pinned_claude, "--script", str(script))
-    assert lines == ["Counting.Three words.", "(notes: none)"]
+    assert lines == ["Counting.", "", "Three words.", "(notes: none)"]
 
 
 @pytest.mark.realcli
