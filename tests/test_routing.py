@@ -281,6 +281,30 @@ async def test_routed_asks_go_on_after_the_database_restarts(
         assert answer.text == "node-a heard: after"
 
 
+async def break_the_waiting_backend(
+    dsn: str, lock: str, query: str, then: Callable[[], object]
+) -> None:
+    """Hold a ``lock`` (``FOR UPDATE``, ``FOR KEY SHARE``) on agent x's routed row, call
+    ``then`` (what makes a runtime write that row), wait until a backend's statement starting
+    with ``query`` waits for the lock, terminate that backend, let the row go."""
+    with (
+        psycopg.connect(dsn, autocommit=True) as monitor,
+        psycopg.connect(dsn) as locker,
+    ):
+        locker.execute(f"SELECT id FROM agentrt.routed WHERE name = 'x' {lock}")
+        then()
+
+        def waiting() -> list[tuple[int]]:
+            return monitor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                (query + "%",),
+            ).fetchall()
+
+        [(pid,)] = await wait_until(waiting, bound=60)
+        monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        locker.rollback()
+
+
 async def test_an_answer_whose_connection_broke_under_its_write_is_sent_again(
     postgres_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -306,22 +330,9 @@ async def test_an_answer_whose_connection_broke_under_its_write_is_sent_again(
         nursery.start_soon(ask)
         with trio.fail_after(60):
             await gate.wait_reached()
-        with (
-            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
-            psycopg.connect(postgres_dsn) as locker,
-        ):
-            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR UPDATE")
-            gate.release()
-
-            def answer_waiting() -> list[tuple[int]]:
-                return monitor.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE 'UPDATE routed SET answer%'"
-                ).fetchall()
-
-            [(pid,)] = await wait_until(answer_waiting, bound=60)
-            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            locker.rollback()
+        await break_the_waiting_backend(
+            postgres_dsn, "FOR UPDATE", "UPDATE routed SET answer", gate.release
+        )
         with trio.fail_after(2 * CHECK_EVERY + 10):
             while not answers:  # noqa: ASYNC110 (the ask's own task)
                 await trio.sleep(0.05)
@@ -398,22 +409,9 @@ async def test_a_withdrawal_whose_connection_broke_is_made_again_and_stops_the_t
         nursery.start_soon(ask)
         with trio.fail_after(60):
             await gate.wait_reached()
-        with (
-            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
-            psycopg.connect(postgres_dsn) as locker,
-        ):
-            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR UPDATE")
-            scope.cancel()
-
-            def withdrawal_waiting() -> list[tuple[int]]:
-                return monitor.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE 'DELETE FROM routed WHERE id%'"
-                ).fetchall()
-
-            [(pid,)] = await wait_until(withdrawal_waiting, bound=60)
-            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            locker.rollback()
+        await break_the_waiting_backend(
+            postgres_dsn, "FOR UPDATE", "DELETE FROM routed WHERE id", scope.cancel
+        )
         with trio.fail_after(60):
             await withdrawn.wait()
             while (await a.status("x")).state != "idle":  # noqa: ASYNC110
@@ -445,22 +443,9 @@ async def test_an_answer_read_is_returned_though_its_delete_broke(
         nursery.start_soon(ask)
         with trio.fail_after(60):
             await gate.wait_reached()
-        with (
-            psycopg.connect(postgres_dsn, autocommit=True) as monitor,
-            psycopg.connect(postgres_dsn) as locker,
-        ):
-            locker.execute("SELECT id FROM agentrt.routed WHERE name = 'x' FOR KEY SHARE")
-            gate.release()
-
-            def delete_waiting() -> list[tuple[int]]:
-                return monitor.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE 'DELETE FROM routed WHERE id%'"
-                ).fetchall()
-
-            [(pid,)] = await wait_until(delete_waiting, bound=60)
-            monitor.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            locker.rollback()
+        await break_the_waiting_backend(
+            postgres_dsn, "FOR KEY SHARE", "DELETE FROM routed WHERE id", gate.release
+        )
         with trio.fail_after(60):
             while not answers:  # noqa: ASYNC110 (the ask's own task)
                 await trio.sleep(0.05)
