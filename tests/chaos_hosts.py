@@ -132,7 +132,6 @@ class Database:
 
     def __init__(self, server: pg_server.Server) -> None:
         self.server = server
-        self.frozen = False
 
     def group(self, signum: signal.Signals) -> None:
         assert self.server.process is not None
