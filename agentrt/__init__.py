@@ -25,8 +25,8 @@
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
-#     _mode _options _retention _segment _turn _turn_bounds _turn_response _turn_source
-#     _versions
+#     _mode _options _retention _segment _turn _turn_bounds _turn_channel _turn_response
+#     _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _follow _foreign_awaits _forks
 #     _mailbox _portable _recorder _slot _tool_server _turn_history _workspaces

@@ -1,12 +1,9 @@
 """One turn: Command -> frames (in-process, or a CLI process) -> events -> Response.
 
 The turn enforces the bounds that are not the process driver's: the total watchdog, the
-first-event bound, event retention; and it takes ``interrupt``. Whatever stops a turn
-early (interrupt, a bound, a lossless overflow, a crash in the translator or a stream
-callback) stops it the same way: the in-process run is cancelled, a CLI process is
-interrupted and its remaining output drained only for session ids. The turn then fails
-with that reason, whatever the backend printed afterwards; but a result printed before the
-stop is kept (see below).
+first-event bound, event retention; and it takes ``interrupt``. How it stops early, for
+each of these reasons, is `agentrt._turn_stop`'s; how it reads a CLI's channel,
+`agentrt._turn_channel`'s.
 
 Terminal events. A terminal `ResultEvent` does not end the reading: a CLI may print a
 result and go on (Claude Code waits for a background task, then prints another init and
@@ -17,11 +14,8 @@ The time after a result has its own bound, ``after_result`` (from the latest res
 it runs out the CLI is interrupted and the turn completes with the last result. That result
 is never lost to a bound or an interrupt either (the watchdog, an idle CLI, one that closed
 its output and lingers): only a fault of the turn's own (``turn_crashed``,
-``event_capture_overflow``) fails a turn that has a result.
-
-A terminal `ErrorEvent` ends the turn at once, like a stop with the event's own reason:
-the CLI is interrupted (Claude Code would otherwise retry a rejected key for minutes) and
-drained, and nothing it prints afterwards changes the outcome.
+``event_capture_overflow``) fails a turn that has a result. A terminal `ErrorEvent` ends
+the turn at once.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -37,8 +31,7 @@ import msgspec
 import trio
 
 from ._alarm import Alarm
-from ._asks import Ask, HookCall, ToolApproval
-from ._driver._process import BadLine, CliProcess, ProcessFailure
+from ._driver._process import BadLine
 from ._errors import StoreError, TurnFailed, usd
 from ._events import (
     ErrorEvent,
@@ -53,7 +46,6 @@ from ._events import (
     StopReason,
     TextEvent,
     TextRetractedEvent,
-    ToolDecisionEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
@@ -64,8 +56,9 @@ from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
 from ._telemetry._otel import TurnTrace
 from ._turn_bounds import Bounds
+from ._turn_channel import ChannelReading
 from ._turn_response import Failure, completed, failed
-from ._turn_source import Channel, ChannelSource, FrameSource, InProcessSource, TurnHost
+from ._turn_source import Channel, FrameSource, InProcessSource, TurnHost
 from ._versions import accepts
 from .backend import Command, ExitStatus, Translator
 
@@ -75,19 +68,8 @@ logger = logging.getLogger("agentrt")
 _NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEvent))
 
 
-# Stops a warm CLI is asked to end in band, so it may live on; any other stop kills it.
-_IN_BAND: frozenset[StopReason] = frozenset(
-    (StopReason.INTERRUPTED, StopReason.CANCELLED, StopReason.BUDGET_EXCEEDED)
-)
-
-# Stops that fail a turn even after a result: a bug, or a broken capture promise.
-_LOSES_RESULT: frozenset[StopReason] = frozenset(
-    (StopReason.TURN_CRASHED, StopReason.EVENT_CAPTURE_OVERFLOW)
-)
-
-
 @attrs.define(eq=False)
-class Turn:
+class Turn(ChannelReading):
     """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early."""
 
     prompt: str
@@ -172,60 +154,6 @@ class Turn:
         self._watched = host.watched
 
     ################
-    # Stopping early: one way for every reason
-    ################
-
-    def stop(
-        self,
-        reason: StopReason,
-        message: str,
-        *,
-        detail: dict[str, Any] | None = None,
-        cause: BaseException | None = None,
-    ) -> None:
-        """End the turn early with ``reason``; the first stop wins, and a terminal error
-        event seen before it. After a result the turn completes with that result instead,
-        unless ``reason`` is a fault of the turn's own."""
-        if self._ended:
-            return
-        if self.trace is not None:
-            self.trace.stopping(reason)
-        if type(self._terminal) is ResultEvent and reason not in _LOSES_RESULT:
-            self._settle()
-        else:
-            self._stop(Failure(reason, message, detail, cause))
-
-    def _settle(self) -> None:
-        # The last result is the outcome: the CLI is interrupted and drained as for a stop.
-        if self._failure is None and not self._ended:
-            self._ended = True
-            self._end_run()
-
-    def _stop(self, failure: Failure) -> None:
-        if self._failure is None:
-            self._failure = failure
-            self._end_run()
-
-    def _end_run(self) -> None:
-        if self._scope is not None:
-            self._scope.cancel()
-        if self._drain_scope is not None:
-            self._interrupt_cli()
-        elif self._channel is not None:  # not read yet: it opens, or is open already
-            self._channel.interrupt(self._gently())
-
-    def _gently(self) -> bool:
-        # A live CLI is asked to end the turn in band for an interrupt, else killed.
-        return self._failure is not None and self._failure.reason in _IN_BAND
-
-    def _interrupt_cli(self) -> None:
-        assert self._channel is not None and self._drain_scope is not None
-        self._channel.interrupt(self._gently())
-        # Reading goes on so the CLI can flush its transcript; the driver escalates to
-        # SIGKILL by itself, so this only bounds a reader stuck on a full subscriber.
-        self._drain_scope.deadline = trio.current_time() + self._channel.drain_bound
-
-    ################
     # Running: in process, or a CLI process
     ################
 
@@ -292,149 +220,6 @@ class Turn:
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
             self._stop_for_bound(trio.current_time())
         return None
-
-    async def _run_channel(
-        self, source: ChannelSource, *, retry: bool
-    ) -> tuple[ExitStatus | None, str] | None:
-        self._channel = channel = source.channel(
-            self.prompt, self.session_id, self.baseline, self, retry=retry
-        )
-        try:
-            async with channel:
-                self.command, self.translator = channel.command, channel.translator
-                if self.translator is not None:  # else stopped while it opened
-                    await self._read(channel)
-                return await channel.finish(self._ended_cleanly(), self.session_id)
-        except* ProcessFailure as group:
-            self._process_failed(group)
-        finally:
-            self._channel = None  # gone: a terminal made by finish() stops nothing
-        return None, ""
-
-    def spawned(self, process: CliProcess) -> None:
-        """A process was spawned for this turn (`agentrt._driver._lifecycle.TurnWatch`)."""
-        if self.trace is not None:
-            self.trace.spawned(process)
-
-    async def _answer(self, channel: Channel, ask: Ask) -> None:
-        # In the turn's task, between reads: the CLI waits for this answer.
-        if isinstance(ask, ToolApproval) and ask.request.parent_tool_use_id is None:
-            # The CLI's request does not say; the tool call it is about did.
-            parent = self._parents.get(ask.request.tool_use_id)
-            if parent is not None:
-                request = attrs.evolve(ask.request, parent_tool_use_id=parent)
-                ask = attrs.evolve(ask, request=request)
-        with channel.asking() as asking:
-            answer, events = await self.host.answer(ask)
-        if asking.cancelled_caught:
-            return  # nothing reads the CLI while the agent is asked: back to reading it
-        for event in events:
-            if type(event) is ToolDecisionEvent and not event.allowed:
-                assert isinstance(ask, ToolApproval)
-                request = ask.request
-                denial = PermissionDenial(
-                    tool_name=request.tool_name,
-                    tool_use_id=request.tool_use_id,
-                    input=request.input,
-                )
-                self._denials.append(denial)
-        await channel.answer(answer)
-        if events:
-            await self._handle((), events)
-
-    def _ended_cleanly(self) -> bool:
-        # A warm CLI outlives a turn that completed, that the CLI failed itself (an API
-        # error in its result), or that an interrupt ended in band.
-        return self._failure is None or self._failure.reason in _IN_BAND
-
-    def _decode(self) -> Callable[[bytes], Any] | None:
-        assert self.translator is not None
-        return self.translator.decode  # its typed line decoder, if any
-
-    async def _read(self, channel: Channel) -> None:
-        # The frames of a process, with the bounds watched beside them: by the channel's
-        # alarm (a live CLI's, whose task outlives its turns), else by one for this read.
-        self._drain_scope = trio.CancelScope()
-        if self._failure is not None:  # stopped while it opened
-            self._interrupt_cli()
-        try:
-            alarm = channel.alarm
-            batches = channel.batches(self._decode())
-            if alarm is not None:
-                await self._read_bounded(channel, batches, alarm)
-                return
-            async with trio.open_nursery() as nursery:
-                alarm = Alarm()
-                nursery.start_soon(alarm.run)
-                await self._read_bounded(channel, batches, alarm)
-                nursery.cancel_scope.cancel()
-        finally:
-            self._drain_scope = None
-
-    async def _read_bounded(
-        self, channel: Channel, batches: AsyncIterator[Iterable[Any] | Ask], alarm: Alarm
-    ) -> None:
-        assert self._drain_scope is not None
-        self._alarm = alarm
-        self._arm()
-        try:
-            with self._drain_scope:
-                # One read, one delivery (unless a checkpoint or a full subscriber has to be
-                # waited for).
-                async for batch in batches:
-                    if type(batch) is ToolApproval or type(batch) is HookCall:
-                        await self._answer(channel, batch)
-                        continue
-                    await self._handle(batch)  # type: ignore[arg-type]
-                    self._segment.fold()
-                    # Not kept while waiting for the next read: with many turns waiting on
-                    # their pipes, a read's lines each add up.
-                    del batch
-        finally:
-            self._alarm = None
-            alarm.clear()
-
-    def _process_failed(self, group: BaseExceptionGroup[ProcessFailure]) -> None:
-        # The process is gone already (the driver cleaned up before raising).
-        self._channel = None
-        for failure in group.exceptions:
-            if isinstance(failure, ProcessFailure):
-                self.stop(failure.reason, failure.message, cause=failure)
-
-    ################
-    # Bounds: the watchdog, the first event, after a result; crashes
-    ################
-
-    def _arm(self) -> None:
-        # Until the turn is stopped or settled, the alarm rings at the nearest bound.
-        if self._alarm is not None and self._failure is None and not self._ended:
-            self._alarm.set(self._bounds.nearest(), self._bound_passed)
-
-    def _bound_passed(self, now: float) -> None:
-        self._stop_for_bound(now)
-        self._arm()
-
-    def _reschedule(self) -> None:
-        deadline = self._bounds.nearest()
-        if self._alarm is not None:
-            self._alarm.move(deadline)
-        if self._scope is not None:
-            self._scope.deadline = deadline
-
-    def _stop_for_bound(self, now: float) -> None:
-        passed = self._bounds.passed(now, self.options)
-        if passed is None:
-            return
-        reason, message = passed
-        if reason is StopReason.COMPLETE:
-            self._settle()
-        else:
-            self.stop(reason, message)
-
-    def _crash(self, exc: Exception) -> None:
-        # A bug on our side wins even over a terminal error event: it must not go unseen.
-        message = redact(f"{type(exc).__name__}: {exc}")
-        self._stop(Failure(StopReason.TURN_CRASHED, message, cause=exc))
 
     ################
     # Frames to events: the checkpoint, delivery, retention, the text
