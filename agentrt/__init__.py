@@ -28,8 +28,9 @@
 #     _mode _options _retention _segment _turn _turn_bounds _turn_channel _turn_response
 #     _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _budgets _follow _foreign_awaits _forks
-#     _mailbox _portable _recorder _slot _tool_server _turn_history _workspaces
+#     _actor _agent _approvals _arguments _budgets _callbacks _follow _foreign_awaits
+#     _forks _mailbox _portable _recorder _slot _tool_server _turn_history _turn_host
+#     _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _api _backends _console._app _console._desk _console._fleet
 #     _console._gate _console._history _console._http _console._pages _console._serve

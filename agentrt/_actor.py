@@ -15,30 +15,26 @@ borrows, so a restarted instance takes it over as it is.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
-import msgspec
 import trio
 
 from . import _approvals
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
-from ._asks import Ask
+from ._callbacks import AgentCrashed, Callbacks, encode_state
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._errors import AgentStopped, BudgetExceeded, StoreError, TurnFailed
 from ._events import (
-    ErrorEvent,
     Event,
     Response,
-    SessionLostEvent,
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
@@ -55,6 +51,8 @@ from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
 from ._telemetry._log_fields import AgentLogs
 from ._telemetry._otel import TurnTrace, count_budget_refusal
 from ._turn import Turn
+from ._turn_host import AgentTurnHost
+from ._turn_response import log_turn_end
 from ._turn_source import FrameSource
 from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
@@ -74,71 +72,6 @@ CANCEL_MARGIN = 10.0
 def cancel_grace(options: AgentOptions) -> float:
     """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
     return 2 * options.kill_grace + CANCEL_MARGIN
-
-
-_state_encoder = msgspec.json.Encoder()
-
-
-class _AgentCrashed(Exception):
-    def __init__(self, callback: str, error: Exception) -> None:
-        self.callback = callback
-        self.error = error
-        super().__init__(redact(f"{callback} raised {type(error).__name__}: {error}"))
-
-
-# Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the
-# others carry what the CLI printed, which may quote the model or the prompt.
-_OWN_MESSAGES = frozenset(
-    (
-        StopReason.INTERRUPTED,
-        StopReason.CANCELLED,
-        StopReason.STARTUP_TIMEOUT,
-        StopReason.FIRST_EVENT_TIMEOUT,
-        StopReason.IDLE_TIMEOUT,
-        StopReason.TOTAL_TIMEOUT,
-        StopReason.OUTPUT_LINE_TOO_LONG,
-        StopReason.SPAWN_FAILED,
-        StopReason.EVENT_CAPTURE_OVERFLOW,
-        StopReason.STORE_FAILED,
-    )
-)
-
-
-def _log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
-    # Content-free: the outcome's reason and figures, never the prompt or the answer.
-    if isinstance(outcome, Response):
-        reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
-    elif outcome.reason in _OWN_MESSAGES:
-        reason, detail = outcome.reason.value, outcome.message
-    else:
-        reason, detail = outcome.reason.value, "the CLI's message is not logged"
-    logger.debug(
-        "agent %r: turn ended, %s (%s), session %s",
-        agent,
-        reason,
-        detail,
-        outcome.session_id,
-        extra={"agent": agent, "session_id": outcome.session_id, "outcome": reason},
-    )
-
-
-def _reaction(callback: str, value: object) -> Reaction:
-    if value is None or isinstance(value, Prompt | Halt | Stop):
-        return value
-    raise TypeError(f"{callback} returned {value!r}; expected Prompt, Halt, Stop or None")
-
-
-def encode_state(value: Any) -> bytes | None:
-    """The store blob of what ``checkpoint_state`` returned (None: nothing to keep)."""
-    return None if value is None else _state_encoder.encode(value)
-
-
-async def restore_state(agent: Agent, blob: bytes) -> None:
-    """Give ``agent`` its checkpointed state back, decoded as its ``state_type``."""
-    if "restore_state" in overridden(type(agent)):
-        result = agent.restore_state(msgspec.json.decode(blob, type=type(agent).state_type))
-        if inspect.isawaitable(result):
-            await result
 
 
 ExitKind = Literal["crashed", "normal", "stopped"]
@@ -176,6 +109,7 @@ class Actor:
     # This instance's application tools on the runtime's MCP server (closed when it ends).
     tools: ToolBinding | None = None
     _overrides: frozenset[str] = attrs.field(init=False)
+    _callbacks: Callbacks = attrs.field(init=False)
     _on_session_lost: SessionLostPolicy = attrs.field(init=False)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _stop_reason: str = "stopped"
@@ -201,12 +135,13 @@ class Actor:
     # What the instance's turns read: the runner, or its CLI processes (`_frame_source`).
     _source: FrameSource | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
-    _ask_crash: _AgentCrashed | None = None
+    _ask_crash: AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._overrides = overridden(type(self.agent))
+        self._overrides = overrides = overridden(type(self.agent))
+        self._callbacks = Callbacks(self.agent, self.slot.name, overrides)
         self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
         self._portable = None
         if self.options.portable:  # start_agent refused it for any other backend or store
@@ -232,7 +167,7 @@ class Actor:
         callback crashes it.
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
-        crash: _AgentCrashed | None = None
+        crash: AgentCrashed | None = None
         try:
             with self._scope, collapse_exception_groups():
                 if self.mode.holds_cli:  # a live CLI, for one turn or kept warm
@@ -241,7 +176,7 @@ class Actor:
                             await self._loop()
                 else:  # no context manager held for the idle agent's whole life
                     await self._loop()
-        except _AgentCrashed as exc:
+        except AgentCrashed as exc:
             crash = exc
             with AgentLogs(self.slot):
                 log_error(f"agent {self.name!r} crashed: {crash}", crash.error)
@@ -332,7 +267,7 @@ class Actor:
             self._refuse(request, spent)
             return
         if "pre_turn" in self._overrides:
-            decision = await self._decide("pre_turn", prompt)
+            decision = await self._callbacks.decide("pre_turn", prompt)
             if isinstance(decision, Halt | Stop):
                 slot.current = None
                 slot.mailbox.put_back(request)
@@ -356,11 +291,11 @@ class Actor:
             outcome, final = await self._run_turn(prompt)
         ref = request.ref
         if isinstance(outcome, Response):
-            reaction = await self._decide("handle_response", ref, outcome)
+            reaction = await self._callbacks.decide("handle_response", ref, outcome)
         else:
-            reaction = await self._contained("handle_error", ref, outcome)
+            reaction = await self._callbacks.contained("handle_error", ref, outcome)
         if "post_turn" in self._overrides:
-            await self._decide("post_turn", ref, outcome)
+            await self._callbacks.decide("post_turn", ref, outcome)
         await self._save_state()
         slot.current = None
         request.outcome = outcome
@@ -412,7 +347,15 @@ class Actor:
             slot.resumed_session,
             slot.session_totals if slot.session_id is not None else None,
             source,
-            _TurnHost(self),
+            AgentTurnHost(
+                slot,
+                recorder,
+                self._callbacks,
+                self.capabilities.approvals,
+                self.runtime_id,
+                self.options.approval_timeout,
+                self._ask_crashed,
+            ),
             trace,
             probed_version=probed,
             version_probed=probes,
@@ -457,7 +400,7 @@ class Actor:
             if isinstance(outcome, Response):
                 outcome = attrs.evolve(outcome, transcript_stored=stored)
         if logger.isEnabledFor(logging.DEBUG):
-            _log_turn_end(self.name, outcome)
+            log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
         await recorder.turn_ended(outcome, prompt=prompt, started_at=started_at, duration=duration)
         return outcome, turn.final
@@ -485,57 +428,21 @@ class Actor:
         if "checkpoint_state" not in self._overrides:
             return
         try:
-            blob = encode_state(await self._callback("checkpoint_state"))
+            blob = encode_state(await self._callbacks.call("checkpoint_state"))
         except Exception as exc:
-            raise _AgentCrashed("checkpoint_state", exc) from exc
+            raise AgentCrashed("checkpoint_state", exc) from exc
         await self._recorder.save_state(blob)
 
     def _ask_crashed(self, crash: _approvals.Crash) -> None:
         # approve_tool or handle_hook failed: the turn ends now, the agent once it is over.
-        self._ask_crash = error = _AgentCrashed(crash.callback, crash.error)
+        self._ask_crash = error = AgentCrashed(crash.callback, crash.error)
         turn = self.slot.turn
         if turn is not None:
             turn.stop(StopReason.TURN_CRASHED, str(error), cause=crash.error)
 
-    def _watched(self) -> bool:
-        """Whether anything looks at the current turn's events as they come."""
-        if "handle_stream_event" in self._overrides:
-            return True
-        request = self.slot.current
-        return request is not None and bool(request.subscriptions)
-
-    async def _deliver(self, events: Sequence[Event]) -> None:
-        # The events of one read, recorded by the turn: this awaits only what must be
-        # waited for (an async handler, a full subscriber), so a read costs one await
-        # however many lines it held.
-        handler = (
-            self.agent.handle_stream_event if "handle_stream_event" in self._overrides else None
-        )
-        for event in events:
-            # By identity: isinstance on a msgspec Struct class is slow, and this is per event.
-            if type(event) is ErrorEvent and event.reason is StopReason.SESSION_LOST:
-                lost = event.session_id or self.slot.session_id
-                if lost is not None:
-                    await self._deliver(
-                        (SessionLostEvent(timestamp=event.timestamp, session_id=lost),)
-                    )
-            if handler is not None:
-                result = handler(event)
-                if inspect.isawaitable(result):
-                    await result
-            request = self.slot.current
-            subscriptions = request.subscriptions if request is not None else None
-            if subscriptions and not event.is_terminal:
-                for subscription in tuple(subscriptions):
-                    sent = subscription.send_nowait(event)
-                    if sent is None:  # its buffer is full: the turn waits for the reader
-                        sent = await subscription.send(event)
-                    if not sent:
-                        subscriptions.remove(subscription)
-
     async def _apply(self, event: Any) -> None:
         if "handle_event" in self._overrides:
-            self._react(await self._decide("handle_event", event))
+            self._react(await self._callbacks.decide("handle_event", event))
             await self._save_state()
 
     def _react(self, reaction: Reaction) -> None:
@@ -546,32 +453,7 @@ class Actor:
         elif isinstance(reaction, Stop):
             self._stop_normally = True
 
-    async def _callback(self, name: str, *args: Any) -> Any:
-        result = getattr(self.agent, name)(*args)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    async def _decide(self, name: str, *args: Any) -> Reaction:
-        """Call a callback whose failure crashes the agent."""
-        if name not in self._overrides:
-            return None
-        try:
-            return _reaction(name, await self._callback(name, *args))
-        except Exception as exc:
-            raise _AgentCrashed(name, exc) from exc
-
-    async def _contained(self, name: str, *args: Any) -> Reaction:
-        """Call a callback whose failure is logged and otherwise ignored."""
-        if name not in self._overrides:
-            return None
-        try:
-            return _reaction(name, await self._callback(name, *args))
-        except Exception as exc:
-            log_error(f"agent {self.name!r}: {name} raised; the agent goes on", exc)
-            return None
-
-    async def _shutdown(self, crash: _AgentCrashed | None) -> None:
+    async def _shutdown(self, crash: AgentCrashed | None) -> None:
         kind: ExitKind
         reason: str | BaseException
         if crash is not None:
@@ -594,7 +476,7 @@ class Actor:
         if "terminate_agent" in self._overrides:
             with trio.move_on_after(TERMINATE_GRACE):
                 try:
-                    await self._callback("terminate_agent", reason)
+                    await self._callbacks.call("terminate_agent", reason)
                 except Exception as exc:
                     log_error(f"agent {self.name!r}: terminate_agent raised", exc)
         slot.instance_ended(self.handle)
@@ -615,37 +497,3 @@ class Actor:
             if self._exited is None:
                 self._exited = trio.Event()
             await self._exited.wait()
-
-
-class _TurnHost:
-    """The actor's side of one turn (the ``TurnHost`` shape a turn talks to): the recorder's
-    claim and checkpoint, the actor's delivery, and the agent's answers to its live CLI.
-
-    Made per turn, so an idle agent holds none; ``deliver`` and ``watched`` are the actor's
-    own bound methods, so a read costs no extra call."""
-
-    __slots__ = ("_actor", "checkpoint", "deliver", "started", "watched")
-
-    def __init__(self, actor: Actor) -> None:
-        self._actor = actor
-        recorder = actor._recorder
-        self.started = recorder.started
-        self.checkpoint = recorder.checkpoint
-        self.watched = actor._watched
-        self.deliver = actor._deliver
-
-    async def answer(self, ask: Ask) -> tuple[bytes, Sequence[Event]]:
-        actor = self._actor
-        timeout = actor.options.approval_timeout
-        current = actor.slot.current
-        operators = _approvals.Operators(
-            actor.capabilities.approvals,
-            actor.runtime_id,
-            None if current is None else current.ref.id,
-        )
-        reply, events, crash = await _approvals.answer(
-            ask, actor._callback, timeout, actor.name, operators
-        )
-        if crash is not None:
-            actor._ask_crashed(crash)
-        return reply, events

@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 import msgspec
 
-from ._actor import restore_state
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_directory
+from ._callbacks import restore_state
 from ._errors import InvalidOptions, SessionMismatch
 from ._foreign_awaits import check_callbacks
 from ._forks import fork_source

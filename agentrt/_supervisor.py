@@ -24,13 +24,14 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
-from ._actor import Actor, Exit, cancel_grace, restore_state
+from ._actor import Actor, Exit, cancel_grace
 from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
 from ._backends import check_binary, resolve_backend
 from ._budget_spending import counted_tokens
 from ._budgets import NO_BUDGETS, Budget, Budgets
+from ._callbacks import restore_state
 from ._cluster._ownership import Ownership, check_kill_grace
 from ._cluster._reaper import reap_stale_turn
 from ._cluster._specs import forget_spec

@@ -1,9 +1,10 @@
 """A turn's outcome (`agentrt._turn.Turn`): the Response of a turn that completed with a
 result, or the TurnFailed (and the terminal ErrorEvent) of one that did not, assembled
-from what the turn folded from its events."""
+from what the turn folded from its events; and the content-free log line of either."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import attrs
@@ -25,6 +26,8 @@ from ._events import (
 from ._redact import redact
 from ._retention import EventLog
 from .backend import ExitStatus
+
+logger = logging.getLogger("agentrt")
 
 
 @attrs.define
@@ -167,3 +170,40 @@ def failed(
         )
     error.__cause__ = failure.cause
     return final, error
+
+
+# Failures whose message agentrt writes itself (a bound, a stop, a spawn, the store); the
+# others carry what the CLI printed, which may quote the model or the prompt.
+_OWN_MESSAGES = frozenset(
+    (
+        StopReason.INTERRUPTED,
+        StopReason.CANCELLED,
+        StopReason.STARTUP_TIMEOUT,
+        StopReason.FIRST_EVENT_TIMEOUT,
+        StopReason.IDLE_TIMEOUT,
+        StopReason.TOTAL_TIMEOUT,
+        StopReason.OUTPUT_LINE_TOO_LONG,
+        StopReason.SPAWN_FAILED,
+        StopReason.EVENT_CAPTURE_OVERFLOW,
+        StopReason.STORE_FAILED,
+    )
+)
+
+
+def log_turn_end(agent: str, outcome: Response | TurnFailed) -> None:
+    """Log (at debug) how ``agent``'s turn ended: content-free, the outcome's reason and
+    figures, never the prompt or the answer."""
+    if isinstance(outcome, Response):
+        reason, detail = outcome.stop_reason.value, f"{outcome.duration:.2f} s"
+    elif outcome.reason in _OWN_MESSAGES:
+        reason, detail = outcome.reason.value, outcome.message
+    else:
+        reason, detail = outcome.reason.value, "the CLI's message is not logged"
+    logger.debug(
+        "agent %r: turn ended, %s (%s), session %s",
+        agent,
+        reason,
+        detail,
+        outcome.session_id,
+        extra={"agent": agent, "session_id": outcome.session_id, "outcome": reason},
+    )
