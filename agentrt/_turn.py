@@ -70,7 +70,10 @@ _NOT_CONTENT: frozenset[type[Event]] = frozenset((SessionEvent, InitEvent, RawEv
 
 @attrs.define(eq=False)
 class Turn(ChannelReading):
-    """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early."""
+    """One turn of one agent. ``run`` returns the outcome; ``stop`` ends it early.
+
+    Its bases are parts of it, on its fields: `Stopping` (``stop``, the bounds' alarm) and
+    `ChannelReading` (a CLI's channel read); what stays here turns frames into events."""
 
     prompt: str
     options: AgentOptions
