@@ -9,8 +9,9 @@
 #
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _budget_spending _channel _env _errors _events _exceptiongroups _hooks _logs
-#     _operations _records _redact _requests _restart _status _stream _stream_json._frames
-#     _stream_json._live _stream_json._live_protocol _stream_json._translator
+#     _operations _records _redact _requests _restart _status _stream _stream_json._dialect
+#     _stream_json._fields _stream_json._frames _stream_json._live _stream_json._live_protocol
+#     _stream_json._translator _stream_json._turn_end _stream_json._untyped
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
