@@ -9,8 +9,9 @@
 #
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _budget_spending _channel _env _errors _events _exceptiongroups _hooks _logs
-#     _operations _records _redact _requests _restart _status _stream _stream_json._frames
-#     _stream_json._live _stream_json._live_protocol _stream_json._translator
+#     _operations _records _redact _requests _restart _status _stream _stream_json._dialect
+#     _stream_json._fields _stream_json._frames _stream_json._live _stream_json._live_protocol
+#     _stream_json._translator _stream_json._turn_end _stream_json._untyped
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
@@ -36,7 +37,7 @@
 #     _console._gate _console._history _console._http _console._pages _console._serve
 #     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
 #     _faces._sync_runtime _failover _opening _pinned _runtime _starting _supervisor asyncio
-#     lowlevel store sync testing testing._backend_conformance testing._conformance_core
+#     hooks lowlevel store sync testing testing._backend_conformance testing._conformance_core
 #     testing._conformance_kit testing._conformance_leases testing._conformance_records
 #     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
 #     testing._http testing._scenarios testing._scripted testing._store_conformance
@@ -133,44 +134,6 @@ from ._events import ToolResultEvent as ToolResultEvent
 from ._events import ToolUseEvent as ToolUseEvent
 from ._events import Usage as Usage
 from ._events import UsageEvent as UsageEvent
-from ._hooks import HOOK_KINDS as HOOK_KINDS
-from ._hooks import ConfigChangeHook as ConfigChangeHook
-from ._hooks import CwdChangedHook as CwdChangedHook
-from ._hooks import DirectoryAddedHook as DirectoryAddedHook
-from ._hooks import ElicitationHook as ElicitationHook
-from ._hooks import ElicitationResultHook as ElicitationResultHook
-from ._hooks import FileChangedHook as FileChangedHook
-from ._hooks import Hook as Hook
-from ._hooks import HookKind as HookKind
-from ._hooks import InstructionsLoadedHook as InstructionsLoadedHook
-from ._hooks import InterruptHook as InterruptHook
-from ._hooks import MessageDisplayHook as MessageDisplayHook
-from ._hooks import NotificationHook as NotificationHook
-from ._hooks import PermissionDeniedHook as PermissionDeniedHook
-from ._hooks import PermissionRequestHook as PermissionRequestHook
-from ._hooks import PostCompactHook as PostCompactHook
-from ._hooks import PostModelSwitchHook as PostModelSwitchHook
-from ._hooks import PostToolBatchHook as PostToolBatchHook
-from ._hooks import PostToolUseFailureHook as PostToolUseFailureHook
-from ._hooks import PostToolUseHook as PostToolUseHook
-from ._hooks import PreCompactHook as PreCompactHook
-from ._hooks import PreModelSwitchHook as PreModelSwitchHook
-from ._hooks import PreSkillShellCommandHook as PreSkillShellCommandHook
-from ._hooks import PreToolUseHook as PreToolUseHook
-from ._hooks import SessionEndHook as SessionEndHook
-from ._hooks import SessionStartHook as SessionStartHook
-from ._hooks import SetupHook as SetupHook
-from ._hooks import StopFailureHook as StopFailureHook
-from ._hooks import StopHook as StopHook
-from ._hooks import SubagentStartHook as SubagentStartHook
-from ._hooks import SubagentStopHook as SubagentStopHook
-from ._hooks import TaskCompletedHook as TaskCompletedHook
-from ._hooks import TaskCreatedHook as TaskCreatedHook
-from ._hooks import TeammateIdleHook as TeammateIdleHook
-from ._hooks import UserPromptExpansionHook as UserPromptExpansionHook
-from ._hooks import UserPromptSubmitHook as UserPromptSubmitHook
-from ._hooks import WorktreeCreateHook as WorktreeCreateHook
-from ._hooks import WorktreeRemoveHook as WorktreeRemoveHook
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import SessionRecord as SessionRecord
@@ -208,7 +171,6 @@ from ._worktrees import GitWorktree as GitWorktree
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
 __all__ = [
-    "HOOK_KINDS",
     "AddContext",
     "Agent",
     "AgentAlreadyStarted",
@@ -228,30 +190,20 @@ __all__ = [
     "CliNotFound",
     "CliVersionMismatch",
     "Completed",
-    "ConfigChangeHook",
     "Console",
     "ContextCategory",
     "ContextUsage",
     "Crash",
     "CurrentRequest",
-    "CwdChangedHook",
     "Deny",
-    "DirectoryAddedHook",
-    "ElicitationHook",
-    "ElicitationResultHook",
     "ErrorEvent",
     "Event",
     "EventCoverage",
     "EventStream",
     "Failed",
-    "FileChangedHook",
     "GitWorktree",
     "Halt",
-    "Hook",
-    "HookKind",
     "InitEvent",
-    "InstructionsLoadedHook",
-    "InterruptHook",
     "InvalidOptions",
     "Lease",
     "LeaseLost",
@@ -259,26 +211,13 @@ __all__ = [
     "MailboxFull",
     "McpServerStatus",
     "MemoryStore",
-    "MessageDisplayHook",
     "NoRuntime",
     "NotFound",
-    "NotificationHook",
     "Omission",
     "Pending",
     "PermissionDenial",
-    "PermissionDeniedHook",
-    "PermissionRequestHook",
     "PollResult",
-    "PostCompactHook",
-    "PostModelSwitchHook",
-    "PostToolBatchHook",
-    "PostToolUseFailureHook",
-    "PostToolUseHook",
     "PostgresStore",
-    "PreCompactHook",
-    "PreModelSwitchHook",
-    "PreSkillShellCommandHook",
-    "PreToolUseHook",
     "Prompt",
     "RawEvent",
     "Ref",
@@ -290,28 +229,18 @@ __all__ = [
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",
-    "SessionEndHook",
     "SessionEvent",
     "SessionLostEvent",
     "SessionMismatch",
     "SessionRecord",
-    "SessionStartHook",
     "SessionStore",
-    "SetupHook",
     "Stop",
-    "StopFailureHook",
-    "StopHook",
     "StopReason",
     "StoreError",
     "StoredTranscript",
     "StoredWorkspace",
     "Strategy",
-    "SubagentStartHook",
-    "SubagentStopHook",
     "Supervisor",
-    "TaskCompletedHook",
-    "TaskCreatedHook",
-    "TeammateIdleHook",
     "TextEvent",
     "TextRetractedEvent",
     "Tool",
@@ -323,13 +252,9 @@ __all__ = [
     "UncommittedChanges",
     "Usage",
     "UsageEvent",
-    "UserPromptExpansionHook",
-    "UserPromptSubmitHook",
     "Withdrawn",
     "Workspace",
     "WorkspaceError",
-    "WorktreeCreateHook",
-    "WorktreeRemoveHook",
     "agents",
     "ask",
     "console_app",
@@ -364,6 +289,8 @@ __all__ = [
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})
 
-# agentrt.store's names are shown as its own (Runtime.store_capabilities returns one) however
-# the program imported agentrt: its fix-up runs on import.
+# agentrt.store's names (Runtime.store_capabilities returns one) and agentrt.hooks' (what
+# Agent.handle_hook is given) are shown as their own however the program imported agentrt:
+# their fix-ups run on import.
+from . import hooks as _hook_events  # noqa: E402, F401
 from . import store as _store  # noqa: E402, F401

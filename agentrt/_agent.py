@@ -83,8 +83,8 @@ class Agent:
     ``app_tools`` lists the application tools (`agentrt.tool`) the model may call, functions
     or methods of the class (``start_agent(app_tools=...)`` overrides it).
 
-    ``hooks`` lists the hook kinds ``handle_hook`` is called for (`HookKind`; all of them:
-    ``agentrt.HOOK_KINDS``); by default ``before_tool``, ``after_tool``,
+    ``hooks`` lists the hook kinds ``handle_hook`` is called for (`~agentrt.hooks.HookKind`;
+    all of them: ``agentrt.hooks.HOOK_KINDS``); by default ``before_tool``, ``after_tool``,
     ``prompt_submitted``, ``stopping`` and ``subagent_stopping``. Each one the CLI fires is
     a round trip to the agent's task, so list only those the agent answers or reads.
     """
@@ -119,10 +119,11 @@ class Agent:
         return Allow()
 
     def handle_hook(self, hook: Hook) -> HookAnswer | Awaitable[HookAnswer]:
-        """A hook event of the running CLI, of a kind ``hooks`` lists (its class says which:
-        `PreToolUseHook`, `SessionStartHook`, ...): return `Block`, `AddContext` or None (go on).
-        Bounded by ``approval_timeout`` (then None); an exception crashes the agent.
-        Overriding it gives the CLI a live input channel, as ``approve_tool`` does."""
+        """A hook event of the running CLI, of a kind ``hooks`` lists (its class says
+        which: `~agentrt.hooks.PreToolUseHook`, `~agentrt.hooks.SessionStartHook`, ...):
+        return `Block`, `AddContext` or None (go on). Bounded by ``approval_timeout`` (then
+        None); an exception crashes the agent. Overriding it gives the CLI a live input
+        channel, as ``approve_tool`` does."""
         return None
 
     def handle_stream_event(self, event: Event) -> Awaitable[None] | None:
@@ -212,7 +213,9 @@ def _checked_hooks(agent_class: type[Agent]) -> frozenset[HookKind]:
     listed = agent_class.hooks
     if isinstance(listed, str) or not isinstance(listed, Collection):
         raise InvalidOptions(
-            "hooks", listed, f"{where} must be a collection of hook kinds (agentrt.HOOK_KINDS)"
+            "hooks",
+            listed,
+            f"{where} must be a collection of hook kinds (agentrt.hooks.HOOK_KINDS)",
         )
     for kind in listed:
         if kind not in HOOK_KINDS:

@@ -65,9 +65,10 @@ from ._hooks import HOOK_TYPES
 from ._hooks import Hook as Hook
 from ._hooks import HookKind as HookKind
 from ._redact import REDACTED, is_secret_name, redact, redact_mapping
+from ._stream_json._dialect import StreamJsonDialect
 from ._stream_json._live import StreamJsonLive, control_error, control_response
 from ._stream_json._live_protocol import FrameRole, ProtocolError
-from ._stream_json._translator import StreamJsonDialect, StreamJsonTranslator
+from ._stream_json._translator import StreamJsonTranslator
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
 __all__ = [

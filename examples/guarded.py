@@ -21,6 +21,7 @@ import sys
 import trio
 
 import agentrt
+from agentrt.hooks import Hook, PreToolUseHook
 
 
 class Guarded(agentrt.Agent):
@@ -49,8 +50,8 @@ class Guarded(agentrt.Agent):
         self.decisions.append(f"allowed {request.tool_name}")
         return agentrt.Allow()
 
-    def handle_hook(self, hook: agentrt.Hook) -> agentrt.Block | None:
-        if isinstance(hook, agentrt.PreToolUseHook) and ".git" in json.dumps(hook.tool_input):
+    def handle_hook(self, hook: Hook) -> agentrt.Block | None:
+        if isinstance(hook, PreToolUseHook) and ".git" in json.dumps(hook.tool_input):
             self.decisions.append(f"blocked {hook.tool_name} on .git")
             return agentrt.Block("leave .git alone")
         return None

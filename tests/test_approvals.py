@@ -23,7 +23,6 @@ from agentrt import (
     Allow,
     Block,
     Deny,
-    Hook,
     MemoryStore,
     RawEvent,
     Response,
@@ -31,6 +30,7 @@ from agentrt import (
     ToolDecisionEvent,
     ToolRequest,
 )
+from agentrt.hooks import Hook
 from agentrt.testing import fake_cli_executable
 
 FAST: dict[str, Any] = {"kill_grace": 0.3, "startup": 10, "watchdog": 30}

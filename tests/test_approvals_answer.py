@@ -9,10 +9,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from agentrt import AddContext, Allow, Block, Deny, PreToolUseHook, ToolRequest
+from agentrt import AddContext, Allow, Block, Deny, ToolRequest
 from agentrt._approvals import answer
 from agentrt._asks import Decision, HookAnswer, HookCall, ToolApproval
 from agentrt._events import ToolDecisionEvent
+from agentrt.hooks import PreToolUseHook
 
 REQUEST = ToolRequest(tool_name="Bash", input={"command": "ls"}, tool_use_id="t-1")
 

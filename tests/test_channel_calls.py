@@ -12,6 +12,7 @@ import pytest
 from test_warm import FAST, ask, pid, start
 
 import agentrt
+import agentrt.hooks
 from agentrt import ChannelError, ContextCategory, ContextUsage, InvalidOptions, MemoryStore
 from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 
@@ -105,7 +106,7 @@ async def test_agents_without_a_warm_cli_refuse_each_call(tmp_path: Path) -> Non
         await rt.start_agent(agentrt.Agent, name="in_process", backend=scripted)
 
         class Hooks(agentrt.Agent):
-            def handle_hook(self, hook: agentrt.Hook) -> None:
+            def handle_hook(self, hook: agentrt.hooks.Hook) -> None:
                 return None
 
         await rt.start_agent(Hooks, name="live", backend="claude", binary=binary, **FAST)

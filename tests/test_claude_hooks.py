@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 import agentrt
+import agentrt.hooks
 from agentrt import AddContext, Block
 from agentrt.backend import HOOK_TYPES, HookCall
 from agentrt.backends.claude import ClaudeBackend
@@ -96,7 +97,7 @@ INTERRUPT_CALLBACK = {
 }
 
 
-def live(kinds: Any = agentrt.HOOK_KINDS) -> Any:
+def live(kinds: Any = agentrt.hooks.HOOK_KINDS) -> Any:
     options = BACKEND.parse_options({"binary": "claude"})
     return BACKEND.live(options, session_id=None, hooks=frozenset(kinds))
 
@@ -123,11 +124,11 @@ def own_fields(cls: type) -> list[attrs.Attribute[Any]]:
 
 def test_every_event_of_the_pinned_cli_has_a_kind_and_a_class() -> None:
     assert list(HOOK_EVENTS) == EVENTS
-    assert set(HOOK_EVENTS.values()) == set(agentrt.HOOK_KINDS) == set(HOOK_TYPES)
+    assert set(HOOK_EVENTS.values()) == set(agentrt.hooks.HOOK_KINDS) == set(HOOK_TYPES)
     for event, kind in HOOK_EVENTS.items():
         cls = HOOK_TYPES[kind]
         assert cls.__name__ == f"{event}Hook" and cls.kind == kind
-        assert getattr(agentrt, cls.__name__) is cls and cls.__doc__
+        assert getattr(agentrt.hooks, cls.__name__) is cls and cls.__doc__
 
 
 def test_the_opening_names_the_events_of_the_listed_kinds_only() -> None:
@@ -158,7 +159,7 @@ def test_each_event_becomes_its_typed_hook(event: str) -> None:
 
 def test_an_interrupt_in_band_on_2_1_337_is_an_interrupt_hook() -> None:
     call = live({"interrupted"}).control(INTERRUPT_CALLBACK)
-    assert isinstance(call, HookCall) and type(call.hook) is agentrt.InterruptHook
+    assert isinstance(call, HookCall) and type(call.hook) is agentrt.hooks.InterruptHook
     hook = call.hook
     assert (hook.kind, hook.source, hook.reason, hook.via) == (
         "interrupted",
@@ -214,7 +215,7 @@ def test_each_answer_becomes_the_hook_output_the_cli_reads(event: str) -> None:
 
 
 class Listens(agentrt.Agent):
-    def handle_hook(self, hook: agentrt.Hook) -> None:
+    def handle_hook(self, hook: agentrt.hooks.Hook) -> None:
         return None
 
 
@@ -246,7 +247,7 @@ def test_an_agent_is_called_for_the_five_kinds_unless_it_lists_others() -> None:
         "stopping",
         "subagent_stopping",
     }
-    assert hook_kinds(type("All", (Listens,), {"hooks": agentrt.HOOK_KINDS})) == set(
-        agentrt.HOOK_KINDS
+    assert hook_kinds(type("All", (Listens,), {"hooks": agentrt.hooks.HOOK_KINDS})) == set(
+        agentrt.hooks.HOOK_KINDS
     )
     assert hook_kinds(agentrt.Agent) == frozenset()

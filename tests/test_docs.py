@@ -29,6 +29,7 @@ from test_workspaces import git
 import agentrt
 import agentrt.asyncio
 import agentrt.backend
+import agentrt.hooks
 import agentrt.lowlevel
 import agentrt.store
 import agentrt.sync
@@ -147,6 +148,7 @@ PUBLIC_MODULES = [
     agentrt.asyncio,
     agentrt.sync,
     agentrt.backend,
+    agentrt.hooks,
     agentrt.store,
     agentrt.lowlevel,
     agentrt.testing,
@@ -154,7 +156,8 @@ PUBLIC_MODULES = [
 
 
 def public_names(module: types.ModuleType) -> list[str]:
-    """A module's public names, without those it passes on from `agentrt` (documented there)."""
+    """A module's public names, without those it passes on from `agentrt` or
+    `agentrt.hooks` (documented there)."""
     names = getattr(module, "__all__", None) or [
         n for n in vars(module) if not n.startswith("_") and n != "annotations"
     ]
@@ -162,8 +165,16 @@ def public_names(module: types.ModuleType) -> list[str]:
         n
         for n in names
         if not isinstance(getattr(module, n), types.ModuleType)
-        and (module is agentrt or getattr(agentrt, n, None) is not getattr(module, n))
+        and (
+            module in HOMES
+            or all(getattr(home, n, None) is not getattr(module, n) for home in HOMES)
+        )
     ]
+
+
+# The modules whose names other public modules pass on (agentrt.backend gives a backend the
+# events of agentrt and the hook events of agentrt.hooks).
+HOMES = (agentrt, agentrt.hooks)
 
 
 def test_the_site_builds_with_warnings_as_errors_and_documents_every_public_name(
@@ -299,9 +310,9 @@ async def test_the_hooks_pages_watcher_blocks_and_logs(caplog: pytest.LogCapture
     namespace: dict[str, Any] = {"agentrt": agentrt, "log": logging.getLogger("watcher")}
     exec(compile(doc_block("class Watcher"), "hooks.md", "exec"), namespace)
     watcher = namespace["Watcher"]()
-    blocked = watcher.handle_hook(agentrt.PreToolUseHook(tool_name="WebFetch"))
+    blocked = watcher.handle_hook(agentrt.hooks.PreToolUseHook(tool_name="WebFetch"))
     assert blocked == agentrt.Block("no network from this agent")
-    failed = agentrt.PostToolUseFailureHook(tool_name="Bash", error="exit 1")
+    failed = agentrt.hooks.PostToolUseFailureHook(tool_name="Bash", error="exit 1")
     assert watcher.handle_hook(failed) is None
     assert caplog.messages[-1] == "Bash failed: exit 1"
     # Its hook kinds are ones the CLI has: the agent starts, on the live channel.

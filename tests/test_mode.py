@@ -13,7 +13,8 @@ import trio
 from trio.testing import MockClock
 
 import agentrt
-from agentrt import Agent, Allow, Hook, InvalidOptions, MemoryStore, ToolRequest
+from agentrt import Agent, Allow, InvalidOptions, MemoryStore, ToolRequest
+from agentrt.hooks import Hook
 from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 
 

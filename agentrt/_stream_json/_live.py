@@ -27,8 +27,9 @@ from typing import Any
 from .._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
 from .._channel import ChannelCall, ContextCategory, ContextUsage, ControlAnswer, ControlRequest
 from .._events import SessionTotals
+from ._dialect import StreamJsonDialect
 from ._live_protocol import FrameRole, ProtocolError
-from ._translator import StreamJsonDialect, StreamJsonTranslator
+from ._translator import StreamJsonTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
 _UNANSWERED = {

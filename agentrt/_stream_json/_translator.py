@@ -1,7 +1,9 @@
 """Stream-json frames -> agentrt events, for one turn: Claude Code's ``--output-format
 stream-json`` and the CLIs that print the same frames (Qwen Code). What differs between
-them (the init frame's field names, the wording of their failures) is a `StreamJsonDialect`;
-everything below is shared.
+them (the init frame's field names, the wording of their failures) is a `StreamJsonDialect`
+(`_dialect.py`); everything below is shared. The result frame and a stream without one end
+the turn in `_turn_end.py`; frames the typed decoding refused are made typed in
+`_untyped.py`; the per-line path stays here (a text delta is handled without a further call).
 
 =====================================  ==================================================
 frame                                  events
@@ -50,21 +52,15 @@ terminal either, so the result the CLI prints on that SIGINT cannot replace it.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
-
-import attrs
-import msgspec
+from typing import Any
 
 from .._events import (
     ErrorEvent,
     Event,
     InitEvent,
     McpServerStatus,
-    PermissionDenial,
     RawEvent,
-    ResultEvent,
     SessionEvent,
     StopReason,
     TextEvent,
@@ -74,10 +70,10 @@ from .._events import (
     Usage,
     UsageEvent,
 )
-from .._redact import redact
+from ._dialect import StreamJsonDialect
+from ._fields import int_field, mappings, str_field, usage_field
 from ._frames import (
     Assistant,
-    AssistantMessage,
     BlockDelta,
     MessageDelta,
     MessageStart,
@@ -87,71 +83,10 @@ from ._frames import (
     ToolResultBlock,
     ToolUseBlock,
     User,
-    UserMessage,
     decode_frame,
 )
-
-_TOOL_USE_BLOCKS = ("tool_use", "server_tool_use")
-_MESSAGE_LIMIT = 500
-
-
-def _no_session_marker(text: str) -> str | None:
-    return None
-
-
-def _no_fatal_retry(status: int | None, error: str | None) -> bool:
-    return False
-
-
-def _no_result_fields(frame: Mapping[str, Any]) -> StopReason | None:
-    return None
-
-
-def _no_price(model: str | None, usage: Usage) -> float | None:
-    return None
-
-
-@attrs.frozen
-class StreamJsonDialect:
-    """What one CLI's stream-json says in its own way, for `StreamJsonTranslator`.
-
-    ``version_field`` and ``permission_mode_field``:
-    the ``system/init`` fields that carry its version (`InitEvent.cli_version`) and
-    permission mode. ``classify(status, text)``: the stop reason of a failure with HTTP
-    ``status`` (None if unknown) and message ``text``, or None; ``status_message(status)``:
-    what a failed call's status says when the CLI says nothing; ``lost_session_id(text)``:
-    the session id a "no such conversation" message names; ``is_fatal_retry(status,
-    error)``: whether a ``system/api_retry`` frame is one the CLI would retry in vain (the
-    turn then fails at once); ``classify_result(frame)``: the stop reason an error result's
-    own fields name (a field the CLI sets for the purpose is sturdier than its wording),
-    tried before ``classify``. ``retryable``: the stop reasons a caller may retry.
-    ``price(model, usage)``: what one model call with ``usage`` costs at the model's list
-    price (an estimate; None: no price known), for the cost of a turn that ends before
-    the CLI reports it. ``running_usage(result)``: for a result whose ``usage`` does not
-    count the turn, the session's running usage it reports elsewhere (Claude's
-    ``modelUsage`` of ``error_max_budget_usd``), else None; the turn's usage is then that
-    minus the translator's usage baseline."""
-
-    version_field: str
-    permission_mode_field: str
-    classify: Callable[[int | None, str], StopReason | None]
-    status_message: Callable[[int], str]
-    retryable: frozenset[StopReason]
-    lost_session_id: Callable[[str], str | None] = _no_session_marker
-    is_fatal_retry: Callable[[int | None, str | None], bool] = _no_fatal_retry
-    classify_result: Callable[[Mapping[str, Any]], StopReason | None] = _no_result_fields
-    price: Callable[[str | None, Usage], float | None] = _no_price
-    running_usage: Callable[[Mapping[str, Any]], Usage | None] | None = None
-
-
-class _ExitStatus(Protocol):
-    # agentrt.backend.ExitStatus, which this floor module cannot import (backend imports it).
-    @property
-    def returncode(self) -> int | None: ...
-
-    @property
-    def signal(self) -> int | None: ...
-
+from ._turn_end import ExitStatus, ended_without_result, result_event, turn_usage
+from ._untyped import assistant_of, stream_event_of, user_of
 
 _NO_EVENTS: tuple[Event, ...] = ()
 _NO_USAGE = Usage()
@@ -227,18 +162,25 @@ class StreamJsonTranslator:
         sid = frame.get("session_id")
         if sid != self._session_id and sid and type(sid) is str:
             if kind == "system" and frame.get("subtype") == "init":
-                self._model = _str(frame.get("model")) or self._model
+                self._model = str_field(frame.get("model")) or self._model
             self._session_id = sid
             return [SessionEvent(session_id=sid, model=self._model), *self._dispatch(kind, frame)]
         return self._dispatch(kind, frame)
 
     def _dispatch(self, kind: Any, frame: Mapping[str, Any]) -> Sequence[Event]:
+        # A frame the typed decoding refused (see `_untyped`) is made the typed frame it
+        # stands for, so that the same rules decide.
         if kind == "stream_event":
-            return self._stream_event_dict(frame)
+            stream_event = stream_event_of(frame)
+            return _NO_EVENTS if stream_event is None else self._stream_event(stream_event)
         if kind == "assistant":
-            return self._assistant_dict(frame)
+            assistant = assistant_of(frame)
+            if assistant is None:
+                return [RawEvent(data=frame, note="assistant frame without a message")]
+            return self._assistant(assistant)
         if kind == "user":
-            return self._user_dict(frame)
+            user = user_of(frame)
+            return [] if user is None else self._user(user)
         if kind == "system":
             return self._system(frame)
         if kind == "result":
@@ -250,43 +192,18 @@ class StreamJsonTranslator:
             )
         return [RawEvent(data=frame)]
 
-    def finish(self, exit_status: _ExitStatus, stderr_tail: str) -> Event | None:
+    def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
         """None if a terminal event was emitted; else the classified end of the stream:
         a stderr marker's reason, else PROCESS_CRASHED (signal), else MALFORMED_OUTPUT."""
         if self._terminal_seen:
             return None
-        tail = redact(stderr_tail)
-        if exit_status.signal is not None:
-            how = f"was killed by {_signal_name(exit_status.signal)}"
-        elif exit_status.returncode is None:
-            how = "ended"
-        else:
-            how = f"exited with code {exit_status.returncode}"
-        last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
-        message = f"the CLI {how} without printing its result" + (
-            f": {last_line[-_MESSAGE_LIMIT:]}" if last_line else ""
+        return ended_without_result(
+            exit_status,
+            stderr_tail,
+            self._dialect,
+            session_id=self._session_id,
+            rate_limit_rejected=self._rate_limit_rejected,
         )
-        reason = self._dialect.classify(None, tail)
-        if reason is None:
-            if exit_status.signal is not None:
-                reason = StopReason.PROCESS_CRASHED
-            elif self._rate_limit_rejected:
-                reason = StopReason.RATE_LIMITED
-                message += " (the API had rejected its requests for a rate limit)"
-            else:
-                reason = StopReason.MALFORMED_OUTPUT
-        session = self._dialect.lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
-        return ErrorEvent(
-            reason=reason,
-            message=message,
-            retryable=reason in self._dialect.retryable,
-            session_id=session or self._session_id,
-        )
-
-    def _turn_cost(self, frame: Mapping[str, Any]) -> float | None:
-        total = _number(frame.get("total_cost_usd"))
-        # Floored at 0: a baseline from a store that missed a turn must not go negative.
-        return None if total is None else max(total - self._cost_baseline, 0.0)
 
     def _terminal(self, event: Event) -> Event:
         if self._failed_fast:
@@ -297,11 +214,11 @@ class StreamJsonTranslator:
     def _system(self, frame: Mapping[str, Any]) -> list[Event]:
         subtype = frame.get("subtype")
         if subtype == "init":
-            self._model = _str(frame.get("model")) or self._model
+            self._model = str_field(frame.get("model")) or self._model
             return [_init(frame, self._dialect)]
         if subtype == "api_retry":
-            status = _int(frame.get("error_status"))
-            error = _str(frame.get("error"))
+            status = int_field(frame.get("error_status"))
+            error = str_field(frame.get("error"))
             if self._dialect.is_fatal_retry(status, error) and not self._failed_fast:
                 event = self._terminal(
                     ErrorEvent(
@@ -346,7 +263,7 @@ class StreamJsonTranslator:
         if type(event) is MessageStart:
             message = event.message
             self._call_id = message.id
-            model = _str(message.model)
+            model = str_field(message.model)
             if frame.parent_tool_use_id is None:
                 self._streamed.clear()
                 self._matched.clear()
@@ -358,7 +275,7 @@ class StreamJsonTranslator:
     def _call_usage(self, call: Any, model: str | None, reported: Any) -> Sequence[Event]:
         """A UsageEvent when what the stream says of one model call adds to its figures (a
         call's counts only grow: the largest of each is kept)."""
-        usage = _usage(reported)
+        usage = usage_field(reported)
         if usage is None:
             return _NO_EVENTS
         before, before_cost, known_model = self._calls.get(call, (_NO_USAGE, 0.0, None))
@@ -382,58 +299,22 @@ class StreamJsonTranslator:
         text = "".join("".join(self._streamed.pop(i)) for i in abandoned)
         return [TextRetractedEvent(text=text)] if text else _NO_EVENTS
 
-    def _stream_event_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
-        # A stream event the typed decoding refused (or a dict from an in-process feeder):
-        # the same schema decides, so one of any other shape is ignored like unknown ones.
-        try:
-            typed = msgspec.convert(frame, StreamEvent)
-        except msgspec.ValidationError:
-            return _NO_EVENTS
-        return self._stream_event(typed)
-
     def _assistant(self, frame: Assistant) -> Sequence[Event]:
         # A subagent's own text is not this agent's answer (it comes back as a tool result).
         parent = frame.parent_tool_use_id
         message = frame.message
         events: list[Event] = []
         if message.usage is not None:  # without partial messages, the only usage of a call
-            events.extend(self._call_usage(message.id, _str(message.model), message.usage))
+            events.extend(self._call_usage(message.id, str_field(message.model), message.usage))
         for block in message.content:
             if type(block) is TextBlock:
                 if parent is None and block.text:
                     events.append(self._message_text(block.text))
             elif isinstance(block, ToolUseBlock):
-                tool_use = self._tool_use(block.id, block.name, block.input, _str(parent))
+                tool_use = self._tool_use(block.id, block.name, block.input, str_field(parent))
                 if tool_use is not None:
                     events.append(tool_use)
         return events
-
-    def _assistant_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
-        # A frame the typed decoding refused (a field or block of another shape, or a dict
-        # from an in-process feeder), made the typed frame it stands for: what the schema
-        # would not accept is left out (a field of another type is None, a block of another
-        # type is dropped), and `_assistant`'s rules decide.
-        message = frame.get("message")
-        if not isinstance(message, Mapping):
-            return [RawEvent(data=frame, note="assistant frame without a message")]
-        content: list[Any] = []
-        for block in _blocks(message.get("content")):
-            kind = block.get("type")
-            if kind == "text":
-                content.append(TextBlock(text=_str(block.get("text"))))
-            elif kind in _TOOL_USE_BLOCKS:
-                tool_id, name = _str(block.get("id")), _str(block.get("name"))
-                content.append(ToolUseBlock(id=tool_id, name=name, input=block.get("input")))
-        typed = Assistant(
-            message=AssistantMessage(
-                content=content,
-                id=message.get("id"),
-                model=message.get("model"),
-                usage=message.get("usage"),
-            ),
-            parent_tool_use_id=frame.get("parent_tool_use_id"),
-        )
-        return self._assistant(typed)
 
     def _message_text(self, text: str) -> TextEvent:
         return TextEvent(text=self._unstreamed(text), message_boundary=True)
@@ -462,160 +343,45 @@ class StreamJsonTranslator:
         return text
 
     def _user(self, frame: User) -> Sequence[Event]:
-        parent = _str(frame.parent_tool_use_id)
+        parent = str_field(frame.parent_tool_use_id)
         return [
             _tool_result(block.tool_use_id, block.content, block.is_error, parent)
             for block in frame.message.content
             if type(block) is ToolResultBlock
         ]
 
-    def _user_dict(self, frame: Mapping[str, Any]) -> Sequence[Event]:
-        # As `_assistant_dict`, for `_user`.
-        message = frame.get("message")
-        if not isinstance(message, Mapping):
-            return []
-        content: list[Any] = [
-            ToolResultBlock(
-                tool_use_id=_str(block.get("tool_use_id")),
-                content=block.get("content"),
-                is_error=block.get("is_error"),
-            )
-            for block in _blocks(message.get("content"))
-            if block.get("type") == "tool_result"
-        ]
-        typed = User(
-            message=UserMessage(content=content),
-            parent_tool_use_id=frame.get("parent_tool_use_id"),
-        )
-        return self._user(typed)
-
-    def _turn_usage(self, frame: Mapping[str, Any]) -> Usage | None:
-        # What a result says the turn used: its usage (less the baseline, for a CLI whose
-        # usage is a running total), or the session's running usage the dialect reads
-        # elsewhere less the baseline.
-        baseline = self._usage_baseline
-        read_running = self._dialect.running_usage
-        if read_running is not None and (running := read_running(frame)) is not None:
-            return running if baseline is None else running.minus(baseline)
-        usage = _usage(frame.get("usage"))
-        if usage is not None and baseline is not None and read_running is None:
-            usage = usage.minus(baseline)
-        return usage
-
     def _result(self, frame: Mapping[str, Any]) -> list[Event]:
-        raw = frame
-        usage = self._turn_usage(frame)
-        events: list[Event] = [] if usage is None else [UsageEvent(usage=usage)]
-        session_id = _str(frame.get("session_id")) or self._session_id
-        subtype = _str(frame.get("subtype")) or "unknown"
-        if frame.get("is_error") is True or subtype != "success":
-            status = _int(frame.get("api_error_status"))
-            said = _error_message(frame, subtype, status, self._rate_limit_rejected, self._dialect)
-            message = redact(said)
-            dialect = self._dialect
-            reason = (
-                dialect.classify_result(frame)
-                or dialect.classify(status, message)
-                or (StopReason.RATE_LIMITED if self._rate_limit_rejected else StopReason.CLI_ERROR)
-            )
-            events.append(
-                self._terminal(
-                    ErrorEvent(
-                        reason=reason,
-                        message=message,
-                        status=status,
-                        retryable=reason in dialect.retryable,
-                        session_id=(
-                            dialect.lost_session_id(message) or session_id
-                            if reason is StopReason.SESSION_LOST
-                            else session_id
-                        ),
-                        cost_usd=self._turn_cost(frame),
-                        usage=usage,
-                        raw=raw,
-                    )
-                )
-            )
-            return events
-        duration_ms = _number(frame.get("duration_ms"))
-        events.append(
-            self._terminal(
-                ResultEvent(
-                    text=_str(frame.get("result")) or "",
-                    session_id=session_id,
-                    cost_usd=self._turn_cost(frame),
-                    duration=None if duration_ms is None else duration_ms / 1000,
-                    num_turns=_int(frame.get("num_turns")),
-                    model_stop_reason=_str(frame.get("stop_reason")),
-                    usage=usage,
-                    model=self._model,
-                    structured_output=frame.get("structured_output"),
-                    permission_denials=_denials(frame.get("permission_denials")),
-                    raw=raw,
-                )
+        usage = turn_usage(frame, self._dialect, self._usage_baseline)
+        event = self._terminal(
+            result_event(
+                frame,
+                self._dialect,
+                usage=usage,
+                cost_baseline=self._cost_baseline,
+                session_id=self._session_id,
+                model=self._model,
+                rate_limit_rejected=self._rate_limit_rejected,
             )
         )
-        return events
+        return [event] if usage is None else [UsageEvent(usage=usage), event]
 
 
 def _init(frame: Mapping[str, Any], dialect: StreamJsonDialect) -> InitEvent:
     tools = frame.get("tools")
     servers = frame.get("mcp_servers")
     return InitEvent(
-        model=_str(frame.get("model")),
-        cli_version=_str(frame.get(dialect.version_field)),
+        model=str_field(frame.get("model")),
+        cli_version=str_field(frame.get(dialect.version_field)),
         tools=tuple(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else (),
         mcp_servers=tuple(
-            McpServerStatus(name=s["name"], status=_str(s.get("status")) or "unknown")
-            for s in _blocks(servers)
+            McpServerStatus(name=s["name"], status=str_field(s.get("status")) or "unknown")
+            for s in mappings(servers)
             if isinstance(s.get("name"), str)
         ),
-        permission_mode=_str(frame.get(dialect.permission_mode_field)),
-        cwd=_str(frame.get("cwd")),
+        permission_mode=str_field(frame.get(dialect.permission_mode_field)),
+        cwd=str_field(frame.get("cwd")),
         raw=frame,
     )
-
-
-def _denials(value: Any) -> tuple[PermissionDenial, ...]:
-    return tuple(
-        PermissionDenial(
-            tool_name=_str(d.get("tool_name")) or "",
-            tool_use_id=_str(d.get("tool_use_id")) or "",
-            input=d.get("tool_input"),
-        )
-        for d in _blocks(value)
-    )
-
-
-def _error_message(
-    frame: Mapping[str, Any],
-    subtype: str,
-    status: int | None,
-    rate_limit_rejected: bool,
-    dialect: StreamJsonDialect,
-) -> str:
-    # What the CLI said, else what the API status or a rejected rate limit says: an empty
-    # result with subtype "success" is not one.
-    result = _str(frame.get("result"))
-    if result and not result.isspace():
-        return result
-    errors = frame.get("errors")
-    if isinstance(errors, list):
-        said = [str(e) for e in errors if e is not None and str(e).strip()]
-        if said:
-            return "; ".join(said)
-    error = frame.get("error")
-    if isinstance(error, Mapping):  # Qwen Code's {"message": ...}
-        error = error.get("message")
-    if isinstance(error, str) and error and not error.isspace():
-        return error
-    if status is not None:
-        return dialect.status_message(status)
-    if rate_limit_rejected:
-        return "the API rejected the request for a rate limit"
-    if subtype == "success":
-        return "the CLI reported an error without a message"
-    return f"the CLI reported {subtype}"
 
 
 def _tool_result(
@@ -629,21 +395,6 @@ def _tool_result(
     )
 
 
-def _blocks(content: Any) -> list[Mapping[str, Any]]:
-    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-
-
-def _usage(value: Any) -> Usage | None:
-    if not isinstance(value, Mapping):
-        return None
-    return Usage(
-        input_tokens=_int(value.get("input_tokens")) or 0,
-        output_tokens=_int(value.get("output_tokens")) or 0,
-        cache_creation_input_tokens=_int(value.get("cache_creation_input_tokens")) or 0,
-        cache_read_input_tokens=_int(value.get("cache_read_input_tokens")) or 0,
-    )
-
-
 def _largest(a: Usage, b: Usage) -> Usage:
     return Usage(
         input_tokens=max(a.input_tokens, b.input_tokens),
@@ -653,24 +404,3 @@ def _largest(a: Usage, b: Usage) -> Usage:
         ),
         cache_read_input_tokens=max(a.cache_read_input_tokens, b.cache_read_input_tokens),
     )
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

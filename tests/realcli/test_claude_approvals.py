@@ -20,12 +20,12 @@ from agentrt import (
     Allow,
     Block,
     Deny,
-    Hook,
     MemoryStore,
     ToolDecisionEvent,
     ToolRequest,
     open_runtime,
 )
+from agentrt.hooks import Hook
 from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
 
 from ._claude import MARKER_VAR, Claude

@@ -12,15 +12,16 @@ import pytest
 import trio
 
 import agentrt
+import agentrt.hooks
 from agentrt import (
     AddContext,
     Agent,
     Block,
-    Hook,
     MemoryStore,
     ToolUseEvent,
     open_runtime,
 )
+from agentrt.hooks import Hook
 from agentrt.testing import (
     AnthropicHang,
     AnthropicReply,
@@ -37,7 +38,7 @@ TURN_BOUND = 90
 
 
 class Records(Agent):
-    hooks = agentrt.HOOK_KINDS
+    hooks = agentrt.hooks.HOOK_KINDS
     seen: list[Hook] = []
     answers: dict[str, Any] = {}
 
@@ -99,19 +100,19 @@ async def test_a_turn_with_tools_fires_its_hooks_typed(claude: Claude) -> None:
         "tool_batch_done",
         "stopping",
     } <= fired, " ".join(sorted(fired))
-    [prompt] = of(agent, agentrt.UserPromptSubmitHook)
+    [prompt] = of(agent, agentrt.hooks.UserPromptSubmitHook)
     assert prompt.prompt == "go" and prompt.cwd == str(claude.project)
     assert prompt.session_id == response.session_id
-    [failed] = of(agent, agentrt.PostToolUseFailureHook)
+    [failed] = of(agent, agentrt.hooks.PostToolUseFailureHook)
     assert failed.tool_name == "Read" and failed.error and failed.tool_use_id
-    [ran] = [h for h in of(agent, agentrt.PostToolUseHook) if h.tool_name == "Bash"]
+    [ran] = [h for h in of(agent, agentrt.hooks.PostToolUseHook) if h.tool_name == "Bash"]
     assert ran.tool_input["command"] == "echo hi" and "hi" in str(ran.tool_response)
-    batches = of(agent, agentrt.PostToolBatchHook)
+    batches = of(agent, agentrt.hooks.PostToolBatchHook)
     assert batches and all(isinstance(b.tool_calls, tuple) for b in batches)
-    assert any(h.tool_name == "Write" for h in of(agent, agentrt.PermissionRequestHook)) or any(
-        h.tool_name == "Write" for h in of(agent, agentrt.PermissionDeniedHook)
-    ), fired
-    assert of(agent, agentrt.StopHook)[-1].stop_hook_active is False
+    assert any(
+        h.tool_name == "Write" for h in of(agent, agentrt.hooks.PermissionRequestHook)
+    ) or any(h.tool_name == "Write" for h in of(agent, agentrt.hooks.PermissionDeniedHook)), fired
+    assert of(agent, agentrt.hooks.StopHook)[-1].stop_hook_active is False
 
 
 async def test_a_subagent_fires_its_start_and_stop(claude: Claude) -> None:
@@ -133,8 +134,8 @@ async def test_a_subagent_fires_its_start_and_stop(claude: Claude) -> None:
     await run(claude, agent, "look around", allowed_tools=["Task"])
     fired = kinds(agent)
     assert {"subagent_started", "subagent_stopping"} <= fired, fired
-    [started] = of(agent, agentrt.SubagentStartHook)
-    [stopped] = of(agent, agentrt.SubagentStopHook)
+    [started] = of(agent, agentrt.hooks.SubagentStartHook)
+    [stopped] = of(agent, agentrt.hooks.SubagentStopHook)
     assert started.agent_id and started.agent_id == stopped.agent_id
     assert started.agent_type == "general-purpose"
 
@@ -189,7 +190,7 @@ async def test_a_model_switch_during_a_turn_fires_its_hooks(claude: Claude) -> N
     assert result.response.text == "answered by claude-haiku-4-5"
     fired = kinds(agent)
     assert {"model_switching", "model_switched"} <= fired, fired
-    [switching] = of(agent, agentrt.PreModelSwitchHook)
+    [switching] = of(agent, agentrt.hooks.PreModelSwitchHook)
     assert switching.to_model == "claude-haiku-4-5" and switching.source == "sdk"
 
 
@@ -205,9 +206,9 @@ async def test_compact_fires_its_hooks(claude: Claude) -> None:
             await rt.ask("coder", "/compact")
     fired = kinds(agent)
     assert {"compacting", "compacted"} <= fired, fired
-    [before] = of(agent, agentrt.PreCompactHook)
+    [before] = of(agent, agentrt.hooks.PreCompactHook)
     assert before.trigger == "manual"
-    assert of(agent, agentrt.PostCompactHook)[0].compact_summary
+    assert of(agent, agentrt.hooks.PostCompactHook)[0].compact_summary
 
 
 def version(text: str) -> tuple[int, ...]:
@@ -233,5 +234,5 @@ async def test_an_interrupt_in_band_fires_the_interrupt_hook(claude: Claude) -> 
     assert isinstance(outcome.error, agentrt.TurnFailed)
     assert outcome.error.reason is agentrt.StopReason.INTERRUPTED
     [hook] = agent.seen
-    assert isinstance(hook, agentrt.InterruptHook)
+    assert isinstance(hook, agentrt.hooks.InterruptHook)
     assert (hook.source, hook.via) == ("user", "client")

@@ -18,7 +18,6 @@ from agentrt import (
     Allow,
     Deny,
     Failed,
-    Hook,
     InvalidOptions,
     MemoryStore,
     Runtime,
@@ -27,6 +26,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
+from agentrt.hooks import Hook
 from agentrt.testing import (
     AnthropicHang,
     AnthropicReply,

@@ -1,0 +1,39 @@
+"""Lenient readers of a stream-json frame's fields: a value of another type than the field's
+reads as None (or as nothing), so that no JSON value makes the translator raise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._events import Usage
+
+
+def str_field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def int_field(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def number_field(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def mappings(content: Any) -> list[Mapping[str, Any]]:
+    """The JSON objects of a list field (content blocks, MCP servers, denials)."""
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def usage_field(value: Any) -> Usage | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Usage(
+        input_tokens=int_field(value.get("input_tokens")) or 0,
+        output_tokens=int_field(value.get("output_tokens")) or 0,
+        cache_creation_input_tokens=int_field(value.get("cache_creation_input_tokens")) or 0,
+        cache_read_input_tokens=int_field(value.get("cache_read_input_tokens")) or 0,
+    )
