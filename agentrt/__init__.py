@@ -31,7 +31,7 @@
 #     _actor _agent _approvals _arguments _budgets _follow _foreign_awaits _forks
 #     _mailbox _portable _recorder _slot _tool_server _turn_history _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
-#     __init__ _address _api _backends _console._app _console._desk _console._fleet
+#     __init__ _address _agent_calls _api _backends _console._app _console._desk _console._fleet
 #     _console._gate _console._history _console._http _console._pages _console._serve
 #     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
 #     _faces._sync_runtime _failover _opening _pinned _runtime _starting _supervisor asyncio

@@ -25,10 +25,13 @@ the docs see each method's signature.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 import attrs
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count"]
 """How a routed argument travels: a prompt (a str, checked non-blank before it leaves); a
@@ -108,3 +111,60 @@ RUNTIME_WIDE = frozenset(
 """The `Runtime` methods that act on the runtime, not on one agent (never routed: each
 runtime answers them for itself); their forms are held against the `Runtime` as the agent
 operations' are."""
+
+AWAITED: tuple[str, ...] = tuple(
+    name for name, op in OPERATIONS.items() if op.public and op.awaited
+)
+"""The agent operations every form spells alike, made in a loop from the `Runtime` method
+(the asyncio and sync forms) or the `LocalAgent` one (`RemoteAgent`): all but ``stream``,
+whose result differs per form."""
+
+
+def make_operations(form: type, make: Callable[[Any], object], source: type) -> None:
+    """Give ``form`` each of the `AWAITED` operations: ``make`` of ``source``'s method, named
+    as ``form``'s (help(), the docs)."""
+    for name in AWAITED:
+        made = make(getattr(source, name))
+        made.__qualname__ = f"{form.__name__}.{name}"  # type: ignore[attr-defined]
+        setattr(form, name, made)
+
+
+class Awaiting:
+    """A form whose agent operations are awaited: `agentrt.Runtime` and
+    `agentrt.asyncio.Runtime` (what `operation` types them as)."""
+
+    __slots__ = ()
+
+
+class Blocking:
+    """A form whose agent operations block until they settle: `agentrt.sync.Runtime`."""
+
+    __slots__ = ()
+
+
+# `operation` marks an awaited `Runtime` method as the agent operation of its name. At run
+# time it returns the method itself: no layer on the call path. To a type checker it
+# returns the method as each form that inherits it has it, typed from that one signature:
+# awaited on `Awaiting` forms, blocking on `Blocking` ones. So the asyncio and sync forms,
+# made in a loop (`make_operations`), are type-checked as if each method were written out.
+if TYPE_CHECKING:
+
+    class _Operation(Generic[P, R]):
+        @overload
+        def __get__(
+            self, form: None, owner: type
+        ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]: ...
+        @overload
+        def __get__(self, form: Blocking, owner: type) -> Callable[P, R]: ...
+        @overload
+        def __get__(self, form: Awaiting, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
+        def __get__(self, form: object, owner: type) -> Any: ...
+
+    def operation(
+        method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+    ) -> _Operation[P, R]: ...
+
+else:
+
+    def operation(method):
+        return method
