@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import types
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,9 @@ import pytest
 import agentrt
 import agentrt.asyncio
 import agentrt.sync
-from agentrt import Ref, _api
+from agentrt import Ref, _api, _api_written
 from agentrt._address import ROUTED, LocalAgent, RemoteAgent
-from agentrt._operations import OPERATIONS, ROUTED_CALLS, RUNTIME_WIDE
+from agentrt._operations import OPERATIONS, ROUTED_CALLS, RUNTIME_WIDE, Operation
 from agentrt._stores import _route_codec as codec
 
 PUBLIC = {name for name, op in OPERATIONS.items() if op.public} | RUNTIME_WIDE
@@ -87,6 +88,37 @@ def test_every_form_has_each_declared_operation_and_no_other(form: str, present:
 def test_the_module_level_functions_are_exported() -> None:
     for name in PUBLIC:
         assert getattr(agentrt, name) is getattr(_api, name), name
+
+
+def test_the_module_level_api_is_as_the_declaration_writes_it() -> None:
+    stale = sorted(
+        path.name for path, text in _api_written.rewritten().items() if path.read_text() != text
+    )
+    assert stale == [], f"written from the declaration: run `{_api_written.COMMAND}`"
+
+
+def test_a_new_declared_operation_is_written_into_the_module_level_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What declaring an operation adds to the files the command writes, and nothing else.
+    before = {path.name: text for path, text in _api_written.rewritten().items()}
+    declared = {**OPERATIONS, "shout": Operation("shout", "name", (("text", "text"),))}
+    monkeypatch.setattr(_api_written, "OPERATIONS", declared)
+    after = {path.name: text for path, text in _api_written.rewritten().items()}
+    added = {
+        name: sorted((Counter(after[name].splitlines()) - Counter(text.splitlines())).elements())
+        for name, text in before.items()
+    }
+    removed = [
+        line
+        for name, text in before.items()
+        for line in (Counter(text.splitlines()) - Counter(after[name].splitlines())).elements()
+    ]
+    assert added == {
+        "_api.py": ["shout = _on_current_runtime(Runtime.shout)"],
+        "__init__.py": ['    "shout",', "from ._api import shout as shout"],
+    }
+    assert removed == []
 
 
 def test_the_reference_docs_list_each_module_level_function() -> None:
