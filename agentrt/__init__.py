@@ -45,8 +45,8 @@
 #     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _driver._process -> _driver._lifecycle -> _turn ->
-# _actor -> _requests -> _address -> _runtime -> _api (the supervisor starts and restarts
-# the actors, beside that path). docs/architecture.md says where each concept lives.
+# _actor -> _requests -> _address -> _agent_calls -> _api (the supervisor starts and
+# restarts the actors, beside that path). docs/architecture.md says where each concept lives.
 #
 # This file re-exports the public API; `from x import y as y` marks each name as exported.
 

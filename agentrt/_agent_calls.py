@@ -1,6 +1,7 @@
 """The agent operations as `Runtime` methods (`AgentCalls`): each checks its arguments, names
 the agent's address (`agentrt._address`) and calls it, the same way whether this runtime
-runs the agent or another one owns it.
+runs the agent or another one owns it; and the owner's side of a call another runtime
+routed here (`AgentCalls._serve_routed`).
 
 Each is marked `operation`, by which the asyncio and sync forms, made from these methods in
 a loop, type-check as their own (`agentrt._operations` says what a new operation touches).
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._address import LocalAgent, RemoteAgent, resolve
+from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._arguments import check_ref, wrong_type
 from ._channel import ContextUsage
-from ._errors import InvalidOptions, NoRuntime
+from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._operations import operation
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
@@ -38,6 +39,19 @@ class AgentCalls:
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
         return resolve(self._context.children, self._router, name)
+
+    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
+        """Run a call another runtime routed here, for an agent of this runtime only (so a
+        routed call is never routed on); returns its awaitable."""
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        child = self._context.children.get(name)
+        if child is None:
+            raise AgentNotFound(name)
+        method = ROUTED.get(call)
+        if method is None:
+            raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
+        return method(child.address(), *arguments)
 
     @operation
     async def ask(self, name: str, prompt: str) -> Response:

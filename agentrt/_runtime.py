@@ -12,19 +12,14 @@ from typing import Any, Never
 
 import trio
 
-from ._address import ROUTED
 from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
-from ._cluster._ownership import (
-    Ownership,
-)
+from ._cluster._ownership import Ownership
 from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
 from ._errors import (
-    AgentNotFound,
-    AgentRTError,
     InvalidOptions,
     NoRuntime,
     WorkspaceError,
@@ -207,19 +202,6 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
                     yield supervisor
                 finally:
                     supervisor._close("supervisor closed")
-
-    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
-        """Run a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on); returns its awaitable."""
-        if self._context.closed:
-            raise NoRuntime("this runtime is closed")
-        child = self._context.children.get(name)
-        if child is None:
-            raise AgentNotFound(name)
-        method = ROUTED.get(call)
-        if method is None:
-            raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
-        return method(child.address(), *arguments)
 
     def stream(self, ref: Ref) -> EventStream:
         """The live events of the tell ``ref``, in order, ending after its terminal event
