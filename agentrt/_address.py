@@ -9,10 +9,10 @@ and every one of them checkpoints. ``stream`` alone is synchronous: it returns t
 iterator of events, which for a remote agent reads them with routed ``events`` calls
 (`agentrt._follow`).
 
-The operations are declared in `agentrt._operations`. A `RemoteAgent` method is made from
-the `LocalAgent` one (`_routed`: its signature and result, its arguments checked as
-declared), and the owner's side of a routed call is `ROUTED`: the `LocalAgent` method each
-call kind runs.
+The operations are declared in `agentrt._operations`. Each `RemoteAgent` method but
+``stream`` is made in a loop from the `LocalAgent` one (`_routed`: its signature and result,
+its arguments checked as declared), and the owner's side of a routed call is `ROUTED`: the
+`LocalAgent` method each call kind runs.
 """
 
 from __future__ import annotations
