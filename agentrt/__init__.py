@@ -33,22 +33,23 @@
 #     _forks _mailbox _portable _recorder _slot _tool_server _turn_history _turn_host
 #     _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
-#     __init__ _address _api _backends _console._app _console._desk _console._fleet
-#     _console._gate _console._history _console._http _console._pages _console._serve
-#     _console._shown _faces._asyncio_runtime _faces._forwarding _faces._runtime_thread
-#     _faces._sync_runtime _failover _opening _pinned _runtime _starting _supervisor asyncio
-#     hooks lowlevel store sync testing testing._backend_conformance testing._conformance_core
-#     testing._conformance_kit testing._conformance_leases testing._conformance_records
-#     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
-#     testing._http testing._scenarios testing._scripted testing._store_conformance
-#     testing.fake_anthropic testing.fake_cli
+#     __init__ _address _agent_calls _api _api_written _backends _console._app
+#     _console._desk _console._fleet _console._gate _console._history _console._http
+#     _console._pages _console._serve _console._shown _faces._asyncio_runtime
+#     _faces._forwarding _faces._runtime_thread _faces._sync_runtime _failover _opening
+#     _pinned _runtime _starting _supervisor asyncio hooks lowlevel store sync testing
+#     testing._backend_conformance testing._conformance_core testing._conformance_kit
+#     testing._conformance_leases testing._conformance_records testing._fake_anthropic
+#     testing._fake_chat testing._fake_gemini testing._fake_openai testing._http
+#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
+#     testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_board
 #     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces
 #
 # One turn's data flows up the layers: _driver._process -> _driver._lifecycle -> _turn ->
-# _actor -> _requests -> _address -> _runtime -> _api (the supervisor starts and restarts
-# the actors, beside that path). docs/architecture.md says where each concept lives.
+# _actor -> _requests -> _address -> _agent_calls -> _api (the supervisor starts and
+# restarts the actors, beside that path). docs/architecture.md says where each concept lives.
 #
 # This file re-exports the public API; `from x import y as y` marks each name as exported.
 

@@ -9,17 +9,17 @@ and every one of them checkpoints. ``stream`` alone is synchronous: it returns t
 iterator of events, which for a remote agent reads them with routed ``events`` calls
 (`agentrt._follow`).
 
-The operations are declared in `agentrt._operations`. A `RemoteAgent` method is made from
-the `LocalAgent` one (`_routed`: its signature and result, its arguments checked as
-declared), and the owner's side of a routed call is `ROUTED`: the `LocalAgent` method each
-call kind runs.
+The operations are declared in `agentrt._operations`. Each `RemoteAgent` method but
+``stream`` is made in a loop from the `LocalAgent` one (`_routed`: its signature and result,
+its arguments checked as declared), and the owner's side of a routed call is `ROUTED`: the
+`LocalAgent` method each call kind runs.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, final
 
 import trio
 
@@ -28,7 +28,7 @@ from ._channel import ContextUsage
 from ._errors import AgentNotFound
 from ._events import Response
 from ._follow import EncodedBatch, FollowedStream, ended
-from ._operations import OPERATIONS, ROUTED_CALLS, Travels
+from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
 from ._requests import NotFound, Pending, PollResult, Ref, Settled
 from ._slot import Slot
 from ._status import AgentStatus
@@ -73,7 +73,6 @@ def resolve(
     return RemoteAgent(router, name)
 
 
-@final
 class LocalAgent:
     """An agent of this runtime: each call acts on its `Slot` (the one owner of its state)."""
 
@@ -205,12 +204,19 @@ def _routed(
                 check(argument)
         return await self._router.call(self._name, operation.name, arguments)
 
-    routed.__qualname__ = f"RemoteAgent.{operation.name}"
     return cast("Callable[Concatenate[RemoteAgent, P], Coroutine[Any, Any, R]]", routed)
 
 
+# What a type checker sees of the operations `make_operations` gives `RemoteAgent`: the
+# `LocalAgent` methods, whose signatures and results `_routed` keeps.
+if TYPE_CHECKING:
+    _LocalAgent = LocalAgent
+else:
+    _LocalAgent = object
+
+
 @final
-class RemoteAgent:
+class RemoteAgent(_LocalAgent):
     """The agent named ``name`` that another runtime owns: each call is routed to it, and
     its answer (or its error) comes back."""
 
@@ -220,27 +226,11 @@ class RemoteAgent:
         self._router = router
         self._name = name
 
-    ask = _routed(LocalAgent.ask)
-    tell = _routed(LocalAgent.tell)
-    poll = _routed(LocalAgent.poll)
-    wait = _routed(LocalAgent.wait)
-
     def stream(self, ref: Ref) -> EventStream:
         return FollowedStream(lambda after: self._router.call(self._name, "events", (ref, after)))
 
-    notify = _routed(LocalAgent.notify)
-    interrupt = _routed(LocalAgent.interrupt)
-    interrupt_request = _routed(LocalAgent.interrupt_request)
-    withdraw = _routed(LocalAgent.withdraw)
-    halt = _routed(LocalAgent.halt)
-    unhalt = _routed(LocalAgent.unhalt)
-    reset_session = _routed(LocalAgent.reset_session)
-    status = _routed(LocalAgent.status)
-    set_model = _routed(LocalAgent.set_model)
-    set_permission_mode = _routed(LocalAgent.set_permission_mode)
-    context_usage = _routed(LocalAgent.context_usage)
-    stop_task = _routed(LocalAgent.stop_task)
-    stop_agent = _routed(LocalAgent.stop_agent)
+
+make_operations(RemoteAgent, _routed, LocalAgent)
 
 
 # The calls another runtime may route to an agent of this one (`ROUTED_CALLS`): the

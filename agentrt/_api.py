@@ -2,7 +2,8 @@
 
 Each is made from its method, so the two cannot drift: the same signature (less ``self``)
 and docstring for help() and mypy, and one implementation. Each raises `NoRuntime` when
-called outside ``async with agentrt.open_runtime()``.
+called outside ``async with agentrt.open_runtime()``. The lines that make them are written
+from the operations' declaration by ``python -m agentrt._api_written``.
 """
 
 from __future__ import annotations
@@ -30,28 +31,28 @@ def _on_current_runtime(method: Callable[Concatenate[Runtime, P], R]) -> Callabl
     return call
 
 
-start_agent = _on_current_runtime(Runtime.start_agent)
-open_supervisor = _on_current_runtime(Runtime.open_supervisor)
+agents = _on_current_runtime(Runtime.agents)
 ask = _on_current_runtime(Runtime.ask)
-tell = _on_current_runtime(Runtime.tell)
-poll = _on_current_runtime(Runtime.poll)
-wait = _on_current_runtime(Runtime.wait)
-stream = _on_current_runtime(Runtime.stream)
-notify = _on_current_runtime(Runtime.notify)
+context_usage = _on_current_runtime(Runtime.context_usage)
+halt = _on_current_runtime(Runtime.halt)
 interrupt = _on_current_runtime(Runtime.interrupt)
 interrupt_request = _on_current_runtime(Runtime.interrupt_request)
-withdraw = _on_current_runtime(Runtime.withdraw)
-halt = _on_current_runtime(Runtime.halt)
-unhalt = _on_current_runtime(Runtime.unhalt)
-reset_session = _on_current_runtime(Runtime.reset_session)
-status = _on_current_runtime(Runtime.status)
-agents = _on_current_runtime(Runtime.agents)
-whereis = _on_current_runtime(Runtime.whereis)
-stop_agent = _on_current_runtime(Runtime.stop_agent)
-statistics = _on_current_runtime(Runtime.statistics)
-workspaces = _on_current_runtime(Runtime.workspaces)
+notify = _on_current_runtime(Runtime.notify)
+open_supervisor = _on_current_runtime(Runtime.open_supervisor)
+poll = _on_current_runtime(Runtime.poll)
 remove_workspace = _on_current_runtime(Runtime.remove_workspace)
+reset_session = _on_current_runtime(Runtime.reset_session)
 set_model = _on_current_runtime(Runtime.set_model)
 set_permission_mode = _on_current_runtime(Runtime.set_permission_mode)
-context_usage = _on_current_runtime(Runtime.context_usage)
+start_agent = _on_current_runtime(Runtime.start_agent)
+statistics = _on_current_runtime(Runtime.statistics)
+status = _on_current_runtime(Runtime.status)
+stop_agent = _on_current_runtime(Runtime.stop_agent)
 stop_task = _on_current_runtime(Runtime.stop_task)
+stream = _on_current_runtime(Runtime.stream)
+tell = _on_current_runtime(Runtime.tell)
+unhalt = _on_current_runtime(Runtime.unhalt)
+wait = _on_current_runtime(Runtime.wait)
+whereis = _on_current_runtime(Runtime.whereis)
+withdraw = _on_current_runtime(Runtime.withdraw)
+workspaces = _on_current_runtime(Runtime.workspaces)

@@ -2,33 +2,48 @@
 its arguments and how each travels when routed, whether it is awaited, and what its answer
 is when routed.
 
-What is made from this declaration: the routed call kinds and their answers
-(`agentrt._stores._route_codec`: a call's arguments and its answer are encoded as declared
-here), the calls an owner serves (`agentrt._address.ROUTED`), and each `RemoteAgent`
-method that routes a call (one line made from the `LocalAgent` method, whose signature and
-result it takes, checking its arguments as declared). What is held against it
-(tests/test_operations.py, in both directions: declared but missing, present but
-undeclared): the `Runtime` method, the module-level function, the asyncio and sync forms'
-methods (each one line made from the `Runtime` method, so that mypy and the docs see its
-signature), and `LocalAgent` and `RemoteAgent`.
+A new agent operation is written in three places, its declaration and its local
+implementation, and one command is run:
 
-A new agent operation is written in two places that hold its behaviour: its entry here,
-and its `LocalAgent` method (what the owner does); the routed call kind and answer follow.
-Its spelling in each form is then one line or one method per form, which the test names
-when missing: the `Runtime` method (its signature and docstring, for users and the
-reference docs), one line in `RemoteAgent` (``_routed(LocalAgent.x)``), one in each of
-the asyncio and sync forms' `Runtime` (``_awaited(TrioRuntime.x)``), one in
-`agentrt._api`, its export in agentrt/__init__.py and its ``autofunction`` in
-docs/reference/api.md. Those lines stay written out, not made in a loop, so that mypy and
-the docs see each method's signature.
+- its entry here, in `OPERATIONS`;
+- its `LocalAgent` method (`agentrt._address`: what the agent's owner does);
+- its `Runtime` method, in `AgentCalls` (`agentrt._agent_calls`), marked `operation`: its
+  signature, its argument checks and its docstring (for users and the reference docs);
+- ``python -m agentrt._api_written``, which writes its module-level function's line in
+  `agentrt._api` and its export in agentrt/__init__.py (a type checker reads a module's
+  names only as written; tests/test_operations.py fails, naming the command, while stale).
+
+Made from those, nothing to write: the routed call kind and its answer
+(`agentrt._stores._route_codec`), the call the owner serves (`agentrt._address.ROUTED`), the
+`RemoteAgent` method (`_routed`, from the `LocalAgent` one), and the asyncio and sync forms'
+methods (`make_operations`, from the `Runtime` one). `operation` types each form's method
+from the `Runtime` signature for a type checker, so ``rt.set_model("a", 1)`` is refused on
+every form (tests/test_operations.py runs mypy on such a module). What is left by hand: its
+``autofunction`` line in docs/reference/api.md, in the section it belongs to (the test names
+it when missing); and an operation that is not awaited (``stream``) has a method per form,
+as its result differs per form.
+
+Walked through with ``set_model``: ``Operation("set_model", "name", (("model",
+"text_or_none"),))`` here; ``LocalAgent.set_model`` (a call on the warm CLI's channel);
+``AgentCalls.set_model`` (refuses a model that is not a str or None, and says what the
+call does). From them: the routed call ``set_model``, its model travelling as a str or
+None and its answer None; ``ROUTED["set_model"]``; ``RemoteAgent.set_model``;
+``agentrt.asyncio.Runtime.set_model`` and ``agentrt.sync.Runtime.set_model``; and, once the
+command has run, ``agentrt.set_model``.
+
+tests/test_operations.py holds every form against the declaration in both directions
+(declared but missing, present but undeclared).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 import attrs
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count"]
 """How a routed argument travels: a prompt (a str, checked non-blank before it leaves); a
@@ -107,4 +122,62 @@ RUNTIME_WIDE = frozenset(
 )
 """The `Runtime` methods that act on the runtime, not on one agent (never routed: each
 runtime answers them for itself); their forms are held against the `Runtime` as the agent
-operations' are."""
+operations' are, and their module-level functions written as theirs are, but the asyncio and
+sync forms write each out (their results and blocks differ per form)."""
+
+AWAITED: tuple[str, ...] = tuple(
+    name for name, op in OPERATIONS.items() if op.public and op.awaited
+)
+"""The agent operations every form spells alike, made in a loop from the `Runtime` method
+(the asyncio and sync forms) or the `LocalAgent` one (`RemoteAgent`): all but ``stream``,
+whose result differs per form."""
+
+
+def make_operations(form: type, make: Callable[[Any], object], source: type) -> None:
+    """Give ``form`` each of the `AWAITED` operations: ``make`` of ``source``'s method, named
+    as ``form``'s (help(), the docs)."""
+    for name in AWAITED:
+        made = make(getattr(source, name))
+        made.__qualname__ = f"{form.__name__}.{name}"  # type: ignore[attr-defined]
+        setattr(form, name, made)
+
+
+class Awaiting:
+    """A form whose agent operations are awaited: `agentrt.Runtime` and
+    `agentrt.asyncio.Runtime` (what `operation` types them as)."""
+
+    __slots__ = ()
+
+
+class Blocking:
+    """A form whose agent operations block until they settle: `agentrt.sync.Runtime`."""
+
+    __slots__ = ()
+
+
+# `operation` marks an awaited `Runtime` method as the agent operation of its name. At run
+# time it returns the method itself: no layer on the call path. To a type checker it
+# returns the method as each form that inherits it has it, typed from that one signature:
+# awaited on `Awaiting` forms, blocking on `Blocking` ones. So the asyncio and sync forms,
+# made in a loop (`make_operations`), are type-checked as if each method were written out.
+if TYPE_CHECKING:
+
+    class _Operation(Generic[P, R]):
+        @overload
+        def __get__(
+            self, form: None, owner: type
+        ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]: ...
+        @overload
+        def __get__(self, form: Blocking, owner: type) -> Callable[P, R]: ...
+        @overload
+        def __get__(self, form: Awaiting, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
+        def __get__(self, form: object, owner: type) -> Any: ...
+
+    def operation(
+        method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+    ) -> _Operation[P, R]: ...
+
+else:
+
+    def operation(method):
+        return method

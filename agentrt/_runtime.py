@@ -12,27 +12,22 @@ from typing import Any, Never
 
 import trio
 
-from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
+from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
-from ._channel import ContextUsage
-from ._cluster._ownership import (
-    Ownership,
-)
+from ._cluster._ownership import Ownership
 from ._cluster._reaper import reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
 from ._errors import (
-    AgentNotFound,
-    AgentRTError,
     InvalidOptions,
     NoRuntime,
     WorkspaceError,
     did_you_mean,
 )
-from ._events import Response
 from ._exceptiongroups import collapse_exception_groups
 from ._opening import check_ownership, host_for, runtime_options, stop_lost
+from ._operations import Awaiting
 from ._options import (
     DEFAULT_OPTIONS,
     budget_tokens_option,
@@ -41,9 +36,9 @@ from ._options import (
     strategy_option,
 )
 from ._records import StoredWorkspace
-from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
+from ._requests import Ref
 from ._starting import AgentFactory
-from ._status import AgentHandle, AgentStatus, RuntimeStatistics
+from ._status import AgentHandle, RuntimeStatistics
 from ._stores._protocols import (
     Router,
     SessionStore,
@@ -87,7 +82,7 @@ def _store_argument(store: object) -> SessionStore:
     return store
 
 
-class Runtime(metaclass=NoPublicConstructor):
+class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
     """A set of named agents sharing one store, one process limit and one root supervisor.
 
     Made by `open_runtime`. Every method naming an agent (or a `Ref`, which names its
@@ -208,71 +203,6 @@ class Runtime(metaclass=NoPublicConstructor):
                 finally:
                     supervisor._close("supervisor closed")
 
-    def _resolve(self, name: str) -> LocalAgent | RemoteAgent:
-        if self._context.closed:
-            raise NoRuntime("this runtime is closed")
-        return resolve(self._context.children, self._router, name)
-
-    def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
-        """Run a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on); returns its awaitable."""
-        if self._context.closed:
-            raise NoRuntime("this runtime is closed")
-        child = self._context.children.get(name)
-        if child is None:
-            raise AgentNotFound(name)
-        method = ROUTED.get(call)
-        if method is None:
-            raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
-        return method(child.address(), *arguments)
-
-    async def ask(self, name: str, prompt: str) -> Response:
-        """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
-
-        Asks to a busy (or restarting) agent queue in FIFO order. Raises `TurnFailed` (with
-        its `StopReason`) when the turn fails, `MailboxFull` when the queue is full (by count
-        or bytes), `AgentStopped` when the agent stops (or crashes) before answering,
-        `AgentNotFound`.
-
-        Cancellation: cancelling the caller (``trio.fail_after``, ``move_on_after``, a
-        cancelled nursery) cancels the request. Queued, it leaves the queue and never
-        runs. Running, its turn is stopped as ``interrupt`` stops it, with stop reason
-        ``cancelled`` (the session id is kept; ``handle_error`` sees the `TurnFailed`), and
-        the cancellation reaches the caller once the turn's processes are gone: that wait
-        is shielded and bounded (twice ``kill_grace`` plus 10 s).
-
-        On a `PostgresStore`, an agent another runtime owns is asked there (see
-        docs/deployment.md, "Calls to agents other runtimes own"); cancelling such an ask
-        cancels it there.
-        """
-        return await self._resolve(name).ask(prompt)
-
-    async def tell(self, name: str, prompt: str) -> Ref:
-        """Queue ``prompt`` for agent ``name`` and return its `Ref`, without waiting for the
-        turn; collect the result with `poll` or `wait`. Raises `MailboxFull` when the queue
-        is full, `AgentNotFound`. For an agent another runtime owns, the `Ref` is that
-        runtime's, and `wait` and `poll` reach it there.
-
-        Cancellation: a tell cancelled before it returns queues nothing."""
-        return await self._resolve(name).tell(prompt)
-
-    async def poll(self, ref: Ref) -> PollResult:
-        """`Pending`, `Completed`, `Failed` or `Withdrawn` for a tell (of the agent the ref
-        names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
-        beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`.
-
-        Cancellation: safe; polling changes nothing."""
-        return await self._resolve(check_ref(ref).name).poll(ref)
-
-    async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
-        """Wait for the tell ``ref`` to settle; returns what `poll` then returns
-        (`Completed`, `Failed` or `Withdrawn`; `NotFound` for an unknown or evicted ref).
-        Raises `AgentNotFound` when no agent of that name runs.
-
-        Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
-        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
-        return await self._resolve(check_ref(ref).name).wait(ref)
-
     def stream(self, ref: Ref) -> EventStream:
         """The live events of the tell ``ref``, in order, ending after its terminal event
         (for a failed or cancelled request, an `ErrorEvent` saying why). A reader that
@@ -294,115 +224,6 @@ class Runtime(metaclass=NoPublicConstructor):
         request goes on. A cancelled read of a routed stream loses no event."""
         return self._resolve(check_ref(ref).name).stream(ref)
 
-    async def notify(self, name: str, event: Any) -> None:
-        """Deliver ``event`` to the agent's ``handle_event``; while a turn runs (or the
-        agent restarts) it waits. Raises `MailboxFull` beyond ``max_pending`` waiting
-        notifications, `AgentNotFound`. To an agent another runtime owns the event travels
-        as data: None, bool, int, float, str, bytes, and lists and str-keyed dicts of those
-        (anything else raises `TypeError` naming it).
-
-        Cancellation: a notify cancelled before it returns delivers nothing."""
-        await self._resolve(name).notify(event)
-
-    async def interrupt(self, name: str) -> bool:
-        """End the agent's running turn (its caller gets `TurnFailed` with
-        ``interrupted``); False if no turn was running. Raises `AgentNotFound`.
-
-        Cancellation: an interrupt cancelled before it returns was not sent. One that
-        returned has been sent; the turn ends with its process tree, as for any stop."""
-        return await self._resolve(name).interrupt()
-
-    async def interrupt_request(self, ref: Ref) -> bool:
-        """Like `interrupt` on the agent ``ref`` names, only if ``ref`` is the request being
-        processed now. Raises `AgentNotFound` when no agent of that name runs.
-
-        Cancellation: as for `interrupt`."""
-        return await self._resolve(check_ref(ref).name).interrupt_request(ref)
-
-    async def withdraw(self, ref: Ref) -> bool:
-        """Take a queued tell out of its agent's queue (it polls as `Withdrawn`); False if
-        it is running, finished or unknown. Raises `AgentNotFound` when no agent of that name
-        runs.
-
-        Cancellation: a withdraw cancelled before it returns took nothing back."""
-        return await self._resolve(check_ref(ref).name).withdraw(ref)
-
-    async def halt(self, name: str) -> None:
-        """Stop the agent taking turns (after the running one) until `unhalt`; queued
-        work waits and new work is still accepted. A restarted agent stays halted. Raises
-        `AgentNotFound`.
-
-        Cancellation: a halt cancelled before it returns did not halt the agent."""
-        await self._resolve(name).halt()
-
-    async def unhalt(self, name: str) -> None:
-        """Undo `halt` (or a handler's `Halt`): the agent takes its queued work again.
-        Raises `AgentNotFound`.
-
-        Cancellation: an unhalt cancelled before it returns left the agent halted."""
-        await self._resolve(name).unhalt()
-
-    async def reset_session(self, name: str) -> None:
-        """Forget the agent's conversation: its next turn starts a new session. Only while
-        no request is being processed; raises `AgentBusy` otherwise, `StoreError` when the
-        store cannot forget it, `AgentNotFound`.
-
-        Cancellation: safe; the stored session may or may not be forgotten yet."""
-        await self._resolve(name).reset_session()
-
-    async def status(self, name: str) -> AgentStatus:
-        """A content-free snapshot of the agent: state, queue, current request, turns,
-        restarts (for an agent another runtime owns, the one its owner takes). Raises
-        `AgentNotFound`.
-
-        Cancellation: safe; reading the status changes nothing."""
-        return await self._resolve(name).status()
-
-    async def set_model(self, name: str, model: str | None) -> None:
-        """Switch the model of the agent's warm CLI (``keep_alive``) in band, for its next
-        turns (None: the CLI's default); a running turn goes on with the new model from its
-        next model call. The change holds for the agent's later CLI processes too (a
-        hibernated one resumes with it, a restart keeps it) until it stops; `start_agent`
-        begins again from its options. Raises `InvalidOptions` when the agent has no warm
-        CLI (one-shot and in-process agents, or a backend that cannot) or the CLI refuses
-        the model, `ChannelError` when the CLI gives no answer.
-
-        Cancellation: a call cancelled while it waits for the CLI's answer may have reached
-        the CLI (its running process may have switched), but the change is not kept for the
-        agent's later processes: call it again."""
-        if model is not None and not isinstance(model, str):
-            raise wrong_type("model", "a str or None", model)
-        await self._resolve(name).set_model(model)
-
-    async def set_permission_mode(self, name: str, mode: str) -> None:
-        """Switch the permission mode of the agent's warm CLI in band (Claude Code's
-        ``default``, ``acceptEdits``, ``plan``, ``bypassPermissions``, ``dontAsk``, ...);
-        held as `set_model` holds, and it raises what `set_model` raises.
-
-        Cancellation: as for `set_model`."""
-        if not isinstance(mode, str):
-            raise wrong_type("mode", "a str", mode)
-        await self._resolve(name).set_permission_mode(mode)
-
-    async def context_usage(self, name: str) -> ContextUsage | None:
-        """How full the agent's context window is, as its warm CLI counts it; None while it
-        has no live CLI (it hibernated, or has run no turn yet). Raises as `set_model`.
-
-        Cancellation: safe; reading the usage changes nothing."""
-        return await self._resolve(name).context_usage()
-
-    async def stop_task(self, name: str, task_id: str) -> None:
-        """Stop the background task ``task_id`` (a Bash command or a subagent run in the
-        background, as the turn's ``task_started`` frames name it) of the agent's warm CLI;
-        nothing when it has no live CLI. Raises as `set_model`, and `InvalidOptions` for an
-        empty ``task_id``.
-
-        Cancellation: a stop cancelled while it waits for the CLI's answer may have reached
-        the CLI; the task may or may not have stopped."""
-        if not isinstance(task_id, str) or not task_id:
-            raise InvalidOptions("task_id", task_id, "a task id is a non-empty str")
-        await self._resolve(name).stop_task(task_id)
-
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order. Raises
         nothing; it does not wait, so there is nothing to cancel."""
@@ -414,16 +235,6 @@ class Runtime(metaclass=NoPublicConstructor):
         not a str; it does not wait, so there is nothing to cancel."""
         child = self._context.children.get(name)
         return None if child is None else child.slot.handle
-
-    async def stop_agent(self, name: str) -> None:
-        """Stop agent ``name`` for good (its supervisor does not restart it): its running
-        turn is cancelled, its active and queued asks get `AgentStopped`, then
-        ``terminate_agent`` runs. Returns once it has ended and its lease is given back
-        (another runtime may start ``name`` then). Its failover spec is removed from the
-        store first, so no runtime hosting agents takes it over. Raises `AgentNotFound`.
-
-        Cancellation: the agent still stops; only the wait for it is cut short."""
-        await self._resolve(name).stop_agent()
 
     async def workspaces(self) -> Sequence[Workspace]:
         """Every agent's workspace the store holds (`Workspace`: its record, whether its

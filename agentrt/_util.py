@@ -50,8 +50,12 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> Non
             obj.__annotations__ = inspect.get_annotations(obj, eval_str=True)
         obj.__module__ = module_name
         if isinstance(obj, type):
-            for value in list(obj.__dict__.values()):
-                fix_one(value)
+            # A private base's methods are the public class's own (`Runtime`'s agent calls,
+            # from `AgentCalls`); the base itself keeps its module.
+            private = [base for base in obj.__mro__[1:] if base.__module__.startswith("agentrt._")]
+            for owner in (obj, *private):
+                for value in list(owner.__dict__.values()):
+                    fix_one(value)
 
     for name, obj in namespace.items():
         if not name.startswith("_"):

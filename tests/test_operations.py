@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 import types
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,19 +20,22 @@ import pytest
 import agentrt
 import agentrt.asyncio
 import agentrt.sync
-from agentrt import Ref, _api
+from agentrt import Ref, _api, _api_written
 from agentrt._address import ROUTED, LocalAgent, RemoteAgent
-from agentrt._operations import OPERATIONS, ROUTED_CALLS, RUNTIME_WIDE
+from agentrt._operations import OPERATIONS, ROUTED_CALLS, RUNTIME_WIDE, Operation
 from agentrt._stores import _route_codec as codec
 
 PUBLIC = {name for name, op in OPERATIONS.items() if op.public} | RUNTIME_WIDE
 
 
 def methods(cls: type) -> set[str]:
-    """The public methods ``cls`` itself defines."""
+    """The public methods ``cls`` has, its own and its private bases' (`Runtime`'s agent
+    calls come from `AgentCalls`)."""
+    owners = [klass for klass in cls.__mro__ if klass.__module__.startswith("agentrt")]
     return {
         name
-        for name, member in vars(cls).items()
+        for klass in owners
+        for name, member in vars(klass).items()
         if not name.startswith("_") and inspect.isfunction(member)
     }
 
@@ -82,6 +88,37 @@ def test_every_form_has_each_declared_operation_and_no_other(form: str, present:
 def test_the_module_level_functions_are_exported() -> None:
     for name in PUBLIC:
         assert getattr(agentrt, name) is getattr(_api, name), name
+
+
+def test_the_module_level_api_is_as_the_declaration_writes_it() -> None:
+    stale = sorted(
+        path.name for path, text in _api_written.rewritten().items() if path.read_text() != text
+    )
+    assert stale == [], f"written from the declaration: run `{_api_written.COMMAND}`"
+
+
+def test_a_new_declared_operation_is_written_into_the_module_level_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What declaring an operation adds to the files the command writes, and nothing else.
+    before = {path.name: text for path, text in _api_written.rewritten().items()}
+    declared = {**OPERATIONS, "shout": Operation("shout", "name", (("text", "text"),))}
+    monkeypatch.setattr(_api_written, "OPERATIONS", declared)
+    after = {path.name: text for path, text in _api_written.rewritten().items()}
+    added = {
+        name: sorted((Counter(after[name].splitlines()) - Counter(text.splitlines())).elements())
+        for name, text in before.items()
+    }
+    removed = [
+        line
+        for name, text in before.items()
+        for line in (Counter(text.splitlines()) - Counter(after[name].splitlines())).elements()
+    ]
+    assert added == {
+        "_api.py": ["shout = _on_current_runtime(Runtime.shout)"],
+        "__init__.py": ['    "shout",', "from ._api import shout as shout"],
+    }
+    assert removed == []
 
 
 def test_the_reference_docs_list_each_module_level_function() -> None:
@@ -177,3 +214,55 @@ def test_call_kinds_made_from_the_declaration_are_protocol_1_s_rows(
     # host of either build reads the other's rows.
     envelope = "82a870726f746f636f6c01a4626f6479"
     assert codec.encode_call(call, arguments).hex() == envelope + row
+
+
+# A user's module: each form's operations, made in a loop, type-check as the `Runtime`
+# method's signature says (`agentrt._operations.operation`); the marked lines are errors.
+USER_MODULE = """\
+import agentrt
+import agentrt.asyncio
+import agentrt.sync
+from agentrt import Response
+
+
+async def on_trio(rt: agentrt.Runtime) -> Response:
+    await rt.set_model("a", 1)  # error
+    return await rt.ask("a", "hi")
+
+
+async def on_asyncio(rt: agentrt.asyncio.Runtime) -> Response:
+    await rt.set_model("a", 1)  # error
+    return await rt.ask("a", "hi")
+
+
+def on_sync(rt: agentrt.sync.Runtime) -> Response:
+    rt.set_model("a", 1)  # error
+    return rt.ask("a", "hi")
+
+
+async def module_level() -> Response:
+    await agentrt.set_model("a", 1)  # error
+    return await agentrt.ask("a", "hi")
+"""
+
+
+def test_a_type_checker_checks_each_forms_calls_against_the_runtime_method(
+    tmp_path: Path,
+) -> None:
+    user = tmp_path / "user.py"
+    user.write_text(USER_MODULE)
+    root = Path(__file__).resolve().parent.parent
+    cache = tmp_path / "mypy_cache"
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache), str(user)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    flagged = sorted(
+        int(line.split(":")[1]) for line in checked.stdout.splitlines() if ": error:" in line
+    )
+    marked = [n for n, line in enumerate(USER_MODULE.splitlines(), 1) if line.endswith("# error")]
+    assert flagged == marked, checked.stdout
+    assert checked.stdout.count('expected "str | None"') == len(marked), checked.stdout

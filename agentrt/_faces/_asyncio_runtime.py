@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import outcome
 
 from .. import _runtime as trio_runtime
 from .. import _supervisor as trio_supervisor
 from .._events import Event
+from .._operations import Awaiting, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
 from .._util import NoPublicConstructor
@@ -39,6 +40,15 @@ R = TypeVar("R")
 T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
 TrioSupervisor = trio_supervisor.Supervisor
+
+if TYPE_CHECKING:
+    from .._agent_calls import AgentCalls
+
+    # What a type checker sees of the agent operations `make_operations` gives `Runtime`:
+    # the trio methods, each typed for this form by `agentrt._operations.operation`.
+    _AgentCalls = AgentCalls
+else:
+    _AgentCalls = object
 
 
 class _Delivery(Generic[R]):
@@ -180,7 +190,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, Awaiting, _AgentCalls, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` awaited from asyncio: the same methods, the same arguments, the
     same results and errors (the exception objects themselves), run in the runtime's trio
     thread. Cancelling the asyncio task that awaits a call cancels it as trio cancellation
@@ -196,23 +206,6 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
         self._target = thread.runtime
 
     start_agent = _awaited(TrioRuntime.start_agent)
-    ask = _awaited(TrioRuntime.ask)
-    tell = _awaited(TrioRuntime.tell)
-    poll = _awaited(TrioRuntime.poll)
-    wait = _awaited(TrioRuntime.wait)
-    notify = _awaited(TrioRuntime.notify)
-    interrupt = _awaited(TrioRuntime.interrupt)
-    interrupt_request = _awaited(TrioRuntime.interrupt_request)
-    withdraw = _awaited(TrioRuntime.withdraw)
-    halt = _awaited(TrioRuntime.halt)
-    unhalt = _awaited(TrioRuntime.unhalt)
-    reset_session = _awaited(TrioRuntime.reset_session)
-    status = _awaited(TrioRuntime.status)
-    set_model = _awaited(TrioRuntime.set_model)
-    set_permission_mode = _awaited(TrioRuntime.set_permission_mode)
-    context_usage = _awaited(TrioRuntime.context_usage)
-    stop_task = _awaited(TrioRuntime.stop_task)
-    stop_agent = _awaited(TrioRuntime.stop_agent)
     workspaces = _awaited(TrioRuntime.workspaces)
     remove_workspace = _awaited(TrioRuntime.remove_workspace)
     agents = _immediate(TrioRuntime.agents)
@@ -226,6 +219,10 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
     same_face(stream, TrioRuntime.stream)
 
     open_supervisor = _holding(TrioRuntime.open_supervisor)
+
+
+# The awaited agent operations, each made from its `Runtime` method (`agentrt._operations`).
+make_operations(Runtime, _awaited, TrioRuntime)
 
 
 class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):

@@ -1,6 +1,8 @@
-"""How ``agentrt.asyncio`` and ``agentrt.sync`` take on the `Runtime`'s methods: one line per
-method, made from the trio method itself, so that the signature (less ``self``) and the
-docstring cannot drift and mypy checks every call against the trio method's parameters."""
+"""How ``agentrt.asyncio`` and ``agentrt.sync`` take on the `Runtime`'s methods: each made
+from the trio method itself (the agent operations in a loop, by `make_operations` of
+`agentrt._operations`; the runtime-wide methods one line each), so that the signature (less
+``self``) and the docstring cannot drift and mypy checks every call against the trio
+method's parameters."""
 
 from __future__ import annotations
 

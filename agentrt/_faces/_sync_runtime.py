@@ -12,13 +12,14 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import outcome
 
 from .. import _runtime as trio_runtime
 from .. import _supervisor as trio_supervisor
 from .._events import Event
+from .._operations import Blocking, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
 from .._util import NoPublicConstructor
@@ -36,6 +37,15 @@ R = TypeVar("R")
 T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
 TrioSupervisor = trio_supervisor.Supervisor
+
+if TYPE_CHECKING:
+    from .._agent_calls import AgentCalls
+
+    # What a type checker sees of the agent operations `make_operations` gives `Runtime`:
+    # the trio methods, each typed for this form by `agentrt._operations.operation`.
+    _AgentCalls = AgentCalls
+else:
+    _AgentCalls = object
 
 
 def _check_thread(thread: RuntimeThread) -> None:
@@ -212,7 +222,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, Blocking, _AgentCalls, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` called from plain threads: the same methods, the same arguments,
     the same results and errors (the exception objects themselves), each blocking its
     thread until it settles; safe from any number of threads at once. A KeyboardInterrupt
@@ -226,23 +236,6 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
         self._target = thread.runtime
 
     start_agent = _awaited(TrioRuntime.start_agent)
-    ask = _awaited(TrioRuntime.ask)
-    tell = _awaited(TrioRuntime.tell)
-    poll = _awaited(TrioRuntime.poll)
-    wait = _awaited(TrioRuntime.wait)
-    notify = _awaited(TrioRuntime.notify)
-    interrupt = _awaited(TrioRuntime.interrupt)
-    interrupt_request = _awaited(TrioRuntime.interrupt_request)
-    withdraw = _awaited(TrioRuntime.withdraw)
-    halt = _awaited(TrioRuntime.halt)
-    unhalt = _awaited(TrioRuntime.unhalt)
-    reset_session = _awaited(TrioRuntime.reset_session)
-    status = _awaited(TrioRuntime.status)
-    set_model = _awaited(TrioRuntime.set_model)
-    set_permission_mode = _awaited(TrioRuntime.set_permission_mode)
-    context_usage = _awaited(TrioRuntime.context_usage)
-    stop_task = _awaited(TrioRuntime.stop_task)
-    stop_agent = _awaited(TrioRuntime.stop_agent)
     workspaces = _awaited(TrioRuntime.workspaces)
     remove_workspace = _awaited(TrioRuntime.remove_workspace)
     agents = _immediate(TrioRuntime.agents)
@@ -284,6 +277,10 @@ class Runtime(RuntimeFacts, metaclass=NoPublicConstructor):
             self._thread.failure = None
             if met is None or isinstance(met, Exception):  # a KeyboardInterrupt goes on
                 raise failure from cause_of_failure(failure, met)
+
+
+# The awaited agent operations, each made from its `Runtime` method (`agentrt._operations`).
+make_operations(Runtime, _awaited, TrioRuntime)
 
 
 class Supervisor(SupervisorFacts, metaclass=NoPublicConstructor):
