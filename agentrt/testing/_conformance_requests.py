@@ -127,6 +127,48 @@ async def _requests_queue_in_order_under_the_bounds_and_a_key_is_stored_once(
         await _closing(store)
 
 
+@_check(RequestStore)
+async def _racing_enqueues_from_many_handles_keep_the_bounds_and_a_key_once(
+    harness: StoreHarness,
+) -> None:
+    handles = [await _open(harness) for _ in range(4)]
+    queues: list[RequestStore] = []
+    for store in handles:
+        requests = StoreCapabilities.of(store).requests
+        assert requests is not None
+        queues.append(requests)
+    accepted: list[str] = []
+    refused: list[MailboxFull] = []
+    keyed: list[str] = []
+
+    async def send(requests: RequestStore, h: int) -> None:
+        for n in range(3):
+            try:
+                accepted.append(await _enqueue(requests, "coder", f"h{h}-{n}", "p"))
+            except MailboxFull as full:
+                refused.append(full)
+
+    async def send_keyed(requests: RequestStore, h: int) -> None:
+        keyed.append(await _enqueue(requests, "other", f"k{h}", "p", key="job"))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for h, requests in enumerate(queues):
+                nursery.start_soon(send, requests, h)
+        # Of 12 enqueues under max_pending=3, three are stored, whichever handle won.
+        assert len(accepted) == 3 and len(refused) == 9
+        assert all(full.limit == "max_pending" for full in refused)
+        assert sorted(await _queued(queues[0], "coder")) == sorted(accepted)
+        async with trio.open_nursery() as nursery:
+            for h, requests in enumerate(queues):
+                nursery.start_soon(send_keyed, requests, h)
+        # One key from four handles at once: one request stored, its id given to all.
+        stored = await _queued(queues[0], "other")
+        assert len(stored) == 1 and keyed == stored * 4
+    finally:
+        await _closing(*handles)
+
+
 @_check(RequestStore, _leases_too)
 async def _a_claim_needs_the_lease_and_a_stale_epoch_starts_nothing(
     harness: StoreHarness,
