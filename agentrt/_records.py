@@ -206,11 +206,12 @@ class StoredRequest:
     whose lease epoch is ``epoch``) or ``"settled"`` (``outcome`` set; readable by id or key
     until ``expires_at``, wall clock). ``attempts`` counts the starts: 2 only for a request
     handed back for retry after its owner died. ``accepted_at`` and ``settled_at`` are wall
-    clock seconds (``time.time()``)."""
+    clock seconds (``time.time()``). ``prompt`` is None once settled: the store keeps a
+    prompt, as given, only while its request waits or runs."""
 
     name: str
     id: str
-    prompt: str
+    prompt: str | None
     key: str | None
     origin: str
     accepted_at: float

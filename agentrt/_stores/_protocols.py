@@ -416,8 +416,14 @@ class RequestStore(Protocol):
     ``key`` is an idempotency key, unique per agent while its request is kept. Times are
     the store's wall clock (``clock``). The claim, the settlement and the owner's clean-up
     are owner writes: they need this handle to hold the lease of ``name`` (`LeaseStore`),
-    and are refused with `LeaseLost`, writing nothing, once its epoch is stale. Enqueue,
-    withdraw, the reads and the purge are anyone's.
+    and are refused with `LeaseLost`, writing nothing, once its epoch is stale. Withdraw,
+    the reads and the purge are anyone's (a withdraw fenced as every write of a handle
+    holding the lease). Enqueue is never fenced, the one exception to `LeaseStore`'s rule:
+    a request is its caller's, not its owner's, and whoever owns the name next runs it.
+
+    A prompt is stored as given (it is the work to do) until its request settles; an
+    answer as given (it is the result the caller waits for) until ``result_ttl``; an error
+    message redacted.
     """
 
     async def enqueue_request(

@@ -22,14 +22,15 @@ _T = TypeVar("_T")
 
 # ``seq`` orders an agent's queue (ID_COLUMN: each database's own kind of increasing key);
 # a request handed back for retry keeps its ``seq``, so it starts again before the rest.
-# ``epoch`` is the lease epoch of the owner that started it.
+# ``epoch`` is the lease epoch of the owner that started it. The prompt is the work itself,
+# stored as given, so it is kept only while the request waits or runs: settling drops it.
 CREATE_REQUESTS = (
     """
     CREATE TABLE requests (
         seq ID_COLUMN,
         name TEXT NOT NULL,
         id TEXT NOT NULL,
-        prompt TEXT NOT NULL,
+        prompt TEXT,
         size BIGINT NOT NULL,
         request_key TEXT,
         origin TEXT NOT NULL,
@@ -78,8 +79,8 @@ UPDATE requests SET state = 'running', epoch = ?, attempts = attempts + 1
 WHERE seq = ? AND state = 'queued'
 """
 _SETTLE = """
-UPDATE requests SET state = 'settled', outcome = ?, answer = ?, error = ?, session_id = ?,
-    settled_at = ?, expires_at = ?
+UPDATE requests SET state = 'settled', prompt = NULL, outcome = ?, answer = ?, error = ?,
+    session_id = ?, settled_at = ?, expires_at = ?
 WHERE name = ? AND id = ? AND state = ?
 """
 _SETTLE_RUNNING = _SETTLE + " AND epoch = ?"

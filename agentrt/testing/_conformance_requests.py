@@ -116,6 +116,7 @@ async def _requests_queue_in_order_under_the_bounds_and_a_key_is_stored_once(
         withdrawn = await requests.find_request("coder", key="job-42")
         assert withdrawn is not None and withdrawn.id == "r2" and withdrawn.state == "settled"
         assert withdrawn.outcome == RequestOutcome(outcome=WITHDRAWN)
+        assert withdrawn.prompt is None  # kept only while the request waits or runs
         assert await requests.find_request("other", key="job-42") is None  # keys are per agent
     finally:
         await _closing(store)
@@ -259,7 +260,8 @@ async def _a_settled_request_is_read_by_id_or_key_until_its_ttl(harness: StoreHa
         await _checkpoint(store, "coder", "s-1")
         running = await read.find_request("coder", key="job-1")
         assert running is not None and running.state == "queued"
-        assert (await requests.claim_request("coder")) is not None
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and claimed.prompt == "hello"
         answer = RequestOutcome(outcome="complete", answer="hi", session_id="s-1")
         history = StoreCapabilities.of(store).turn_history
         turn = _turn("coder", 1)
@@ -274,7 +276,7 @@ async def _a_settled_request_is_read_by_id_or_key_until_its_ttl(harness: StoreHa
             assert (await _loaded(store, "coder")).turns == 1
         assert not await requests.settle_request("coder", "r1", answer, result_ttl=60.0)
         settled = await read.find_request("coder", key="job-1")
-        assert settled is not None and settled.outcome == answer
+        assert settled is not None and settled.outcome == answer and settled.prompt is None
         assert settled == await read.find_request("coder", id="r1")
         assert settled.settled_at is not None and settled.expires_at is not None
         assert settled.expires_at - settled.settled_at == 60.0
@@ -526,8 +528,10 @@ async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
                 assert stored is not None and stored.attempts == self.model.starts[id]
                 if state in ("queued", "running"):
                     assert (stored.state, stored.outcome) == (state, None)
+                    assert stored.prompt is not None and len(stored.prompt) == self.model.size[id]
                 else:
                     assert stored.state == "settled" and stored.outcome is not None
+                    assert stored.prompt is None
                     assert stored.outcome.outcome == state
 
     chosen = settings(max_examples=40, stateful_step_count=25, deadline=None)
