@@ -69,8 +69,10 @@ _DROP_EXPIRED_KEY = """
 DELETE FROM requests WHERE name = ? AND request_key = ? AND expires_at <= ?
 """
 _HAS_ID = "SELECT 1 FROM requests WHERE name = ? AND id = ?"
+# Cast: PostgreSQL sums a BIGINT as NUMERIC (a Decimal in Python).
 _QUEUED_TOTALS = """
-SELECT COUNT(*), COALESCE(SUM(size), 0) FROM requests WHERE name = ? AND state = 'queued'
+SELECT COUNT(*), CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM requests
+WHERE name = ? AND state = 'queued'
 """
 _QUEUED = f"{_SELECT} WHERE name = ? AND state = 'queued' ORDER BY seq"
 _NEXT = "SELECT seq FROM requests WHERE name = ? AND state = 'queued' ORDER BY seq LIMIT 1"
@@ -159,8 +161,8 @@ def _request(row: Sequence[Any]) -> StoredRequest:
 def _settled(outcome: RequestOutcome, now: float, result_ttl: float) -> tuple[object, ...]:
     # The outcome as a stop reason is stored (redacted unless it is one); an error message
     # is redacted: it may quote what a CLI printed.
-    error = None if outcome.error is None else redact(outcome.error)
     o = outcome
+    error = None if o.error is None else redact(o.error)
     return (stored_reason(o.outcome), o.answer, error, o.session_id, now, now + result_ttl)
 
 

@@ -93,6 +93,7 @@ async def _requests_queue_in_order_under_the_bounds_and_a_key_is_stored_once(
         with _raises(MailboxFull) as full:  # 5 + 6 + 10 bytes > 20
             await _enqueue(requests, "coder", "r4", "x" * 10)
         assert (full[0].limit, full[0].queued, full[0].queued_bytes) == ("max_pending_bytes", 2, 11)
+        assert type(full[0].queued_bytes) is int
         assert await _enqueue(requests, "coder", "r4", "four") == "r4"
         with _raises(MailboxFull) as full:  # three queued
             await _enqueue(requests, "coder", "r5", "5")
