@@ -20,7 +20,7 @@
 #     _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
-#     _stores._postgres_router _stores._protocols _stores._route_codec
+#     _stores._postgres_router _stores._protocols _stores._requests _stores._route_codec
 #     _stores._route_values _stores._sql _stores._sqlite _stores._transcripts
 #     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
@@ -39,10 +39,10 @@
 #     _faces._forwarding _faces._runtime_thread _faces._sync_runtime _failover _opening
 #     _pinned _runtime _starting _supervisor asyncio hooks lowlevel store sync testing
 #     testing._backend_conformance testing._conformance_core testing._conformance_kit
-#     testing._conformance_leases testing._conformance_records testing._fake_anthropic
-#     testing._fake_chat testing._fake_gemini testing._fake_openai testing._http
-#     testing._scenarios testing._scripted testing._store_conformance testing.fake_anthropic
-#     testing.fake_cli
+#     testing._conformance_leases testing._conformance_records testing._conformance_requests
+#     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
+#     testing._http testing._scenarios testing._scripted testing._store_conformance
+#     testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_board
 #     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces

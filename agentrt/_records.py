@@ -178,3 +178,46 @@ class PendingApproval:
     request: int | None
     requested_at: float
     expires_at: float
+
+
+# The outcomes a request store gives a request no turn answered (`RequestStore`).
+WITHDRAWN = "withdrawn"
+OWNER_DIED = "owner_died"
+
+
+@attrs.frozen(kw_only=True)
+class RequestOutcome:
+    """How a stored request ended (`RequestStore.settle_request`): ``outcome`` is the turn's
+    stop reason (``"complete"`` is success), ``"withdrawn"`` or ``"owner_died"``; ``answer``
+    the answer's text, ``error`` the failure's message (redacted as stored), ``session_id``
+    the conversation the turn ran on."""
+
+    outcome: str
+    answer: str | None = None
+    error: str | None = None
+    session_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredRequest:
+    """A request accepted into an agent's durable queue (`RequestStore`).
+
+    ``state`` is ``"queued"`` (waiting; withdrawable), ``"running"`` (claimed by the owner
+    whose lease epoch is ``epoch``) or ``"settled"`` (``outcome`` set; readable by id or key
+    until ``expires_at``, wall clock). ``attempts`` counts the starts: 2 only for a request
+    handed back for retry after its owner died. ``accepted_at`` and ``settled_at`` are wall
+    clock seconds (``time.time()``). ``prompt`` is None once settled: the store keeps a
+    prompt, as given, only while its request waits or runs."""
+
+    name: str
+    id: str
+    prompt: str | None
+    key: str | None
+    origin: str
+    accepted_at: float
+    state: str
+    epoch: int | None = None
+    attempts: int = 0
+    outcome: RequestOutcome | None = None
+    settled_at: float | None = None
+    expires_at: float | None = None

@@ -21,6 +21,10 @@ naming it:
   a console of any runtime on the store answers;
 - `TurnHistoryStore`: each agent's finished turns (`StoredTurn`), the newest kept, which
   the console shows; without it turns are counted in the session row only.
+- `RequestStore`: each agent's requests, durable (`StoredRequest`, `RequestOutcome`):
+  queued before the call returns, started at most once under the owner's lease epoch,
+  their outcome readable by id or key from any program; `MemoryStore` lacks it and keeps
+  each mailbox in memory.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -30,9 +34,11 @@ from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import OperatorDecision as OperatorDecision
 from ._records import PendingApproval as PendingApproval
+from ._records import RequestOutcome as RequestOutcome
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredBudget as StoredBudget
+from ._records import StoredRequest as StoredRequest
 from ._records import StoredTranscript as StoredTranscript
 from ._records import StoredTurn as StoredTurn
 from ._records import StoredWorkspace as StoredWorkspace
@@ -40,6 +46,7 @@ from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import BudgetStore as BudgetStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
+from ._stores._protocols import RequestStore as RequestStore
 from ._stores._protocols import Router as Router
 from ._stores._protocols import RoutingStore as RoutingStore
 from ._stores._protocols import Serve as Serve
@@ -66,6 +73,8 @@ __all__ = [
     "LiveProcessStore",
     "OperatorDecision",
     "PendingApproval",
+    "RequestOutcome",
+    "RequestStore",
     "Router",
     "RoutingStore",
     "Serve",
@@ -75,6 +84,7 @@ __all__ = [
     "SpecStore",
     "StoreCapabilities",
     "StoredBudget",
+    "StoredRequest",
     "StoredTranscript",
     "StoredTurn",
     "StoredWorkspace",

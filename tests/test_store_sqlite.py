@@ -214,6 +214,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE workspaces")
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
+        conn.execute("DROP TABLE requests")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -227,7 +228,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -247,6 +248,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
     try:
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
+        conn.execute("DROP TABLE requests")
         conn.execute("PRAGMA user_version = 9")
         conn.commit()
     finally:
@@ -270,7 +272,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
     finally:
         conn.close()
 
@@ -283,6 +285,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE agent_budgets")
+        conn.execute("DROP TABLE requests")
         conn.execute("PRAGMA user_version = 10")
         conn.commit()
     finally:
@@ -295,7 +298,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
     finally:
         conn.close()
 
@@ -641,3 +644,38 @@ def test_sqlite3_is_imported_only_when_a_sqlite_store_opens() -> None:
     probe = "import sys, agentrt; print('sqlite3' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions(
+    tmp_path: Path,
+) -> None:
+    # Version 11 is the schema with the budgets and no requests table.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE requests")
+        conn.execute("PRAGMA user_version = 11")
+        conn.commit()
+    finally:
+        conn.close()
+    async with SQLiteStore(path) as store:
+        accepted = await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key="job-1",
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+        assert accepted == "r-1"
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+        record = await store.load("coder")
+        assert record is not None and record.session_id == "s-1"
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+    finally:
+        conn.close()

@@ -78,31 +78,41 @@ def check_page(limit: int, offset: int) -> None:
             raise ValueError(f"{key} must be an int >= 0, not {value!r}")
 
 
+def turn_writes(
+    store: _SqlStore, turn: StoredTurn, *, session_id: str | None, keep: int
+) -> Callable[[Any], bool]:
+    """The statements of `record_turn_with_history`, to run in a transaction of the
+    caller's (a request's settlement shares it): False, having written nothing, without
+    the session row."""
+    check_keep(keep)
+    t, u = turn, turn.usage
+    count = record_turn_params(t.name, t.outcome, t.cost_usd, u, session_id, store.clock())
+    entry = (
+        *(t.name, t.node, t.started_at, t.ended_at, t.duration, stored_reason(t.outcome)),
+        *(t.cost_usd, u.input_tokens, u.output_tokens, u.cache_creation_input_tokens),
+        *(u.cache_read_input_tokens, t.prompt, t.answer),
+    )
+    update, insert, prune = store._sql(RECORD_TURN), store._sql(_INSERT), store._sql(_PRUNE)
+
+    def work(conn: Any) -> bool:
+        if conn.execute(update, count).rowcount == 0:
+            return False
+        conn.execute(insert, entry)
+        conn.execute(prune, (t.name, t.name, keep - 1))
+        return True
+
+    return work
+
+
 class SqlTurnHistory:
     """The `TurnHistoryStore` methods of a SQL store."""
 
     async def record_turn_with_history(
         self: _SqlStore, turn: StoredTurn, *, session_id: str | None, keep: int
     ) -> None:
-        check_keep(keep)
-        t, u = turn, turn.usage
-        count = record_turn_params(t.name, t.outcome, t.cost_usd, u, session_id, self.clock())
-        entry = (
-            *(t.name, t.node, t.started_at, t.ended_at, t.duration, stored_reason(t.outcome)),
-            *(t.cost_usd, u.input_tokens, u.output_tokens, u.cache_creation_input_tokens),
-            *(u.cache_read_input_tokens, t.prompt, t.answer),
-        )
-        update, insert, prune = self._sql(RECORD_TURN), self._sql(_INSERT), self._sql(_PRUNE)
-
-        def work(conn: Any) -> bool:
-            if conn.execute(update, count).rowcount == 0:
-                return False
-            conn.execute(insert, entry)
-            conn.execute(prune, (t.name, t.name, keep - 1))
-            return True
-
-        if not await self._call(work, fence=t.name, atomic=True):
-            raise no_row(self._where, t.name)
+        work = turn_writes(self, turn, session_id=session_id, keep=keep)
+        if not await self._call(work, fence=turn.name, atomic=True):
+            raise no_row(self._where, turn.name)
 
     async def turn_history(
         self: _SqlStore, name: str | None, *, limit: int, offset: int = 0

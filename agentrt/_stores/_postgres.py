@@ -15,6 +15,7 @@ from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
+from ._requests import CREATE_REQUESTS, SqlRequests
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -125,6 +126,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_TURN_HISTORY),
     # 9: the budgets that apply to each agent (agentrt status).
     (CREATE_BUDGETS,),
+    # 10: each agent's durable requests: queued, running, settled (kept for result_ttl).
+    tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_REQUESTS),
 )
 
 _UPSERT_SESSION = """
@@ -214,7 +217,9 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 @attrs.define(eq=False)
-class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class PostgresStore(
+    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.
 
@@ -265,6 +270,9 @@ class PostgresStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts,
     # READ COMMITTED lets two transactions both find no holder of a branch and both
     # insert; this mode conflicts with itself (and with writes), not with readers.
     _LOCK_WORKSPACES = "LOCK TABLE workspaces IN SHARE ROW EXCLUSIVE MODE"
+    # Likewise for an agent's queue: its bounds and keys are checked, then written, under
+    # a transaction lock of the agent's name (enqueues of other agents do not wait).
+    _LOCK_REQUESTS = "SELECT pg_advisory_xact_lock(hashtext('agentrt.requests'), hashtext(?))"
 
     @property
     def _where(self) -> str:

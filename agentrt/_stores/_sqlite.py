@@ -18,6 +18,7 @@ from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import check_fence, granted_epoch, lease_owner
+from ._requests import CREATE_REQUESTS, SqlRequests
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -153,6 +154,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_TURN_HISTORY),
     # 11: the budgets that apply to each agent (agentrt status).
     (CREATE_BUDGETS,),
+    # 12: each agent's durable requests: queued, running, settled (kept for result_ttl).
+    tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_REQUESTS),
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -235,7 +238,9 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 
 @attrs.define(eq=False)
-class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions):
+class SQLiteStore(
+    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
     ``path`` defaults to :func:`default_store_path`. A new file is created 0600, since rows

@@ -10,7 +10,12 @@ makes handles on one set of data, empty at first: give each check a harness of i
 from __future__ import annotations
 
 # Imported for their checks, which register in this order (the core first).
-from . import _conformance_core, _conformance_leases, _conformance_records  # noqa: F401
+from . import (  # noqa: F401
+    _conformance_core,
+    _conformance_leases,
+    _conformance_records,
+    _conformance_requests,
+)
 from ._conformance_kit import _CHECKS, StoreCheck, StoreHarness
 
 

@@ -1,0 +1,539 @@
+"""Conformance checks of durable requests (`RequestStore`): the queue and its bounds and
+keys, the claim fenced by the lease epoch, the settlement (alone and with the turn's
+record), what a new owner does with the requests a dead one was running, and a state
+machine of all of it against a plain model, with crashes (a handle closed without a word)
+and frozen owners that wake up.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import attrs
+import trio
+
+from .._errors import LeaseLost, MailboxFull, StoreError
+from .._records import OWNER_DIED, WITHDRAWN, RequestOutcome
+from .._stores._protocols import (
+    LeaseStore,
+    RequestStore,
+    SessionStore,
+    StoreCapabilities,
+)
+from ._conformance_kit import (
+    _A,
+    _B,
+    StoreHarness,
+    _check,
+    _checkpoint,
+    _closing,
+    _loaded,
+    _open,
+    _raises,
+    _turn,
+)
+
+_T = TypeVar("_T")
+
+# Bounds the checks queue under.
+_BOUNDS = {"max_pending": 3, "max_pending_bytes": 20}
+_TTL = 3600.0
+
+
+def _leases_too(harness: StoreHarness) -> str | None:
+    store = harness.open_handle()
+    if not isinstance(store, LeaseStore):
+        return f"{type(store).__name__} is not a LeaseStore (a claim is fenced by a lease)"
+    return None
+
+
+def _hypothesis_and_leases(harness: StoreHarness) -> str | None:
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        return "needs hypothesis"
+    return _leases_too(harness)
+
+
+async def _handle(harness: StoreHarness) -> tuple[SessionStore, RequestStore, LeaseStore]:
+    store = await _open(harness)
+    capabilities = StoreCapabilities.of(store)
+    assert capabilities.requests is not None and capabilities.leases is not None
+    return store, capabilities.requests, capabilities.leases
+
+
+async def _enqueue(
+    requests: RequestStore, name: str, id: str, prompt: str, key: str | None = None
+) -> str:
+    return await requests.enqueue_request(
+        name, id=id, prompt=prompt, key=key, origin="tell", **_BOUNDS
+    )
+
+
+async def _queued(requests: RequestStore, name: str) -> list[str]:
+    return [request.id for request in await requests.queued_requests(name)]
+
+
+@_check(RequestStore, _leases_too)
+async def _requests_queue_in_order_under_the_bounds_and_a_key_is_stored_once(
+    harness: StoreHarness,
+) -> None:
+    store, requests, _ = await _handle(harness)
+    clock = harness.clock
+    try:
+        assert await _enqueue(requests, "coder", "r1", "first") == "r1"  # needs no session row
+        assert await _enqueue(requests, "coder", "r2", "second", key="job-42") == "r2"
+        # The same key again: the first request's id, nothing stored (not even its prompt).
+        assert await _enqueue(requests, "coder", "r3", "other", key="job-42") == "r2"
+        with _raises(StoreError, match="'r1'"):  # an id the agent has
+            await _enqueue(requests, "coder", "r1", "again")
+        with _raises(MailboxFull) as full:  # 5 + 6 + 10 bytes > 20
+            await _enqueue(requests, "coder", "r4", "x" * 10)
+        assert (full[0].limit, full[0].queued, full[0].queued_bytes) == ("max_pending_bytes", 2, 11)
+        assert type(full[0].queued_bytes) is int
+        assert await _enqueue(requests, "coder", "r4", "four") == "r4"
+        with _raises(MailboxFull) as full:  # three queued
+            await _enqueue(requests, "coder", "r5", "5")
+        assert (full[0].limit, full[0].maximum) == ("max_pending", 3)
+        assert await _enqueue(requests, "other", "r1", "its own queue") == "r1"
+        assert await _queued(requests, "coder") == ["r1", "r2", "r4"]
+        [first, *_] = await requests.queued_requests("coder")
+        assert (first.name, first.prompt, first.key, first.origin, first.state) == (
+            "coder",
+            "first",
+            None,
+            "tell",
+            "queued",
+        )
+        assert (first.epoch, first.attempts, first.outcome) == (None, 0, None)
+        if clock is not None:
+            assert first.accepted_at == clock.now
+        assert await requests.withdraw_request("coder", "r2", result_ttl=_TTL)
+        assert not await requests.withdraw_request("coder", "r2", result_ttl=_TTL)  # settled
+        assert not await requests.withdraw_request("coder", "nope", result_ttl=_TTL)
+        withdrawn = await requests.find_request("coder", key="job-42")
+        assert withdrawn is not None and withdrawn.id == "r2" and withdrawn.state == "settled"
+        assert withdrawn.outcome == RequestOutcome(outcome=WITHDRAWN)
+        assert withdrawn.prompt is None  # kept only while the request waits or runs
+        assert await requests.find_request("other", key="job-42") is None  # keys are per agent
+    finally:
+        await _closing(store)
+    store, requests, _ = await _handle(harness)  # the queue outlives the handle
+    try:
+        assert await _queued(requests, "coder") == ["r1", "r4"]
+        assert await _queued(requests, "other") == ["r1"]
+    finally:
+        await _closing(store)
+
+
+@_check(RequestStore)
+async def _racing_enqueues_from_many_handles_keep_the_bounds_and_a_key_once(
+    harness: StoreHarness,
+) -> None:
+    handles = [await _open(harness) for _ in range(4)]
+    queues: list[RequestStore] = []
+    for store in handles:
+        requests = StoreCapabilities.of(store).requests
+        assert requests is not None
+        queues.append(requests)
+    accepted: list[str] = []
+    refused: list[MailboxFull] = []
+    keyed: list[str] = []
+
+    async def send(requests: RequestStore, h: int) -> None:
+        for n in range(3):
+            try:
+                accepted.append(await _enqueue(requests, "coder", f"h{h}-{n}", "p"))
+            except MailboxFull as full:
+                refused.append(full)
+
+    async def send_keyed(requests: RequestStore, h: int) -> None:
+        keyed.append(await _enqueue(requests, "other", f"k{h}", "p", key="job"))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for h, requests in enumerate(queues):
+                nursery.start_soon(send, requests, h)
+        # Of 12 enqueues under max_pending=3, three are stored, whichever handle won.
+        assert len(accepted) == 3 and len(refused) == 9
+        assert all(full.limit == "max_pending" for full in refused)
+        assert sorted(await _queued(queues[0], "coder")) == sorted(accepted)
+        async with trio.open_nursery() as nursery:
+            for h, requests in enumerate(queues):
+                nursery.start_soon(send_keyed, requests, h)
+        # One key from four handles at once: one request stored, its id given to all.
+        stored = await _queued(queues[0], "other")
+        assert len(stored) == 1 and keyed == stored * 4
+    finally:
+        await _closing(*handles)
+
+
+@_check(RequestStore, _leases_too)
+async def _a_claim_needs_the_lease_and_a_stale_epoch_starts_nothing(
+    harness: StoreHarness,
+) -> None:
+    one, requests, leases = await _handle(harness)
+    two, requests_two, leases_two = await _handle(harness)
+    try:
+        for id in ("r1", "r2", "r3"):
+            await _enqueue(requests, "coder", id, id)
+        with _raises(StoreError, match="hold the lease of agent 'coder'"):
+            await requests.claim_request("coder")
+        lease = await leases.acquire_lease("coder", _A, ttl=harness.ttl)
+        await _checkpoint(one, "coder", "s-1")
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None
+        assert (claimed.id, claimed.state, claimed.epoch, claimed.attempts) == (
+            "r1",
+            "running",
+            lease.epoch,
+            1,
+        )
+        assert await _queued(requests_two, "coder") == ["r2", "r3"]
+        # Another program finds the owner dead (frozen, say) and takes the agent over.
+        taken = await leases_two.acquire_lease("coder", _B, ttl=harness.ttl, replacing=lease.epoch)
+        with _raises(LeaseLost):  # the frozen owner wakes: it claims nothing
+            await requests.claim_request("coder")
+        with _raises(LeaseLost):  # nor settles what it ran
+            await requests.settle_request(
+                "coder", "r1", RequestOutcome(outcome="complete", answer="late"), result_ttl=_TTL
+            )
+        assert await _queued(requests_two, "coder") == ["r2", "r3"]
+        [died] = await requests_two.end_orphaned_requests("coder", retry=False, result_ttl=_TTL)
+        assert (died.id, died.state, died.attempts) == ("r1", "settled", 1)
+        assert died.outcome is not None
+        assert (died.outcome.outcome, died.outcome.session_id) == (OWNER_DIED, "s-1")
+        assert await requests_two.end_orphaned_requests("coder", retry=False, result_ttl=_TTL) == ()
+        second = await requests_two.claim_request("coder")
+        assert second is not None and (second.id, second.epoch) == ("r2", taken.epoch)
+        # The request the dead owner ran is settled once: its late answer is refused.
+        assert not await requests_two.settle_request(
+            "coder", "r1", RequestOutcome(outcome="complete"), result_ttl=_TTL
+        )
+    finally:
+        await _closing(one, two)
+
+
+@_check(RequestStore, _leases_too)
+async def _a_request_that_ran_when_its_owner_died_runs_once_more_where_asked(
+    harness: StoreHarness,
+) -> None:
+    one, requests, leases = await _handle(harness)
+    try:
+        for id in ("r1", "r2"):
+            await _enqueue(requests, "coder", id, id)
+        lease = await leases.acquire_lease("coder", _A, ttl=harness.ttl)
+        assert (await requests.claim_request("coder")) is not None
+    finally:
+        await _closing(one)  # the program dies: no release, no settlement
+    epoch = lease.epoch
+    for attempt in (1, 2):
+        store, requests, leases = await _handle(harness)
+        try:
+            lease = await leases.acquire_lease("coder", _B, ttl=harness.ttl, replacing=epoch)
+            epoch = lease.epoch
+            [orphan] = await requests.end_orphaned_requests("coder", retry=True, result_ttl=_TTL)
+            if attempt == 1:  # back at the head of the queue, in its place
+                assert (orphan.id, orphan.state, orphan.epoch) == ("r1", "queued", None)
+                assert await _queued(requests, "coder") == ["r1", "r2"]
+                again = await requests.claim_request("coder")
+                assert again is not None and (again.id, again.attempts) == ("r1", 2)
+            else:  # started twice already: it ends, even where retry is asked
+                assert orphan.outcome is not None
+                assert (orphan.id, orphan.outcome.outcome) == ("r1", OWNER_DIED)
+                assert await _queued(requests, "coder") == ["r2"]
+        finally:
+            await _closing(store)
+
+
+@_check(RequestStore, _leases_too)
+async def _a_settled_request_is_read_by_id_or_key_until_its_ttl(harness: StoreHarness) -> None:
+    store, requests, leases = await _handle(harness)
+    reader, read, _ = await _handle(harness)  # another program, waiting on the key
+    clock = harness.clock
+    try:
+        await _enqueue(requests, "coder", "r1", "hello", key="job-1")
+        await _enqueue(requests, "coder", "r2", "world")
+        await leases.acquire_lease("coder", _A, ttl=harness.ttl)
+        await _checkpoint(store, "coder", "s-1")
+        running = await read.find_request("coder", key="job-1")
+        assert running is not None and running.state == "queued"
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and claimed.prompt == "hello"
+        answer = RequestOutcome(outcome="complete", answer="hi", session_id="s-1")
+        history = StoreCapabilities.of(store).turn_history
+        turn = _turn("coder", 1)
+        if history is None:
+            assert await requests.settle_request("coder", "r1", answer, result_ttl=60.0)
+        else:
+            assert await requests.settle_request(
+                "coder", "r1", answer, result_ttl=60.0, turn=turn, session_id="s-1", keep=5
+            )
+            # One transaction: the turn's record with it.
+            assert list(await history.turn_history("coder", limit=5)) == [turn]
+            assert (await _loaded(store, "coder")).turns == 1
+        assert not await requests.settle_request("coder", "r1", answer, result_ttl=60.0)
+        settled = await read.find_request("coder", key="job-1")
+        assert settled is not None and settled.outcome == answer and settled.prompt is None
+        assert settled == await read.find_request("coder", id="r1")
+        assert settled.settled_at is not None and settled.expires_at is not None
+        assert settled.expires_at - settled.settled_at == 60.0
+        failed = RequestOutcome(outcome="cli_error", error="token sk-ant-api03-abcdefghijklmnop")
+        assert (await requests.claim_request("coder")) is not None
+        if history is not None:  # without its session row the turn is refused: both or none
+            await store.forget("coder")
+            with _raises(StoreError, match="no session row"):
+                await requests.settle_request(
+                    "coder", "r2", failed, result_ttl=10.0, turn=_turn("coder", 2), keep=5
+                )
+            still = await read.find_request("coder", id="r2")
+            assert still is not None and still.state == "running"
+        assert await requests.settle_request("coder", "r2", failed, result_ttl=10.0)
+        second = await read.find_request("coder", id="r2")
+        assert second is not None and second.outcome is not None
+        assert second.outcome.error is not None and "abcdefghijklmnop" not in second.outcome.error
+        if clock is None:
+            return
+        clock.advance(30.0)  # r2's ttl has passed, r1's has not
+        assert await read.find_request("coder", id="r2") is None
+        assert await read.purge_requests() == 1
+        assert await read.find_request("coder", key="job-1") is not None
+        clock.advance(31.0)
+        assert await read.find_request("coder", key="job-1") is None
+        # An expired key is free again: a new request is stored under it.
+        assert await _enqueue(read, "coder", "r3", "again", key="job-1") == "r3"
+        assert await read.purge_requests() == 0  # the enqueue took the expired one away
+        assert await read.find_request("coder", key="job-1") == await read.find_request(
+            "coder", id="r3"
+        )
+    finally:
+        await _closing(store, reader)
+
+
+@_check(RequestStore)
+async def _bad_arguments_are_refused_naming_them(harness: StoreHarness) -> None:
+    store = await _open(harness)
+    requests = StoreCapabilities.of(store).requests
+    assert requests is not None
+    try:
+        with _raises(ValueError, match="max_pending must be an int >= 0"):
+            await requests.enqueue_request(
+                "x",
+                id="1",
+                prompt="p",
+                key=None,
+                origin="tell",
+                max_pending=-1,
+                max_pending_bytes=9,
+            )
+        with _raises(ValueError, match="result_ttl must be a finite number"):
+            await requests.withdraw_request("x", "1", result_ttl=float("inf"))
+        with _raises(ValueError, match="one of id= or key="):
+            await requests.find_request("x")
+        assert await _queued(requests, "x") == []
+    finally:
+        await _closing(store)
+
+
+@attrs.define
+class _Model:
+    """What the queue of one agent should hold: ids in acceptance order, and each id's
+    state, prompt size, key and starts."""
+
+    order: list[str] = attrs.field(factory=list)
+    state: dict[str, str] = attrs.field(factory=dict)
+    size: dict[str, int] = attrs.field(factory=dict)
+    keys: dict[str, str] = attrs.field(factory=dict)
+    starts: dict[str, int] = attrs.field(factory=dict)
+    # Running ids, with the epoch that started each.
+    running: dict[str, int] = attrs.field(factory=dict)
+
+    def queued(self) -> list[str]:
+        return [id for id in self.order if self.state[id] == "queued"]
+
+
+@_check(RequestStore, _hypothesis_and_leases)
+async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
+    harness: StoreHarness,
+) -> None:
+    """A state machine (hypothesis): callers enqueue (some with keys) and withdraw through
+    a handle of their own; the owner claims and settles; owners crash (their handle closed
+    with nothing released or settled) or freeze (a new owner takes over while the old
+    handle stays open and tries again later); each new owner ends or requeues the requests
+    it finds orphaned. After every step the queue is the model's, in order, and no request
+    has started more often than the model allows: once, twice only when handed back."""
+    from hypothesis import settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        invariant,
+        precondition,
+        rule,
+        run_state_machine_as_test,
+    )
+
+    examples = itertools.count()
+
+    def call(work: Callable[[], Awaitable[_T]]) -> _T:
+        async def run() -> _T:
+            return await work()
+
+        return trio.from_thread.run(run)
+
+    class QueueMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.name = f"q{next(examples)}"
+            self.caller, self.requests, _ = call(lambda: _handle(harness))
+            self.owner: tuple[SessionStore, RequestStore, int] | None = None
+            self.frozen: tuple[SessionStore, RequestStore, int] | None = None
+            self.model = _Model()
+            self.ids = itertools.count()
+            self._take_over()
+
+        def _take_over(self) -> None:
+            """A new program owns the agent: it takes the lease (replacing the last
+            holder's) and deals with what the last owner left running."""
+            store, requests, leases = call(lambda: _handle(harness))
+            last = None if self.owner is None else self.owner[2]
+            lease = call(lambda: leases.acquire_lease(self.name, _B, ttl=60.0, replacing=last))
+            self.owner = (store, requests, lease.epoch)
+
+        def _orphans(self, retry: bool) -> None:
+            assert self.owner is not None
+            requests = self.owner[1]
+            found = call(
+                lambda: requests.end_orphaned_requests(self.name, retry=retry, result_ttl=_TTL)
+            )
+            model = self.model
+            expected = [id for id in model.order if id in model.running]
+            assert [request.id for request in found] == expected
+            for request in found:
+                del model.running[request.id]
+                again = retry and model.starts[request.id] < 2
+                model.state[request.id] = "queued" if again else OWNER_DIED
+                assert request.state == ("queued" if again else "settled")
+
+        def teardown(self) -> None:
+            handles = [self.caller]
+            handles += [h[0] for h in (self.owner, self.frozen) if h is not None]
+            for store in handles:
+                call(store.aclose)
+
+        @rule(key=st.sampled_from([None, "k0", "k1"]), size=st.integers(1, 9))
+        def enqueue(self, key: str | None, size: int) -> None:
+            model, id = self.model, f"r{next(self.ids)}"
+            prompt = "p" * size
+            try:
+                got = call(lambda: _enqueue(self.requests, self.name, id, prompt, key))
+            except MailboxFull as full:
+                queued = model.queued()
+                assert key not in model.keys
+                assert full.queued == len(queued)
+                assert full.queued_bytes == sum(model.size[q] for q in queued)
+                assert len(queued) >= 3 or full.queued_bytes + size > 20
+                return
+            if key in model.keys:
+                assert got == model.keys[key]
+                return
+            queued = model.queued()
+            assert len(queued) < 3 and sum(model.size[q] for q in queued) + size <= 20
+            assert got == id
+            model.order.append(id)
+            model.state[id], model.size[id], model.starts[id] = "queued", size, 0
+            if key is not None:
+                model.keys[key] = id
+
+        @precondition(lambda self: bool(self.model.order))
+        @rule(data=st.data())
+        def withdraw(self, data: st.DataObject) -> None:
+            id = data.draw(st.sampled_from(self.model.order))
+            done = call(lambda: self.requests.withdraw_request(self.name, id, result_ttl=_TTL))
+            assert done == (self.model.state[id] == "queued")
+            if done:
+                self.model.state[id] = WITHDRAWN
+
+        @rule()
+        def claim(self) -> None:
+            assert self.owner is not None
+            _, requests, epoch = self.owner
+            claimed = call(lambda: requests.claim_request(self.name))
+            queued = self.model.queued()
+            if not queued:
+                assert claimed is None
+                return
+            assert claimed is not None and claimed.id == queued[0]
+            self.model.starts[claimed.id] += 1
+            assert claimed.attempts == self.model.starts[claimed.id]
+            self.model.state[claimed.id] = "running"
+            self.model.running[claimed.id] = epoch
+
+        @rule()
+        def settle(self) -> None:
+            assert self.owner is not None
+            _, requests, epoch = self.owner
+            mine = [id for id, by in self.model.running.items() if by == epoch]
+            if not mine:
+                return
+            id, complete = mine[0], RequestOutcome(outcome="complete")
+            settle = functools.partial(requests.settle_request, self.name, id, complete)
+            assert call(functools.partial(settle, result_ttl=_TTL))
+            del self.model.running[id]
+            self.model.state[id] = "complete"
+
+        @rule(retry=st.booleans(), freeze=st.booleans())
+        def owner_dies(self, retry: bool, freeze: bool) -> None:
+            """The owner crashes (its handle closed) or freezes (kept, to wake later)."""
+            assert self.owner is not None
+            old = self.owner
+            if freeze:
+                if self.frozen is not None:
+                    call(self.frozen[0].aclose)
+                self.frozen = old
+            else:
+                call(old[0].aclose)
+            self._take_over()
+            self._orphans(retry)
+
+        @precondition(lambda self: self.frozen is not None)
+        @rule()
+        def frozen_owner_wakes(self) -> None:
+            assert self.frozen is not None
+            requests = self.frozen[1]
+            try:
+                call(lambda: requests.claim_request(self.name))
+            except LeaseLost:
+                pass
+            else:
+                raise AssertionError("a stale epoch claimed")
+            try:
+                call(
+                    lambda: requests.settle_request(
+                        self.name, "r0", RequestOutcome(outcome="complete"), result_ttl=_TTL
+                    )
+                )
+            except LeaseLost:
+                pass
+            else:
+                raise AssertionError("a stale epoch settled")
+
+        @invariant()
+        def the_queue_is_the_models(self) -> None:
+            assert call(lambda: _queued(self.requests, self.name)) == self.model.queued()
+            find = functools.partial(self.requests.find_request, self.name)
+            for id, state in self.model.state.items():
+                stored = call(functools.partial(find, id=id))
+                assert stored is not None and stored.attempts == self.model.starts[id]
+                if state in ("queued", "running"):
+                    assert (stored.state, stored.outcome) == (state, None)
+                    assert stored.prompt is not None and len(stored.prompt) == self.model.size[id]
+                else:
+                    assert stored.state == "settled" and stored.outcome is not None
+                    assert stored.prompt is None
+                    assert stored.outcome.outcome == state
+
+    chosen = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    await trio.to_thread.run_sync(lambda: run_state_machine_as_test(QueueMachine, settings=chosen))
