@@ -58,15 +58,14 @@ class Recorder:
     _history: TurnHistoryStore | None = attrs.field(alias="history")
     # The live process record in the store (the turn's CLI, or the warm one).
     _live: _Live = _Live.NONE
+    # The store as live process records, resolved once (a warm turn writes them twice).
+    _live_records: LiveProcessStore = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.keep_turns <= 0:
             self._history = None
-
-    @property
-    def _live_records(self) -> LiveProcessStore:
         # start_agent refused an agent that runs processes on a store without live records.
-        return cast(LiveProcessStore, self.store)
+        self._live_records = cast(LiveProcessStore, self.store)
 
     @property
     def idle_due(self) -> bool:
