@@ -85,6 +85,8 @@ class Budgets:
 
     def left_usd(self) -> float | None:
         """The least USD any budget has left (None: no USD limit)."""
+        if not self.chain:  # most agents: asked each turn, so no list made to say so
+            return None
         left = [b.usd - b.spent_usd for b in self.chain if b.usd is not None]
         # Rounded: the CLI is given it as a figure, without the float sums' noise.
         return round(max(0.0, min(left)), 10) if left else None

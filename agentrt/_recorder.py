@@ -58,15 +58,14 @@ class Recorder:
     _history: TurnHistoryStore | None = attrs.field(alias="history")
     # The live process record in the store (the turn's CLI, or the warm one).
     _live: _Live = _Live.NONE
+    # The store as live process records, resolved once (a warm turn writes them twice).
+    _live_records: LiveProcessStore = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.keep_turns <= 0:
             self._history = None
-
-    @property
-    def _live_records(self) -> LiveProcessStore:
         # start_agent refused an agent that runs processes on a store without live records.
-        return cast(LiveProcessStore, self.store)
+        self._live_records = cast(LiveProcessStore, self.store)
 
     @property
     def idle_due(self) -> bool:
@@ -197,23 +196,24 @@ class Recorder:
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
         slot = self.slot
+        name = slot.name
         slot.session_totals = slot.session_totals.add(usage, cost)
         slot.spent_usd += cost or 0.0
         slot.spent_tokens += counted_tokens(usage)
-        slot.budgets.charge(slot.name, cost, usage)
+        slot.budgets.charge(name, cost, usage)
         if slot.unclaimed:
             return  # the turn never started: nothing to record
         try:
             if self._history is not None:
                 entry = history_entry(
-                    slot.name, self.node, prompt, outcome, started_at=started_at, duration=duration
+                    name, self.node, prompt, outcome, started_at=started_at, duration=duration
                 )
                 await self._history.record_turn_with_history(
                     entry, session_id=slot.session_id, keep=self.keep_turns
                 )
             else:
                 await self.store.record_turn(
-                    slot.name,
+                    name,
                     stop_reason=stop_reason.value,
                     cost_usd=cost,
                     usage=usage,
@@ -221,7 +221,7 @@ class Recorder:
                 )
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
-            log_error(f"agent {slot.name!r}: the session store could not record a turn", exc)
+            log_error(f"agent {name!r}: the session store could not record a turn", exc)
 
     async def save_state(self, blob: bytes | None) -> None:
         """Keep ``blob``, what ``checkpoint_state`` returned, encoded; unchanged state is

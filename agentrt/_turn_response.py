@@ -53,6 +53,8 @@ def _with_denials(
     reported: tuple[PermissionDenial, ...], denials: list[PermissionDenial]
 ) -> tuple[PermissionDenial, ...]:
     # What the CLI reported, and the agent's own denials it did not.
+    if not denials:  # the agent denied nothing (most turns): no set to build
+        return reported
     known = {d.tool_use_id for d in reported}
     return (*reported, *(d for d in denials if d.tool_use_id not in known))
 

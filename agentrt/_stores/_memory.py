@@ -128,7 +128,13 @@ class MemoryStore(ClosedOnExit):
             raise StoreError(self._PATH, "store is not open")
 
     def _fence(self, name: str) -> None:
-        check_fence(self._PATH, name, self._epochs.get(name), self._lease(name))
+        epoch = self._epochs.get(name)
+        if epoch is None:
+            return  # this handle holds no lease on it: its writes are not fenced
+        row = self._tables.leases.get(name)
+        if row is not None and row.epoch == epoch and row.owner is not None:
+            return  # still the holder (every write of a turn): no Lease made to say so
+        check_fence(self._PATH, name, epoch, self._lease(name))
 
     def _lease(self, name: str) -> Lease | None:
         row = self._leases.get(name)
@@ -145,7 +151,7 @@ class MemoryStore(ClosedOnExit):
 
     def _changing(self, name: str) -> SessionRow:
         """The row of ``name``, stamped as updated now; `StoreError` without one."""
-        row = self._rows.get(name)
+        row = self._tables.rows.get(name)
         if row is None:
             raise no_row(self._PATH, name)
         row.updated_at = self.clock()
@@ -196,12 +202,12 @@ class MemoryStore(ClosedOnExit):
         session_id: str | None,
     ) -> None:
         await self._enter()
-        self._count_turn(name, stop_reason, cost_usd, usage, session_id)
+        self._count_turn(name, stored_reason(stop_reason), cost_usd, usage, session_id)
 
     def _count_turn(
         self,
         name: str,
-        stop_reason: str,
+        reason: str,
         cost_usd: float | None,
         usage: Usage | None,
         session_id: str | None,
@@ -210,9 +216,10 @@ class MemoryStore(ClosedOnExit):
         row = self._changing(name)
         row.turns += 1
         row.cost_usd += cost_usd or 0.0
-        row.usage = row.usage.plus(usage or NO_USAGE)
+        if usage is not None:
+            row.usage = row.usage.plus(usage)
         row.session_totals = row.session_totals.add(usage, cost_usd)
-        row.last_stop_reason = stored_reason(stop_reason)
+        row.last_stop_reason = reason
         if session_id is not None:
             row.session_id = session_id
 
@@ -271,9 +278,9 @@ class MemoryStore(ClosedOnExit):
     ) -> None:
         check_keep(keep)
         await self._enter()
-        self._count_turn(turn.name, turn.outcome, turn.cost_usd, turn.usage, session_id)
-        entries = self._tables.history.setdefault(turn.name, [])
         reason = stored_reason(turn.outcome)
+        self._count_turn(turn.name, reason, turn.cost_usd, turn.usage, session_id)
+        entries = self._tables.history.setdefault(turn.name, [])
         # A stop reason is kept as it is (the common case): no copy of the entry for it.
         stored = turn if reason == turn.outcome else attrs.evolve(turn, outcome=reason)
         entries.append((next(self._tables.recorded), stored))

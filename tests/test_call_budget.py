@@ -1,0 +1,219 @@
+"""The fixed cost of an ask, held to a budget of Python function calls (issue 37).
+
+Timings drift with the machine and its load; a count of calls does not. Each test counts
+the calls one ask makes, after warm-up: every Python function agentrt (or a backend, or an
+attrs class of agentrt's) starts, and every Python function such code calls directly
+(trio's, the standard library's). Calls the scheduler makes on its own, and coroutines
+resumed rather than started, are not counted: how often a task waits depends on timing.
+Garbage collection is off while counting, and the least count of a few asks is the one
+held (an ask whose process happened to print in two reads is not the fixed cost).
+
+A budget is the count measured when it was set, plus a little room. A failure means an
+ask now does more work: find where (``python tests/test_call_budget.py`` prints each
+scenario's calls by function; bench/README.md, "Issue 37", has the profile behind the
+budgets) before raising it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dis
+import gc
+import inspect
+import json
+import os
+import sys
+import types
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import agentrt
+import agentrt.backends
+from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
+
+# Counted when set (issue 37), and the room each has: a scripted ask is the same every
+# time (175); the fake CLI's turns vary a little with how the process's exit meets its
+# output (600-645 per turn, 320-330 warm, with and without load).
+SCRIPTED_BUDGET = 180
+PER_TURN_BUDGET = 700
+WARM_BUDGET = 360
+
+MEASURE = "python tests/test_call_budget.py"
+
+_OURS = tuple(
+    os.path.join(os.path.realpath(path), "")
+    for path in (*agentrt.__path__, *agentrt.backends.__path__)
+)
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_RESUME = dis.opmap["RESUME"]
+
+Site = tuple[str, int, str]
+
+
+def _ours(code: types.CodeType) -> bool:
+    filename = code.co_filename
+    if filename.startswith("<attrs generated"):
+        return " agentrt." in filename
+    return filename.startswith(_OURS)
+
+
+def _started(frame: types.FrameType) -> bool:
+    # A coroutine or generator reports a "call" each time it resumes; it starts at the
+    # RESUME instruction with argument 0 (a resumption's has another argument).
+    code = frame.f_code
+    if not code.co_flags & _RESUMABLE:
+        return True
+    at = frame.f_lasti
+    return code.co_code[at] == _RESUME and code.co_code[at + 1] == 0
+
+
+class CallCount:
+    """A profile hook: the calls counted, by function."""
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter[Site] = collections.Counter()
+
+    def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
+        if event != "call" or not _started(frame):
+            return
+        code = frame.f_code
+        caller = frame.f_back
+        if _ours(code) or (caller is not None and _ours(caller.f_code)):
+            self.calls[code.co_filename, code.co_firstlineno, code.co_name] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+@contextmanager
+def counting() -> Iterator[CallCount]:
+    count = CallCount()
+    gc.collect()
+    gc.disable()
+    sys.setprofile(count)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+
+
+async def least_count(
+    ask: Callable[[], Awaitable[object]], *, warm_up: int = 3, asks: int = 5
+) -> CallCount:
+    """The counted calls of the cheapest of ``asks`` asks, after ``warm_up`` uncounted."""
+    for _ in range(warm_up):
+        await ask()
+    counts = []
+    for _ in range(asks):
+        with counting() as count:
+            await ask()
+        counts.append(count)
+    return min(counts, key=lambda c: c.total)
+
+
+def report(count: CallCount, limit: int = 25) -> str:
+    rows = [
+        f"{n:5d}  {name} ({os.path.basename(filename)}:{line})"
+        for (filename, line, name), n in count.calls.most_common(limit)
+    ]
+    return "\n".join(rows)
+
+
+def check(scenario: str, count: CallCount, budget: int) -> None:
+    assert count.total <= budget, (
+        f"one {scenario} made {count.total} counted calls, over its budget of {budget}. "
+        f"Measure where they go ({MEASURE}; bench/README.md, 'Issue 37') before raising "
+        f"the budget. Most called:\n{report(count)}"
+    )
+
+
+# --- the three asks --------------------------------------------------------------------
+
+_SESSION = "s-1"
+_TINY_TURN = "".join(
+    json.dumps(frame) + "\n"
+    for frame in (
+        {"type": "system", "subtype": "init", "session_id": _SESSION, "model": "m", "tools": []},
+        {
+            "type": "assistant",
+            "session_id": _SESSION,
+            "message": {"content": [{"type": "text", "text": "ok"}]},
+        },
+        {"type": "result", "subtype": "success", "result": "ok", "session_id": _SESSION},
+    )
+)
+
+
+async def scripted_ask() -> CallCount:
+    backend = ScriptedBackend(default=lambda call: reply("ok", session_id=_SESSION), record=False)
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend)
+        return await least_count(lambda: rt.ask("a", "hi"))
+
+
+async def cli_ask(directory: Path, *, warm: bool) -> CallCount:
+    if warm:
+        binary = fake_cli_executable(str(directory), ["live", {"turns": [[["answer"]]]}])
+        options: dict[str, Any] = {"keep_alive": 600}
+    else:
+        # One write: the turn reaches the runtime in one read, whatever the machine's speed.
+        binary = fake_cli_executable(str(directory), ["write", _TINY_TURN])
+        options = {}
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend="claude", binary=binary, **options)
+        return await least_count(lambda: rt.ask("a", "hi"))
+
+
+# --- the guard -------------------------------------------------------------------------
+
+
+async def test_scripted_ask_stays_within_its_call_budget() -> None:
+    check("scripted ask", await scripted_ask(), SCRIPTED_BUDGET)
+
+
+async def test_per_turn_tiny_turn_stays_within_its_call_budget(tmp_path: Path) -> None:
+    check("per-turn tiny turn", await cli_ask(tmp_path, warm=False), PER_TURN_BUDGET)
+
+
+async def test_warm_tiny_turn_stays_within_its_call_budget(tmp_path: Path) -> None:
+    check("warm tiny turn", await cli_ask(tmp_path, warm=True), WARM_BUDGET)
+
+
+def test_the_count_sees_an_ask_that_does_more() -> None:
+    # The hook counts what agentrt's code calls: one call more in an ask is one more.
+    async def ask() -> None:
+        agentrt.StopReason("complete")  # a call from here: not counted
+        await trio.lowlevel.checkpoint()
+
+    async def ask_more() -> None:
+        await ask()
+        agentrt.testing.reply("ok")  # agentrt's function and what it calls
+
+    async def counted(body: Callable[[], Awaitable[None]]) -> int:
+        return (await least_count(body, warm_up=1, asks=2)).total
+
+    plain, more = trio.run(counted, ask), trio.run(counted, ask_more)
+    assert plain == 0
+    assert more > 0
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            for scenario, run in (
+                ("scripted ask", scripted_ask),
+                ("per-turn tiny turn", lambda: cli_ask(Path(directory), warm=False)),
+                ("warm tiny turn", lambda: cli_ask(Path(directory), warm=True)),
+            ):
+                count = await run()
+                print(f"{scenario}: {count.total} calls\n{report(count, 60)}\n")
+
+    trio.run(main)
