@@ -65,9 +65,12 @@ def gate_of(pid: int, proc: str = "/proc") -> str | None:
     spawn's child waiting at its gate, the gate's (see `GATE_DIRECTORY`).
 
     A link is read, not the environment: until it execs, a spawn's child shares the runtime's
-    memory, so /proc shows the runtime's environment there, not the turn's marker.
+    memory, so /proc shows the runtime's environment there, not the turn's marker. Only our
+    own user's processes are looked at, as in `marker_of`.
     """
     try:
+        if os.stat(f"{proc}/{pid}").st_uid != os.getuid():
+            return None
         return os.path.basename(os.path.dirname(os.readlink(f"{proc}/{pid}/fd/{GATE_FD}")))
     except OSError:
         return None
