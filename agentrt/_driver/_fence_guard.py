@@ -11,9 +11,9 @@ SIGKILLs every process of its user whose ``AGENTRT_TURN`` marker starts with
 ``RUNTIME_PID.``: the runtime's turns, their setsid'd tools included; and every turn process
 still waiting at the runtime's spawn gate (`gate_of`), which carries no marker yet (it has
 not exec'd) and would otherwise run its CLI once the frozen runtime wakes, or wait there for
-ever once the runtime died. After a missed
-deadline it goes on killing them until the next line, so a runtime that wakes up starts
-no CLI before its own fence has run. ``exit`` ends the guard without a kill.
+ever once the runtime died. After a missed deadline it goes on killing them until the next
+line, so a runtime that wakes up starts no CLI before its own fence has run. ``exit`` ends
+the guard without a kill.
 
 It runs as its own program because the runtime's process may be the frozen one, so it
 imports nothing of agentrt (and starts in milliseconds); `marker_of` is also the one

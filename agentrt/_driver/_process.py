@@ -814,7 +814,7 @@ class ProcessTracker:
                 del self._agents[agent]
 
     def _kill_agent(self, agent: str) -> None:
-        """SIGKILL every process of ``agent``'s CLI processes now, with no interrupt and no
+        """SIGKILL the trees of ``agent``'s CLI processes now, with no interrupt and no
         grace: its lease is lost, so its conversation is another runtime's to go on with,
         which may be running it already (this runtime was frozen past its lease, or found
         the lease taken). A graceful stop would keep the CLI beside that owner's for its
