@@ -19,7 +19,7 @@ import trio
 import trio.testing
 from _helpers import echo_backend, settle
 from cli_programs import SID, FakeClaude, init_frame
-from proc_helpers import Program, store_programs, turn_processes, wait_until
+from proc_helpers import Program, store_programs, turn_processes, wait_for_status, wait_until
 
 import agentrt
 from agentrt import (
@@ -357,6 +357,43 @@ def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Outage:
         lambda: locker.execute("BEGIN EXCLUSIVE"),
         lambda: locker.execute("ROLLBACK"),
     )
+
+
+async def test_a_fenced_agents_cli_is_sigkilled_with_no_interrupt_and_no_grace(
+    tmp_path: Path,
+) -> None:
+    # Its conversation is the next owner's, who may run it already (a runtime frozen past its
+    # lease wakes to find it fenced): a graceful stop bought nothing but a CLI beside that
+    # owner's for its graces. This CLI would note the ladder's SIGINT or SIGTERM, and exit.
+    noted = tmp_path / "noted"
+    binary = fake_cli_executable(
+        str(tmp_path),
+        *(["on", sig, [["record", str(noted)]]] for sig in ("SIGINT", "SIGTERM")),
+        ["emit", init_frame()],
+        ["hang"],
+        name="claude",
+    )
+    store = CutOff()
+    async with open_runtime(store=store, lease_ttl=2.4, kill_grace=0.1) as rt:
+        await rt.start_agent(Agent, name="x", backend="claude", binary=binary, cwd=str(tmp_path))
+        outcome: list[AgentStopped] = []
+
+        async def ask() -> None:
+            try:
+                await rt.ask("x", "a long job")
+            except AgentStopped as exc:
+                outcome.append(exc)
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                # Reported after the CLI set its handlers: it can note a signal from now on.
+                await wait_for_status(rt, "x", lambda st: st.session_id is not None, bound=30)
+                store.cut = True
+        [error] = outcome
+        assert error.reason.startswith("lease lost")
+        assert turn_processes(f"{os.getpid()}.") == []
+        assert not noted.exists(), "the fenced CLI was stopped gracefully"
 
 
 async def test_a_lease_fenced_while_the_store_was_down_is_not_renewed_when_it_is_back(

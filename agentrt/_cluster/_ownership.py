@@ -12,9 +12,11 @@ Fencing rests on two clocks measuring the same span: the store's, on which a lea
 ``lease_ttl`` after the store granted or renewed it, and this runtime's own (trio's,
 monotonic), on which a lease counts as valid for ``lease_ttl`` after the request was
 *sent*, so never longer than on the store. Without a successful renewal for half of that
-(`FENCE_SHARE`), the runtime stops the agent: its turn's CLI tree is killed by the kill
-ladder in the other half, before any other runtime may take the name; the agent's waiters
-get `AgentStopped` ("lease lost ...") and its supervisor does not restart it.
+(`FENCE_SHARE`), the runtime stops the agent (``on_lost``): its CLI processes are SIGKILLed
+at once, with no ladder (the name may pass to another runtime at the end of the other half,
+or has already when the fence runs late: after a freeze, or a renewal that found it taken);
+the agent's waiters get `AgentStopped` ("lease lost ...") and its supervisor does not
+restart it.
 
 On a store without leases (no `LeaseStore`) the runtime's names are a table of its own:
 nothing is renewed, fenced or released in the store.

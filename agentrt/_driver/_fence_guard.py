@@ -8,13 +8,17 @@ The runtime writes a line to the guard's stdin every lease_ttl / 5: the seconds 
 it would stop its own agents for want of a renewal (``inf``: none to guard). Past that time
 with no newer line, or at the end of stdin without ``exit`` (the runtime died), the guard
 SIGKILLs every process of its user whose ``AGENTRT_TURN`` marker starts with
-``RUNTIME_PID.``: the runtime's turns, their setsid'd tools included. After a missed
-deadline it goes on killing them until the next line, so a runtime that wakes up starts
-no CLI before its own fence has run. ``exit`` ends the guard without a kill.
+``RUNTIME_PID.``: the runtime's turns, their setsid'd tools included; and every turn process
+still waiting at the runtime's spawn gate (`gate_of`), which carries no marker yet (it has
+not exec'd) and would otherwise run its CLI once the frozen runtime wakes, or wait there for
+ever once the runtime died. After a missed deadline it goes on killing them until the next
+line, so a runtime that wakes up starts no CLI before its own fence has run. ``exit`` ends
+the guard without a kill.
 
 It runs as its own program because the runtime's process may be the frozen one, so it
 imports nothing of agentrt (and starts in milliseconds); `marker_of` is also the one
-`agentrt._driver._proctree` reads markers with.
+`agentrt._driver._proctree` reads markers with, `GATE_DIRECTORY` the name
+`agentrt._driver._spawn` gives its gate.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ import sys
 import time
 
 MARKER_ENV = "AGENTRT_TURN"
+# The spawn gate of the runtime process PID is a FIFO in a (removed) directory named
+# ``GATE_DIRECTORY.format(pid=PID)`` plus a random suffix; a child waiting at it holds the
+# FIFO as fd GATE_FD (agentrt._driver._spawn).
+GATE_DIRECTORY = "agentrt-spawn-{pid}-"
+GATE_FD = 3
 # How often a guard whose deadline passed looks for new turn processes to kill.
 _REKILL = 0.05
 
@@ -51,13 +60,40 @@ def marker_of(pid: int, proc: str = "/proc") -> str | None:
     return None
 
 
-def kill_turns(prefix: str) -> int:
-    """SIGKILL every process whose marker starts with ``prefix``; how many were signalled."""
+def gate_of(pid: int, proc: str = "/proc") -> str | None:
+    """The name of the directory holding the file a process has open as fd `GATE_FD`: for a
+    spawn's child waiting at its gate, the gate's (see `GATE_DIRECTORY`).
+
+    A link is read, not the environment: until it execs, a spawn's child shares the runtime's
+    memory, so /proc shows the runtime's environment there, not the turn's marker. Only our
+    own user's processes are looked at, as in `marker_of`.
+    """
+    try:
+        if os.stat(f"{proc}/{pid}").st_uid != os.getuid():
+            return None
+        return os.path.basename(os.path.dirname(os.readlink(f"{proc}/{pid}/fd/{GATE_FD}")))
+    except OSError:
+        return None
+
+
+def kill_turns(runtime_pid: str) -> int:
+    """SIGKILL every process of the runtime ``runtime_pid``'s turns: those whose marker
+    starts with ``<runtime_pid>.`` and those waiting at its spawn gate; how many were
+    signalled."""
+    prefix, gate = f"{runtime_pid}.", GATE_DIRECTORY.format(pid=runtime_pid)
+    # The runtime holds its gate too (not at GATE_FD, but it must never be hit).
+    spared = {runtime_pid, str(os.getpid())}
     killed = 0
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (marker := marker_of(int(entry))) and marker.startswith(prefix):
+        if not entry.isdigit() or entry in spared:
+            continue
+        pid = int(entry)
+        marker = marker_of(pid)
+        if (marker is not None and marker.startswith(prefix)) or (
+            (directory := gate_of(pid)) is not None and directory.startswith(gate)
+        ):
             try:
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
             except OSError:
                 pass
@@ -65,7 +101,6 @@ def kill_turns(prefix: str) -> int:
 
 
 def main(runtime_pid: str) -> None:
-    prefix = f"{runtime_pid}."
     deadline = math.inf
     missed = False
     pending = b""
@@ -74,11 +109,11 @@ def main(runtime_pid: str) -> None:
         ready, _, _ = select.select([0], [], [], None if math.isinf(wait) else wait)
         if not ready:
             missed = True
-            kill_turns(prefix)
+            kill_turns(runtime_pid)
             continue
         chunk = os.read(0, 4096)
         if not chunk:  # the runtime is gone
-            kill_turns(prefix)
+            kill_turns(runtime_pid)
             return
         *lines, pending = (pending + chunk).split(b"\n")
         if lines:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -233,12 +233,15 @@ class CliLifecycle:
             async with open_cli_process(
                 command, self._limits, tracker=self._tracker, stdin_open=stdin_open
             ) as proc:
-                # Set first: a cancelled write may still have reached the store, and
-                # clearing a record that is not there is harmless.
-                spawned = True
-                watch.spawned(proc)
-                await self._records.spawned(proc.pid, proc.pgid, proc.start_time, proc.marker)
-                yield proc
+                tracker = self._tracker
+                # Before any checkpoint: a fence that runs next kills it with the agent's.
+                with nullcontext() if tracker is None else tracker._own(self._agent, proc):
+                    # Set first: a cancelled write may still have reached the store, and
+                    # clearing a record that is not there is harmless.
+                    spawned = True
+                    watch.spawned(proc)
+                    await self._records.spawned(proc.pid, proc.pgid, proc.start_time, proc.marker)
+                    yield proc
         finally:
             if spawned:
                 await self._records.gone()

@@ -425,6 +425,11 @@ class CliProcess:
         reap_adopted(self._tree)
         return not survivors
 
+    def _kill_at_once(self) -> None:
+        # Its agent's lease is lost: the whole tree SIGKILLed now (its cgroup, else its group
+        # and every member), no interrupt, no grace; the ladder on the way out finds it gone.
+        self._tree.kill(self._tree.scan())
+
     def rss_bytes(self) -> int | None:
         """The resident memory of the process itself, or None if unknown."""
         try:
@@ -713,6 +718,8 @@ class ProcessTracker:
         self._cgroups_wanted = cgroups
         self._isolation = Isolation(None, "the tracker is not running")
         self._orphans = OrphanReaper()
+        # The live CLI processes of each agent (`_own`), for `_kill_agent`.
+        self._agents: dict[str, set[CliProcess]] = {}
 
     @property
     def isolation(self) -> str:
@@ -793,6 +800,27 @@ class ProcessTracker:
         finally:
             if not cgroup.remove():
                 _log.warning("turn cgroup %s: not empty after the kill ladder", cgroup.path)
+
+    @contextmanager
+    def _own(self, agent: str, proc: CliProcess) -> Iterator[None]:
+        # ``proc`` counts as one of ``agent``'s processes while the block runs.
+        procs = self._agents.setdefault(agent, set())
+        procs.add(proc)
+        try:
+            yield
+        finally:
+            procs.discard(proc)
+            if not procs:
+                del self._agents[agent]
+
+    def _kill_agent(self, agent: str) -> None:
+        """SIGKILL the trees of ``agent``'s CLI processes now, with no interrupt and no
+        grace: its lease is lost, so its conversation is another runtime's to go on with,
+        which may be running it already (this runtime was frozen past its lease, or found
+        the lease taken). A graceful stop would keep the CLI beside that owner's for its
+        graces; the agent's own stop that follows finds the processes gone."""
+        for proc in list(self._agents.get(agent, ())):
+            proc._kill_at_once()
 
     def _add(self, tree: ProcTree) -> None:
         self._trees[tree.leader] = tree

@@ -18,6 +18,14 @@ turn's ``cgroup.procs``, and only then opens the FIFO's other end. The CLI never
 single instruction outside its cgroup; if the move fails, the child is killed before it
 execs.
 
+Nothing wakes a child at the gate but its runtime (it waits with every signal blocked), so a
+runtime killed meanwhile would leave it there for ever. It therefore closes the runtime's
+descriptors before it waits, and holds the gate at a known fd under a name carrying the
+runtime's pid (`agentrt._driver._fence_guard.GATE_DIRECTORY`): the runtime's fence guard
+then sees the runtime end, and SIGKILLs the children waiting at its gate with its turns.
+The same holds for a runtime frozen past its lease: its guard kills the child at the gate
+before the runtime, awake again, could let it exec.
+
 Where any of this is missing (another libc, no pidfd, no ``/proc/<pid>/task/<tid>/children``)
 `spawn` falls back to `subprocess` with a ``preexec_fn`` that does the same in a fork, for
 every signal Python can name (the C library's own, glibc's 32 and 33, keep what they were).
@@ -43,6 +51,8 @@ from typing import Any, Protocol
 
 import attrs
 import trio
+
+from ._fence_guard import GATE_DIRECTORY, GATE_FD
 
 # <spawn.h> on Linux, glibc and musl alike.
 _SETSIGDEF = 0x04
@@ -172,18 +182,25 @@ class _Libc:
         try:
             _check(c.posix_spawnattr_init(attr))
             try:
-                if gate is not None:
-                    # Opened first, as fd 3 (closed below): blocks until a writer comes.
-                    _check(
-                        c.posix_spawn_file_actions_addopen(
-                            actions, 3, gate, os.O_RDONLY | os.O_CLOEXEC, 0
-                        )
-                    )
                 for target, fd in enumerate(fds):
                     _check(c.posix_spawn_file_actions_adddup2(actions, fd, target))
                 if cwd is not None:
                     _check(c.posix_spawn_file_actions_addchdir_np(actions, cwd))
+                # Before the gate: a child that waits there for ever (its runtime killed)
+                # must hold none of the runtime's descriptors, the fence guard's stdin
+                # among them, or the guard would never see the runtime end.
                 _check(c.posix_spawn_file_actions_addclosefrom_np(actions, 3))
+                if gate is not None:
+                    # The gate held first as a path only (which does not block), at the fd
+                    # where the fence guard looks for a child waiting at its runtime's gate;
+                    # then opened to read, which blocks until a writer comes. Both close at
+                    # exec.
+                    for fd, flags in ((GATE_FD, os.O_PATH), (GATE_FD + 1, os.O_RDONLY)):
+                        _check(
+                            c.posix_spawn_file_actions_addopen(
+                                actions, fd, gate, flags | os.O_CLOEXEC, 0
+                            )
+                        )
                 _check(c.posix_spawnattr_setflags(attr, _SETSID | _SETSIGDEF | _SETSIGMASK))
                 _check(c.posix_spawnattr_setsigdefault(attr, self.sigdefault))
                 _check(c.posix_spawnattr_setsigmask(attr, self.empty))
@@ -342,7 +359,7 @@ def _anonymous_fifo() -> int:
     # A FIFO that leaves nothing on disk, not even if we are killed: made in a private
     # directory, held by an O_PATH descriptor (neither a reader nor a writer), removed, and
     # opened again through /proc by the child and by us.
-    directory = tempfile.mkdtemp(prefix="agentrt-spawn-")
+    directory = tempfile.mkdtemp(prefix=GATE_DIRECTORY.format(pid=os.getpid()))
     path = os.path.join(directory, "gate")
     try:
         os.mkfifo(path, 0o600)
