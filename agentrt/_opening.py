@@ -106,9 +106,9 @@ def check_ownership(
 
 def stop_lost(context: Context, name: str, reason: str) -> None:
     """Stop the agent whose lease was lost: its CLI processes SIGKILLed at once, before the
-    fence tells the guard it may stop killing (see `ProcessTracker._kill_agent`); not a
+    fence tells the guard it may stop killing (see `ProcessTracker.kill_agent`); not a
     crash, so it is not restarted."""
-    context.tracker._kill_agent(name)
+    context.tracker.kill_agent(name)
     child = context.children.get(name)
     if child is not None:
         child.supervisor._discard(child, reason)

@@ -718,7 +718,7 @@ class ProcessTracker:
         self._cgroups_wanted = cgroups
         self._isolation = Isolation(None, "the tracker is not running")
         self._orphans = OrphanReaper()
-        # The live CLI processes of each agent (`_own`), for `_kill_agent`.
+        # The live CLI processes of each agent (`_own`), for `kill_agent`.
         self._agents: dict[str, set[CliProcess]] = {}
 
     @property
@@ -813,7 +813,7 @@ class ProcessTracker:
             if not procs:
                 del self._agents[agent]
 
-    def _kill_agent(self, agent: str) -> None:
+    def kill_agent(self, agent: str) -> None:
         """SIGKILL the trees of ``agent``'s CLI processes now, with no interrupt and no
         grace: its lease is lost, so its conversation is another runtime's to go on with,
         which may be running it already (this runtime was frozen past its lease, or found
