@@ -324,8 +324,12 @@ class Turn:
             if parent is not None:
                 request = attrs.evolve(ask.request, parent_tool_use_id=parent)
                 ask = attrs.evolve(ask, request=request)
+        self._bounds.pause_first(self._now())
+        self._reschedule()
         with channel.asking() as asking:
             answer, events = await self.host.answer(ask)
+        self._bounds.resume_first(self._now())
+        self._reschedule()
         if asking.cancelled_caught:
             return  # nothing reads the CLI while the agent is asked: back to reading it
         for event in events:
