@@ -20,6 +20,8 @@ class Bounds:
     first: float = math.inf
     # Set by each result, from the latest one.
     result: float = math.inf
+    # While the CLI waits for the agent's answer: what was left of the first-event bound.
+    _first_left: float | None = attrs.field(default=None, init=False)
 
     def start(self, now: float, options: AgentOptions) -> None:
         """The turn starts ``now``: its watchdog and first-event bound count from here."""
@@ -27,6 +29,19 @@ class Bounds:
             self.total = now + options.watchdog
         if options.first_event is not None:
             self.first = now + options.first_event
+
+    def pause_first(self, now: float) -> None:
+        """The CLI waits for the agent's answer from ``now`` (an approval, a hook): the
+        first-event bound times the model's silence, not the agent's, so it stops counting."""
+        if self.first != math.inf:
+            self._first_left = self.first - now
+            self.first = math.inf
+
+    def resume_first(self, now: float) -> None:
+        """The agent answered ``now``: the first-event bound counts on from where it stopped."""
+        if self._first_left is not None:
+            self.first = now + self._first_left
+            self._first_left = None
 
     def nearest(self) -> float:
         return min(self.total, self.first, self.result)

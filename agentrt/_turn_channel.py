@@ -36,6 +36,7 @@ class ChannelReading(Stopping):
     _denials: list[PermissionDenial]
     _parents: dict[str, str]
     _handle: Callable[..., Awaitable[None]]
+    _now: Callable[[], float]
 
     async def _run_channel(
         self, source: ChannelSource, *, retry: bool
@@ -68,8 +69,13 @@ class ChannelReading(Stopping):
             if parent is not None:
                 request = attrs.evolve(ask.request, parent_tool_use_id=parent)
                 ask = attrs.evolve(ask, request=request)
+        # The CLI waits for the agent, not the model: not time without a first event.
+        self._bounds.pause_first(self._now())
+        self._reschedule()
         with channel.asking() as asking:
             answer, events = await self.host.answer(ask)
+        self._bounds.resume_first(self._now())
+        self._reschedule()
         if asking.cancelled_caught:
             return  # nothing reads the CLI while the agent is asked: back to reading it
         for event in events:

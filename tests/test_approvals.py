@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
+from trio.testing import MockClock
 
 import agentrt
 from agentrt import (
@@ -232,6 +234,57 @@ async def test_a_cli_that_dies_while_the_agent_is_asked_ends_the_turn_at_once(
     assert failure.reason is agentrt.StopReason.PROCESS_CRASHED
     assert "SIGKILL" in failure.message
     assert ended - killed < 30  # half the approval bound
+
+
+class Held(Agent):
+    """An approve_tool that denies once the test lets it (``release``); ``asked`` is set once
+    it was called."""
+
+    asked: trio.Event
+    release: trio.Event
+
+    async def approve_tool(self, request: ToolRequest) -> Any:
+        self.asked.set()
+        await self.release.wait()
+        return Deny("not now")
+
+
+@pytest.fixture
+def jumping_clock() -> MockClock:
+    """Real time, plus the jumps a test makes."""
+    return MockClock(rate=1.0)
+
+
+async def test_the_first_event_bound_does_not_count_the_wait_for_the_agent(
+    tmp_path: Path, jumping_clock: MockClock
+) -> None:
+    # Issue 34/3: a question the CLI asks before any content (Claude Code's UserPromptSubmit
+    # hook; the fake's approval here) was timed as the model's silence: an agent that took
+    # longer than first_event to answer lost the turn to first_event_timeout.
+    agent = Held()
+    agent.asked, agent.release = trio.Event(), trio.Event()
+    binary = fake_cli_executable(str(tmp_path), ["live", {"turns": [[["ask", TOOL], ["answer"]]]}])
+    bounds = {"first_event": 30, "approval_timeout": 600, "watchdog": 600, "startup": 30}
+    # A lease that outlives the jump.
+    async with agentrt.open_runtime(store=MemoryStore(), lease_ttl=1000) as rt:
+        await rt.start_agent(
+            agent, name="a", backend="claude", binary=binary, retention="lossless", **bounds
+        )
+        async with trio.open_nursery() as nursery:
+            responses: list[Response] = []
+
+            async def ask() -> None:
+                responses.append(await rt.ask("a", "clean up"))
+
+            nursery.start_soon(ask)
+            with trio.fail_after(30):
+                await agent.asked.wait()
+            jumping_clock.jump(60)  # the agent took twice first_event to answer
+            await trio.testing.wait_all_tasks_blocked()
+            agent.release.set()
+    [response] = responses
+    assert response.stop_reason is agentrt.StopReason.COMPLETE
+    assert answers(response) == [{"behavior": "deny", "message": "not now"}]
 
 
 @pytest.mark.parametrize("bad", [RuntimeError("boom"), "yes"], ids=["raises", "returns a str"])
