@@ -279,7 +279,7 @@ class SQLiteStore(SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, S
 
     Runtimes of programs sharing the file reach each other's agents (a `RoutingStore`):
     over a Unix socket per runtime in the directory ``FILE-routes`` beside the file (mode
-    0700; see `router`).
+    0700; see ``router``).
     """
 
     path: Path = attrs.field(factory=default_store_path, converter=_as_path)
