@@ -215,6 +215,10 @@ class SQLiteRouter:
             sock.close()
             # No socket listens under the owner's name: its runtime has ended.
             raise owner_stopped(name, owner, call) from None
+        except OSError as exc:  # one this user may not use, say: the call was not sent
+            sock.close()
+            why = f"its owner's socket cannot be reached: {exc.strerror or exc}"
+            raise RoutingError(name, call, why) from None
         except BaseException:
             sock.close()
             raise
