@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import stat
 import struct
@@ -22,7 +23,7 @@ from test_routing import CHILD, start_owner
 import agentrt
 from agentrt import AgentNotFound, AgentStopped, RoutingError, StoreError
 from agentrt._stores._route_codec import PROTOCOL, decode_answer, encode_call
-from agentrt._stores._sqlite_router import routes_directory, socket_name
+from agentrt._stores._sqlite_router import CHECK_EVERY, routes_directory, socket_name
 from agentrt.store import LeaseOwner
 from agentrt.testing import ScriptedBackend, reply
 
@@ -154,6 +155,25 @@ async def test_a_killed_owners_socket_stops_its_callers_at_once_and_is_removed_l
             assert not stale.exists()
             with pytest.raises(AgentNotFound):  # nobody has a lease of it
                 await rt.ask("nobody", "hi")
+
+
+async def test_a_call_to_a_frozen_owner_stops_once_its_lease_has_expired(tmp_path: Path) -> None:
+    """SIGSTOPped, the owner's socket still accepts (the kernel queues the connection) but
+    nothing answers: the caller's look at the lease ends the call once it has expired."""
+    ttl = 3.0
+    path = store_at(tmp_path)
+    async with store_programs(CHILD, str(path)) as start_program:
+        program = await start_owner(start_program, "node-a", ttl)
+        async with agentrt.open_runtime(store=agentrt.SQLiteStore(path), node="node-b") as rt:
+            with trio.fail_after(BOUND):
+                assert (await rt.status("x")).state == "idle"
+            program.program.process.send_signal(signal.SIGSTOP)
+            stopped = trio.current_time()
+            with trio.fail_after(ttl + CHECK_EVERY + 30):  # generous: a loaded machine
+                with pytest.raises(AgentStopped, match=rf"pid {program.pid}.*routed status"):
+                    await rt.status("x")
+            assert trio.current_time() - stopped >= ttl * 0.5  # not before the lease could go
+            await program.kill()
 
 
 async def test_a_call_in_another_protocol_or_no_call_at_all_is_refused_and_serving_goes_on(
