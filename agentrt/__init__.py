@@ -18,11 +18,11 @@
 #     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
 #     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
 #     _driver._spawn
-# L2 stores, in _stores/: the session stores by capability; calls routed by PostgreSQL
+# L2 stores, in _stores/: the session stores by capability; calls routed between runtimes
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
 #     _stores._postgres_router _stores._protocols _stores._requests _stores._route_codec
-#     _stores._route_values _stores._sql _stores._sqlite _stores._transcripts
-#     _stores._workspaces
+#     _stores._route_serving _stores._route_values _stores._sql _stores._sqlite
+#     _stores._sqlite_router _stores._transcripts _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options

@@ -252,10 +252,11 @@ class CliNotFound(InvalidOptions):
 
 
 class RoutingError(AgentRTError):
-    """A call routed to another runtime (on a `PostgresStore`), or its answer, could not be
-    carried: its row does not decode, or was written in a routing protocol this agentrt
-    does not speak (hosts sharing the store run agentrt versions that cannot route to each
-    other). ``why`` says what was wrong; the call may or may not have run on the owner."""
+    """A call routed to another runtime (through a `PostgresStore`, or over a `SQLiteStore`'s
+    sockets), or its answer, could not be carried: its row (or frame) does not decode, or
+    was written in a routing protocol this agentrt does not speak (programs sharing the
+    store run agentrt versions that cannot route to each other). ``why`` says what was
+    wrong; the call may or may not have run on the owner."""
 
     def __init__(self, name: str, call: str, why: str) -> None:
         self.name = name

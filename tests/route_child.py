@@ -1,7 +1,8 @@
-"""A runtime in a program of its own (a host) that owns agent "x" on a PostgreSQL store,
-for the tests of calls routed to it from other runtimes.
+"""A runtime in a program of its own (a host) that owns agent "x" on a shared store (a
+PostgreSQL DSN, or the path of an SQLite file ending in ``.sqlite3``), for the tests of
+calls routed to it from other runtimes.
 
-    python route_child.py DSN NODE LEASE_TTL [OPTIONS_JSON]
+    python route_child.py DSN_OR_FILE NODE LEASE_TTL [OPTIONS_JSON]
 
 Prints ``STARTED <runtime id>`` once it owns "x", then runs until killed (or until "x" is
 stopped: then it prints ``STOPPED`` and waits on). The scripted "x" answers ``NODE heard:
@@ -42,7 +43,7 @@ async def main(dsn: str, node: str, lease_ttl: str, claude_options: dict[str, An
     options: dict[str, Any] = {"kill_grace": 0.1}
     if claude_options:
         backend, options = "claude", claude_options
-    store = agentrt.PostgresStore(dsn)
+    store = agentrt.SQLiteStore(dsn) if dsn.endswith(".sqlite3") else agentrt.PostgresStore(dsn)
     # A short lease_ttl needs the short kill_grace at open_runtime, its agents' default.
     async with agentrt.open_runtime(
         store=store, node=node, lease_ttl=float(lease_ttl), kill_grace=0.1

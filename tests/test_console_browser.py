@@ -1,6 +1,7 @@
 """The console in a real headless Chromium (tests/browser.py): the fleet page lists the
 agents of two nodes sharing PostgreSQL and filters them, a running turn's text appears on
-the agent page as it streams, the page's Interrupt ends a turn, a stopped agent's page
+the agent page as it streams (another program's too, over SQLite, and its owner killed
+mid-turn is shown), the page's Interrupt ends a turn, a stopped agent's page
 says so and offers no action, a link to an agent's page with the token opens that page,
 and a wrong or missing token gets nothing. Each page's screenshot lands in
 build/console-screenshots/."""
@@ -13,6 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import trio
 from browser import Browser, open_browser, skip_without_browser
+from proc_helpers import store_programs
+from test_routing import CHILD as ROUTE_CHILD
+from test_routing import start_owner
 
 import agentrt
 from agentrt import (
@@ -86,6 +90,42 @@ async def test_a_running_turns_text_appears_live_and_interrupt_ends_it() -> None
             assert isinstance(result, Failed)
             assert result.error.reason == StopReason.INTERRUPTED
             await browser.wait_text("#agent-state", lambda t: t == "idle")
+
+
+async def test_another_programs_turn_on_sqlite_is_followed_and_interrupted(
+    tmp_path: Path,
+) -> None:
+    """The console of this program over an SQLite file another program (route_child.py)
+    runs agent "x" on: the page follows its turn live, and Interrupt reaches it."""
+    path = tmp_path / "shared.sqlite3"
+    async with store_programs(ROUTE_CHILD, str(path)) as start_program:
+        program = await start_owner(start_program, "node-a")
+        async with (
+            agentrt.open_runtime(store=SQLiteStore(path), node="desk") as rt,
+            open_console(rt) as console,
+            open_browser() as browser,
+        ):
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=x")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            await browser.type("#prompt", "chatty job")
+            await browser.click("#do-tell")
+            await browser.wait_text("#live", lambda t: "node-a working" in t)
+            assert (await rt.status("x")).state == "processing"
+            await browser.screenshot("agent-of-another-program")
+            await browser.click("#do-interrupt")
+            await browser.wait_text("#outcome", lambda t: t == "interrupt done")
+            await browser.wait_text("#agent-state", lambda t: t == "idle")
+            # The owner killed mid-turn: the page says its turn ended, and why.
+            await browser.type("#prompt", "chatty job")
+            await browser.click("#do-tell")
+            await browser.wait_text("#live", lambda t: "node-a working" in t)
+            await program.kill()
+            ended = await browser.wait_text("#events", lambda t: f"pid {program.pid}" in t)
+            assert "error | cancelled" in ended and "node 'node-a'" in ended
+            # Its owner gone, the page says why the agent cannot be reached.
+            await browser.wait_text("#unreachable", lambda t: f"pid {program.pid}" in t)
+            await browser.screenshot("agent-whose-owner-was-killed")
 
 
 async def test_a_running_turns_messages_are_shown_apart() -> None:

@@ -1,6 +1,7 @@
-"""Calls routed to the runtime that owns an agent, on a real PostgreSQL: the owner is a
-program of its own (route_child.py, standing in for a host), the caller is this test's
-runtime (a third party to the store and the owner)."""
+"""Calls routed to the runtime that owns an agent, on a real PostgreSQL (and the checks that
+hold for any store, on a real SQLite file too): the owner is a program of its own
+(route_child.py, standing in for a host), the caller is this test's runtime (a third party
+to the store and the owner)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgspec
 import pg_server
 import psycopg
@@ -61,10 +63,41 @@ class OwnerProgram:
 Owner = Callable[..., Awaitable[OwnerProgram]]
 
 
+@attrs.frozen
+class Shared:
+    """A store programs share: ``kind`` is "postgres" or "sqlite", ``where`` what
+    route_child.py takes (a DSN or a file), ``open()`` a new handle on it."""
+
+    kind: str
+    where: str
+    open: Callable[[], agentrt.SessionStore]
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Shared:
+    """Each store that routes: a PostgreSQL database, and an SQLite file."""
+    if request.param == "postgres":
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        return Shared("postgres", dsn, lambda: PostgresStore(dsn))
+    path = tmp_path / "shared.sqlite3"
+    return Shared("sqlite", str(path), lambda: agentrt.SQLiteStore(path))
+
+
 @pytest.fixture
 async def owner(postgres_dsn: str) -> AsyncIterator[Owner]:
     """Start route_child.py programs (owners of "x") on the test's database."""
     async with store_programs(CHILD, postgres_dsn) as start_program:
+
+        async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
+            return await start_owner(start_program, node, lease_ttl, *options_file)
+
+        yield start
+
+
+@pytest.fixture
+async def any_owner(shared: Shared) -> AsyncIterator[Owner]:
+    """Start route_child.py programs (owners of "x") on each store that routes."""
+    async with store_programs(CHILD, shared.where) as start_program:
 
         async def start(node: str, lease_ttl: float = 60, *options_file: str) -> OwnerProgram:
             return await start_owner(start_program, node, lease_ttl, *options_file)
@@ -85,10 +118,10 @@ async def start_owner(
 
 
 async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
-    owner: Owner, postgres_dsn: str
+    any_owner: Owner, shared: Shared
 ) -> None:
-    await owner("node-a")
-    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+    await any_owner("node-a")
+    async with agentrt.open_runtime(store=shared.open(), node="node-c") as rt:
         local = ScriptedBackend(default=lambda call: reply("local"))
         await rt.start_agent(agentrt.Agent, name="y", backend=local)
         with trio.fail_after(60):
@@ -129,12 +162,12 @@ async def test_ask_tell_wait_poll_status_interrupt_and_stop_reach_the_owner(
 
 
 async def test_every_call_that_may_wait_reaches_the_owner_the_same_way(
-    owner: Owner, postgres_dsn: str
+    any_owner: Owner, shared: Shared
 ) -> None:
     """notify, halt, unhalt, withdraw, interrupt_request and reset_session, written as for a
     local agent, act on the owner's (its streams: test_routed_streams.py)."""
-    program = await owner("node-a")
-    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+    program = await any_owner("node-a")
+    async with agentrt.open_runtime(store=shared.open(), node="node-c") as rt:
         with trio.fail_after(60):
             await rt.notify("x", {"deploy": [1, "two", None, 2.5], "blob": b"\x00"})
             assert await program.program.line() == (
@@ -178,10 +211,10 @@ async def wait_until_processing(rt: agentrt.Runtime) -> None:
 
 
 async def test_a_cancelled_routed_ask_stops_its_turn_on_the_owner(
-    owner: Owner, postgres_dsn: str
+    any_owner: Owner, shared: Shared
 ) -> None:
-    await owner("node-a")
-    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node="node-c") as rt:
+    await any_owner("node-a")
+    async with agentrt.open_runtime(store=shared.open(), node="node-c") as rt:
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 scope = trio.CancelScope()
@@ -201,13 +234,14 @@ async def test_a_cancelled_routed_ask_stops_its_turn_on_the_owner(
 
 @pytest.mark.parametrize("node", ["node-a", "node-b"])
 async def test_the_owner_killed_while_a_routed_ask_waits_ends_it_with_a_clear_error(
-    owner: Owner, postgres_dsn: str, node: str
+    any_owner: Owner, shared: Shared, node: str
 ) -> None:
-    """On the owner's node its death is seen at once (its pid); from another node once its
-    lease has expired. Either way the ask ends, bounded."""
+    """On PostgreSQL, on the owner's node its death is seen at once (its pid); from another
+    node once its lease has expired. On SQLite at once, as its socket closes. Either way
+    the ask ends, bounded."""
     ttl = 3.0
-    program = await owner("node-a", ttl)
-    async with agentrt.open_runtime(store=PostgresStore(postgres_dsn), node=node) as rt:
+    program = await any_owner("node-a", ttl)
+    async with agentrt.open_runtime(store=shared.open(), node=node) as rt:
         async with trio.open_nursery() as nursery:
             errors: list[AgentStopped] = []
 
@@ -227,7 +261,7 @@ async def test_the_owner_killed_while_a_routed_ask_waits_ends_it_with_a_clear_er
         (error,) = errors
         assert "node 'node-a'" in str(error) and f"pid {program.pid}" in str(error)
         assert "routed ask" in str(error)
-        if node == "node-a":
+        if node == "node-a" or shared.kind == "sqlite":
             assert took < ttl * 0.8  # before the lease could have expired
         with pytest.raises(AgentNotFound):  # nobody owns it once the lease has expired
             await wait_for_no_owner(rt)

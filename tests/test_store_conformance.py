@@ -257,7 +257,7 @@ async def test_a_store_that_breaks_the_contract_fails_its_check() -> None:
         await check.run()
 
 
-def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only_and_requests_on_sql(
+def test_agentrts_stores_have_every_capability_routing_and_requests_where_programs_share(
     tmp_path: Path,
 ) -> None:
     capabilities = (
@@ -272,7 +272,9 @@ def test_agentrts_stores_have_every_capability_but_routing_on_postgresql_only_an
     )
     for store in (MemoryStore(), SQLiteStore(tmp_path / "s.sqlite3"), PostgresStore("host=x")):
         assert all(isinstance(store, capability) for capability in capabilities)
-        assert isinstance(store, RoutingStore) is isinstance(store, PostgresStore)
+        # Routing and durable requests between programs: every store but the one in a
+        # program's memory.
+        assert isinstance(store, RoutingStore) is not isinstance(store, MemoryStore)
         assert isinstance(store, RequestStore) is not isinstance(store, MemoryStore)
     lacked = LiveProcessStore | LeaseStore | SpecStore | BudgetStore | WorkspaceStore
     assert not isinstance(ToyStore(), lacked | TurnHistoryStore)
@@ -288,11 +290,8 @@ async def test_the_runtime_tells_what_its_store_can_do(tmp_path: Path) -> None:
     async with open_runtime(store=store) as rt:
         capabilities = rt.store_capabilities
         assert capabilities == StoreCapabilities.of(store)
-        assert {name for name in names if getattr(capabilities, name) is store} == set(names) - {
-            "routing"
-        }
+        assert {name for name in names if getattr(capabilities, name) is store} == set(names)
         assert capabilities.requests is store
-        assert capabilities.routing is None
 
 
 # --- the runtime on the toy store: what needs a capability is refused, naming it ---

@@ -23,7 +23,6 @@ holds, and takes them again; a row it holds is never put back, so no call runs t
 from __future__ import annotations
 
 import hashlib
-import inspect
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -33,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import attrs
 import trio
 
-from .._errors import AgentNotFound, AgentRTError, AgentStopped, RoutingError, StoreError
+from .._errors import AgentNotFound, AgentRTError, RoutingError, StoreError
 from .._records import LeaseOwner
 from .._redact import redact
 from ._protocols import Serve
-from ._route_codec import decode_answer, decode_call, encode_answer, encode_call, encode_error
+from ._route_codec import decode_answer, decode_call, encode_call
+from ._route_serving import finish_call, owner_stopped, start_call
 from ._route_values import RowRefused, shown
 
 if TYPE_CHECKING:
@@ -210,12 +210,7 @@ class PostgresRouter:
                         name, call, f"its answer was refused: {shown(str(exc))}"
                     ) from None
             if not await self._still_owner(name, owner):
-                who = owner.owner
-                raise AgentStopped(
-                    name,
-                    f"its owner (node {who.node!r}, pid {who.pid}) ended or gave it up "
-                    f"before answering the routed {call}",
-                )
+                raise owner_stopped(name, owner.owner, call)
 
     async def _forget(self, ident: str, name: str) -> None:
         """Delete a row whose answer was read; left behind, its owner prunes it."""
@@ -295,43 +290,29 @@ class PostgresRouter:
         call: str,
         row: bytes,
     ) -> None:
-        """Start serving one claimed row: a call, a caller's cancel, or (not decoding, or
-        of another protocol) a row refused, answered if it is a call."""
-        try:
-            arguments = decode_call(call, row)
-        except RowRefused as exc:
-            why = shown(str(exc))
-            logger.warning(
-                "a routed %s for agent %r from runtime %s was refused: %s",
-                shown(call),
-                shown(name),
-                shown(caller),
-                why,
-            )
-            if call == "cancel":  # nobody waits for an answer
-                nursery.start_soon(self._drop, ident)
-            else:
-                refused = encode_error(RoutingError(shown(name), shown(call), why))
-                nursery.start_soon(self._serve_one, ident, caller, name, call, None, refused)
-            return
+        """Start serving one claimed row: a caller's cancel (dropped, whether or not it
+        decodes: nobody waits for its answer), or a call (`start_call`)."""
         if call == "cancel":
-            (cancelled,) = arguments
-            if (scope := self._serving.get(cancelled)) is not None:
-                scope.cancel()
+            try:
+                (cancelled,) = decode_call(call, row)
+            except RowRefused as exc:
+                logger.warning(
+                    "a routed cancel for agent %r from runtime %s was refused: %s",
+                    shown(name),
+                    shown(caller),
+                    shown(str(exc)),
+                )
+            else:
+                if (scope := self._serving.get(cancelled)) is not None:
+                    scope.cancel()
             nursery.start_soon(self._drop, ident)
             return
-        pending: Awaitable[object] | None = None
-        answer: bytes | None = None
-        try:
-            made = serve(call, name, arguments)  # a synchronous call runs now
-            if inspect.isawaitable(made):
-                pending = made
-                self._serving[ident] = trio.CancelScope()
-            else:
-                answer = encode_answer(name, call, made)
-        except Exception as exc:
-            answer = encode_error(_failure(name, call, exc))
-        nursery.start_soon(self._serve_one, ident, caller, name, call, pending, answer)
+        started = start_call(serve, caller, name, call, row)
+        if isinstance(started, bytes):
+            nursery.start_soon(self._serve_one, ident, caller, name, call, None, started)
+        else:
+            self._serving[ident] = trio.CancelScope()
+            nursery.start_soon(self._serve_one, ident, caller, name, call, started, None)
 
     async def _serve_one(
         self,
@@ -345,10 +326,7 @@ class PostgresRouter:
         """Finish a call: await it (``pending``), then send its answer."""
         if pending is not None:
             with self._serving[ident]:
-                try:
-                    answer = encode_answer(name, call, await pending)
-                except Exception as exc:
-                    answer = encode_error(_failure(name, call, exc))
+                answer = await finish_call(name, call, pending)
             del self._serving[ident]
         if answer is None:  # cancelled by its caller, who wants no answer (and the row gone)
             self._held.discard(ident)
@@ -474,15 +452,6 @@ class PostgresRouter:
         self._work.set()
         for arrived in self._answers.values():
             arrived.set()
-
-
-def _failure(name: str, call: str, exc: Exception) -> AgentRTError:
-    """The error a call that raised answers with: its own, or (a bug, which must not end
-    the runtime's routing) one saying so."""
-    if isinstance(exc, AgentRTError):
-        return exc
-    logger.error("agent %r: a routed %s failed", name, call, exc_info=exc)
-    return AgentRTError(f"the owner failed to run the routed {call}: {exc!r}")
 
 
 def _owner_of(conn: psycopg.Connection[Any], name: str) -> _Owner | None:

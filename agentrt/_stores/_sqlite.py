@@ -17,7 +17,7 @@ from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
-from ._protocols import check_fence, granted_epoch, lease_owner
+from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
@@ -281,6 +281,10 @@ class SQLiteStore(
     Cancellation: waiting for the connection is cancellable; a statement that has started
     runs to the end and commits (it is short: at most ``busy_timeout`` of lock waiting),
     and the cancellation arrives at the caller's next checkpoint.
+
+    Runtimes of programs sharing the file reach each other's agents (a `RoutingStore`):
+    over a Unix socket per runtime in the directory ``FILE-routes`` beside the file (mode
+    0700; see ``router``).
     """
 
     path: Path = attrs.field(factory=default_store_path, converter=_as_path)
@@ -539,6 +543,17 @@ class SQLiteStore(
                 _lease_transaction(conn, release)
 
         await self._call(work)
+
+    def router(self, owner: LeaseOwner, *, ended: Callable[[LeaseOwner], bool]) -> Router:
+        """The router of the runtime ``owner``: calls for agents that runtimes of other
+        programs on this machine own go to them over Unix sockets in the directory
+        ``FILE-routes`` beside the file (see `SQLiteRouter`)."""
+        from ._sqlite_router import SQLiteRouter, routes_directory
+
+        return SQLiteRouter(routes_directory(self.path.resolve()), self._lease_of, owner, ended)
+
+    async def _lease_of(self, name: str) -> Lease | None:
+        return await self._call(lambda conn: self._lease_in(conn, name))
 
     async def leases(self) -> Sequence[Lease]:
         sql = f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name"

@@ -1,5 +1,6 @@
 """``agentrt console``: served over the store until Ctrl+C, its URL (with the token) on
-stdout; the stored agents on its fleet stream; a bind beyond loopback without a token is
+stdout; the stored agents on its fleet stream; the live turn and the actions of an agent
+another program runs on the same SQLite file; a bind beyond loopback without a token is
 refused saying why."""
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ import json
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
+import attrs
 import trio
+from console_helpers import act, events
 from http_client import connect
 
-from agentrt import Agent, SQLiteStore, open_runtime
-from agentrt.testing import ScriptedBackend, reply
+from agentrt import Agent, Console, SQLiteStore, TextEvent, open_runtime
+from agentrt.testing import ScriptedBackend, Sleep, reply
 
 from ._run import agentrt, open_agentrt
 
@@ -55,6 +59,59 @@ async def test_console_serves_the_store_until_ctrl_c(
             assert anonymous.status == 401
             process.send_signal(signal.SIGINT)
             assert await process.wait() == 130
+
+
+@attrs.frozen
+class Served:
+    """What the console helpers use of a `Console`: of one another program serves."""
+
+    address: str
+    url: str
+
+
+async def printed_json(process: trio.Process) -> Any:
+    assert process.stdout is not None
+    line = b""
+    while not line.endswith(b"}\n"):  # one JSON object, printed on its lines
+        line += await process.stdout.receive_some(1)
+    return json.loads(line)
+
+
+async def test_the_console_follows_and_interrupts_another_programs_turn_over_sqlite(
+    base_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The console page's first example: ``agentrt console --store FILE`` in a program of
+    its own shows the live turn of an agent this test's program runs on the file, and its
+    actions reach it."""
+    store = tmp_path / "s.sqlite3"
+    # Text for as long as it runs: the page follows from its first read, whenever that is.
+    steps = [TextEvent(text="working"), Sleep(0.5)] * 7200
+    backend = ScriptedBackend(default=lambda call: [*steps, *reply("done")])
+    args = ("console", "--store", str(store), "--bind", "127.0.0.1:0", "--json")
+    async with open_runtime(store=SQLiteStore(store)) as rt:
+        await rt.start_agent(Agent, name="x", backend=backend)
+        with trio.fail_after(60):
+            async with open_agentrt(*args, env=base_env, stdout=subprocess.PIPE) as process:
+                shown = await printed_json(process)
+                console = cast(Console, Served(shown["address"], shown["url"]))
+                async with events(console, "/events/agent?name=x") as live:
+                    _, agent = await live.until(lambda kind, data: kind == "agent")
+                    # Reached through the routing: its status, not "not running here".
+                    assert agent["unreachable"] is None and not agent["local"], agent
+                    assert agent["status"]["state"] == "idle", agent
+                    told = await act(console, name="x", action="tell", prompt="go")
+                    assert told.status == 200, told
+                    _, text = await live.until(lambda kind, data: data.get("kind") == "text")
+                    assert text["text"] == "working"
+                    assert (await rt.status("x")).state == "processing"  # live: it runs on
+                    interrupted = await act(console, name="x", action="interrupt")
+                    assert interrupted.status == 200, interrupted
+                    assert interrupted.json() == {"ok": True, "interrupted": True}
+                    _, ended = await live.until(lambda kind, data: data.get("kind") == "error")
+                    assert ended["reason"] == "interrupted", ended
+                assert (await rt.status("x")).state == "idle"
+                process.send_signal(signal.SIGINT)
+                assert await process.wait() == 130
 
 
 async def test_a_bind_beyond_loopback_without_a_token_is_refused(
