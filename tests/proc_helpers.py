@@ -212,6 +212,12 @@ def proc_info(pid: int) -> ProcInfo | None:
     return ProcInfo(pid, st.ppid, st.pgrp, st.session, st.state, text)
 
 
+def processes_below(root: int) -> list[ProcInfo]:
+    """The live processes below ``root``, by pid."""
+    found = descendants(snapshot(), [root])
+    return [info for pid in sorted(found) if (info := proc_info(pid)) is not None]
+
+
 def marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:
     """Live processes but this one whose environment sets ``name`` to ``value`` (with
     ``prefix``: to a value starting with it), by pid. Other users' processes are never read:
