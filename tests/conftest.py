@@ -17,12 +17,12 @@ import pytest
 import trio
 import worker_cgroup
 from hypothesis import HealthCheck, settings
-from proc_helpers import ProcInfo, kill_marked, proc_info, turn_processes
+from proc_helpers import ProcInfo, descendants, kill_marked, proc_info, snapshot, turn_processes
 from realcli._claude import MARKER_VAR, claude_binary, claude_version, npm_available
 from trio.testing import MockClock
 
 from agentrt import MemoryStore, SessionStore, _runtime
-from agentrt._driver import _cgroup, _proctree
+from agentrt._driver import _cgroup
 from agentrt.backend import AMBIENT_AUTH_VARS
 from agentrt.testing import FakeAnthropic, open_fake_anthropic
 
@@ -72,11 +72,11 @@ def default_store(monkeypatch: pytest.MonkeyPatch) -> None:
 def leftover_processes() -> list[ProcInfo]:
     """Running processes we started: descendants of this process, and anything carrying a
     turn marker issued by it (a setsid'd orphan reparented away from us)."""
-    procs = _proctree.snapshot()
+    procs = snapshot()
     ours = {p.pid for p in turn_processes(f"{os.getpid()}.")}
-    ours |= _proctree.descendants(procs, [os.getpid(), *ours])
+    ours |= descendants(procs, [os.getpid(), *ours])
     servers = set(pg_server.SERVER_PIDS)  # the session's PostgreSQL, kept between tests
-    ours -= servers | _proctree.descendants(procs, servers)
+    ours -= servers | descendants(procs, servers)
     return [info for pid in sorted(ours) if (info := proc_info(pid)) is not None]
 
 

@@ -81,9 +81,18 @@ def decode(stdout: bytes) -> list[Any]:
 Translate = Callable[[Sequence[Any], ExitStatus, str], list[Event]]
 
 
+def _write_config_files(command: Command) -> None:
+    # Private, as the driver writes them (its atomic rename aside: nothing reads them yet).
+    for config in command.config_files:
+        Path(config.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(config.path).touch(mode=0o600)
+        Path(config.path).write_bytes(config.content)
+
+
 async def run_command(command: Command) -> subprocess.CompletedProcess[bytes]:
-    """Run one turn's command to its end, in a session of its own, as the driver would,
-    its stdout and stderr captured."""
+    """Run one turn's command to its end, in a session of its own, as the driver would (its
+    config files written first), its stdout and stderr captured."""
+    _write_config_files(command)
     return await trio.run_process(
         [str(a) for a in command.argv],
         stdin=command.stdin,

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,8 +19,6 @@ import trio
 from trio_util import AsyncValue
 
 from agentrt import Agent, AgentStatus, Event, RawEvent, Ref, Response, Runtime, TurnFailed
-from agentrt._driver._procfs import read_stat
-from agentrt._driver._proctree import descendants, snapshot
 from agentrt.backend import Command
 from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.lowlevel import CliProcess, ProcessLimits, ProcessTracker
@@ -36,6 +34,59 @@ FAST = ProcessLimits(
 # "fast"; the wait it rules out is made far longer than this.
 SLACK = 5.0
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+# /proc read here, not through the driver's own readers: what checks that no process of a
+# test outlives it must not share a mistake with what it checks.
+
+
+@attrs.frozen
+class Stat:
+    """The fields of ``/proc/<pid>/stat`` the tests read."""
+
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+
+    @property
+    def gone(self) -> bool:
+        return self.state in ("Z", "X", "x")  # a zombie, or dead
+
+
+def read_stat(pid: int) -> Stat | None:
+    """``pid``'s stat, or None if there is no such process."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
+    state, ppid, pgrp, session = data[data.rindex(b")") + 2 :].split()[:4]
+    return Stat(state.decode(), int(ppid), int(pgrp), int(session))
+
+
+def snapshot() -> dict[int, Stat]:
+    """The stat of every process on the machine, by pid."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := read_stat(int(entry))) is not None:
+            found[int(entry)] = st
+    return found
+
+
+def descendants(procs: Mapping[int, Stat], roots: Iterable[int]) -> set[int]:
+    """Every process of ``procs`` below ``roots`` by parent pid (the roots excluded)."""
+    children: dict[int, list[int]] = {}
+    for pid, st in procs.items():
+        children.setdefault(st.ppid, []).append(pid)
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
 
 
 def fake(*steps: Any, **kwargs: Any) -> Command:
@@ -210,6 +261,12 @@ def proc_info(pid: int) -> ProcInfo | None:
         return None
     text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
     return ProcInfo(pid, st.ppid, st.pgrp, st.session, st.state, text)
+
+
+def processes_below(root: int) -> list[ProcInfo]:
+    """The live processes below ``root``, by pid."""
+    found = descendants(snapshot(), [root])
+    return [info for pid in sorted(found) if (info := proc_info(pid)) is not None]
 
 
 def marked(name: str, value: str, *, prefix: bool = False) -> list[ProcInfo]:

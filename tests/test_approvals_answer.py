@@ -9,10 +9,10 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from agentrt import AddContext, Allow, Block, Deny, ToolRequest
+from agentrt import AddContext, Allow, Block, Deny, ToolDecisionEvent, ToolRequest
 from agentrt._approvals import answer
-from agentrt._asks import Decision, HookAnswer, HookCall, ToolApproval
-from agentrt._events import ToolDecisionEvent
+from agentrt._asks import Decision, HookAnswer
+from agentrt.backend import HookCall, ToolApproval
 from agentrt.hooks import PreToolUseHook
 
 REQUEST = ToolRequest(tool_name="Bash", input={"command": "ls"}, tool_use_id="t-1")

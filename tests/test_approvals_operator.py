@@ -9,10 +9,9 @@ import json
 import trio
 from trio.testing import MockClock
 
-from agentrt import Allow, AskOperator, Deny, MemoryStore, ToolRequest
+from agentrt import Allow, AskOperator, Deny, MemoryStore, ToolDecisionEvent, ToolRequest
 from agentrt._approvals import OPERATOR_POLL, Operators, answer
-from agentrt._asks import ToolApproval
-from agentrt._events import ToolDecisionEvent
+from agentrt.backend import ToolApproval
 from agentrt.store import OperatorDecision, PendingApproval
 
 SECRET = "sk-ant-api03-" + "y" * 40

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentrt import AddContext, Allow, Block, Deny, ToolRequest
-from agentrt._hooks import DEFAULT_HOOKS
+from agentrt import AddContext, Agent, Allow, Block, Deny, ToolRequest
 from agentrt.backend import HookCall, ProtocolError, ToolApproval
 from agentrt.backends.claude import ClaudeBackend
 
@@ -72,7 +71,7 @@ def test_a_refused_handshake_is_a_protocol_error() -> None:
 
 
 def test_hooks_are_named_in_the_opening() -> None:
-    hooks = line(live(hooks=DEFAULT_HOOKS).opening())["request"]["hooks"]
+    hooks = line(live(hooks=Agent.hooks).opening())["request"]["hooks"]
     assert set(hooks) == {"PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop"}
     assert hooks["Stop"] == [{"matcher": None, "hookCallbackIds": ["Stop"]}]
 
@@ -124,7 +123,7 @@ def test_a_hook_call_and_its_answers() -> None:
             "input": {"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_response": "x"},
         },
     }
-    ask = live(hooks=DEFAULT_HOOKS).control(frame)
+    ask = live(hooks=Agent.hooks).control(frame)
     assert isinstance(ask, HookCall)
     assert (ask.hook.kind, ask.hook.tool_name, ask.hook.tool_response) == (
         "after_tool",

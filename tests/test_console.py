@@ -22,8 +22,7 @@ from agentrt import (
     TextEvent,
     open_console,
 )
-from agentrt.testing import ScriptedBackend, reply
-from agentrt.testing._scripted import Gate
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 BOUND = 30
 SECRET = "sk-ant-api03-" + "x" * 40

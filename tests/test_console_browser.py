@@ -29,8 +29,7 @@ from agentrt import (
     ToolUseEvent,
     open_console,
 )
-from agentrt.testing import ScriptedBackend, reply
-from agentrt.testing._scripted import Gate
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 BOUND = 60
 

@@ -15,9 +15,9 @@ from test_store_conformance import ToyStore
 
 import agentrt
 from agentrt import SQLiteStore, open_console, open_runtime
-from agentrt._console._history import PAGE
 
 BOUND = 30
+PAGE = 20  # turns the history shows a page at a time
 SECRET = "sk-ant-api03-" + "x" * 40
 
 

@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import ProcInfo, proc_info, turn_processes
+from proc_helpers import ProcInfo, processes_below, turn_processes
 from trio.testing import MockClock
 
 import agentrt
 from agentrt import SQLiteStore
-from agentrt._driver import _proctree
 from agentrt.testing import (
     AnthropicText,
     AnthropicToolUse,
@@ -432,12 +431,6 @@ async def test_fleets_story_in_one_command(
     assert "`git worktree remove PATH`" in err and "GitWorktree(repo, branch=...)" in err
 
 
-def _tree(root: int) -> list[ProcInfo]:
-    """The live processes below ``root``."""
-    found = _proctree.descendants(_proctree.snapshot(), [root])
-    return [info for pid in sorted(found) if (info := proc_info(pid)) is not None]
-
-
 def _sleeping(app: int) -> list[ProcInfo]:
     """The Bash tool's ``sleep 300`` among the turn processes of the runtime in ``app``."""
     return [p for p in turn_processes(f"{app}.") if p.cmdline == "sleep 300"]
@@ -483,7 +476,7 @@ async def test_asgi_app_in_one_command(pinned_claude: Path, tmp_path: Path) -> N
         with trio.fail_after(60):
             first = await lines.next()
         port = int(first.rsplit(":", 1)[1])
-        (app,) = [p.pid for p in _tree(server.pid) if "serve.py" in p.cmdline]
+        (app,) = [p.pid for p in processes_below(server.pid) if "serve.py" in p.cmdline]
 
         # A client that goes away while the turn's tool runs: the turn is cancelled and its
         # whole tree killed (the tool's own session included) before the handler returns.
@@ -501,7 +494,7 @@ async def test_asgi_app_in_one_command(pinned_claude: Path, tmp_path: Path) -> N
         # Nothing of the turn is left, reparented orphans included (they carry its marker);
         # below the runner, only the example (and its runtime's fence guard).
         assert turn_processes(f"{app}.") == []
-        left = [p.cmdline for p in _tree(server.pid)]
+        left = [p.cmdline for p in processes_below(server.pid)]
         assert [c for c in left if "serve.py" not in c and "_fence_guard.py" not in c] == []
 
         # The service goes on, on the same conversation.

@@ -19,7 +19,6 @@ from proc_helpers import Program, store_programs
 
 import agentrt
 from agentrt import InvalidOptions, LeaseOwner, MemoryStore, open_runtime
-from agentrt._failover import encode_spec
 
 
 def claude_options(tmp_path: Path) -> dict[str, Any]:
@@ -181,9 +180,9 @@ async def test_a_dead_runtime_of_the_hosts_own_node_is_replaced_at_once(
     waiting for it to expire."""
     gone = LeaseOwner(node="node-a", pid=NO_SUCH_PID, start_time=1, runtime_id="gone:1")
     store = MemoryStore()
-    async with store:
-        await store.acquire_lease("x", gone, ttl=3600)
-        await store.save_spec("x", encode_spec(Hosted, "claude", claude_options(tmp_path)))
+    await own_then_close(store, ["x"], tmp_path)
+    async with store.handle() as dead:
+        await dead.acquire_lease("x", gone, ttl=3600)
     async with open_runtime(store=store.handle(), node="node-a", host_agents=True) as host:
         await trio.sleep(2)
         assert host.agents() == ("x",)

@@ -449,3 +449,161 @@ def test_a_name_gone_from_the_code_is_found() -> None:
         "no_such",
         "agentrt.backend.Gone",
     ]
+
+
+################################################################
+# The tests that may import private modules
+################################################################
+
+TESTS = ROOT / "tests"
+
+# The test files that use private modules of agentrt, each with the modules it may use
+# (relative to agentrt): a module's own unit test, where the module is the subject (with
+# the private types its inputs are made of), and the suite's harness. Every other test goes
+# through agentrt, agentrt.lowlevel, agentrt.testing, agentrt.store, agentrt.backend,
+# agentrt.hooks or a backend's package, so that moving a module breaks no behaviour test. A
+# new unit test is listed here; a behaviour test that needs a private name needs a public
+# one instead.
+UNIT_TESTS: dict[str, tuple[str, ...]] = {
+    "test_alarm.py": ("_alarm",),
+    "test_approvals_answer.py": ("_approvals", "_asks"),
+    "test_approvals_operator.py": ("_approvals",),
+    "test_asyncio_bridge.py": ("_faces._asyncio_runtime", "_faces._sync_runtime", "_stream"),
+    "test_backend_registry.py": ("_backends",),
+    "test_claude_hooks.py": ("backends.claude._hooks", "_agent"),
+    "test_cli_versions.py": ("_versions",),
+    "test_codex_options.py": ("backends.codex._options",),
+    "test_env.py": ("_env",),
+    "test_events.py": ("_events",),
+    "test_exceptiongroups.py": ("_exceptiongroups",),
+    "test_fence_guard.py": ("_driver._fence_guard", "_driver._proctree"),
+    "test_isolation.py": ("_driver._cgroup", "_driver._procfs", "_driver._proctree"),
+    "test_kept_file.py": ("_driver._kept_file",),
+    "test_lines.py": ("_driver._lines",),
+    "test_operations.py": (
+        "_operations",
+        "_address",
+        "_api",
+        "_api_written",
+        "_stores._route_codec",
+    ),
+    "test_options.py": ("_options",),
+    "test_ownership.py": ("_cluster._ownership",),
+    "test_portable.py": ("_portable", "_stores._sqlite"),
+    "test_process_kill.py": (
+        "_driver._proctree",
+        "_driver._process",
+        "_driver._procfs",
+        "_driver._lines",
+    ),
+    "test_recorder.py": ("_recorder", "_mailbox", "_options", "_slot"),
+    "test_redact.py": ("_redact",),
+    "test_restart.py": ("_restart",),
+    "test_retention.py": ("_retention",),
+    "test_route_codec.py": ("_stores._route_codec", "_stores._route_values"),
+    "test_routed_streams.py": (
+        "_follow",
+        "_address",
+        "_stores._route_codec",
+        "_stores._route_values",
+    ),
+    "test_runtimes.py": ("_driver._runtimes",),
+    "test_segment.py": ("_segment",),
+    "test_spawn.py": ("_driver._spawn", "_driver._cgroup"),
+    "test_store_sqlite.py": ("_stores._sqlite",),
+    "test_telemetry.py": ("_telemetry._log_fields", "_telemetry._otel"),
+    "test_turn_channel.py": ("_turn", "_options", "_retention"),
+    "test_worktrees.py": ("_worktrees",),
+    # The harness: the default store open_runtime() gets in a test, and the cgroups every
+    # test's end checks for leftovers (its /proc reading is its own, tests/proc_helpers.py).
+    "conftest.py": ("_runtime", "_driver._cgroup"),
+    "worker_cgroup.py": ("_driver._cgroup", "_driver._procfs"),
+}
+
+
+def _is_private(module: str) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in mapped_name(module).split("."))
+
+
+def private_uses(source: str, found: Mapping[str, Path]) -> set[str]:
+    """The private modules of agentrt (and of its backends) that a test's ``source`` uses,
+    relative to agentrt: imported (``from agentrt import _x`` too), reached as an attribute
+    of ``agentrt``, or named as a ``setattr``/``delattr`` target (``monkeypatch.setattr
+    ("agentrt._x.NAME", ...)``)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            names.extend(_targets("tests", False, node))
+        elif isinstance(node, ast.Attribute):
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "agentrt":
+                names.append(".".join(["agentrt", *reversed(parts)]))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setattr", "delattr")
+            and node.args
+            and isinstance(target := node.args[0], ast.Constant)
+            and isinstance(target.value, str)
+        ):
+            names.append(target.value)
+    used = set()
+    for name in names:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in found:
+            parts.pop()
+        if parts and _is_private(module := ".".join(parts)):
+            used.add(module)
+    # `agentrt._a._b.NAME` is also the attributes `agentrt._a._b` and `agentrt._a`: the
+    # module used is the innermost.
+    return {mapped_name(m) for m in used if not any(o.startswith(f"{m}.") for o in used)}
+
+
+def test_only_listed_unit_tests_use_private_modules() -> None:
+    found = modules()
+    used = {
+        str(path.relative_to(TESTS)): uses
+        for path in sorted(TESTS.rglob("*.py"))
+        if (uses := private_uses(path.read_text(), found))
+    }
+    strays = {
+        test: sorted(uses - set(UNIT_TESTS.get(test, ())))
+        for test, uses in used.items()
+        if uses - set(UNIT_TESTS.get(test, ()))
+    }
+    assert strays == {}, "use the public name, or list a module's own unit test"
+    # The list holds no more than the tests use, so it cannot grow by stale entries.
+    assert {test: sorted(set(m)) for test, m in UNIT_TESTS.items()} == {
+        test: sorted(uses) for test, uses in used.items()
+    }
+    assert len(UNIT_TESTS) <= 35
+
+
+def test_every_way_of_reaching_a_private_module_is_found() -> None:
+    source = (
+        "import agentrt\n"
+        "import agentrt.testing\n"
+        "import agentrt._alarm\n"
+        "from agentrt import Agent, _backends\n"
+        "from agentrt._driver import _cgroup\n"
+        "from agentrt._stores._sqlite import SQLiteStore\n"
+        "from agentrt.backends.claude._hooks import HOOK_EVENTS\n"
+        "from . import _local\n"
+        "agentrt._driver._proctree.marker_of\n"
+        "agentrt.__file__\n"
+        "def test(monkeypatch):\n"
+        "    monkeypatch.setattr('agentrt._follow.HELD_EVENTS', 2)\n"
+        "    text = 'agentrt._events'\n"
+    )
+    assert private_uses(source, modules()) == {
+        "_alarm",
+        "_backends",
+        "_driver._cgroup",
+        "_stores._sqlite",
+        "backends.claude._hooks",
+        "_driver._proctree",
+        "_follow",
+    }

@@ -13,11 +13,11 @@ from agentrt import (
     MailboxFull,
     NotFound,
     Pending,
+    Response,
     StopReason,
     Withdrawn,
     open_runtime,
 )
-from agentrt._mailbox import result_size
 from agentrt.testing import Gate, reply
 
 
@@ -164,11 +164,18 @@ async def test_poll_evicts_the_oldest_beyond_max_results(autojump_clock: MockClo
         assert [type(await rt.poll(ref)) for ref in refs[1:]] == [Completed, Completed]
 
 
+def kept_size(response: Response) -> int:
+    """What a kept result counts against ``max_result_bytes``: its text, its final message
+    and the events it retained, in bytes."""
+    text = len(response.text.encode()) + len(response.final_message.encode())
+    return text + response.event_coverage.retained_bytes
+
+
 async def test_poll_evicts_the_oldest_beyond_max_result_bytes(autojump_clock: MockClock) -> None:
     async with open_runtime() as rt:
         # Every "echo pN" response has the same size; measure one first.
         await rt.start_agent(Agent, name="probe", backend=echo_backend())
-        size = result_size(await rt.ask("probe", "p0"))
+        size = kept_size(await rt.ask("probe", "p0"))
         await rt.start_agent(Agent, name="a", backend=echo_backend(), max_result_bytes=2 * size)
         refs = [await rt.tell("a", f"p{i}") for i in range(3)]
         for ref in refs:

@@ -32,7 +32,6 @@ from agentrt.backend import (
     UsageEvent,
 )
 from agentrt.backends.qwen import QwenBackend, QwenTranslator
-from agentrt.backends.qwen._backend import WRITTEN_FOR_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "qwen" / "0.24.4"
@@ -285,7 +284,7 @@ def test_capabilities_live_and_approvals_but_no_hooks() -> None:
 
 def test_the_pinned_version_is_the_one_the_backend_was_written_for() -> None:
     pinned = (ROOT / "tests" / "realcli" / "QWEN_VERSION").read_text().strip()
-    assert pinned == WRITTEN_FOR_VERSION == FIXTURES.name
+    assert pinned == QwenBackend().info().written_for == FIXTURES.name
 
 
 def test_portable_sessions_paths(tmp_path: Path) -> None:

@@ -11,16 +11,15 @@ import shlex
 import sys
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 from doc_blocks import DOCS, ROOT, blocks, doc_block
 
-from agentrt import InvalidOptions
-from agentrt._options import AgentOptions
+from agentrt import Agent, InvalidOptions, MemoryStore, open_runtime
 from agentrt.backend import Backend
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
+from agentrt.testing import ScriptedBackend
 
 OPTIONS = (DOCS / "reference" / "options.md").read_text()
 
@@ -76,10 +75,19 @@ def known_options(backend: Backend) -> set[str]:
     return set(refused.value.known_options)
 
 
-def test_option_tables_match_the_code() -> None:
-    # `resume` and `fork_from` are the supervisor's options (start_agent resumes or forks a
-    # stored session).
-    runtime = {field.name for field in attrs.fields(AgentOptions)} | {"resume", "fork_from"}
+async def runtime_options() -> set[str]:
+    """Every option start_agent knows besides the backend's, as its refusal of an unknown
+    one lists them; and `fork_from` (start_agent forks a stored session)."""
+    backend = ScriptedBackend()
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(Agent, name="a", backend=backend, **{"no such option": 1})
+    assert refused.value.known_options is not None
+    return set(refused.value.known_options) - known_options(backend) | {"resume", "fork_from"}
+
+
+async def test_option_tables_match_the_code() -> None:
+    runtime = await runtime_options()
     assert table_after("| Runtime option |") == runtime
     assert table_after('Claude Code (`backend="claude"`)') == known_options(ClaudeBackend())
     assert table_after('Codex (`backend="codex"`)') == known_options(CodexBackend())

@@ -17,8 +17,7 @@ from proc_helpers import wait_until
 from trio.testing import MockClock
 
 import agentrt
-from agentrt import MemoryStore, Runtime, StopReason, TurnFailed
-from agentrt._errors import StoreError
+from agentrt import MemoryStore, Runtime, StopReason, StoreError, TurnFailed
 from agentrt._mailbox import Mailbox
 from agentrt._options import AgentOptions
 from agentrt._recorder import Recorder

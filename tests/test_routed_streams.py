@@ -41,8 +41,7 @@ from agentrt._stores._route_codec import (
     encode_event,
 )
 from agentrt._stores._route_values import RowRefused
-from agentrt.testing import ScriptedBackend, reply
-from agentrt.testing._scripted import Gate
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 BOUND = 60
 CHILD = Path(__file__).parent / "route_child.py"

@@ -39,10 +39,13 @@ from agentrt import (
     TurnFailed,
     Withdrawn,
 )
-from agentrt._stores._postgres_router import CHECK_EVERY, SWEEP_EVERY
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "route_child.py"
+# What docs/deployment.md promises: a runtime looks for an answer every second without a
+# notification, and for work (its own taken rows too) every 5 s.
+CHECK_EVERY = 1.0
+SWEEP_EVERY = 5.0
 
 
 class OwnerProgram:

@@ -9,10 +9,10 @@ from _helpers import echo_backend, settle
 from trio.testing import MockClock
 
 from agentrt import Agent, Completed, ErrorEvent, StopReason, TextEvent, open_runtime
-from agentrt._stream import BUFFER
 from agentrt.testing import Gate, ScriptedBackend, reply
 
-MANY = [TextEvent(text=str(i)) for i in range(BUFFER * 3)]
+# Far more events than a stream holds for a reader that does not read.
+MANY = [TextEvent(text=str(i)) for i in range(500)]
 
 
 async def test_a_slow_reader_holds_the_turn_back(autojump_clock: MockClock) -> None:

@@ -4,16 +4,14 @@ checked and converted, results and errors as the model gets them. Pure: no serve
 from __future__ import annotations
 
 import enum
-import re
+import sys
 from typing import Annotated, Any, Literal
 
 import attrs
 import msgspec
 import pytest
 
-from agentrt import Agent, InvalidOptions, Tool, tool
-from agentrt._options import split_options
-from agentrt._tools import check_tools
+from agentrt import Agent, InvalidOptions, MemoryStore, Tool, open_runtime, tool
 
 
 class Point(msgspec.Struct):
@@ -204,21 +202,32 @@ def test_hints_that_make_no_schema_are_refused_when_checked() -> None:
         odd.check()
 
 
-def test_check_tools_names_what_is_wrong() -> None:
-    assert check_tools([search, place]) == (search, place)
-    with pytest.raises(TypeError, match=re.escape("must be a list of @agentrt.tool functions")):
-        check_tools(search)
-    with pytest.raises(TypeError, match=re.escape("is not an @agentrt.tool function")):
-        check_tools([search.function])
-    with pytest.raises(ValueError, match="two tools are named 'search'"):
-        check_tools([search, tool(search.function)])
+async def start_with_tools(value: object) -> None:
+    """Start a claude agent with ``app_tools=value`` (no turn: the CLI never runs)."""
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="a", backend="claude", binary=sys.executable, app_tools=value
+        )
 
 
-def test_app_tools_is_a_runtime_option_checked_at_start() -> None:
-    options, rest = split_options({"app_tools": [search], "model": "m"})
-    assert options.app_tools == (search,) and rest == {"model": "m"}
-    assert split_options({})[0].app_tools is None  # the class's
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (search, "app_tools must be a list of @agentrt.tool functions"),
+        ([search.function], "is not an @agentrt.tool function"),
+        ([search, tool(search.function)], "two tools are named 'search'"),
+    ],
+)
+async def test_check_tools_names_what_is_wrong(value: Any, why: str) -> None:
     with pytest.raises(InvalidOptions) as caught:
-        split_options({"app_tools": [search, search]})
+        await start_with_tools(value)
+    assert caught.value.key == "app_tools"
+    assert why in str(caught.value)
+
+
+async def test_app_tools_is_a_runtime_option_checked_at_start() -> None:
+    await start_with_tools([search, place])
+    with pytest.raises(InvalidOptions) as caught:
+        await start_with_tools([search, search])
     assert caught.value.key == "app_tools"
     assert "two tools are named 'search'" in str(caught.value)

@@ -31,11 +31,10 @@ from agentrt import (
     TextEvent,
     TurnFailed,
 )
-from agentrt._asks import Ask
 from agentrt._options import AgentOptions
 from agentrt._retention import EventLog
 from agentrt._turn import Turn
-from agentrt.backend import Command, ExitStatus
+from agentrt.backend import Ask, Command, ExitStatus
 from agentrt.lowlevel import BadLine, ProcessFailure
 
 HANG = object()  # the frames block here until the channel is interrupted

@@ -1,6 +1,6 @@
-"""What an agent's turn history keeps of each turn (`agentrt._turn_history`), through the
-runtime on a MemoryStore: the prompt and the answer only where retention kept the turn's
-events whole, redacted and cut; a failed turn's outcome and its prompt."""
+"""What an agent's turn history keeps of each turn, through the runtime on a MemoryStore: the
+prompt and the answer only where retention kept the turn's events whole, redacted and cut;
+a failed turn's outcome and its prompt."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from _helpers import echo_backend
 
 import agentrt
 from agentrt import Failed, MemoryStore, StopReason, TextEvent
-from agentrt._turn_history import HISTORY_TEXT, kept_text
 from agentrt.store import StoredTurn
 from agentrt.testing import ScriptedBackend, reply
 
 SECRET = "sk-ant-api03-" + "y" * 40
+# docs/console.md: a prompt or an answer is redacted, then cut to 4,000 characters.
+HISTORY_TEXT = 4000
 
 
 def chatty(call: object) -> list[object]:
@@ -71,13 +72,22 @@ def crash(call: object) -> list[object]:
     raise RuntimeError("the translator broke")
 
 
-def test_a_long_text_is_cut_after_it_is_redacted() -> None:
+async def kept_prompts(*prompts: str) -> list[str | None]:
+    """What the history keeps of each prompt, each the one turn of an agent of its own."""
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        backend = ScriptedBackend(default=lambda call: reply("ok"))
+        for n, prompt in enumerate(prompts):
+            await rt.start_agent(agentrt.Agent, name=f"a{n}", backend=backend)
+            await rt.ask(f"a{n}", prompt)
+        return [(await only_turn(rt, f"a{n}")).prompt for n in range(len(prompts))]
+
+
+async def test_a_long_text_is_cut_after_it_is_redacted() -> None:
     text = "x" * (HISTORY_TEXT - 5) + " " + SECRET
-    kept = kept_text(text)
-    # Redacted whole, then cut: no part of the key is left for the cut to keep.
-    assert "sk-ant" not in kept and "yyyy" not in kept
-    assert kept == "x" * (HISTORY_TEXT - 5) + f" [RED... [cut: {len(text)} characters in all]"
-    assert kept_text("short") == "short"
-    assert kept_text("y" * HISTORY_TEXT) == "y" * HISTORY_TEXT
     huge = "z" * 10**6 + SECRET
-    assert kept_text(huge).endswith(f"... [cut: {len(huge)} characters in all]")
+    kept, short, whole, cut = await kept_prompts(text, "short", "y" * HISTORY_TEXT, huge)
+    # Redacted whole, then cut: no part of the key is left for the cut to keep.
+    assert kept is not None and "sk-ant" not in kept and "yyyy" not in kept
+    assert kept == "x" * (HISTORY_TEXT - 5) + f" [RED... [cut: {len(text)} characters in all]"
+    assert (short, whole) == ("short", "y" * HISTORY_TEXT)
+    assert cut is not None and cut.endswith(f"... [cut: {len(huge)} characters in all]")

@@ -12,10 +12,9 @@ from pathlib import Path
 import trio
 
 from agentrt import SQLiteStore, Usage
-from agentrt._backends import SHIPPED
 from agentrt.testing import fake_cli_executable
 
-from ._run import agentrt
+from ._run import SHIPPED, agentrt
 
 
 async def test_help_and_version(base_env: dict[str, str]) -> None:
@@ -126,7 +125,7 @@ async def test_unknown_backend_and_bad_option(base_env: dict[str, str]) -> None:
     run = await agentrt("ask", "x", "hi", "--backend", "nope", "--cwd", "/", env=base_env)
     assert run.code == 1
     assert "no backend named 'nope'" in run.stderr
-    shipped = ", ".join(sorted(SHIPPED))
+    shipped = ", ".join(SHIPPED)
     assert f"Fix: pass --backend with one of: {shipped}" in run.stderr
     run = await agentrt("ask", "x", "hi", "--cwd", "/", "-o", "watchdog=-1", env=base_env)
     assert run.code == 1

@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
-import agentrt.backends.claude._backend as claude_backend
-import agentrt.backends.codex._backend as codex_backend
-from agentrt._cli._doctor import telemetry_check
-from agentrt._driver._cgroup import Unavailable, own_cgroup
-from agentrt._telemetry import _otel
+from agentrt.backends.claude import ClaudeBackend
+from agentrt.backends.codex import CodexBackend
+from agentrt.lowlevel import ProcessTracker
 from agentrt.testing import AnthropicText, FakeAnthropic
 
 from ._run import agentrt
@@ -23,8 +22,9 @@ SECRET = "sk-ant-doctor-0123456789abcdef"
 
 def test_backends_were_written_for_the_pinned_versions() -> None:
     # Bumping a pin means re-checking the backend against that CLI, and saying so here.
-    assert (REALCLI / "CLAUDE_VERSION").read_text().strip() == claude_backend.WRITTEN_FOR_VERSION
-    assert (REALCLI / "CODEX_VERSION").read_text().strip() == codex_backend.WRITTEN_FOR_VERSION
+    claude, codex = ClaudeBackend().info(), CodexBackend().info()
+    assert (REALCLI / "CLAUDE_VERSION").read_text().strip() == claude.written_for
+    assert (REALCLI / "CODEX_VERSION").read_text().strip() == codex.written_for
 
 
 def lines_of(text: str) -> dict[str, str]:
@@ -201,16 +201,20 @@ async def test_it_says_which_process_isolation_is_in_force(base_env: dict[str, s
     env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude"}
     run = await agentrt("doctor", "--backend", "claude", env={**env, "AGENTRT_CGROUP": "off"})
     assert lines_of(run.stdout)["system process isolation"] == "ok /proc walk (AGENTRT_CGROUP=off)"
-    try:
-        parent, _ = own_cgroup()
-    except Unavailable as exc:
-        pytest.skip(f"no cgroup v2 here: {exc}")
+    # What a runtime's tracker finds here is what doctor, started here, says: the same cgroup
+    # (each makes its own below it), or the /proc walk for the same reason.
+    async with trio.open_nursery() as nursery:
+        tracker = ProcessTracker()
+        await nursery.start(tracker.run)
+        here = tracker.isolation
+        nursery.cancel_scope.cancel()
     run = await agentrt("doctor", "--backend", "claude", env=env)
     shown = lines_of(run.stdout)["system process isolation"]
-    if not os.access(parent, os.W_OK):
-        assert shown.startswith("ok /proc walk (")
+    if here.startswith("cgroup v2 at "):
+        parent = here.rsplit("/", 1)[0]
+        assert shown.startswith(f"ok {parent}/agentrt-")
     else:
-        assert shown.startswith(f"ok cgroup v2 at {parent}/agentrt-")
+        assert shown.startswith("ok /proc walk (")
 
 
 async def test_it_says_whether_telemetry_is_active(base_env: dict[str, str]) -> None:
@@ -235,16 +239,20 @@ async def test_it_says_whether_telemetry_is_active(base_env: dict[str, str]) -> 
     assert "metrics: opentelemetry.sdk.metrics" in check["detail"]
 
 
-def test_without_the_otel_extra_telemetry_is_skipped_with_its_fix(
-    monkeypatch: pytest.MonkeyPatch,
+async def test_without_the_otel_extra_telemetry_is_skipped_with_its_fix(
+    base_env: dict[str, str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(_otel, "status", lambda: _otel.TelemetryStatus(None, None, None))
-    check = telemetry_check()
-    assert (check.status, check.detail) == (
+    # A package first on the path that cannot be imported: the extra as if not installed.
+    (tmp_path / "opentelemetry").mkdir()
+    (tmp_path / "opentelemetry" / "__init__.py").write_text("raise ImportError('not here')\n")
+    env = {**base_env, "CLAUDE_CLI": "/nonexistent/claude", "PYTHONPATH": str(tmp_path)}
+    run = await agentrt("doctor", "--backend", "claude", "--json", env=env)
+    [check] = [c for c in json.loads(run.stdout)["checks"] if c["area"] == "telemetry"]
+    assert (check["status"], check["detail"]) == (
         "skip",
         "opentelemetry-api is not installed: no spans or metrics",
     )
-    assert check.fix is not None and "agentrt[otel]" in check.fix
+    assert check["fix"] is not None and "agentrt[otel]" in check["fix"]
 
 
 async def test_the_store_is_checked_as_ask_would_open_it(

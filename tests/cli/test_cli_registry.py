@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrt._backends import SHIPPED
-
-from ._run import agentrt
+from ._run import SHIPPED, agentrt
 from .test_cli_doctor import lines_of
 
 # The shipped backends and the test distribution's own, as the command lists them.
@@ -89,4 +87,4 @@ async def test_ask_chat_and_demo_name_the_installed_backends(toy_env: dict[str, 
 
 async def test_without_the_distribution_it_is_not_listed(base_env: dict[str, str]) -> None:
     run = await agentrt("doctor", "--backend", "toy", env=base_env)
-    assert run.code == 2 and f"(choose from {', '.join(map(repr, sorted(SHIPPED)))})" in run.stderr
+    assert run.code == 2 and f"(choose from {', '.join(map(repr, SHIPPED))})" in run.stderr

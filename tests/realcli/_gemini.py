@@ -18,7 +18,6 @@ from npm_clis import pinned_binary, pinned_version, scratch_dir
 from npm_clis import run_turn as run_translated
 
 from agentrt import Event
-from agentrt._driver._secretfiles import write_config_files
 from agentrt.backend import Command, ExitStatus
 from agentrt.backends.gemini import GeminiBackend, GeminiOptions
 from agentrt.testing import FakeGemini
@@ -96,7 +95,6 @@ def translate(frames: Sequence[Any], status: ExitStatus, stderr: str) -> list[Ev
 
 async def run_turn(command: Command) -> Turn:
     """Run one turn's command to its end (at most 60 s) and translate it."""
-    write_config_files(command.config_files)  # as the driver does before a spawn
     return await run_translated(command, translate)
 
 

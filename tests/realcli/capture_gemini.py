@@ -27,7 +27,6 @@ from _gemini import (
 )
 from npm_clis import run_command
 
-from agentrt._driver._secretfiles import write_config_files
 from agentrt.backends.gemini import GeminiBackend
 from agentrt.testing import (
     FakeGemini,
@@ -113,7 +112,6 @@ async def run(
     assert binary is not None, "run `make gemini-cli` first"
     backend = GeminiBackend()
     command = backend.command(place.options(binary, api, **options), prompt, session_id=session_id)
-    write_config_files(command.config_files)
     done = await run_command(command)
     stderr = done.stderr.decode(errors="replace").splitlines()
     tail = [line for line in stderr if not line.lstrip().startswith("at ")][-12:]
