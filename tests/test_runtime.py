@@ -268,7 +268,9 @@ async def test_a_backend_object_is_used_as_is(autojump_clock: MockClock) -> None
 async def test_an_idle_agent_holds_little_memory(autojump_clock: MockClock) -> None:
     # What an idle agent keeps alive, as Python allocates it (after one ask, as the idle
     # benchmark row has it): 7.1 KiB here while generator context managers and a log
-    # binding were held for each agent's life, 5.0 KiB without.
+    # binding were held for each agent's life, 5.0 KiB without; 5.4-5.6 KiB once the
+    # actor's callbacks became an object of their own. The target is 10 KiB; this bound
+    # catches what an idle agent starts to hold for its life.
     import gc
     import tracemalloc
 
@@ -291,4 +293,4 @@ async def test_an_idle_agent_holds_little_memory(autojump_clock: MockClock) -> N
             per_agent = (tracemalloc.get_traced_memory()[0] - before) / n
         finally:
             tracemalloc.stop()
-    assert per_agent <= 5.5 * 1024, f"{per_agent / 1024:.2f} KiB per idle agent"
+    assert per_agent <= 6 * 1024, f"{per_agent / 1024:.2f} KiB per idle agent"
