@@ -168,12 +168,13 @@ class Turn(ChannelReading):
         slots = self.source.turn_slots
         if slots is None:  # none, or a live CLI holds a slot of its own
             return await self._run()
-        self.waiting_for_process = True
-        with trio.CancelScope() as self._scope:
-            await slots.acquire(self)
-        self.waiting_for_process = False
-        if self._scope.cancelled_caught:  # stopped while waiting for a process slot
-            return await self._finish(None, "")
+        if not slots.take_now(self):  # a scope only for a turn that has to wait
+            self.waiting_for_process = True
+            with trio.CancelScope() as self._scope:
+                await slots.acquire(self)
+            self.waiting_for_process = False
+            if self._scope.cancelled_caught:  # stopped while waiting for a process slot
+                return await self._finish(None, "")
         try:
             return await self._run()
         finally:

@@ -36,11 +36,11 @@ import agentrt.backends
 from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 
 # Counted when set (issue 37), and the room each has: a scripted ask is the same every
-# time (175); the fake CLI's turns vary a little with how the process's exit meets its
-# output (600-645 per turn, 320-330 warm, with and without load).
-SCRIPTED_BUDGET = 180
-PER_TURN_BUDGET = 700
-WARM_BUDGET = 360
+# time (165); the fake CLI's turns vary a little with how the process's exit meets its
+# output (580-630 per turn, 305-320 warm, with and without load).
+SCRIPTED_BUDGET = 170
+PER_TURN_BUDGET = 660
+WARM_BUDGET = 340
 
 MEASURE = "python tests/test_call_budget.py"
 
