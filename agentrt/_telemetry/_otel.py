@@ -347,7 +347,10 @@ class TurnTrace:
     def start(
         cls, parent: object, agent: str, backend: str, session_id: str | None
     ) -> TurnTrace | None:
-        tracer, instruments = _tracer(), _instruments()
+        if API_VERSION is None:
+            return None
+        # _tracer() and _instruments() inlined: this is every turn's.
+        tracer, instruments = _resolved.current_tracer(), _resolved.current_instruments()
         if tracer is None and instruments is None:
             return None
         span: Span = trace.INVALID_SPAN
