@@ -55,9 +55,11 @@ class ProcessSlots:
         that gets one needs no cancel scope for the wait (`acquire`)."""
         limiter = self._limiter
         if limiter is not None:
-            if limiter.available_tokens == 0:
+            try:
+                # Refused while tasks queue for one, even with a token free: they come first.
+                limiter.acquire_on_behalf_of_nowait(holder)
+            except trio.WouldBlock:
                 return False
-            limiter.acquire_on_behalf_of_nowait(holder)
         self._in_use += 1
         return True
 
