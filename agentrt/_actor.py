@@ -290,13 +290,16 @@ class Actor:
             await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt)
         ref = request.ref
+        reaction: Reaction = None
         if isinstance(outcome, Response):
-            reaction = await self._callbacks.decide("handle_response", ref, outcome)
+            if "handle_response" in self._overrides:
+                reaction = await self._callbacks.decide("handle_response", ref, outcome)
         else:
             reaction = await self._callbacks.contained("handle_error", ref, outcome)
         if "post_turn" in self._overrides:
             await self._callbacks.decide("post_turn", ref, outcome)
-        await self._save_state()
+        if "checkpoint_state" in self._overrides:
+            await self._save_state()
         slot.current = None
         request.outcome = outcome
         slot.mailbox.settle(request, final)
@@ -330,7 +333,8 @@ class Actor:
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
-        unrestored = await self._restore_transcript()
+        # No coroutine a turn for what the agent does not use.
+        unrestored = None if self._portable is None else await self._restore_transcript()
         recorder = self._recorder
         source = self._source
         if source is None:  # made at the first turn: an idle agent holds none
@@ -408,8 +412,7 @@ class Actor:
     async def _restore_transcript(self) -> Exception | None:
         """A portable agent's transcript made the stored one before its turn; why it could
         not be (within ``transcript_wait``), or None."""
-        if self._portable is None:
-            return None
+        assert self._portable is not None
         session_id = self.slot.session_id
         try:
             await self._portable.before_turn(session_id)

@@ -109,7 +109,10 @@ def redact(text: str) -> str:
     for needed, pattern in _PREFIXED_PATTERNS:
         if needed in text:
             text = pattern.sub(_keep_prefix, text)
-    return _redact_assignments(text)
+    # An assignment has its = or : (most prompts and answers have neither).
+    if "=" in text or ":" in text:
+        return _redact_assignments(text)
+    return text
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -134,11 +134,15 @@ class Child:
     removed: bool = False
     # Being stopped by its supervisor to be restarted with a sibling: its exit is expected.
     stopping: bool = False
+    _address: LocalAgent | None = None
 
     def address(self) -> LocalAgent:
-        """What a call naming it reaches. Made per call, not kept: an idle agent holds none,
-        and a call allocates one small object."""
-        return LocalAgent(self, cancel_grace(self.spec.options))
+        """What a call naming it reaches: made at the first call and kept (an agent never
+        called holds none), so an ask makes none."""
+        address = self._address
+        if address is None:
+            address = self._address = LocalAgent(self, cancel_grace(self.spec.options))
+        return address
 
     @property
     def name(self) -> str:

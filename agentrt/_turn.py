@@ -99,9 +99,7 @@ class Turn(ChannelReading):
     _watched: Callable[[], bool] = attrs.field(init=False)
     # trio.current_time(), from the run's clock without the per-call wrapper (a scripted
     # turn asks it several times).
-    _now: Callable[[], float] = attrs.field(
-        init=False, factory=lambda: trio.lowlevel.current_clock().current_time
-    )
+    _now: Callable[[], float] = attrs.field(init=False)
     command: Command | None = None
     translator: Translator | None = None
     waiting_for_process: bool = False
@@ -155,6 +153,7 @@ class Turn(ChannelReading):
         self._checkpoint = host.checkpoint
         self._deliver = host.deliver
         self._watched = host.watched
+        self._now = trio.lowlevel.current_clock().current_time
 
     ################
     # Running: in process, or a CLI process
@@ -168,12 +167,13 @@ class Turn(ChannelReading):
         slots = self.source.turn_slots
         if slots is None:  # none, or a live CLI holds a slot of its own
             return await self._run()
-        self.waiting_for_process = True
-        with trio.CancelScope() as self._scope:
-            await slots.acquire(self)
-        self.waiting_for_process = False
-        if self._scope.cancelled_caught:  # stopped while waiting for a process slot
-            return await self._finish(None, "")
+        if not slots.take_now(self):  # a scope only for a turn that has to wait
+            self.waiting_for_process = True
+            with trio.CancelScope() as self._scope:
+                await slots.acquire(self)
+            self.waiting_for_process = False
+            if self._scope.cancelled_caught:  # stopped while waiting for a process slot
+                return await self._finish(None, "")
         try:
             return await self._run()
         finally:

@@ -124,8 +124,10 @@ class Stopping:
         deadline = self._bounds.nearest()
         if self._alarm is not None:
             self._alarm.move(deadline)
-        if self._scope is not None:
-            self._scope.deadline = deadline
+        scope = self._scope
+        # trio's deadline setter is a context manager and a re-sort: only for a change.
+        if scope is not None and scope.deadline != deadline:
+            scope.deadline = deadline
 
     def _stop_for_bound(self, now: float) -> None:
         passed = self._bounds.passed(now, self.options)

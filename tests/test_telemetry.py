@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -470,6 +471,38 @@ def test_without_an_sdk_a_turn_makes_no_span_and_no_measurement(mode: str, expec
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == expected
+
+
+FROM_ENVIRON = """
+import trio
+import agentrt
+from agentrt._telemetry import _otel
+from agentrt.testing import ScriptedBackend, reply
+
+async def main():
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        backend = ScriptedBackend(default=lambda call: reply("hi"))
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend)
+        await rt.ask("a", "hello")
+    print(type(_otel._resolved.tracer).__module__, type(_otel._resolved.instruments).__name__)
+
+trio.run(main)
+"""
+
+
+def test_providers_the_environment_names_record_the_turns() -> None:
+    # The API loads them at its first look-up; a turn without a provider set looks the
+    # environment up only as its runtime opens, which must still find them.
+    env = {
+        **os.environ,
+        "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider",
+        "OTEL_PYTHON_METER_PROVIDER": "sdk_meter_provider",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", FROM_ENVIRON], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["opentelemetry.sdk.trace", "_Instruments"]
 
 
 async def test_the_readmes_json_log_setup_indexes_the_agents_fields(

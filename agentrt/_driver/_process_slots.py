@@ -50,6 +50,19 @@ class ProcessSlots:
             await limiter.acquire_on_behalf_of(holder)
         self._in_use += 1
 
+    def take_now(self, holder: object) -> bool:
+        """Take a slot for ``holder`` if one is free now (True), without waiting: a turn
+        that gets one needs no cancel scope for the wait (`acquire`)."""
+        limiter = self._limiter
+        if limiter is not None:
+            try:
+                # Refused while tasks queue for one, even with a token free: they come first.
+                limiter.acquire_on_behalf_of_nowait(holder)
+            except trio.WouldBlock:
+                return False
+        self._in_use += 1
+        return True
+
     def release(self, holder: object) -> None:
         self._in_use -= 1
         if self._limiter is not None:

@@ -31,9 +31,13 @@ def mappings(content: Any) -> list[Mapping[str, Any]]:
 def usage_field(value: Any) -> Usage | None:
     if not isinstance(value, Mapping):
         return None
+    # int_field inlined (a usage a model call): a decoded JSON int is exactly an int.
+    get = value.get
+    inputs, outputs = get("input_tokens"), get("output_tokens")
+    created, read = get("cache_creation_input_tokens"), get("cache_read_input_tokens")
     return Usage(
-        input_tokens=int_field(value.get("input_tokens")) or 0,
-        output_tokens=int_field(value.get("output_tokens")) or 0,
-        cache_creation_input_tokens=int_field(value.get("cache_creation_input_tokens")) or 0,
-        cache_read_input_tokens=int_field(value.get("cache_read_input_tokens")) or 0,
+        input_tokens=inputs if type(inputs) is int else 0,
+        output_tokens=outputs if type(outputs) is int else 0,
+        cache_creation_input_tokens=created if type(created) is int else 0,
+        cache_read_input_tokens=read if type(read) is int else 0,
     )

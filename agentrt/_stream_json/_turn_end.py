@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from .._events import ErrorEvent, Event, PermissionDenial, ResultEvent, StopReason, Usage
 from .._redact import redact
 from ._dialect import StreamJsonDialect
-from ._fields import int_field, mappings, number_field, str_field, usage_field
+from ._fields import int_field, mappings, str_field, usage_field
 
 _MESSAGE_LIMIT = 500
 
@@ -53,9 +53,15 @@ def result_event(
     """The terminal event of a ``result`` frame: an `ErrorEvent` when ``is_error`` is true
     or the subtype is not ``success``, else a `ResultEvent`. ``session_id``, ``model``: the
     turn's, for a result that names none."""
-    session_id = str_field(frame.get("session_id")) or session_id
-    subtype = str_field(frame.get("subtype")) or "unknown"
-    total = number_field(frame.get("total_cost_usd"))
+    # The field readers (`._fields`) inlined: one result a turn, each read a call. A decoded
+    # JSON value's type is exactly str, int (bool apart), float: compared by identity.
+    get = frame.get
+    value = get("session_id")
+    session_id = (value if type(value) is str else None) or session_id
+    value = get("subtype")
+    subtype = (value if type(value) is str else None) or "unknown"
+    value = get("total_cost_usd")
+    total = float(value) if type(value) is float or type(value) is int else None
     # Floored at 0: a baseline from a store that missed a turn must not go negative.
     cost = None if total is None else max(total - cost_baseline, 0.0)
     if frame.get("is_error") is True or subtype != "success":
@@ -80,14 +86,17 @@ def result_event(
             usage=usage,
             raw=frame,
         )
-    duration_ms = number_field(frame.get("duration_ms"))
+    duration_ms, text = get("duration_ms"), get("result")
+    num_turns, stop_reason = get("num_turns"), get("stop_reason")
     return ResultEvent(
-        text=str_field(frame.get("result")) or "",
+        text=text if type(text) is str else "",
         session_id=session_id,
         cost_usd=cost,
-        duration=None if duration_ms is None else duration_ms / 1000,
-        num_turns=int_field(frame.get("num_turns")),
-        model_stop_reason=str_field(frame.get("stop_reason")),
+        duration=(
+            duration_ms / 1000 if type(duration_ms) is float or type(duration_ms) is int else None
+        ),
+        num_turns=num_turns if type(num_turns) is int else None,
+        model_stop_reason=stop_reason if type(stop_reason) is str else None,
         usage=usage,
         model=model,
         structured_output=frame.get("structured_output"),

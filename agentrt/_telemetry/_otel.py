@@ -17,6 +17,7 @@ group of a dead runtime. Metrics: see ``_COUNTERS`` and the tables after it.
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -32,7 +33,12 @@ from ..backend import ExitStatus
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
+    from opentelemetry.environment_variables import (
+        OTEL_PYTHON_METER_PROVIDER,
+        OTEL_PYTHON_TRACER_PROVIDER,
+    )
     from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.metrics import _internal as _metrics_internal
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
     from opentelemetry.version import __version__ as _api_version
 except ImportError:  # the otel extra is not installed
@@ -93,8 +99,20 @@ class _Resolved:
     tracer: Tracer | None = None
     meter_provider: object = None
     instruments: _Instruments | None = None
+    # Whether the environment names a provider (the API loads it at its first look-up),
+    # as it did when a runtime last opened; until then, assumed.
+    tracer_from_environ: bool = True
+    meter_from_environ: bool = True
+
+    def runtime_opened(self) -> None:
+        self.tracer_from_environ = OTEL_PYTHON_TRACER_PROVIDER in os.environ
+        self.meter_from_environ = OTEL_PYTHON_METER_PROVIDER in os.environ
 
     def current_tracer(self) -> Tracer | None:
+        # The API's global, read as is: with none set, get_tracer_provider looks the
+        # environment up on every call, which a turn would pay for nothing recorded.
+        if trace._TRACER_PROVIDER is None and not self.tracer_from_environ:
+            return None
         provider = trace.get_tracer_provider()
         if provider is not self.tracer_provider:
             self.tracer_provider = provider
@@ -103,6 +121,8 @@ class _Resolved:
         return self.tracer
 
     def current_instruments(self) -> _Instruments | None:
+        if _metrics_internal._METER_PROVIDER is None and not self.meter_from_environ:
+            return None
         provider = metrics.get_meter_provider()
         if provider is not self.meter_provider:
             self.meter_provider = provider
@@ -181,8 +201,11 @@ _runtimes: tuple[weakref.ref[Gauges], ...] = ()
 
 
 def track_runtime(gauges: Gauges) -> None:
-    """Count a runtime's live CLI processes and queued requests while it is open."""
+    """Count a runtime's live CLI processes and queued requests while it is open; and
+    look up again whether the environment names a provider (a turn does not)."""
     global _runtimes
+    if API_VERSION is not None:
+        _resolved.runtime_opened()
     _runtimes = (*(ref for ref in _runtimes if ref() is not None), weakref.ref(gauges))
 
 
@@ -324,7 +347,10 @@ class TurnTrace:
     def start(
         cls, parent: object, agent: str, backend: str, session_id: str | None
     ) -> TurnTrace | None:
-        tracer, instruments = _tracer(), _instruments()
+        if API_VERSION is None:
+            return None
+        # _tracer() and _instruments() inlined: this is every turn's.
+        tracer, instruments = _resolved.current_tracer(), _resolved.current_instruments()
         if tracer is None and instruments is None:
             return None
         span: Span = trace.INVALID_SPAN
