@@ -507,6 +507,7 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
         "_stores._route_codec",
         "_stores._route_values",
     ),
+    "test_routing_sqlite.py": ("_stores._route_codec", "_stores._sqlite_router"),
     "test_runtimes.py": ("_driver._runtimes",),
     "test_segment.py": ("_segment",),
     "test_spawn.py": ("_driver._spawn", "_driver._cgroup"),
@@ -518,6 +519,8 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
     # test's end checks for leftovers (its /proc reading is its own, tests/proc_helpers.py).
     "conftest.py": ("_runtime", "_driver._cgroup"),
     "worker_cgroup.py": ("_driver._cgroup", "_driver._procfs"),
+    # Holds a runtime's spawn at its gate: the cgroup move is the one point to stop it at.
+    "gate_host.py": ("_driver._cgroup",),
 }
 
 
@@ -579,7 +582,7 @@ def test_only_listed_unit_tests_use_private_modules() -> None:
     assert {test: sorted(set(m)) for test, m in UNIT_TESTS.items()} == {
         test: sorted(uses) for test, uses in used.items()
     }
-    assert len(UNIT_TESTS) <= 35
+    assert len(UNIT_TESTS) <= 37
 
 
 def test_every_way_of_reaching_a_private_module_is_found() -> None:

@@ -18,6 +18,7 @@ from proc_helpers import (
     fence_guards,
     kill_marked,
     proc_info,
+    read_stat,
     running,
     store_programs,
     turn_processes,
@@ -26,7 +27,6 @@ from proc_helpers import (
 from test_isolation import needs_cgroups
 
 import agentrt
-from agentrt._driver._procfs import read_stat
 from agentrt.lowlevel import TURN_MARKER_ENV as MARKER_ENV
 from agentrt.testing import fake_cli_executable
 
