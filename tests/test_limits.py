@@ -1,0 +1,288 @@
+"""Tier 3: a turn cannot take the machine down. Its cgroup's limits (memory, tasks, CPU) from
+the agent's ``limits``, a turn the OOM killer hit ending ``oom_killed``, and a model that
+repeats itself ending ``stuck``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from cli_programs import SID, FakeClaude, init_frame, result_frame
+from proc_helpers import wait_until
+
+from agentrt import Agent, InvalidOptions, Limits, Runtime, StopReason, TurnFailed, open_runtime
+from agentrt._driver._cgroup import TurnCgroups, Unavailable, own_cgroup
+from agentrt._driver._limits import oom_kills
+
+KILL_GRACE: dict[str, Any] = {"kill_grace": 0.3}
+ALL = Limits(memory="64M", tasks=16, cpus=0.5)
+
+
+def limits_here() -> str | None:
+    """Why a runtime cannot hold limits for its turns here, or None if it can."""
+    try:
+        cgroups = TurnCgroups.create(*own_cgroup())
+    except Unavailable as exc:
+        return str(exc)
+    try:
+        return cgroups.enable(ALL.controllers())
+    finally:
+        os.rmdir(cgroups.path)
+
+
+WHY_NOT = limits_here()
+needs_limits = pytest.mark.skipif(WHY_NOT is not None, reason=f"no cgroup limits: {WHY_NOT}")
+
+
+def runtime_cgroup(rt: Runtime) -> str:
+    tracker = rt._context.tracker
+    assert tracker is not None
+    return tracker.isolation.removeprefix("cgroup v2 at ")
+
+
+# -- the option -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "key"),
+    [
+        ({"memory": "2X"}, "limits.memory"),
+        ({"memory": 4096}, "limits.memory"),  # bytes: "4096" meant "4096M"?
+        ({"memory": 1.5}, "limits.memory"),
+        ({"tasks": 0}, "limits.tasks"),
+        ({"tasks": True}, "limits.tasks"),
+        ({"cpus": 0}, "limits.cpus"),
+        ({"cpus": float("inf")}, "limits.cpus"),
+        ({"best_effort": "yes"}, "limits.best_effort"),
+    ],
+)
+def test_bad_limits_are_refused_naming_the_limit(given: dict[str, Any], key: str) -> None:
+    with pytest.raises(InvalidOptions) as refused:
+        Limits(**given)
+    assert refused.value.key == key
+    assert refused.value.value == next(iter(given.values()))
+
+
+def test_limits_are_what_the_cgroup_files_take() -> None:
+    limits = Limits(memory="1.5G", tasks=512, cpus=1.5)
+    assert limits.memory == 1536 * 1024**2
+    assert Limits(memory="512MiB").memory == Limits(memory=512 * 1024**2).memory
+    assert limits.files() == {
+        "memory.max": str(1536 * 1024**2),
+        "memory.swap.max": "0",
+        "memory.oom.group": "1",
+        "pids.max": "512",
+        "cpu.max": "150000 100000",
+    }
+    assert Limits(cpus=0.01).files() == {"cpu.max": "1000 100000"}
+    assert Limits(tasks=8).controllers() == {"pids"}
+
+
+async def test_start_agent_refuses_what_is_not_limits_or_a_repeat_count(tmp_path: Path) -> None:
+    cli = FakeClaude(tmp_path / "cli", [["emit", result_frame("ok")]])
+    async with open_runtime() as rt:
+        for key, value in [("limits", {"memory": "2G"}), ("stuck_repeats", 1)]:
+            with pytest.raises(InvalidOptions) as refused:
+                await rt.start_agent(
+                    Agent, name="coder", backend="claude", binary=cli.binary, **{key: value}
+                )
+            assert (refused.value.key, refused.value.value) == (key, value)
+
+
+async def test_limits_where_turns_get_no_cgroup_are_refused_unless_best_effort(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cli = FakeClaude(tmp_path / "cli", [["emit", init_frame()], ["emit", result_frame("ok")]])
+    async with open_runtime(cgroups=False) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(
+                Agent, name="coder", backend="claude", binary=cli.binary, limits=ALL
+            )
+        assert refused.value.key == "limits"
+        assert "turns get no cgroup here: cgroups=False" in refused.value.why
+        assert "best_effort=True" in refused.value.why
+        assert "coder" not in rt.agents()
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            binary=cli.binary,
+            limits=Limits(memory="1G", best_effort=True),
+        )
+        assert (await rt.ask("coder", "hi")).text == "ok"
+    [warning] = [r for r in caplog.records if "limits are not held" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert "cgroups=False" in warning.getMessage()
+
+
+@pytest.mark.skipif(WHY_NOT is None, reason="the controllers can be had here")
+async def test_limits_where_the_controllers_cannot_be_had_are_refused_saying_why(
+    tmp_path: Path,
+) -> None:
+    cli = FakeClaude(tmp_path / "cli", [["emit", result_frame("ok")]])
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(
+                Agent, name="coder", backend="claude", binary=cli.binary, limits=ALL
+            )
+    assert refused.value.key == "limits"
+    assert WHY_NOT is not None and WHY_NOT in refused.value.why
+
+
+def test_oom_kills_are_read_from_memory_events(tmp_path: Path) -> None:
+    assert oom_kills(str(tmp_path)) == 0  # no memory controller (or the cgroup gone)
+    (tmp_path / "memory.events").write_text(
+        "low 0\nhigh 0\nmax 12\noom 2\noom_kill 3\noom_group_kill 1\n"
+    )
+    assert oom_kills(str(tmp_path)) == 3
+
+
+# -- the kernel holds them --------------------------------------------------------------------
+
+
+@needs_limits
+async def test_a_turn_over_its_memory_ends_oom_killed_and_the_next_resumes(
+    tmp_path: Path,
+) -> None:
+    cli = FakeClaude(tmp_path / "cli", [["emit", init_frame()], ["allocate", 256], ["hang"]])
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            binary=cli.binary,
+            limits=Limits(memory="64M"),
+            **KILL_GRACE,
+        )
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "use too much")
+        assert failed.value.reason is StopReason.OOM_KILLED
+        assert str(64 * 1024**2) in failed.value.message
+        assert failed.value.session_id == SID
+        cli.answer("back")
+        assert (await rt.ask("coder", "again")).text == "back"
+        assert cli.resumed() == SID
+
+
+@needs_limits
+async def test_a_fork_bomb_is_bounded_by_tasks_and_nothing_is_left(tmp_path: Path) -> None:
+    forks = tmp_path / "forks.json"
+    program = [
+        ["emit", init_frame()],
+        ["fork_until_refused", 200, str(forks)],
+        ["emit", result_frame("done")],
+    ]
+    cli = FakeClaude(tmp_path / "cli", program)
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", binary=cli.binary, limits=Limits(tasks=8)
+        )
+        assert (await rt.ask("coder", "fork")).text == "done"
+    counted = json.loads(forks.read_text())
+    assert counted["refused"] is True
+    assert counted["forked"] < 8  # the CLI itself counts
+    # The autouse fixture checks that none of the children outlived the turn.
+
+
+@needs_limits
+async def test_the_turns_cgroup_has_the_cpu_quota(tmp_path: Path) -> None:
+    record = tmp_path / "record.json"
+    cli = FakeClaude(tmp_path / "cli", [["record", str(record)], ["emit", init_frame()], ["hang"]])
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            binary=cli.binary,
+            limits=Limits(cpus=1.5, tasks=64),
+            **KILL_GRACE,
+        )
+        ref = rt.tell("coder", "work")
+        await wait_until(record.exists, bound=30)
+        pid = json.loads(record.read_text())["pid"]
+        proc_cgroup = await trio.Path(f"/proc/{pid}/cgroup").read_text()
+        name = next(line[3:] for line in proc_cgroup.splitlines() if line.startswith("0::"))
+        turn = Path(runtime_cgroup(rt)) / os.path.basename(name)
+        assert (turn / "cpu.max").read_text().split() == ["150000", "100000"]
+        assert (turn / "pids.max").read_text().strip() == "64"
+        rt.interrupt("coder")
+        with pytest.raises(TurnFailed):
+            await rt.wait(ref)
+
+
+# -- stuck turns ------------------------------------------------------------------------------
+
+
+def tool_call(n: int, command: str, output: str, *, error: bool = False) -> list[Any]:
+    """One tool call of the model and its result, as Claude Code prints them."""
+    use_id = f"toolu_{n}"
+    use = {"type": "tool_use", "id": use_id, "name": "Bash", "input": {"command": command}}
+    result = {"type": "tool_result", "tool_use_id": use_id, "content": output, "is_error": error}
+    return [
+        ["emit", {"type": "assistant", "message": {"content": [use]}, "session_id": SID}],
+        ["emit", {"type": "user", "message": {"content": [result]}, "session_id": SID}],
+    ]
+
+
+def calls(*made: tuple[str, str, bool]) -> list[Any]:
+    program: list[Any] = [["emit", init_frame()]]
+    for n, (command, output, error) in enumerate(made):
+        program += tool_call(n, command, output, error=error)
+    return [*program, ["emit", result_frame("finished")]]
+
+
+SAME = ("make test", "1 failed", False)
+
+
+async def test_the_same_call_with_the_same_result_ends_the_turn_stuck(tmp_path: Path) -> None:
+    cli = FakeClaude(tmp_path / "cli", calls(SAME, SAME, SAME, SAME))
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **KILL_GRACE)
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "fix the tests")
+        assert failed.value.reason is StopReason.STUCK
+        assert failed.value.detail == {"tool_name": "Bash", "times": 4, "option": "stuck_repeats"}
+        assert failed.value.session_id == SID
+        # The agent lives, and its next turn resumes the session.
+        cli.answer("unstuck")
+        assert (await rt.ask("coder", "try another way")).text == "unstuck"
+        assert cli.resumed() == SID
+
+
+async def test_the_same_call_failing_ends_the_turn_stuck_sooner(tmp_path: Path) -> None:
+    failing = [("cat x", f"no such file (attempt {n})", True) for n in range(3)]
+    # A model that would go on: the turn is interrupted.
+    cli = FakeClaude(tmp_path / "cli", [*calls(*failing)[:-1], ["hang"]])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **KILL_GRACE)
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "read x")
+        assert failed.value.reason is StopReason.STUCK
+        assert failed.value.detail == {"tool_name": "Bash", "times": 3, "option": "stuck_errors"}
+
+
+@pytest.mark.parametrize(
+    ("made", "options"),
+    [
+        # Something changed between the calls: the model is making progress.
+        ([SAME, SAME, SAME, ("make test", "0 failed", False), SAME, SAME, SAME], {}),
+        ([SAME, SAME, ("git diff", "", False), SAME, SAME], {}),
+        ([("a", "x", True), ("b", "x", True), ("a", "x", True), ("b", "x", True)], {}),
+        # Turned off, or set higher.
+        ([SAME] * 6, {"stuck_repeats": None}),
+        ([SAME] * 6, {"stuck_repeats": 7}),
+        ([("cat x", "gone", True)] * 4, {"stuck_errors": None, "stuck_repeats": None}),
+    ],
+)
+async def test_calls_that_do_not_repeat_enough_let_the_turn_finish(
+    tmp_path: Path, made: list[tuple[str, str, bool]], options: dict[str, Any]
+) -> None:
+    cli = FakeClaude(tmp_path / "cli", calls(*made))
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **options)
+        assert (await rt.ask("coder", "work")).text == "finished"
