@@ -256,10 +256,12 @@ async def test_the_same_call_with_the_same_result_ends_the_turn_stuck(tmp_path: 
 
 async def test_the_same_call_failing_ends_the_turn_stuck_sooner(tmp_path: Path) -> None:
     failing = [("cat x", f"no such file (attempt {n})", True) for n in range(3)]
-    # A model that would go on: the turn is interrupted.
+    # A model that would go on: the turn is interrupted (long before the watchdog).
     cli = FakeClaude(tmp_path / "cli", [*calls(*failing)[:-1], ["hang"]])
     async with open_runtime() as rt:
-        await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary, **KILL_GRACE)
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", binary=cli.binary, watchdog=60, **KILL_GRACE
+        )
         with pytest.raises(TurnFailed) as failed:
             await rt.ask("coder", "read x")
         assert failed.value.reason is StopReason.STUCK
