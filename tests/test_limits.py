@@ -16,6 +16,7 @@ from cli_programs import SID, FakeClaude, init_frame, result_frame
 from proc_helpers import wait_until
 
 from agentrt import Agent, InvalidOptions, Limits, Runtime, StopReason, TurnFailed, open_runtime
+from agentrt._driver import _process
 from agentrt._driver._cgroup import TurnCgroups, Unavailable, own_cgroup
 from agentrt._driver._limits import oom_kills
 
@@ -140,6 +141,82 @@ def test_oom_kills_are_read_from_memory_events(tmp_path: Path) -> None:
         "low 0\nhigh 0\nmax 12\noom 2\noom_kill 3\noom_group_kill 1\n"
     )
     assert oom_kills(str(tmp_path)) == 3
+
+
+# -- a turn the OOM killer hit, as the runtime sees it ----------------------------------------
+
+
+def cgroups_here() -> str | None:
+    try:
+        os.rmdir(TurnCgroups.create(*own_cgroup()).path)
+    except Unavailable as exc:
+        return str(exc)
+    return None
+
+
+NO_CGROUPS = cgroups_here()
+needs_cgroups = pytest.mark.skipif(NO_CGROUPS is not None, reason=f"no cgroups: {NO_CGROUPS}")
+OOM_KILLED = [["emit", init_frame()], ["kill", "SIGKILL"]]
+
+
+def the_kernel_counts(monkeypatch: pytest.MonkeyPatch, kills: int) -> None:
+    # What memory.events says where no kernel here can say it (no memory controller): the
+    # runtime reads it from the turn's own cgroup.
+    monkeypatch.setattr(_process, "oom_kills", lambda path: kills if "/t" in path else 0)
+
+
+@needs_cgroups
+@pytest.mark.parametrize(
+    "warm",
+    [
+        pytest.param({}, id="per-turn"),
+        pytest.param({"keep_alive": 30}, id="warm"),
+    ],
+)
+async def test_a_turn_the_oom_killer_hit_ends_oom_killed_and_the_next_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: dict[str, Any]
+) -> None:
+    if warm:
+        live = [["live", {"turns": [OOM_KILLED[1:]], "session_id": SID}]]
+        answers = [["live", {"turns": [[["answer"]]], "session_id": SID}]]
+        program = [["by_run", str(tmp_path / "runs"), [live, answers]]]
+    else:
+        program = OOM_KILLED
+    cli = FakeClaude(tmp_path / "cli", program)
+    the_kernel_counts(monkeypatch, 2)
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            binary=cli.binary,
+            limits=Limits(memory="64M", best_effort=True),
+            **warm,
+            **KILL_GRACE,
+        )
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "use too much")
+        assert failed.value.reason is StopReason.OOM_KILLED
+        assert "killed 2 process(es)" in failed.value.message
+        assert str(64 * 1024**2) in failed.value.message
+        the_kernel_counts(monkeypatch, 0)
+        if not warm:
+            cli.answer("back")
+        response = await rt.ask("coder", "again")
+        assert response.text == ("1: again" if warm else "back")
+        assert response.session_id == SID
+
+
+async def test_without_limits_a_killed_turn_is_no_oom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = FakeClaude(tmp_path / "cli", OOM_KILLED)
+    the_kernel_counts(monkeypatch, 2)
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", binary=cli.binary)
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "crash")
+        assert failed.value.reason is StopReason.PROCESS_CRASHED
 
 
 # -- the kernel holds them --------------------------------------------------------------------
