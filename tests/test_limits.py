@@ -12,10 +12,21 @@ from typing import Any
 
 import pytest
 import trio
-from cli_programs import SID, FakeClaude, init_frame, result_frame
+from cli_programs import SID, FakeClaude, answer, init_frame, result_frame
 from proc_helpers import wait_until
 
-from agentrt import Agent, InvalidOptions, Limits, Runtime, StopReason, TurnFailed, open_runtime
+from agentrt import (
+    Agent,
+    InvalidOptions,
+    Limits,
+    Prompt,
+    Ref,
+    Response,
+    Runtime,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt._driver import _process
 from agentrt._driver._cgroup import TurnCgroups, Unavailable, own_cgroup
 from agentrt._driver._limits import oom_kills
@@ -329,6 +340,38 @@ async def test_the_same_call_with_the_same_result_ends_the_turn_stuck(tmp_path: 
         cli.answer("unstuck")
         assert (await rt.ask("coder", "try another way")).text == "unstuck"
         assert cli.resumed() == SID
+
+
+async def test_the_agents_handle_error_decides_what_follows_a_stuck_turn(tmp_path: Path) -> None:
+    class Unsticks(Agent):
+        def __init__(self) -> None:
+            self.answered = trio.Event()
+            self.text = ""
+
+        def handle_error(self, ref: Ref, error: TurnFailed) -> Prompt | None:
+            if error.reason is StopReason.STUCK:
+                tool = error.detail["tool_name"]
+                return Prompt(f"{tool} keeps giving the same answer: try another way")
+            return None
+
+        def handle_response(self, ref: Ref, response: Response) -> None:
+            self.text = response.text
+            self.answered.set()
+
+    record = tmp_path / "cli" / "record.json"  # where FakeClaude.resumed reads
+    stuck = calls(SAME, SAME, SAME, SAME)
+    program = [["by_run", str(tmp_path / "runs"), [stuck, answer(record)]]]
+    cli = FakeClaude(tmp_path / "cli", program)
+    agent = Unsticks()
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="coder", backend="claude", binary=cli.binary)
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "fix the tests")
+        assert failed.value.reason is StopReason.STUCK
+        await agent.answered.wait()
+    assert agent.text == "ok"
+    assert cli.resumed() == SID
+    assert "Bash keeps giving the same answer" in json.loads(record.read_text())["stdin"]
 
 
 async def test_the_same_call_failing_ends_the_turn_stuck_sooner(tmp_path: Path) -> None:
