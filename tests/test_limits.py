@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from proc_helpers import wait_until
 
 from agentrt import (
     Agent,
+    Failed,
     InvalidOptions,
     Limits,
     Prompt,
@@ -28,27 +30,74 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._driver import _process
-from agentrt._driver._cgroup import TurnCgroups, Unavailable, own_cgroup
+from agentrt._driver._cgroup import TurnCgroups, Unavailable, own_cgroup, v2_directory
 from agentrt._driver._limits import oom_kills
 
 KILL_GRACE: dict[str, Any] = {"kill_grace": 0.3}
 ALL = Limits(memory="64M", tasks=16, cpus=0.5)
 
 
-def limits_here() -> str | None:
-    """Why a runtime cannot hold limits for its turns here, or None if it can."""
+def cgroups_here() -> str | None:
     try:
-        cgroups = TurnCgroups.create(*own_cgroup())
+        os.rmdir(TurnCgroups.create(*own_cgroup()).path)
     except Unavailable as exc:
         return str(exc)
+    return None
+
+
+NO_CGROUPS = cgroups_here()
+needs_cgroups = pytest.mark.skipif(NO_CGROUPS is not None, reason=f"no cgroups: {NO_CGROUPS}")
+
+
+def hierarchy_root() -> str | None:
+    """The directory of cgroup v2's root, or None without cgroup v2."""
     try:
-        return cgroups.enable(ALL.controllers())
-    finally:
-        os.rmdir(cgroups.path)
+        with open("/proc/self/mountinfo") as f:
+            return v2_directory(f.read(), "0::/\n")[0]
+    except Unavailable:
+        return None
+
+
+def limits_here() -> str | None:
+    """Why limits cannot be had here, in a cgroup of their own below the root (as root),
+    or None if they can."""
+    root = hierarchy_root()
+    if root is None or os.geteuid() != 0:
+        return "no cgroup v2, or not root"
+    with open(f"{root}/cgroup.controllers") as f:
+        missing = ALL.controllers() - set(f.read().split())
+    return f"cgroup v2 has no {' '.join(sorted(missing))} controller here" if missing else None
 
 
 WHY_NOT = limits_here()
 needs_limits = pytest.mark.skipif(WHY_NOT is not None, reason=f"no cgroup limits: {WHY_NOT}")
+
+
+@pytest.fixture
+def limits_cgroup(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A cgroup with no process of its own, right below the root (the controllers enabled
+    for it), named by AGENTRT_CGROUP: where the runtimes of a test make theirs."""
+    root = hierarchy_root()
+    assert root is not None
+    with open(f"{root}/cgroup.subtree_control", "w") as f:
+        f.write(" ".join(f"+{name}" for name in sorted(ALL.controllers())))
+    path = f"{root}/test-limits-{os.getpid()}"
+    os.mkdir(path)
+    monkeypatch.setenv("AGENTRT_CGROUP", path)
+    try:
+        yield path
+    finally:
+        os.rmdir(path)
+
+
+async def turn_cgroup_of(record: Path) -> Path:
+    """The directory of the cgroup of the running turn whose CLI recorded itself."""
+    await wait_until(record.exists, bound=30)
+    pid = json.loads(await trio.Path(record).read_text())["pid"]
+    proc_cgroup = await trio.Path(f"/proc/{pid}/cgroup").read_text()
+    name = next(line[3:] for line in proc_cgroup.splitlines() if line.startswith("0::"))
+    mountinfo = await trio.Path("/proc/self/mountinfo").read_text()
+    return Path(v2_directory(mountinfo, f"0::{name}\n")[0])
 
 
 def runtime_cgroup(rt: Runtime) -> str:
@@ -132,10 +181,12 @@ async def test_limits_where_turns_get_no_cgroup_are_refused_unless_best_effort(
     assert "cgroups=False" in warning.getMessage()
 
 
-@pytest.mark.skipif(WHY_NOT is None, reason="the controllers can be had here")
+@needs_cgroups
 async def test_limits_where_the_controllers_cannot_be_had_are_refused_saying_why(
     tmp_path: Path,
 ) -> None:
+    # The runtime's cgroup is under this program's own, which holds this program: cgroup
+    # v2 gives it no controllers (where it has them at all).
     cli = FakeClaude(tmp_path / "cli", [["emit", result_frame("ok")]])
     async with open_runtime() as rt:
         with pytest.raises(InvalidOptions) as refused:
@@ -143,7 +194,39 @@ async def test_limits_where_the_controllers_cannot_be_had_are_refused_saying_why
                 Agent, name="coder", backend="claude", binary=cli.binary, limits=ALL
             )
     assert refused.value.key == "limits"
-    assert WHY_NOT is not None and WHY_NOT in refused.value.why
+    why = refused.value.why
+    assert why.startswith("cannot be held here: ")
+    assert "offers no" in why or "AGENTRT_CGROUP=<the directory of one>" in why
+
+
+@needs_cgroups
+async def test_agentrt_cgroup_names_where_the_turns_cgroups_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent, _ = own_cgroup()
+    chosen = trio.Path(parent, f"chosen-{os.getpid()}")
+    await chosen.mkdir()
+    record = tmp_path / "record.json"
+    cli = FakeClaude(tmp_path / "cli", [["record", str(record)], ["emit", init_frame()], ["hang"]])
+    monkeypatch.setenv("AGENTRT_CGROUP", str(chosen))
+    try:
+        async with open_runtime() as rt:
+            assert runtime_cgroup(rt).startswith(f"{chosen}/agentrt-{os.getpid()}-")
+            await rt.start_agent(
+                Agent, name="coder", backend="claude", binary=cli.binary, **KILL_GRACE
+            )
+            ref = await rt.tell("coder", "where am I")
+            assert await turn_cgroup_of(record) == Path(runtime_cgroup(rt), "t0")
+            await rt.interrupt("coder")
+            assert isinstance(await rt.wait(ref), Failed)
+    finally:
+        await chosen.rmdir()
+    monkeypatch.setenv("AGENTRT_CGROUP", str(tmp_path))
+    async with open_runtime() as rt:
+        assert (
+            runtime_cgroup(rt)
+            == f"/proc walk (AGENTRT_CGROUP={tmp_path} is not a cgroup directory)"
+        )
 
 
 def test_oom_kills_are_read_from_memory_events(tmp_path: Path) -> None:
@@ -157,16 +240,6 @@ def test_oom_kills_are_read_from_memory_events(tmp_path: Path) -> None:
 # -- a turn the OOM killer hit, as the runtime sees it ----------------------------------------
 
 
-def cgroups_here() -> str | None:
-    try:
-        os.rmdir(TurnCgroups.create(*own_cgroup()).path)
-    except Unavailable as exc:
-        return str(exc)
-    return None
-
-
-NO_CGROUPS = cgroups_here()
-needs_cgroups = pytest.mark.skipif(NO_CGROUPS is not None, reason=f"no cgroups: {NO_CGROUPS}")
 OOM_KILLED = [["emit", init_frame()], ["kill", "SIGKILL"]]
 
 
@@ -235,7 +308,7 @@ async def test_without_limits_a_killed_turn_is_no_oom(
 
 @needs_limits
 async def test_a_turn_over_its_memory_ends_oom_killed_and_the_next_resumes(
-    tmp_path: Path,
+    tmp_path: Path, limits_cgroup: str
 ) -> None:
     cli = FakeClaude(tmp_path / "cli", [["emit", init_frame()], ["allocate", 256], ["hang"]])
     async with open_runtime() as rt:
@@ -258,7 +331,9 @@ async def test_a_turn_over_its_memory_ends_oom_killed_and_the_next_resumes(
 
 
 @needs_limits
-async def test_a_fork_bomb_is_bounded_by_tasks_and_nothing_is_left(tmp_path: Path) -> None:
+async def test_a_fork_bomb_is_bounded_by_tasks_and_nothing_is_left(
+    tmp_path: Path, limits_cgroup: str
+) -> None:
     forks = tmp_path / "forks.json"
     program = [
         ["emit", init_frame()],
@@ -278,7 +353,7 @@ async def test_a_fork_bomb_is_bounded_by_tasks_and_nothing_is_left(tmp_path: Pat
 
 
 @needs_limits
-async def test_the_turns_cgroup_has_the_cpu_quota(tmp_path: Path) -> None:
+async def test_the_turns_cgroup_has_the_cpu_quota(tmp_path: Path, limits_cgroup: str) -> None:
     record = tmp_path / "record.json"
     cli = FakeClaude(tmp_path / "cli", [["record", str(record)], ["emit", init_frame()], ["hang"]])
     async with open_runtime() as rt:
@@ -290,17 +365,12 @@ async def test_the_turns_cgroup_has_the_cpu_quota(tmp_path: Path) -> None:
             limits=Limits(cpus=1.5, tasks=64),
             **KILL_GRACE,
         )
-        ref = rt.tell("coder", "work")
-        await wait_until(record.exists, bound=30)
-        pid = json.loads(record.read_text())["pid"]
-        proc_cgroup = await trio.Path(f"/proc/{pid}/cgroup").read_text()
-        name = next(line[3:] for line in proc_cgroup.splitlines() if line.startswith("0::"))
-        turn = Path(runtime_cgroup(rt)) / os.path.basename(name)
+        ref = await rt.tell("coder", "work")
+        turn = await turn_cgroup_of(record)
         assert (turn / "cpu.max").read_text().split() == ["150000", "100000"]
         assert (turn / "pids.max").read_text().strip() == "64"
-        rt.interrupt("coder")
-        with pytest.raises(TurnFailed):
-            await rt.wait(ref)
+        await rt.interrupt("coder")
+        assert isinstance(await rt.wait(ref), Failed)
 
 
 # -- stuck turns ------------------------------------------------------------------------------

@@ -56,13 +56,8 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
-    """Our own cgroup from the texts of /proc/self/mountinfo and /proc/self/cgroup: its
-    directory, and its name in the v2 hierarchy (as /proc/<pid>/cgroup shows it). Raises
-    `Unavailable`."""
-    own = _v2_line(proc_cgroup)
-    if own is None:
-        raise Unavailable("this process is in no cgroup v2 hierarchy")
+def _v2_mounts(mountinfo: str) -> list[tuple[str, str]]:
+    # (root, mount point) of each cgroup v2 mount.
     mounts = []
     for line in mountinfo.splitlines():
         fields = line.split()
@@ -70,6 +65,17 @@ def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
             mounts.append((_unescape(fields[3]), _unescape(fields[4])))
     if not mounts:
         raise Unavailable("cgroup v2 is not mounted")
+    return mounts
+
+
+def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
+    """Our own cgroup from the texts of /proc/self/mountinfo and /proc/self/cgroup: its
+    directory, and its name in the v2 hierarchy (as /proc/<pid>/cgroup shows it). Raises
+    `Unavailable`."""
+    own = _v2_line(proc_cgroup)
+    if own is None:
+        raise Unavailable("this process is in no cgroup v2 hierarchy")
+    mounts = _v2_mounts(mountinfo)
     for root, point in mounts:
         base = root.rstrip("/")
         if own == root or own.startswith(base + "/"):
@@ -82,9 +88,26 @@ def _v2_line(proc_cgroup: str) -> str | None:
     return None if own is None else own.removesuffix(" (deleted)")
 
 
+def chosen_directory(mountinfo: str, path: str) -> tuple[str, str]:
+    """The cgroup at ``path`` (a directory in a cgroup v2 mount): its directory and name.
+    Raises `Unavailable`."""
+    path = os.path.normpath(path)
+    for root, point in _v2_mounts(mountinfo):
+        point = point.rstrip("/")
+        if path == point or path.startswith(point + "/"):
+            return (path, root.rstrip("/") + path[len(point) :] or "/")
+    raise Unavailable(f"{SWITCH_ENV}={path} is in no cgroup v2 mount")
+
+
 def own_cgroup() -> tuple[str, str]:
-    """Our own cgroup (directory, name), where this process's turn cgroups may go, or
-    `Unavailable` saying why not (``AGENTRT_CGROUP=off`` included)."""
+    """The cgroup (directory, name) this process's turn cgroups go under: its own, or the
+    one ``AGENTRT_CGROUP`` names by its directory; or `Unavailable` saying why none
+    (``AGENTRT_CGROUP=off`` included).
+
+    Limits need a cgroup other than the program's own: the kernel enables controllers for
+    the cgroups below a cgroup only while it holds no process (or is the root), and a
+    program's own holds the program (a systemd unit's ``Delegate=yes`` cgroup with the
+    program in a sub-cgroup, ``DelegateSubgroup=``, is one to name)."""
     switch = os.environ.get(SWITCH_ENV, "")
     if switch.lower() in _OFF:
         raise Unavailable(f"{SWITCH_ENV}={switch}")
@@ -95,6 +118,10 @@ def own_cgroup() -> tuple[str, str]:
             proc_cgroup = f.read()
     except OSError as exc:
         raise Unavailable(f"cannot read /proc: {exc.strerror}") from exc
+    if switch.startswith("/"):
+        if not os.path.isfile(f"{switch}/cgroup.procs"):
+            raise Unavailable(f"{SWITCH_ENV}={switch} is not a cgroup directory")
+        return chosen_directory(mountinfo, switch)
     return v2_directory(mountinfo, proc_cgroup)
 
 
@@ -314,7 +341,7 @@ class TurnCgroups:
                 return f"cannot enable {names} for the cgroups below {where}: {exc.strerror}" + (
                     " (it holds processes, this program's among them: cgroup v2 gives "
                     "controllers only to cgroups without processes of their own, or to the "
-                    "root)"
+                    f"root; {SWITCH_ENV}=<the directory of one> puts the turns' cgroups there)"
                     if exc.errno == errno.EBUSY
                     else ""
                 )

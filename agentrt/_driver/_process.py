@@ -720,9 +720,9 @@ class ProcessTracker:
 
     Where the kernel lets us (cgroup v2; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
     forces the walk) each turn gets a cgroup of its own under one the tracker makes for the
-    runtime, so nothing a turn starts can leave its tree. Elsewhere an orphan that escaped
-    every walk is reaped when it exits, as is one that died too late for a turn's ladder to
-    reap it.
+    runtime (under ``AGENTRT_CGROUP`` where that names a cgroup's directory), so nothing a
+    turn starts can leave its tree. Elsewhere an orphan that escaped every walk is reaped
+    when it exits, as is one that died too late for a turn's ladder to reap it.
     """
 
     def __init__(self, *, cgroups: bool = True) -> None:
