@@ -15,9 +15,9 @@
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
-#     _driver._lines _driver._live _driver._orphans _driver._process _driver._process_slots
-#     _driver._procfs _driver._proctree _driver._runtimes _driver._secretfiles
-#     _driver._spawn
+#     _driver._limits _driver._lines _driver._live _driver._orphans _driver._process
+#     _driver._process_slots _driver._procfs _driver._proctree _driver._runtimes
+#     _driver._secretfiles _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed between runtimes
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
 #     _stores._postgres_router _stores._protocols _stores._requests _stores._route_codec
@@ -26,8 +26,8 @@
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
-#     _mode _options _retention _segment _turn _turn_bounds _turn_channel _turn_response
-#     _turn_source _turn_stop _versions
+#     _mode _options _retention _segment _stuck _turn _turn_bounds _turn_channel
+#     _turn_response _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _callbacks _follow _foreign_awaits
 #     _forks _mailbox _portable _recorder _slot _tool_server _turn_history _turn_host
@@ -93,6 +93,7 @@ from ._channel import ContextUsage as ContextUsage
 from ._console._serve import Console as Console
 from ._console._serve import console_app as console_app
 from ._console._serve import open_console as open_console
+from ._driver._limits import Limits as Limits
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
 from ._errors import AgentNotFound as AgentNotFound
@@ -209,6 +210,7 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "LeaseOwner",
+    "Limits",
     "MailboxFull",
     "McpServerStatus",
     "MemoryStore",

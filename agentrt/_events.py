@@ -48,6 +48,13 @@ class StopReason(enum.StrEnum):
     # its budgets had left when it started, where the CLI's own per-run limit does not hold
     # (a CLI without one, or a warm one that keeps the limit it started with).
     BUDGET_EXCEEDED = "budget_exceeded"
+    # The kernel's OOM killer killed a process of the turn's cgroup, over the agent's
+    # ``limits`` memory (the whole tree is killed with it); the agent lives on.
+    OOM_KILLED = "oom_killed"
+    # The model repeated itself (the same tool call with the same result, or the same error,
+    # ``stuck_repeats`` / ``stuck_errors`` times in a row): the turn ended before it burnt
+    # the budget.
+    STUCK = "stuck"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

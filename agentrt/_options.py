@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from ._driver._limits import Limits
 from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
 from ._restart import RestartIntensity, RestartType, Strategy
@@ -126,6 +127,24 @@ def _absolute_directory(key: str, value: object) -> str | None:
     return value
 
 
+def _limits(key: str, value: object) -> Limits | None:
+    if value is not None and not isinstance(value, Limits):
+        raise InvalidOptions(
+            key,
+            value,
+            'must be an agentrt.Limits, e.g. Limits(memory="2G", tasks=512, cpus=1.5), or None',
+        )
+    return value
+
+
+def _repeats(key: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise InvalidOptions(key, value, "must be an int >= 2 (times in a row), or None (off)")
+    return value
+
+
 def _workspace(key: str, value: object) -> GitWorktree | None:
     if value is not None and not isinstance(value, GitWorktree):
         raise InvalidOptions(key, value, "must be an agentrt.GitWorktree, or None (no workspace)")
@@ -212,6 +231,15 @@ class AgentOptions:
         default=None, metadata=_checked_by(_session_lost)
     )
 
+    # Memory, tasks and CPU of each turn's processes (and of a warm CLI's), in the turn's
+    # cgroup: see agentrt.Limits. None: unlimited.
+    limits: Limits | None = attrs.field(default=None, metadata=_checked_by(_limits))
+    # A turn ends ``stuck`` when its model makes the same tool call with the same result
+    # ``stuck_repeats`` times in a row, or the same call with the same error ``stuck_errors``
+    # times in a row (agentrt._stuck); None turns that check off.
+    stuck_repeats: int | None = attrs.field(default=4, metadata=_checked_by(_repeats))
+    stuck_errors: int | None = attrs.field(default=3, metadata=_checked_by(_repeats))
+
     @property
     def process_limits(self) -> ProcessLimits:
         """The bounds of the agent's CLI processes, per turn or warm."""
@@ -221,6 +249,7 @@ class AgentOptions:
             max_line_bytes=self.max_line_bytes,
             term_grace=self.kill_grace,
             eof_grace=self.kill_grace,
+            resources=self.limits,
         )
 
     # Whether the agent's spec goes into the store for a host to take it over (_failover):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ import msgspec
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_directory
 from ._callbacks import restore_state
+from ._driver._limits import Limits
+from ._driver._process import ProcessTracker
 from ._errors import InvalidOptions, SessionMismatch
 from ._foreign_awaits import check_callbacks
 from ._forks import fork_source
@@ -40,6 +43,8 @@ from ._workspaces import prepare_workspace
 from .backend import AppToolsBackend, Backend
 
 AgentFactory = type[Agent] | Callable[[], Agent] | Agent
+
+logger = logging.getLogger("agentrt")
 
 
 def working_directory(backend_options: Any) -> str:
@@ -151,6 +156,29 @@ async def workspace_of(
         if original is not None:
             asked = attrs.evolve(asked, base=original.branch)
     return await prepare_workspace(workspaces, name, asked, node=node)
+
+
+def check_limits(name: str, limits: Limits, tracker: ProcessTracker) -> None:
+    """Enable what ``limits`` need for the runtime's turns, or refuse them (`InvalidOptions`
+    saying why) unless they are ``best_effort`` (then a warning, and the turns run
+    unlimited): a limit asked for and silently not held would be found out by the OOM it
+    was there to contain."""
+    why = tracker.limits_refused(limits)
+    if why is None:
+        return
+    if not limits.best_effort:
+        raise InvalidOptions(
+            "limits",
+            limits,
+            f"cannot be held here: {why} (Limits(..., best_effort=True) runs the agent "
+            "unlimited where they cannot be)",
+        )
+    logger.warning(
+        "agent %r: its limits are not held, its turns run unlimited: %s",
+        name,
+        why,
+        extra={"agent": name},
+    )
 
 
 def check_live_records(

@@ -62,6 +62,7 @@ from ._slot import Slot
 from ._starting import (
     AgentFactory,
     AgentSpec,
+    check_limits,
     check_live_records,
     check_store,
     claim_session,
@@ -311,6 +312,8 @@ class Supervisor(metaclass=NoPublicConstructor):
             cwd = working_directory(backend_options)
             if mode.runs_processes:  # a missing CLI named now, not by the first turn
                 check_binary(spec.backend, backend_options)
+                if agent_options.limits is not None:
+                    check_limits(name, agent_options.limits, context.tracker)
             await ownership.acquire(name, runs_processes=mode.runs_processes)
             # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
             # which its budgets count.

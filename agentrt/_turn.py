@@ -46,6 +46,7 @@ from ._events import (
     StopReason,
     TextEvent,
     TextRetractedEvent,
+    ToolResultEvent,
     ToolUseEvent,
     Usage,
     UsageEvent,
@@ -54,6 +55,7 @@ from ._options import AgentOptions
 from ._redact import redact
 from ._retention import CaptureOverflow, EventLog
 from ._segment import SegmentText
+from ._stuck import LoopWatch
 from ._telemetry._otel import TurnTrace
 from ._turn_bounds import Bounds
 from ._turn_channel import ChannelReading
@@ -147,6 +149,8 @@ class Turn(ChannelReading):
     _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
     _parents: dict[str, str] = attrs.field(factory=dict)
+    # Repeats of the model's tool calls (stuck_repeats, stuck_errors), unless both are off.
+    _loops: LoopWatch | None = None
 
     def __attrs_post_init__(self) -> None:
         host = self.host
@@ -193,6 +197,7 @@ class Turn(ChannelReading):
         if self.version_probed:
             self._version_known(self.probed_version)
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
+        self._loops = LoopWatch.of(options.stuck_repeats, options.stuck_errors)
         status: ExitStatus | None = None
         stderr_tail = ""
         if self._failure is None:
@@ -401,8 +406,12 @@ class Turn(ChannelReading):
             self._init = event
             if event.cli_version is not None:
                 self._version_known(event.cli_version)
-        elif type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
-            self._parents[event.id] = event.parent_tool_use_id
+        elif type(event) is ToolUseEvent or type(event) is ToolResultEvent:
+            if type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
+                self._parents[event.id] = event.parent_tool_use_id
+            stuck = None if self._loops is None else self._loops.saw(event)
+            if stuck is not None:
+                self.stop(StopReason.STUCK, stuck.message, detail=stuck.detail)
 
     def _estimated(self, cost: float) -> None:
         self._estimate = cost

@@ -6,8 +6,10 @@ under the one it runs in (``agentrt-<pid>-<start time>-<random>``) and one per t
 that. The turn's CLI is moved into its cgroup before it execs (agentrt._driver._spawn holds it at a
 FIFO meanwhile), so everything it ever starts is born inside: no new session, double fork or
 cleared environment leaves it, and ``cgroup.kill`` ends them all at once. Only the core
-files are used (cgroup.procs, cgroup.kill, cgroup.events, cgroup.stat), so no controller
-is enabled anywhere and cgroup v2's "no internal processes" rule never applies.
+files are used (cgroup.procs, cgroup.kill, cgroup.events, cgroup.stat) unless an agent asks
+for `Limits` (agentrt._driver._limits): then the controllers they need are enabled for the
+runtime's turn cgroups, which the kernel allows only where cgroup v2's "no internal
+processes" rule lets it (`TurnCgroups.enable`).
 
 The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is found in
 /proc/self/mountinfo, and our own cgroup in the ``0::`` line of /proc/self/cgroup.
@@ -15,6 +17,7 @@ The v2 hierarchy may be mounted anywhere (beside v1 controllers, say): it is fou
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import logging
@@ -28,6 +31,7 @@ import attrs
 import trio
 
 from ._kept_file import KeptFile
+from ._limits import Limits, apply_limits
 from ._procfs import process_start_time
 
 SWITCH_ENV = "AGENTRT_CGROUP"
@@ -52,13 +56,8 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
-    """Our own cgroup from the texts of /proc/self/mountinfo and /proc/self/cgroup: its
-    directory, and its name in the v2 hierarchy (as /proc/<pid>/cgroup shows it). Raises
-    `Unavailable`."""
-    own = _v2_line(proc_cgroup)
-    if own is None:
-        raise Unavailable("this process is in no cgroup v2 hierarchy")
+def _v2_mounts(mountinfo: str) -> list[tuple[str, str]]:
+    # (root, mount point) of each cgroup v2 mount.
     mounts = []
     for line in mountinfo.splitlines():
         fields = line.split()
@@ -66,6 +65,17 @@ def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
             mounts.append((_unescape(fields[3]), _unescape(fields[4])))
     if not mounts:
         raise Unavailable("cgroup v2 is not mounted")
+    return mounts
+
+
+def v2_directory(mountinfo: str, proc_cgroup: str) -> tuple[str, str]:
+    """Our own cgroup from the texts of /proc/self/mountinfo and /proc/self/cgroup: its
+    directory, and its name in the v2 hierarchy (as /proc/<pid>/cgroup shows it). Raises
+    `Unavailable`."""
+    own = _v2_line(proc_cgroup)
+    if own is None:
+        raise Unavailable("this process is in no cgroup v2 hierarchy")
+    mounts = _v2_mounts(mountinfo)
     for root, point in mounts:
         base = root.rstrip("/")
         if own == root or own.startswith(base + "/"):
@@ -78,9 +88,26 @@ def _v2_line(proc_cgroup: str) -> str | None:
     return None if own is None else own.removesuffix(" (deleted)")
 
 
+def chosen_directory(mountinfo: str, path: str) -> tuple[str, str]:
+    """The cgroup at ``path`` (a directory in a cgroup v2 mount): its directory and name.
+    Raises `Unavailable`."""
+    path = os.path.normpath(path)
+    for root, point in _v2_mounts(mountinfo):
+        point = point.rstrip("/")
+        if path == point or path.startswith(point + "/"):
+            return (path, root.rstrip("/") + path[len(point) :] or "/")
+    raise Unavailable(f"{SWITCH_ENV}={path} is in no cgroup v2 mount")
+
+
 def own_cgroup() -> tuple[str, str]:
-    """Our own cgroup (directory, name), where this process's turn cgroups may go, or
-    `Unavailable` saying why not (``AGENTRT_CGROUP=off`` included)."""
+    """The cgroup (directory, name) this process's turn cgroups go under: its own, or the
+    one ``AGENTRT_CGROUP`` names by its directory; or `Unavailable` saying why none
+    (``AGENTRT_CGROUP=off`` included).
+
+    Limits need a cgroup other than the program's own: the kernel enables controllers for
+    the cgroups below a cgroup only while it holds no process (or is the root), and a
+    program's own holds the program (a systemd unit's ``Delegate=yes`` cgroup with the
+    program in a sub-cgroup, ``DelegateSubgroup=``, is one to name)."""
     switch = os.environ.get(SWITCH_ENV, "")
     if switch.lower() in _OFF:
         raise Unavailable(f"{SWITCH_ENV}={switch}")
@@ -91,6 +118,10 @@ def own_cgroup() -> tuple[str, str]:
             proc_cgroup = f.read()
     except OSError as exc:
         raise Unavailable(f"cannot read /proc: {exc.strerror}") from exc
+    if switch.startswith("/"):
+        if not os.path.isfile(f"{switch}/cgroup.procs"):
+            raise Unavailable(f"{SWITCH_ENV}={switch} is not a cgroup directory")
+        return chosen_directory(mountinfo, switch)
     return v2_directory(mountinfo, proc_cgroup)
 
 
@@ -111,10 +142,12 @@ class TurnCgroup:
         self._stat = KeptFile(f"{self.path}/cgroup.stat")
 
     @classmethod
-    def create(cls, path: str, name: str) -> TurnCgroup:
+    def create(cls, path: str, name: str, limits: Limits | None = None) -> TurnCgroup:
         os.mkdir(path)
         cgroup = cls(path, name)
         try:
+            if limits is not None:
+                apply_limits(path, limits)
             cgroup._procs_fd = os.open(f"{path}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:
             os.rmdir(path)
@@ -198,6 +231,14 @@ class TurnCgroup:
         return True
 
 
+def _read_words(path: str) -> frozenset[str]:
+    try:
+        with open(path) as f:
+            return frozenset(f.read().split())
+    except OSError:
+        return frozenset()
+
+
 def _pids_below(path: str) -> list[int]:
     pids: list[int] = []
     try:
@@ -239,6 +280,8 @@ class TurnCgroups:
         self.path = path
         self._name = name
         self._count = itertools.count()
+        # The controllers enabled for the turn cgroups (`enable`).
+        self._enabled: frozenset[str] = frozenset()
 
     @classmethod
     def create(cls, parent: str, parent_name: str) -> TurnCgroups:
@@ -261,9 +304,49 @@ class TurnCgroups:
             raise Unavailable(f"cannot move processes out of {parent}")
         return cls(path, f"{parent_name.rstrip('/')}/{leaf}")
 
-    def new_turn(self) -> TurnCgroup:
+    def new_turn(self, limits: Limits | None = None) -> TurnCgroup:
+        """A cgroup for one turn (or warm CLI), with ``limits`` where they were enabled."""
+        if limits is not None and not limits.controllers() <= self._enabled:
+            limits = None  # best effort, and refused: start_agent warned
         leaf = f"t{next(self._count)}"
-        return TurnCgroup.create(f"{self.path}/{leaf}", f"{self._name}/{leaf}")
+        return TurnCgroup.create(f"{self.path}/{leaf}", f"{self._name}/{leaf}", limits)
+
+    def enable(self, controllers: frozenset[str]) -> str | None:
+        """Enable ``controllers`` for the turn cgroups; return why they cannot be, or None.
+
+        They must be enabled in the ``cgroup.subtree_control`` of the cgroup this process
+        runs in, then in the runtime's. The kernel refuses the first where that cgroup holds
+        processes and is not the root (cgroup v2's "no internal processes" rule), and where
+        the controllers are not there to give (bound to a cgroup v1 hierarchy, or not
+        delegated)."""
+        missing = controllers - self._enabled
+        if not missing:
+            return None
+        parent = os.path.dirname(self.path)
+        names = " ".join(sorted(missing))
+        for where in (parent, self.path):
+            offered = _read_words(f"{where}/cgroup.controllers")
+            if not missing <= offered:
+                lacking = " ".join(sorted(missing - offered))
+                return (
+                    f"cgroup v2 offers no {lacking} controller to {where} (bound to a cgroup "
+                    "v1 hierarchy, or not delegated there)"
+                )
+            if missing <= _read_words(f"{where}/cgroup.subtree_control"):
+                continue
+            try:
+                with open(f"{where}/cgroup.subtree_control", "w") as f:
+                    f.write(" ".join(f"+{name}" for name in sorted(missing)))
+            except OSError as exc:
+                return f"cannot enable {names} for the cgroups below {where}: {exc.strerror}" + (
+                    " (it holds processes, this program's among them: cgroup v2 gives "
+                    "controllers only to cgroups without processes of their own, or to the "
+                    f"root; {SWITCH_ENV}=<the directory of one> puts the turns' cgroups there)"
+                    if exc.errno == errno.EBUSY
+                    else ""
+                )
+        self._enabled |= missing
+        return None
 
     async def close(self) -> None:
         """Kill and remove what turns left (normally nothing), then the runtime's cgroup.

@@ -420,6 +420,7 @@ class _OneShotChannel:
     ) -> tuple[ExitStatus | None, str] | None:
         assert self._proc is not None
         status = await self._proc.wait()
+        self._proc.check_oom()
         return status, self._proc.stderr_tail
 
 
@@ -547,6 +548,7 @@ class _LiveChannel:
         assert cli.proc is not None
         proc = cli.proc
         status = await proc.wait()
+        proc.check_oom()
         if self._retry and not self._stopped and cli.died_unheard():
             logger.info(
                 "agent %r: warm CLI pid %d ended before it printed a line of the turn;"

@@ -32,6 +32,7 @@ from .._redact import redact
 from ..backend import Command, ExitStatus
 from ._cgroup import Isolation, TurnCgroup, open_isolation
 from ._kept_file import KeptFile
+from ._limits import Limits, oom_kills
 from ._lines import LineSplitter, LineTooLong
 from ._orphans import OrphanReaper
 from ._procfs import process_start_time
@@ -115,6 +116,9 @@ class ProcessLimits:
     # after stdout EOF, how long the CLI may take to exit before the kill ladder; past it:
     # StopReason.MALFORMED_OUTPUT (the lines read before it still count)
     eof_grace: float = 2.0
+    # memory, tasks and CPU of the process's cgroup (with a tracker that has cgroups); past
+    # the memory limit: StopReason.OOM_KILLED
+    resources: Limits | None = None
 
 
 @attrs.frozen
@@ -324,6 +328,21 @@ class CliProcess:
     def exit_status(self) -> ExitStatus | None:
         """How the process ended, or None while it runs."""
         return self._exit_status
+
+    def check_oom(self) -> None:
+        """Raise `ProcessFailure` (``OOM_KILLED``) if the kernel's OOM killer killed any
+        process of its cgroup: called once the process ended."""
+        cgroup = self._tree.cgroup
+        if cgroup is None or self._limits.resources is None:
+            return
+        killed = oom_kills(cgroup.path)
+        if killed:
+            limit = self._limits.resources.memory
+            raise ProcessFailure(
+                StopReason.OOM_KILLED,
+                f"the kernel's OOM killer killed {killed} process(es) of the turn's tree, "
+                f"over its memory limit ({limit} bytes); the turn's processes were killed",
+            )
 
     @property
     def killed(self) -> int:
@@ -706,9 +725,9 @@ class ProcessTracker:
 
     Where the kernel lets us (cgroup v2; ``cgroups=False`` or ``AGENTRT_CGROUP=off``
     forces the walk) each turn gets a cgroup of its own under one the tracker makes for the
-    runtime, so nothing a turn starts can leave its tree. Elsewhere an orphan that escaped
-    every walk is reaped when it exits, as is one that died too late for a turn's ladder to
-    reap it.
+    runtime (under ``AGENTRT_CGROUP`` where that names a cgroup's directory), so nothing a
+    turn starts can leave its tree. Elsewhere an orphan that escaped every walk is reaped
+    when it exits, as is one that died too late for a turn's ladder to reap it.
     """
 
     def __init__(self, *, cgroups: bool = True) -> None:
@@ -726,6 +745,14 @@ class ProcessTracker:
         """Which mechanism finds a turn's processes: ``"cgroup v2 at <path>"`` or
         ``"/proc walk (<reason>)"``."""
         return self._isolation.describe()
+
+    def limits_refused(self, limits: Limits) -> str | None:
+        """Why ``limits`` cannot hold for the turns of this tracker (while it runs), or None
+        if they will (the controllers they need enabled now)."""
+        cgroups = self._isolation.cgroups
+        if cgroups is None:
+            return f"turns get no cgroup here: {self._isolation.reason}"
+        return cgroups.enable(limits.controllers())
 
     def live(self) -> tuple[ProcessInfo, ...]:
         """The turn processes running now."""
@@ -783,14 +810,14 @@ class ProcessTracker:
                 release_subreaper()
 
     @contextmanager
-    def _turn_cgroup(self) -> Iterator[TurnCgroup | None]:
+    def _turn_cgroup(self, limits: Limits | None) -> Iterator[TurnCgroup | None]:
         # A cgroup for one turn, removed when the turn is done with it.
         cgroups = self._isolation.cgroups
         if cgroups is None:
             yield None
             return
         try:
-            cgroup = cgroups.new_turn()
+            cgroup = cgroups.new_turn(limits)
         except OSError as exc:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, f"cannot create the turn's cgroup: {exc.strerror}"
@@ -884,7 +911,7 @@ async def open_cli_process(
     marker = new_marker()
     with (
         materialized(command) as (argv, env),
-        nullcontext() if tracker is None else tracker._turn_cgroup() as cgroup,
+        nullcontext() if tracker is None else tracker._turn_cgroup(limits.resources) as cgroup,
     ):
         env[MARKER_ENV] = marker
         try:

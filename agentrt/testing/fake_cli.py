@@ -25,6 +25,11 @@ The program is a JSON list of steps, each ``[op, *args]``::
                                stdio on /dev/null, exec'd through ``env -i`` (as sudo does: no
                                env marker); waits until it has recorded itself at path (as
                                "record" does)
+    ["allocate", mib]          allocate mib MiB and touch every page (past a memory limit: the
+                               kernel's OOM killer)
+    ["fork_until_refused", n, path]  fork children that sleep until the kernel refuses a fork
+                               (a task limit) or n run; write {"forked": k, "refused": bool}
+                               to path; the children live on
     ["exit", code]
     ["kill", signal]           send a signal to itself (crash by SIGKILL, SIGSEGV...)
     ["by_run", path, programs] the n-th run of the program runs programs[n] (a list of steps;
@@ -171,6 +176,22 @@ def _spawn(options: dict[str, Any]) -> None:
     )
     if options.get("announce", True):
         _emit({"type": "spawned", "pid": child.pid, "setsid": bool(options.get("setsid"))})
+
+
+def _fork_until_refused(most: int, path: str) -> None:
+    forked, refused = 0, False
+    while forked < most:
+        try:
+            pid = os.fork()
+        except BlockingIOError:  # EAGAIN: the cgroup's pids.max
+            refused = True
+            break
+        if pid == 0:
+            while True:
+                time.sleep(3600)
+        forked += 1
+    with open(path, "w") as f:
+        json.dump({"forked": forked, "refused": refused}, f)
 
 
 def _daemon(path: str, steps: Sequence[Step]) -> None:
@@ -373,6 +394,10 @@ def _sleep(seconds: float) -> None:
         _live.wait(seconds)
 
 
+# What "allocate" steps hold, until the process ends.
+held: list[bytes] = []
+
+
 def run(steps: Sequence[Step], args: Sequence[str]) -> None:
     """Run a program's steps in order."""
     for step in steps:
@@ -427,6 +452,10 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             _daemon(rest[0], rest[1])
         elif op == "exit":
             os._exit(rest[0])
+        elif op == "allocate":
+            held.append(b"\x01" * (rest[0] * 1024 * 1024))
+        elif op == "fork_until_refused":
+            _fork_until_refused(rest[0], rest[1])
         elif op == "kill":
             os.kill(os.getpid(), _signal(rest[0]))
         elif op == "by_run":
