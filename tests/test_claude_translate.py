@@ -835,6 +835,12 @@ def test_finish_with_unknown_exit_and_unknown_signal() -> None:
         ("Claude AI usage limit reached|1764460800", StopReason.USAGE_LIMIT, False),
         ("You've hit your weekly limit · resets Mon 9am", StopReason.USAGE_LIMIT, False),
         ("Prompt is too long", StopReason.CONTEXT_EXHAUSTED, False),
+        (
+            "Autocompact is thrashing: the context refilled to the limit within 3 turns",
+            StopReason.CONTEXT_EXHAUSTED,
+            False,
+        ),
+        ("Error during compaction: aborted", StopReason.CONTEXT_EXHAUSTED, False),
         ('{"type":"overloaded_error","message":"Overloaded"}', StopReason.OVERLOADED, True),
         ("segfault at line 429", StopReason.MALFORMED_OUTPUT, False),
         # The CLI prints this on runs that work; it is no failure marker.

@@ -45,7 +45,13 @@ _PRECISE: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
     ),
     (
         StopReason.CONTEXT_EXHAUSTED,
-        re.compile(r"prompt is too long|conversation too long|compaction failed", re.I),
+        # 2.1.332's: "Prompt is too long · automatic compaction failed: ...", "Error during
+        # compaction: ...", "Autocompact is thrashing: ...", "Conversation too long. ...".
+        re.compile(
+            r"prompt is too long|conversation too long|compaction failed"
+            r"|error during compaction|autocompact is thrashing",
+            re.IGNORECASE,
+        ),
     ),
 )
 _GENERAL: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
