@@ -58,8 +58,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
-
 from .._events import (
     ErrorEvent,
     Event,
@@ -136,7 +134,8 @@ class StreamJsonTranslator:
         self._rate_limit_rejected = False
         self._limit_resets_at: float | None = None
         # A model call was answered before this turn (the session's usage) or in it: a
-        # rejected credential is then one that expired, not one that never worked.
+        # credential the fatal api_retry says was rejected (it says no more; a result's own
+        # words decide for themselves) then expired, rather than never worked.
         self._login_worked = usage_baseline is not None and (
             usage_baseline.input_tokens + usage_baseline.output_tokens > 0
         )
@@ -389,12 +388,6 @@ class StreamJsonTranslator:
                 limit_resets_at=self._limit_resets_at,
             )
         )
-        if (
-            type(event) is ErrorEvent
-            and event.reason is StopReason.AUTHENTICATION_FAILED
-            and (self._login_worked or self._calls)
-        ):
-            event = msgspec.structs.replace(event, reason=StopReason.CREDENTIAL_EXPIRED)
         return [event] if usage is None else [UsageEvent(usage=usage), event]
 
 
