@@ -55,6 +55,17 @@ class StopReason(enum.StrEnum):
     # ``stuck_repeats`` / ``stuck_errors`` times in a row): the turn ended before it burnt
     # the budget.
     STUCK = "stuck"
+    # The credential's usage allowance is spent (a subscription's 5-hour or weekly window,
+    # a plan's quota) until ``resets_at`` (`ErrorEvent.resets_at`, TurnFailed.detail
+    # "resets_at": epoch seconds, None where the CLI does not say): asking again before then
+    # fails the same way. A transient 429 is RATE_LIMITED, a 529 OVERLOADED.
+    USAGE_LIMIT = "usage_limit"
+    # A login that worked no longer does (an OAuth session expired and was not refreshed, a
+    # 401 after the session's calls had been answered): renew the login, not the options.
+    CREDENTIAL_EXPIRED = "credential_expired"
+    # The conversation no longer fits the model's context window ("Prompt is too long", a
+    # compaction that failed): compact it or go on in a fresh session.
+    CONTEXT_EXHAUSTED = "context_exhausted"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -256,7 +267,9 @@ class ResultEvent(Event, frozen=True, kw_only=True, tag="result"):
 
 class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
     """Terminal failure, as the backend classified it. ``cost_usd`` and ``usage`` are what
-    the failed turn spent, where the CLI reported it (a failed turn is billed too)."""
+    the failed turn spent, where the CLI reported it (a failed turn is billed too).
+    ``resets_at``: for USAGE_LIMIT, when the allowance comes back (epoch seconds), where
+    the CLI says."""
 
     reason: StopReason
     message: str = ""
@@ -266,6 +279,7 @@ class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
     cost_usd: float | None = None
     usage: Usage | None = None
     raw: Any = None
+    resets_at: float | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -290,6 +304,15 @@ class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
 
     data: Any = None
     note: str | None = None
+
+
+def error_detail(event: ErrorEvent) -> dict[str, Any]:
+    """What `TurnFailed.detail` carries of a terminal ErrorEvent: its HTTP ``status``,
+    whether it is ``retryable``, and ``resets_at`` where the event has one."""
+    detail: dict[str, Any] = {"status": event.status, "retryable": event.retryable}
+    if event.resets_at is not None:
+        detail["resets_at"] = event.resets_at
+    return detail
 
 
 AnyEvent = (

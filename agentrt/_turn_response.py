@@ -21,6 +21,7 @@ from ._events import (
     ResultEvent,
     StopReason,
     Usage,
+    error_detail,
     response_with_text,
 )
 from ._redact import redact
@@ -135,7 +136,7 @@ def failed(
             terminal = msgspec.structs.replace(terminal, cost_usd=cost, usage=usage)
         final = terminal
         failure = Failure(terminal.reason, redact(terminal.message))
-        detail = {"status": terminal.status, "retryable": terminal.retryable}
+        detail = error_detail(terminal)
     else:
         detail = failure.detail
         final = ErrorEvent(

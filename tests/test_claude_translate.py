@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import itertools
 import signal
+import time
 from typing import Any
 
 import msgspec
@@ -42,6 +44,7 @@ from agentrt import (
 )
 from agentrt.backend import ExitStatus, SessionTotals
 from agentrt.backends.claude import ClaudeBackend, ClaudeTranslator
+from agentrt.backends.claude._failures import resets_at
 from agentrt.lowlevel import FrameBatch
 
 USAGE = ("usage", 9, 18, 4211, 36120)
@@ -247,16 +250,23 @@ def test_retryable_api_retry_is_only_kept_raw(status: int, error: str) -> None:
     assert isinstance(event, RawEvent) and not event.is_terminal
 
 
-def test_rate_limit_result() -> None:
+def test_a_spent_plan_is_a_usage_limit_not_a_retryable_rate_limit() -> None:
+    """The CLI's "You've hit your ... limit" on a 429 is the plan's usage limit: not
+    retryable before its reset, which the text gives (the next 3:45pm, UTC)."""
     events, _ = run(frames("rate_limited.jsonl"))
     assert summaries(events)[-1] == (
         "error",
-        StopReason.RATE_LIMITED,
+        StopReason.USAGE_LIMIT,
         "You've hit your session limit · resets 3:45pm",
         429,
-        True,
+        False,
         SID,
     )
+    terminal = events[-1]
+    assert isinstance(terminal, ErrorEvent) and terminal.resets_at is not None
+    reset = datetime.datetime.fromtimestamp(terminal.resets_at, datetime.UTC)
+    assert (reset.hour, reset.minute) == (15, 45)
+    assert 0 < terminal.resets_at - time.time() <= 86400
 
 
 def test_overloaded_result_after_retryable_retries() -> None:
@@ -534,8 +544,9 @@ UNCLEAR = {"type": "result", "subtype": "success", "is_error": True, "result": "
 @pytest.mark.parametrize(
     ("stream", "reason"),
     [
-        ([rate_limit("rejected"), UNCLEAR], StopReason.RATE_LIMITED),
-        ([rate_limit("rejected"), silent_error(None)], StopReason.RATE_LIMITED),
+        ([rate_limit("rejected"), UNCLEAR], StopReason.USAGE_LIMIT),
+        ([rate_limit("rejected"), silent_error(None)], StopReason.USAGE_LIMIT),
+        ([rate_limit("rejected"), silent_error(429)], StopReason.USAGE_LIMIT),
         ([rate_limit("allowed_warning"), UNCLEAR], StopReason.CLI_ERROR),
         # The latest one counts: the limit was lifted before the turn ended.
         ([rate_limit("rejected"), rate_limit("allowed"), UNCLEAR], StopReason.CLI_ERROR),
@@ -543,18 +554,25 @@ UNCLEAR = {"type": "result", "subtype": "success", "is_error": True, "result": "
         ([rate_limit("rejected"), silent_error(529)], StopReason.OVERLOADED),
     ],
 )
-def test_a_rejected_rate_limit_that_ends_the_turn_is_rate_limited(
+def test_a_rejected_rate_limit_that_ends_the_turn_is_the_usage_limit(
     stream: list[Any], reason: StopReason
 ) -> None:
+    """A rejected rate_limit_event is the credential's usage window: the error that ends the
+    turn is USAGE_LIMIT, reset at the event's resetsAt, unless it says something else."""
     events = translate(stream)
     assert [type(e) for e in events[:-1]] == [SessionEvent, *[RawEvent] * (len(stream) - 1)]
-    assert isinstance(events[-1], ErrorEvent) and events[-1].reason is reason
+    terminal = events[-1]
+    assert isinstance(terminal, ErrorEvent) and terminal.reason is reason
+    limited = reason is StopReason.USAGE_LIMIT
+    assert terminal.resets_at == (1700003600 if limited else None)
+    assert terminal.retryable is (reason is StopReason.OVERLOADED)
 
 
-def test_a_rejected_rate_limit_then_the_end_of_the_stream_is_rate_limited() -> None:
+def test_a_rejected_rate_limit_then_the_end_of_the_stream_is_the_usage_limit() -> None:
     _, terminal = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(1))
-    assert isinstance(terminal, ErrorEvent) and terminal.reason is StopReason.RATE_LIMITED
-    assert terminal.retryable and "rate limit" in terminal.message
+    assert isinstance(terminal, ErrorEvent) and terminal.reason is StopReason.USAGE_LIMIT
+    assert terminal.resets_at == 1700003600
+    assert not terminal.retryable and "usage limit" in terminal.message
     _, crashed = run([INIT_FRAME, rate_limit("rejected")], ExitStatus(None, signal.SIGKILL))
     assert isinstance(crashed, ErrorEvent) and crashed.reason is StopReason.PROCESS_CRASHED
 
@@ -810,12 +828,19 @@ def test_finish_with_unknown_exit_and_unknown_signal() -> None:
         ("Invalid API key · Please run /login\n", StopReason.AUTHENTICATION_FAILED, False),
         (
             "OAuth token has expired. Please obtain a new token or refresh your existing token.",
-            StopReason.AUTHENTICATION_FAILED,
+            StopReason.CREDENTIAL_EXPIRED,
             False,
         ),
         ("Error: not logged in", StopReason.AUTHENTICATION_FAILED, False),
-        ("Claude AI usage limit reached|1764460800", StopReason.RATE_LIMITED, True),
-        ("You've hit your weekly limit · resets Mon 9am", StopReason.RATE_LIMITED, True),
+        ("Claude AI usage limit reached|1764460800", StopReason.USAGE_LIMIT, False),
+        ("You've hit your weekly limit · resets Mon 9am", StopReason.USAGE_LIMIT, False),
+        ("Prompt is too long", StopReason.CONTEXT_EXHAUSTED, False),
+        (
+            "Autocompact is thrashing: the context refilled to the limit within 3 turns",
+            StopReason.CONTEXT_EXHAUSTED,
+            False,
+        ),
+        ("Error during compaction: aborted", StopReason.CONTEXT_EXHAUSTED, False),
         ('{"type":"overloaded_error","message":"Overloaded"}', StopReason.OVERLOADED, True),
         ("segfault at line 429", StopReason.MALFORMED_OUTPUT, False),
         # The CLI prints this on runs that work; it is no failure marker.
@@ -831,6 +856,33 @@ def test_finish_classifies_stderr_markers(stderr: str, reason: StopReason, retry
     terminal = ClaudeTranslator().finish(ExitStatus(1), stderr)
     assert isinstance(terminal, ErrorEvent)
     assert (terminal.reason, terminal.retryable) == (reason, retryable)
+
+
+# 2026-12-07 03:50 UTC, a Monday.
+NOW = datetime.datetime(2026, 12, 7, 3, 50, tzinfo=datetime.UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("text", "reset"),
+    [
+        ("You've hit your 5-hour limit · resets 4:47am (UTC)", (2026, 12, 7, 4, 47)),
+        ("You've hit your session limit · resets 3am (UTC)", (2026, 12, 8, 3, 0)),
+        ("You've hit your weekly limit · resets Mon 9am (UTC)", (2026, 12, 7, 9, 0)),
+        ("You've hit your weekly limit · resets Sun 9am", (2026, 12, 13, 9, 0)),
+        ("You've hit your weekly limit · resets Jan 2, 3pm (UTC)", (2027, 1, 2, 15, 0)),
+        # The zone the CLI names: 4:47am in Paris is 3:47 UTC, so the next one is tomorrow's.
+        ("You've hit your 5-hour limit · resets 4:47am (Europe/Paris)", (2026, 12, 8, 3, 47)),
+        ("Claude AI usage limit reached|1796698800", (2026, 12, 8, 3, 0)),
+    ],
+)
+def test_a_usage_limit_text_gives_its_reset_time(text: str, reset: tuple[int, ...]) -> None:
+    expected = datetime.datetime(*reset, tzinfo=datetime.UTC).timestamp()
+    assert resets_at(text, NOW) == expected
+
+
+def test_a_usage_limit_text_without_a_time_gives_none() -> None:
+    assert resets_at("You've hit your weekly limit", NOW) is None
+    assert resets_at("the model says it resets 9am", NOW) is None
 
 
 def test_finish_markers_win_over_the_signal() -> None:
@@ -1178,3 +1230,69 @@ def test_any_frame_translates_the_same_typed_or_not(stream: list[Any]) -> None:
 def test_streamed_blocks_match_alike_typed_or_not(stream: list[Any]) -> None:
     lines = [msgspec.json.encode(frame) for frame in stream]
     assert translate(typed_frames(lines)) == translate(stream)
+
+
+def test_a_recorded_usage_limit_carries_its_reset() -> None:
+    """2.1.332 on a subscription login whose window is spent: the rejected rate_limit_event's
+    resetsAt is the turn's resets_at; USAGE_LIMIT, not retryable, status 429."""
+    stream = frames("2.1.332/usage_limit.jsonl")
+    (limit,) = [f for f in stream if isinstance(f, dict) and f["type"] == "rate_limit_event"]
+    terminal = translate(stream)[-1]
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.status, terminal.retryable) == (
+        StopReason.USAGE_LIMIT,
+        429,
+        False,
+    )
+    assert terminal.resets_at == limit["rate_limit_info"]["resetsAt"]
+    assert terminal.message.startswith("You've hit your 5-hour limit · resets ")
+
+
+def test_a_recorded_prompt_too_long_is_context_exhausted() -> None:
+    terminal = translate(frames("2.1.332/prompt_too_long.jsonl"))[-1]
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.status, terminal.retryable, terminal.resets_at) == (
+        StopReason.CONTEXT_EXHAUSTED,
+        400,
+        False,
+        None,
+    )
+
+
+def test_a_401_after_an_answered_call_is_an_expired_credential() -> None:
+    """The recorded turn's first call was answered, its next got 401: the fatal api_retry
+    ends it CREDENTIAL_EXPIRED at once."""
+    stream = frames("2.1.332/expired_token.jsonl")
+    events = translate(stream)
+    (terminal,) = [e for e in events if e.is_terminal]
+    assert isinstance(terminal, ErrorEvent)
+    assert (terminal.reason, terminal.status, terminal.retryable) == (
+        StopReason.CREDENTIAL_EXPIRED,
+        401,
+        False,
+    )
+    assert "after it had accepted them" in terminal.message
+    # Without the answered call, the same 401 is a credential that never worked.
+    retry = next(f for f in stream if isinstance(f, dict) and f.get("subtype") == "api_retry")
+    *_, first = ClaudeTranslator().feed(retry)
+    assert isinstance(first, ErrorEvent) and first.reason is StopReason.AUTHENTICATION_FAILED
+
+
+def test_a_401_in_a_session_whose_earlier_turns_were_answered_is_an_expired_credential() -> None:
+    retry = {"type": "system", "subtype": "api_retry", "error_status": 401, "error": "x"}
+    backend = ClaudeBackend()
+    options = backend.parse_options({})
+    worked = SessionTotals(usage=Usage(input_tokens=10), turns=1)
+    (event,) = backend.translator(options, baseline=worked).feed(retry)
+    assert isinstance(event, ErrorEvent) and event.reason is StopReason.CREDENTIAL_EXPIRED
+    # Only failed turns before (no tokens counted): the credential may never have worked.
+    (event,) = backend.translator(options, baseline=SessionTotals(turns=2)).feed(retry)
+    assert isinstance(event, ErrorEvent) and event.reason is StopReason.AUTHENTICATION_FAILED
+
+
+def test_an_expired_token_result_is_an_expired_credential() -> None:
+    """The CLI's own words, where a result says them (the fatal api_retry not seen)."""
+    stream = [f for f in frames("2.1.332/expired_token.jsonl") if f.get("type") == "result"]
+    (terminal,) = [e for e in translate(stream) if e.is_terminal]
+    assert isinstance(terminal, ErrorEvent)
+    assert terminal.reason is StopReason.CREDENTIAL_EXPIRED

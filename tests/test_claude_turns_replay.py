@@ -120,6 +120,22 @@ EXPECTED: dict[str, Answer | Fails] = {
         "Request rejected (429)",
         "affeb073-8afc-4c5e-b8b8-1a03591ca696",
     ),
+    "usage_limit": Fails(
+        StopReason.USAGE_LIMIT,
+        "You've hit your 5-hour limit · resets ",
+        "802cf8df-6393-4886-b1d5-1184efac06ab",
+    ),
+    "expired_token": Fails(
+        StopReason.CREDENTIAL_EXPIRED,
+        "the API rejected the credentials (authentication_failed, HTTP 401) after it had "
+        "accepted them",
+        "cb5c8fbf-f7e8-4c8d-9cc4-39fe53a2a490",
+    ),
+    "prompt_too_long": Fails(
+        StopReason.CONTEXT_EXHAUSTED,
+        "Prompt is too long",
+        "8a5ce4c5-3a59-4774-a704-404949e7fca9",
+    ),
     "error_500": Fails(
         StopReason.CLI_ERROR, "API Error: 500", "6d560366-ba53-4588-8733-51886d4fce8a"
     ),

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from agentrt import (
 )
 from agentrt.backend import ExitStatus, SessionTotals
 from agentrt.backends.codex import CodexBackend, CodexTranslator
+from agentrt.backends.codex._failures import resets_at
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 VERSIONS = sorted(p.name for p in FIXTURES.iterdir())
@@ -166,6 +169,9 @@ def test_a_retry_notice_is_not_the_end_of_the_turn() -> None:
         ("http_429", StopReason.RATE_LIMITED, 429, True),
         ("http_500", StopReason.OVERLOADED, None, True),
         ("cut_stream", StopReason.CLI_ERROR, None, True),
+        ("usage_limit", StopReason.USAGE_LIMIT, 429, False),
+        ("expired_token", StopReason.CREDENTIAL_EXPIRED, 401, False),
+        ("context_exhausted", StopReason.CONTEXT_EXHAUSTED, None, False),
     ],
 )
 def test_failed_turns(name: str, reason: StopReason, status: int | None, retryable: bool) -> None:
@@ -175,6 +181,35 @@ def test_failed_turns(name: str, reason: StopReason, status: int | None, retryab
     assert isinstance(error, ErrorEvent)
     assert (error.reason, error.status, error.retryable) == (reason, status, retryable)
     assert error.message and error.session_id == events[0].session_id  # type: ignore[attr-defined]
+
+
+@needs_v
+def test_a_usage_limit_carries_the_reset_codex_names() -> None:
+    """codex words the reset in local time ("Try again at 5:06 AM."): the next such time."""
+    error = recorded(V, "usage_limit")[-1]
+    assert isinstance(error, ErrorEvent) and error.resets_at is not None
+    reset = datetime.datetime.fromtimestamp(error.resets_at).astimezone()
+    assert reset.strftime("%-I:%M %p") in error.message
+    assert 0 < error.resets_at - time.time() <= 86400
+
+
+# 2026-12-07 03:50 local time; codex's apostrophe is U+2019.
+NOW = datetime.datetime(2026, 12, 7, 3, 50).timestamp()
+HIT = "You\u2019ve hit your usage limit."
+
+
+@pytest.mark.parametrize(
+    ("message", "reset"),
+    [
+        (f"{HIT} Try again at 5:06 AM.", (2026, 12, 7, 5, 6)),
+        (f"{HIT} Try again at 3:06 AM.", (2026, 12, 8, 3, 6)),
+        (f"{HIT} Try again at 12:30 PM.", (2026, 12, 7, 12, 30)),
+        (f"{HIT} Try again at Dec 9th, 2026 1:15 PM.", (2026, 12, 9, 13, 15)),
+    ],
+)
+def test_codex_reset_times(message: str, reset: tuple[int, ...]) -> None:
+    assert resets_at(message, NOW) == datetime.datetime(*reset).timestamp()
+    assert resets_at(HIT, NOW) is None
 
 
 @needs_v

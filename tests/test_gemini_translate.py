@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,8 @@ def test_a_failing_command_is_reported_in_its_output() -> None:
         ("http_429", StopReason.RATE_LIMITED, None, True),
         ("http_503", StopReason.OVERLOADED, None, True),
         ("cut_stream", StopReason.CLI_ERROR, None, False),
+        ("usage_limit", StopReason.USAGE_LIMIT, None, False),
+        ("context_exceeded", StopReason.CONTEXT_EXHAUSTED, 400, False),
     ],
 )
 def test_failed_calls_are_classified(
@@ -128,6 +131,22 @@ def test_failed_calls_are_classified(
     assert isinstance(error, ErrorEvent)
     assert (error.reason, error.status, error.retryable) == (reason, status, retryable)
     assert error.session_id == of(SessionEvent, recorded(name))[0].session_id
+
+
+def test_a_quota_back_only_after_the_cli_s_retries_is_a_usage_limit_with_its_reset() -> None:
+    """ "Please retry in 3600s": more than 0.61.0 retries for (300 s), so the credential's
+    usage limit, reset that long after the result; a quota back sooner stays rate_limited."""
+    before = time.time()
+    error = recorded("usage_limit")[-1]
+    assert isinstance(error, ErrorEvent) and error.resets_at is not None
+    assert before + 3600 <= error.resets_at <= time.time() + 3600
+    assert error.message.startswith("[API Error: You exceeded your current quota")
+    last = (FIXTURES / "usage_limit.jsonl").read_text().splitlines()[-1]
+    soon = json.loads(last)
+    soon["error"] = {"message": "[API Error: Quota exceeded. Please retry in 20s.]"}
+    *_, transient = GeminiBackend().translator(GeminiBackend().parse_options({})).feed(soon)
+    assert isinstance(transient, ErrorEvent)
+    assert (transient.reason, transient.resets_at) == (StopReason.RATE_LIMITED, None)
 
 
 def test_a_session_the_cli_never_saw_is_session_lost() -> None:

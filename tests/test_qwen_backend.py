@@ -116,6 +116,22 @@ def test_a_rejected_key_is_an_authentication_failure() -> None:
         ('529 {"type":"error","error":{"type":"overloaded_error"}}', StopReason.OVERLOADED),
         ('429 {"type":"error","error":{"type":"rate_limit_error"}}', StopReason.RATE_LIMITED),
         ("500 internal", StopReason.CLI_ERROR),
+        # As 0.24.4 quoted the fake Anthropic API's answers (tests/realcli/test_qwen_turns).
+        (
+            '400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is '
+            'too long: 210000 tokens > 200000 maximum"},"request_id":"req_fake_1"}',
+            StopReason.CONTEXT_EXHAUSTED,
+        ),
+        (
+            '401 {"type":"error","error":{"type":"authentication_error","message":"OAuth token '
+            'has expired. Please obtain a new token or refresh your existing token."}}',
+            StopReason.CREDENTIAL_EXPIRED,
+        ),
+        (
+            '429 {"error":{"code":"insufficient_quota","message":"Free allocated quota '
+            'exceeded."}}',
+            StopReason.USAGE_LIMIT,
+        ),
     ],
 )
 def test_the_quoted_api_status_classifies_an_error_result(quoted: str, reason: StopReason) -> None:

@@ -3,9 +3,18 @@
 import pytest
 from _helpers import assert_implements
 
-from agentrt import InvalidOptions, ResultEvent, SessionEvent, TextEvent
+from agentrt import (
+    Agent,
+    InvalidOptions,
+    ResultEvent,
+    SessionEvent,
+    StopReason,
+    TextEvent,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.backend import Backend, Command, ExitStatus, InProcessBackend
-from agentrt.testing import Gate, ScriptedBackend, ScriptedOptions, reply
+from agentrt.testing import Fail, Gate, ScriptedBackend, ScriptedOptions, reply
 
 
 def test_it_implements_both_backend_protocols() -> None:
@@ -66,3 +75,13 @@ async def test_a_gate_remembers_an_early_release() -> None:
     await backend.run(backend.command(ScriptedOptions(), "x", session_id=None), emit)
     assert gate.reached
     assert emitted == ["after"]
+
+
+async def test_a_scripted_usage_limit_carries_its_reset_to_the_turn_failed() -> None:
+    backend = ScriptedBackend([Fail(StopReason.USAGE_LIMIT, "spent", resets_at=1_800_000_000)])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        with pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "x")
+    assert caught.value.reason is StopReason.USAGE_LIMIT
+    assert caught.value.detail == {"status": None, "retryable": False, "resets_at": 1_800_000_000}

@@ -4,6 +4,7 @@ whose SQLite store keeps its session between runs of the command."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -40,6 +41,15 @@ _FIXES: dict[StopReason, str] = {
         "policy would use"
     ),
     StopReason.RATE_LIMITED: "wait for the provider's limit to reset, then try again",
+    StopReason.USAGE_LIMIT: (
+        "the login's usage limit is spent; try again once it resets, or use another login"
+    ),
+    StopReason.CREDENTIAL_EXPIRED: (
+        "the CLI's login expired; log it in again (`agentrt doctor` says how for each backend)"
+    ),
+    StopReason.CONTEXT_EXHAUSTED: (
+        "the conversation no longer fits the model's context; pass --new to start over"
+    ),
     StopReason.OVERLOADED: "the provider is overloaded; try again in a minute",
     StopReason.REQUEST_TIMEOUT: (
         "the model API did not answer in time; try again, or raise the CLI's request timeout"
@@ -78,7 +88,12 @@ def turn_failed(name: str | None, error: TurnFailed) -> CliError:
     tail = error.stderr_tail.strip()
     if tail and error.reason in (StopReason.PROCESS_CRASHED, StopReason.MALFORMED_OUTPUT):
         message += f"; the CLI's last words: {short(tail.splitlines()[-1], 200)}"
-    return CliError(message, _FIXES.get(error.reason, _DEFAULT_FIX))
+    fix = _FIXES.get(error.reason, _DEFAULT_FIX)
+    resets_at = error.detail.get("resets_at")
+    if isinstance(resets_at, int | float):
+        at = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
+        fix += f" (it resets at {at:%Y-%m-%d %H:%M} UTC)"
+    return CliError(message, fix)
 
 
 def parse_option(text: str) -> tuple[str, Any]:

@@ -23,6 +23,10 @@ def _no_result_fields(frame: Mapping[str, Any]) -> StopReason | None:
     return None
 
 
+def _no_reset(text: str) -> float | None:
+    return None
+
+
 def _no_price(model: str | None, usage: Usage) -> float | None:
     return None
 
@@ -46,7 +50,8 @@ class StreamJsonDialect:
     the CLI reports it. ``running_usage(result)``: for a result whose ``usage`` does not
     count the turn, the session's running usage it reports elsewhere (Claude's
     ``modelUsage`` of ``error_max_budget_usd``), else None; the turn's usage is then that
-    minus the translator's usage baseline."""
+    minus the translator's usage baseline. ``resets_at(text)``: when a usage limit the CLI
+    reported in ``text`` resets (epoch seconds), or None."""
 
     version_field: str
     permission_mode_field: str
@@ -58,3 +63,4 @@ class StreamJsonDialect:
     classify_result: Callable[[Mapping[str, Any]], StopReason | None] = _no_result_fields
     price: Callable[[str | None, Usage], float | None] = _no_price
     running_usage: Callable[[Mapping[str, Any]], Usage | None] | None = None
+    resets_at: Callable[[str], float | None] = _no_reset

@@ -13,7 +13,9 @@ any frame with a new ``session_id``    `SessionEvent` first (checkpoint before g
                                        servers, permission mode: the dialect's field
                                        names), after the session event above; each one
 ``system`` / ``api_retry`` the         terminal `ErrorEvent` AUTHENTICATION_FAILED at once
-dialect calls fatal (Claude: a 401)    (the CLI would retry in vain for ~170 s)
+dialect calls fatal (Claude: a 401)    (the CLI would retry in vain for ~170 s);
+                                       CREDENTIAL_EXPIRED once a model call of the turn
+                                       or of the session's earlier turns was answered
 other ``system`` subtypes              `RawEvent`
 ``stream_event`` text delta            `TextEvent` (main thread only)
 ``stream_event`` message_start /       `UsageEvent` with the calls' usage so far (each
@@ -31,7 +33,8 @@ shape
                                        ``parent_tool_use_id`` (a subagent's Task call)
 ``rate_limit_event``                   `RawEvent`; while the latest one says
                                        ``rejected``, an error ending the turn is
-                                       RATE_LIMITED (unless it says something more precise)
+                                       USAGE_LIMIT with its ``resetsAt`` (unless it says
+                                       something more precise)
 ``result``                             `UsageEvent`, then terminal `ResultEvent` (with
                                        ``structured_output``, ``permission_denials``), or
                                        terminal `ErrorEvent` when ``is_error`` is true or
@@ -85,7 +88,13 @@ from ._frames import (
     User,
     decode_frame,
 )
-from ._turn_end import ExitStatus, ended_without_result, result_event, turn_usage
+from ._turn_end import (
+    ExitStatus,
+    ended_without_result,
+    limit_info_resets_at,
+    result_event,
+    turn_usage,
+)
 from ._untyped import assistant_of, stream_event_of, user_of
 
 _NO_EVENTS: tuple[Event, ...] = ()
@@ -123,6 +132,13 @@ class StreamJsonTranslator:
         # The latest rate_limit_event said the API refuses requests: a turn that then ends
         # in an error ended for that.
         self._rate_limit_rejected = False
+        self._limit_resets_at: float | None = None
+        # A model call was answered before this turn (the session's usage) or in it: a
+        # credential the fatal api_retry says was rejected (it says no more; a result's own
+        # words decide for themselves) then expired, rather than never worked.
+        self._login_worked = usage_baseline is not None and (
+            usage_baseline.input_tokens + usage_baseline.output_tokens > 0
+        )
         # The model calls the stream reported before the result, by message id: each one's
         # usage, estimated cost and model; their sums (kept as they change: no re-summing);
         # and the message the latest message_start opened (a delta names none).
@@ -190,6 +206,7 @@ class StreamJsonTranslator:
             self._rate_limit_rejected = (
                 isinstance(info, Mapping) and info.get("status") == "rejected"
             )
+            self._limit_resets_at = limit_info_resets_at(info)
         return [RawEvent(data=frame)]
 
     def finish(self, exit_status: ExitStatus, stderr_tail: str) -> Event | None:
@@ -203,6 +220,7 @@ class StreamJsonTranslator:
             self._dialect,
             session_id=self._session_id,
             rate_limit_rejected=self._rate_limit_rejected,
+            limit_resets_at=self._limit_resets_at,
         )
 
     def _terminal(self, event: Event) -> Event:
@@ -220,12 +238,18 @@ class StreamJsonTranslator:
             status = int_field(frame.get("error_status"))
             error = str_field(frame.get("error"))
             if self._dialect.is_fatal_retry(status, error) and not self._failed_fast:
+                expired = self._login_worked or bool(self._calls)
                 event = self._terminal(
                     ErrorEvent(
-                        reason=StopReason.AUTHENTICATION_FAILED,
+                        reason=(
+                            StopReason.CREDENTIAL_EXPIRED
+                            if expired
+                            else StopReason.AUTHENTICATION_FAILED
+                        ),
                         message=(
                             f"the API rejected the credentials ({error or 'error'}, HTTP "
-                            f"{status}); the CLI would keep retrying, so the turn ends now"
+                            f"{status}){' after it had accepted them' if expired else ''}; "
+                            f"the CLI would keep retrying, so the turn ends now"
                         ),
                         status=status,
                         session_id=self._session_id,
@@ -361,6 +385,7 @@ class StreamJsonTranslator:
                 session_id=self._session_id,
                 model=self._model,
                 rate_limit_rejected=self._rate_limit_rejected,
+                limit_resets_at=self._limit_resets_at,
             )
         )
         return [event] if usage is None else [UsageEvent(usage=usage), event]

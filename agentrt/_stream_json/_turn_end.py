@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from .._events import ErrorEvent, Event, PermissionDenial, ResultEvent, StopReason, Usage
 from .._redact import redact
 from ._dialect import StreamJsonDialect
-from ._fields import int_field, mappings, str_field, usage_field
+from ._fields import int_field, mappings, number_field, str_field, usage_field
 
 _MESSAGE_LIMIT = 500
 
@@ -49,10 +49,13 @@ def result_event(
     session_id: str | None,
     model: str | None,
     rate_limit_rejected: bool,
+    limit_resets_at: float | None = None,
 ) -> Event:
     """The terminal event of a ``result`` frame: an `ErrorEvent` when ``is_error`` is true
     or the subtype is not ``success``, else a `ResultEvent`. ``session_id``, ``model``: the
-    turn's, for a result that names none."""
+    turn's, for a result that names none. ``rate_limit_rejected``: the latest
+    ``rate_limit_event`` said the API refuses the credential (a rate-limit error is then its
+    usage limit), ``limit_resets_at`` its reset time."""
     # The field readers (`._fields`) inlined: one result a turn, each read a call. A decoded
     # JSON value's type is exactly str, int (bool apart), float: compared by identity.
     get = frame.get
@@ -70,8 +73,10 @@ def result_event(
         reason = (
             dialect.classify_result(frame)
             or dialect.classify(status, message)
-            or (StopReason.RATE_LIMITED if rate_limit_rejected else StopReason.CLI_ERROR)
+            or StopReason.CLI_ERROR
         )
+        if rate_limit_rejected and reason in _LIMIT_UNSAID:
+            reason = StopReason.USAGE_LIMIT
         return ErrorEvent(
             reason=reason,
             message=message,
@@ -85,6 +90,11 @@ def result_event(
             cost_usd=cost,
             usage=usage,
             raw=frame,
+            resets_at=(
+                _resets_at(frame, message, dialect, limit_resets_at)
+                if reason is StopReason.USAGE_LIMIT
+                else None
+            ),
         )
     duration_ms, text = get("duration_ms"), get("result")
     num_turns, stop_reason = get("num_turns"), get("stop_reason")
@@ -112,9 +122,11 @@ def ended_without_result(
     *,
     session_id: str | None,
     rate_limit_rejected: bool,
+    limit_resets_at: float | None = None,
 ) -> ErrorEvent:
     """The classified end of a stream without a terminal event: a stderr marker's reason,
-    else PROCESS_CRASHED (signal), else MALFORMED_OUTPUT."""
+    else PROCESS_CRASHED (signal), else USAGE_LIMIT after a rejected ``rate_limit_event``
+    (reset at ``limit_resets_at``), else MALFORMED_OUTPUT."""
     tail = redact(stderr_tail)
     if exit_status.signal is not None:
         how = f"was killed by {_signal_name(exit_status.signal)}"
@@ -131,8 +143,8 @@ def ended_without_result(
         if exit_status.signal is not None:
             reason = StopReason.PROCESS_CRASHED
         elif rate_limit_rejected:
-            reason = StopReason.RATE_LIMITED
-            message += " (the API had rejected its requests for a rate limit)"
+            reason = StopReason.USAGE_LIMIT
+            message += " (the API had rejected its requests: the credential's usage limit)"
         else:
             reason = StopReason.MALFORMED_OUTPUT
     session = dialect.lost_session_id(tail) if reason is StopReason.SESSION_LOST else None
@@ -141,7 +153,35 @@ def ended_without_result(
         message=message,
         retryable=reason in dialect.retryable,
         session_id=session or session_id,
+        resets_at=(
+            dialect.resets_at(tail) or limit_resets_at if reason is StopReason.USAGE_LIMIT else None
+        ),
     )
+
+
+# What an error that came after a rejected rate_limit_event is, unless it says more: the
+# rejection was the credential's usage limit.
+_LIMIT_UNSAID = frozenset({StopReason.RATE_LIMITED, StopReason.CLI_ERROR})
+
+
+def limit_info_resets_at(info: Any) -> float | None:
+    """The ``resetsAt`` (epoch seconds) of a ``rate_limit_info`` object, if it has one."""
+    if isinstance(info, Mapping):
+        return number_field(info.get("resetsAt"))
+    return None
+
+
+def _resets_at(
+    frame: Mapping[str, Any],
+    message: str,
+    dialect: StreamJsonDialect,
+    limit_resets_at: float | None,
+) -> float | None:
+    # The exact time a field gives (the result's own copy of the rejected limit, Claude
+    # Code's api_error_params; else the rate_limit_event's), before the minute the text says.
+    params = frame.get("api_error_params")
+    info = params.get("rate_limit_info") if isinstance(params, Mapping) else None
+    return limit_info_resets_at(info) or limit_resets_at or dialect.resets_at(message)
 
 
 def _denials(value: Any) -> tuple[PermissionDenial, ...]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 import msgspec
@@ -83,6 +84,44 @@ class AnthropicError:
             "rate_limit_error",
             "Number of request tokens has exceeded your per-minute rate limit",
             {"retry-after": str(retry_after)},
+        )
+
+    @classmethod
+    def usage_limit(cls, resets_at: float, window: str = "five_hour") -> AnthropicError:
+        """429 for a subscription whose usage ``window`` (``five_hour``, ``seven_day``, ...)
+        is spent until ``resets_at`` (epoch seconds), with the API's unified rate-limit
+        headers (which a CLI logged in with OAuth reads: `FakeAnthropic.claude_env` with
+        ``login="oauth"``) and ``retry-after`` the seconds until the reset."""
+        reset = str(int(resets_at))
+        return cls(
+            429,
+            "rate_limit_error",
+            "This request would exceed your account's rate limit. Please try again later.",
+            {
+                "anthropic-ratelimit-unified-status": "rejected",
+                "anthropic-ratelimit-unified-reset": reset,
+                "anthropic-ratelimit-unified-representative-claim": window,
+                "retry-after": str(max(int(resets_at - time.time()), 0)),
+            },
+        )
+
+    @classmethod
+    def expired_token(cls) -> AnthropicError:
+        """401 ``authentication_error`` for an OAuth access token past its expiry."""
+        return cls(
+            401,
+            "authentication_error",
+            "OAuth token has expired. Please obtain a new token or refresh your existing token.",
+        )
+
+    @classmethod
+    def prompt_too_long(cls, tokens: int = 210_000, limit: int = 200_000) -> AnthropicError:
+        """400 ``invalid_request_error``: the request's ``tokens`` exceed the model's
+        context window of ``limit``."""
+        return cls(
+            400,
+            "invalid_request_error",
+            f"prompt is too long: {tokens} tokens > {limit} maximum",
         )
 
     @classmethod
@@ -252,20 +291,28 @@ class FakeAnthropic:
         *,
         api_timeout_ms: int = 10_000,
         stream_idle_timeout_ms: int = 10_000,
+        login: Literal["api_key", "oauth"] = "api_key",
     ) -> dict[str, str]:
         """Environment for the real ``claude`` CLI to talk to this fake and nothing else.
 
         ``home`` must be a fresh directory (the CLI keeps settings and transcripts there). The
         CLI's own retries are off and its timeouts short, so a failing reply costs seconds.
         The loopback addresses bypass any proxy the environment names (the CLI honours
-        HTTP(S)_PROXY even for 127.0.0.1).
+        HTTP(S)_PROXY even for 127.0.0.1). ``login``: a dummy API key, or a dummy OAuth
+        token (``CLAUDE_CODE_OAUTH_TOKEN``, a subscription login: only then does the CLI
+        read a usage limit's unified rate-limit headers).
         """
+        credential = (
+            {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-fake-0000000000000000"}
+            if login == "oauth"
+            else {"ANTHROPIC_API_KEY": "sk-ant-fake-00000000000000000000"}
+        )
         return {
             "HOME": home,
             "ANTHROPIC_BASE_URL": self.base_url,
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
-            "ANTHROPIC_API_KEY": "sk-ant-fake-00000000000000000000",
+            **credential,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "0",
             "API_TIMEOUT_MS": str(api_timeout_ms),

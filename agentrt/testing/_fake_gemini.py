@@ -108,6 +108,26 @@ class GeminiError:
     status_name: str | None = None
     retry_after: float | None = None
 
+    @classmethod
+    def usage_limit(cls, retry_in: float = 3600) -> GeminiError:
+        """429 ``RESOURCE_EXHAUSTED``: the project's quota is spent for ``retry_in`` seconds,
+        worded as the real API words it (a delay that long is not retried by the CLI)."""
+        return cls(
+            429,
+            "You exceeded your current quota, please check your plan and billing details. "
+            "Quota exceeded for metric: generativelanguage.googleapis.com/"
+            f"generate_content_free_tier_requests, limit: 250. Please retry in {retry_in:g}s.",
+        )
+
+    @classmethod
+    def context_exceeded(cls, tokens: int = 1_200_000, limit: int = 1_048_576) -> GeminiError:
+        """400 ``INVALID_ARGUMENT``: the request's ``tokens`` exceed the model's ``limit``."""
+        return cls(
+            400,
+            f"The input token count ({tokens}) exceeds the maximum number of tokens allowed "
+            f"({limit}).",
+        )
+
 
 @attrs.frozen
 class GeminiHang:

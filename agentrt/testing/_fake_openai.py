@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -122,13 +123,47 @@ class OpenAIReply:
 
 @attrs.frozen
 class OpenAIError:
-    """An HTTP error with an OpenAI-shaped JSON error body."""
+    """An HTTP error with an OpenAI-shaped JSON error body. ``resets_at`` (epoch seconds):
+    the body also says when a usage limit resets (``resets_at``, ``resets_in_seconds``), as
+    the ChatGPT backend does; see the constructors for the usual errors."""
 
     status: int
     message: str = "fake failure"
     code: str | None = None
     type: str | None = None
     retry_after: float | None = None
+    resets_at: float | None = None
+
+    @classmethod
+    def usage_limit(cls, resets_at: float) -> OpenAIError:
+        """429 ``usage_limit_reached``: the plan's usage is spent until ``resets_at``."""
+        return cls(
+            429,
+            "The usage limit has been reached",
+            type="usage_limit_reached",
+            resets_at=resets_at,
+        )
+
+    @classmethod
+    def context_length_exceeded(cls) -> OpenAIError:
+        """400 ``context_length_exceeded``: the input does not fit the model's window."""
+        return cls(
+            400,
+            "Your input exceeds the context window of this model. Please adjust your input "
+            "and try again.",
+            code="context_length_exceeded",
+            type="invalid_request_error",
+        )
+
+    @classmethod
+    def expired_token(cls) -> OpenAIError:
+        """401 ``token_expired``: an OAuth access token past its expiry."""
+        return cls(
+            401,
+            "Provided authentication token is expired. Please try signing in again.",
+            code="token_expired",
+            type="invalid_request_error",
+        )
 
 
 @attrs.frozen
@@ -222,6 +257,9 @@ class FakeOpenAI:
                 [] if entry.retry_after is None else [("retry-after", f"{entry.retry_after:g}")]
             )
             body = _error_body(entry.message, entry.code, entry.type)
+            if entry.resets_at is not None:
+                body["error"]["resets_at"] = int(entry.resets_at)
+                body["error"]["resets_in_seconds"] = max(int(entry.resets_at - time.time()), 0)
             await writer.send_json(entry.status, body, headers=headers)
         else:
             model = recorded.body.get("model", "") if isinstance(recorded.body, dict) else ""

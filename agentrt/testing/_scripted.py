@@ -96,11 +96,13 @@ class Sleep:
 
 @attrs.frozen
 class Fail:
-    """A script step: a terminal `ErrorEvent` with ``reason`` and ``message``, then the
-    "process" exits with status 1, so the turn fails with that reason."""
+    """A script step: a terminal `ErrorEvent` with ``reason`` and ``message`` (and, for a
+    usage limit, ``resets_at``: epoch seconds), then the "process" exits with status 1, so
+    the turn fails with that reason."""
 
     reason: StopReason = StopReason.CLI_ERROR
     message: str = "scripted failure"
+    resets_at: float | None = None
 
 
 @attrs.frozen
@@ -251,7 +253,9 @@ class ScriptedBackend:
             elif isinstance(step, Sleep):
                 await trio.sleep(step.seconds)
             elif isinstance(step, Fail):
-                await emit(ErrorEvent(reason=step.reason, message=step.message))
+                await emit(
+                    ErrorEvent(reason=step.reason, message=step.message, resets_at=step.resets_at)
+                )
                 return ExitStatus(1)
             elif isinstance(step, Exit):
                 return ExitStatus(step.returncode, step.signal)

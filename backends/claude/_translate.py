@@ -22,6 +22,7 @@ from ._failures import (
     classify_result,
     is_fatal_retry,
     lost_session_id,
+    resets_at,
     status_message,
 )
 from ._prices import call_price
@@ -65,6 +66,7 @@ CLAUDE_DIALECT = StreamJsonDialect(
     classify_result=classify_result,
     price=call_price,
     running_usage=model_usage,
+    resets_at=resets_at,
 )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import signal
+import time
 
 from agentrt.backend import ErrorEvent, ExitStatus, StopReason, Usage, redact
 
@@ -11,11 +13,59 @@ _STATUS = re.compile(r"(?:unexpected status|last status:) (\d{3})\b")
 _OVERLOADED = frozenset({500, 502, 503, 504, 529})
 MESSAGE_LIMIT = 500
 
+# codex's own sentences (0.171.0) for the three conditions a fleet parks, renews or compacts
+# on: a spent plan (the API's 429 usage_limit_reached), a login that no longer refreshes
+# (the API's 401 token_expired, a refresh token expired or revoked), a full context window
+# (the API's context_length_exceeded).
+_USAGE_LIMIT = re.compile(r"hit your usage limit", re.IGNORECASE)
+_EXPIRED = re.compile(
+    r"authentication token is expired|token_expired|could not be refreshed"
+    r"|refresh token (?:has expired|was revoked|was rejected)",
+    re.IGNORECASE,
+)
+_CONTEXT = re.compile(r"ran out of room in the model's context window", re.IGNORECASE)
+# "Try again at 5:06 AM." (today) or "Try again at Dec 8th, 2026 5:06 AM.", in the local
+# time of the machine codex runs on (this one).
+_TRY_AGAIN = re.compile(
+    r"try again at (?:(?P<month>[A-Z][a-z]{2}) (?P<day>\d{1,2})(?:st|nd|rd|th)?, "
+    r"(?P<year>\d{4}) )?(?P<hour>\d{1,2}):(?P<minute>\d{2}) (?P<half>AM|PM)",
+    re.IGNORECASE,
+)
+
+
+def resets_at(message: str, now: float | None = None) -> float | None:
+    """When the usage limit in a codex ``message`` resets (epoch seconds): the time it
+    names, in local time (the first such time after ``now`` where it names no date), or
+    None."""
+    match = _TRY_AGAIN.search(message)
+    if match is None:
+        return None
+    hour = int(match["hour"]) % 12 + (12 if match["half"].upper() == "PM" else 0)
+    current = dt.datetime.fromtimestamp(time.time() if now is None else now).astimezone()
+    try:
+        at = current.replace(hour=hour, minute=int(match["minute"]), second=0, microsecond=0)
+        if match["month"] is not None:
+            date = dt.datetime.strptime(
+                f"{match['month']} {match['day']} {match['year']}", "%b %d %Y"
+            )
+            return at.replace(year=date.year, month=date.month, day=date.day).timestamp()
+    except ValueError:  # a minute, month or day that is none
+        return None
+    if at <= current:
+        at += dt.timedelta(days=1)
+    return at.timestamp()
+
 
 def classify(message: str) -> tuple[StopReason, int | None, bool]:
     """The stop reason, HTTP status and retryability of a codex error message."""
     match = _STATUS.search(message)
     status = int(match.group(1)) if match else None
+    if _USAGE_LIMIT.search(message):
+        return StopReason.USAGE_LIMIT, status or 429, False
+    if _EXPIRED.search(message):
+        return StopReason.CREDENTIAL_EXPIRED, status, False
+    if _CONTEXT.search(message):
+        return StopReason.CONTEXT_EXHAUSTED, status, False
     if status == 401 or message.startswith("Missing environment variable"):
         return StopReason.AUTHENTICATION_FAILED, status, False
     if message.startswith("Quota exceeded"):
@@ -40,6 +90,7 @@ def error_event(message: str, session_id: str | None, usage: Usage | None = None
         retryable=retryable,
         session_id=session_id,
         usage=usage,
+        resets_at=resets_at(message) if reason is StopReason.USAGE_LIMIT else None,
     )
 
 

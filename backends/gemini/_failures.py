@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 
 from agentrt.backend import ErrorEvent, ExitStatus, StopReason, Usage, redact
 
@@ -39,6 +40,14 @@ _MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
     (StopReason.OVERLOADED, re.compile(r"UNAVAILABLE|overloaded", re.IGNORECASE)),
 )
 _RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED})
+# A quota the API says comes back only after longer than the CLI retries for (0.61.0's
+# MAX_RETRYABLE_DELAY_SECONDS: it then gives up at once) is the credential's usage limit.
+_RETRY_IN = re.compile(r"Please retry in ([0-9.]+)(ms|s)\b")
+_LONGEST_RETRY = 300
+# The API's 400 for a request over the model's window, and the CLI's own check before it.
+_CONTEXT = re.compile(
+    r"exceeds the maximum number of tokens allowed|Context window will overflow", re.IGNORECASE
+)
 # "Invalid session identifier "<id>"", or, where the project has no session at all,
 # "No previous sessions found for this project."
 _LOST = re.compile(r'Error resuming session: (?:Invalid session identifier "([^"]+)"|No previous)')
@@ -58,8 +67,20 @@ def status_of(message: str, stderr_tail: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def retry_in(message: str) -> float | None:
+    """The seconds after which the API said a spent quota comes back, if it said."""
+    found = _RETRY_IN.search(message)
+    if found is None:
+        return None
+    return float(found.group(1)) / (1000 if found.group(2) == "ms" else 1)
+
+
 def classify(status: int | None, message: str) -> StopReason:
     """The stop reason of a failure with HTTP ``status`` (None if unknown) and ``message``."""
+    if _CONTEXT.search(message):
+        return StopReason.CONTEXT_EXHAUSTED
+    if (wait := retry_in(message)) is not None and wait > _LONGEST_RETRY:
+        return StopReason.USAGE_LIMIT
     for reason, pattern in _MARKERS:
         if reason is StopReason.AUTHENTICATION_FAILED and pattern.search(message):
             return reason
@@ -80,6 +101,7 @@ def error_event(
     message = redact(message)
     status = status_of(message, redact(stderr_tail))
     reason = classify(status, message)
+    wait = retry_in(message) if reason is StopReason.USAGE_LIMIT else None
     return ErrorEvent(
         reason=reason,
         message=message[:MESSAGE_LIMIT],
@@ -87,6 +109,8 @@ def error_event(
         retryable=reason in _RETRYABLE,
         session_id=session_id,
         usage=usage,
+        # The API says how long from now; the result comes as soon as it answers.
+        resets_at=None if wait is None else time.time() + wait,
     )
 
 

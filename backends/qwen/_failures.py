@@ -28,9 +28,27 @@ _STATUS_WORDING = {
 
 _API_ERROR = re.compile(r"\[API Error: (\d{3})\b")
 
-# Checked in order; the session marker is the most specific.
+# Checked in order; the session marker is the most specific. The first four say more than
+# the status they come with (a 401 that is an expired token, a 400 that is a full context,
+# a 429 that is the day's quota) and are checked before it: the API's own words, quoted in
+# the CLI's "[API Error: ...]", and Qwen Code's for its OAuth quota (0.24.4; no reset
+# time said).
 _MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
     (StopReason.SESSION_LOST, re.compile(r"no saved session found", re.IGNORECASE)),
+    (
+        StopReason.CREDENTIAL_EXPIRED,
+        re.compile(r"token has expired|token_expired|token is expired", re.IGNORECASE),
+    ),
+    (
+        StopReason.CONTEXT_EXHAUSTED,
+        re.compile(
+            r"prompt is too long|context_length_exceeded|maximum context length", re.IGNORECASE
+        ),
+    ),
+    (
+        StopReason.USAGE_LIMIT,
+        re.compile(r"Qwen OAuth quota exceeded|free allocated quota exceeded", re.IGNORECASE),
+    ),
     (
         StopReason.AUTHENTICATION_FAILED,
         re.compile(r"authentication_error|invalid api key|incorrect api key", re.IGNORECASE),
@@ -39,6 +57,8 @@ _MARKERS: tuple[tuple[StopReason, re.Pattern[str]], ...] = (
     (StopReason.OVERLOADED, re.compile(r"overloaded_error", re.IGNORECASE)),
 )
 
+_PRECISE = 4
+
 _LOST_ID = re.compile(r'no saved session found with title "([^"\s]+)"', re.IGNORECASE)
 
 RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED})
@@ -46,13 +66,14 @@ RETRYABLE = frozenset({StopReason.RATE_LIMITED, StopReason.OVERLOADED})
 
 def classify(status: int | None, text: str) -> StopReason | None:
     """The typed reason for a failure with HTTP ``status`` and message ``text``, if known."""
-    if _MARKERS[0][1].search(text):
-        return StopReason.SESSION_LOST
+    for reason, pattern in _MARKERS[:_PRECISE]:
+        if pattern.search(text):
+            return reason
     if status is None and (quoted := _API_ERROR.search(text)):
         status = int(quoted.group(1))
     if status in _BY_STATUS:
         return _BY_STATUS[status]
-    for reason, pattern in _MARKERS[1:]:
+    for reason, pattern in _MARKERS[_PRECISE:]:
         if pattern.search(text):
             return reason
     return None

@@ -70,6 +70,22 @@ async def test_a_failed_turn_exits_1_with_its_fix(
     assert "Fix: log the CLI in" in line
 
 
+async def test_a_usage_limit_says_when_it_resets(
+    claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
+) -> None:
+    """On a subscription login (OAuth) whose window is spent, the fix names the reset."""
+    resets_at = 1_796_619_000  # 2026-12-07 04:50 UTC
+    api.set_script([AnthropicError.usage_limit(resets_at)])
+    env = {**claude_env, **api.claude_env(claude_env["HOME"], login="oauth")}
+    del env["ANTHROPIC_API_KEY"]
+    run = await agentrt("ask", "bob", "hello", "--cwd", str(tmp_path), env=env)
+    assert run.code == 1 and run.stdout == ""
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("agentrt: agent 'bob': the turn failed (usage_limit)")
+    assert "Fix: the login's usage limit is spent" in line
+    assert line.endswith("(it resets at 2026-12-07 04:50 UTC)"), line
+
+
 async def test_a_second_ask_continues_the_conversation(
     claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
 ) -> None:

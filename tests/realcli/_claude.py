@@ -312,6 +312,12 @@ class Claude:
             **options,
         }
 
+    def oauth_login(self) -> dict[str, str | None]:
+        """Env changes that log the CLI in with the fake's dummy OAuth token (a subscription
+        login) instead of its dummy API key."""
+        token = self.api.claude_env(str(self.home), login="oauth")["CLAUDE_CODE_OAUTH_TOKEN"]
+        return {"ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": token}
+
     def record(self, name: str, run: ClaudeRun, *, description: str, script: str) -> None:
         """With AGENTRT_RECORD_FIXTURES=1, keep this run's stdout as a fixture for backend
         tests: tests/fixtures/claude/<version>/<name>.jsonl, described in MANIFEST.json.
@@ -336,7 +342,9 @@ class Claude:
         manifest.setdefault("fixtures", {})[name] = {
             "description": description,
             "args": [self._normalize(a) for a in run.args],
-            "env_changes": dict(run.env_changes),
+            "env_changes": {
+                k: None if v is None else self._normalize(v) for k, v in run.env_changes.items()
+            },
             "prompt": run.prompt,
             "fake_api_script": script,
             "exit": run.returncode,

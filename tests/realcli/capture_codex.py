@@ -1,11 +1,11 @@
 """Record the pinned codex's JSONL output for the translation tests (see CODEX.md).
 
-    .venv/bin/python tests/realcli/capture_codex.py
+    .venv/bin/python tests/realcli/capture_codex.py [NAME ...]
 
-Runs each scenario against the fake OpenAI API and writes, under
-tests/fixtures/codex/<version>/, one ``<name>.jsonl`` (stdout as codex printed it) per
-scenario plus ``manifest.json`` (argv, exit, stderr tail, usage baseline). Paths and the port
-are replaced by placeholders.
+Runs each scenario (or only those named, keeping the others' fixtures) against the fake
+OpenAI API and writes, under tests/fixtures/codex/<version>/, one ``<name>.jsonl`` (stdout
+as codex printed it) per scenario plus ``manifest.json`` (argv, exit, stderr tail, usage
+baseline). Paths and the port are replaced by placeholders.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -47,6 +48,8 @@ from agentrt.testing import (
 
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the patch\n*** End Patch\n"
 TURN1 = OpenAIUsage(input_tokens=100, output_tokens=7, cached_tokens=30, reasoning_tokens=2)
+# A usage limit's reset: an hour after the recording (its message names the local time).
+USAGE_RESET = time.time() + 3600
 TURN2 = OpenAIUsage(input_tokens=150, output_tokens=9, cached_tokens=80, reasoning_tokens=3)
 
 
@@ -203,6 +206,18 @@ def scenarios() -> dict[str, tuple[OpenAIScript, Scenario]]:
             [OpenAIError(500, "The server had an error", type="server_error")],
             single("http_500", "HTTP 500 from the API", "Hi"),
         ),
+        "usage_limit": (
+            [OpenAIError.usage_limit(USAGE_RESET)] * 6,
+            single("usage_limit", "HTTP 429 usage_limit_reached with its reset", "Hi"),
+        ),
+        "expired_token": (
+            [OpenAIError.expired_token()],
+            single("expired_token", "HTTP 401 token_expired", "Hi"),
+        ),
+        "context_exhausted": (
+            [OpenAIError.context_length_exceeded()],
+            single("context_exhausted", "HTTP 400 context_length_exceeded", "Hi"),
+        ),
         "cut_stream": (
             [OpenAIReply((OpenAIMessage("cut short here"),), cut_after=3)],
             single("cut_stream", "the SSE stream closed mid-body, no retries", "Hi"),
@@ -226,7 +241,12 @@ async def main() -> None:
     out = ROOT / "tests" / "fixtures" / "codex" / version
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"codex_version": version, "fixtures": {}}
-    for script, scenario in scenarios().values():
+    chosen = sys.argv[1:]
+    if chosen:
+        manifest = json.loads((out / "manifest.json").read_text())
+    for name, (script, scenario) in scenarios().items():
+        if chosen and name not in chosen:
+            continue
         async with open_fake_openai(script) as api, codex_place(api) as place:
             results = await scenario(place)
             for name, what, (argv, stdout, returncode, stderr), baseline in results:

@@ -1,11 +1,11 @@
 """Record the pinned Gemini CLI's stream-json output for the translation tests.
 
-    PYTHONPATH=tests .venv/bin/python tests/realcli/capture_gemini.py
+    PYTHONPATH=tests .venv/bin/python tests/realcli/capture_gemini.py [NAME ...]
 
-Runs each scenario against the fake Gemini API and writes, under tests/fixtures/gemini/,
-one ``<name>.jsonl`` (stdout as the CLI printed it) per turn plus ``manifest.json`` (what
-each is, its exit, its stderr's last lines). Paths and the port are replaced by
-placeholders.
+Runs each scenario (or only those named, keeping the others' fixtures) against the fake
+Gemini API and writes, under tests/fixtures/gemini/, one ``<name>.jsonl`` (stdout as the
+CLI printed it) per turn plus ``manifest.json`` (what each is, its exit, its stderr's last
+lines). Paths and the port are replaced by placeholders.
 """
 
 from __future__ import annotations
@@ -95,6 +95,20 @@ SCENARIOS: list[Scenario] = [
         ["Hello"],
     ),
     (
+        "usage_limit",
+        "the API answers 429 with a quota back only in an hour (Please retry in 3600s)",
+        [GeminiError.usage_limit(retry_in=3600)],
+        {},
+        ["Hello"],
+    ),
+    (
+        "context_exceeded",
+        "the API answers 400: the input token count exceeds the maximum",
+        [GeminiError.context_exceeded()],
+        {},
+        ["Hello"],
+    ),
+    (
         "cut_stream",
         "the stream is cut after two chunks",
         [GeminiReply((GeminiText("one two three four"),), cut_after=2)],
@@ -140,7 +154,12 @@ async def capture(scenario: Scenario) -> dict[str, dict[str, Any]]:
 async def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"gemini_version": gemini_version(), "fixtures": {}}
+    chosen = sys.argv[1:]
+    if chosen:
+        manifest = json.loads((OUT / "manifest.json").read_text())
     for scenario in SCENARIOS:
+        if chosen and scenario[0] not in chosen:
+            continue
         print("capturing", scenario[0], file=sys.stderr)
         manifest["fixtures"].update(await capture(scenario))
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -371,6 +371,49 @@ async def test_http_errors_end_the_turn_typed(
     assert took < 10
 
 
+async def test_a_usage_limit_ends_the_turn_with_its_reset(claude: Claude) -> None:
+    """A subscription login whose window is spent: usage_limit, not retryable, its reset
+    time in TurnFailed.detail; not the transient rate_limited of a plain 429."""
+    resets_at = int(time.time()) + 3600
+    claude.api.set_script([AnthropicError.usage_limit(resets_at)])
+    async with runtime() as rt:
+        options = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
+        with trio.fail_after(TURN_BOUND):
+            failure = await ask_failure(rt)
+    assert failure.reason is StopReason.USAGE_LIMIT, failure
+    assert failure.detail == {"status": 429, "retryable": False, "resets_at": resets_at}
+    assert "You've hit your 5-hour limit" in failure.message
+
+
+async def test_a_prompt_too_long_ends_the_turn_context_exhausted(claude: Claude) -> None:
+    claude.api.set_script([AnthropicError.prompt_too_long()])
+    async with runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
+        with trio.fail_after(TURN_BOUND):
+            failure = await ask_failure(rt)
+    assert failure.reason is StopReason.CONTEXT_EXHAUSTED, failure
+    assert failure.detail == {"status": 400, "retryable": False}
+    assert failure.session_id is not None
+
+
+async def test_a_login_that_expires_between_turns_is_credential_expired(claude: Claude) -> None:
+    """Turn 1 is answered; the token then expires: turn 2 (the same session, resumed) ends
+    credential_expired, not authentication_failed, and at the CLI's first 401 (it would
+    retry the login otherwise)."""
+    claude.api.set_script([AnthropicText("Hello."), *[AnthropicError.expired_token()] * 3])
+    async with runtime() as rt:
+        options = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
+        with trio.fail_after(TURN_BOUND):
+            first = await rt.ask("coder", "hi")
+            failure = await ask_failure(rt)
+    assert first.stop_reason is StopReason.COMPLETE
+    assert failure.reason is StopReason.CREDENTIAL_EXPIRED, failure
+    assert failure.detail == {"status": 401, "retryable": False}
+    assert failure.session_id == first.session_id
+
+
 def always(reply: AnthropicReply) -> Callable[[RecordedRequest], AnthropicReply]:
     return lambda request: reply
 

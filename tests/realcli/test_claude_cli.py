@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 import trio
@@ -221,6 +222,82 @@ async def test_http_errors_end_the_turn_with_their_status(
     assert run.result is not None
     assert run.result["is_error"] is True
     assert run.result["api_error_status"] == error.status
+
+
+async def test_a_usage_limit_says_when_it_resets(claude: Claude) -> None:
+    """A subscription login (OAuth) whose 5-hour window is spent: 429 with the unified
+    rate-limit headers. The CLI reports the reset in a rejected rate_limit_event, in the
+    result's api_error "usage_limit_reached" and in its "You've hit your ... limit · resets
+    ..." text."""
+    resets_at = int(time.time()) + 3600
+    claude.api.set_script([AnthropicError.usage_limit(resets_at)])
+    with trio.fail_after(30):
+        run = await claude.run(prompt="hi", env=claude.oauth_login())
+    claude.record(
+        "usage_limit",
+        run,
+        description=str(test_a_usage_limit_says_when_it_resets.__doc__),
+        script="429 rate_limit_error with anthropic-ratelimit-unified-* headers (rejected)",
+    )
+
+    assert run.returncode == 1
+    (event,) = run.of_type("rate_limit_event")
+    info = event["rate_limit_info"]
+    assert (info["status"], info["resetsAt"], info["rateLimitType"]) == (
+        "rejected",
+        resets_at,
+        "five_hour",
+    )
+    assert run.result is not None
+    assert run.result["api_error"] == "usage_limit_reached"
+    assert run.result["api_error_status"] == 429
+    assert run.result["result"].startswith("You've hit your 5-hour limit · resets ")
+
+
+async def test_a_prompt_too_long_is_the_cli_s_own_terminal_reason(claude: Claude) -> None:
+    """400 "prompt is too long": the result's terminal_reason is prompt_too_long."""
+    claude.api.set_script([AnthropicError.prompt_too_long()])
+    with trio.fail_after(30):
+        run = await claude.run(prompt="hi")
+    claude.record(
+        "prompt_too_long",
+        run,
+        description=str(test_a_prompt_too_long_is_the_cli_s_own_terminal_reason.__doc__),
+        script="400 invalid_request_error: prompt is too long",
+    )
+
+    assert run.returncode == 1
+    assert run.result is not None
+    assert run.result["terminal_reason"] == "prompt_too_long"
+    assert run.result["result"].startswith("Prompt is too long")
+
+
+async def test_an_expired_token_after_an_answered_call(claude: Claude) -> None:
+    """An OAuth login whose token expires mid-turn: the first call is answered (a Bash tool
+    call), the next ones get 401 "OAuth token has expired". The CLI asks twice (it tries
+    the login again), with an api_retry frame before each, then ends with the 401's text."""
+    claude.api.set_script(
+        [
+            AnthropicToolUse("Bash", {"command": "true", "description": "Run it"}),
+            *[AnthropicError.expired_token()] * 3,
+        ]
+    )
+    with trio.fail_after(30):
+        run = await claude.run(["--allowedTools", "Bash"], prompt="hi", env=claude.oauth_login())
+    claude.record(
+        "expired_token",
+        run,
+        description=str(test_an_expired_token_after_an_answered_call.__doc__),
+        script="Bash tool_use, then 401 authentication_error: OAuth token has expired",
+    )
+
+    assert run.returncode == 1
+    retries = run.of_type("system", "api_retry")
+    assert retries and {(r["error_status"], r["error"]) for r in retries} == {
+        (401, "authentication_failed")
+    }
+    assert run.result is not None
+    assert "OAuth token has expired" in run.result["result"]
 
 
 async def test_cut_stream_is_retried_once_without_streaming(claude: Claude) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -227,3 +228,30 @@ async def test_a_new_runtime_resumes_the_stored_thread(tmp_path: Path) -> None:
                 answers.append(await rt.ask("coder", prompt))
     assert answers[1].session_id == answers[0].session_id is not None
     assert ("assistant", "From the first runtime") in conversation(api, 1)
+
+
+async def test_a_usage_limit_ends_the_turn_with_its_reset() -> None:
+    """The API's 429 usage_limit_reached with its reset: codex says "You've hit your usage
+    limit"; the turn ends usage_limit, not retryable, with the reset time."""
+    resets_at = int(time.time()) + 3600
+    async with codex_agent([OpenAIError.usage_limit(resets_at)] * 6) as s:
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+    error = caught.value
+    assert error.reason is StopReason.USAGE_LIMIT, error
+    assert error.detail is not None and error.detail["retryable"] is False
+    assert abs(error.detail["resets_at"] - resets_at) <= 60, error
+
+
+async def test_a_full_context_is_context_exhausted() -> None:
+    async with codex_agent([OpenAIError.context_length_exceeded()] * 6) as s:
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+    assert caught.value.reason is StopReason.CONTEXT_EXHAUSTED, caught.value
+
+
+async def test_an_expired_token_is_credential_expired() -> None:
+    async with codex_agent([OpenAIError.expired_token()] * 6) as s:
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+    assert caught.value.reason is StopReason.CREDENTIAL_EXPIRED, caught.value

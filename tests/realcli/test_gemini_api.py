@@ -9,6 +9,7 @@ process carries it once the runtime says the turn or the agent is over.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -182,3 +183,26 @@ async def test_a_process_the_tool_left_running_is_killed_at_the_turns_end() -> N
         survivors = marked(MARKER_VAR, s.place.marker)
     assert response.text == "Done"
     assert survivors == []
+
+
+async def test_a_spent_quota_is_a_usage_limit_with_its_reset() -> None:
+    """The API's 429 whose quota comes back only in an hour ("Please retry in 3600s"): the
+    CLI does not retry it (a terminal quota error); usage_limit, reset about an hour on."""
+    script = [GeminiError.usage_limit(retry_in=3600)] * 3
+    async with gemini_agent(script) as s:
+        started = time.time()
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+    error = caught.value
+    assert error.reason is StopReason.USAGE_LIMIT, error
+    assert error.detail is not None and error.detail["retryable"] is False
+    assert started + 3600 <= error.detail["resets_at"] <= time.time() + 3600
+    assert len(s.api.model_calls) == 1
+
+
+async def test_a_prompt_over_the_window_is_context_exhausted() -> None:
+    script = [GeminiError.context_exceeded()] * 3
+    async with gemini_agent(script) as s:
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+    assert caught.value.reason is StopReason.CONTEXT_EXHAUSTED, caught.value

@@ -140,3 +140,22 @@ async def test_an_interrupt_ends_a_headless_turn_and_the_session_goes_on(qwen: Q
     assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED
     assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
+
+
+async def test_a_prompt_too_long_is_context_exhausted(qwen: Qwen) -> None:
+    qwen.api.set_script([AnthropicError.prompt_too_long()] * 5)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
+        with trio.fail_after(BOUND), pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "anything")
+    assert failed.value.reason is StopReason.CONTEXT_EXHAUSTED, failed.value
+    assert failed.value.detail["retryable"] is False
+
+
+async def test_an_expired_token_is_credential_expired(qwen: Qwen) -> None:
+    qwen.api.set_script([AnthropicError.expired_token()] * 5)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
+        with trio.fail_after(BOUND), pytest.raises(TurnFailed) as failed:
+            await rt.ask("coder", "anything")
+    assert failed.value.reason is StopReason.CREDENTIAL_EXPIRED, failed.value
