@@ -45,7 +45,7 @@ _TTL = 3600.0
 
 def _leases_too(harness: StoreHarness) -> str | None:
     store = harness.open_handle()
-    if not isinstance(store, LeaseStore):
+    if StoreCapabilities.of(store).leases is None:
         return f"{type(store).__name__} is not a LeaseStore (a claim is fenced by a lease)"
     return None
 
