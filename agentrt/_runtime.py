@@ -437,7 +437,7 @@ async def open_runtime(
             await reap_stale_turns(opened, capabilities.live)
             # The tracker outlives the agents: their turns' cleanup may still need it.
             async with trio.open_nursery() as services:
-                tracker = ProcessTracker(cgroups=cgroups)
+                tracker = ProcessTracker(cgroups=cgroups, runtime_id=runtime_id)
                 await services.start(tracker.run)
                 ownership = Ownership(
                     capabilities.leases,

@@ -36,6 +36,7 @@ import trio
 
 from .._driver import _fence_guard
 from .._driver._process import process_start_time
+from .._driver._proctree import marker_prefix
 from .._driver._runtimes import local_runtime_gone
 from .._errors import AgentAlreadyStarted, InvalidOptions, StoreError
 from .._records import Lease, LeaseOwner
@@ -271,7 +272,10 @@ class Ownership:
             task_status.started()
 
     async def _start_guard(self) -> None:
-        argv = [sys.executable, "-I", "-S", _fence_guard.__file__, str(self.owner.pid)]
+        # The guard watches this runtime, not the process: by the marker prefix the runtime's
+        # `ProcessTracker` gives its turns, so the process's other runtimes' are spared.
+        turns = marker_prefix(self.owner.runtime_id)
+        argv = [sys.executable, "-I", "-S", _fence_guard.__file__, turns]
         self._guard = await trio.lowlevel.open_process(
             argv, stdin=subprocess.PIPE, start_new_session=True
         )
@@ -297,25 +301,31 @@ class Ownership:
                 await stdin.send_all(line)
 
     async def _stop_guard(self) -> None:
+        """Tell the guard this runtime is closing, and see it end.
+
+        Cancellation: shielded, bounded by about 6 s. A guard left running would take the
+        end of its stdin (when its pipe is collected) for this runtime's death and kill."""
         guard, self._guard = self._guard, None
         if guard is None or guard.stdin is None:
             return
-        try:
-            # A guard that stopped reading (the write gave up) is killed below.
-            await self._write_to_guard(guard.stdin, b"exit\n")
-            await guard.stdin.aclose()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        with trio.move_on_after(5.0):
-            await guard.wait()
-        if guard.returncode is None:
-            guard.kill()
-            await guard.wait()
+        with trio.CancelScope(shield=True):
+            try:
+                # A guard that stopped reading (the write gave up) is killed below.
+                await self._write_to_guard(guard.stdin, b"exit\n")
+                await guard.stdin.aclose()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            with trio.move_on_after(5.0):
+                await guard.wait()
+            if guard.returncode is None:
+                guard.kill()
+                await guard.wait()
 
     async def release_all(self) -> None:
         """Give back every lease this runtime still has (its agents have ended).
 
-        Cancellation: bounded by the caller; what is not released expires."""
+        Cancellation: bounded by the caller; what is not released expires. The guard is
+        told and ended all the same (`_stop_guard`)."""
         self._releasing |= self._held.keys() | self._fenced
         self._held.clear()
         self._fenced.clear()

@@ -2,18 +2,20 @@
 kills the runtime's turn processes when the runtime stops answering (frozen by SIGSTOP,
 stuck, or dead) before the runtime's leases can pass to another runtime.
 
-    python -I -S _fence_guard.py RUNTIME_PID
+    python -I -S _fence_guard.py TURNS
 
-The runtime writes a line to the guard's stdin every lease_ttl / 5: the seconds left until
-it would stop its own agents for want of a renewal (``inf``: none to guard). Past that time
-with no newer line, or at the end of stdin without ``exit`` (the runtime died), the guard
-SIGKILLs every process of its user whose ``AGENTRT_TURN`` marker starts with
-``RUNTIME_PID.``: the runtime's turns, their setsid'd tools included; and every turn process
-still waiting at the runtime's spawn gate (`gate_of`), which carries no marker yet (it has
-not exec'd) and would otherwise run its CLI once the frozen runtime wakes, or wait there for
-ever once the runtime died. After a missed deadline it goes on killing them until the next
-line, so a runtime that wakes up starts no CLI before its own fence has run. ``exit`` ends
-the guard without a kill.
+``TURNS`` is the runtime's marker prefix, ``<runtime pid>.<runtime token>``
+(`agentrt._driver._proctree.marker_prefix`). The runtime writes a line to the guard's stdin
+every lease_ttl / 5: the seconds left until it would stop its own agents for want of a
+renewal (``inf``: none to guard). Past that time with no newer line, or at the end of stdin
+without ``exit`` (the runtime died, or was closed without saying so), the guard SIGKILLs
+every process of its user whose ``AGENTRT_TURN`` marker starts with ``TURNS.``: the
+runtime's turns, their setsid'd tools included, and no other runtime's, not even one in the
+same process; and every turn process still waiting at the runtime process's spawn gate
+(`gate_of`), which carries no marker yet (it has not exec'd) and would otherwise run its CLI
+once the frozen runtime wakes, or wait there for ever once the runtime died. After a missed
+deadline it goes on killing them until the next line, so a runtime that wakes up starts no
+CLI before its own fence has run. ``exit`` ends the guard without a kill.
 
 It runs as its own program because the runtime's process may be the frozen one, so it
 imports nothing of agentrt (and starts in milliseconds); `marker_of` is also the one
@@ -76,11 +78,12 @@ def gate_of(pid: int, proc: str = "/proc") -> str | None:
         return None
 
 
-def kill_turns(runtime_pid: str) -> int:
-    """SIGKILL every process of the runtime ``runtime_pid``'s turns: those whose marker
-    starts with ``<runtime_pid>.`` and those waiting at its spawn gate; how many were
-    signalled."""
-    prefix, gate = f"{runtime_pid}.", GATE_DIRECTORY.format(pid=runtime_pid)
+def kill_turns(turns: str) -> int:
+    """SIGKILL every process of the turns of the runtime whose marker prefix is ``turns``
+    (``<runtime pid>.<runtime token>``): those whose marker starts with ``<turns>.`` and
+    those waiting at its process's spawn gate; how many were signalled."""
+    runtime_pid = turns.partition(".")[0]
+    prefix, gate = f"{turns}.", GATE_DIRECTORY.format(pid=runtime_pid)
     # The runtime holds its gate too (not at GATE_FD, but it must never be hit).
     spared = {runtime_pid, str(os.getpid())}
     killed = 0
@@ -100,7 +103,7 @@ def kill_turns(runtime_pid: str) -> int:
     return killed
 
 
-def main(runtime_pid: str) -> None:
+def main(turns: str) -> None:
     deadline = math.inf
     missed = False
     pending = b""
@@ -109,11 +112,11 @@ def main(runtime_pid: str) -> None:
         ready, _, _ = select.select([0], [], [], None if math.isinf(wait) else wait)
         if not ready:
             missed = True
-            kill_turns(runtime_pid)
+            kill_turns(turns)
             continue
         chunk = os.read(0, 4096)
         if not chunk:  # the runtime is gone
-            kill_turns(runtime_pid)
+            kill_turns(turns)
             return
         *lines, pending = (pending + chunk).split(b"\n")
         if lines:

@@ -14,6 +14,7 @@ import fcntl
 import logging
 import math
 import os
+import secrets
 import signal
 import struct
 import termios
@@ -43,6 +44,7 @@ from ._proctree import (
     acquire_subreaper,
     kill_stale_group,
     kill_tree,
+    marker_prefix,
     new_marker,
     reap_adopted,
     release_subreaper,
@@ -728,9 +730,14 @@ class ProcessTracker:
     runtime (under ``AGENTRT_CGROUP`` where that names a cgroup's directory), so nothing a
     turn starts can leave its tree. Elsewhere an orphan that escaped every walk is reaped
     when it exits, as is one that died too late for a turn's ladder to reap it.
+
+    ``runtime_id``: the runtime's (`agentrt.Runtime.runtime_id`; by default a fresh one);
+    the markers of the turns started with the tracker start with `marker_prefix`, by which
+    that runtime's fence guard knows them.
     """
 
-    def __init__(self, *, cgroups: bool = True) -> None:
+    def __init__(self, *, cgroups: bool = True, runtime_id: str | None = None) -> None:
+        self.marker_prefix = marker_prefix(runtime_id or secrets.token_hex(4))
         self._trees: dict[int, ProcTree] = {}
         # Set while a turn process is live; an idle runtime does not walk /proc at all.
         self._busy = trio.Event()
@@ -908,7 +915,7 @@ async def open_cli_process(
     ``term_grace + 2 s + stderr_drain``, and takes milliseconds when the process exits on
     SIGTERM.
     """
-    marker = new_marker()
+    marker = new_marker(None if tracker is None else tracker.marker_prefix)
     with (
         materialized(command) as (argv, env),
         nullcontext() if tracker is None else tracker._turn_cgroup(limits.resources) as cgroup,

@@ -131,10 +131,20 @@ def descendants(procs: dict[int, ProcStat], roots: Iterable[int]) -> set[int]:
     return found
 
 
-def new_marker() -> str:
-    """A fresh marker value: this process's pid (so a test can find what it started) and a
-    random part (so two turns never share one)."""
-    return f"{os.getpid()}.{secrets.token_hex(8)}"
+def new_marker(prefix: str | None = None) -> str:
+    """A fresh marker value: ``prefix``, the turns' runtime's (`marker_prefix`; by default
+    this process's pid, so a test can find what it started), and a random part (so two turns
+    never share one)."""
+    return f"{os.getpid() if prefix is None else prefix}.{secrets.token_hex(8)}"
+
+
+def marker_prefix(runtime_id: str) -> str:
+    """What the markers of the turns of the runtime ``runtime_id`` (of this process) start
+    with: the pid, then the random part of the id (`agentrt._driver._runtimes.new_runtime_id`).
+    Its fence guard kills by it (`agentrt._driver._fence_guard`), so it spares the turns of
+    the process's other runtimes (one runtime per job, test after test in one worker, the
+    asyncio and sync faces' threads)."""
+    return f"{os.getpid()}.{runtime_id.rsplit(':', 1)[-1]}"
 
 
 # The leaders of the turns running in this process, whatever runtime started them, each
