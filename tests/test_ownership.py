@@ -32,3 +32,25 @@ async def test_closing_waits_for_a_beat_to_the_guard_still_being_written(
         await trio.testing.wait_all_tasks_blocked()
         await ownership._stop_guard()
     assert guard.returncode == -signal.SIGKILL
+
+
+async def test_a_cancelled_close_still_tells_the_guard_exit() -> None:
+    # The close is cancelled (the runtime's bound on giving its leases back ran out, say)
+    # as it stops the guard: the guard must hear ``exit`` all the same. Left running, it
+    # would read the end of its stdin, once the pipe is collected, as the runtime's death.
+    ownership = Ownership(
+        None, None, node="n", runtime_id="r", ttl=10.0, on_lost=lambda name, reason: None
+    )
+    # Exits 0 only if its first line is exit.
+    argv = ["sh", "-c", 'read line && [ "$line" = exit ]']
+    guard = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE)
+    ownership._guard = guard
+    try:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await ownership._stop_guard()
+        assert guard.returncode == 0
+    finally:
+        if guard.returncode is None:
+            guard.kill()
+            await guard.wait()
