@@ -606,4 +606,3 @@ async def test_a_runtime_frozen_past_its_lease_has_its_cli_dead_before_another_n
     await trio.sleep(0.5)
     assert turn_processes(prefix) == []
     assert len(turn_processes(f"{second.pid}.")) == 2  # the new owner's turn runs on
-
