@@ -37,6 +37,7 @@ from ._cluster._reaper import reap_stale_turn
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
+from ._durable import Durable
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
@@ -354,6 +355,12 @@ class Supervisor(metaclass=NoPublicConstructor):
                 budgets=budgets,
                 fork_source=forked,
             )
+            if (requests := context.capabilities.requests) is not None:
+                # This runtime owns the name now: what a dead owner left is settled, and
+                # the stored queue is the agent's before any new request.
+                slot.requests = Durable(requests, name, agent_options)
+                await slot.requests.adopt(slot.mailbox)
+                self._check_open()
             child = Child(spec, self, slot)
             context.children[name] = child
             self._children[name] = child
