@@ -27,6 +27,7 @@ from .._errors import (
     LeaseLost,
     MailboxFull,
     NoRuntime,
+    OwnerDied,
     ProcessFailure,
     RestartLimitExceeded,
     RoutingError,
@@ -321,6 +322,12 @@ class _StoppedFields(_Fields, frozen=True):
     reason: str
 
 
+class _OwnerDiedFields(_Fields, frozen=True):
+    name: str
+    session_id: str | None
+    why: str
+
+
 class _TurnFailedFields(_Fields, frozen=True):
     reason: StopReason
     message: str
@@ -420,6 +427,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (AgentBusy, _BusyFields),
         (MailboxFull, _MailboxFullFields),
         (AgentStopped, _StoppedFields),
+        (OwnerDied, _OwnerDiedFields),
         (TurnFailed, _TurnFailedFields),
         (CliVersionMismatch, _VersionMismatchFields),
         (StoreError, _StoreFields),
