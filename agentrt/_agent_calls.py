@@ -11,7 +11,7 @@ face writes it out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._arguments import check_ref, wrong_type
@@ -20,9 +20,10 @@ from ._durable import check_key, find_by_key, no_key, poll_result, settled, wait
 from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
 from ._events import Response
 from ._operations import operation
+from ._records import StoredRequest
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentStatus
-from ._stores._protocols import RequestStore, Router
+from ._stores._protocols import Router
 from ._supervisor import Context
 
 
@@ -54,16 +55,18 @@ class AgentCalls:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         return method(child.address(), *arguments)
 
-    def _stored(self, name: str) -> RequestStore | None:
-        """The store's requests, where agent ``name`` is neither this runtime's nor
-        reachable by routing (another program owns it, or none does now): a ref of it is
-        read from the store."""
+    async def _stored(self, ref: Ref) -> StoredRequest | Literal[False] | None:
+        """The request ``ref`` as the store keeps it, where its agent is not this
+        runtime's (another program owns it, or none does now); False where it is not read
+        from the store: this runtime's agent, a store that keeps no requests, or one the
+        store does not know on a store that routes calls (the owner is asked)."""
         requests = self._context.capabilities.requests
-        if requests is None or self._router is not None or name in self._context.children:
-            return None
+        if requests is None or ref.name in self._context.children:
+            return False
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
-        return requests
+        found = await requests.find_request(ref.name, id=str(ref.id))
+        return False if found is None and self._router is not None else found
 
     @operation
     async def ask(self, name: str, prompt: str, key: str | None = None) -> Response:
@@ -145,9 +148,9 @@ class AgentCalls:
         store: its outcome is kept for ``result_ttl``.
 
         Cancellation: safe; polling changes nothing."""
-        stored = self._stored(check_ref(ref).name)
-        if stored is not None:
-            return poll_result(await stored.find_request(ref.name, id=str(ref.id)))
+        stored = await self._stored(check_ref(ref))
+        if stored is not False:
+            return poll_result(stored)
         return await self._resolve(ref.name).poll(ref)
 
     @operation
@@ -162,9 +165,11 @@ class AgentCalls:
         On a store that keeps requests a ref this runtime does not run (an earlier
         program's, or one of an agent another program owns, with no routing between
         them) is waited for in the store, read at most every second."""
-        stored = self._stored(check_ref(ref).name)
-        if stored is not None:
-            return settled(await wait_stored(stored, ref.name, str(ref.id)))
+        stored = await self._stored(check_ref(ref))
+        if stored is not False:
+            requests = self._context.capabilities.requests
+            assert requests is not None
+            return settled(await wait_stored(requests, ref.name, str(ref.id)))
         return await self._resolve(ref.name).wait(ref)
 
     @operation

@@ -1,9 +1,10 @@
-"""Programs on one SQLite store for the tests of durable requests (test_durable_requests.py).
+"""Programs on one store for the tests of durable requests (test_durable_requests.py).
 
     python durable_child.py STORE RECORD POLICY fill|run|caller
 
-Three agents ``a0``, ``a1``, ``a2`` on a scripted backend that appends each prompt it is
-given to RECORD (``agent<TAB>prompt<TAB>resumed session``), with ``on_owner_death=POLICY``.
+STORE is an SQLite file, or a PostgreSQL DSN (``host=... dbname=...``). Three agents
+``a0``, ``a1``, ``a2`` on a scripted backend that appends each prompt it is given to RECORD
+(``agent<TAB>prompt<TAB>resumed session``), with ``on_owner_death=POLICY``.
 
 ``fill``: halts ``a1`` and ``a2``, tells the 50 prompts ``p0`` .. ``p49`` (keys ``job-N``,
 agent ``aN%3``), and prints ``READY`` once ``a0``'s first turn runs; that turn never ends
@@ -54,7 +55,10 @@ def backend(name: str, record: Path, *, hang: bool) -> ScriptedBackend:
 
 async def main(store: str, record_path: str, policy: str, mode: str) -> None:
     record = Path(record_path)
-    async with agentrt.open_runtime(store=agentrt.SQLiteStore(store)) as rt:
+    opened: agentrt.SessionStore = (
+        agentrt.PostgresStore(store) if "dbname=" in store else agentrt.SQLiteStore(store)
+    )
+    async with agentrt.open_runtime(store=opened) as rt:
         if mode == "caller":
             for agent, key, _prompt in keyed():
                 ref = await rt.request(agent, key)

@@ -56,8 +56,8 @@ class _Lines:
         return self.lines
 
 
-async def _child(path: Path, record: Path, policy: str, mode: str) -> trio.Process:
-    argv = [sys.executable, str(CHILD), str(path), str(record), policy, mode]
+async def _child(path: str, record: Path, policy: str, mode: str) -> trio.Process:
+    argv = [sys.executable, str(CHILD), path, str(record), policy, mode]
     return await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
 
 
@@ -75,7 +75,15 @@ async def test_a_sigkilled_owner_s_queue_runs_once_in_order_in_the_next_program(
     program runs each of the 49 queued requests exactly once, in order per agent; the one
     that was running ends OwnerDied (or, with retry, runs once more on its session); a
     caller program that outlived the owner gets every answer by key."""
-    path, record = tmp_path / "sessions.sqlite3", tmp_path / "prompts.tsv"
+    await _sigkill_and_restart(str(tmp_path / "sessions.sqlite3"), tmp_path, policy)
+
+
+async def test_the_same_on_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
+    await _sigkill_and_restart(postgres_dsn, tmp_path, "fail")
+
+
+async def _sigkill_and_restart(path: str, tmp_path: Path, policy: str) -> None:
+    record = tmp_path / "prompts.tsv"
     owner = await _child(path, record, policy, "fill")
     caller = nxt = None
     try:
@@ -151,10 +159,10 @@ async def test_a_queued_request_survives_a_clean_close_and_a_withdrawn_one_does_
     async with open_runtime(store=SQLiteStore(path)) as rt:
         held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
         await rt.start_agent(Agent, name="a", backend=held)
-        running = await rt.tell("a", "first", key="k0")
+        running = await rt.tell("a", "first")
         await gate.wait_reached()
-        queued = await rt.tell("a", "second", key="k1")
-        dropped = await rt.tell("a", "third", key="k2")
+        queued = await rt.tell("a", "second")
+        dropped = await rt.tell("a", "third")
         assert await rt.withdraw(dropped)
         assert isinstance(await rt.poll(dropped), Withdrawn)
         assert isinstance(await rt.poll(queued), Pending)
