@@ -5,10 +5,12 @@ and callers re-attach by key, from this program or another one on the store."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -203,3 +205,37 @@ async def test_bad_durable_options_and_keys_are_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidOptions) as refused:
             await rt.tell("a", "one", key="")
         assert refused.value.key == "key"
+
+
+class _CountingStore(SQLiteStore):
+    """Counts the store calls that changed a row (each is one transaction)."""
+
+    writes = 0
+
+    async def _call(self, work: Any, *, fence: str | None = None, atomic: bool = False) -> Any:
+        def counted(conn: sqlite3.Connection) -> Any:
+            before = conn.total_changes
+            try:
+                return work(conn)
+            finally:
+                if conn.total_changes != before:
+                    type(self).writes += 1
+
+        return await super()._call(counted, fence=fence, atomic=atomic)
+
+
+@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 3), (0, 4)])
+async def test_a_request_costs_two_writes_beyond_its_turn_s_record(
+    tmp_path: Path, turn_history: int, per_request: int
+) -> None:
+    """Accepting and claiming are a write each; the outcome is written with the turn's
+    record where turn history is kept (3 in all for a scripted turn, whose record is the
+    one write it made before requests were kept), else on its own (4)."""
+    _CountingStore.writes = 0
+    async with open_runtime(store=_CountingStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper(), turn_history=turn_history)
+        await rt.ask("a", "warm up")  # the first turn writes the session's row too
+        before = _CountingStore.writes
+        for n in range(10):
+            await rt.ask("a", f"p{n}")
+        assert (_CountingStore.writes - before) / 10 == per_request
