@@ -140,6 +140,7 @@ class LocalAgent:
         check_prompt(prompt)
         check_key(key)
         request = slot.mailbox.request(prompt, origin, new_stored_id())
+        request.key = key
         stored_id = await durable.accept(request, key)
         if stored_id != request.stored_id:
             ref = ref_of(slot.name, stored_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import TYPE_CHECKING
 
 import attrs
@@ -224,7 +225,17 @@ class Durable:
         assert stored.prompt is not None  # a queued or running request keeps its prompt
         ref = ref_of(self.name, stored.id) or Ref(self.name, mailbox.new_id())
         size = len(stored.prompt.encode())
-        return Request(ref, stored.prompt, size, "tell", stored_id=stored.id)
+        # Its age counts from its acceptance in the store, on trio's clock.
+        accepted_at = trio.current_time() - max(0.0, time.time() - stored.accepted_at)
+        return Request(
+            ref,
+            stored.prompt,
+            size,
+            "tell",
+            stored_id=stored.id,
+            key=stored.key,
+            accepted_at=accepted_at,
+        )
 
     async def claim(self, mailbox: Mailbox, taken: Request) -> Request | None:
         """Claim the head of the stored queue, which ``taken`` (just taken from

@@ -78,6 +78,7 @@ class Mailbox:
             origin,
             trace_context=capture_context(),
             stored_id=stored_id,
+            accepted_at=trio.current_time(),
         )
 
     def admit(self, request: Request, *, idle: bool, bounded: bool = True) -> None:

@@ -79,6 +79,10 @@ class Request:
     # owner has claimed it (it runs under this lease epoch; a put-back one keeps its claim).
     stored_id: str | None = None
     claimed: bool = False
+    # Its idempotency key, if it has one (shown by `status`).
+    key: str | None = None
+    # When it was accepted (trio's clock; `status` shows the oldest queued one's age).
+    accepted_at: float = 0.0
 
     @property
     def settled(self) -> bool:

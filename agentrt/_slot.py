@@ -284,6 +284,7 @@ class Slot:
             state = "idle" if self.cli_pid is None else "idle_warm"
         mailbox = self.mailbox
         notifications = mailbox.notifications
+        queue = mailbox.queue
         return AgentStatus(
             name=self.name,
             state=state,
@@ -300,6 +301,8 @@ class Slot:
             cli_pid=self.cli_pid,
             **self._spending(),
             cli_version=self.cli_version,
+            oldest_queued=trio.current_time() - queue[0].accepted_at if queue else None,
+            queued_keys=tuple(r.key for r in queue if r.key is not None) if queue else (),
         )
 
     def _spending(self) -> dict[str, Any]:

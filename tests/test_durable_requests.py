@@ -168,7 +168,11 @@ async def test_a_queued_request_survives_a_clean_close_and_a_withdrawn_one_does_
         assert await rt.withdraw(dropped)
         assert isinstance(await rt.poll(dropped), Withdrawn)
         assert isinstance(await rt.poll(queued), Pending)
-        assert (await rt.status("a")).queued == 1
+        keyed = await rt.tell("a", "fourth", key="job-4")
+        status = await rt.status("a")
+        assert (status.queued, status.queued_keys) == (2, ("job-4",))
+        assert status.oldest_queued is not None and status.oldest_queued >= 0
+        assert await rt.withdraw(keyed)
     # The running request ended with the program (cancelled); the queued one waits for
     # the next owner, which runs it.
     backend = upper()

@@ -121,6 +121,8 @@ class _StatusData(_Data, frozen=True):
     budget_left_usd: float | None
     budget_left_tokens: int | None
     cli_version: str | None = None
+    oldest_queued: float | None = None
+    queued_keys: tuple[str, ...] = ()
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
