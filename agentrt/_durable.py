@@ -283,6 +283,17 @@ class Durable:
         except StoreError as exc:
             log_error(f"agent {self.name!r}: the store could not settle a request", exc, self.name)
 
+    async def withdraw_all(self, ids: list[str]) -> None:
+        """Withdraw the queued requests ``ids`` (their agent ended for good); a store that
+        cannot is logged (the next owner of the name runs them)."""
+        try:
+            for id in ids:
+                await self.withdraw(id)
+        except StoreError as exc:
+            log_error(
+                f"agent {self.name!r}: the store could not withdraw its queue", exc, self.name
+            )
+
     async def withdraw(self, id: str) -> bool:
         """Withdraw the queued request ``id`` in the store; False if it is not queued."""
         with trio.CancelScope(shield=True):

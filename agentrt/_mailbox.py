@@ -300,8 +300,14 @@ class Mailbox:
             if not request.settled:
                 self.fail(request, error)
 
-    def fail_queued(self, error: AgentStopped) -> None:
-        """Fail every queued request (the agent has ended and nobody takes over)."""
+    def fail_queued(self, error: AgentStopped) -> list[str]:
+        """Fail every queued request (the agent has ended and nobody takes over); the
+        stored ids of those a store keeps."""
+        stored: list[str] = []
         while self.queue:
-            self.fail(self.queue.popleft(), error)
+            request = self.queue.popleft()
+            if request.stored_id is not None:
+                stored.append(request.stored_id)
+            self.fail(request, error)
         self.queued_bytes = 0
+        return stored

@@ -150,6 +150,10 @@ class Child:
         host takes it over; returns once it has ended and its lease is given back."""
         context = self.supervisor._context
         await forget_spec(context.capabilities.specs, self.name)
+        durable, queue = self.slot.requests, self.slot.mailbox.queue
+        if durable is not None and queue:
+            # Withdrawn before they fail here, so no later owner of the name runs them.
+            await durable.withdraw_all([r.stored_id for r in queue if r.stored_id is not None])
         actor = self.supervisor._discard(self, "stopped")
         if actor is not None:
             await actor.wait_exited()
@@ -454,10 +458,19 @@ class Supervisor(metaclass=NoPublicConstructor):
             # keep their specs, for the hosts.
             self._remove(child)
             self._context.ownership.release_soon(child.name, retire=not self._context.closed)
-            child.slot.mailbox.fail_queued(exit.error)
+            self._fail_queued(child, exit.error)
             return
         self._pending.append((child, exit.error.reason))
         self._wakeup.set()
+
+    def _fail_queued(self, child: Child, error: AgentStopped) -> None:
+        """Fail the queue of an agent that ended for good. In a store that keeps requests
+        they are withdrawn too while the runtime stays open (their callers were told
+        `AgentStopped`); a closing runtime leaves them queued for the next owner."""
+        stored = child.slot.mailbox.fail_queued(error)
+        durable = child.slot.requests
+        if stored and durable is not None and not self._context.closed:
+            self._nursery.start_soon(durable.withdraw_all, stored)
 
     def _remove(self, child: Child) -> None:
         child.removed = True
@@ -478,7 +491,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         else:
             error = AgentStopped(child.name, reason)
             error.__cause__ = cause
-            child.slot.mailbox.fail_queued(error)
+            self._fail_queued(child, error)
             self._context.ownership.release_soon(child.name)
         return actor
 

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 import trio
+from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
+    AgentStopped,
     Completed,
     Failed,
     InvalidOptions,
@@ -243,3 +245,35 @@ async def test_a_request_costs_two_writes_beyond_its_turn_s_record(
         for n in range(10):
             await rt.ask("a", f"p{n}")
         assert (_CountingStore.writes - before) / 10 == per_request
+
+
+async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:
+    """stop_agent fails the queued requests (AgentStopped) and withdraws them in the store:
+    the next owner of the name does not run what its callers were told has stopped."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+        await rt.start_agent(Agent, name="a", backend=held)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", "second", key="job-2")
+        asked = await rt.tell("a", "an ask's turn")
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                with pytest.raises(AgentStopped):
+                    await rt.ask("a", "asked")
+
+            nursery.start_soon(ask)
+            await wait_for_status(rt, "a", lambda status: status.queued == 3)
+            await rt.stop_agent("a")
+        # Gone from here: the store's word, read from it.
+        assert isinstance(await rt.poll(queued), Withdrawn)
+        assert isinstance(await rt.poll(asked), Withdrawn)
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        assert isinstance(await rt.wait(queued), Withdrawn)
+        assert (await rt.ask("a", "third")).text == "THIRD"
+    assert backend.prompts == ["third"]
