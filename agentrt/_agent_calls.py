@@ -11,20 +11,30 @@ face writes it out.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._arguments import check_ref, wrong_type
 from ._channel import ContextUsage
 from ._durable import check_key, find_by_key, no_key, poll_result, settled, wait_stored
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
+from ._errors import (
+    AgentNotFound,
+    AgentRTError,
+    AgentStopped,
+    InvalidOptions,
+    NoRuntime,
+    RoutingError,
+)
 from ._events import Response
 from ._operations import operation
-from ._records import StoredRequest
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentStatus
-from ._stores._protocols import Router
+from ._stores._protocols import RequestStore, Router
 from ._supervisor import Context
+
+# What a routed wait or poll raises where no owner answers for the ref (none runs the agent,
+# or its owner died or lost the lease meanwhile): the store that keeps requests is read.
+_UNREACHED = (AgentNotFound, AgentStopped, RoutingError)
 
 
 class AgentCalls:
@@ -55,18 +65,16 @@ class AgentCalls:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         return method(child.address(), *arguments)
 
-    async def _stored(self, ref: Ref) -> StoredRequest | Literal[False] | None:
-        """The request ``ref`` as the store keeps it, where its agent is not this
-        runtime's (another program owns it, or none does now); False where it is not read
-        from the store: this runtime's agent, a store that keeps no requests, or one the
-        store does not know on a store that routes calls (the owner is asked)."""
+    def _stored(self, ref: Ref) -> RequestStore | None:
+        """The store's requests, where ``ref``'s agent is not this runtime's (another
+        program owns it, or none does now) on a store that keeps them: a ref the owner
+        does not answer for (or no owner is reachable) is read from the store."""
         requests = self._context.capabilities.requests
         if requests is None or ref.name in self._context.children:
-            return False
+            return None
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
-        found = await requests.find_request(ref.name, id=str(ref.id))
-        return False if found is None and self._router is not None else found
+        return requests
 
     @operation
     async def ask(self, name: str, prompt: str, key: str | None = None) -> Response:
@@ -148,10 +156,17 @@ class AgentCalls:
         store: its outcome is kept for ``result_ttl``.
 
         Cancellation: safe; polling changes nothing."""
-        stored = await self._stored(check_ref(ref))
-        if stored is not False:
-            return poll_result(stored)
-        return await self._resolve(ref.name).poll(ref)
+        requests = self._stored(check_ref(ref))
+        if requests is None:
+            return await self._resolve(ref.name).poll(ref)
+        if self._router is not None:
+            try:
+                result = await self._resolve(ref.name).poll(ref)
+            except _UNREACHED:
+                result = NotFound()
+            if not isinstance(result, NotFound):
+                return result
+        return poll_result(await requests.find_request(ref.name, id=str(ref.id)))
 
     @operation
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
@@ -165,12 +180,17 @@ class AgentCalls:
         On a store that keeps requests a ref this runtime does not run (an earlier
         program's, or one of an agent another program owns, with no routing between
         them) is waited for in the store, read at most every second."""
-        stored = await self._stored(check_ref(ref))
-        if stored is not False:
-            requests = self._context.capabilities.requests
-            assert requests is not None
-            return settled(await wait_stored(requests, ref.name, str(ref.id)))
-        return await self._resolve(ref.name).wait(ref)
+        requests = self._stored(check_ref(ref))
+        if requests is None:
+            return await self._resolve(ref.name).wait(ref)
+        if self._router is not None:
+            try:
+                result = await self._resolve(ref.name).wait(ref)
+            except _UNREACHED:
+                result = NotFound()
+            if not isinstance(result, NotFound):
+                return result
+        return settled(await wait_stored(requests, ref.name, str(ref.id)))
 
     @operation
     async def notify(self, name: str, event: Any) -> None:

@@ -399,6 +399,7 @@ async def test_the_deployment_blocks_run(
     }
     fake_claude.set_script([AnthropicText("Fixed."), AnthropicText("Updated.")])
     await run_block("SQLiteStore(path)", namespace)
+    await run_block('rt.request("coder", "job-42")', namespace)  # re-attaching by key
     await run_block('node="worker-3", lease_ttl=10', namespace)
     await run_block("portable=True", namespace)
     # The routed calls reach "coder" on the runtime that owns it.
