@@ -64,6 +64,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "async def chat_warm": ("test_docs.py", "test_the_warm_session_block_keeps_one_cli"),
     "store_conformance(harness": ("test_docs.py", "test_the_store_kit_block_passes_on_a_toy_store"),
     "SQLiteStore(path)": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'rt.request("coder", "job-42")': ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="worker-3", lease_ttl=10': ("test_docs.py", "test_the_deployment_blocks_run"),
     "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
