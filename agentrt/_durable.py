@@ -24,6 +24,7 @@ from ._events import EventCoverage, Response, ResultEvent, StopReason
 from ._logs import log_error
 from ._options import AgentOptions
 from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
+from ._redact import redact
 from ._requests import (
     Completed,
     Failed,
@@ -104,7 +105,9 @@ def stored_outcome(outcome: Response | AgentRTError) -> RequestOutcome:
     """How ``outcome`` is kept in the store."""
     if isinstance(outcome, Response):
         return RequestOutcome(
-            outcome=outcome.stop_reason.value, answer=outcome.text, session_id=outcome.session_id
+            outcome=outcome.stop_reason.value,
+            answer=redact(outcome.text),
+            session_id=outcome.session_id,
         )
     if isinstance(outcome, TurnFailed):
         return RequestOutcome(
@@ -189,7 +192,9 @@ class Durable:
             id = await self.store.enqueue_request(
                 self.name,
                 id=request.stored_id,
-                prompt=request.prompt,
+                # Redacted: secrets never reach stored data. This program's turn runs the
+                # prompt as given (it holds it); only a later owner runs the stored one.
+                prompt=redact(request.prompt),
                 key=key,
                 origin=request.origin,
                 max_pending=options.max_pending,

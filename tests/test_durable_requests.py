@@ -277,3 +277,29 @@ async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path)
         assert isinstance(await rt.wait(queued), Withdrawn)
         assert (await rt.ask("a", "third")).text == "THIRD"
     assert backend.prompts == ["third"]
+
+
+async def test_a_secret_in_a_queued_prompt_or_an_answer_never_reaches_the_store(
+    tmp_path: Path,
+) -> None:
+    """This program runs its prompt as given; the store keeps it, and the answer,
+    redacted, so a later owner runs the redacted prompt."""
+    secret = "sk-ant-api03-" + "z" * 40
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    echo = ScriptedBackend(default=lambda call: reply(f"echo {call.prompt}", session_id="s"))
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+        await rt.start_agent(Agent, name="a", backend=held)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", f"use {secret} later")
+    assert secret.encode() not in path.read_bytes()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=echo)
+        result = await rt.wait(queued)
+        assert isinstance(result, Completed)
+        assert result.response.text == "echo use [REDACTED] later"
+        assert (await rt.ask("a", f"now {secret}")).text == f"echo now {secret}"
+    assert echo.prompts == ["use [REDACTED] later", f"now {secret}"]
+    assert secret.encode() not in path.read_bytes()
