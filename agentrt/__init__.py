@@ -29,9 +29,9 @@
 #     _mode _options _retention _segment _stuck _turn _turn_bounds _turn_channel
 #     _turn_response _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
-#     _actor _agent _approvals _arguments _budgets _callbacks _follow _foreign_awaits
-#     _forks _mailbox _portable _recorder _slot _tool_server _turn_history _turn_host
-#     _workspaces
+#     _actor _agent _approvals _arguments _budgets _callbacks _durable _follow
+#     _foreign_awaits _forks _mailbox _portable _recorder _slot _tool_server _turn_history
+#     _turn_host _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http
@@ -67,6 +67,7 @@ from ._api import notify as notify
 from ._api import open_supervisor as open_supervisor
 from ._api import poll as poll
 from ._api import remove_workspace as remove_workspace
+from ._api import request as request
 from ._api import reset_session as reset_session
 from ._api import set_model as set_model
 from ._api import set_permission_mode as set_permission_mode
@@ -109,6 +110,7 @@ from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
+from ._errors import OwnerDied as OwnerDied
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
 from ._errors import RoutingError as RoutingError
 from ._errors import SessionMismatch as SessionMismatch
@@ -217,6 +219,7 @@ __all__ = [
     "NoRuntime",
     "NotFound",
     "Omission",
+    "OwnerDied",
     "Pending",
     "PermissionDenial",
     "PollResult",
@@ -272,6 +275,7 @@ __all__ = [
     "open_supervisor",
     "poll",
     "remove_workspace",
+    "request",
     "reset_session",
     "set_model",
     "set_permission_mode",

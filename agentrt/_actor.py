@@ -64,6 +64,8 @@ logger = logging.getLogger("agentrt")
 
 # Bound on terminate_agent: it runs shielded while the agent stops.
 TERMINATE_GRACE = 5.0
+# Seconds before a claim the store refused is tried again.
+CLAIM_RETRY = 1.0
 # Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
 # SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
 CANCEL_MARGIN = 10.0
@@ -253,18 +255,45 @@ class Actor:
                     continue
                 await slot.park()
                 continue
+            if request.stored_id is not None and not request.claimed:
+                with AgentLogs(slot):
+                    claimed = await self._claim(request)
+                if claimed is None:
+                    continue
+                request = claimed
             with AgentLogs(slot):
                 await self._process(request)
             if mailbox.queue or mailbox.chained:
                 # Scripted turns may never block: let other tasks run between turns.
                 await trio.lowlevel.checkpoint()
 
+    async def _claim(self, request: Request) -> Request | None:
+        """Claim the stored ``request`` just taken (the store's head) before its turn
+        starts: the request to run now, current; None when there is none (withdrawn from
+        elsewhere, or the store failed: it goes back and is tried again after a pause)."""
+        slot = self.slot
+        durable = slot.requests
+        assert durable is not None
+        slot.current = None
+        try:
+            claimed = await durable.claim(slot.mailbox, request)
+        except StoreError as exc:
+            # A lost lease stops the agent (its fence); a failing store is tried again.
+            log_error(f"agent {self.name!r}: the store could not start a request", exc)
+            if not request.settled and not request.claimed:
+                slot.mailbox.put_back(request)
+            await trio.sleep(CLAIM_RETRY)
+            return None
+        if claimed is not None:
+            slot.begin(claimed)
+        return claimed
+
     async def _process(self, request: Request) -> None:
         slot = self.slot
         prompt = request.prompt
         spent = slot.budgets.exceeded(slot.name)
         if spent is not None:
-            self._refuse(request, spent)
+            await self._refuse(request, spent)
             return
         if "pre_turn" in self._overrides:
             decision = await self._callbacks.decide("pre_turn", prompt)
@@ -278,17 +307,14 @@ class Actor:
                 return
             if isinstance(decision, Prompt):
                 prompt = decision.text
-        outcome, final = await self._run_turn(prompt)
+        claimed = request if request.claimed else None
+        outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if (
-            isinstance(outcome, TurnFailed)
-            and outcome.reason is StopReason.SESSION_LOST
-            and self._on_session_lost == "fresh"
-        ):
+        if self._fresh_again(outcome):
             # Once, on a new session; the caller (same ref) gets this answer instead.
             await self._recorder.forget_session()
-            outcome, final = await self._run_turn(prompt)
+            outcome, final = await self._run_turn(prompt, claimed, first=False)
         ref = request.ref
         reaction: Reaction = None
         if isinstance(outcome, Response):
@@ -308,7 +334,15 @@ class Actor:
             slot.halt_pending = False
             slot.halted = True
 
-    def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
+    def _fresh_again(self, outcome: Response | TurnFailed) -> bool:
+        """Whether the turn runs once more on a new session (``on_session_lost="fresh"``)."""
+        return (
+            isinstance(outcome, TurnFailed)
+            and outcome.reason is StopReason.SESSION_LOST
+            and self._on_session_lost == "fresh"
+        )
+
+    async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of
         its queue waits."""
         slot = self.slot
@@ -316,6 +350,8 @@ class Actor:
         count_budget_refusal(self.name, self.backend.name)
         slot.current = None
         request.outcome = spent
+        if request.claimed and slot.requests is not None:
+            await slot.requests.settle(request, spent)
         slot.mailbox.settle(request, None)
         slot.halted = True
 
@@ -329,7 +365,11 @@ class Actor:
             return None
         return left
 
-    async def _run_turn(self, prompt: str) -> tuple[Response | TurnFailed, Event | None]:
+    async def _run_turn(
+        self, prompt: str, claimed: Request | None, *, first: bool
+    ) -> tuple[Response | TurnFailed, Event | None]:
+        """Run one turn for ``prompt``; the ``claimed`` stored request (if any) is settled
+        with the turn's record, unless the turn runs again (`_fresh_again`)."""
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
@@ -406,7 +446,10 @@ class Actor:
         if logger.isEnabledFor(logging.DEBUG):
             log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
-        await recorder.turn_ended(outcome, prompt=prompt, started_at=started_at, duration=duration)
+        settles = None if claimed is None or (first and self._fresh_again(outcome)) else claimed
+        await recorder.turn_ended(
+            outcome, prompt=prompt, started_at=started_at, duration=duration, settles=settles
+        )
         return outcome, turn.final
 
     async def _restore_transcript(self) -> Exception | None:
@@ -474,6 +517,8 @@ class Actor:
         slot = self.slot
         current, slot.current = slot.current, None
         if current is not None and not current.settled:
+            if current.claimed and slot.requests is not None:
+                await slot.requests.settle(current, error)
             slot.mailbox.fail(current, error)
         slot.mailbox.fail_chained(error)
         if "terminate_agent" in self._overrides:

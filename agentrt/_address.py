@@ -25,11 +25,22 @@ import trio
 
 from ._arguments import check_prompt, wrong_type
 from ._channel import ContextUsage
-from ._errors import AgentNotFound
+from ._durable import (
+    answer_of,
+    check_key,
+    find_by_key,
+    new_stored_id,
+    no_key,
+    poll_result,
+    ref_of,
+    settled,
+    wait_stored,
+)
+from ._errors import AgentNotFound, InvalidOptions
 from ._events import Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
-from ._requests import NotFound, Pending, PollResult, Ref, Settled
+from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router
@@ -84,9 +95,16 @@ class LocalAgent:
         # Bound on a cancelled ask's shielded wait for its turn's processes to be gone.
         self._grace = cancel_grace
 
-    async def ask(self, prompt: str) -> Response:
+    async def ask(self, prompt: str, key: str | None = None) -> Response:
         slot = self._slot
-        request = slot.submit(prompt, "ask")
+        if slot.requests is None:
+            no_key(key)
+            request = slot.submit(prompt, "ask")
+        else:
+            stored = await self._accept(prompt, "ask", key)
+            if isinstance(stored, Ref):  # the key's first request: its answer is this one's
+                return answer_of(await self.wait(stored))
+            request = stored
         try:
             await request.wait()
         except BaseException:
@@ -94,6 +112,9 @@ class LocalAgent:
             if turn_over is not None:
                 with trio.move_on_after(self._grace, shield=True):
                     await turn_over.wait()
+            elif request.cancelled and slot.requests is not None:
+                assert request.stored_id is not None
+                await slot.requests.withdraw(request.stored_id)
             raise
         outcome = request.outcome
         if isinstance(outcome, Response):
@@ -101,20 +122,59 @@ class LocalAgent:
         assert outcome is not None
         raise outcome
 
-    async def tell(self, prompt: str) -> Ref:
-        await trio.lowlevel.checkpoint()
-        return self._slot.submit(prompt, "tell").ref
+    async def tell(self, prompt: str, key: str | None = None) -> Ref:
+        slot = self._slot
+        if slot.requests is None:
+            no_key(key)
+            await trio.lowlevel.checkpoint()
+            return slot.submit(prompt, "tell").ref
+        stored = await self._accept(prompt, "tell", key)
+        return stored if isinstance(stored, Ref) else stored.ref
+
+    async def _accept(self, prompt: str, origin: Origin, key: str | None) -> Request | Ref:
+        """Store a new request and hand it to the agent; or, for a ``key`` the store keeps
+        a request under already, that request's `Ref` (nothing new stored or started)."""
+        slot = self._slot
+        durable = slot.requests
+        assert durable is not None
+        check_prompt(prompt)
+        check_key(key)
+        request = slot.mailbox.request(prompt, origin, new_stored_id())
+        request.key = key
+        stored_id = await durable.accept(request, key)
+        if stored_id != request.stored_id:
+            ref = ref_of(slot.name, stored_id)
+            if ref is None:
+                raise InvalidOptions("key", key, "its request was not made by agentrt: no Ref")
+            return ref
+        slot.enter(request, bounded=False)
+        return request
+
+    async def request(self, key: str) -> Ref | None:
+        """The `Ref` of the kept request ``key`` names (see `Runtime.request`)."""
+        durable = self._slot.requests
+        if durable is None:
+            no_key(key)
+        assert durable is not None
+        return await find_by_key(durable.store, self._slot.name, key)
 
     async def poll(self, ref: Ref) -> PollResult:
+        slot = self._slot
+        result = slot.mailbox.poll(ref)
+        if isinstance(result, NotFound) and slot.requests is not None and ref.name == slot.name:
+            return poll_result(await slot.requests.store.find_request(ref.name, id=str(ref.id)))
         await trio.lowlevel.checkpoint()
-        return self._slot.mailbox.poll(ref)
+        return result
 
     async def wait(self, ref: Ref) -> Settled | NotFound:
-        mailbox = self._slot.mailbox
+        slot = self._slot
+        mailbox = slot.mailbox
         request = mailbox.find(ref)
         if request is None:
-            await trio.lowlevel.checkpoint()
             result = mailbox.poll(ref)
+            if isinstance(result, NotFound) and slot.requests is not None and ref.name == slot.name:
+                return settled(await wait_stored(slot.requests.store, ref.name, str(ref.id)))
+            await trio.lowlevel.checkpoint()
             assert not isinstance(result, Pending)
             return result
         await request.wait()
@@ -144,8 +204,19 @@ class LocalAgent:
         return self._slot.interrupt_request(ref)
 
     async def withdraw(self, ref: Ref) -> bool:
-        await trio.lowlevel.checkpoint()
-        return self._slot.withdraw(ref)
+        slot = self._slot
+        request = slot.mailbox.find(ref)
+        withdrawn = slot.withdraw(ref)
+        durable = slot.requests
+        if durable is None or ref.name != slot.name:
+            await trio.lowlevel.checkpoint()
+            return withdrawn
+        if request is None:  # not in this runtime's queue: one another program stored
+            return await durable.withdraw(str(ref.id))
+        if request.stored_id is None:  # a prompt the agent chained to itself
+            await trio.lowlevel.checkpoint()
+            return withdrawn
+        return await durable.withdraw(request.stored_id) or withdrawn
 
     async def halt(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -180,7 +251,11 @@ class LocalAgent:
 
 # The checks a routed argument gets before it leaves, by how it travels (`Travels`); the
 # owner's `LocalAgent` checks the rest as it checks its own callers'.
-_CHECKS: dict[Travels, Callable[[Any], object]] = {"prompt": check_prompt, "event": check_event}
+_CHECKS: dict[Travels, Callable[[Any], object]] = {
+    "prompt": check_prompt,
+    "event": check_event,
+    "key": check_key,
+}
 
 
 def _routed(

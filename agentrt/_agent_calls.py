@@ -16,13 +16,25 @@ from typing import Any
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._arguments import check_ref, wrong_type
 from ._channel import ContextUsage
-from ._errors import AgentNotFound, AgentRTError, InvalidOptions, NoRuntime
+from ._durable import check_key, find_by_key, no_key, poll_result, settled, wait_stored
+from ._errors import (
+    AgentNotFound,
+    AgentRTError,
+    AgentStopped,
+    InvalidOptions,
+    NoRuntime,
+    RoutingError,
+)
 from ._events import Response
 from ._operations import operation
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentStatus
-from ._stores._protocols import Router
+from ._stores._protocols import RequestStore, Router
 from ._supervisor import Context
+
+# What a routed wait or poll raises where no owner answers for the ref (none runs the agent,
+# or its owner died or lost the lease meanwhile): the store that keeps requests is read.
+_UNREACHED = (AgentNotFound, AgentStopped, RoutingError)
 
 
 class AgentCalls:
@@ -53,8 +65,19 @@ class AgentCalls:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         return method(child.address(), *arguments)
 
+    def _stored(self, ref: Ref) -> RequestStore | None:
+        """The store's requests, where ``ref``'s agent is not this runtime's (another
+        program owns it, or none does now) on a store that keeps them: a ref the owner
+        does not answer for (or no owner is reachable) is read from the store."""
+        requests = self._context.capabilities.requests
+        if requests is None or ref.name in self._context.children:
+            return None
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        return requests
+
     @operation
-    async def ask(self, name: str, prompt: str) -> Response:
+    async def ask(self, name: str, prompt: str, key: str | None = None) -> Response:
         """Send ``prompt`` to agent ``name`` and wait for the turn's `Response`.
 
         Asks to a busy (or restarting) agent queue in FIFO order. Raises `TurnFailed` (with
@@ -72,18 +95,55 @@ class AgentCalls:
         On a `PostgresStore`, an agent another runtime owns is asked there (see
         docs/deployment.md, "Calls to agents other runtimes own"); cancelling such an ask
         cancels it there.
+
+        On a store that keeps requests (`SQLiteStore`, `PostgresStore`) the request is
+        stored before the ask waits, and outlives this program (see `tell`); ``key`` is
+        its idempotency key, as for `tell`: an ask with a key the store keeps a request
+        under already waits for that request's answer. A request whose runtime died while
+        its turn ran raises `OwnerDied` (``on_owner_death``).
         """
-        return await self._resolve(name).ask(prompt)
+        return await self._resolve(name).ask(prompt, key)
 
     @operation
-    async def tell(self, name: str, prompt: str) -> Ref:
+    async def tell(self, name: str, prompt: str, key: str | None = None) -> Ref:
         """Queue ``prompt`` for agent ``name`` and return its `Ref`, without waiting for the
         turn; collect the result with `poll` or `wait`. Raises `MailboxFull` when the queue
         is full, `AgentNotFound`. For an agent another runtime owns, the `Ref` is that
         runtime's, and `wait` and `poll` reach it there.
 
-        Cancellation: a tell cancelled before it returns queues nothing."""
-        return await self._resolve(name).tell(prompt)
+        On a store that keeps requests (`SQLiteStore`, `PostgresStore`) the request is
+        stored before `tell` returns: it runs once, in order, even if this program dies
+        (the next owner of ``name`` runs it), and its outcome is kept for the agent's
+        ``result_ttl``, for `wait` and `poll` from any program on the store.
+        ``key`` (a non-empty str) is an idempotency key: while the store keeps a request
+        of ``name`` under it, a tell with it stores and starts nothing and returns that
+        request's `Ref` (`request` finds it by key). A key on `MemoryStore` raises
+        `InvalidOptions`.
+
+        Cancellation: a tell cancelled before it returns queues nothing. On a store that
+        keeps requests the write is shielded: once begun, the request is stored and the
+        tell returns it; the cancellation is seen after."""
+        return await self._resolve(name).tell(prompt, key)
+
+    @operation
+    async def request(self, name: str, key: str) -> Ref | None:
+        """The `Ref` of agent ``name``'s request kept under the idempotency key ``key``
+        (queued, running, or settled within its ``result_ttl``), read from the store; None
+        if it keeps none. With it a caller re-attaches to its work after its own restart,
+        or from another program on the store: `wait` and `poll` reach the request where
+        it is (its owner here, or the store, read at a bounded interval). Raises
+        `InvalidOptions` on a store that keeps no requests (`MemoryStore`), or for a key
+        that is not a non-empty str.
+
+        Cancellation: safe; reading changes nothing."""
+        check_key(key)
+        requests = self._context.capabilities.requests
+        if requests is None:
+            no_key(key)
+        assert requests is not None
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        return await find_by_key(requests, name, key)
 
     @operation
     async def poll(self, ref: Ref) -> PollResult:
@@ -91,8 +151,22 @@ class AgentCalls:
         names); `NotFound` for an unknown ref or one whose result was evicted (oldest first,
         beyond ``max_results`` or ``max_result_bytes``). Raises `AgentNotFound`.
 
+        On a store that keeps requests a ref the runtime no longer holds in memory (an
+        earlier program's, or one of an agent another program owns) is read from the
+        store: its outcome is kept for ``result_ttl``.
+
         Cancellation: safe; polling changes nothing."""
-        return await self._resolve(check_ref(ref).name).poll(ref)
+        requests = self._stored(check_ref(ref))
+        if requests is None:
+            return await self._resolve(ref.name).poll(ref)
+        if self._router is not None:
+            try:
+                result = await self._resolve(ref.name).poll(ref)
+            except _UNREACHED:
+                result = NotFound()
+            if not isinstance(result, NotFound):
+                return result
+        return poll_result(await requests.find_request(ref.name, id=str(ref.id)))
 
     @operation
     async def wait(self, ref: Ref) -> Completed | Failed | Withdrawn | NotFound:
@@ -101,8 +175,22 @@ class AgentCalls:
         Raises `AgentNotFound` when no agent of that name runs.
 
         Cancellation: only the wait is cancelled; the tell goes on (it is fire-and-forget:
-        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`)."""
-        return await self._resolve(check_ref(ref).name).wait(ref)
+        withdraw it while queued with `withdraw`, or stop it with `interrupt_request`).
+
+        On a store that keeps requests a ref this runtime does not run (an earlier
+        program's, or one of an agent another program owns, with no routing between
+        them) is waited for in the store, read at most every second."""
+        requests = self._stored(check_ref(ref))
+        if requests is None:
+            return await self._resolve(ref.name).wait(ref)
+        if self._router is not None:
+            try:
+                result = await self._resolve(ref.name).wait(ref)
+            except _UNREACHED:
+                result = NotFound()
+            if not isinstance(result, NotFound):
+                return result
+        return settled(await wait_stored(requests, ref.name, str(ref.id)))
 
     @operation
     async def notify(self, name: str, event: Any) -> None:

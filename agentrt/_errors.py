@@ -119,6 +119,24 @@ class AgentStopped(AgentRTError):
         super().__init__(f"agent {name!r} stopped: {reason}")
 
 
+class OwnerDied(AgentRTError):
+    """The runtime that was running this request's turn ended mid-turn (killed, or its
+    lease lost), and the runtime that owns the agent now did not run it again (the
+    agent's ``on_owner_death`` is ``"fail"``, or it had run twice already). What the
+    turn did before is in the session ``session_id`` (None if it had none yet), which
+    the agent's next turns resume."""
+
+    def __init__(self, name: str, session_id: str | None, why: str = "") -> None:
+        self.name = name
+        self.session_id = session_id
+        self.why = why
+        session = "no session yet" if session_id is None else f"session {session_id}"
+        super().__init__(
+            f"agent {name!r}: the owner running this request ended mid-turn ({session})"
+            + (f": {why}" if why else "")
+        )
+
+
 class TurnFailed(AgentRTError):
     """A turn ended without a successful result. ``usage`` and ``cost_usd`` are what it
     spent as far as the CLI reported it (None where it reported nothing)."""

@@ -67,18 +67,28 @@ class Mailbox:
     def chained_count(self) -> int:
         return len(self.chained) if self.chained else 0
 
-    def request(self, prompt: str, origin: Origin) -> Request:
-        """A new request for ``prompt``, not queued yet."""
-        ref = Ref(self.name, self.new_id())
-        return Request(ref, prompt, len(prompt.encode()), origin, trace_context=capture_context())
+    def request(self, prompt: str, origin: Origin, stored_id: str | None = None) -> Request:
+        """A new request for ``prompt``, not queued yet; with ``stored_id`` (decimal), one
+        for a store that keeps requests, named by that id."""
+        ref = Ref(self.name, self.new_id() if stored_id is None else int(stored_id))
+        return Request(
+            ref,
+            prompt,
+            len(prompt.encode()),
+            origin,
+            trace_context=capture_context(),
+            stored_id=stored_id,
+            accepted_at=trio.current_time(),
+        )
 
-    def admit(self, request: Request, *, idle: bool) -> None:
+    def admit(self, request: Request, *, idle: bool, bounded: bool = True) -> None:
         """Queue ``request``, or raise `MailboxFull` (an idle agent with nothing queued
-        takes one prompt even with ``max_pending=0``)."""
+        takes one prompt even with ``max_pending=0``); not ``bounded``: the store that
+        keeps requests has checked the bounds as it accepted it."""
         queue = self.queue
         if queue is None:
             queue = self.queue = deque()
-        if queue or not idle:
+        if bounded and (queue or not idle):
             options = self.options
             if len(queue) >= options.max_pending:
                 self._overloaded("max_pending", options.max_pending)
@@ -90,6 +100,18 @@ class Mailbox:
 
     def _overloaded(self, limit: str, maximum: int) -> None:
         raise MailboxFull(self.name, limit, maximum, self.queued, self.queued_bytes)
+
+    def adopt(self, request: Request) -> None:
+        """Queue a request a store kept (accepted by an earlier owner or another program)."""
+        self.admit(request, idle=True, bounded=False)
+
+    def take_stored(self, stored_id: str) -> Request | None:
+        """Take the queued request whose stored id is ``stored_id`` out of the queue."""
+        for request in self.queue or ():
+            if request.stored_id == stored_id:
+                self.remove(request)
+                return request
+        return None
 
     def track(self, request: Request) -> None:
         if request.origin != "ask":
@@ -148,6 +170,11 @@ class Mailbox:
             if not self.chained or request not in self.chained:
                 return False
             self.chained.remove(request)
+        self.settle_withdrawn(request, session_id)
+        return True
+
+    def settle_withdrawn(self, request: Request, session_id: str | None) -> None:
+        """Settle ``request``, out of the queue, as `Withdrawn`."""
         request.cancelled = True
         terminal = ErrorEvent(
             timestamp=trio.current_time(),
@@ -156,7 +183,6 @@ class Mailbox:
             session_id=session_id,
         )
         self.settle(request, terminal)
-        return True
 
     def subscribe(self, ref: Ref) -> EventStream:
         """The live events of the queued or running request ``ref`` (empty if neither)."""
@@ -274,8 +300,14 @@ class Mailbox:
             if not request.settled:
                 self.fail(request, error)
 
-    def fail_queued(self, error: AgentStopped) -> None:
-        """Fail every queued request (the agent has ended and nobody takes over)."""
+    def fail_queued(self, error: AgentStopped) -> list[str]:
+        """Fail every queued request (the agent has ended and nobody takes over); the
+        stored ids of those a store keeps."""
+        stored: list[str] = []
         while self.queue:
-            self.fail(self.queue.popleft(), error)
+            request = self.queue.popleft()
+            if request.stored_id is not None:
+                stored.append(request.stored_id)
+            self.fail(request, error)
         self.queued_bytes = 0
+        return stored

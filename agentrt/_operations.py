@@ -45,10 +45,11 @@ import attrs
 P = ParamSpec("P")
 R = TypeVar("R")
 
-Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count"]
+Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count", "key"]
 """How a routed argument travels: a prompt (a str, checked non-blank before it leaves); a
 str; a str or None; a `Ref`; a notify's event (plain data only, checked before it leaves);
-an int >= 0."""
+an int >= 0; an idempotency key (a str or None, left out of the row when None, so a call
+without one is the row it was before keys)."""
 
 Answer = Literal[
     "response", "ref", "poll", "settled", "bool", "status", "none", "context_usage", "events"
@@ -81,8 +82,10 @@ class Operation:
 OPERATIONS: Mapping[str, Operation] = {
     op.name: op
     for op in (
-        Operation("ask", "name", (("prompt", "prompt"),), "response"),
-        Operation("tell", "name", (("prompt", "prompt"),), "ref"),
+        Operation("ask", "name", (("prompt", "prompt"), ("key", "key")), "response"),
+        Operation("tell", "name", (("prompt", "prompt"), ("key", "key")), "ref"),
+        # Read from the store where the runtime is: never routed.
+        Operation("request", "name", (("key", "text"),), None),
         Operation("poll", "ref", (), "poll"),
         Operation("wait", "ref", (), "settled"),
         Operation("stream", "ref", (), None, awaited=False),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
+OwnerDeathPolicy = Literal["fail", "retry"]
 
 
 def _seconds_or_none(key: str, value: object) -> float | None:
@@ -86,6 +87,32 @@ def _session_lost(key: str, value: object) -> SessionLostPolicy:
     if value == "fresh":
         return "fresh"
     raise InvalidOptions(key, value, "must be 'fail' or 'fresh'")
+
+
+def _owner_death(key: str, value: object) -> OwnerDeathPolicy:
+    if value == "fail":
+        return "fail"
+    if value == "retry":
+        return "retry"
+    raise InvalidOptions(
+        key,
+        value,
+        "must be 'fail' (the request ends OwnerDied) or 'retry' (it runs once more, on the "
+        "same session)",
+    )
+
+
+def _result_ttl(key: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidOptions(
+            key, value, "must be a finite number of seconds >= 0 (how long a result is kept)"
+        )
+    return float(value)
 
 
 def _failover(key: str, value: object) -> bool | None:
@@ -230,6 +257,14 @@ class AgentOptions:
     on_session_lost: SessionLostPolicy | None = attrs.field(
         default=None, metadata=_checked_by(_session_lost)
     )
+    # On a store that keeps requests: what becomes of the request whose turn was running
+    # when its owner died ("fail": it ends OwnerDied, as a turn that ran tools may have
+    # changed things a second run would change again; "retry": it runs once more, resumed),
+    # and how long a settled request's outcome is kept for `wait`, `poll` and its key.
+    on_owner_death: OwnerDeathPolicy = attrs.field(
+        default="fail", metadata=_checked_by(_owner_death)
+    )
+    result_ttl: float = attrs.field(default=86400.0, metadata=_checked_by(_result_ttl))
 
     # Memory, tasks and CPU of each turn's processes (and of a warm CLI's), in the turn's
     # cgroup: see agentrt.Limits. None: unlimited.

@@ -20,6 +20,7 @@ from ._budget_spending import counted_tokens
 from ._errors import StoreError, TurnFailed
 from ._events import NO_TOTALS, Response
 from ._logs import log_error
+from ._requests import Request
 from ._slot import Slot
 from ._stores._protocols import LiveProcessStore, SessionStore, TurnHistoryStore
 from ._turn_history import history_entry
@@ -186,12 +187,19 @@ class Recorder:
                 log_error(f"agent {name!r}: the session store could not clear a process", exc)
 
     async def turn_ended(
-        self, outcome: Response | TurnFailed, *, prompt: str, started_at: float, duration: float
+        self,
+        outcome: Response | TurnFailed,
+        *,
+        prompt: str,
+        started_at: float,
+        duration: float,
+        settles: Request | None = None,
     ) -> None:
         """Count the turn, with its cost and usage, in the session's totals and the store's
         row, and keep its entry in the store's turn history, in one write (not for a turn
-        that never started). ``started_at`` is the wall clock when it started, ``duration``
-        its seconds."""
+        that never started), which also settles the stored request ``settles`` (with turn
+        history kept; else its own write). ``started_at`` is the wall clock when it
+        started, ``duration`` its seconds."""
         stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
@@ -201,13 +209,25 @@ class Recorder:
         slot.spent_usd += cost or 0.0
         slot.spent_tokens += counted_tokens(usage)
         slot.budgets.charge(name, cost, usage)
+        durable = slot.requests if settles is not None else None
         if slot.unclaimed:
+            if durable is not None and settles is not None:
+                await durable.settle(settles, outcome)
             return  # the turn never started: nothing to record
         try:
             if self._history is not None:
                 entry = history_entry(
                     name, self.node, prompt, outcome, started_at=started_at, duration=duration
                 )
+                if durable is not None and settles is not None:
+                    await durable.settle(
+                        settles,
+                        outcome,
+                        turn=entry,
+                        session_id=slot.session_id,
+                        keep=self.keep_turns,
+                    )
+                    return
                 await self._history.record_turn_with_history(
                     entry, session_id=slot.session_id, keep=self.keep_turns
                 )
@@ -222,6 +242,8 @@ class Recorder:
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
             log_error(f"agent {name!r}: the session store could not record a turn", exc)
+        if durable is not None and settles is not None:
+            await durable.settle(settles, outcome)
 
     async def save_state(self, blob: bytes | None) -> None:
         """Keep ``blob``, what ``checkpoint_state`` returned, encoded; unchanged state is

@@ -38,7 +38,8 @@ class Completed:
 
 @attrs.frozen
 class Failed:
-    """The request's turn failed (`TurnFailed`), or its agent stopped (`AgentStopped`)."""
+    """The request's turn failed (`TurnFailed`), its agent stopped (`AgentStopped`), or
+    the runtime running it died mid-turn (`OwnerDied`, on a store that keeps requests)."""
 
     error: AgentRTError
 
@@ -74,6 +75,14 @@ class Request:
     subscriptions: list[Subscriber] | None = None
     # The OpenTelemetry context the request was made in: its span parents the turn's.
     trace_context: object = None
+    # On a store that keeps requests (`agentrt._durable`): its id there, and whether this
+    # owner has claimed it (it runs under this lease epoch; a put-back one keeps its claim).
+    stored_id: str | None = None
+    claimed: bool = False
+    # Its idempotency key, if it has one (shown by `status`).
+    key: str | None = None
+    # When it was accepted (trio's clock; `status` shows the oldest queued one's age).
+    accepted_at: float = 0.0
 
     @property
     def settled(self) -> bool:

@@ -19,6 +19,7 @@ from ._arguments import check_prompt
 from ._budgets import NO_BUDGETS, Budgets
 from ._channel import SETTINGS, ChannelCall
 from ._driver._lifecycle import CliLifecycle
+from ._durable import Durable
 from ._errors import AgentBusy, InvalidOptions
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
@@ -80,6 +81,8 @@ class Slot:
     _parked: trio.lowlevel.Task | None = None
     # Set when the running turn has ended (its processes gone), for a cancelled asker.
     _turn_over: trio.Event | None = None
+    # On a store that keeps requests: the agent's requests there (None: in memory only).
+    requests: Durable | None = None
 
     @property
     def name(self) -> str:
@@ -160,13 +163,19 @@ class Slot:
         Raises `MailboxFull` if the queue is full by count or bytes."""
         check_prompt(prompt)
         request = self.mailbox.request(prompt, origin)
+        self.enter(request)
+        return request
+
+    def enter(self, request: Request, *, bounded: bool = True) -> None:
+        """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
+        requests has checked the mailbox's bounds as it accepted it."""
         if self._parked is not None and not self.halted:
             self.mailbox.track(request)
             self.begin(request)
             self._wake()
         else:
-            self.mailbox.admit(request, idle=self.current is None and not self.halted)
-        return request
+            idle = self.current is None and not self.halted
+            self.mailbox.admit(request, idle=idle, bounded=bounded)
 
     def abandon(self, request: Request) -> trio.Event | None:
         """The asker was cancelled: a queued request leaves the queue and never runs; a
@@ -275,6 +284,7 @@ class Slot:
             state = "idle" if self.cli_pid is None else "idle_warm"
         mailbox = self.mailbox
         notifications = mailbox.notifications
+        queue = mailbox.queue
         return AgentStatus(
             name=self.name,
             state=state,
@@ -291,6 +301,8 @@ class Slot:
             cli_pid=self.cli_pid,
             **self._spending(),
             cli_version=self.cli_version,
+            oldest_queued=trio.current_time() - queue[0].accepted_at if queue else None,
+            queued_keys=tuple(r.key for r in queue if r.key is not None) if queue else (),
         )
 
     def _spending(self) -> dict[str, Any]:

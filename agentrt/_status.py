@@ -70,6 +70,10 @@ class AgentStatus:
     budget_left_tokens: int | None = None
     # The version its latest turn's CLI reported (or printed when asked); None before one.
     cli_version: str | None = None
+    # Seconds the oldest queued request has waited (None: none queued), and the
+    # idempotency keys of the queued requests that have one, in the order they will run.
+    oldest_queued: float | None = None
+    queued_keys: tuple[str, ...] = ()
 
 
 @attrs.frozen

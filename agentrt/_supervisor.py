@@ -37,6 +37,7 @@ from ._cluster._reaper import reap_stale_turn
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
+from ._durable import Durable
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
@@ -154,6 +155,10 @@ class Child:
         host takes it over; returns once it has ended and its lease is given back."""
         context = self.supervisor._context
         await forget_spec(context.capabilities.specs, self.name)
+        durable, queue = self.slot.requests, self.slot.mailbox.queue
+        if durable is not None and queue:
+            # Withdrawn before they fail here, so no later owner of the name runs them.
+            await durable.withdraw_all([r.stored_id for r in queue if r.stored_id is not None])
         actor = self.supervisor._discard(self, "stopped")
         if actor is not None:
             await actor.wait_exited()
@@ -361,6 +366,12 @@ class Supervisor(metaclass=NoPublicConstructor):
                 budgets=budgets,
                 fork_source=forked,
             )
+            if (requests := context.capabilities.requests) is not None:
+                # This runtime owns the name now: what a dead owner left is settled, and
+                # the stored queue is the agent's before any new request.
+                slot.requests = Durable(requests, name, agent_options)
+                await slot.requests.adopt(slot.mailbox)
+                self._check_open()
             child = Child(spec, self, slot)
             context.children[name] = child
             self._children[name] = child
@@ -454,10 +465,19 @@ class Supervisor(metaclass=NoPublicConstructor):
             # keep their specs, for the hosts.
             self._remove(child)
             self._context.ownership.release_soon(child.name, retire=not self._context.closed)
-            child.slot.mailbox.fail_queued(exit.error)
+            self._fail_queued(child, exit.error)
             return
         self._pending.append((child, exit.error.reason))
         self._wakeup.set()
+
+    def _fail_queued(self, child: Child, error: AgentStopped) -> None:
+        """Fail the queue of an agent that ended for good. In a store that keeps requests
+        they are withdrawn too while the runtime stays open (their callers were told
+        `AgentStopped`); a closing runtime leaves them queued for the next owner."""
+        stored = child.slot.mailbox.fail_queued(error)
+        durable = child.slot.requests
+        if stored and durable is not None and not self._context.closed:
+            self._nursery.start_soon(durable.withdraw_all, stored)
 
     def _remove(self, child: Child) -> None:
         child.removed = True
@@ -478,7 +498,7 @@ class Supervisor(metaclass=NoPublicConstructor):
         else:
             error = AgentStopped(child.name, reason)
             error.__cause__ = cause
-            child.slot.mailbox.fail_queued(error)
+            self._fail_queued(child, error)
             self._context.ownership.release_soon(child.name)
         return actor
 

@@ -62,6 +62,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "async def chat_warm": ("test_docs.py", "test_the_warm_session_block_keeps_one_cli"),
     "store_conformance(harness": ("test_docs.py", "test_the_store_kit_block_passes_on_a_toy_store"),
     "SQLiteStore(path)": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'rt.request("coder", "job-42")': ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="worker-3", lease_ttl=10': ("test_docs.py", "test_the_deployment_blocks_run"),
     "portable=True": ("test_docs.py", "test_the_deployment_blocks_run"),
     'node="web-1"': ("test_docs.py", "test_the_deployment_blocks_run"),
@@ -397,6 +398,7 @@ async def test_the_deployment_blocks_run(
     }
     fake_claude.set_script([AnthropicText("Fixed."), AnthropicText("Updated.")])
     await run_block("SQLiteStore(path)", namespace)
+    await run_block('rt.request("coder", "job-42")', namespace)  # re-attaching by key
     await run_block('node="worker-3", lease_ttl=10', namespace)
     await run_block("portable=True", namespace)
     # The routed calls reach "coder" on the runtime that owns it.

@@ -49,6 +49,7 @@ from agentrt import (
     NoRuntime,
     NotFound,
     Omission,
+    OwnerDied,
     Pending,
     Ref,
     Response,
@@ -106,6 +107,7 @@ ERRORS: tuple[AgentRTError, ...] = (
     AgentBusy("x", "processing"),
     MailboxFull("x", "max_pending", 3, 3, 120),
     AgentStopped("x", "runtime closed"),
+    OwnerDied("x", "s-1", "its owner ended"),
     TurnFailed(
         StopReason.PROCESS_CRASHED,
         "killed",
@@ -168,8 +170,8 @@ def answered(call: str, value: object) -> Any:
 
 def test_every_call_kind_comes_back_as_its_arguments() -> None:
     sent = {
-        "ask": ("hello",),
-        "tell": ("later",),
+        "ask": ("hello", None),
+        "tell": ("later", "job-1"),
         "poll": (Ref("x", 3),),
         "wait": (Ref("x", 4),),
         "notify": ({"kind": "deploy", "ids": [1, 2.5, None, True], "blob": b"\x00"},),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._budget_spending import budgets_data, counted_tokens, spent_by_key
-from .._records import Lease, SessionRecord, StoredBudget
+from .._records import Lease, SessionRecord, StoredBudget, StoredRequest
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
@@ -201,12 +202,15 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
     stored = await store.budgets()
     budgets, spent = dict(stored), spent_by_key(stored, records)
     names = sorted(records.keys() | leases.keys())
+    now = time.time()
+    queued = {name: _queued_data(await store.queued_requests(name), now) for name in names}
     if out.json_mode:
         out.data(
             [
                 {"name": n}
                 | owner_data(records.get(n), leases.get(n))
                 | spending_data(records.get(n), budgets.get(n, ()), spent)
+                | {"queued": queued[n]}
                 for n in names
             ],
         )
@@ -220,11 +224,23 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
         left = "-" if lease is None or not lease.held else f"{lease.remaining:.1f}s"
         stop = "-" if record is None else record.last_stop_reason or "-"
         spending = _spending_cells(spending_data(record, budgets.get(name, ()), spent))
-        rows.append([name, *_owner_cells(record, lease), left, stop, *spending])
-    headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP"]
+        waiting = queued[name]
+        age = waiting["oldest_age"]
+        cell = str(waiting["count"]) + ("" if age is None else f" ({age:.0f}s)")
+        rows.append([name, *_owner_cells(record, lease), left, stop, cell, *spending])
+    headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP", "QUEUED"]
     headers += ["COST", "TOKENS", "BUDGETS (* binds)"]
     out.table(headers, rows, title=f"Agents in {path}")
     return 0
+
+
+def _queued_data(requests: Sequence[StoredRequest], now: float) -> dict[str, Any]:
+    """An agent's stored queue: how many wait, the oldest's age (seconds), their keys."""
+    return {
+        "count": len(requests),
+        "oldest_age": max(0.0, now - requests[0].accepted_at) if requests else None,
+        "keys": [request.key for request in requests if request.key is not None],
+    }
 
 
 def _unknown(name: str, path: object) -> CliError:

@@ -84,19 +84,31 @@ _TRAVELS: dict[Travels, Any] = {
     "ref": _RefData,
     "event": Any,  # plain data only (`check_event`), so it comes back as it was sent
     "count": Annotated[int, msgspec.Meta(ge=0)],
+    "key": str | None,
 }
+# The kinds a row leaves out when None (their field's default): added to a call after
+# protocol 1, whose rows they keep as they were.
+_OPTIONAL: frozenset[Travels] = frozenset({"key"})
 
 
 def _call_kind(operation: Operation) -> type[_Call]:
     """The Struct of a routed call of ``operation``, tagged with its name: the `Ref` that
     names its agent if it takes one (a call by name has the name in its row), then its
     arguments as the declaration says they travel."""
-    fields: list[tuple[str, Any]] = [("ref", _RefData)] if operation.by == "ref" else []
-    fields += [(name, _TRAVELS[travels]) for name, travels in operation.arguments]
+    fields: list[Any] = [("ref", _RefData)] if operation.by == "ref" else []
+    fields += [
+        (name, _TRAVELS[travels], None) if travels in _OPTIONAL else (name, _TRAVELS[travels])
+        for name, travels in operation.arguments
+    ]
     return cast(
         type[_Call],
         msgspec.defstruct(
-            f"_{operation.name}", fields, bases=(_Call,), tag=operation.name, frozen=True
+            f"_{operation.name}",
+            fields,
+            bases=(_Call,),
+            tag=operation.name,
+            frozen=True,
+            omit_defaults=True,
         ),
     )
 

@@ -27,6 +27,7 @@ from .._errors import (
     LeaseLost,
     MailboxFull,
     NoRuntime,
+    OwnerDied,
     ProcessFailure,
     RestartLimitExceeded,
     RoutingError,
@@ -120,6 +121,8 @@ class _StatusData(_Data, frozen=True):
     budget_left_usd: float | None
     budget_left_tokens: int | None
     cli_version: str | None = None
+    oldest_queued: float | None = None
+    queued_keys: tuple[str, ...] = ()
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
@@ -321,6 +324,12 @@ class _StoppedFields(_Fields, frozen=True):
     reason: str
 
 
+class _OwnerDiedFields(_Fields, frozen=True):
+    name: str
+    session_id: str | None
+    why: str
+
+
 class _TurnFailedFields(_Fields, frozen=True):
     reason: StopReason
     message: str
@@ -420,6 +429,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (AgentBusy, _BusyFields),
         (MailboxFull, _MailboxFullFields),
         (AgentStopped, _StoppedFields),
+        (OwnerDied, _OwnerDiedFields),
         (TurnFailed, _TurnFailedFields),
         (CliVersionMismatch, _VersionMismatchFields),
         (StoreError, _StoreFields),

@@ -19,7 +19,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
+from agentrt.testing import Gate, ScriptedBackend, fake_cli_executable, reply
 
 from ._run import agentrt
 
@@ -137,3 +137,26 @@ async def test_a_failed_spawn_leaves_no_agent_for_status_to_list(
     assert run.code == 0 and json.loads(run.stdout) == [], run.stderr
     run = await agentrt("status", "--store", store_argument, env=base_env)
     assert run.code == 0 and "No agents in" in run.stdout, run.stdout
+
+
+async def test_status_shows_each_agents_stored_queue(
+    base_env: dict[str, str], store_argument: str
+) -> None:
+    gate = Gate()
+    held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+    async with open_runtime(store=opened(store_argument)) as rt:
+        await rt.start_agent(Agent, name="busy", backend=held)
+        await rt.tell("busy", "first")
+        await gate.wait_reached()
+        await rt.tell("busy", "second", key="job-2")
+        await rt.tell("busy", "third")
+        run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
+        assert run.code == 0, run.stderr
+        [busy] = json.loads(run.stdout)
+        assert busy["queued"]["count"] == 2 and busy["queued"]["keys"] == ["job-2"]
+        assert 0 <= busy["queued"]["oldest_age"] < 60
+        run = await agentrt("status", "--store", store_argument, env=base_env)
+        assert run.code == 0, run.stderr
+        [line] = [line.split() for line in run.stdout.splitlines() if line.startswith("busy")]
+        assert "QUEUED" in run.stdout and line[6] == "2"
+        gate.release()

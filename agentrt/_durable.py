@@ -1,0 +1,308 @@
+"""An agent's requests on a store that keeps them (`agentrt.store.RequestStore`): accepted
+into the store before ``tell`` returns, claimed by the owner before their turn starts,
+settled with the turn's record, and read back by any program on the store.
+
+The owner's mailbox stays the one in-process view of the queue (its waiters, streams and
+bounds on what it keeps); the store is what outlives the program. An owner's start adopts
+what the store holds for its name: the request a dead owner was running ends `OwnerDied`
+(or is queued again, ``on_owner_death="retry"``), then the queued ones enter the mailbox
+in their order.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ._errors import AgentRTError, AgentStopped, InvalidOptions, OwnerDied, StoreError, TurnFailed
+from ._events import EventCoverage, Response, ResultEvent, StopReason
+from ._logs import log_error
+from ._options import AgentOptions
+from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
+from ._redact import redact
+from ._requests import (
+    Completed,
+    Failed,
+    NotFound,
+    Pending,
+    PollResult,
+    Ref,
+    Request,
+    Settled,
+    Withdrawn,
+)
+from ._stores._protocols import RequestStore
+
+if TYPE_CHECKING:
+    from ._mailbox import Mailbox
+
+logger = logging.getLogger("agentrt")
+
+# A waiter on a request another program runs reads the store this often at most: from the
+# first interval, doubling to the last (a result is seen within that of its settlement).
+FIRST_POLL = 0.05
+LAST_POLL = 1.0
+
+
+def new_stored_id() -> str:
+    """The id of a new request: decimal, as its `Ref`'s int, and unique per agent across
+    every program on the store (62 random bits)."""
+    return str(secrets.randbits(62))
+
+
+def ref_of(name: str, stored_id: str) -> Ref | None:
+    """The `Ref` of the stored request ``stored_id``; None for an id the runtime did not
+    make (written through the store's API by other code: it runs, but has no `Ref`)."""
+    return Ref(name, int(stored_id)) if stored_id.isdecimal() else None
+
+
+def check_key(key: object) -> None:
+    """Refuse an idempotency key that is not a non-empty str (or None)."""
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidOptions("key", key, "an idempotency key is a non-empty str, or None")
+
+
+def no_key(key: object) -> None:
+    """Refuse a key on a store that keeps no requests (nothing outlives the program)."""
+    if key is not None:
+        raise InvalidOptions(
+            "key",
+            key,
+            "idempotency keys need a store that keeps requests (SQLiteStore, PostgresStore); "
+            "this runtime's store keeps them in memory",
+        )
+
+
+async def find_by_key(store: RequestStore, name: str, key: str) -> Ref | None:
+    """The `Ref` of the request of ``name`` kept under ``key``; None if none is kept."""
+    check_key(key)
+    stored = await store.find_request(name, key=key)
+    return None if stored is None else ref_of(name, stored.id)
+
+
+def settled(result: PollResult) -> Settled | NotFound:
+    """``result``, which a wait has seen settled."""
+    assert not isinstance(result, Pending)
+    return result
+
+
+def answer_of(result: Settled | NotFound) -> Response:
+    """What an ask returns (or raises) for a request that settled as ``result``."""
+    if isinstance(result, Completed):
+        return result.response
+    if isinstance(result, Failed):
+        raise result.error
+    why = "withdrawn while queued" if isinstance(result, Withdrawn) else "no longer kept"
+    raise TurnFailed(StopReason.CANCELLED, f"the request with this key was {why}")
+
+
+def stored_outcome(outcome: Response | AgentRTError) -> RequestOutcome:
+    """How ``outcome`` is kept in the store."""
+    if isinstance(outcome, Response):
+        return RequestOutcome(
+            outcome=outcome.stop_reason.value,
+            answer=redact(outcome.text),
+            session_id=outcome.session_id,
+        )
+    if isinstance(outcome, TurnFailed):
+        return RequestOutcome(
+            outcome=outcome.reason.value, error=outcome.message, session_id=outcome.session_id
+        )
+    if isinstance(outcome, AgentStopped):
+        return RequestOutcome(outcome=StopReason.CANCELLED.value, error=str(outcome))
+    reason = getattr(outcome, "reason", None)  # BudgetExceeded and its kin
+    stop = reason.value if isinstance(reason, StopReason) else StopReason.TURN_CRASHED.value
+    return RequestOutcome(outcome=stop, error=str(outcome))
+
+
+def poll_result(stored: StoredRequest | None) -> PollResult:
+    """What `poll` reports of a request as the store holds it."""
+    if stored is None:
+        return NotFound()
+    ended = stored.outcome
+    if ended is None:
+        return Pending()
+    if ended.outcome == WITHDRAWN:
+        return Withdrawn()
+    if ended.outcome == OWNER_DIED:
+        return Failed(OwnerDied(stored.name, ended.session_id, ended.error or ""))
+    try:
+        reason = StopReason(ended.outcome)
+    except ValueError:
+        reason = StopReason.TURN_CRASHED
+    if reason is StopReason.COMPLETE:
+        return Completed(_response(ended, stored.settled_at or 0.0))
+    return Failed(TurnFailed(reason, ended.error or "", session_id=ended.session_id))
+
+
+def _response(ended: RequestOutcome, at: float) -> Response:
+    # What the store keeps of an answer: its text and session, not its events or counts.
+    text = ended.answer or ""
+    return Response(
+        text=text,
+        final_message=text,
+        events=(),
+        terminal=ResultEvent(timestamp=at, text=text, session_id=ended.session_id),
+        event_coverage=EventCoverage("compact", 0, 0, 0, 0),
+        usage=None,
+        cost_usd=None,
+        duration=0.0,
+        num_turns=None,
+        session_id=ended.session_id,
+        model=None,
+        stop_reason=StopReason.COMPLETE,
+    )
+
+
+async def wait_stored(store: RequestStore, name: str, id: str) -> PollResult:
+    """Wait until the stored request ``id`` of ``name`` settles (reading the store at a
+    bounded interval); what `poll` then reports (`NotFound` once it is gone).
+
+    Cancellation: safe; waiting changes nothing."""
+    interval = FIRST_POLL
+    while True:
+        result = poll_result(await store.find_request(name, id=id))
+        if not isinstance(result, Pending):
+            return result
+        await trio.sleep(interval)
+        interval = min(2 * interval, LAST_POLL)
+
+
+@attrs.define(eq=False)
+class Durable:
+    """The stored requests of the agent ``name``, for its owner (its `Slot`)."""
+
+    store: RequestStore
+    name: str
+    options: AgentOptions
+
+    async def accept(self, request: Request, key: str | None) -> str:
+        """Store ``request`` at the end of the queue (the mailbox's bounds checked by the
+        store); the id of the request kept under ``key`` if there is one already, else its
+        own. Shielded (bounded by the store's own timeouts): a request is stored or not,
+        never cut off half way; the caller sees the cancellation after it returns."""
+        assert request.stored_id is not None
+        options = self.options
+        with trio.CancelScope(shield=True):
+            id = await self.store.enqueue_request(
+                self.name,
+                id=request.stored_id,
+                # Redacted: secrets never reach stored data. This program's turn runs the
+                # prompt as given (it holds it); only a later owner runs the stored one.
+                prompt=redact(request.prompt),
+                key=key,
+                origin=request.origin,
+                max_pending=options.max_pending,
+                max_pending_bytes=options.max_pending_bytes,
+            )
+        return id
+
+    async def adopt(self, mailbox: Mailbox) -> tuple[StoredRequest, ...]:
+        """What a new owner does before its first turn: the requests a dead owner was
+        running end `OwnerDied` (or queue again, ``on_owner_death="retry"``), expired
+        results are purged, and the queued requests enter ``mailbox`` in their order.
+        Returns the dead owner's requests as they are now."""
+        store, options = self.store, self.options
+        orphans = await store.end_orphaned_requests(
+            self.name, retry=options.on_owner_death == "retry", result_ttl=options.result_ttl
+        )
+        for orphan in orphans:
+            if orphan.state == "settled":
+                logger.warning(
+                    "agent %r: request %s ended owner_died: its owner ended while its turn ran",
+                    self.name,
+                    orphan.id,
+                    extra={"agent": self.name},
+                )
+        await store.purge_requests()
+        for stored in await store.queued_requests(self.name):
+            mailbox.adopt(self.request_of(stored, mailbox))
+        return tuple(orphans)
+
+    def request_of(self, stored: StoredRequest, mailbox: Mailbox) -> Request:
+        """The mailbox's request for ``stored`` (made by another program, or an earlier
+        one): a tell, whoever made it, as no caller of this program waits for it."""
+        assert stored.prompt is not None  # a queued or running request keeps its prompt
+        ref = ref_of(self.name, stored.id) or Ref(self.name, mailbox.new_id())
+        size = len(stored.prompt.encode())
+        # Its age counts from its acceptance in the store, on trio's clock.
+        accepted_at = trio.current_time() - max(0.0, time.time() - stored.accepted_at)
+        return Request(
+            ref,
+            stored.prompt,
+            size,
+            "tell",
+            stored_id=stored.id,
+            key=stored.key,
+            accepted_at=accepted_at,
+        )
+
+    async def claim(self, mailbox: Mailbox, taken: Request) -> Request | None:
+        """Claim the head of the stored queue, which ``taken`` (just taken from
+        ``mailbox``) should be: the request to run now, claimed. Where the store says
+        otherwise, it wins: another program withdrew ``taken`` (it settles `Withdrawn`;
+        None), or queued one before it (``taken`` goes back, that one runs)."""
+        stored = await self.store.claim_request(self.name)
+        if stored is None:
+            mailbox.settle_withdrawn(taken, None)
+            return None
+        if stored.id == taken.stored_id:
+            taken.claimed = True
+            return taken
+        mailbox.put_back(taken)
+        request = mailbox.take_stored(stored.id)
+        if request is None:
+            request = self.request_of(stored, mailbox)
+            mailbox.track(request)
+        request.claimed = True
+        return request
+
+    async def settle(
+        self,
+        request: Request,
+        outcome: Response | AgentRTError,
+        *,
+        turn: StoredTurn | None = None,
+        session_id: str | None = None,
+        keep: int = 1,
+    ) -> None:
+        """Keep ``outcome`` as the claimed ``request``'s, with ``turn``'s record in the same
+        transaction where given; a store that cannot is logged (the next owner ends the
+        request `OwnerDied`: it is never run twice silently)."""
+        assert request.stored_id is not None
+        try:
+            await self.store.settle_request(
+                self.name,
+                request.stored_id,
+                stored_outcome(outcome),
+                result_ttl=self.options.result_ttl,
+                turn=turn,
+                session_id=session_id,
+                keep=keep,
+            )
+        except StoreError as exc:
+            log_error(f"agent {self.name!r}: the store could not settle a request", exc, self.name)
+
+    async def withdraw_all(self, ids: list[str]) -> None:
+        """Withdraw the queued requests ``ids`` (their agent ended for good); a store that
+        cannot is logged (the next owner of the name runs them)."""
+        try:
+            for id in ids:
+                await self.withdraw(id)
+        except StoreError as exc:
+            log_error(
+                f"agent {self.name!r}: the store could not withdraw its queue", exc, self.name
+            )
+
+    async def withdraw(self, id: str) -> bool:
+        """Withdraw the queued request ``id`` in the store; False if it is not queued."""
+        with trio.CancelScope(shield=True):
+            withdrawn = await self.store.withdraw_request(
+                self.name, id, result_ttl=self.options.result_ttl
+            )
+        return withdrawn

@@ -1,0 +1,305 @@
+"""Durable requests through the runtime: `tell` and `ask` store a request before they
+return, the agent's loop claims and settles it, a new owner adopts what a dead one left,
+and callers re-attach by key, from this program or another one on the store."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from proc_helpers import wait_for_status
+
+from agentrt import (
+    Agent,
+    AgentStopped,
+    Completed,
+    Failed,
+    InvalidOptions,
+    MemoryStore,
+    NotFound,
+    Pending,
+    SQLiteStore,
+    Withdrawn,
+    open_runtime,
+)
+from agentrt.testing import Gate, ScriptedBackend, reply
+
+CHILD = Path(__file__).parent / "durable_child.py"
+AGENTS = ("a0", "a1", "a2")
+
+
+def upper() -> ScriptedBackend:
+    return ScriptedBackend(default=lambda call: reply(call.prompt.upper(), session_id="s"))
+
+
+class _Lines:
+    """A child program's stdout, read line by line."""
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdout is not None
+        self._stream = process.stdout
+        self._buffer = b""
+        self.lines: list[str] = []
+
+    async def until(self, line: str) -> list[str]:
+        # Bounded, not timed: a loaded machine starts a child and fsyncs slowly.
+        with trio.fail_after(300):
+            while line not in self.lines:
+                chunk = await self._stream.receive_some()
+                assert chunk, f"the child ended before {line!r}: {self.lines[-5:]}"
+                self._buffer += chunk
+                *done, self._buffer = self._buffer.split(b"\n")
+                self.lines += [part.decode() for part in done]
+        return self.lines
+
+
+async def _child(path: str, record: Path, policy: str, mode: str) -> trio.Process:
+    argv = [sys.executable, str(CHILD), path, str(record), policy, mode]
+    return await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+
+
+async def _stop(process: trio.Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGKILL)
+    await process.wait()
+
+
+@pytest.mark.parametrize("policy", ["fail", "retry"])
+async def test_a_sigkilled_owner_s_queue_runs_once_in_order_in_the_next_program(
+    tmp_path: Path, policy: str
+) -> None:
+    """The issue's test: 3 agents, 50 keyed tells, the owner SIGKILLed mid-turn. The next
+    program runs each of the 49 queued requests exactly once, in order per agent; the one
+    that was running ends OwnerDied (or, with retry, runs once more on its session); a
+    caller program that outlived the owner gets every answer by key."""
+    await _sigkill_and_restart(str(tmp_path / "sessions.sqlite3"), tmp_path, policy)
+
+
+async def test_the_same_on_postgresql(tmp_path: Path, postgres_dsn: str) -> None:
+    await _sigkill_and_restart(postgres_dsn, tmp_path, "fail")
+
+
+async def _sigkill_and_restart(path: str, tmp_path: Path, policy: str) -> None:
+    record = tmp_path / "prompts.tsv"
+    owner = await _child(path, record, policy, "fill")
+    caller = nxt = None
+    try:
+        await _Lines(owner).until("READY")
+        caller = await _child(path, record, policy, "caller")
+        owner.send_signal(signal.SIGKILL)
+        await owner.wait()
+        nxt = await _child(path, record, policy, "run")
+        await _Lines(nxt).until("DONE")
+        results = await _Lines(caller).until("DONE")
+        assert await nxt.wait() == 0
+        assert await caller.wait() == 0
+    finally:
+        for process in (owner, caller, nxt):
+            if process is not None:
+                await _stop(process)
+    seen = [line.split("\t") for line in record.read_text().splitlines()]
+    # The dead owner ran p0 only; the next one ran each other prompt once (p0 again on
+    # its session with retry), in the order it was told, per agent.
+    assert seen[0] == ["a0", "p0", "None"]
+    rest = seen[1:]
+    assert Counter(prompt for _agent, prompt, _session in rest) == Counter(
+        f"p{n}" for n in range(0 if policy == "retry" else 1, 50)
+    )
+    for agent in AGENTS:
+        told = [int(p[1:]) for a, p, _s in rest if a == agent]
+        assert told == sorted(told)
+    if policy == "retry":
+        assert rest[[p for _a, p, _s in rest].index("p0")] == ["a0", "p0", "sess-a0"]
+    by_key = {line.split()[1]: line.split()[2:] for line in results if line.startswith("RESULT")}
+    assert len(by_key) == 50
+    for n in range(1, 50):
+        assert by_key[f"job-{n}"] == ["complete", f"answer_to_p{n}", f"sess-a{n % 3}"]
+    if policy == "retry":
+        assert by_key["job-0"] == ["complete", "answer_to_p0", "sess-a0"]
+    else:
+        assert by_key["job-0"] == ["failed", "OwnerDied", "sess-a0"]
+
+
+async def test_a_key_stores_and_starts_once_and_re_attaches_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        first = await rt.tell("a", "one", key="job-1")
+        assert await rt.tell("a", "one, again", key="job-1") == first
+        assert await rt.request("a", "job-1") == first
+        result = await rt.wait(first)
+        assert isinstance(result, Completed) and result.response.text == "ONE"
+        assert (await rt.ask("a", "two", key="job-2")).text == "TWO"
+        # The key's first request answers: nothing new runs.
+        assert (await rt.ask("a", "two, again", key="job-2")).text == "TWO"
+        assert await rt.request("a", "job-3") is None
+    assert backend.prompts == ["one", "two"]
+    # Another program on the store, which runs no agent "a": the kept outcome, by key.
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        ref = await rt.request("a", "job-1")
+        assert ref == first
+        polled = await rt.poll(first)
+        assert isinstance(polled, Completed) and polled.response.text == "ONE"
+        waited = await rt.wait(first)
+        assert isinstance(waited, Completed) and waited.response.session_id == "s"
+        assert isinstance(await rt.poll(type(first)("a", 12345)), NotFound)
+
+
+async def test_a_queued_request_survives_a_clean_close_and_a_withdrawn_one_does_not(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+        await rt.start_agent(Agent, name="a", backend=held)
+        running = await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", "second")
+        dropped = await rt.tell("a", "third")
+        assert await rt.withdraw(dropped)
+        assert isinstance(await rt.poll(dropped), Withdrawn)
+        assert isinstance(await rt.poll(queued), Pending)
+        keyed = await rt.tell("a", "fourth", key="job-4")
+        status = await rt.status("a")
+        assert (status.queued, status.queued_keys) == (2, ("job-4",))
+        assert status.oldest_queued is not None and status.oldest_queued >= 0
+        assert await rt.withdraw(keyed)
+    # The running request ended with the program (cancelled); the queued one waits for
+    # the next owner, which runs it.
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        result = await rt.wait(queued)
+        assert isinstance(result, Completed) and result.response.text == "SECOND"
+        assert isinstance(await rt.poll(dropped), Withdrawn)
+        stopped = await rt.poll(running)
+        assert isinstance(stopped, Failed)
+    assert backend.prompts == ["second"]
+
+
+async def test_a_key_on_a_store_that_keeps_no_requests_is_refused() -> None:
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper())
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.tell("a", "one", key="job-1")
+        assert refused.value.key == "key" and "SQLiteStore" in refused.value.why
+        with pytest.raises(InvalidOptions):
+            await rt.request("a", "job-1")
+        assert (await rt.ask("a", "one")).text == "ONE"
+
+
+async def test_bad_durable_options_and_keys_are_refused(tmp_path: Path) -> None:
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(Agent, name="a", backend=upper(), on_owner_death="again")
+        assert refused.value.key == "on_owner_death" and "'retry'" in refused.value.why
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.start_agent(Agent, name="a", backend=upper(), result_ttl=-1)
+        assert refused.value.key == "result_ttl"
+        await rt.start_agent(Agent, name="a", backend=upper())
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.tell("a", "one", key="")
+        assert refused.value.key == "key"
+
+
+class _CountingStore(SQLiteStore):
+    """Counts the store calls that changed a row (each is one transaction)."""
+
+    writes = 0
+
+    async def _call(self, work: Any, *, fence: str | None = None, atomic: bool = False) -> Any:
+        def counted(conn: sqlite3.Connection) -> Any:
+            before = conn.total_changes
+            try:
+                return work(conn)
+            finally:
+                if conn.total_changes != before:
+                    type(self).writes += 1
+
+        return await super()._call(counted, fence=fence, atomic=atomic)
+
+
+@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 3), (0, 4)])
+async def test_a_request_costs_two_writes_beyond_its_turn_s_record(
+    tmp_path: Path, turn_history: int, per_request: int
+) -> None:
+    """Accepting and claiming are a write each; the outcome is written with the turn's
+    record where turn history is kept (3 in all for a scripted turn, whose record is the
+    one write it made before requests were kept), else on its own (4)."""
+    _CountingStore.writes = 0
+    async with open_runtime(store=_CountingStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper(), turn_history=turn_history)
+        await rt.ask("a", "warm up")  # the first turn writes the session's row too
+        before = _CountingStore.writes
+        for n in range(10):
+            await rt.ask("a", f"p{n}")
+        assert (_CountingStore.writes - before) / 10 == per_request
+
+
+async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:
+    """stop_agent fails the queued requests (AgentStopped) and withdraws them in the store:
+    the next owner of the name does not run what its callers were told has stopped."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+        await rt.start_agent(Agent, name="a", backend=held)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", "second", key="job-2")
+        asked = await rt.tell("a", "an ask's turn")
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                with pytest.raises(AgentStopped):
+                    await rt.ask("a", "asked")
+
+            nursery.start_soon(ask)
+            await wait_for_status(rt, "a", lambda status: status.queued == 3)
+            await rt.stop_agent("a")
+        # Gone from here: the store's word, read from it.
+        assert isinstance(await rt.poll(queued), Withdrawn)
+        assert isinstance(await rt.poll(asked), Withdrawn)
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        assert isinstance(await rt.wait(queued), Withdrawn)
+        assert (await rt.ask("a", "third")).text == "THIRD"
+    assert backend.prompts == ["third"]
+
+
+async def test_a_secret_in_a_queued_prompt_or_an_answer_never_reaches_the_store(
+    tmp_path: Path,
+) -> None:
+    """This program runs its prompt as given; the store keeps it, and the answer,
+    redacted, so a later owner runs the redacted prompt."""
+    secret = "sk-ant-api03-" + "z" * 40
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    echo = ScriptedBackend(default=lambda call: reply(f"echo {call.prompt}", session_id="s"))
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+        await rt.start_agent(Agent, name="a", backend=held)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", f"use {secret} later")
+    assert secret.encode() not in path.read_bytes()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=echo)
+        result = await rt.wait(queued)
+        assert isinstance(result, Completed)
+        assert result.response.text == "echo use [REDACTED] later"
+        assert (await rt.ask("a", f"now {secret}")).text == f"echo now {secret}"
+    assert echo.prompts == ["use [REDACTED] later", f"now {secret}"]
+    assert secret.encode() not in path.read_bytes()
