@@ -311,7 +311,7 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if self._fresh_again(outcome):
+        if type(outcome) is TurnFailed and self._fresh_again(outcome):
             # Once, on a new session; the caller (same ref) gets this answer instead.
             await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt, claimed, first=False)
@@ -334,13 +334,9 @@ class Actor:
             slot.halt_pending = False
             slot.halted = True
 
-    def _fresh_again(self, outcome: Response | TurnFailed) -> bool:
+    def _fresh_again(self, outcome: TurnFailed) -> bool:
         """Whether the turn runs once more on a new session (``on_session_lost="fresh"``)."""
-        return (
-            isinstance(outcome, TurnFailed)
-            and outcome.reason is StopReason.SESSION_LOST
-            and self._on_session_lost == "fresh"
-        )
+        return outcome.reason is StopReason.SESSION_LOST and self._on_session_lost == "fresh"
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of
@@ -446,7 +442,8 @@ class Actor:
         if logger.isEnabledFor(logging.DEBUG):
             log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
-        settles = None if claimed is None or (first and self._fresh_again(outcome)) else claimed
+        again = first and type(outcome) is TurnFailed and self._fresh_again(outcome)
+        settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
             outcome, prompt=prompt, started_at=started_at, duration=duration, settles=settles
         )

@@ -30,9 +30,9 @@ from ._durable import (
     check_key,
     find_by_key,
     new_stored_id,
-    no_key,
     poll_result,
     ref_of,
+    refuse_key,
     settled,
     wait_stored,
 )
@@ -98,7 +98,8 @@ class LocalAgent:
     async def ask(self, prompt: str, key: str | None = None) -> Response:
         slot = self._slot
         if slot.requests is None:
-            no_key(key)
+            if key is not None:
+                refuse_key(key)
             request = slot.submit(prompt, "ask")
         else:
             stored = await self._accept(prompt, "ask", key)
@@ -125,7 +126,8 @@ class LocalAgent:
     async def tell(self, prompt: str, key: str | None = None) -> Ref:
         slot = self._slot
         if slot.requests is None:
-            no_key(key)
+            if key is not None:
+                refuse_key(key)
             await trio.lowlevel.checkpoint()
             return slot.submit(prompt, "tell").ref
         stored = await self._accept(prompt, "tell", key)
@@ -154,8 +156,7 @@ class LocalAgent:
         """The `Ref` of the kept request ``key`` names (see `Runtime.request`)."""
         durable = self._slot.requests
         if durable is None:
-            no_key(key)
-        assert durable is not None
+            refuse_key(key)
         return await find_by_key(durable.store, self._slot.name, key)
 
     async def poll(self, ref: Ref) -> PollResult:

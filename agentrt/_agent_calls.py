@@ -16,7 +16,7 @@ from typing import Any
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
 from ._arguments import check_ref, wrong_type
 from ._channel import ContextUsage
-from ._durable import check_key, find_by_key, no_key, poll_result, settled, wait_stored
+from ._durable import check_key, find_by_key, poll_result, refuse_key, settled, wait_stored
 from ._errors import (
     AgentNotFound,
     AgentRTError,
@@ -139,8 +139,7 @@ class AgentCalls:
         check_key(key)
         requests = self._context.capabilities.requests
         if requests is None:
-            no_key(key)
-        assert requests is not None
+            refuse_key(key)
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
         return await find_by_key(requests, name, key)

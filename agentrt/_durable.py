@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 import trio
@@ -67,15 +67,14 @@ def check_key(key: object) -> None:
         raise InvalidOptions("key", key, "an idempotency key is a non-empty str, or None")
 
 
-def no_key(key: object) -> None:
+def refuse_key(key: object) -> NoReturn:
     """Refuse a key on a store that keeps no requests (nothing outlives the program)."""
-    if key is not None:
-        raise InvalidOptions(
-            "key",
-            key,
-            "idempotency keys need a store that keeps requests (SQLiteStore, PostgresStore); "
-            "this runtime's store keeps them in memory",
-        )
+    raise InvalidOptions(
+        "key",
+        key,
+        "idempotency keys need a store that keeps requests (SQLiteStore, PostgresStore); "
+        "this runtime's store keeps them in memory",
+    )
 
 
 async def find_by_key(store: RequestStore, name: str, key: str) -> Ref | None:
