@@ -183,7 +183,7 @@ async def test_a_call_in_another_protocol_or_no_call_at_all_is_refused_and_servi
     async with agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as rt:
         mine = await owning(rt)
         with trio.fail_after(BOUND):
-            later = newer(encode_call("ask", ("hi",)))
+            later = newer(encode_call("ask", ("hi", None)))
             with pytest.raises(RoutingError) as caught:
                 answer_of("ask", await exchange(mine, call_frame("x", "ask", later)))
             why = caught.value.why
@@ -195,7 +195,7 @@ async def test_a_call_in_another_protocol_or_no_call_at_all_is_refused_and_servi
                 answer_of("ask", await exchange(mine, struct.pack(">I", 2**31)))
             assert await exchange(mine, b"\x00\x00", end=True) == b""  # no whole frame: no answer
             # The owner serves on, and an honest frame is answered.
-            honest = call_frame("x", "ask", encode_call("ask", ("hi",)))
+            honest = call_frame("x", "ask", encode_call("ask", ("hi", None)))
             answer = answer_of("ask", await exchange(mine, honest))
             assert isinstance(answer, agentrt.Response) and answer.text == "heard: hi"
 
@@ -221,7 +221,7 @@ async def test_an_answer_in_another_protocol_raises_a_routing_error_naming_both(
                 conn, _ = await listener.accept()
                 with conn:
                     await conn.recv(65536)
-                    await conn.send(frame(newer(encode_call("ask", ("hi",)))))
+                    await conn.send(frame(newer(encode_call("ask", ("hi", None)))))
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(answer_in_a_later_protocol)
@@ -241,7 +241,7 @@ async def test_a_connection_of_another_user_is_refused_unanswered(tmp_path: Path
         mine = await owning(rt)
         os.chmod(mine.parent, 0o755)
         os.chmod(mine, 0o777)
-        honest = call_frame("x", "ask", encode_call("ask", ("from nobody",)))
+        honest = call_frame("x", "ask", encode_call("ask", ("from nobody", None)))
         # The other user reaches the directory through a descriptor it inherits, past the
         # test's private temporary directories.
         script = (
