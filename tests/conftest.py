@@ -35,6 +35,11 @@ settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started as a background job (nohup, `&`, some CI runners) starts with SIGINT
+    # ignored, and every program a test starts would inherit that: the tests that press
+    # Ctrl+C on a program mean a terminal's, which Python turns into KeyboardInterrupt.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # The process that runs tests gets a cgroup of its own (tests/worker_cgroup.py); a
     # parallel run's controller runs none, and its workers each make their own.
     if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):

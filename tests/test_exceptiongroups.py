@@ -184,10 +184,13 @@ def test_ctrl_c_during_an_ask_leaves_the_program_as_keyboard_interrupt() -> None
         stderr=subprocess.PIPE,
         text=True,
     ) as child:
-        assert child.stdout is not None
-        assert child.stdout.readline() == "ready\n"
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=60)
+        finally:
+            child.kill()  # a failed check must not leave the `with` waiting for ever
     assert out == "handle_error cancelled\n"
     assert err.rstrip().endswith("KeyboardInterrupt")
     assert "ExceptionGroup" not in err
