@@ -28,36 +28,28 @@ from ._actor import Actor, Exit, cancel_grace
 from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
-from ._backends import resolve_backend
 from ._budgets import Budget
 from ._callbacks import restore_state
-from ._cluster._ownership import Ownership, check_kill_grace
+from ._cluster._ownership import Ownership
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
-    InvalidOptions,
     NoRuntime,
     RestartLimitExceeded,
     SessionMismatch,
 )
-from ._failover import stored_spec
-from ._forks import check_fork_from
 from ._logs import log_error
 from ._mode import Mode
-from ._options import (
-    AgentOptions,
-    resume_option,
-    split_options,
-)
+from ._options import AgentOptions
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._starting import (
     AgentFactory,
     AgentSpec,
-    check_store,
+    check_start,
     prepare_agent,
     working_directory,
 )
@@ -270,24 +262,19 @@ class Supervisor(metaclass=NoPublicConstructor):
         check_name(name)
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
-        if fork_from is not None:
-            fork_from = check_fork_from(fork_from, resume)
-        resume = resume_option(resume)
-        agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
-        check_kill_grace(agent_options.kill_grace, ownership.ttl)
-        resolved = resolve_backend(backend)
-        specs = check_store(context.store, context.capabilities, name, agent_options)
-        if agent_options.workspace is not None and "cwd" in rest:
-            raise InvalidOptions(
-                "workspace",
-                agent_options.workspace,
-                f"cwd={rest['cwd']!r} and workspace together: the agent's CLI runs in its "
-                "workspace's worktree; give one of them",
-            )
-        stored = None
-        if specs is not None:
-            stored = stored_spec(name, agent, backend, options, agent_options.failover)
+        start = check_start(
+            context.store,
+            context.capabilities,
+            context.agent_defaults,
+            ownership.ttl,
+            agent=agent,
+            name=name,
+            backend=backend,
+            resume=resume,
+            fork_from=fork_from,
+            options=options,
+        )
         context.starting.add(name)
         started = False
         try:
@@ -297,14 +284,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 ownership,
                 context.tools,
                 context.tracker,
-                name=name,
-                agent=agent,
-                backend=resolved,
-                init_options=rest,
-                options=agent_options,
-                resume=resume,
-                fork_from=fork_from,
-                stored_spec=stored,
+                start,
                 budgets=self._budgets,
                 new_id=context.new_id,
                 check_open=self._check_open,
