@@ -29,7 +29,8 @@ from ._events import Response
 from ._operations import operation
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
 from ._status import AgentStatus
-from ._stores._protocols import RequestStore, Router
+from ._stores._protocols import Router
+from ._stores._request_store import RequestStore
 from ._supervisor import Context
 
 # What a routed wait or poll raises where no owner answers for the ref (none runs the agent,

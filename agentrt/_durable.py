@@ -36,7 +36,7 @@ from ._requests import (
     Settled,
     Withdrawn,
 )
-from ._stores._protocols import RequestStore
+from ._stores._request_store import RequestStore
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox

@@ -1,7 +1,9 @@
-"""Starting an agent: the checks of its options, its mode, workspace, session and budgets.
+"""Starting an agent: the checks of its options, its mode, workspace, session and budgets,
+and the hand-over of the durable requests a dead owner left.
 
 `Supervisor.start_agent` runs these steps in their order (the order decides which error a
-bad start gets); the supervisor itself keeps the restart rules.
+bad start gets): `check_start`, what needs no await, then `prepare_agent`, the rest; the
+supervisor launches what they prepared and keeps the restart rules.
 """
 
 from __future__ import annotations
@@ -19,16 +21,32 @@ import msgspec
 
 from ._agent import Agent, hook_kinds, overridden
 from ._arguments import check_directory
+from ._backends import check_binary, resolve_backend
+from ._budget_spending import counted_tokens
+from ._budgets import NO_BUDGETS, Budget, Budgets
 from ._callbacks import restore_state
+from ._cluster._ownership import Ownership, check_kill_grace
+from ._cluster._reaper import reap_stale_turn
 from ._driver._limits import Limits
 from ._driver._process import ProcessTracker
+from ._durable import Durable
 from ._errors import InvalidOptions, SessionMismatch
+from ._events import NO_TOTALS
+from ._failover import stored_spec
 from ._foreign_awaits import check_callbacks
-from ._forks import fork_source
+from ._forks import check_fork_from, fork_source
+from ._mailbox import Mailbox
 from ._mode import Mode, choose_mode
-from ._options import AgentOptions, app_tools_option, backend_options
+from ._options import (
+    AgentOptions,
+    app_tools_option,
+    backend_options,
+    resume_option,
+    split_options,
+)
 from ._portable import portable_options
 from ._records import SessionRecord, StoredWorkspace
+from ._slot import Slot
 from ._stores._protocols import (
     LiveProcessStore,
     SessionStore,
@@ -117,6 +135,61 @@ class AgentSpec:
             )
         binding = (await tools.server()).bind(name, instance, chosen)
         return instance, backend.with_app_tools(options, binding.endpoint), mode, binding
+
+
+@attrs.frozen
+class StartArguments:
+    """The arguments of one `Supervisor.start_agent`, checked (`check_start`): the backend
+    resolved, the runtime's options split from ``init_agent``'s, and the spec the store
+    keeps for failover (None: none, or a store that keeps no specs)."""
+
+    name: str
+    agent: AgentFactory
+    backend: Backend
+    init_options: Mapping[str, Any]
+    options: AgentOptions
+    resume: str | bool
+    fork_from: str | None
+    stored_spec: str | None
+
+
+def check_start(
+    store: SessionStore,
+    capabilities: StoreCapabilities,
+    defaults: AgentOptions,
+    lease_ttl: float,
+    *,
+    agent: AgentFactory,
+    name: str,
+    backend: str | Backend,
+    resume: str | bool,
+    fork_from: str | None,
+    options: Mapping[str, Any],
+) -> StartArguments:
+    """The checks of a start's arguments that need no await, in the order that decides
+    which error a bad start gets (after the agent, its name and whether the name is
+    taken, which the supervisor checks); ``defaults`` are the options of an agent that
+    gives none."""
+    if fork_from is not None:
+        fork_from = check_fork_from(fork_from, resume)
+    checked_resume = resume_option(resume)
+    agent_options, rest = split_options(options, defaults)
+    check_kill_grace(agent_options.kill_grace, lease_ttl)
+    resolved = resolve_backend(backend)
+    specs = check_store(store, capabilities, name, agent_options)
+    if agent_options.workspace is not None and "cwd" in rest:
+        raise InvalidOptions(
+            "workspace",
+            agent_options.workspace,
+            f"cwd={rest['cwd']!r} and workspace together: the agent's CLI runs in its "
+            "workspace's worktree; give one of them",
+        )
+    stored = None
+    if specs is not None:
+        stored = stored_spec(name, agent, backend, options, agent_options.failover)
+    return StartArguments(
+        name, agent, resolved, rest, agent_options, checked_resume, fork_from, stored
+    )
 
 
 def check_store(
@@ -283,3 +356,125 @@ async def claim_session(
     if resume is False and record is not None and record.state is not None:
         await store.save_state(name, None)
     return unclaimed
+
+
+def agent_budgets(
+    name: str, options: AgentOptions, record: SessionRecord | None, above: tuple[Budget, ...]
+) -> Budgets:
+    """The budgets an agent's turns count against: its own (if it has a limit), then
+    ``above`` (its supervisors' and its runtime's), entered with what ``record`` spent."""
+    own = Budget(f"agent {name!r}", options.budget_usd, options.budget_tokens)
+    chain = (own, *above) if own.limited else above
+    if not chain:
+        return NO_BUDGETS  # shared: an agent without limits holds none of its own
+    budgets = Budgets(chain)
+    budgets.enter(name, record)
+    return budgets
+
+
+@attrs.frozen
+class Prepared:
+    """An agent ready to launch (`prepare_agent`): its spec, its first instance with that
+    instance's backend options and mode, the binding of its application tools (None
+    without any; the caller closes it if the launch fails), and its slot."""
+
+    spec: AgentSpec
+    instance: Agent
+    backend_options: Any
+    mode: Mode
+    binding: ToolBinding | None
+    slot: Slot
+
+
+async def prepare_agent(
+    store: SessionStore,
+    capabilities: StoreCapabilities,
+    ownership: Ownership,
+    tools: ToolHost,
+    tracker: ProcessTracker,
+    start: StartArguments,
+    *,
+    budgets: tuple[Budget, ...],
+    new_id: Callable[[], int],
+    check_open: Callable[[], None],
+) -> Prepared:
+    """The steps of `Supervisor.start_agent` once its arguments are checked (``start``), in
+    their order: the workspace, the first instance and its mode, the checks the mode needs,
+    the name's lease (the caller gives it back if the start fails), the stale CLI reaped,
+    the session resumed or forked and claimed, the spec and budgets stored, and the slot,
+    with the durable requests a dead owner left handed over to its mailbox. ``check_open``
+    (`NoRuntime` once the runtime or the supervisor closed) is called after the store's
+    writes; ``budgets`` are those of the supervisors above the agent."""
+    name, options, resume, fork_from = start.name, start.options, start.resume, start.fork_from
+    init_options = start.init_options
+    binding: ToolBinding | None = None
+    try:
+        workspace = await workspace_of(
+            store, capabilities, ownership.owner.node, name, options, fork_from
+        )
+        if workspace is not None:
+            init_options = {**init_options, "cwd": workspace.path}
+        spec = AgentSpec(start.agent, start.backend, init_options, options)
+        # The mode first: what the store must hold for it, and whether the fence guard
+        # must watch this agent's processes.
+        instance, backend_options, mode, binding = await spec.instantiate(name, tools)
+        check_live_records(store, capabilities, name, mode)
+        cwd = working_directory(backend_options)
+        if mode.runs_processes:  # a missing CLI named now, not by the first turn
+            check_binary(spec.backend, backend_options)
+            if options.limits is not None:
+                check_limits(name, options.limits, tracker)
+        await ownership.acquire(name, runs_processes=mode.runs_processes)
+        # Loaded whatever ``resume`` says: a fresh session keeps the name's totals, which
+        # its budgets count.
+        loaded = await store.load(name)
+        if mode.runs_processes and loaded is not None:
+            # The CLI a dead owner left running goes before this one's starts: one live
+            # CLI per agent (a lease taken over at once, from a dead runtime of this node,
+            # comes before any reaper at a program's start).
+            await reap_stale_turn(store, capabilities.live, loaded, term_grace=options.kill_grace)
+        record = None if resume is False else loaded
+        if workspace is not None and cwd != workspace.path:
+            why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
+            raise InvalidOptions("workspace", options.workspace, why)
+        session_id, blob, forked = await session_of(
+            store, name, spec, instance, backend_options, cwd, loaded, record, resume, fork_from
+        )
+        resumes_record = record is not None and session_id == record.session_id
+        totals = record.session_totals if record and resumes_record else NO_TOTALS
+        if blob is not None:
+            await restore_stored_state(name, instance, blob)
+        unclaimed = await claim_session(store, name, spec.backend, cwd, record, session_id, resume)
+        if (specs := capabilities.specs) is not None:
+            await specs.save_spec(name, start.stored_spec)
+        agent_budget = agent_budgets(name, options, loaded, budgets)
+        if (budget_store := capabilities.budgets) is not None:
+            # Each budget with its key, so that a reader of the store adds up the names it
+            # covers as it does (`agentrt status`).
+            await budget_store.save_budgets(name, agent_budget.stored())
+        check_open()
+        slot = Slot(
+            Mailbox(name, options, new_id),
+            store,
+            spec.backend.name,
+            cwd,
+            session_id=session_id,
+            session_totals=totals,
+            state_blob=blob,
+            unclaimed=unclaimed,
+            spent_usd=0.0 if loaded is None else loaded.cost_usd,
+            spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
+            budgets=agent_budget,
+            fork_source=forked,
+        )
+        if (requests := capabilities.requests) is not None:
+            # This runtime owns the name now: what a dead owner left is settled, and the
+            # stored queue is the agent's before any new request.
+            slot.requests = Durable(requests, name, options)
+            await slot.requests.adopt(slot.mailbox)
+            check_open()
+    except BaseException:
+        if binding is not None:
+            binding.close()
+        raise
+    return Prepared(spec, instance, backend_options, mode, binding, slot)

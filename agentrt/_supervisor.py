@@ -28,49 +28,30 @@ from ._actor import Actor, Exit, cancel_grace
 from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
-from ._backends import check_binary, resolve_backend
-from ._budget_spending import counted_tokens
-from ._budgets import NO_BUDGETS, Budget, Budgets
+from ._budgets import Budget
 from ._callbacks import restore_state
-from ._cluster._ownership import Ownership, check_kill_grace
-from ._cluster._reaper import reap_stale_turn
+from ._cluster._ownership import Ownership
 from ._cluster._specs import forget_spec
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
-from ._durable import Durable
 from ._errors import (
     AgentAlreadyStarted,
     AgentStopped,
-    InvalidOptions,
     NoRuntime,
     RestartLimitExceeded,
     SessionMismatch,
 )
-from ._events import NO_TOTALS
-from ._failover import stored_spec
-from ._forks import check_fork_from
 from ._logs import log_error
-from ._mailbox import Mailbox
 from ._mode import Mode
-from ._options import (
-    AgentOptions,
-    resume_option,
-    split_options,
-)
-from ._records import SessionRecord
+from ._options import AgentOptions
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._starting import (
     AgentFactory,
     AgentSpec,
-    check_limits,
-    check_live_records,
-    check_store,
-    claim_session,
-    restore_stored_state,
-    session_of,
+    check_start,
+    prepare_agent,
     working_directory,
-    workspace_of,
 )
 from ._status import AgentHandle
 from ._stores._protocols import (
@@ -281,106 +262,45 @@ class Supervisor(metaclass=NoPublicConstructor):
         check_name(name)
         if name in context.children or name in context.starting:
             raise AgentAlreadyStarted(name)
-        if fork_from is not None:
-            fork_from = check_fork_from(fork_from, resume)
-        resume = resume_option(resume)
-        agent_options, rest = split_options(options, context.agent_defaults)
         ownership = context.ownership
-        check_kill_grace(agent_options.kill_grace, ownership.ttl)
-        resolved = resolve_backend(backend)
-        specs = check_store(context.store, context.capabilities, name, agent_options)
-        if agent_options.workspace is not None and "cwd" in rest:
-            raise InvalidOptions(
-                "workspace",
-                agent_options.workspace,
-                f"cwd={rest['cwd']!r} and workspace together: the agent's CLI runs in its "
-                "workspace's worktree; give one of them",
-            )
-        stored = None
-        if specs is not None:
-            stored = stored_spec(name, agent, backend, options, agent_options.failover)
-        store = context.store
+        start = check_start(
+            context.store,
+            context.capabilities,
+            context.agent_defaults,
+            ownership.ttl,
+            agent=agent,
+            name=name,
+            backend=backend,
+            resume=resume,
+            fork_from=fork_from,
+            options=options,
+        )
         context.starting.add(name)
-        binding: ToolBinding | None = None
         started = False
         try:
-            workspace = await workspace_of(
-                store, context.capabilities, ownership.owner.node, name, agent_options, fork_from
+            ready = await prepare_agent(
+                context.store,
+                context.capabilities,
+                ownership,
+                context.tools,
+                context.tracker,
+                start,
+                budgets=self._budgets,
+                new_id=context.new_id,
+                check_open=self._check_open,
             )
-            if workspace is not None:
-                rest = {**rest, "cwd": workspace.path}
-            spec = AgentSpec(agent, resolved, rest, agent_options)
-            # The mode first: what the store must hold for it, and whether the fence
-            # guard must watch this agent's processes.
-            instance, backend_options, mode, binding = await spec.instantiate(name, context.tools)
-            check_live_records(store, context.capabilities, name, mode)
-            cwd = working_directory(backend_options)
-            if mode.runs_processes:  # a missing CLI named now, not by the first turn
-                check_binary(spec.backend, backend_options)
-                if agent_options.limits is not None:
-                    check_limits(name, agent_options.limits, context.tracker)
-            await ownership.acquire(name, runs_processes=mode.runs_processes)
-            # Loaded whatever ``resume`` says: a fresh session keeps the name's totals,
-            # which its budgets count.
-            loaded = await store.load(name)
-            if mode.runs_processes and loaded is not None:
-                # The CLI a dead owner left running goes before this one's starts: one
-                # live CLI per agent (a lease taken over at once, from a dead runtime of
-                # this node, comes before any reaper at a program's start).
-                await reap_stale_turn(
-                    store, context.capabilities.live, loaded, term_grace=agent_options.kill_grace
+            try:
+                child = Child(ready.spec, self, ready.slot)
+                context.children[name] = child
+                self._children[name] = child
+                actor = self._launch(
+                    child, ready.instance, ready.backend_options, ready.mode, ready.binding
                 )
-            record = None if resume is False else loaded
-            if workspace is not None and cwd != workspace.path:
-                why = f"init_agent returned cwd {cwd!r}, not its worktree {workspace.path!r}"
-                raise InvalidOptions("workspace", agent_options.workspace, why)
-            session_id, blob, forked = await session_of(
-                store, name, spec, instance, backend_options, cwd, loaded, record, resume, fork_from
-            )
-            resumes_record = record is not None and session_id == record.session_id
-            totals = record.session_totals if record and resumes_record else NO_TOTALS
-            if blob is not None:
-                await restore_stored_state(name, instance, blob)
-            unclaimed = await claim_session(
-                store, name, spec.backend, cwd, record, session_id, resume
-            )
-            if specs is not None:
-                await specs.save_spec(name, stored)
-            budgets = self._agent_budgets(name, agent_options, loaded)
-            if (budget_store := context.capabilities.budgets) is not None:
-                # Each budget with its key, so that a reader of the store adds up the
-                # names it covers as it does (`agentrt status`).
-                await budget_store.save_budgets(name, budgets.stored())
-            self._check_open()
-            slot = Slot(
-                Mailbox(name, agent_options, context.new_id),
-                store,
-                spec.backend.name,
-                cwd,
-                session_id=session_id,
-                session_totals=totals,
-                state_blob=blob,
-                unclaimed=unclaimed,
-                spent_usd=0.0 if loaded is None else loaded.cost_usd,
-                spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
-                budgets=budgets,
-                fork_source=forked,
-            )
-            if (requests := context.capabilities.requests) is not None:
-                # This runtime owns the name now: what a dead owner left is settled, and
-                # the stored queue is the agent's before any new request.
-                slot.requests = Durable(requests, name, agent_options)
-                await slot.requests.adopt(slot.mailbox)
-                self._check_open()
-            child = Child(spec, self, slot)
-            context.children[name] = child
-            self._children[name] = child
-            actor = self._launch(child, instance, backend_options, mode, binding)
+            except BaseException:
+                if ready.binding is not None:
+                    ready.binding.close()
+                raise
             started = True
-        except BaseException:
-            if binding is not None:
-                binding.close()
-            raise
         finally:
             context.starting.discard(name)
             if not started:
@@ -390,17 +310,6 @@ class Supervisor(metaclass=NoPublicConstructor):
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
-
-    def _agent_budgets(
-        self, name: str, options: AgentOptions, record: SessionRecord | None
-    ) -> Budgets:
-        own = Budget(f"agent {name!r}", options.budget_usd, options.budget_tokens)
-        chain = (own, *self._budgets) if own.limited else self._budgets
-        if not chain:
-            return NO_BUDGETS  # shared: an agent without limits holds none of its own
-        budgets = Budgets(chain)
-        budgets.enter(name, record)
-        return budgets
 
     def _budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
         """The budgets of a supervisor opened under this one (its own, if it has a limit,

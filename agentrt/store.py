@@ -46,7 +46,6 @@ from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import BudgetStore as BudgetStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
-from ._stores._protocols import RequestStore as RequestStore
 from ._stores._protocols import Router as Router
 from ._stores._protocols import RoutingStore as RoutingStore
 from ._stores._protocols import Serve as Serve
@@ -60,6 +59,7 @@ from ._stores._protocols import check_fence as check_fence
 from ._stores._protocols import granted_epoch as granted_epoch
 from ._stores._protocols import no_row as no_row
 from ._stores._protocols import stored_reason as stored_reason
+from ._stores._request_store import RequestStore as RequestStore
 from ._stores._transcripts import check_transcript_path as check_transcript_path
 from ._stores._transcripts import stale_chunk as stale_chunk
 from ._util import fixup_module_metadata as _fixup_module_metadata

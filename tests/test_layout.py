@@ -246,6 +246,34 @@ def test_the_stores_import_no_driver_module() -> None:
     assert strays == []
 
 
+# A module past this many lines holds more than one concept: split it by concept. The
+# process driver is the one exception, a single concept (one CLI process, its I/O and its
+# end) whose parts share its state.
+MAX_LINES = 600
+LONG_MODULES = {"agentrt._driver._process"}
+
+
+def overlong(found: Mapping[str, Path]) -> list[str]:
+    """Every module of ``found`` over `MAX_LINES` lines but `LONG_MODULES`, with its count."""
+    return sorted(
+        f"{module} ({count} lines)"
+        for module, path in found.items()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES and module not in LONG_MODULES
+    )
+
+
+def test_no_module_is_over_600_lines_but_the_process_driver() -> None:
+    assert overlong(modules()) == [], f"split by concept, to under {MAX_LINES} lines"
+
+
+def test_an_overlong_module_is_named_with_its_count(tmp_path: Path) -> None:
+    long, short = tmp_path / "long.py", tmp_path / "short.py"
+    long.write_text("x = 1\n" * (MAX_LINES + 1))
+    short.write_text("x = 1\n" * MAX_LINES)
+    found = {"agentrt._long": long, "agentrt._short": short, "agentrt._driver._process": long}
+    assert overlong(found) == [f"agentrt._long ({MAX_LINES + 1} lines)"]
+
+
 def test_the_backend_contract_and_telemetry_import_the_floor_only() -> None:
     graph, layers = import_graph(modules()), layer_map()
     for module in ("agentrt.backend", "agentrt._telemetry._log_fields", "agentrt._telemetry._otel"):

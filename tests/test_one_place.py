@@ -26,6 +26,8 @@ STORE_PROTOCOLS = {
     "RoutingStore",
     "ApprovalStore",
     "TurnHistoryStore",
+    "BudgetStore",
+    "RequestStore",
 }
 
 

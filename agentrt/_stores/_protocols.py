@@ -1,6 +1,8 @@
 """What a session store is, by capability: the core protocol every store implements
 (`SessionStore`), the optional ones the runtime asks for with ``isinstance`` (never by
 class) when a feature needs them, and the helpers the stores share (fencing, errors).
+`RequestStore`, the durable requests' protocol, has a module of its own
+(`_request_store.py`); `StoreCapabilities` resolves it with the others.
 
 =================== ============================================ =========================
 protocol            methods                                      needed by
@@ -24,9 +26,9 @@ ApprovalStore       put_approval, pending_approvals,             ``AskOperator``
                     remove_approval
 TurnHistoryStore    record_turn_with_history, turn_history       the console's turn
                                                                  history and charts
-RequestStore        enqueue_request, queued_requests,            durable requests (the
-                    withdraw_request, claim_request,             runtime's wiring is to
-                    settle_request, end_orphaned_requests,       follow)
+RequestStore        enqueue_request, queued_requests,            durable requests
+                    withdraw_request, claim_request,
+                    settle_request, end_orphaned_requests,
                     find_request, purge_requests
 =================== ============================================ =========================
 """
@@ -48,15 +50,14 @@ from .._records import (
     LeaseOwner,
     OperatorDecision,
     PendingApproval,
-    RequestOutcome,
     SessionRecord,
     StoredBudget,
-    StoredRequest,
     StoredTranscript,
     StoredTurn,
     StoredWorkspace,
 )
 from .._redact import redact
+from ._request_store import RequestStore
 
 NO_USAGE = Usage()
 
@@ -401,108 +402,6 @@ class TurnHistoryStore(Protocol):
     ) -> Sequence[StoredTurn]:
         """At most ``limit`` entries of ``name``'s history (None: every agent's), newest
         first (in the order they were recorded), skipping the ``offset`` newest."""
-        ...
-
-
-@runtime_checkable
-class RequestStore(Protocol):
-    """Each agent's requests, durable: accepted into a queue in the store before the call
-    that made them returns, started at most once by the owner of the name (fenced by its
-    lease epoch), settled with their outcome, which any program sharing the store reads
-    by id or idempotency key until ``result_ttl`` has passed. `MemoryStore` lacks it: its
-    runtime keeps each mailbox in memory, as nothing it holds outlives the program anyway.
-
-    Requests are named by ``(name, id)``; ``id`` is the caller's (unique per agent). A
-    ``key`` is an idempotency key, unique per agent while its request is kept. Times are
-    the store's wall clock (``clock``). The claim, the settlement and the owner's clean-up
-    are owner writes: they need this handle to hold the lease of ``name`` (`LeaseStore`),
-    and are refused with `LeaseLost`, writing nothing, once its epoch is stale. Withdraw,
-    the reads and the purge are anyone's (a withdraw fenced as every write of a handle
-    holding the lease). Enqueue is never fenced, the one exception to `LeaseStore`'s rule:
-    a request is its caller's, not its owner's, and whoever owns the name next runs it.
-
-    A prompt is stored as given (it is the work to do) until its request settles; an
-    answer as given (it is the result the caller waits for) until ``result_ttl``; an error
-    message redacted.
-    """
-
-    async def enqueue_request(
-        self,
-        name: str,
-        *,
-        id: str,
-        prompt: str,
-        key: str | None,
-        origin: str,
-        max_pending: int,
-        max_pending_bytes: int,
-    ) -> str:
-        """Queue a request for ``name`` after every other queued one, accepted now, and
-        return its id; or, when a kept request of ``name`` has ``key``, store nothing and
-        return that request's id. Refused with `MailboxFull`, storing nothing, when ``name``
-        has ``max_pending`` requests queued already or the prompt's UTF-8 bytes would take
-        the queued ones past ``max_pending_bytes``; an id ``name`` already has is
-        `StoreError`. The check and the write are one transaction: of enqueues racing from
-        any handle, the bounds hold and one key is stored once."""
-        ...
-
-    async def queued_requests(self, name: str) -> Sequence[StoredRequest]:
-        """The queued (not started) requests of ``name``, in the order they will start."""
-        ...
-
-    async def withdraw_request(self, name: str, id: str, *, result_ttl: float) -> bool:
-        """Settle the queued request ``id`` of ``name`` as ``"withdrawn"`` (kept for
-        ``result_ttl`` seconds); False, changing nothing, if it is not queued (running,
-        settled or unknown)."""
-        ...
-
-    async def claim_request(self, name: str) -> StoredRequest | None:
-        """Start the next queued request of ``name``: it becomes ``"running"`` under this
-        handle's lease epoch (its ``attempts`` one more), and is returned; None when none
-        is queued. Needs this handle to hold the lease (else `StoreError`); a stale epoch
-        is `LeaseLost` and claims nothing, so a request starts at most once per epoch,
-        and an epoch's owner starts each request once."""
-        ...
-
-    async def settle_request(
-        self,
-        name: str,
-        id: str,
-        outcome: RequestOutcome,
-        *,
-        result_ttl: float,
-        turn: StoredTurn | None = None,
-        session_id: str | None = None,
-        keep: int = 1,
-    ) -> bool:
-        """End the running request ``id`` of ``name`` with ``outcome``, kept for
-        ``result_ttl`` seconds; False if this handle's epoch is not running it (settled
-        already, say, as ``"owner_died"``). With ``turn``, what
-        `TurnHistoryStore.record_turn_with_history` does with ``turn``, ``session_id``
-        and ``keep`` is written in the same transaction: the turn's record and its
-        request's outcome are one write, both or neither. Fenced."""
-        ...
-
-    async def end_orphaned_requests(
-        self, name: str, *, retry: bool, result_ttl: float
-    ) -> Sequence[StoredRequest]:
-        """What a new owner of ``name`` does first: every request of ``name`` that an
-        earlier lease epoch started and never settled (its owner died mid-turn) is settled
-        ``"owner_died"`` (with the session id of ``name``'s row), or, with ``retry``,
-        queued again at the head, in its place, to start once more, only once: a request
-        already started twice ends ``"owner_died"``. Returns them as they are now, in
-        queue order. Needs the lease, as `claim_request`."""
-        ...
-
-    async def find_request(
-        self, name: str, *, id: str | None = None, key: str | None = None
-    ) -> StoredRequest | None:
-        """The request of ``name`` with ``id`` (or else ``key``): queued, running, or
-        settled and not yet expired; None otherwise."""
-        ...
-
-    async def purge_requests(self) -> int:
-        """Delete every settled request whose ``result_ttl`` has passed; how many."""
         ...
 
 

@@ -19,10 +19,10 @@ from .._errors import LeaseLost, MailboxFull, StoreError
 from .._records import OWNER_DIED, WITHDRAWN, RequestOutcome
 from .._stores._protocols import (
     LeaseStore,
-    RequestStore,
     SessionStore,
     StoreCapabilities,
 )
+from .._stores._request_store import RequestStore
 from ._conformance_kit import (
     _A,
     _B,
