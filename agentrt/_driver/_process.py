@@ -732,7 +732,7 @@ class ProcessTracker:
     when it exits, as is one that died too late for a turn's ladder to reap it.
 
     ``runtime_id``: the runtime's (`agentrt.Runtime.runtime_id`; by default a fresh one);
-    the markers of the turns started with the tracker start with `marker_prefix`, by which
+    the markers of the turns started with the tracker start with ``marker_prefix``, by which
     that runtime's fence guard knows them.
     """
 
