@@ -370,7 +370,9 @@ class Supervisor(metaclass=NoPublicConstructor):
                 # This runtime owns the name now: what a dead owner left is settled, and
                 # the stored queue is the agent's before any new request.
                 slot.requests = Durable(requests, name, agent_options)
-                await slot.requests.adopt(slot.mailbox)
+                await slot.requests.adopt(
+                    slot.mailbox, context.capabilities.turn_history, ownership.owner.node
+                )
                 self._check_open()
             child = Child(spec, self, slot)
             context.children[name] = child
