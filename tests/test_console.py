@@ -272,24 +272,25 @@ async def test_the_agent_page_lists_the_queue_and_a_person_withdraws_from_it(
             assert data["queue"]["why"] is None
             listed = data["queue"]["requests"]
             assert [(q["ref"], q["key"]) for q in listed] == [
-                (kept.id, "job-2"),
-                (dropped.id, None),
+                (str(kept.id), "job-2"),
+                (str(dropped.id), None),
             ]
             assert listed[0]["prompt"] == "second " + "y" * 193 + "..."  # a preview
             assert listed[1]["prompt"].startswith("third, key ") and SECRET not in str(listed)
             assert data["status"]["queued_keys"] == ["job-2"]
             assert _row(rows, "a")["oldest_queued"] >= 0
-            answer = await act(console, name="a", action="withdraw", ref=dropped.id)
+            # The page sends the ref in decimal (62 bits); an int is taken too.
+            answer = await act(console, name="a", action="withdraw", ref=str(dropped.id))
             assert answer.json() == {"ok": True, "withdrawn": True}
             assert isinstance(await rt.poll(dropped), agentrt.Withdrawn)
             with trio.fail_after(BOUND):
                 _, data = await page.until(
                     lambda n, d: n == "agent" and len(d["queue"]["requests"]) == 1
                 )
-            assert data["queue"]["requests"][0]["ref"] == kept.id
+            assert data["queue"]["requests"][0]["ref"] == str(kept.id)
             again = await act(console, name="a", action="withdraw", ref=dropped.id)
             assert again.json() == {"ok": True, "withdrawn": False}  # no longer queued
-            bad = await act(console, name="a", action="withdraw", ref="x")
+            bad = await act(console, name="a", action="withdraw", ref="1e3")
             assert (bad.status, bad.json()["error"]) == (409, "ValueError")
             gate.release()
             for ref in (running, kept):

@@ -282,10 +282,7 @@ class ConsoleApp:
     async def _act(self, name: str, action: str, request: dict[str, Any]) -> dict[str, Any]:
         rt = self._runtime
         if action == "withdraw":
-            id = request.get("ref")
-            if not isinstance(id, int) or isinstance(id, bool):
-                raise ValueError(f"withdraw takes the queued request's ref (an int), not {id!r}")
-            return {"withdrawn": await rt.withdraw(Ref(name, id))}
+            return {"withdrawn": await rt.withdraw(Ref(name, _ref_id(request.get("ref"))))}
         if action in ("ask", "tell"):
             prompt: Any = request.get("prompt")  # the tell refuses what is no prompt
             # The page's ask is a tell and its wait, so that the agent's open pages follow
@@ -357,6 +354,18 @@ async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
                 await sink.event("dropped", {"ref": ref.id, "count": dropped})
                 dropped = 0
             await sink.event(name, {"ref": ref.id, **data})
+
+
+def _ref_id(ref: object) -> int:
+    """A withdraw's ref: its id as an int, or in decimal as the page sends it (a page's
+    numbers are exact to 53 bits only, a stored request's id has 62)."""
+    if isinstance(ref, str) and ref.isascii() and ref.isdecimal() and len(ref) <= 20:
+        return int(ref)
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return ref
+    raise ValueError(
+        f"withdraw takes the queued request's ref (an int, or it in decimal), not {ref!r}"
+    )
 
 
 def _without_token(query_string: bytes) -> str:

@@ -23,8 +23,9 @@ def _preview(prompt: str | None) -> str | None:
 
 
 async def queued(store: RequestStore | None, name: str) -> dict[str, Any]:
-    """The queued requests of ``name``, in the order they will run: ``ref`` (the id
-    `withdraw` takes; None for one written through the store's API, which has no `Ref`),
+    """The queued requests of ``name``, in the order they will run: ``ref`` (the `Ref`'s id
+    `withdraw` takes, in decimal: 62 bits, more than a page's numbers hold exactly; None
+    for one written through the store's API, which has no `Ref`),
     ``key``, ``prompt`` (a preview) and ``accepted_at`` (wall clock; the page shows its
     age). ``store``: the store's `StoreCapabilities.requests` (None: it keeps none, and
     ``requests`` is None)."""
@@ -32,7 +33,7 @@ async def queued(store: RequestStore | None, name: str) -> dict[str, Any]:
         return {"why": NO_REQUESTS, "requests": None}
     requests = [
         {
-            "ref": None if (ref := ref_of(name, request.id)) is None else ref.id,
+            "ref": None if ref_of(name, request.id) is None else request.id,
             "key": None if request.key is None else shown(request.key),
             "prompt": _preview(request.prompt),
             "accepted_at": request.accepted_at,

@@ -341,6 +341,8 @@ function agentPage() {
     queue(data);
   }
 
+  let shownQueue = "";
+
   // The queued requests, each withdrawable; listed from the store where it keeps them (so
   // another program's queue too), else only counted from the status.
   function queue(data) {
@@ -353,10 +355,21 @@ function agentPage() {
     why.textContent = q.why ? `${q.why}` + (s.queued_keys && s.queued_keys.length
       ? ` (keys: ${s.queued_keys.join(", ")})` : "") : "";
     const body = document.querySelector("#queue tbody");
+    const waited = (accepted) => ago(Math.max(0, Date.now() / 1000 - accepted));
+    // Rows are made again only when the queue changed (a button under the pointer stays);
+    // else only their ages move on.
+    const listed = JSON.stringify([q.requests, data.status === null]);
+    if (listed === shownQueue) {
+      body.querySelectorAll("td.age").forEach((td) => { td.textContent = waited(Number(td.dataset.accepted)); });
+      return;
+    }
+    shownQueue = listed;
     body.replaceChildren(...(q.requests || []).map((request) => {
       const tr = el("tr", { "data-ref": request.ref ?? "" });
-      for (const value of [request.ref === null ? "-" : "#" + request.ref, request.key ?? "-",
-        ago(Math.max(0, Date.now() / 1000 - request.accepted_at))]) tr.append(el("td", {}, value));
+      for (const value of [request.ref === null ? "-" : "#" + request.ref, request.key ?? "-"]) {
+        tr.append(el("td", {}, value));
+      }
+      tr.append(el("td", { class: "age", "data-accepted": request.accepted_at }, waited(request.accepted_at)));
       tr.append(el("td", { class: "text" }, request.prompt ?? "-"));
       const cell = el("td");
       if (request.ref !== null) {
