@@ -35,7 +35,8 @@
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http
-#     _console._pages _console._serve _console._shown _faces._asyncio_runtime
+#     _console._pages _console._queue _console._serve _console._shown
+#     _faces._asyncio_runtime
 #     _faces._forwarding _faces._runtime_thread _faces._sync_runtime _failover _opening
 #     _pinned _runtime _starting _supervisor asyncio hooks lowlevel store sync testing
 #     testing._backend_conformance testing._conformance_core testing._conformance_kit

@@ -55,9 +55,11 @@ class AgentCalls:
 
     def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
         """Run a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on); returns its awaitable."""
+        routed call is never routed on); returns its awaitable. A runtime that is closing
+        answers as its agents do then: stopped (`NoRuntime` is the caller's own runtime's;
+        a caller whose ref was stored reads it from the store then)."""
         if self._context.closed:
-            raise NoRuntime("this runtime is closed")
+            raise AgentStopped(name, "its runtime closed")
         child = self._context.children.get(name)
         if child is None:
             raise AgentNotFound(name)

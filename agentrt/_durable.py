@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from ._errors import AgentRTError, AgentStopped, InvalidOptions, OwnerDied, StoreError, TurnFailed
-from ._events import EventCoverage, Response, ResultEvent, StopReason
+from ._events import EventCoverage, Response, ResultEvent, StopReason, Usage
 from ._logs import log_error
 from ._options import AgentOptions
 from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
@@ -36,6 +36,7 @@ from ._requests import (
     Settled,
     Withdrawn,
 )
+from ._stores._protocols import TurnHistoryStore
 from ._stores._request_store import RequestStore
 
 if TYPE_CHECKING:
@@ -201,11 +202,14 @@ class Durable:
             )
         return id
 
-    async def adopt(self, mailbox: Mailbox) -> tuple[StoredRequest, ...]:
-        """What a new owner does before its first turn: the requests a dead owner was
-        running end `OwnerDied` (or queue again, ``on_owner_death="retry"``), expired
-        results are purged, and the queued requests enter ``mailbox`` in their order.
-        Returns the dead owner's requests as they are now."""
+    async def adopt(
+        self, mailbox: Mailbox, history: TurnHistoryStore | None, node: str
+    ) -> tuple[StoredRequest, ...]:
+        """What a new owner (on ``node``) does before its first turn: the requests a dead
+        owner was running end `OwnerDied` (or queue again, ``on_owner_death="retry"``),
+        each such end entered in the agent's turn history (``history``: the store's, None
+        where it keeps none), expired results are purged, and the queued requests enter
+        ``mailbox`` in their order. Returns the dead owner's requests as they are now."""
         store, options = self.store, self.options
         orphans = await store.end_orphaned_requests(
             self.name, retry=options.on_owner_death == "retry", result_ttl=options.result_ttl
@@ -218,10 +222,47 @@ class Durable:
                     orphan.id,
                     extra={"agent": self.name},
                 )
+                if history is not None and options.turn_history > 0:
+                    await self._enter_death(history, node, orphan)
         await store.purge_requests()
         for stored in await store.queued_requests(self.name):
             mailbox.adopt(self.request_of(stored, mailbox))
         return tuple(orphans)
+
+    async def _enter_death(
+        self, history: TurnHistoryStore, node: str, orphan: StoredRequest
+    ) -> None:
+        """The turn history's entry for ``orphan``, ended `OwnerDied`: its turn never
+        recorded itself, so the people reading the history would not see it ran. Its end
+        is when this owner found it (the dead one's times died with it); the session id,
+        the record of what the turn did, is in its answer. A store that cannot write it is
+        logged: the request's outcome stands."""
+        assert orphan.outcome is not None and orphan.settled_at is not None
+        session = orphan.outcome.session_id
+        ran_on = "no session yet" if session is None else f"session {session}"
+        entry = StoredTurn(
+            name=self.name,
+            node=node,
+            started_at=orphan.settled_at,
+            ended_at=orphan.settled_at,
+            duration=0.0,
+            outcome=OWNER_DIED,
+            cost_usd=None,
+            usage=Usage(),
+            prompt=None,
+            answer=(
+                f"owner died mid-turn ({ran_on})"
+                + (f": {orphan.outcome.error}" if orphan.outcome.error else "")
+            ),
+        )
+        try:
+            await history.record_turn_with_history(
+                entry, session_id=session, keep=self.options.turn_history
+            )
+        except StoreError as exc:
+            log_error(
+                f"agent {self.name!r}: the store could not record an owner's death", exc, self.name
+            )
 
     def request_of(self, stored: StoredRequest, mailbox: Mailbox) -> Request:
         """The mailbox's request for ``stored`` (made by another program, or an earlier

@@ -471,7 +471,7 @@ async def prepare_agent(
             # This runtime owns the name now: what a dead owner left is settled, and the
             # stored queue is the agent's before any new request.
             slot.requests = Durable(requests, name, options)
-            await slot.requests.adopt(slot.mailbox)
+            await slot.requests.adopt(slot.mailbox, capabilities.turn_history, ownership.owner.node)
             check_open()
     except BaseException:
         if binding is not None:

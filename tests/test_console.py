@@ -248,3 +248,65 @@ def open_runtime_with_agent():  # type: ignore[no-untyped-def]
             yield rt, "a"
 
     return opened()
+
+
+async def test_the_agent_page_lists_the_queue_and_a_person_withdraws_from_it(
+    tmp_path: Path,
+) -> None:
+    gate = Gate()
+    backend = gated(gate, "a", "b")
+    async with agentrt.open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend)
+        running = await rt.tell("a", "first")
+        await gate.wait_reached()
+        kept = await rt.tell("a", "second " + "y" * 500, key="job-2")
+        dropped = await rt.tell("a", f"third, key {SECRET}")
+        async with (
+            open_console(rt) as console,
+            events(console, "/events/agent?name=a") as page,
+            events(console, "/events/fleet") as fleet,
+        ):
+            with trio.fail_after(BOUND):
+                _, data = await page.until(lambda n, d: n == "agent")
+                _, rows = await fleet.until(lambda n, d: _row(d, "a")["queued"] == 2)
+            assert data["queue"]["why"] is None
+            listed = data["queue"]["requests"]
+            assert [(q["ref"], q["key"]) for q in listed] == [
+                (str(kept.id), "job-2"),
+                (str(dropped.id), None),
+            ]
+            assert listed[0]["prompt"] == "second " + "y" * 193 + "..."  # a preview
+            assert listed[1]["prompt"].startswith("third, key ") and SECRET not in str(listed)
+            assert data["status"]["queued_keys"] == ["job-2"]
+            assert _row(rows, "a")["oldest_queued"] >= 0
+            # The page sends the ref in decimal (62 bits); an int is taken too.
+            answer = await act(console, name="a", action="withdraw", ref=str(dropped.id))
+            assert answer.json() == {"ok": True, "withdrawn": True}
+            assert isinstance(await rt.poll(dropped), agentrt.Withdrawn)
+            with trio.fail_after(BOUND):
+                _, data = await page.until(
+                    lambda n, d: n == "agent" and len(d["queue"]["requests"]) == 1
+                )
+            assert data["queue"]["requests"][0]["ref"] == str(kept.id)
+            again = await act(console, name="a", action="withdraw", ref=dropped.id)
+            assert again.json() == {"ok": True, "withdrawn": False}  # no longer queued
+            bad = await act(console, name="a", action="withdraw", ref="1e3")
+            assert (bad.status, bad.json()["error"]) == (409, "ValueError")
+            gate.release()
+            for ref in (running, kept):
+                assert isinstance(await rt.wait(ref), agentrt.Completed)
+    assert backend.prompts == ["first", "second " + "y" * 500]  # the withdrawn one never ran
+
+
+async def test_on_a_store_that_keeps_no_requests_the_queue_is_only_counted() -> None:
+    async with (
+        open_runtime_with_agent() as (rt, _),
+        open_console(rt) as console,
+        events(console, "/events/agent?name=a") as page,
+    ):
+        _, data = await page.until(lambda n, d: n == "agent")
+    assert data["queue"] == {
+        "why": "the store keeps no requests: the count and keys are this runtime's",
+        "requests": None,
+    }
+    assert data["status"]["queued"] == 0

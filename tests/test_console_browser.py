@@ -258,3 +258,31 @@ def _select(browser: object, css: str, value: str) -> None:
 
     driver = browser.driver  # type: ignore[attr-defined]
     Select(driver.find_element(By.CSS_SELECTOR, css)).select_by_value(value)
+
+
+async def test_queued_tells_are_listed_and_one_withdrawn_never_runs(tmp_path: Path) -> None:
+    gate = Gate()
+    backend = gated(gate, "Busy")
+    async with agentrt.open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        running = await rt.tell("coder", "first")
+        await gate.wait_reached()
+        refs = [await rt.tell("coder", f"queued {n}", key=f"job-{n}") for n in range(3)]
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            await browser.get(f"{console.address}/agent?name=coder")
+            listed = await browser.wait_text("#queue tbody", lambda t: t.count("queued ") == 3)
+            assert [line.split()[1] for line in listed.splitlines()] == [
+                "job-0",
+                "job-1",
+                "job-2",
+            ]
+            await browser.screenshot("queue")
+            await browser.click(f'#queue tr[data-ref="{refs[1].id}"] button.withdraw')
+            await browser.wait_text("#outcome", lambda t: t == f"request #{refs[1].id} withdrawn")
+            listed = await browser.wait_text("#queue tbody", lambda t: t.count("queued ") == 2)
+            assert "queued 1" not in listed
+            gate.release()
+            for ref in (running, refs[0], refs[2]):
+                assert isinstance(await rt.wait(ref), agentrt.Completed)
+    assert backend.prompts == ["first", "queued 0", "queued 2"]

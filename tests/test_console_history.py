@@ -5,6 +5,7 @@ the history's bound per agent."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from test_store_conformance import ToyStore
 
 import agentrt
 from agentrt import SQLiteStore, open_console, open_runtime
+from agentrt.store import LeaseOwner
 
 BOUND = 30
 PAGE = 20  # turns the history shows a page at a time
@@ -118,3 +120,33 @@ async def test_a_store_without_a_history_says_so() -> None:
         status, data = await get_json(console, "/history?name=a")
     why = "the store keeps no turn history"
     assert (status, data) == (200, {"why": why, "turns": None, "chart": None})
+
+
+async def test_a_request_whose_owner_died_is_in_the_history_with_its_session(
+    tmp_path: Path,
+) -> None:
+    # An owner that claimed a request and died mid-turn: its lease expired (timed on a
+    # clock two hours behind), its session and the running request left in the store.
+    path = tmp_path / "s.sqlite3"
+    dead = LeaseOwner(node="gone", pid=1, start_time=0, runtime_id="gone")
+    async with SQLiteStore(path, lease_clock=lambda: time.monotonic() - 7200) as store:
+        await store.acquire_lease("a", dead, ttl=60.0)
+        await store.checkpoint_session("a", backend="scripted", session_id="s-1", cwd=None)
+        await store.enqueue_request(
+            "a",
+            id="7",
+            prompt="lost work",
+            key="job-7",
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=10_000,
+        )
+        assert await store.claim_request("a") is not None
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=echo_backend())
+        assert isinstance(await rt.poll(agentrt.Ref("a", 7)), agentrt.Failed)
+        async with open_console(rt) as console:
+            _, data = await get_json(console, "/history?name=a")
+    [died] = data["turns"]
+    assert (died["outcome"], died["node"]) == ("owner_died", rt.node)
+    assert died["answer"].startswith("owner died mid-turn (session s-1)")

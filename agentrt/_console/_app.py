@@ -36,6 +36,7 @@ from ._http import (
     sent_whole,
 )
 from ._pages import page
+from ._queue import queued
 from ._shown import event_data, record_data, shown, status_data
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ RELAY = 10_000
 # Why a routed stream skipped events: its reads fell behind the owner's ring of them.
 _OWNER_DROPPED = "the owner's buffer for readers on other runtimes overflowed"
 # The actions on agents; "decide" answers a pending approval.
-ACTIONS = ("ask", "tell", "interrupt", "halt", "unhalt", "stop", "reset_session")
+ACTIONS = ("ask", "tell", "interrupt", "halt", "unhalt", "stop", "reset_session", "withdraw")
 # The tail of a stored transcript the agent page shows.
 TRANSCRIPT_TAIL = 256 * 1024
 
@@ -163,6 +164,7 @@ class ConsoleApp:
                 self._runtime.store, self._runtime.store_capabilities.budgets, name
             ),
             "stored_state": stored_state,
+            "queue": await queued(self._runtime.store_capabilities.requests, name),
             "unreachable": why,
             "record": record_data(record),
             "local": name in self._runtime.agents(),
@@ -260,7 +262,7 @@ class ConsoleApp:
         name, action = request["name"], request["action"]
         logger.info("console action %s on agent %r", action, name)  # never the prompt
         try:
-            result = await self._act(name, action, request.get("prompt"))
+            result = await self._act(name, action, request)
         except (AgentRTError, ValueError, TypeError) as exc:
             data = {"error": type(exc).__name__, "message": shown(str(exc))}
             await answer_json(send, 409, data)
@@ -277,9 +279,12 @@ class ConsoleApp:
             return
         await answer_json(send, 200, {"ok": True})
 
-    async def _act(self, name: str, action: str, prompt: Any) -> dict[str, Any]:
+    async def _act(self, name: str, action: str, request: dict[str, Any]) -> dict[str, Any]:
         rt = self._runtime
+        if action == "withdraw":
+            return {"withdrawn": await rt.withdraw(Ref(name, _ref_id(request.get("ref"))))}
         if action in ("ask", "tell"):
+            prompt: Any = request.get("prompt")  # the tell refuses what is no prompt
             # The page's ask is a tell and its wait, so that the agent's open pages follow
             # the turn from its first event; a page that goes away leaves it running.
             ref = await rt.tell(name, prompt)
@@ -349,6 +354,18 @@ async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
                 await sink.event("dropped", {"ref": ref.id, "count": dropped})
                 dropped = 0
             await sink.event(name, {"ref": ref.id, **data})
+
+
+def _ref_id(ref: object) -> int:
+    """A withdraw's ref: its id as an int, or in decimal as the page sends it (a page's
+    numbers are exact to 53 bits only, a stored request's id has 62)."""
+    if isinstance(ref, str) and ref.isascii() and ref.isdecimal() and len(ref) <= 20:
+        return int(ref)
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return ref
+    raise ValueError(
+        f"withdraw takes the queued request's ref (an int, or it in decimal), not {ref!r}"
+    )
 
 
 def _without_token(query_string: bytes) -> str:

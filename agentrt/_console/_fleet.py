@@ -52,6 +52,8 @@ class AgentRow:
     # When the store last wrote its record (wall clock; the page shows its age).
     updated_at: float | None
     queued: int | None
+    # Seconds its oldest queued request has waited (None: none queued, or no status had).
+    oldest_queued: float | None
     halt_pending: bool
     # What is left of the agent's tightest budget (AgentStatus; None: no such limit, or
     # no status had).
@@ -135,6 +137,7 @@ def _row(
         else redact(record.last_stop_reason),
         updated_at=None if record is None else record.updated_at,
         queued=None if status is None else status.queued,
+        oldest_queued=None if status is None else status.oldest_queued,
         halt_pending=status is not None and status.halt_pending,
         budget_left_usd=None if status is None else status.budget_left_usd,
         budget_left_tokens=None if status is None else status.budget_left_tokens,

@@ -38,6 +38,7 @@ _FLEET = """<main>
  <th data-key="backend">Backend</th><th data-key="mode">Mode</th><th data-key="state">State</th>
  <th data-key="session_id">Session</th><th data-key="turns">Turns</th>
  <th data-key="cost_usd">Cost</th><th data-key="restarts">Restarts</th>
+ <th data-key="queued">Queued</th><th data-key="oldest_queued">Oldest queued</th>
  <th data-key="last_outcome">Last outcome</th><th data-key="updated_at">Updated</th>
  <th data-key="budget_left_usd">Budget left</th>
 </tr></thead><tbody></tbody></table>
@@ -58,6 +59,11 @@ _AGENT = """<main>
  </div>
  <p id="outcome" role="status"></p>
 </section>
+<h2>Queued requests <span id="queue-count"></span></h2>
+<p id="queue-why" class="note" hidden></p>
+<table id="queue"><thead><tr>
+ <th>Request</th><th>Key</th><th>Waiting</th><th>Prompt</th><th></th>
+</tr></thead><tbody></tbody></table>
 <h2>Running turn <span id="turn-ref"></span></h2>
 <pre id="live"></pre>
 <ol id="events"></ol>

@@ -192,7 +192,8 @@ function fleetPage() {
       const link = el("a", { href: "agent?name=" + encodeURIComponent(a.name) }, a.name);
       const cell = el("td"); cell.append(link); tr.append(cell);
       const cells = [a.node, a.pid, a.backend, a.mode, a.state, a.session_id, a.turns,
-        money(a.cost_usd), a.restarts, a.last_outcome,
+        money(a.cost_usd), a.restarts, a.queued,
+        a.oldest_queued === null ? "-" : ago(a.oldest_queued), a.last_outcome,
         a.updated_at === null ? "-" : ago(Date.now() / 1000 - a.updated_at) + " ago",
         a.mode === null ? "-" : budgetLeft(a.budget_left_usd, a.budget_left_tokens)];
       for (const value of cells) tr.append(el("td", {}, value ?? "-"));
@@ -337,6 +338,56 @@ function agentPage() {
       || "No runtime runs this agent: its record, history and transcript stay in the store, "
         + "and its actions come back when a program starts it again.";
     turnHistory.turns(r.turns);
+    queue(data);
+  }
+
+  let shownQueue = "";
+
+  // The queued requests, each withdrawable; listed from the store where it keeps them (so
+  // another program's queue too), else only counted from the status.
+  function queue(data) {
+    const s = data.status || {}, q = data.queue;
+    const count = q.requests ? q.requests.length : s.queued;
+    document.getElementById("queue-count").textContent = count === undefined ? ""
+      : `(${count}` + (s.oldest_queued ? `, oldest waiting ${ago(s.oldest_queued)}` : "") + ")";
+    const why = document.getElementById("queue-why");
+    why.hidden = !q.why;
+    why.textContent = q.why ? `${q.why}` + (s.queued_keys && s.queued_keys.length
+      ? ` (keys: ${s.queued_keys.join(", ")})` : "") : "";
+    const body = document.querySelector("#queue tbody");
+    const waited = (accepted) => ago(Math.max(0, Date.now() / 1000 - accepted));
+    // Rows are made again only when the queue changed (a button under the pointer stays);
+    // else only their ages move on.
+    const listed = JSON.stringify([q.requests, data.status === null]);
+    if (listed === shownQueue) {
+      body.querySelectorAll("td.age").forEach((td) => { td.textContent = waited(Number(td.dataset.accepted)); });
+      return;
+    }
+    shownQueue = listed;
+    body.replaceChildren(...(q.requests || []).map((request) => {
+      const tr = el("tr", { "data-ref": request.ref ?? "" });
+      for (const value of [request.ref === null ? "-" : "#" + request.ref, request.key ?? "-"]) {
+        tr.append(el("td", {}, value));
+      }
+      tr.append(el("td", { class: "age", "data-accepted": request.accepted_at }, waited(request.accepted_at)));
+      tr.append(el("td", { class: "text" }, request.prompt ?? "-"));
+      const cell = el("td");
+      if (request.ref !== null) {
+        const button = el("button", { class: "withdraw" }, "Withdraw");
+        button.disabled = data.status === null;
+        button.addEventListener("click", async () => {
+          button.disabled = true;
+          const [ok, reply] = await post({ name, action: "withdraw", ref: request.ref });
+          outcome.className = ok ? "" : "error";
+          outcome.textContent = !ok ? `${reply.error}: ${reply.message}`
+            : reply.withdrawn ? `request #${request.ref} withdrawn`
+              : `request #${request.ref} was no longer queued`;
+        });
+        cell.append(button);
+      }
+      tr.append(cell);
+      return tr;
+    }));
   }
 
   // A message ended: the next one's text starts a paragraph of its own (the turn's
