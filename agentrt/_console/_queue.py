@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._durable import ref_of
-from .._stores._protocols import RequestStore
+from .._stores._request_store import RequestStore
 from ._shown import shown
 
 # The characters of a queued prompt the page shows: enough to tell requests apart.
