@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -74,7 +76,9 @@ async def test_a_usage_limit_says_when_it_resets(
     claude_env: dict[str, str], api: FakeAnthropic, tmp_path: Path
 ) -> None:
     """On a subscription login (OAuth) whose window is spent, the fix names the reset."""
-    resets_at = 1_796_619_000  # 2026-12-07 04:50 UTC
+    # In the future, whenever the test runs (a reset in the past is another day's).
+    resets_at = (int(time.time()) // 60 + 120) * 60
+    resets = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
     api.set_script([AnthropicError.usage_limit(resets_at)])
     env = {**claude_env, **api.claude_env(claude_env["HOME"], login="oauth")}
     del env["ANTHROPIC_API_KEY"]
@@ -83,7 +87,7 @@ async def test_a_usage_limit_says_when_it_resets(
     [line] = run.stderr.strip().splitlines()
     assert line.startswith("agentrt: agent 'bob': the turn failed (usage_limit)")
     assert "Fix: the login's usage limit is spent" in line
-    assert line.endswith("(it resets at 2026-12-07 04:50 UTC)"), line
+    assert line.endswith(f"(it resets at {resets:%Y-%m-%d %H:%M} UTC)"), line
 
 
 async def test_a_second_ask_continues_the_conversation(
