@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -16,6 +15,7 @@ from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
+from ._util import finite_number
 from ._versions import cli_versions_option
 from ._worktrees import GitWorktree
 
@@ -30,12 +30,7 @@ OwnerDeathPolicy = Literal["fail", "retry"]
 def _seconds_or_none(key: str, value: object) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not finite_number(value) or value <= 0:
         raise InvalidOptions(key, value, "must be a positive number of seconds, or None (no bound)")
     return float(value)
 
@@ -103,12 +98,7 @@ def _owner_death(key: str, value: object) -> OwnerDeathPolicy:
 
 
 def _result_ttl(key: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    if not finite_number(value) or value < 0:
         raise InvalidOptions(
             key, value, "must be a finite number of seconds >= 0 (how long a result is kept)"
         )
@@ -181,12 +171,7 @@ def _workspace(key: str, value: object) -> GitWorktree | None:
 def budget_usd_option(key: str, value: object) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not finite_number(value) or value <= 0:
         raise InvalidOptions(key, value, "must be a positive number of US dollars, or None")
     return float(value)
 

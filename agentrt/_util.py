@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import math
 from abc import ABCMeta
 from collections.abc import Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeGuard, TypeVar
 
 import msgspec
 
@@ -60,3 +61,9 @@ def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> Non
     for name, obj in namespace.items():
         if not name.startswith("_"):
             fix_one(obj)
+
+
+def finite_number(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is a finite int or float (a bool is not a number here): what an
+    option of seconds, dollars or cores must be before its range is checked."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)

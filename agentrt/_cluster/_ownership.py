@@ -41,6 +41,7 @@ from .._driver._runtimes import local_runtime_gone
 from .._errors import AgentAlreadyStarted, InvalidOptions, StoreError
 from .._records import Lease, LeaseOwner
 from .._stores._protocols import LeaseStore, SpecStore
+from .._util import finite_number
 from ._specs import forget_spec
 
 logger = logging.getLogger("agentrt")
@@ -56,12 +57,7 @@ RENEW_SHARE = 0.2
 
 def lease_ttl_option(value: object) -> float:
     """``open_runtime``'s ``lease_ttl``, checked."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < MIN_LEASE_TTL
-    ):
+    if not finite_number(value) or value < MIN_LEASE_TTL:
         raise InvalidOptions(
             "lease_ttl", value, f"must be a finite number of seconds >= {MIN_LEASE_TTL:g}"
         )

@@ -10,12 +10,12 @@ instead of moving its excess to disk, where it would slow the whole machine down
 
 from __future__ import annotations
 
-import math
 import re
 
 import attrs
 
 from .._errors import InvalidOptions
+from .._util import finite_number
 
 __all__ = ["Limits", "apply_limits", "oom_kills"]
 
@@ -59,12 +59,7 @@ def _tasks(value: object) -> int | None:
 def _cpus(value: object) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < _MIN_CPUS
-    ):
+    if not finite_number(value) or value < _MIN_CPUS:
         raise InvalidOptions(
             "limits.cpus", value, f"must be a number of cores >= {_MIN_CPUS} (1.5: one and a half)"
         )
