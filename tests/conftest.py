@@ -131,6 +131,10 @@ def postgres_dsn(postgres_server: pg_server.Server) -> Iterator[str]:
     """The DSN of a new, empty database on the session's PostgreSQL, dropped after the test."""
     dsn = postgres_server.create_database()
     yield dsn
+    # A test that stops the shared server (an outage) and fails before it starts it again
+    # must not take every later PostgreSQL test of this worker down with it.
+    if postgres_server.process is None:
+        postgres_server.start()
     postgres_server.drop_database(dsn)
 
 

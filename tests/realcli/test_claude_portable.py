@@ -382,7 +382,9 @@ async def test_a_turn_whose_transcript_cannot_be_restored_does_not_start(
         claude,
         host_b,
         ["prompt 2", "prompt 2, again"],
-        lambda: Faulty(before=(outage.down, outage.up)),
+        # Back once the failed turn has ended: a request is stored before it is accepted,
+        # so the next ask needs the database up.
+        lambda: Faulty(before=(outage.down,), after=(outage.up,)),
         transcript_wait=1,
         on_session_lost="fresh",
     )
