@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import outcome
 
@@ -25,7 +25,7 @@ from .._operations import Awaiting, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
 from .._util import NoPublicConstructor
-from ._forwarding import same_face
+from ._forwarding import AgentCallsBase, same_face
 from ._runtime_thread import (
     Block,
     HeldBlock,
@@ -40,15 +40,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
 TrioSupervisor = trio_supervisor.Supervisor
-
-if TYPE_CHECKING:
-    from .._agent_calls import AgentCalls
-
-    # What a type checker sees of the agent operations `make_operations` gives `Runtime`:
-    # the trio methods, each typed for this form by `agentrt._operations.operation`.
-    _AgentCalls = AgentCalls
-else:
-    _AgentCalls = object
 
 
 class _Delivery(Generic[R]):
@@ -190,7 +181,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(RuntimeFacts, Awaiting, _AgentCalls, metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, Awaiting, AgentCallsBase, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` awaited from asyncio: the same methods, the same arguments, the
     same results and errors (the exception objects themselves), run in the runtime's trio
     thread. Cancelling the asyncio task that awaits a call cancels it as trio cancellation

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from .._agent_calls import AgentCalls
+
+    # What a type checker sees of the agent operations `make_operations` gives each form's
+    # `Runtime`: the trio methods, each typed for the form by `agentrt._operations.operation`
+    # (a base of both forms' `Runtime`; nothing at run time).
+    AgentCallsBase = AgentCalls
+else:
+    AgentCallsBase = object
 
 
 def same_face(made: Callable[..., Any], method: Callable[..., Any]) -> None:

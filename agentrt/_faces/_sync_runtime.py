@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import outcome
 
@@ -23,7 +23,7 @@ from .._operations import Blocking, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
 from .._util import NoPublicConstructor
-from ._forwarding import same_face
+from ._forwarding import AgentCallsBase, same_face
 from ._runtime_thread import (
     HeldBlock,
     RuntimeFacts,
@@ -37,15 +37,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 TrioRuntime = trio_runtime.Runtime
 TrioSupervisor = trio_supervisor.Supervisor
-
-if TYPE_CHECKING:
-    from .._agent_calls import AgentCalls
-
-    # What a type checker sees of the agent operations `make_operations` gives `Runtime`:
-    # the trio methods, each typed for this form by `agentrt._operations.operation`.
-    _AgentCalls = AgentCalls
-else:
-    _AgentCalls = object
 
 
 def _check_thread(thread: RuntimeThread) -> None:
@@ -222,7 +213,7 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
-class Runtime(RuntimeFacts, Blocking, _AgentCalls, metaclass=NoPublicConstructor):
+class Runtime(RuntimeFacts, Blocking, AgentCallsBase, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` called from plain threads: the same methods, the same arguments,
     the same results and errors (the exception objects themselves), each blocking its
     thread until it settles; safe from any number of threads at once. A KeyboardInterrupt
