@@ -31,7 +31,6 @@ from ._durable import (
     find_by_key,
     new_stored_id,
     poll_result,
-    ref_of,
     refuse_key,
     settled,
     wait_stored,
@@ -40,7 +39,7 @@ from ._errors import AgentNotFound, InvalidOptions
 from ._events import Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
-from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
+from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router

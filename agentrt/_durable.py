@@ -35,6 +35,7 @@ from ._requests import (
     Request,
     Settled,
     Withdrawn,
+    ref_of,
 )
 from ._stores._protocols import TurnHistoryStore
 from ._stores._request_store import RequestStore
@@ -54,12 +55,6 @@ def new_stored_id() -> str:
     """The id of a new request: decimal, as its `Ref`'s int, and unique per agent across
     every program on the store (62 random bits)."""
     return str(secrets.randbits(62))
-
-
-def ref_of(name: str, stored_id: str) -> Ref | None:
-    """The `Ref` of the stored request ``stored_id``; None for an id the runtime did not
-    make (written through the store's API by other code: it runs, but has no `Ref`)."""
-    return Ref(name, int(stored_id)) if stored_id.isdecimal() else None
 
 
 def check_key(key: object) -> None:

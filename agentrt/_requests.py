@@ -24,6 +24,12 @@ class Ref:
     id: int
 
 
+def ref_of(name: str, stored_id: str) -> Ref | None:
+    """The `Ref` of the stored request ``stored_id``; None for an id the runtime did not
+    make (written through the store's API by other code: it runs, but has no `Ref`)."""
+    return Ref(name, int(stored_id)) if stored_id.isdecimal() else None
+
+
 @attrs.frozen
 class Pending:
     """The request is queued or running."""

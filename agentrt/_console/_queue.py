@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._durable import ref_of
+from .._requests import ref_of
 from .._stores._request_store import RequestStore
 from ._shown import shown
 
