@@ -14,9 +14,9 @@ Entering the turn's cgroup: posix_spawn has no action for it (glibc 2.36 has no
 ``posix_spawnattr_setcgroup_np``), so the child's first step is to open a FIFO, which
 blocks it until a writer comes. The spawn runs in a thread of ours kept for spawning; the
 caller meanwhile finds the new child among that thread's children, writes its pid into the
-turn's ``cgroup.procs``, and only then opens the FIFO's other end. The CLI never runs a
-single instruction outside its cgroup; if the move fails, the child is killed before it
-execs.
+turn's ``cgroup.procs``, and only then opens the FIFO's other end, again and again until the
+spawn returns (a writer wakes only a reader already waiting). The CLI never runs a single
+instruction outside its cgroup; if the move fails, the child is killed before it execs.
 
 Nothing wakes a child at the gate but its runtime (it waits with every signal blocked), so a
 runtime killed meanwhile would leave it there for ever. It therefore closes the runtime's
@@ -296,16 +296,20 @@ class _Spawner:
         self._requests.put(request)
         refused: OSError | None = None
         try:
-            refused = self._let_in(request, gate)
+            refused = self._move(request, gate)
         except BaseException:
             refused = OSError(errno.ECANCELED, "interrupted")
             raise
         finally:
-            if refused is not None:
-                # The child is dead or on its way to exec: it must not wait there for ever.
-                while not request.returned.wait(_POLL) and not _open_gate(self.fifo):
-                    pass
-            request.returned.wait()
+            # Whether moved, dead or on its way to exec, the child must not wait at the gate
+            # for ever. Opened until the spawn returns, not once: an open wakes only a reader
+            # already waiting, and it can succeed before this child waits, because the FIFO
+            # may have another reader (the previous spawn's child, whose close-on-exec comes
+            # after posix_spawn has returned); the child would then wait for the next writer.
+            while True:
+                _open_gate(self.fifo)
+                if request.returned.wait(_POLL):
+                    break
             if refused is not None and request.pid is not None:
                 with suppress(ProcessLookupError):
                     os.kill(request.pid, signal.SIGKILL)
@@ -318,26 +322,23 @@ class _Spawner:
         assert request.pid is not None
         return request.pid
 
-    def _let_in(self, request: _Request, gate: Gate) -> OSError | None:
-        # Find the child, move it, open the gate; the refusal if the move failed (the child
-        # killed where it waits) or the child never showed.
-        child: int | None = None
+    def _move(self, request: _Request, gate: Gate) -> OSError | None:
+        # Find the child and move it; the refusal if the move failed (the child killed where it
+        # waits) or the child never showed.
         deadline = time.monotonic() + _APPEAR_BOUND
         while not request.returned.is_set():
-            if child is None:
-                new = self.children() - request.before
-                if new:
-                    (child,) = new
-                    try:
-                        gate.move(child)
-                    except OSError as exc:
-                        os.kill(child, signal.SIGKILL)  # our unreaped child: no reused pid
-                        return exc
-            if child is not None and _open_gate(self.fifo):
+            new = self.children() - request.before
+            if new:
+                (child,) = new
+                try:
+                    gate.move(child)
+                except OSError as exc:
+                    os.kill(child, signal.SIGKILL)  # our unreaped child: no reused pid
+                    return exc
                 return None
             if request.returned.wait(_POLL):
                 break
-            if child is None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 return OSError(errno.ETIMEDOUT, "the new process did not show in /proc")
         return None
 
