@@ -24,7 +24,7 @@ import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import msgspec
@@ -60,7 +60,7 @@ from ._telemetry._otel import TurnTrace
 from ._turn_bounds import Bounds
 from ._turn_channel import ChannelReading
 from ._turn_response import Failure, completed, failed
-from ._turn_source import Channel, FrameSource, InProcessSource, TurnHost
+from ._turn_source import Channel, FrameSource, InProcessSource, TurnHost, go_on, run_until_wait
 from ._versions import accepts
 from .backend import Command, ExitStatus, Translator
 
@@ -222,9 +222,20 @@ class Turn(ChannelReading):
         await self.host.started()
         if self._failure is not None:  # stopped meanwhile
             return None
-        with trio.CancelScope(deadline=self._bounds.nearest()) as scope:
+        # Most runs never wait (a script's frames, one after another): the scope's deadline
+        # and `stop` reach a run only once it waits, so it has none until then (a deadline
+        # set, then moved at the result, was a tenth of a scripted ask). A stop meanwhile
+        # takes effect as the run waits, as it would at its next checkpoint.
+        steps = source.runner.run(self.command, self._emit).__await__()
+        with trio.CancelScope() as scope:
+            ended, waiting = run_until_wait(steps)
+            if ended:
+                return cast(ExitStatus, waiting)
+            scope.deadline = self._bounds.nearest()
             self._scope = scope
-            return await source.runner.run(self.command, self._emit)
+            if self._failure is not None or self._ended:
+                scope.cancel()
+            return await go_on(steps, waiting)
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
             self._stop_for_bound(trio.current_time())
         return None
