@@ -149,7 +149,8 @@ class Turn(ChannelReading):
     _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
     _parents: dict[str, str] = attrs.field(factory=dict)
-    # Repeats of the model's tool calls (stuck_repeats, stuck_errors), unless both are off.
+    # Repeats of the model's tool calls (stuck_repeats, stuck_errors), unless both are off;
+    # made at the first tool call.
     _loops: LoopWatch | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -197,7 +198,6 @@ class Turn(ChannelReading):
         if self.version_probed:
             self._version_known(self.probed_version)
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
-        self._loops = LoopWatch.of(options.stuck_repeats, options.stuck_errors)
         status: ExitStatus | None = None
         stderr_tail = ""
         if self._failure is None:
@@ -244,8 +244,9 @@ class Turn(ChannelReading):
     # Frames to events: the checkpoint, delivery, retention, the text
     ################
 
-    async def _emit(self, frame: Any) -> None:
-        await self._handle((frame,))
+    def _emit(self, frame: Any) -> Awaitable[None]:
+        # The runner's emit, once a frame: the read's own coroutine, with none around it.
+        return self._handle((frame,))
 
     def _bad_line(self, frame: BadLine) -> Sequence[Event]:
         # Its text comes redacted.
@@ -420,7 +421,11 @@ class Turn(ChannelReading):
         elif type(event) is ToolUseEvent or type(event) is ToolResultEvent:
             if type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
                 self._parents[event.id] = event.parent_tool_use_id
-            stuck = None if self._loops is None else self._loops.saw(event)
+            loops = self._loops
+            if loops is None:  # made at the turn's first tool call: most turns make none
+                options = self.options
+                loops = self._loops = LoopWatch.of(options.stuck_repeats, options.stuck_errors)
+            stuck = None if loops is None else loops.saw(event)
             if stuck is not None:
                 self.stop(StopReason.STUCK, stuck.message, detail=stuck.detail)
 
