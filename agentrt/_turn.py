@@ -24,7 +24,7 @@ import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import msgspec
@@ -60,7 +60,7 @@ from ._telemetry._otel import TurnTrace
 from ._turn_bounds import Bounds
 from ._turn_channel import ChannelReading
 from ._turn_response import Failure, completed, failed
-from ._turn_source import Channel, FrameSource, InProcessSource, TurnHost
+from ._turn_source import Channel, FrameSource, InProcessSource, TurnHost, go_on, run_until_wait
 from ._versions import accepts
 from .backend import Command, ExitStatus, Translator
 
@@ -149,7 +149,8 @@ class Turn(ChannelReading):
     _denials: list[PermissionDenial] = attrs.field(factory=list)
     # The Task call each subagent's tool call came from, by tool-use id.
     _parents: dict[str, str] = attrs.field(factory=dict)
-    # Repeats of the model's tool calls (stuck_repeats, stuck_errors), unless both are off.
+    # Repeats of the model's tool calls (stuck_repeats, stuck_errors), unless both are off;
+    # made at the first tool call.
     _loops: LoopWatch | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -197,7 +198,6 @@ class Turn(ChannelReading):
         if self.version_probed:
             self._version_known(self.probed_version)
         self._log = EventLog(options.retention, options.max_events, options.max_event_bytes)
-        self._loops = LoopWatch.of(options.stuck_repeats, options.stuck_errors)
         status: ExitStatus | None = None
         stderr_tail = ""
         if self._failure is None:
@@ -222,9 +222,20 @@ class Turn(ChannelReading):
         await self.host.started()
         if self._failure is not None:  # stopped meanwhile
             return None
-        with trio.CancelScope(deadline=self._bounds.nearest()) as scope:
+        # Most runs never wait (a script's frames, one after another): the scope's deadline
+        # and `stop` reach a run only once it waits, so it has none until then (a deadline
+        # set, then moved at the result, was a tenth of a scripted ask). A stop meanwhile
+        # takes effect as the run waits, as it would at its next checkpoint.
+        steps = source.runner.run(self.command, self._emit).__await__()
+        with trio.CancelScope() as scope:
+            ended, waiting = run_until_wait(steps)
+            if ended:
+                return cast(ExitStatus, waiting)
+            scope.deadline = self._bounds.nearest()
             self._scope = scope
-            return await source.runner.run(self.command, self._emit)
+            if self._failure is not None or self._ended:
+                scope.cancel()
+            return await go_on(steps, waiting)
         if self._failure is None:  # no stop() cancelled the scope: a deadline did
             self._stop_for_bound(trio.current_time())
         return None
@@ -233,8 +244,9 @@ class Turn(ChannelReading):
     # Frames to events: the checkpoint, delivery, retention, the text
     ################
 
-    async def _emit(self, frame: Any) -> None:
-        await self._handle((frame,))
+    def _emit(self, frame: Any) -> Awaitable[None]:
+        # The runner's emit, once a frame: the read's own coroutine, with none around it.
+        return self._handle((frame,))
 
     def _bad_line(self, frame: BadLine) -> Sequence[Event]:
         # Its text comes redacted.
@@ -409,7 +421,11 @@ class Turn(ChannelReading):
         elif type(event) is ToolUseEvent or type(event) is ToolResultEvent:
             if type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
                 self._parents[event.id] = event.parent_tool_use_id
-            stuck = None if self._loops is None else self._loops.saw(event)
+            loops = self._loops
+            if loops is None:  # made at the turn's first tool call: most turns make none
+                options = self.options
+                loops = self._loops = LoopWatch.of(options.stuck_repeats, options.stuck_errors)
+            stuck = None if loops is None else loops.saw(event)
             if stuck is not None:
                 self.stop(StopReason.STUCK, stuck.message, detail=stuck.detail)
 

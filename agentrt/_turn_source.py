@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+import types
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -143,3 +144,35 @@ class InProcessSource:
 
 
 FrameSource = InProcessSource | ChannelSource
+
+# The runner's steps, as trio drives a coroutine: what it yields to trio, and the run's end.
+RunSteps = Generator[Any, Any, ExitStatus]
+
+
+def run_until_wait(steps: RunSteps) -> tuple[bool, Any]:
+    """Drive a runner's ``run`` (its ``__await__()``) in the calling task until it ends or
+    waits, without awaiting it: (True, its status), or (False, what it yielded to trio as
+    it began to wait, for `go_on`)."""
+    try:
+        return False, steps.send(None)
+    except StopIteration as done:
+        return True, done.value
+
+
+@types.coroutine
+def go_on(steps: RunSteps, waiting: object) -> RunSteps:
+    """Await the run `run_until_wait` left waiting: ``waiting`` goes to trio, then what
+    trio sends or throws goes to the run, as ``await run`` would have passed them."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:  # the run's to handle (Cancelled too), as under await
+            try:
+                waiting = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            continue
+        try:
+            waiting = steps.send(sent)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]

@@ -440,3 +440,42 @@ async def test_interrupt_and_watchdog_race_first_one_wins(autojump_clock: MockCl
     assert isinstance(result, Failed)
     assert isinstance(result.error, TurnFailed)
     assert result.error.reason is StopReason.INTERRUPTED
+
+
+async def test_a_stop_before_an_in_process_run_waits_ends_the_wait(
+    autojump_clock: MockClock,
+) -> None:
+    # The run was stopped (its lossless log overflowed) while it had not waited yet, so it
+    # had no cancel scope to cancel: its first wait is cancelled instead of running on.
+    backend = ScriptedBackend(
+        [SessionEvent(session_id="s1"), TextEvent(text="a"), TextEvent(text="b"), Gate()]
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(
+            Agent, name="a", backend=backend, retention="lossless", max_events=2, watchdog=None
+        )
+        with pytest.raises(TurnFailed) as failed:
+            await rt.ask("a", "x")
+    assert failed.value.reason is StopReason.EVENT_CAPTURE_OVERFLOW
+    assert failed.value.session_id == "s1"
+    assert trio.current_time() == 0.0
+
+
+async def test_an_in_process_run_that_waits_keeps_its_bounds_and_stops(
+    autojump_clock: MockClock,
+) -> None:
+    # A run that waits (in a cancel scope of its own, as trio.sleep's) is bounded by the
+    # watchdog from the turn's start, and an interrupt ends its wait.
+    backend = ScriptedBackend([*reply("early"), Sleep(100)], [Sleep(5), Gate()])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, watchdog=30, after_result=None)
+        early = await rt.ask("a", "x")  # the watchdog ends the wait; the result stands
+        assert (early.text, trio.current_time()) == ("early", 30.0)
+        ref = await rt.tell("a", "y")
+        await trio.sleep(10)
+        assert await rt.interrupt("a")
+        result = await rt.wait(ref)
+    assert isinstance(result, Failed)
+    assert isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert trio.current_time() == 40.0
