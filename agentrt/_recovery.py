@@ -1,0 +1,95 @@
+"""What a turn's outcome tells the runtime to do beyond the turn (issue 39): a usage limit
+parks the agents of its credential, an expired login halts them, an answer shows the login
+works again (`credential_outcome`); a full context runs the prompt once more after a
+compaction or on a new session with a hand-off (`recover_context`).
+
+Why ``"fresh"`` is the default for a full context: by the time a CLI says the context is
+full, its own compaction (Claude Code's autocompact) has failed or could not run, so asking
+the same session to compact again mostly fails again; a new session seeded with what the
+old one wrote about the work keeps an unattended agent going, and the working tree holds
+the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from ._credentials import CredentialGroup
+from ._errors import TurnFailed
+from ._events import Event, Response, StopReason
+from ._options import AgentOptions, ContextPolicy
+
+# What runs before the prompt runs again: "compact", the CLI's in-band compaction (Claude
+# Code's command; a CLI without one answers it as a prompt, and the retry shows whether
+# room was made); "fresh", the old session's hand-off for the new one.
+COMPACT_PROMPT = "/compact"
+HANDOFF_PROMPT = (
+    "The context of this conversation is full, so the work goes on in a new session that "
+    "sees nothing of this one. Write the hand-off for it: the task, what is done, what is "
+    "left, the files, commands and decisions that matter. Reply with the hand-off only."
+)
+
+Outcome = tuple[Response | TurnFailed, Event | None]
+# Runs one turn for a prompt; ``last``: the run whose outcome answers the request.
+RunTurn = Callable[[str, bool], Awaitable[Outcome]]
+
+
+def credential_outcome(
+    group: CredentialGroup | None, options: AgentOptions, agent: str, outcome: Response | TurnFailed
+) -> None:
+    """What agent ``agent``'s turn says of its credential, for all its agents: a usage limit
+    parks them (``on_usage_limit``), an expired login halts them (``on_credential_expired``),
+    an answer shows an expired login works again."""
+    if group is None:
+        return
+    if isinstance(outcome, Response):
+        group.renewed()
+    elif outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
+        resets_at = outcome.detail.get("resets_at")
+        group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, agent)
+    elif (
+        outcome.reason is StopReason.CREDENTIAL_EXPIRED and options.on_credential_expired == "halt"
+    ):
+        group.expire(outcome.message, agent)
+
+
+def recovers_context(options: AgentOptions, session_id: str | None, outcome: TurnFailed) -> bool:
+    """Whether a full context is recovered from (``on_context_exhausted``): on a session
+    only (a turn that starts none has nothing to compact or hand off)."""
+    return (
+        outcome.reason is StopReason.CONTEXT_EXHAUSTED
+        and options.on_context_exhausted != "fail"
+        and session_id is not None
+    )
+
+
+async def recover_context(
+    policy: ContextPolicy, prompt: str, run: RunTurn, forget_session: Callable[[], Awaitable[None]]
+) -> Outcome:
+    """The prompt whose turn found the context full runs once more, and its caller gets that
+    answer: after a compaction of the session (``"compact"``: `COMPACT_PROMPT`), or on a
+    new session whose first prompt carries the hand-off the old session wrote when asked
+    (``"fresh"``; the prompt alone, said so, when it could write none). Each extra turn is
+    a turn of its own in the history, its events in the request's stream."""
+    if policy == "compact":
+        await run(COMPACT_PROMPT, False)
+        return await run(prompt, True)
+    handoff, _ = await run(HANDOFF_PROMPT, False)
+    await forget_session()
+    return await run(seeded(prompt, handoff), True)
+
+
+def seeded(prompt: str, handoff: Response | TurnFailed) -> str:
+    """The first prompt of the session that goes on after a full one: ``prompt`` after the
+    old session's hand-off, or after a note that it could write none."""
+    if isinstance(handoff, Response) and handoff.text.strip():
+        opening = (
+            "You go on with work begun in an earlier session whose context filled up. "
+            f"Its hand-off:\n\n{handoff.text.strip()}"
+        )
+    else:
+        opening = (
+            "You go on with work begun in an earlier session whose context filled up; it "
+            "could write no hand-off, so look at the working tree for where it stands."
+        )
+    return f"{opening}\n\n---\n\n{prompt}"
