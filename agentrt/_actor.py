@@ -28,7 +28,6 @@ import trio
 from . import _approvals
 from ._agent import Agent, Halt, Prompt, Reaction, Stop, overridden
 from ._callbacks import AgentCrashed, Callbacks, encode_state
-from ._credentials import LOGIN_CHECK
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
@@ -258,7 +257,7 @@ class Actor:
                     continue
                 if slot.halted and group is not None and group.expired is not None:
                     # Halted by its login's expiry: it looks for a new login now and then.
-                    with trio.move_on_after(LOGIN_CHECK):
+                    with trio.move_on_after(self.options.login_check):
                         await slot.park()
                     group.check_login()
                     continue

@@ -37,9 +37,6 @@ LOGIN_FILE = "login file "
 # Seconds a usage limit parks its credential's agents when the CLI did not say when it
 # resets: then the next turn finds out.
 UNKNOWN_RESET = 300.0
-# How often an agent halted by its login's expiry looks at the login file again: a file
-# that changed (a new login, a refresh by another program) lets the agents go on.
-LOGIN_CHECK = 30.0
 # The window of ``credential_turns_per_minute``.
 MINUTE = 60.0
 # What `AgentStatus.halt_reason` starts with for an agent its login's expiry halted.

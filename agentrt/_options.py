@@ -314,6 +314,9 @@ class AgentOptions:
     on_credential_expired: ExpiryPolicy = attrs.field(
         default="halt", metadata=_checked_by(_choice("halt", "fail"))
     )
+    # Seconds between looks at the login file of an agent its login's expiry halted: a
+    # rewritten file (a new login) lets the login's agents go on.
+    login_check: float = attrs.field(default=30.0, metadata=_checked_by(_seconds))
     # A full context: the prompt runs again on a new session seeded with the old one's
     # hand-off ("fresh"), or after an in-band compaction of the session ("compact"), or
     # the turn fails ("fail"). See _actor.Actor._recover_context.
