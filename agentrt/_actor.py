@@ -336,7 +336,7 @@ class Actor:
             outcome, final = await self._run_turn(prompt, claimed, first=False)
         elif type(outcome) is TurnFailed and self._recovers_context(outcome):
             outcome, final = await self._recover_context(prompt, claimed)
-        credential_outcome(self.slot.credential, self.options, self.name, outcome)
+        credential_outcome(self.slot, self.options, outcome)
         ref = request.ref
         reaction: Reaction = None
         if isinstance(outcome, Response):

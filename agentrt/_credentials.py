@@ -8,7 +8,7 @@ or one told from what the backend says its CLI would authenticate with
 (`BackendInfo.credentials`, first in its order of preference): the real path of a login
 file (per-agent CLI homes link to the user's file, so they group together), or a digest of
 an API key's value, kept in memory only. An agent whose credential cannot be told (no
-process, a keychain) is alone in its group.
+process, a keychain) is alone, in a group made when it first needs one.
 """
 
 from __future__ import annotations
@@ -55,15 +55,14 @@ class Identity:
 
 
 def identify(
-    agent: str,
     backend: str,
     named: str | None,
     credentials: Sequence[Credential] | None,
     env: Mapping[str, str],
-) -> Identity:
-    """The credential of agent ``agent`` on ``backend``: ``named`` (its ``credential``
-    option) if given, else the first of ``credentials`` (what the CLI would use in its
-    environment ``env``) where it can be told, else the agent's own."""
+) -> Identity | None:
+    """The credential of an agent on ``backend``: ``named`` (its ``credential`` option) if
+    given, else the first of ``credentials`` (what the CLI would use in its environment
+    ``env``) where it can be told; None: the agent's own (see `CredentialGroup.alone`)."""
     login_file = None
     derived: Identity | None = None
     for credential in (credentials or ())[:1]:
@@ -79,7 +78,7 @@ def identify(
             )
     if named is not None:
         return Identity(f"named:{named}", named, login_file)
-    return derived or Identity(f"agent:{agent}", f"agent {agent!r}'s own")
+    return derived
 
 
 class Member(Protocol):
@@ -117,14 +116,24 @@ class CredentialGroup:
     members: dict[str, tuple[Member, bool]] = attrs.field(factory=dict)
     running: int = 0
     # When turns started (trio clock), within the last minute: for turns_per_minute.
-    _starts: deque[float] = attrs.field(factory=deque)
+    _starts: deque[float] | None = None
     # While parked: when the usage limit resets (epoch seconds), and that on the trio clock.
     parked_until: float | None = None
     _reopens: float = -math.inf
     # While its login is expired: the message, and the login file's stat at the expiry.
     expired: str | None = None
     _login_seen: tuple[int, int, int] | None = None
-    _changed: trio.Event = attrs.field(factory=trio.Event)
+    # Set when the group may admit again; made by the first agent that waits.
+    _changed: trio.Event | None = None
+
+    @classmethod
+    def alone(cls, name: str, member: Member, *, halts: bool) -> CredentialGroup:
+        """The group of agent ``name`` whose credential cannot be told (`identify` says
+        None): made when it first needs one (a usage limit, an expiry), as an idle agent
+        holds none."""
+        group = cls(Identity(f"agent:{name}", f"agent {name!r}'s own"))
+        group.members[name] = (member, halts)
+        return group
 
     @property
     def label(self) -> str:
@@ -145,7 +154,8 @@ class CredentialGroup:
         if self.max_turns is not None and self.running >= self.max_turns:
             return False
         if self.turns_per_minute is not None:
-            now, starts = trio.current_time(), self._starts
+            now = trio.current_time()
+            starts = self._starts = self._starts if self._starts is not None else deque()
             while starts and starts[0] <= now - MINUTE:
                 starts.popleft()
             if len(starts) >= self.turns_per_minute:
@@ -164,11 +174,13 @@ class CredentialGroup:
         or a start leaving the minute's window.
 
         Cancellation: safe."""
-        deadline = math.inf
+        deadline, starts = math.inf, self._starts
         if self.parked():
             deadline = self._reopens
-        elif self.turns_per_minute is not None and len(self._starts) >= self.turns_per_minute:
-            deadline = self._starts[0] + MINUTE
+        elif self.turns_per_minute is not None and starts and len(starts) >= self.turns_per_minute:
+            deadline = starts[0] + MINUTE
+        if self._changed is None:
+            self._changed = trio.Event()
         with trio.move_on_at(deadline):
             await self._changed.wait()
 
@@ -229,8 +241,9 @@ class CredentialGroup:
             member.release(EXPIRED)
 
     def _signal(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
 @attrs.define(eq=False)

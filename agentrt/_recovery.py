@@ -18,6 +18,7 @@ from ._credentials import CredentialGroup
 from ._errors import TurnFailed
 from ._events import Event, Response, StopReason
 from ._options import AgentOptions, ContextPolicy
+from ._slot import Slot
 
 # What runs before the prompt runs again: "compact", the CLI's in-band compaction (Claude
 # Code's command; a CLI without one answers it as a prompt, and the retry shows whether
@@ -34,23 +35,28 @@ Outcome = tuple[Response | TurnFailed, Event | None]
 RunTurn = Callable[[str, bool], Awaitable[Outcome]]
 
 
-def credential_outcome(
-    group: CredentialGroup | None, options: AgentOptions, agent: str, outcome: Response | TurnFailed
-) -> None:
-    """What agent ``agent``'s turn says of its credential, for all its agents: a usage limit
-    parks them (``on_usage_limit``), an expired login halts them (``on_credential_expired``),
-    an answer shows an expired login works again."""
-    if group is None:
-        return
+def credential_outcome(slot: Slot, options: AgentOptions, outcome: Response | TurnFailed) -> None:
+    """What the agent's turn says of its credential, for all its agents: a usage limit parks
+    them (``on_usage_limit``), an expired login halts them (``on_credential_expired``), an
+    answer shows an expired login works again. An agent alone on its credential gets its
+    group now, when it first needs one."""
+    group, name = slot.credential, slot.name
+    halts = options.on_credential_expired == "halt"
     if isinstance(outcome, Response):
-        group.renewed()
-    elif outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
+        if group is not None:
+            group.renewed()
+        return
+    if outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
+        group = group or _alone(slot, halts)
         resets_at = outcome.detail.get("resets_at")
-        group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, agent)
-    elif (
-        outcome.reason is StopReason.CREDENTIAL_EXPIRED and options.on_credential_expired == "halt"
-    ):
-        group.expire(outcome.message, agent)
+        group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, name)
+    elif outcome.reason is StopReason.CREDENTIAL_EXPIRED and halts:
+        (group or _alone(slot, halts)).expire(outcome.message, name)
+
+
+def _alone(slot: Slot, halts: bool) -> CredentialGroup:
+    group = slot.credential = CredentialGroup.alone(slot.name, slot, halts=halts)
+    return group
 
 
 def recovers_context(options: AgentOptions, session_id: str | None, outcome: TurnFailed) -> bool:

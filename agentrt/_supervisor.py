@@ -33,7 +33,7 @@ from ._budgets import Budget
 from ._callbacks import restore_state
 from ._cluster._ownership import Ownership
 from ._cluster._specs import forget_spec
-from ._credentials import CredentialGroups, identify
+from ._credentials import CredentialGroup, CredentialGroups, identify
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._errors import (
@@ -330,14 +330,21 @@ class Supervisor(metaclass=NoPublicConstructor):
         if mode.runs_processes:
             env = dict(backend.version_command(backend_options).env)
             credentials = backend_info(backend).credentials(env)
-        identity = identify(name, backend.name, options.credential, credentials, env)
+        identity = identify(backend.name, options.credential, credentials, env)
+        halts = options.on_credential_expired == "halt"
+        max_turns, per_minute = options.credential_turns, options.credential_turns_per_minute
+        if identity is None:
+            if max_turns is not None or per_minute is not None:
+                group = slot.credential = CredentialGroup.alone(name, slot, halts=halts)
+                group.max_turns, group.turns_per_minute = max_turns, per_minute
+            return  # else its group is made when it needs one (an idle agent holds none)
         slot.credential = self._context.credentials.join(
             identity,
             name,
             slot,
-            halts=options.on_credential_expired == "halt",
-            max_turns=options.credential_turns,
-            turns_per_minute=options.credential_turns_per_minute,
+            halts=halts,
+            max_turns=max_turns,
+            turns_per_minute=per_minute,
         )
 
     def _budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:

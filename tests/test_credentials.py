@@ -243,3 +243,29 @@ async def test_a_halt_by_the_operator_is_not_lifted_by_the_login(
             "halted",
             None,
         )
+
+
+async def test_a_runtime_opts_its_agents_out_and_one_agent_back_in(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_runtime(on_usage_limit="fail", on_credential_expired="fail") as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        await rt.start_agent(
+            Agent, name="parks", backend=limited(HOUR), credential="own", on_usage_limit="park"
+        )
+        for name in ("a", "parks"):
+            with pytest.raises(TurnFailed):
+                await rt.ask(name, "x")
+        assert [(await rt.status(n)).state for n in ("a", "b", "parks")] == [
+            "idle",
+            "idle",
+            "parked",
+        ]
+
+
+async def test_open_runtime_refuses_a_policy_it_does_not_know() -> None:
+    with pytest.raises(InvalidOptions) as caught:
+        async with open_runtime(on_usage_limit="wait"):
+            pass
+    assert (caught.value.key, caught.value.value) == ("on_usage_limit", "wait")
