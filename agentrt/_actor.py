@@ -43,7 +43,7 @@ from ._mode import Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
-from ._recovery import credential_outcome, recover_context, recovers_context
+from ._recovery import compact_ahead, credential_outcome, recover_context, recovers_context
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
@@ -352,6 +352,8 @@ class Actor:
         request.outcome = outcome
         slot.mailbox.settle(request, final)
         self._react(reaction)
+        if isinstance(outcome, Response) and self.options.compact_at is not None:
+            await self._compact_ahead()
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halted = True
@@ -374,6 +376,12 @@ class Actor:
         return await recover_context(
             self.options.on_context_exhausted, prompt, run, self._recorder.forget_session
         )
+
+    async def _compact_ahead(self) -> None:
+        async def run(text: str, last: bool) -> tuple[Response | TurnFailed, Event | None]:
+            return await self._run_turn(text, None, first=False)
+
+        await compact_ahead(self.slot, self.options, run)
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of

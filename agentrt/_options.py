@@ -135,6 +135,16 @@ def _per_credential(key: str, value: object) -> int | None:
     return value
 
 
+def _fraction(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if not finite_number(value) or not 0 < value < 1:
+        raise InvalidOptions(
+            key, value, "must be a fraction of the context window, between 0 and 1, or None"
+        )
+    return float(value)
+
+
 def _result_ttl(key: str, value: object) -> float:
     if not finite_number(value) or value < 0:
         raise InvalidOptions(
@@ -323,6 +333,9 @@ class AgentOptions:
     on_context_exhausted: ContextPolicy = attrs.field(
         default="fresh", metadata=_checked_by(_choice("fresh", "compact", "fail"))
     )
+    # A warm agent whose context is this full (a fraction of its window, as the CLI counts
+    # it) after a turn compacts it in band before its next request. None: never ahead.
+    compact_at: float | None = attrs.field(default=None, metadata=_checked_by(_fraction))
 
     @property
     def process_limits(self) -> ProcessLimits:

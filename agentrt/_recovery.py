@@ -12,13 +12,18 @@ the rest.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
+from ._channel import ContextUsage
 from ._credentials import CredentialGroup
-from ._errors import TurnFailed
+from ._errors import AgentRTError, InvalidOptions, TurnFailed
 from ._events import Event, Response, StopReason
+from ._mode import Mode
 from ._options import AgentOptions, ContextPolicy
 from ._slot import Slot
+
+logger = logging.getLogger("agentrt")
 
 # What runs before the prompt runs again: "compact", the CLI's in-band compaction (Claude
 # Code's command; a CLI without one answers it as a prompt, and the retry shows whether
@@ -83,6 +88,41 @@ async def recover_context(
     handoff, _ = await run(HANDOFF_PROMPT, False)
     await forget_session()
     return await run(seeded(prompt, handoff), True)
+
+
+def check_compaction(options: AgentOptions, mode: Mode) -> None:
+    """`InvalidOptions` for ``compact_at`` on an agent without a warm CLI to ask how full
+    its context is (``context_usage``)."""
+    if options.compact_at is not None and not (mode.warm and "context_usage" in mode.calls):
+        why = (
+            f"compacting ahead needs a warm CLI that reports its context usage; this agent "
+            f"runs {mode.name} turns (start it with keep_alive=SECONDS on a backend whose "
+            "live CLI answers context_usage), or leave it to on_context_exhausted"
+        )
+        raise InvalidOptions("compact_at", options.compact_at, why)
+
+
+async def compact_ahead(slot: Slot, options: AgentOptions, run: RunTurn) -> None:
+    """After an answered turn of a warm agent (the caller answered): its CLI is asked how
+    full the context is, and compacts it in band (`COMPACT_PROMPT`) once it reaches
+    ``compact_at``, so the next request does not find it full."""
+    limit = options.compact_at
+    try:
+        usage = await slot.channel_call("context_usage", None)
+    except AgentRTError as exc:  # its CLI went meanwhile: the next turn finds out
+        logger.warning("agent %r: context usage not had: %s", slot.name, exc)
+        return
+    if limit is None or not isinstance(usage, ContextUsage) or usage.percentage < 100 * limit:
+        return
+    logger.info(
+        "agent %r: context %.0f%% full (%d of %d tokens): compacting ahead",
+        slot.name,
+        usage.percentage,
+        usage.total_tokens,
+        usage.max_tokens,
+        extra={"agent": slot.name},
+    )
+    await run(COMPACT_PROMPT, False)
 
 
 def seeded(prompt: str, handoff: Response | TurnFailed) -> str:

@@ -46,6 +46,7 @@ from ._errors import (
 from ._logs import log_error
 from ._mode import Mode
 from ._options import AgentOptions
+from ._recovery import check_compaction
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._starting import (
@@ -294,6 +295,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 check_open=self._check_open,
             )
             try:
+                check_compaction(ready.spec.options, ready.mode)
                 self._join_credential(
                     name, ready.spec, ready.backend_options, ready.mode, ready.slot
                 )

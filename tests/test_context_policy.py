@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrt import Agent, StopReason, TurnFailed, open_runtime
+from agentrt import Agent, InvalidOptions, StopReason, TurnFailed, open_runtime
 from agentrt.testing import Fail, ScriptedBackend, reply
 
 FULL = Fail(StopReason.CONTEXT_EXHAUSTED, "Prompt is too long")
@@ -85,3 +85,11 @@ async def test_fail_fails_the_turn_and_keeps_the_session() -> None:
         assert (await rt.status("coder")).session_id == "s1"
     assert caught.value.reason is StopReason.CONTEXT_EXHAUSTED
     assert len(backend.calls) == 2
+
+
+async def test_compact_at_is_refused_without_a_warm_cli() -> None:
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(Agent, name="coder", backend=ScriptedBackend(), compact_at=0.8)
+    assert (caught.value.key, caught.value.value) == ("compact_at", 0.8)
+    assert "keep_alive" in str(caught.value)

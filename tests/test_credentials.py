@@ -186,6 +186,8 @@ async def test_agents_of_one_credential_cannot_disagree_on_its_admission() -> No
         ("on_usage_limit", "wait"),
         ("on_credential_expired", "retry"),
         ("on_context_exhausted", "compress"),
+        ("compact_at", 1.5),
+        ("login_check", 0),
     ],
 )
 async def test_bad_credential_options_are_refused_naming_them(key: str, value: object) -> None:

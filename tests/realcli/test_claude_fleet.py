@@ -4,13 +4,14 @@ a credential of its own and runs on."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 import trio
 
-from agentrt import Agent, MemoryStore, StopReason, TurnFailed, open_runtime
-from agentrt.testing import AnthropicError, AnthropicText
+from agentrt import Agent, InvalidOptions, MemoryStore, StopReason, TurnFailed, open_runtime
+from agentrt.testing import AnthropicError, AnthropicReply, AnthropicText, RecordedRequest
 
 from ._claude import Claude
 
@@ -62,3 +63,43 @@ async def test_an_expired_login_halts_its_agents_until_one_is_answered(claude: C
             await rt.ask("a", "once more")  # answered: the login works, b goes on
             await rt.wait(ref)
         assert (await rt.status("b")).state == "idle"
+
+
+def echo(request: RecordedRequest) -> AnthropicReply:
+    return AnthropicText(f"heard {len(request.messages)} messages")
+
+
+async def test_a_warm_agent_compacts_ahead_of_a_full_context(claude: Claude) -> None:
+    """compact_at: after an answered turn whose context is that full (the CLI's own count),
+    the warm CLI gets /compact before the next request, which then runs on the compacted
+    session."""
+    claude.api.set_script(echo)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            compact_at=0.001,  # any context: every answered turn compacts
+            **claude.agent_options(),
+        )
+        with trio.fail_after(TURN_BOUND):
+            first = await rt.ask("coder", "one")
+            second = await rt.ask("coder", "two")
+    bodies = [json.dumps(r.body) for r in claude.api.message_requests]
+    compaction = next(i for i, body in enumerate(bodies) if "<summary>" in body)
+    two = next(i for i, body in enumerate(bodies) if '"two"' in body and "<summary>" not in body)
+    assert compaction < two  # asked of the model between the two turns
+    assert first.session_id == second.session_id
+    # The turn after it runs on the compacted conversation: the summary, not turn one.
+    assert "heard" in bodies[two] and '"one"' not in bodies[two]
+
+
+async def test_compact_at_needs_a_warm_cli(claude: Claude) -> None:
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(
+                Agent, name="coder", backend="claude", compact_at=0.8, **claude.agent_options()
+            )
+    assert caught.value.key == "compact_at"
+    assert "keep_alive" in str(caught.value)
