@@ -5,6 +5,7 @@ every agent sharing it, and the admission per credential (issue 39, parts 1 and 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import trio
@@ -16,6 +17,7 @@ from agentrt import (
     InvalidOptions,
     Ref,
     Runtime,
+    SQLiteStore,
     StopReason,
     TurnFailed,
     open_runtime,
@@ -271,3 +273,31 @@ async def test_open_runtime_refuses_a_policy_it_does_not_know() -> None:
         async with open_runtime(on_usage_limit="wait"):
             pass
     assert (caught.value.key, caught.value.value) == ("on_usage_limit", "wait")
+
+
+class WallStarts(Agent):
+    """Notes the wall-clock time each of its turns starts."""
+
+    def __init__(self, starts: list[float]) -> None:
+        self.starts = starts
+
+    def pre_turn(self, prompt: str) -> None:
+        self.starts.append(time.time())
+
+
+async def test_requests_a_store_keeps_wait_for_a_short_reset_in_order(tmp_path: Path) -> None:
+    # Real time, on SQLite (its worker thread would let a MockClock run ahead): a reset a
+    # few seconds on; the stored requests run after it, in the order they were told.
+    resets_at = time.time() + 3
+    backend = echo([Fail(StopReason.USAGE_LIMIT, "limit", resets_at=resets_at)])
+    starts: list[float] = []
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, credential="team")
+        await rt.start_agent(WallStarts(starts), name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        refs = [await rt.tell("b", f"task {i}") for i in range(3)]
+        with trio.fail_after(30):
+            answers = [await answer(rt, ref) for ref in refs]
+    assert answers == ["task 0", "task 1", "task 2"]
+    assert len(starts) == 3 and min(starts) >= resets_at - 0.5  # the wall clock may slew
