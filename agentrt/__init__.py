@@ -8,10 +8,11 @@
 # installed as agentrt.backends) stand beside the layers: they import agentrt.backend only.
 #
 # L0 floor: data, and helpers that need nothing above the floor
-#     _alarm _asks _budget_spending _channel _env _errors _events _exceptiongroups _hooks _logs
-#     _operations _records _redact _requests _restart _status _stream _stream_json._dialect
-#     _stream_json._fields _stream_json._frames _stream_json._live _stream_json._live_protocol
-#     _stream_json._translator _stream_json._turn_end _stream_json._untyped
+#     _alarm _asks _budget_spending _channel _credentials _env _errors _events _exceptiongroups
+#     _hooks _logs _operations _records _redact _requests _restart _status _stream
+#     _stream_json._dialect _stream_json._fields _stream_json._frames _stream_json._live
+#     _stream_json._live_protocol _stream_json._translator _stream_json._turn_end
+#     _stream_json._untyped
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
@@ -30,8 +31,8 @@
 #     _turn_response _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _callbacks _durable _follow
-#     _foreign_awaits _forks _mailbox _portable _recorder _slot _tool_server _turn_history
-#     _turn_host _workspaces
+#     _foreign_awaits _forks _mailbox _portable _recorder _recovery _slot _tool_server
+#     _turn_history _turn_host _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http

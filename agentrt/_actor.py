@@ -43,6 +43,7 @@ from ._mode import Mode
 from ._options import AgentOptions, SessionLostPolicy
 from ._portable import PortableSession
 from ._recorder import Recorder
+from ._recovery import compact_ahead, credential_outcome, recover_context, recovers_context
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
@@ -249,20 +250,38 @@ class Actor:
                     await self._apply(mailbox.notifications.popleft())
                 continue
             request = slot.current or slot.take()
+            group = slot.credential
             if request is None:
                 if self._recorder.idle_due:  # the queued turn did not come
                     await self._recorder.parked()
                     continue
+                if slot.halted and group is not None and group.expired is not None:
+                    # Halted by its login's expiry: it looks for a new login now and then.
+                    with trio.move_on_after(self.options.login_check):
+                        await slot.park()
+                    group.check_login()
+                    continue
                 await slot.park()
                 continue
-            if request.stored_id is not None and not request.claimed:
+            if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):
+                # Parked at a usage limit, or at its credential's admission: the request
+                # waits at the head of the queue (withdrawn or cancelled as any queued one).
+                slot.current = None
+                slot.mailbox.put_back(request)
+                await group.wait()
+                continue
+            try:
+                if request.stored_id is not None and not request.claimed:
+                    with AgentLogs(slot):
+                        claimed = await self._claim(request)
+                    if claimed is None:
+                        continue
+                    request = claimed
                 with AgentLogs(slot):
-                    claimed = await self._claim(request)
-                if claimed is None:
-                    continue
-                request = claimed
-            with AgentLogs(slot):
-                await self._process(request)
+                    await self._process(request)
+            finally:
+                if group is not None:
+                    group.leave()
             if mailbox.queue or mailbox.chained:
                 # Scripted turns may never block: let other tasks run between turns.
                 await trio.lowlevel.checkpoint()
@@ -315,6 +334,9 @@ class Actor:
             # Once, on a new session; the caller (same ref) gets this answer instead.
             await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt, claimed, first=False)
+        elif type(outcome) is TurnFailed and self._recovers_context(outcome):
+            outcome, final = await self._recover_context(prompt, claimed)
+        credential_outcome(self.slot, self.options, outcome)
         ref = request.ref
         reaction: Reaction = None
         if isinstance(outcome, Response):
@@ -330,6 +352,8 @@ class Actor:
         request.outcome = outcome
         slot.mailbox.settle(request, final)
         self._react(reaction)
+        if isinstance(outcome, Response) and self.options.compact_at is not None:
+            await self._compact_ahead()
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halted = True
@@ -337,6 +361,27 @@ class Actor:
     def _fresh_again(self, outcome: TurnFailed) -> bool:
         """Whether the turn runs once more on a new session (``on_session_lost="fresh"``)."""
         return outcome.reason is StopReason.SESSION_LOST and self._on_session_lost == "fresh"
+
+    def _recovers_context(self, outcome: TurnFailed) -> bool:
+        return recovers_context(self.options, self.slot.session_id, outcome)
+
+    async def _recover_context(
+        self, prompt: str, claimed: Request | None
+    ) -> tuple[Response | TurnFailed, Event | None]:
+        """The prompt runs once more (`recover_context`); the last run settles ``claimed``."""
+
+        async def run(text: str, last: bool) -> tuple[Response | TurnFailed, Event | None]:
+            return await self._run_turn(text, claimed if last else None, first=False)
+
+        return await recover_context(
+            self.options.on_context_exhausted, prompt, run, self._recorder.forget_session
+        )
+
+    async def _compact_ahead(self) -> None:
+        async def run(text: str, last: bool) -> tuple[Response | TurnFailed, Event | None]:
+            return await self._run_turn(text, None, first=False)
+
+        await compact_ahead(self.slot, self.options, run)
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of
@@ -442,7 +487,11 @@ class Actor:
         if logger.isEnabledFor(logging.DEBUG):
             log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
-        again = first and type(outcome) is TurnFailed and self._fresh_again(outcome)
+        again = (
+            first
+            and type(outcome) is TurnFailed
+            and (self._fresh_again(outcome) or self._recovers_context(outcome))
+        )
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
             outcome, prompt=prompt, started_at=started_at, duration=duration, settles=settles

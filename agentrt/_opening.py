@@ -26,6 +26,7 @@ from ._options import (
     budget_usd_option,
     intensity_option,
     kill_grace_option,
+    split_options,
     strategy_option,
 )
 from ._restart import RestartIntensity, Strategy
@@ -64,6 +65,8 @@ def runtime_options(
     host_agents: bool,
     budget_usd: float | None,
     budget_tokens: int | None,
+    on_usage_limit: str,
+    on_credential_expired: str,
 ) -> RuntimeOptions:
     """``open_runtime``'s options checked, in the order that decides which error a bad
     one gets; `InvalidOptions` naming the first bad one."""
@@ -78,7 +81,11 @@ def runtime_options(
     ttl = DEFAULT_LEASE_TTL if lease_ttl is None else lease_ttl_option(lease_ttl)
     grace = kill_grace_option(kill_grace)
     check_kill_grace(grace, ttl, key="lease_ttl")
-    defaults = attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace)
+    # The agents' defaults, checked as an agent's own options are.
+    defaults, _ = split_options(
+        {"on_usage_limit": on_usage_limit, "on_credential_expired": on_credential_expired},
+        attrs.evolve(DEFAULT_OPTIONS, kill_grace=grace),
+    )
     if not isinstance(host_agents, bool):
         raise InvalidOptions("host_agents", host_agents, "must be True or False")
     budget = Budget(

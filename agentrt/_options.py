@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 Retention = Literal["compact", "lossless"]
 SessionLostPolicy = Literal["fail", "fresh"]
 OwnerDeathPolicy = Literal["fail", "retry"]
+UsageLimitPolicy = Literal["park", "fail"]
+ExpiryPolicy = Literal["halt", "fail"]
+ContextPolicy = Literal["fresh", "compact", "fail"]
 
 
 def _seconds_or_none(key: str, value: object) -> float | None:
@@ -95,6 +98,51 @@ def _owner_death(key: str, value: object) -> OwnerDeathPolicy:
         "must be 'fail' (the request ends OwnerDied) or 'retry' (it runs once more, on the "
         "same session)",
     )
+
+
+def _choice(*choices: str) -> Check:
+    """The check of an option that is one of ``choices`` (strings)."""
+
+    def check(key: str, value: object) -> Any:
+        if isinstance(value, str) and value in choices:
+            return value
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise InvalidOptions(key, value, f"must be one of {listed}")
+
+    return check
+
+
+def _credential(key: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOptions(
+            key,
+            value,
+            "must be a non-empty name for the login or key the agent uses (agents given the "
+            "same name share its usage limits), or None (told from the CLI's environment)",
+        )
+    return value
+
+
+def _per_credential(key: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOptions(
+            key, value, "must be an int >= 1 (turns of the agent's credential), or None"
+        )
+    return value
+
+
+def _fraction(key: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if not finite_number(value) or not 0 < value < 1:
+        raise InvalidOptions(
+            key, value, "must be a fraction of the context window, between 0 and 1, or None"
+        )
+    return float(value)
 
 
 def _result_ttl(key: str, value: object) -> float:
@@ -259,6 +307,35 @@ class AgentOptions:
     # times in a row (agentrt._stuck); None turns that check off.
     stuck_repeats: int | None = attrs.field(default=4, metadata=_checked_by(_repeats))
     stuck_errors: int | None = attrs.field(default=3, metadata=_checked_by(_repeats))
+    # The login or key the agent's CLI uses (_credentials): agents that share one share its
+    # usage limit, its expiry and its admission. None: told from the CLI's environment.
+    credential: str | None = attrs.field(default=None, metadata=_checked_by(_credential))
+    # Admission per credential, beside max_processes: turns at once, turns a minute.
+    credential_turns: int | None = attrs.field(default=None, metadata=_checked_by(_per_credential))
+    credential_turns_per_minute: int | None = attrs.field(
+        default=None, metadata=_checked_by(_per_credential)
+    )
+    # A usage limit parks every agent of the credential until it resets ("park"), or only
+    # fails the turn ("fail"); an expired login halts every agent of it until the login
+    # works again ("halt"), or only fails the turn ("fail").
+    on_usage_limit: UsageLimitPolicy = attrs.field(
+        default="park", metadata=_checked_by(_choice("park", "fail"))
+    )
+    on_credential_expired: ExpiryPolicy = attrs.field(
+        default="halt", metadata=_checked_by(_choice("halt", "fail"))
+    )
+    # Seconds between looks at the login file of an agent its login's expiry halted: a
+    # rewritten file (a new login) lets the login's agents go on.
+    login_check: float = attrs.field(default=30.0, metadata=_checked_by(_seconds))
+    # A full context: the prompt runs again on a new session seeded with the old one's
+    # hand-off ("fresh"), or after an in-band compaction of the session ("compact"), or
+    # the turn fails ("fail"). See _actor.Actor._recover_context.
+    on_context_exhausted: ContextPolicy = attrs.field(
+        default="fresh", metadata=_checked_by(_choice("fresh", "compact", "fail"))
+    )
+    # A warm agent whose context is this full (a fraction of its window, as the CLI counts
+    # it) after a turn compacts it in band before its next request. None: never ahead.
+    compact_at: float | None = attrs.field(default=None, metadata=_checked_by(_fraction))
 
     @property
     def process_limits(self) -> ProcessLimits:

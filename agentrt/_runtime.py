@@ -330,6 +330,8 @@ async def open_runtime(
     host_agents: bool = False,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    on_usage_limit: str = DEFAULT_OPTIONS.on_usage_limit,
+    on_credential_expired: str = DEFAULT_OPTIONS.on_credential_expired,
     **unknown: Never,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime; on exit every agent is stopped (waiters get `AgentStopped`).
@@ -390,6 +392,12 @@ async def open_runtime(
     backend's estimate) reaches what was left when it started fails with
     ``budget_exceeded``. A turn killed before its result counts that estimate.
 
+    Credentials: ``on_usage_limit`` (``"park"``) and ``on_credential_expired`` (``"halt"``)
+    are the options of those names of the agents that do not give their own: a usage limit
+    parks every agent of the credential until it resets, an expired login halts them until
+    it works again; ``"fail"`` opts the runtime's agents out (their turn fails, nothing
+    else). See docs/howto/unattended-fleets.md.
+
     Failover: `Runtime.start_agent` stores the agent's spec (its class as
     ``module:qualname``, its backend's name, its options as JSON; ``failover=False`` opts
     an agent out, ``failover=True`` refuses one whose spec cannot be stored). With
@@ -423,6 +431,8 @@ async def open_runtime(
         host_agents=host_agents,
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
+        on_usage_limit=on_usage_limit,
+        on_credential_expired=on_credential_expired,
     )
     slots = ProcessSlots(max_processes)
     opened = _store_argument(store)

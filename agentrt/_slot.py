@@ -18,6 +18,7 @@ import trio
 from ._arguments import check_prompt
 from ._budgets import NO_BUDGETS, Budgets
 from ._channel import SETTINGS, ChannelCall
+from ._credentials import CredentialGroup
 from ._driver._lifecycle import CliLifecycle
 from ._durable import Durable
 from ._errors import AgentBusy, InvalidOptions
@@ -61,6 +62,10 @@ class Slot:
     restarts: int = 0
     halted: bool = False
     halt_pending: bool = False
+    # Why the agent halted when the runtime halted it (its login expired), not `halt`.
+    halt_reason: str | None = None
+    # The agents of its credential (_credentials); None until its start joins it.
+    credential: CredentialGroup | None = None
     # The running instance's handle; None while its supervisor restarts it.
     handle: AgentHandle | None = None
     # How the last instance started runs its turns (a restarted one may run otherwise).
@@ -219,6 +224,7 @@ class Slot:
         return self.interrupt()
 
     def halt(self) -> None:
+        self.halt_reason = None
         if self.current is not None:
             self.halt_pending = True
         else:
@@ -226,7 +232,18 @@ class Slot:
 
     def unhalt(self) -> None:
         self.halted = self.halt_pending = False
+        self.halt_reason = None
         self._wake()
+
+    def hold(self, reason: str) -> None:
+        """The runtime halts the agent (its credential's group), saying why."""
+        self.halt()
+        self.halt_reason = reason
+
+    def release(self, reason: str) -> None:
+        """Unhalt the agent if the runtime halted it for ``reason`` (not a `halt` since)."""
+        if self.halt_reason is not None and self.halt_reason.startswith(reason):
+            self.unhalt()
 
     async def reset_session(self) -> None:
         # A checkpoint on every path: the store's write may wait for nothing.
@@ -279,6 +296,8 @@ class Slot:
             state = "processing"
         elif self.halted:
             state = "halted"
+        elif self.credential is not None and self.credential.parked():
+            state = "parked"
         else:
             # Between turns only a warm CLI (keep_alive) lives on.
             state = "idle" if self.cli_pid is None else "idle_warm"
@@ -303,7 +322,18 @@ class Slot:
             cli_version=self.cli_version,
             oldest_queued=trio.current_time() - queue[0].accepted_at if queue else None,
             queued_keys=tuple(r.key for r in queue if r.key is not None) if queue else (),
+            **self._credential_status(),
         )
+
+    def _credential_status(self) -> dict[str, Any]:
+        group = self.credential
+        if group is None:
+            return {"halt_reason": self.halt_reason}
+        return {
+            "credential": group.label,
+            "parked_until": group.parked_until if group.parked() else None,
+            "halt_reason": self.halt_reason,
+        }
 
     def _spending(self) -> dict[str, Any]:
         return {

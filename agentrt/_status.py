@@ -15,9 +15,10 @@ from ._requests import Origin, Ref
 ModeName = Literal["in_process", "one_shot", "live", "warm"]
 
 # "idle_warm": idle, its warm CLI (``keep_alive``) kept alive for the next turn.
+# "parked": its credential's usage limit holds its turns until it resets (parked_until).
 # "restarting": crashed, its supervisor starts a new instance (after a backoff delay); work
 # sent meanwhile queues for it.
-AgentState = Literal["idle", "idle_warm", "processing", "halted", "restarting"]
+AgentState = Literal["idle", "idle_warm", "processing", "halted", "parked", "restarting"]
 
 
 @attrs.frozen
@@ -74,6 +75,12 @@ class AgentStatus:
     # idempotency keys of the queued requests that have one, in the order they will run.
     oldest_queued: float | None = None
     queued_keys: tuple[str, ...] = ()
+    # The credential its CLI uses, as agentrt names it (a name, a variable's name or a login
+    # file's path; never a value); while parked, when its usage limit resets (epoch
+    # seconds); while the runtime holds it halted, why ("credential_expired: ...").
+    credential: str | None = None
+    parked_until: float | None = None
+    halt_reason: str | None = None
 
 
 @attrs.frozen

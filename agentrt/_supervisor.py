@@ -28,10 +28,12 @@ from ._actor import Actor, Exit, cancel_grace
 from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
+from ._backends import backend_info
 from ._budgets import Budget
 from ._callbacks import restore_state
 from ._cluster._ownership import Ownership
 from ._cluster._specs import forget_spec
+from ._credentials import CredentialGroup, CredentialGroups, identify
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._errors import (
@@ -44,6 +46,7 @@ from ._errors import (
 from ._logs import log_error
 from ._mode import Mode
 from ._options import AgentOptions
+from ._recovery import check_compaction
 from ._restart import Crash, RestartIntensity, RestartType, Strategy
 from ._slot import Slot
 from ._starting import (
@@ -83,6 +86,8 @@ class Context:
     agent_defaults: AgentOptions
     # Every agent name of the runtime, in start order, under whichever supervisor.
     children: dict[str, Child] = attrs.field(factory=dict)
+    # Its agents by the credential they use (usage limits, expired logins, admission).
+    credentials: CredentialGroups = attrs.field(factory=CredentialGroups)
     # Names whose start_agent is under way (it awaits the store and init_agent).
     starting: set[str] = attrs.field(factory=set)
     ids: itertools.count[int] = attrs.field(factory=itertools.count)
@@ -290,6 +295,10 @@ class Supervisor(metaclass=NoPublicConstructor):
                 check_open=self._check_open,
             )
             try:
+                check_compaction(ready.spec.options, ready.mode)
+                self._join_credential(
+                    name, ready.spec, ready.backend_options, ready.mode, ready.slot
+                )
                 child = Child(ready.spec, self, ready.slot)
                 context.children[name] = child
                 self._children[name] = child
@@ -299,6 +308,8 @@ class Supervisor(metaclass=NoPublicConstructor):
             except BaseException:
                 if ready.binding is not None:
                     ready.binding.close()
+                if ready.slot.credential is not None:
+                    context.credentials.leave(ready.slot.credential, name)
                 raise
             started = True
         finally:
@@ -310,6 +321,33 @@ class Supervisor(metaclass=NoPublicConstructor):
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
+
+    def _join_credential(
+        self, name: str, spec: AgentSpec, backend_options: Any, mode: Mode, slot: Slot
+    ) -> None:
+        """The agent joins the group of the credential its CLI uses (`identify`, from the
+        environment its turns get); an agent that runs no process is alone unless named."""
+        options, backend = spec.options, spec.backend
+        credentials, env = None, {}
+        if mode.runs_processes:
+            env = dict(backend.version_command(backend_options).env)
+            credentials = backend_info(backend).credentials(env)
+        identity = identify(backend.name, options.credential, credentials, env)
+        halts = options.on_credential_expired == "halt"
+        max_turns, per_minute = options.credential_turns, options.credential_turns_per_minute
+        if identity is None:
+            if max_turns is not None or per_minute is not None:
+                group = slot.credential = CredentialGroup.alone(name, slot, halts=halts)
+                group.max_turns, group.turns_per_minute = max_turns, per_minute
+            return  # else its group is made when it needs one (an idle agent holds none)
+        slot.credential = self._context.credentials.join(
+            identity,
+            name,
+            slot,
+            halts=halts,
+            max_turns=max_turns,
+            turns_per_minute=per_minute,
+        )
 
     def _budget(self, *, usd: float | None, tokens: int | None, scope: str) -> tuple[Budget, ...]:
         """The budgets of a supervisor opened under this one (its own, if it has a limit,
@@ -390,6 +428,9 @@ class Supervisor(metaclass=NoPublicConstructor):
 
     def _remove(self, child: Child) -> None:
         child.removed = True
+        group = child.slot.credential
+        if group is not None:
+            self._context.credentials.leave(group, child.name)
         if self._context.children.get(child.name) is child:
             del self._context.children[child.name]
         if self._children.get(child.name) is child:

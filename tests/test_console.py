@@ -4,7 +4,9 @@ their typed errors, redaction, and nothing of a prompt in the logs."""
 
 from __future__ import annotations
 
+import datetime
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -19,10 +21,12 @@ from agentrt import (
     MemoryStore,
     ResultEvent,
     SQLiteStore,
+    StopReason,
     TextEvent,
+    TurnFailed,
     open_console,
 )
-from agentrt.testing import Gate, ScriptedBackend, reply
+from agentrt.testing import Fail, Gate, ScriptedBackend, reply
 
 BOUND = 30
 SECRET = "sk-ant-api03-" + "x" * 40
@@ -310,3 +314,21 @@ async def test_on_a_store_that_keeps_no_requests_the_queue_is_only_counted() -> 
         "requests": None,
     }
     assert data["status"]["queued"] == 0
+
+
+async def test_the_fleet_says_why_the_runtime_holds_an_agent() -> None:
+    resets_at = time.time() + 3600
+    limited = ScriptedBackend([Fail(StopReason.USAGE_LIMIT, "limit", resets_at=resets_at)])
+    expired = ScriptedBackend([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
+    async with agentrt.open_runtime() as rt:
+        await rt.start_agent(agentrt.Agent, name="parked", backend=limited)
+        await rt.start_agent(agentrt.Agent, name="halted", backend=expired)
+        for name in ("parked", "halted"):
+            with pytest.raises(TurnFailed):
+                await rt.ask(name, "x")
+        async with open_console(rt) as console, events(console, "/events/fleet") as fleet:
+            with trio.fail_after(BOUND):
+                _, data = await fleet.next()
+    until = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
+    assert _row(data, "parked")["state"] == f"parked until {until:%H:%M} UTC, usage limit"
+    assert _row(data, "halted")["state"] == "halted, login expired"

@@ -71,6 +71,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
         "test_the_deployment_pages_stream_block_follows_another_runtimes_turn",
     ),
     "host_agents=True": ("test_docs.py", "test_the_deployment_blocks_run"),
+    'credential="team-max"': ("test_fleet.py", "test_the_guides_fleet_starts_on_one_credential"),
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
     'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),
     "asyncio.run(main())": ("test_readme.py", "test_the_asyncio_quickstart_runs_as_printed"),

@@ -223,6 +223,10 @@ async def open_agent(
         options: dict[str, Any] = dict(args.options)
         if args.model:
             options["model"] = args.model
+        # A person waits at the terminal: a usage limit or an expired login is said, with
+        # its reset or its fix, not waited out by the lone agent of a runtime that ends.
+        options.setdefault("on_usage_limit", "fail")
+        options.setdefault("on_credential_expired", "fail")
         warm = keep_alive is not None and "keep_alive" not in options
         if warm and _has_live_cli(backend, {**options, "cwd": cwd}):
             options["keep_alive"] = keep_alive

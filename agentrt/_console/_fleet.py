@@ -5,6 +5,7 @@ the routing of a store that routes calls), its `AgentStatus`."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import math
 import os
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ STATE_LABELS = {
     "idle_warm": "idle, CLI kept",
     "idle": "idle",
     "halted": "halted",
+    "parked": "parked",
     "restarting": "restarting",
 }
 # A status call routed to another node must not hold a refresh of the whole fleet up.
@@ -114,7 +116,7 @@ def _row(
     else:
         node, pid = None, None
     if status is not None:
-        state = STATE_LABELS.get(status.state, status.state)
+        state = state_label(status)
         # The CLI's pid where it runs one; else the runtime's process.
         pid = status.cli_pid or pid
     else:
@@ -142,6 +144,18 @@ def _row(
         budget_left_usd=None if status is None else status.budget_left_usd,
         budget_left_tokens=None if status is None else status.budget_left_tokens,
     )
+
+
+def state_label(status: AgentStatus) -> str:
+    """What the page calls the agent's state, with why the runtime holds it: "parked until
+    07:50 UTC, usage limit", "halted, login expired"."""
+    label = STATE_LABELS.get(status.state, status.state)
+    if status.state == "parked" and status.parked_until is not None:
+        until = datetime.datetime.fromtimestamp(status.parked_until, datetime.UTC)
+        return f"{label} until {until:%H:%M} UTC, usage limit"
+    if status.state == "halted" and status.halt_reason is not None:
+        return f"{label}, login expired"
+    return label
 
 
 def _stored_session(record: SessionRecord | None) -> str | None:

@@ -123,6 +123,9 @@ class _StatusData(_Data, frozen=True):
     cli_version: str | None = None
     oldest_queued: float | None = None
     queued_keys: tuple[str, ...] = ()
+    credential: str | None = None
+    parked_until: float | None = None
+    halt_reason: str | None = None
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}

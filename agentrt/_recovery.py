@@ -1,0 +1,141 @@
+"""What a turn's outcome tells the runtime to do beyond the turn (issue 39): a usage limit
+parks the agents of its credential, an expired login halts them, an answer shows the login
+works again (`credential_outcome`); a full context runs the prompt once more after a
+compaction or on a new session with a hand-off (`recover_context`).
+
+Why ``"fresh"`` is the default for a full context: by the time a CLI says the context is
+full, its own compaction (Claude Code's autocompact) has failed or could not run, so asking
+the same session to compact again mostly fails again; a new session seeded with what the
+old one wrote about the work keeps an unattended agent going, and the working tree holds
+the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from ._channel import ContextUsage
+from ._credentials import CredentialGroup
+from ._errors import AgentRTError, InvalidOptions, TurnFailed
+from ._events import Event, Response, StopReason
+from ._mode import Mode
+from ._options import AgentOptions, ContextPolicy
+from ._slot import Slot
+
+logger = logging.getLogger("agentrt")
+
+# What runs before the prompt runs again: "compact", the CLI's in-band compaction (Claude
+# Code's command; a CLI without one answers it as a prompt, and the retry shows whether
+# room was made); "fresh", the old session's hand-off for the new one.
+COMPACT_PROMPT = "/compact"
+HANDOFF_PROMPT = (
+    "The context of this conversation is full, so the work goes on in a new session that "
+    "sees nothing of this one. Write the hand-off for it: the task, what is done, what is "
+    "left, the files, commands and decisions that matter. Reply with the hand-off only."
+)
+
+Outcome = tuple[Response | TurnFailed, Event | None]
+# Runs one turn for a prompt; ``last``: the run whose outcome answers the request.
+RunTurn = Callable[[str, bool], Awaitable[Outcome]]
+
+
+def credential_outcome(slot: Slot, options: AgentOptions, outcome: Response | TurnFailed) -> None:
+    """What the agent's turn says of its credential, for all its agents: a usage limit parks
+    them (``on_usage_limit``), an expired login halts them (``on_credential_expired``), an
+    answer shows an expired login works again. An agent alone on its credential gets its
+    group now, when it first needs one."""
+    group, name = slot.credential, slot.name
+    halts = options.on_credential_expired == "halt"
+    if isinstance(outcome, Response):
+        if group is not None:
+            group.renewed()
+        return
+    if outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
+        group = group or _alone(slot, halts)
+        resets_at = outcome.detail.get("resets_at")
+        group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, name)
+    elif outcome.reason is StopReason.CREDENTIAL_EXPIRED and halts:
+        (group or _alone(slot, halts)).expire(outcome.message, name)
+
+
+def _alone(slot: Slot, halts: bool) -> CredentialGroup:
+    group = slot.credential = CredentialGroup.alone(slot.name, slot, halts=halts)
+    return group
+
+
+def recovers_context(options: AgentOptions, session_id: str | None, outcome: TurnFailed) -> bool:
+    """Whether a full context is recovered from (``on_context_exhausted``): on a session
+    only (a turn that starts none has nothing to compact or hand off)."""
+    return (
+        outcome.reason is StopReason.CONTEXT_EXHAUSTED
+        and options.on_context_exhausted != "fail"
+        and session_id is not None
+    )
+
+
+async def recover_context(
+    policy: ContextPolicy, prompt: str, run: RunTurn, forget_session: Callable[[], Awaitable[None]]
+) -> Outcome:
+    """The prompt whose turn found the context full runs once more, and its caller gets that
+    answer: after a compaction of the session (``"compact"``: `COMPACT_PROMPT`), or on a
+    new session whose first prompt carries the hand-off the old session wrote when asked
+    (``"fresh"``; the prompt alone, said so, when it could write none). Each extra turn is
+    a turn of its own in the history, its events in the request's stream."""
+    if policy == "compact":
+        await run(COMPACT_PROMPT, False)
+        return await run(prompt, True)
+    handoff, _ = await run(HANDOFF_PROMPT, False)
+    await forget_session()
+    return await run(seeded(prompt, handoff), True)
+
+
+def check_compaction(options: AgentOptions, mode: Mode) -> None:
+    """`InvalidOptions` for ``compact_at`` on an agent without a warm CLI to ask how full
+    its context is (``context_usage``)."""
+    if options.compact_at is not None and not (mode.warm and "context_usage" in mode.calls):
+        why = (
+            f"compacting ahead needs a warm CLI that reports its context usage; this agent "
+            f"runs {mode.name} turns (start it with keep_alive=SECONDS on a backend whose "
+            "live CLI answers context_usage), or leave it to on_context_exhausted"
+        )
+        raise InvalidOptions("compact_at", options.compact_at, why)
+
+
+async def compact_ahead(slot: Slot, options: AgentOptions, run: RunTurn) -> None:
+    """After an answered turn of a warm agent (the caller answered): its CLI is asked how
+    full the context is, and compacts it in band (`COMPACT_PROMPT`) once it reaches
+    ``compact_at``, so the next request does not find it full."""
+    limit = options.compact_at
+    try:
+        usage = await slot.channel_call("context_usage", None)
+    except AgentRTError as exc:  # its CLI went meanwhile: the next turn finds out
+        logger.warning("agent %r: context usage not had: %s", slot.name, exc)
+        return
+    if limit is None or not isinstance(usage, ContextUsage) or usage.percentage < 100 * limit:
+        return
+    logger.info(
+        "agent %r: context %.0f%% full (%d of %d tokens): compacting ahead",
+        slot.name,
+        usage.percentage,
+        usage.total_tokens,
+        usage.max_tokens,
+        extra={"agent": slot.name},
+    )
+    await run(COMPACT_PROMPT, False)
+
+
+def seeded(prompt: str, handoff: Response | TurnFailed) -> str:
+    """The first prompt of the session that goes on after a full one: ``prompt`` after the
+    old session's hand-off, or after a note that it could write none."""
+    if isinstance(handoff, Response) and handoff.text.strip():
+        opening = (
+            "You go on with work begun in an earlier session whose context filled up. "
+            f"Its hand-off:\n\n{handoff.text.strip()}"
+        )
+    else:
+        opening = (
+            "You go on with work begun in an earlier session whose context filled up; it "
+            "could write no hand-off, so look at the working tree for where it stands."
+        )
+    return f"{opening}\n\n---\n\n{prompt}"

@@ -1,0 +1,105 @@
+"""The pinned real ``claude`` in a fleet against the fake API (issue 39): agents logged in
+with one subscription token share its usage limit and its expiry; an agent on an API key is
+a credential of its own and runs on."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import trio
+
+from agentrt import Agent, InvalidOptions, MemoryStore, StopReason, TurnFailed, open_runtime
+from agentrt.testing import AnthropicError, AnthropicReply, AnthropicText, RecordedRequest
+
+from ._claude import Claude
+
+pytestmark = pytest.mark.realcli
+
+TURN_BOUND = 60  # generous: the CLI starts in about half a second, CI machines are shared
+
+
+async def test_a_usage_limit_parks_the_agents_of_the_login_and_not_a_key(claude: Claude) -> None:
+    resets_at = int(time.time()) + 3600
+    claude.api.set_script([AnthropicError.usage_limit(resets_at), AnthropicText("On a key.")])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        await rt.start_agent(Agent, name="b", backend="claude", **login)
+        await rt.start_agent(Agent, name="keyed", backend="claude", **claude.agent_options())
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "go")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        a, b, keyed = [await rt.status(name) for name in ("a", "b", "keyed")]
+        assert a.credential == b.credential == "claude CLAUDE_CODE_OAUTH_TOKEN"
+        assert (a.state, b.state) == ("parked", "parked")
+        assert b.parked_until == resets_at
+        assert (keyed.state, keyed.credential) == ("idle", "claude ANTHROPIC_API_KEY")
+        with trio.fail_after(TURN_BOUND):
+            assert (await rt.ask("keyed", "go")).text == "On a key."
+        assert (await rt.status("b")).queued == 0
+
+
+async def test_an_expired_login_halts_its_agents_until_one_is_answered(claude: Claude) -> None:
+    claude.api.set_script([AnthropicText("Hello."), *[AnthropicError.expired_token()] * 3])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        await rt.start_agent(Agent, name="b", backend="claude", **login)
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("a", "hi")
+            with pytest.raises(TurnFailed) as caught:
+                await rt.ask("a", "again")
+        assert caught.value.reason is StopReason.CREDENTIAL_EXPIRED
+        b = await rt.status("b")
+        assert b.state == "halted" and b.halt_reason is not None
+        assert b.halt_reason.startswith("credential_expired: claude CLAUDE_CODE_OAUTH_TOKEN")
+        ref = await rt.tell("b", "queued while halted")
+        # The operator renews the login (the API takes it again) and tries one agent.
+        claude.api.set_script([AnthropicText("Back."), AnthropicText("Done.")])
+        await rt.unhalt("a")
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("a", "once more")  # answered: the login works, b goes on
+            await rt.wait(ref)
+        assert (await rt.status("b")).state == "idle"
+
+
+def echo(request: RecordedRequest) -> AnthropicReply:
+    return AnthropicText(f"heard {len(request.messages)} messages")
+
+
+async def test_a_warm_agent_compacts_ahead_of_a_full_context(claude: Claude) -> None:
+    """compact_at: after an answered turn whose context is that full (the CLI's own count),
+    the warm CLI gets /compact before the next request, which then runs on the compacted
+    session."""
+    claude.api.set_script(echo)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            compact_at=0.001,  # any context: every answered turn compacts
+            **claude.agent_options(),
+        )
+        with trio.fail_after(TURN_BOUND):
+            first = await rt.ask("coder", "one")
+            second = await rt.ask("coder", "two")
+    bodies = [json.dumps(r.body) for r in claude.api.message_requests]
+    compaction = next(i for i, body in enumerate(bodies) if "<summary>" in body)
+    two = next(i for i, body in enumerate(bodies) if '"two"' in body and "<summary>" not in body)
+    assert compaction < two  # asked of the model between the two turns
+    assert first.session_id == second.session_id
+    # The turn after it runs on the compacted conversation: the summary, not turn one.
+    assert "heard" in bodies[two] and '"one"' not in bodies[two]
+
+
+async def test_compact_at_needs_a_warm_cli(claude: Claude) -> None:
+    async with open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(
+                Agent, name="coder", backend="claude", compact_at=0.8, **claude.agent_options()
+            )
+    assert caught.value.key == "compact_at"
+    assert "keep_alive" in str(caught.value)

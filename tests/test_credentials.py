@@ -1,0 +1,303 @@
+"""What the runtime does when a credential's usage limit is met or its login expires, for
+every agent sharing it, and the admission per credential (issue 39, parts 1 and 2): on
+`ScriptedBackend` under an autojumping `MockClock`, so every wait is exact and free."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from agentrt import (
+    Agent,
+    Completed,
+    InvalidOptions,
+    Ref,
+    Runtime,
+    SQLiteStore,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
+from agentrt.testing import Fail, Gate, ScriptedBackend, reply
+
+HOUR = 3600.0
+
+
+def echo(*scripts: list[object]) -> ScriptedBackend:
+    """A backend that runs ``scripts`` first, then answers each prompt with itself."""
+    return ScriptedBackend(*scripts, default=lambda call: reply(call.prompt))
+
+
+async def answer(rt: Runtime, ref: Ref) -> str:
+    result = await rt.wait(ref)
+    assert isinstance(result, Completed), result
+    return result.response.text
+
+
+class Starts(Agent):
+    """Notes when each of its turns starts (on the trio clock)."""
+
+    def __init__(self, log: list[tuple[str, float]], name: str) -> None:
+        self.log = log
+        self.name = name
+
+    def pre_turn(self, prompt: str) -> None:
+        self.log.append((self.name, trio.current_time()))
+
+
+def limited(resets_in: float) -> ScriptedBackend:
+    """A backend whose first turn meets the usage limit, reset ``resets_in`` from now."""
+    return echo([Fail(StopReason.USAGE_LIMIT, "usage limit", resets_at=time.time() + resets_in)])
+
+
+async def test_a_usage_limit_parks_every_agent_of_the_credential_until_its_reset(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        await rt.start_agent(Agent, name="other", backend=echo(), credential="solo")
+        start = trio.current_time()
+        with pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "x")  # the request that met the limit is told so
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        a, b = (await rt.status("a")), (await rt.status("b"))
+        assert (a.state, b.state) == ("parked", "parked")
+        assert a.parked_until == pytest.approx(time.time() + HOUR, abs=5)
+        assert b.credential == "team"
+        assert (await rt.status("other")).state == "idle"
+        assert (await rt.ask("other", "y")).text == "y"  # another credential runs on
+        queued = [await rt.tell("b", "first"), await rt.tell("b", "second")]
+        await trio.sleep(HOUR - 10)
+        status = await rt.status("b")
+        assert (status.state, status.queued, status.turns) == ("parked", 2, 0)
+        answers = [await answer(rt, ref) for ref in queued]
+        resumed = trio.current_time() - start
+        assert answers == ["first", "second"]
+        assert HOUR - 5 <= resumed <= HOUR + 5
+        assert ((await rt.status("a")).state, (await rt.status("a")).parked_until) == ("idle", None)
+
+
+async def test_an_agent_that_opts_out_fails_its_turn_and_is_not_parked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(
+            Agent, name="b", backend=echo(), credential="team", on_usage_limit="fail"
+        )
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        start = trio.current_time()
+        assert (await rt.ask("b", "y")).text == "y"
+        assert trio.current_time() == start
+        assert (await rt.status("a")).state == "parked"
+
+
+async def test_a_usage_limit_met_by_an_opted_out_agent_parks_nobody(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_runtime() as rt:
+        backend = limited(HOUR)
+        await rt.start_agent(Agent, name="a", backend=backend, on_usage_limit="fail")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        assert (await rt.status("a")).state == "idle"
+        assert (await rt.ask("a", "y")).text == "y"
+
+
+async def test_a_usage_limit_without_a_reset_time_parks_for_five_minutes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    backend = echo([Fail(StopReason.USAGE_LIMIT, "limit")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        start = trio.current_time()
+        assert (await rt.ask("a", "y")).text == "y"
+        assert 295 <= trio.current_time() - start <= 305
+
+
+async def test_at_most_credential_turns_run_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gates = [Gate() for _ in range(4)]
+    async with open_runtime() as rt:
+        for i, gate in enumerate(gates):
+            backend = ScriptedBackend([gate, *reply("done")])
+            await rt.start_agent(
+                Agent, name=f"w{i}", backend=backend, credential="team", credential_turns=2
+            )
+        refs = [await rt.tell(f"w{i}", "go") for i in range(4)]
+        await trio.sleep(1)
+        states = [(await rt.status(f"w{i}")).state for i in range(4)]
+        assert states.count("processing") == 2
+        assert [g.reached for g in gates].count(True) == 2
+        for gate in gates:
+            gate.release()
+        for ref in refs:
+            assert await answer(rt, ref) == "done"
+
+
+async def test_credential_turns_per_minute_holds_a_fan_out_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[str, float]] = []
+    async with open_runtime() as rt:
+        start = trio.current_time()
+        for i in range(5):
+            await rt.start_agent(
+                Starts(log, f"w{i}"),
+                name=f"w{i}",
+                backend=echo(),
+                credential="team",
+                credential_turns_per_minute=2,
+            )
+        refs = [await rt.tell(f"w{i}", "go") for i in range(5)]
+        for ref in refs:
+            await rt.wait(ref)
+    offsets = sorted(round(at - start) for _, at in log)
+    assert offsets == [0, 0, 60, 60, 120]
+
+
+async def test_agents_of_one_credential_cannot_disagree_on_its_admission() -> None:
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo(), credential="team", credential_turns=2)
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(
+                Agent, name="b", backend=echo(), credential="team", credential_turns=3
+            )
+        assert caught.value.key == "credential_turns"
+        assert "team" in str(caught.value)
+        # The same limit, or none, joins it.
+        await rt.start_agent(Agent, name="c", backend=echo(), credential="team")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("credential", ""),
+        ("credential", 3),
+        ("credential_turns", 0),
+        ("credential_turns_per_minute", True),
+        ("on_usage_limit", "wait"),
+        ("on_credential_expired", "retry"),
+        ("on_context_exhausted", "compress"),
+        ("compact_at", 1.5),
+        ("login_check", 0),
+    ],
+)
+async def test_bad_credential_options_are_refused_naming_them(key: str, value: object) -> None:
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(Agent, name="a", backend=echo(), **{key: value})
+    assert (caught.value.key, caught.value.value) == (key, value)
+
+
+async def test_an_expired_login_halts_every_agent_of_it_until_a_turn_on_it_works(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        await rt.start_agent(
+            Agent,
+            name="c",
+            backend=echo(),
+            credential="team",
+            on_credential_expired="fail",
+        )
+        with pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "x")
+        assert caught.value.reason is StopReason.CREDENTIAL_EXPIRED
+        a, b = (await rt.status("a")), (await rt.status("b"))
+        assert (a.state, b.state, (await rt.status("c")).state) == ("halted", "halted", "idle")
+        assert b.halt_reason is not None and b.halt_reason.startswith("credential_expired: team")
+        queued = await rt.tell("b", "waits")
+        await trio.sleep(10 * HOUR)
+        b = await rt.status("b")
+        assert (b.state, b.queued, b.turns, b.restarts) == ("halted", 1, 0, 0)
+        # The operator renews the login and unhalts one agent: its answered turn shows the
+        # login works, and the others go on.
+        await rt.unhalt("a")
+        assert (await rt.ask("a", "y")).text == "y"
+        assert await answer(rt, queued) == "waits"
+        assert ((await rt.status("b")).state, (await rt.status("b")).halt_reason) == ("idle", None)
+
+
+async def test_a_halt_by_the_operator_is_not_lifted_by_the_login(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "expired")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        await rt.halt("b")  # halted on purpose now
+        await rt.unhalt("a")
+        await rt.ask("a", "y")
+        assert ((await rt.status("b")).state, (await rt.status("b")).halt_reason) == (
+            "halted",
+            None,
+        )
+
+
+async def test_a_runtime_opts_its_agents_out_and_one_agent_back_in(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_runtime(on_usage_limit="fail", on_credential_expired="fail") as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        await rt.start_agent(
+            Agent, name="parks", backend=limited(HOUR), credential="own", on_usage_limit="park"
+        )
+        for name in ("a", "parks"):
+            with pytest.raises(TurnFailed):
+                await rt.ask(name, "x")
+        assert [(await rt.status(n)).state for n in ("a", "b", "parks")] == [
+            "idle",
+            "idle",
+            "parked",
+        ]
+
+
+async def test_open_runtime_refuses_a_policy_it_does_not_know() -> None:
+    with pytest.raises(InvalidOptions) as caught:
+        async with open_runtime(on_usage_limit="wait"):
+            pass
+    assert (caught.value.key, caught.value.value) == ("on_usage_limit", "wait")
+
+
+class WallStarts(Agent):
+    """Notes the wall-clock time each of its turns starts."""
+
+    def __init__(self, starts: list[float]) -> None:
+        self.starts = starts
+
+    def pre_turn(self, prompt: str) -> None:
+        self.starts.append(time.time())
+
+
+async def test_requests_a_store_keeps_wait_for_a_short_reset_in_order(tmp_path: Path) -> None:
+    # Real time, on SQLite (its worker thread would let a MockClock run ahead): a reset a
+    # few seconds on; the stored requests run after it, in the order they were told.
+    resets_at = time.time() + 3
+    backend = echo([Fail(StopReason.USAGE_LIMIT, "limit", resets_at=resets_at)])
+    starts: list[float] = []
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, credential="team")
+        await rt.start_agent(WallStarts(starts), name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        refs = [await rt.tell("b", f"task {i}") for i in range(3)]
+        with trio.fail_after(30):
+            answers = [await answer(rt, ref) for ref in refs]
+    assert answers == ["task 0", "task 1", "task 2"]
+    assert len(starts) == 3 and min(starts) >= resets_at - 0.5  # the wall clock may slew
