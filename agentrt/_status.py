@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from ._channel import BackgroundTask
 from ._requests import Origin, Ref
 
 # What `AgentStatus.mode` reports: "in_process" (the backend makes the frames, no process:
@@ -61,6 +62,8 @@ class AgentStatus:
     restarts: int = 0  # how often its supervisor has started a new instance of it
     # The pid of its live CLI process (running a turn, or kept warm between turns).
     cli_pid: int | None = None
+    # The background tasks its warm CLI runs (``background``): they outlived their turns.
+    background: tuple[BackgroundTask, ...] = ()
     # What the agent's name has spent, all its turns as the store counts them (tokens as
     # budgets count them: input, output, cache writes), and what is left of the tightest
     # of its budgets (its own, its supervisor's, the runtime's; None: no such limit).
