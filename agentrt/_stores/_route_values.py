@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
+from .._channel import BackgroundTask
 from .._errors import (
     AgentAlreadyStarted,
     AgentBusy,
@@ -102,6 +103,15 @@ class _CurrentRequestData(_Data, frozen=True):
         return CurrentRequest(self.ref.value(), self.origin, self.elapsed, self.waiting_for_process)
 
 
+class _BackgroundTaskData(_Data, frozen=True):
+    task_id: str
+    description: str
+    kind: str | None
+
+    def value(self) -> BackgroundTask:
+        return BackgroundTask(self.task_id, self.description, self.kind)
+
+
 class _StatusData(_Data, frozen=True):
     name: str
     state: AgentState
@@ -123,10 +133,13 @@ class _StatusData(_Data, frozen=True):
     cli_version: str | None = None
     oldest_queued: float | None = None
     queued_keys: tuple[str, ...] = ()
+    background: tuple[_BackgroundTaskData, ...] = ()
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
-        return AgentStatus(**{**fields, "current": _value(self.current)})
+        return AgentStatus(
+            **{**fields, "current": _value(self.current), "background": _value(self.background)}
+        )
 
 
 class _OmissionData(_Data, frozen=True):
