@@ -62,8 +62,6 @@ class AgentStatus:
     restarts: int = 0  # how often its supervisor has started a new instance of it
     # The pid of its live CLI process (running a turn, or kept warm between turns).
     cli_pid: int | None = None
-    # The background tasks its warm CLI runs (``background``): they outlived their turns.
-    background: tuple[BackgroundTask, ...] = ()
     # What the agent's name has spent, all its turns as the store counts them (tokens as
     # budgets count them: input, output, cache writes), and what is left of the tightest
     # of its budgets (its own, its supervisor's, the runtime's; None: no such limit).
@@ -77,6 +75,8 @@ class AgentStatus:
     # idempotency keys of the queued requests that have one, in the order they will run.
     oldest_queued: float | None = None
     queued_keys: tuple[str, ...] = ()
+    # The background tasks its warm CLI runs (``background``): they outlived their turns.
+    background: tuple[BackgroundTask, ...] = ()
 
 
 @attrs.frozen

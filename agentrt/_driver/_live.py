@@ -449,8 +449,7 @@ class WarmCli:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
                 if self.background is not None and (self.tasks or self.held):
-                    # Background work runs, or a turn of the CLI's own waits for the agent:
-                    # not idle.
+                    # Background work runs, or the CLI's own turn waits for the agent: busy.
                     slots.busy(self)
                     self.idle_since = trio.current_time()
                     if overdue := self.overdue():
@@ -472,8 +471,7 @@ class WarmCli:
             self._wake = trio.Event()
 
     async def _listen(self, deadline: float) -> None:
-        # Between turns while background tasks run: read what the CLI prints (their news,
-        # a turn it starts by itself) until a turn or a call takes the reading, or ``deadline``.
+        # Between turns: read until a turn or a call takes the reading, or ``deadline``.
         assert self.proc is not None
         wake = self._wake
         async with self.reader:

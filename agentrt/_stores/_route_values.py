@@ -47,6 +47,7 @@ from .._events import (
     PermissionDenial,
     Response,
     StopReason,
+    TurnOrigin,
     Usage,
     response_with_text,
 )
@@ -192,6 +193,7 @@ class _ResponseData(_Data, frozen=True):
     permission_denials: tuple[PermissionDenial, ...]
     cli_version: str | None = None
     transcript_stored: bool | None = None
+    origin: TurnOrigin = "user"
 
     @classmethod
     def of(cls, response: Response) -> _ResponseData:
@@ -216,6 +218,7 @@ class _ResponseData(_Data, frozen=True):
             permission_denials=response.permission_denials,
             cli_version=response.cli_version,
             transcript_stored=response.transcript_stored,
+            origin=response.origin,
         )
 
     def value(self) -> Response:
@@ -238,6 +241,7 @@ class _ResponseData(_Data, frozen=True):
             permission_denials=self.permission_denials,
             cli_version=self.cli_version,
             transcript_stored=self.transcript_stored,
+            origin=self.origin,
         )
 
 
