@@ -159,10 +159,11 @@ class CliLifecycle:
         return () if cli is None or cli.ending is not None else tuple(cli.tasks.values())
 
     def end_background(self, why: str) -> None:
-        """End the live CLI, and its background work with it, if it has any (the agent
-        halts); a running turn's end ends it."""
+        """End the live CLI, and its background work with it, if it has any or runs a turn
+        of its own (the agent halts: nobody will take that turn); a running turn's end
+        ends it."""
         cli = self._cli
-        if cli is not None and cli.tasks:
+        if cli is not None and (cli.tasks or cli.held):
             cli.end(why)
 
     @property

@@ -1,8 +1,9 @@
 """Background work on a warm agent, on the pinned real claude through the public API: a
 background ``sleep 30`` lives across turns with ``background=True``, counted in the status,
-and is gone after ``stop_agent`` (and after ``halt``); without the option a turn's end kills
-it; a bound stops it; and the turn the CLI starts by itself when a background task ends
-reaches the agent as a turn of origin ``task``."""
+and is gone after ``stop_agent``, ``halt`` or the runtime's exit; an interrupt in band
+spares it; without the option a turn's end kills it; a bound stops it; and the turn the CLI
+starts by itself when a background task ends reaches the agent as a turn of origin
+``task``."""
 
 from __future__ import annotations
 
@@ -11,9 +12,18 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, wait_for_status
+from proc_helpers import SLACK, marked, wait_for_status
 
-from agentrt import Agent, MemoryStore, Ref, Response, open_runtime
+from agentrt import (
+    Agent,
+    Failed,
+    MemoryStore,
+    Ref,
+    Response,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
 
 from ._claude import MARKER_VAR, Claude, wait_for_process, wait_until_gone
@@ -50,8 +60,6 @@ def starts_in_background(command: str) -> Any:
 
 
 def sleeping(claude: Claude, seconds: int) -> list[int]:
-    from proc_helpers import marked
-
     return [p.pid for p in marked(MARKER_VAR, claude.marker) if p.cmdline == f"sleep {seconds}"]
 
 
@@ -170,3 +178,59 @@ async def test_a_task_end_starts_a_turn_of_origin_task(claude: Claude) -> None:
     own = [r for _, r in seen if r.origin == "task"]
     assert len(own) == 1 and own[0].text == "the task ended"
     assert status.turns == 2 and status.cli_pid == pid and status.background == ()
+
+
+async def test_an_interrupt_in_band_spares_the_background_task(claude: Claude) -> None:
+    # The model starts `sleep 30` in the background, then waits in a foreground `sleep 20`;
+    # the interrupt ends the turn (and the foreground command), not the background task.
+    def script(request: RecordedRequest) -> AnthropicReply:
+        results = tool_results(request)
+        if results == 0:
+            arguments = {"command": "sleep 30", "description": "Wait", "run_in_background": True}
+            return AnthropicToolUse("Bash", arguments)
+        if results == 1:
+            return AnthropicToolUse("Bash", {"command": "sleep 20", "description": "Pause"})
+        return AnthropicText("ok")
+
+    claude.api.set_script(script)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            background=True,
+            **claude.agent_options(allowed_tools=["Bash"]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            ref = await rt.tell("coder", "go")
+            await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 20")
+            pid = (await rt.status("coder")).cli_pid
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            while sleeping(claude, 20):  # noqa: ASYNC110 (no event for another process's end)
+                await trio.sleep(0.05)
+        assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+        assert result.error.reason is StopReason.INTERRUPTED
+        status = await rt.status("coder")
+        assert status.cli_pid == pid and [t.kind for t in status.background] == ["local_bash"]
+        assert len(sleeping(claude, 30)) == 1
+
+
+async def test_the_runtimes_exit_ends_the_background_work(claude: Claude) -> None:
+    claude.api.set_script(starts_in_background("sleep 30"))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            background=True,
+            **claude.agent_options(allowed_tools=["Bash"]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "start it")
+            await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 30")
+    assert sleeping(claude, 30) == []
+    with trio.fail_after(SLACK):
+        await wait_until_gone(claude.marker)
