@@ -293,6 +293,12 @@ class Actor:
         slot = self.slot
         # A turn the CLI started by itself runs already: no prompt, nothing to refuse.
         own = request.origin == "task"
+        if own and (slot.channel is None or not slot.channel.own_turn_held):
+            # Read already by the agent's turn that began as the CLI started it, or gone
+            # with its process: nothing is left to run.
+            slot.current = None
+            slot.mailbox.settle_withdrawn(request, slot.session_id)
+            return
         prompt: str | None = None if own else request.prompt
         spent = None if own else slot.budgets.exceeded(slot.name)
         if spent is not None:

@@ -158,6 +158,13 @@ class CliLifecycle:
         cli = self._cli
         return () if cli is None or cli.ending is not None else tuple(cli.tasks.values())
 
+    @property
+    def own_turn_held(self) -> bool:
+        """Whether the live CLI runs a turn it started by itself that no turn has read yet
+        (a turn of the agent's that began meanwhile read it instead)."""
+        cli = self._cli
+        return cli is not None and cli.ending is None and bool(cli.held)
+
     def end_background(self, why: str) -> None:
         """End the live CLI, and its background work with it, if it has any or runs a turn
         of its own (the agent halts: nobody will take that turn); a running turn's end

@@ -192,8 +192,8 @@ class WarmCli:
         self._turn_over_event = trio.Event()
         self.proc.begin_turn()
         if prompt is None:
-            if not self.held:
-                self.end("the turn it started by itself was lost")
+            if not self.held:  # a new process, the old one's turn gone with it: none comes
+                self.kill("the turn it started by itself was lost")
             return
         if not await self.proc.send(self.protocol.prompt(prompt)):
             self.end("it no longer reads its input")

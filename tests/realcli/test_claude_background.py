@@ -234,3 +234,29 @@ async def test_the_runtimes_exit_ends_the_background_work(claude: Claude) -> Non
     assert sleeping(claude, 30) == []
     with trio.fail_after(SLACK):
         await wait_until_gone(claude.marker)
+
+
+async def test_stop_task_between_turns_ends_one(claude: Claude) -> None:
+    claude.api.set_script(starts_in_background("sleep 30"))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            background=True,
+            **claude.agent_options(allowed_tools=["Bash"]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "start it")
+            status = await wait_for_status(rt, "coder", lambda s: len(s.background) == 1)
+            await rt.stop_task("coder", status.background[0].task_id)
+            await wait_for_status(rt, "coder", lambda s: s.background == (), bound=TURN_BOUND)
+            while sleeping(claude, 30):  # noqa: ASYNC110 (no event for another process's end)
+                await trio.sleep(0.05)
+            usage = await rt.context_usage("coder")  # the channel still answers
+            again = await rt.ask("coder", "and now?")
+        # The CLI tells the model of the stopped task with the next prompt: no turn of its own.
+        assert usage is not None and again.origin == "user" and again.text == "the task ended"
+        assert (await rt.status("coder")).turns == 2
+        assert (await rt.status("coder")).cli_pid == status.cli_pid
