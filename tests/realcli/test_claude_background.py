@@ -260,3 +260,50 @@ async def test_stop_task_between_turns_ends_one(claude: Claude) -> None:
         assert usage is not None and again.origin == "user" and again.text == "the task ended"
         assert (await rt.status("coder")).turns == 2
         assert (await rt.status("coder")).cli_pid == status.cli_pid
+
+
+async def test_a_restart_ends_the_background_work(claude: Claude) -> None:
+    class Crashes(Agent):
+        def handle_event(self, event: Any) -> None:
+            raise RuntimeError("boom")
+
+    claude.api.set_script(starts_in_background("sleep 30"))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Crashes,
+            name="coder",
+            backend="claude",
+            keep_alive=60,
+            background=True,
+            **claude.agent_options(allowed_tools=["Bash"]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "start it")
+            await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 30")
+            await rt.notify("coder", "crash")
+            await wait_for_status(rt, "coder", lambda s: s.restarts == 1, bound=TURN_BOUND)
+            while sleeping(claude, 30):  # noqa: ASYNC110 (no event for another process's end)
+                await trio.sleep(0.05)
+        assert (await rt.status("coder")).background == ()
+
+
+async def test_a_cli_with_background_work_does_not_hibernate(claude: Claude) -> None:
+    claude.api.set_script(starts_in_background("sleep 30"))
+    keep_alive = 1.0
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent,
+            name="coder",
+            backend="claude",
+            keep_alive=keep_alive,
+            background=True,
+            **claude.agent_options(allowed_tools=["Bash"]),
+        )
+        with trio.fail_after(TURN_BOUND):
+            await rt.ask("coder", "start it")
+            pid = (await rt.status("coder")).cli_pid
+            # Three times keep_alive: an idle CLI would have hibernated by now.
+            await trio.sleep(3 * keep_alive)
+        status = await rt.status("coder")
+        assert status.cli_pid == pid and status.state == "idle_warm"
+        assert len(status.background) == 1 and len(sleeping(claude, 30)) == 1
