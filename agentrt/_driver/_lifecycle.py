@@ -332,7 +332,8 @@ class CliLifecycle:
             protocol=protocol,
             session_id=session_id,
             in_turn=True,
-            background=live.background,
+            # A CLI that reports no background tasks keeps none: each turn's end kills them.
+            background=live.background if hasattr(protocol, "background_tasks") else None,
             own_turn=self._own_turn,
         )
         watch.waiting_for_process = True

@@ -284,7 +284,7 @@ class WarmCli:
         self._task_seen = {t: self._task_seen.get(t, now) for t in self.tasks}
         self._poke()
 
-    def overdue(self) -> list[str]:
+    def _overdue(self) -> list[str]:
         """The background tasks that have run past the agent's bound."""
         bound = self.background
         if bound is None or bound == math.inf:
@@ -452,7 +452,7 @@ class WarmCli:
                     # Background work runs, or the CLI's own turn waits for the agent: busy.
                     slots.busy(self)
                     self.idle_since = trio.current_time()
-                    if overdue := self.overdue():
+                    if overdue := self._overdue():
                         await self._stop_overdue(overdue)
                         continue
                 else:
