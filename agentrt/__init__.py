@@ -91,6 +91,7 @@ from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import ToolRequest as ToolRequest
+from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ContextCategory as ContextCategory
 from ._channel import ContextUsage as ContextUsage
 from ._console._serve import Console as Console
@@ -189,6 +190,7 @@ __all__ = [
     "Allow",
     "AskOperator",
     "BackendNotFound",
+    "BackgroundTask",
     "Block",
     "BranchInUse",
     "BudgetExceeded",

@@ -207,6 +207,7 @@ class Actor:
                 nursery=nursery,
                 turn_options=self._turn_options,
                 settings=self.slot.channel_settings(),
+                own_turn=self.slot.own_turn,
             )
 
         return self.mode.frame_source(self.backend, self.backend_options, options, slots, open_cli)
@@ -309,12 +310,20 @@ class Actor:
 
     async def _process(self, request: Request) -> None:
         slot = self.slot
-        prompt = request.prompt
-        spent = slot.budgets.exceeded(slot.name)
+        # A turn the CLI started by itself runs already: no prompt, nothing to refuse.
+        own = request.origin == "task"
+        if own and (slot.channel is None or not slot.channel.own_turn_held):
+            # Read already by the agent's turn that began as the CLI started it, or gone
+            # with its process: nothing is left to run.
+            slot.current = None
+            slot.mailbox.settle_withdrawn(request, slot.session_id)
+            return
+        prompt: str | None = None if own else request.prompt
+        spent = None if own else slot.budgets.exceeded(slot.name)
         if spent is not None:
             await self._refuse(request, spent)
             return
-        if "pre_turn" in self._overrides:
+        if "pre_turn" in self._overrides and prompt is not None:
             decision = await self._callbacks.decide("pre_turn", prompt)
             if isinstance(decision, Halt | Stop):
                 slot.current = None
@@ -330,7 +339,9 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if type(outcome) is TurnFailed and self._fresh_again(outcome):
+        if own and isinstance(outcome, Response):
+            outcome = attrs.evolve(outcome, origin="task")
+        if type(outcome) is TurnFailed and self._fresh_again(outcome) and prompt is not None:
             # Once, on a new session; the caller (same ref) gets this answer instead.
             await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt, claimed, first=False)
@@ -356,7 +367,7 @@ class Actor:
             await self._compact_ahead()
         if slot.halt_pending:
             slot.halt_pending = False
-            slot.halted = True
+            slot.halt_now()
 
     def _fresh_again(self, outcome: TurnFailed) -> bool:
         """Whether the turn runs once more on a new session (``on_session_lost="fresh"``)."""
@@ -407,7 +418,7 @@ class Actor:
         return left
 
     async def _run_turn(
-        self, prompt: str, claimed: Request | None, *, first: bool
+        self, prompt: str | None, claimed: Request | None, *, first: bool
     ) -> tuple[Response | TurnFailed, Event | None]:
         """Run one turn for ``prompt``; the ``claimed`` stored request (if any) is settled
         with the turn's record, unless the turn runs again (`_fresh_again`)."""
@@ -494,7 +505,7 @@ class Actor:
         )
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
-            outcome, prompt=prompt, started_at=started_at, duration=duration, settles=settles
+            outcome, prompt=prompt or "", started_at=started_at, duration=duration, settles=settles
         )
         return outcome, turn.final
 

@@ -1,7 +1,8 @@
 """What the runtime asks a live CLI between (or during) turns, outside a turn's own lines:
 change the model or the permission mode, read the context usage, stop a background task
 (`ChannelCall`). A backend's live protocol writes each as a `ControlRequest`; the CLI's
-reply comes back among its control frames as a `ControlAnswer`.
+reply comes back among its control frames as a `ControlAnswer`. The background tasks a live
+CLI reports running are `BackgroundTask` values.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ class ControlAnswer:
     request_id: str
     payload: Any = None
     error: str | None = None
+
+
+@attrs.frozen
+class BackgroundTask:
+    """A background task of an agent's warm CLI, as the CLI reports it: ``task_id`` (what
+    `stop_task` takes), its ``description``, its ``kind`` (Claude: ``"local_bash"``,
+    ``"local_agent"``, ...; None when the CLI did not say)."""
+
+    task_id: str
+    description: str = ""
+    kind: str | None = None
 
 
 @attrs.frozen

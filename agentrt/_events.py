@@ -380,6 +380,10 @@ def _as_str(text: str | _Utf8) -> str:
     return text.data.decode(*TEXT_CODEC) if type(text) is _Utf8 else text
 
 
+# Who started a turn (`Response.origin`).
+TurnOrigin = Literal["user", "task"]
+
+
 @attrs.frozen(repr=False)
 class Response:
     """What a successful turn returns.
@@ -422,6 +426,9 @@ class Response:
     # runtime that takes the agent over before this one stores it resumes the conversation
     # without this turn. None: not a portable agent.
     transcript_stored: bool | None = None
+    # Who started the turn: "user" (the application's prompt, or one the agent chained),
+    # "task" (the agent's warm CLI, by itself: a background task ended).
+    origin: TurnOrigin = "user"
 
     @property
     def text(self) -> str:

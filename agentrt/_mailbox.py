@@ -127,6 +127,16 @@ class Mailbox:
             self.chained = deque()
         self.chained.append(request)
 
+    def own_turn(self) -> Request:
+        """A turn the agent's CLI started by itself (origin ``task``): it runs next, before
+        chained and queued work (the CLI runs it already)."""
+        request = self.request("", "task")
+        self.track(request)
+        if self.chained is None:
+            self.chained = deque()
+        self.chained.appendleft(request)
+        return request
+
     def take(self) -> Request | None:
         """The next request to run: a chained prompt, else the head of the queue."""
         if self.chained:
@@ -139,7 +149,7 @@ class Mailbox:
 
     def put_back(self, request: Request) -> None:
         """Put a request that was taken but not run back where `take` found it."""
-        if request.origin == "self_chain":
+        if request.origin == "self_chain" or request.origin == "task":
             if self.chained is None:
                 self.chained = deque()
             self.chained.appendleft(request)

@@ -23,6 +23,7 @@ probed (``probe_version``), which requests its warm CLI takes between turns (``w
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -141,6 +142,7 @@ class Live:
                 kill_grace=options.kill_grace,
                 recycle_turns=options.recycle_turns,
                 recycle_rss_bytes=options.recycle_rss_bytes,
+                background=options.background,
             )
         )
 
@@ -204,6 +206,15 @@ def choose_mode(
     with these options; `InvalidOptions` for what the backend cannot honour."""
     caps = capabilities(backend, backend_options)
     keep_alive = options.keep_alive
+    if options.background is not None and keep_alive is None:
+        # One process per turn: the turn's end kills its whole tree, background work too.
+        shown = True if options.background == math.inf else options.background
+        raise InvalidOptions(
+            "background",
+            shown,
+            "background work outlives its turn only on a warm agent: set keep_alive=SECONDS "
+            "too, or leave background False (each turn's end kills what it started)",
+        )
     hooks = "handle_hook" in overrides
     approvals = "approve_tool" in overrides
     which = f"the {backend.name!r} backend"

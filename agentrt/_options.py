@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -69,6 +70,23 @@ def _keep_alive(key: str, value: object) -> float | None:
             "must be a positive number of seconds to keep the CLI between turns, "
             "or None (one CLI process per turn)",
         ) from None
+
+
+def _background(key: str, value: object) -> float | None:
+    # False: none (the turn's end kills it); True: no bound of its own; else its bound.
+    if value is False:
+        return None
+    if value is True:
+        return math.inf
+    if not finite_number(value) or value <= 0:
+        raise InvalidOptions(
+            key,
+            value,
+            "must be False (a turn's end kills what it started), True (background work "
+            "lives until the agent's CLI ends) or a positive number of seconds each "
+            "background task may run",
+        )
+    return float(value)
 
 
 def _retention(key: str, value: object) -> Retention:
@@ -267,6 +285,11 @@ class AgentOptions:
     # resumes on a new one) after ``recycle_turns`` turns or once its resident memory
     # passes ``recycle_rss_bytes``.
     keep_alive: float | None = attrs.field(default=None, metadata=_checked_by(_keep_alive))
+    # Background work (the CLI's background Bash commands and subagents) that outlives the
+    # turn that started it, on a warm agent: None (``background=False``, the default) kills
+    # it at the turn's end; else the seconds each background task may run (``True``: no
+    # bound of its own), after which the runtime stops it. It is killed with the warm CLI.
+    background: float | None = attrs.field(default=None, metadata=_checked_by(_background))
     # Seconds ``approve_tool`` and ``handle_hook`` may take to answer; past it the tool is
     # denied (a hook gets no answer), and a warning is logged.
     approval_timeout: float = attrs.field(default=60.0, metadata=_checked_by(_seconds))

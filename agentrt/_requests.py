@@ -13,7 +13,10 @@ from ._events import Response
 if TYPE_CHECKING:
     from ._stream import Subscriber
 
-Origin = Literal["ask", "tell", "self_chain"]
+# Where a request came from: the application (``ask``, ``tell``), the agent's own chained
+# prompt (``self_chain``), or its warm CLI, which started the turn by itself (``task``: a
+# background task ended, and the CLI runs the model on its notification).
+Origin = Literal["ask", "tell", "self_chain", "task"]
 
 
 @attrs.frozen(cache_hash=True)

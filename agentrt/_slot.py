@@ -171,6 +171,13 @@ class Slot:
         self.enter(request)
         return request
 
+    def own_turn(self) -> None:
+        """The agent's warm CLI started a turn by itself: the agent runs it next (its
+        instance's `CliLifecycle` calls this)."""
+        self.mailbox.own_turn()
+        if self.current is None:
+            self._wake()
+
     def enter(self, request: Request, *, bounded: bool = True) -> None:
         """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
         requests has checked the mailbox's bounds as it accepted it."""
@@ -228,7 +235,13 @@ class Slot:
         if self.current is not None:
             self.halt_pending = True
         else:
-            self.halted = True
+            self.halt_now()
+
+    def halt_now(self) -> None:
+        """Halted: no new turn, and the warm CLI's background work ends with it."""
+        self.halted = True
+        if self.channel is not None:
+            self.channel.end_background("the agent halted")
 
     def unhalt(self) -> None:
         self.halted = self.halt_pending = False
@@ -318,6 +331,7 @@ class Slot:
             session_id=self.session_id,
             restarts=self.restarts,
             cli_pid=self.cli_pid,
+            background=() if self.channel is None else self.channel.background,
             **self._spending(),
             cli_version=self.cli_version,
             oldest_queued=trio.current_time() - queue[0].accepted_at if queue else None,

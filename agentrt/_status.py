@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from ._channel import BackgroundTask
 from ._requests import Origin, Ref
 
 # What `AgentStatus.mode` reports: "in_process" (the backend makes the frames, no process:
@@ -81,6 +82,8 @@ class AgentStatus:
     credential: str | None = None
     parked_until: float | None = None
     halt_reason: str | None = None
+    # The background tasks its warm CLI runs (``background``): they outlived their turns.
+    background: tuple[BackgroundTask, ...] = ()
 
 
 @attrs.frozen

@@ -77,7 +77,8 @@ class Turn(ChannelReading):
     Its bases are parts of it, on its fields: `Stopping` (``stop``, the bounds' alarm) and
     `ChannelReading` (a CLI's channel read); what stays here turns frames into events."""
 
-    prompt: str
+    # None: a turn the agent's live CLI started by itself (no prompt to write).
+    prompt: str | None
     options: AgentOptions
     session_id: str | None
     # What the resumed session's earlier turns reported (see Backend.translator).
@@ -218,6 +219,7 @@ class Turn(ChannelReading):
         return await self._finish(status, stderr_tail)
 
     async def _run_in_process(self, source: InProcessSource) -> ExitStatus | None:
+        assert self.prompt is not None  # only a live CLI starts turns by itself
         self.command, self.translator = source.open(self.prompt, self.session_id, self.baseline)
         await self.host.started()
         if self._failure is not None:  # stopped meanwhile

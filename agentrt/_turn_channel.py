@@ -25,7 +25,7 @@ class ChannelReading(Stopping):
     than an object of its own, so that a read makes no extra call."""
 
     # Turn's fields and the method this part uses (declared, with their meaning, on Turn).
-    prompt: str
+    prompt: str | None
     session_id: str | None
     baseline: SessionTotals | None
     host: TurnHost

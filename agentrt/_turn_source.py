@@ -114,7 +114,7 @@ class ChannelSource(Protocol):
 
     def channel(
         self,
-        prompt: str,
+        prompt: str | None,
         session_id: str | None,
         baseline: SessionTotals | None,
         watch: TurnWatch,

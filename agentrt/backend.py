@@ -33,6 +33,7 @@ from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
 from ._asks import ToolRequest as ToolRequest
+from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ChannelCall, ControlAnswer, ControlRequest
 from ._channel import ContextCategory as ContextCategory
 from ._channel import ContextUsage as ContextUsage
@@ -80,6 +81,7 @@ __all__ = [
     "AppToolsBackend",
     "Backend",
     "BackendInfo",
+    "BackgroundTask",
     "Capabilities",
     "ChannelCall",
     "Command",
@@ -336,7 +338,10 @@ class LiveProtocol(Protocol):
 
     def classify(self, frame: Any) -> FrameRole:
         """``"control"``: for `control`, not a turn's; ``"end"``: the last frame of a turn
-        (translated too); ``"event"``: any other frame of a turn."""
+        (translated too); ``"event"``: any other frame of a turn; ``"task"``: news of the
+        CLI's background tasks, translated during a turn, no turn's output between turns.
+        A protocol that returns ``"task"`` also has ``background_tasks(frame)``: the
+        `BackgroundTask` values the frame says run now, or None if it does not say."""
         ...
 
     def control(self, frame: Any) -> bytes | Ask | ControlAnswer:

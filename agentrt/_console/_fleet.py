@@ -61,6 +61,8 @@ class AgentRow:
     # no status had).
     budget_left_usd: float | None
     budget_left_tokens: int | None
+    # Background tasks its warm CLI runs (a count: their descriptions are the model's words).
+    background: int | None = None
 
     def data(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -143,6 +145,7 @@ def _row(
         halt_pending=status is not None and status.halt_pending,
         budget_left_usd=None if status is None else status.budget_left_usd,
         budget_left_tokens=None if status is None else status.budget_left_tokens,
+        background=None if status is None else len(status.background),
     )
 
 

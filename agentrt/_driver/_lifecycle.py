@@ -30,7 +30,7 @@ import trio
 
 from .._alarm import Alarm
 from .._asks import Ask
-from .._channel import SETTINGS, ChannelCall, ControlAnswer
+from .._channel import SETTINGS, BackgroundTask, ChannelCall, ControlAnswer
 from .._errors import ChannelError, InvalidOptions
 from .._events import SessionTotals
 from .._telemetry._otel import record_warm_process
@@ -102,6 +102,7 @@ class CliLifecycle:
         "_limits",
         "_live",
         "_nursery",
+        "_on_own_turn",
         "_records",
         "_settings",
         "_slots",
@@ -123,6 +124,7 @@ class CliLifecycle:
         nursery: trio.Nursery | None = None,
         turn_options: Callable[[Any], Any] | None = None,
         settings: dict[ChannelCall, Any] | None = None,
+        own_turn: Callable[[], None] | None = None,
     ) -> None:
         assert live is None or (nursery is not None and isinstance(backend, LiveBackend))
         self._agent = agent
@@ -143,6 +145,33 @@ class CliLifecycle:
         self._alarm: Alarm | None = None
         # The settings changed in band (`call`): every new live process gets them again.
         self._settings = {} if settings is None else settings
+        # Told when the live CLI starts a turn by itself (the agent runs it next).
+        self._on_own_turn = own_turn
+
+    def _own_turn(self) -> None:
+        if self._on_own_turn is not None:
+            self._on_own_turn()
+
+    @property
+    def background(self) -> tuple[BackgroundTask, ...]:
+        """The background tasks the live CLI reports running (none without one)."""
+        cli = self._cli
+        return () if cli is None or cli.ending is not None else tuple(cli.tasks.values())
+
+    @property
+    def own_turn_held(self) -> bool:
+        """Whether the live CLI runs a turn it started by itself that no turn has read yet
+        (a turn of the agent's that began meanwhile read it instead)."""
+        cli = self._cli
+        return cli is not None and cli.ending is None and bool(cli.held)
+
+    def end_background(self, why: str) -> None:
+        """End the live CLI, and its background work with it, if it has any or runs a turn
+        of its own (the agent halts: nobody will take that turn); a running turn's end
+        ends it."""
+        cli = self._cli
+        if cli is not None and (cli.tasks or cli.held):
+            cli.end(why)
 
     @property
     def turn_slots(self) -> ProcessSlots | None:
@@ -152,7 +181,7 @@ class CliLifecycle:
 
     def channel(
         self,
-        prompt: str,
+        prompt: str | None,
         session_id: str | None,
         baseline: SessionTotals | None,
         watch: TurnWatch,
@@ -163,6 +192,7 @@ class CliLifecycle:
         live process). ``retry``: a live process that turns out to have died unheard is
         reported by `finish` (None) instead of failing the turn."""
         if self._live is None:
+            assert prompt is not None  # a turn the CLI starts by itself runs on a live one
             return _OneShotChannel(self, prompt, session_id, baseline, watch)
         return _LiveChannel(self, self._live, prompt, session_id, baseline, watch, retry)
 
@@ -270,6 +300,7 @@ class CliLifecycle:
             try:
                 cli.reader.acquire_nowait()
             except trio.WouldBlock:
+                cli._poke()  # a reading between turns gives way
                 await cli.reader.acquire()
             try:
                 why = cli.usable(session_id)
@@ -297,7 +328,14 @@ class CliLifecycle:
         # The instance runs live only where its options can (asked once at its start), and
         # the answer depends on the options alone.
         assert protocol is not None
-        cli = WarmCli(protocol=protocol, session_id=session_id, in_turn=True)
+        cli = WarmCli(
+            protocol=protocol,
+            session_id=session_id,
+            in_turn=True,
+            # A CLI that reports no background tasks keeps none: each turn's end kills them.
+            background=live.background if hasattr(protocol, "background_tasks") else None,
+            own_turn=self._own_turn,
+        )
         watch.waiting_for_process = True
         try:
             await self._slots.acquire(cli)
@@ -449,7 +487,7 @@ class _LiveChannel:
         self,
         lifecycle: CliLifecycle,
         settings: LiveSettings,
-        prompt: str,
+        prompt: str | None,
         session_id: str | None,
         baseline: SessionTotals | None,
         watch: TurnWatch,

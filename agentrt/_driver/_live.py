@@ -22,7 +22,15 @@ prompt: the turn runs once more on a new process, resuming the conversation
 prompt, and a death fails the turn as for a one-process turn.
 
 What may outlive a turn is the CLI's resident set: the CLI itself and what its tree held
-when it became ready (its MCP servers); everything else is killed at each turn's end.
+when it became ready (its MCP servers); everything else is killed at each turn's end, unless
+the agent keeps background work (``background``, `LiveSettings`): then, while the CLI
+reports background tasks running (its ``"task"`` frames), the turn's end spares the tree,
+and the process is read between turns. Its task news is taken there; a turn the CLI starts
+by itself (a background task ended, and it runs the model on the notification) is held
+(`WarmCli.held`) and handed to the agent (``own_turn``), whose next turn reads it instead of
+writing a prompt. A task running past the agent's bound is stopped (the CLI's own
+``stop_task``). While tasks run the process neither hibernates nor gives its slot away;
+they end with it, whatever ends it.
 
 The runtime's own requests (`WarmCli.call`: a model, a permission mode, the context usage,
 a task to stop) are written at once; during a turn the turn's reads bring the answer,
@@ -36,23 +44,25 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 import trio
 
 from .._asks import Ask, Deny, HookCall
-from .._channel import ControlAnswer, ControlRequest
+from .._channel import BackgroundTask, ControlAnswer, ControlRequest
 from .._events import StopReason
 from ..backend import HookKind, LiveProtocol, ProtocolError, Translator
-from ._process import BadLine, CliProcess, FrameBatch, ProcessFailure, ProcessLimits
+from ._process import BadLine, CliProcess, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
 
 logger = logging.getLogger("agentrt")
 
 # How long the rest of a line printed between turns may take to arrive.
 _CATCH_UP = 0.5
+# Bound on the CLI's answer when the runtime stops a background task past its bound.
+_STOP_BOUND = 30.0
 
 
 @attrs.frozen
@@ -67,6 +77,9 @@ class LiveSettings:
     kill_grace: float
     recycle_turns: int
     recycle_rss_bytes: int
+    # Seconds a background task may run (math.inf: no bound of its own); None: a turn's
+    # end kills what it started.
+    background: float | None = None
 
 
 @attrs.define(eq=False)
@@ -104,6 +117,15 @@ class WarmCli:
     # Held by whoever reads the process's output outside a turn (a call between turns),
     # and taken by a turn before it starts.
     reader: trio.Lock = attrs.field(factory=trio.Lock)
+    # Seconds a background task may run; None: no background work outlives a turn.
+    background: float | None = None
+    # The background tasks the CLI reports running, by id, and when each was first seen.
+    tasks: dict[str, BackgroundTask] = attrs.field(factory=dict)
+    _task_seen: dict[str, float] = attrs.field(factory=dict)
+    # The frames of a turn the CLI started by itself, read before a turn of the agent's
+    # took them (`own_turn` was told once, at the first).
+    held: list[Any] = attrs.field(factory=list)
+    own_turn: Callable[[], None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -149,9 +171,10 @@ class WarmCli:
                 except ProcessFailure as exc:
                     return f"its output between turns: {exc.message}"
                 for frame in batch:
-                    if type(frame) is BadLine or self.protocol.classify(frame) != "control":
-                        return "it printed output between turns"
-                    self._control(frame)
+                    if why := self._between(frame):
+                        return why
+                if self.held:
+                    return None  # the rest is the CLI's own turn's
                 continue
             return "it left a partial line between turns"
         if self.asks:
@@ -160,12 +183,18 @@ class WarmCli:
 
     # --- one turn ----------------------------------------------------------------------
 
-    async def start_turn(self, prompt: str) -> None:
+    async def start_turn(self, prompt: str | None) -> None:
+        """Start a turn: write ``prompt``, or (None) read the turn the CLI started by itself,
+        its frames read so far first."""
         assert self.proc is not None
         self.turn_over = False
-        self.heard = False
+        self.heard = bool(self.held)
         self._turn_over_event = trio.Event()
         self.proc.begin_turn()
+        if prompt is None:
+            if not self.held:  # a new process, the old one's turn gone with it: none comes
+                self.kill("the turn it started by itself was lost")
+            return
         if not await self.proc.send(self.protocol.prompt(prompt)):
             self.end("it no longer reads its input")
 
@@ -194,7 +223,7 @@ class WarmCli:
         await self._send(data)
         self.proc.restart_idle()
 
-    def frames(self, batch: FrameBatch) -> Iterator[Any]:
+    def frames(self, batch: Iterable[Any]) -> Iterator[Any]:
         """The frames of ``batch`` that belong to the turn; control frames are answered."""
         classify = self.protocol.classify
         for frame in batch:
@@ -205,13 +234,69 @@ class WarmCli:
             role = classify(frame)
             if role == "control":
                 self._control(frame)
+            elif role == "task":
+                self._task_news(frame)
+                if not self.turn_over:
+                    yield frame
             elif self.turn_over:
-                self.end("it printed output after the end of a turn")
+                if self.background is None:
+                    self.end("it printed output after the end of a turn")
+                else:
+                    self.held.append(frame)  # a turn it starts by itself, told at the turn's end
             else:
                 if role == "end":
                     self.turn_over = True
                     self._turn_over_event.set()
                 yield frame
+
+    def _between(self, frame: Any) -> str | None:
+        """Take a frame read between turns; why the process must end, or None."""
+        if type(frame) is BadLine:
+            return "it printed an unreadable line between turns"
+        if self.held:
+            self.held.append(frame)  # the rest of the CLI's own turn
+            return None
+        role = self.protocol.classify(frame)
+        if role == "control":
+            self._control(frame)
+        elif role == "task":
+            self._task_news(frame)
+        elif self.background is None:
+            return "it printed output between turns"
+        else:
+            self._hold(frame)
+        return None
+
+    def _hold(self, frame: Any) -> None:
+        # The first frame of a turn the CLI started by itself: the agent runs it next.
+        self.held.append(frame)
+        if self.own_turn is not None:
+            self.own_turn()
+
+    def _task_news(self, frame: Any) -> None:
+        if self.background is None:
+            return  # each turn's end kills what it started: nothing to count
+        running = self.protocol.background_tasks(frame)  # type: ignore[attr-defined]
+        if running is None:
+            return
+        now = trio.current_time()
+        self.tasks = {task.task_id: task for task in running}
+        self._task_seen = {t: self._task_seen.get(t, now) for t in self.tasks}
+        self._poke()
+
+    def _overdue(self) -> list[str]:
+        """The background tasks that have run past the agent's bound."""
+        bound = self.background
+        if bound is None or bound == math.inf:
+            return []
+        now = trio.current_time()
+        return [t for t, seen in self._task_seen.items() if now >= seen + bound]
+
+    def _next_due(self) -> float:
+        bound = self.background
+        if bound is None or not self._task_seen:
+            return math.inf
+        return min(self._task_seen.values()) + bound
 
     def _control(self, frame: Any) -> None:
         try:
@@ -247,6 +332,7 @@ class WarmCli:
                         await pending.wake.wait()
                         pending.wake = trio.Event()
                         continue
+                    self._poke()  # a reading between turns gives way
                     async with self.reader:
                         if not self.in_turn:
                             await self._read_for(pending)
@@ -273,10 +359,9 @@ class WarmCli:
                 self.end(f"its output between turns: {exc.message}")
                 return
             for frame in batch:
-                if type(frame) is BadLine or self.protocol.classify(frame) != "control":
-                    self.end("it printed output between turns")
+                if why := self._between(frame):
+                    self.end(why)
                     return
-                self._control(frame)
             while self.asks:
                 ask = self.asks.popleft()
                 go_on = (
@@ -337,13 +422,18 @@ class WarmCli:
             self.end("the turn did not end cleanly")
         elif self.ending is None:
             self.turns += 1
-            if not await self.proc.kill_others(self.resident):
+            self.proc.end_turn()
+            if self.tasks and self.background is not None:
+                pass  # its background tasks live on, in the tree, until they end or it does
+            elif not await self.proc.kill_others(self.resident):
                 self.end("a process of the turn survived its kill")
             elif self.turns >= settings.recycle_turns:
                 self.end(f"recycled after {self.turns} turns")
             elif (rss := self.proc.rss_bytes()) is not None and rss > settings.recycle_rss_bytes:
                 self.end(f"recycled at {rss:,} bytes resident")
         self.idle_since = trio.current_time()
+        if self.held and self.ending is None and self.own_turn is not None:
+            self.own_turn()  # it went on with a turn of its own after this one's end
         self._poke()
         self._wake_calls()  # a call waiting for the turn's reads now reads for itself
 
@@ -354,17 +444,73 @@ class WarmCli:
         assert self.proc is not None
         self.idle_since = trio.current_time()
         while True:
+            deadline = math.inf
             if not self.in_turn:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
-                if trio.current_time() >= self.idle_since + keep_alive:
-                    self.ending = f"hibernating after {keep_alive:g} s idle"
-                    return
-                slots.idle(self)
-            deadline = math.inf if self.in_turn else self.idle_since + keep_alive
+                if self.background is not None and (self.tasks or self.held):
+                    # Background work runs, or the CLI's own turn waits for the agent: busy.
+                    slots.busy(self)
+                    self.idle_since = trio.current_time()
+                    if overdue := self._overdue():
+                        await self._stop_overdue(overdue)
+                        continue
+                else:
+                    if trio.current_time() >= self.idle_since + keep_alive:
+                        self.ending = f"hibernating after {keep_alive:g} s idle"
+                        return
+                    slots.idle(self)
+                    deadline = self.idle_since + keep_alive
+                if self.background is not None and not self.held:
+                    # Read what the CLI prints as it comes: its tasks' news, a turn it
+                    # starts by itself (after a task's end, even once none runs).
+                    await self._listen(min(deadline, self._next_due()))
+                    continue
             with trio.move_on_at(deadline):
                 await self._wake.wait()
             self._wake = trio.Event()
+
+    async def _listen(self, deadline: float) -> None:
+        # Between turns: read until a turn or a call takes the reading, or ``deadline``.
+        assert self.proc is not None
+        wake = self._wake
+        async with self.reader:
+            if self.in_turn:
+                return
+            batches = self.proc.batches()
+            with trio.move_on_at(deadline) as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_cancel_at, wake, scope)
+                    while not self.held and self.ending is None:
+                        try:
+                            batch = await batches.__anext__()
+                        except StopAsyncIteration:
+                            self.end("it exited")
+                            break
+                        except ProcessFailure as exc:
+                            self.end(f"its output between turns: {exc.message}")
+                            break
+                        for frame in batch:
+                            if why := self._between(frame):
+                                self.end(why)
+                                break
+                    scope.cancel()
+        if wake is self._wake:
+            self._wake = trio.Event()
+
+    async def _stop_overdue(self, overdue: list[str]) -> None:
+        # The CLI stops a task past the agent's bound; one it cannot stop ends the process.
+        bound = self.background
+        assert bound is not None
+        for task_id in overdue:
+            self._task_seen.pop(task_id, None)
+            request = self.protocol.request("stop_task", task_id)  # type: ignore[attr-defined]
+            answer = await self.call(request, _STOP_BOUND)
+            if not isinstance(answer, ControlAnswer) or answer.error is not None:
+                why = answer if isinstance(answer, str) else answer.error
+                self.kill(f"background task {task_id} ran past {bound:g} s and did not stop: {why}")
+                return
+            logger.info("background task %s ran past %g s: stopped", task_id, bound)
 
     async def watch_exit(self) -> None:
         assert self.proc is not None
@@ -414,6 +560,11 @@ class WarmCli:
         )
 
 
+async def _cancel_at(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
 @attrs.define(eq=False)
 class _Pending:
     """A request of the runtime's, until its answer comes."""
@@ -440,6 +591,9 @@ class _TurnBatches:
             return cli.asks.popleft()
         if cli.turn_over:
             raise StopAsyncIteration
+        if cli.held:  # the turn the CLI started by itself, as far as it was read
+            held, cli.held = cli.held, []
+            return cli.frames(held)
         batch = await self._batches.__anext__()
         cli.heard = True
         return cli.frames(batch)

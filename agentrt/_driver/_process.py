@@ -296,6 +296,8 @@ class CliProcess:
         self._failure: ProcessFailure | None = None
         self._spawned_at = trio.current_time()
         self._last_line_at: float | None = None
+        # Between a live process's turns: its reads have no startup or idle bound.
+        self._between_turns = False
         self._read_scope: trio.CancelScope | None = None
         self._exited = trio.Event()
         self._exited_at: float | None = None
@@ -421,6 +423,13 @@ class CliProcess:
         self._spawned_at = trio.current_time()
         self._last_line_at = None
         self._interrupted = False
+        self._between_turns = False
+
+    def end_turn(self) -> None:
+        """A live process's turn is over: until the next `begin_turn`, what it prints comes
+        when it comes (a background task's news, a turn it starts by itself), under no
+        ``startup`` or ``idle`` bound."""
+        self._between_turns = True
 
     def restart_idle(self) -> None:
         """Count ``idle`` from now (the CLI waited on us, not we on it)."""
@@ -556,7 +565,9 @@ class CliProcess:
     def _deadline(self) -> float:
         limits = self._limits
         deadline = math.inf
-        if self._last_line_at is None:
+        if self._between_turns:
+            pass
+        elif self._last_line_at is None:
             if limits.startup is not None:
                 deadline = self._spawned_at + limits.startup
         elif limits.idle is not None:

@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
+from .._channel import BackgroundTask
 from .._errors import (
     AgentAlreadyStarted,
     AgentBusy,
@@ -46,6 +47,7 @@ from .._events import (
     PermissionDenial,
     Response,
     StopReason,
+    TurnOrigin,
     Usage,
     response_with_text,
 )
@@ -102,6 +104,15 @@ class _CurrentRequestData(_Data, frozen=True):
         return CurrentRequest(self.ref.value(), self.origin, self.elapsed, self.waiting_for_process)
 
 
+class _BackgroundTaskData(_Data, frozen=True):
+    task_id: str
+    description: str
+    kind: str | None
+
+    def value(self) -> BackgroundTask:
+        return BackgroundTask(self.task_id, self.description, self.kind)
+
+
 class _StatusData(_Data, frozen=True):
     name: str
     state: AgentState
@@ -126,10 +137,13 @@ class _StatusData(_Data, frozen=True):
     credential: str | None = None
     parked_until: float | None = None
     halt_reason: str | None = None
+    background: tuple[_BackgroundTaskData, ...] = ()
 
     def value(self) -> AgentStatus:
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
-        return AgentStatus(**{**fields, "current": _value(self.current)})
+        return AgentStatus(
+            **{**fields, "current": _value(self.current), "background": _value(self.background)}
+        )
 
 
 class _OmissionData(_Data, frozen=True):
@@ -182,6 +196,7 @@ class _ResponseData(_Data, frozen=True):
     permission_denials: tuple[PermissionDenial, ...]
     cli_version: str | None = None
     transcript_stored: bool | None = None
+    origin: TurnOrigin = "user"
 
     @classmethod
     def of(cls, response: Response) -> _ResponseData:
@@ -206,6 +221,7 @@ class _ResponseData(_Data, frozen=True):
             permission_denials=response.permission_denials,
             cli_version=response.cli_version,
             transcript_stored=response.transcript_stored,
+            origin=response.origin,
         )
 
     def value(self) -> Response:
@@ -228,6 +244,7 @@ class _ResponseData(_Data, frozen=True):
             permission_denials=self.permission_denials,
             cli_version=self.cli_version,
             transcript_stored=self.transcript_stored,
+            origin=self.origin,
         )
 
 

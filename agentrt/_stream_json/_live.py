@@ -11,6 +11,12 @@ tool run?) becomes a `ToolApproval`. A backend takes the other requests its CLI 
 (Claude's ``hook_callback``) in `StreamJsonLive.cli_request`; the rest are answered with an
 error: agentrt offers nothing more to the CLI (no SDK MCP servers, so no ``mcp_message``).
 
+The CLI's news of its background tasks (``system`` frames ``task_started``,
+``task_updated``, ``task_notification``, ``background_tasks_changed``) are ``"task"`` frames:
+a turn's events during a turn, no turn's output between turns; `background_tasks` reads the
+tasks running from them. A turn the CLI starts by itself (when a background task ends, it
+prints ``init`` and runs the model on the task's notification) is ordinary turn output.
+
 The runtime's own requests (`StreamJsonLive.request`: ``set_model``,
 ``set_permission_mode``, ``get_context_usage``, ``stop_task``) are answered with a
 ``control_response`` of their id, which `control` returns as a `ControlAnswer`.
@@ -25,13 +31,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
-from .._channel import ChannelCall, ContextCategory, ContextUsage, ControlAnswer, ControlRequest
+from .._channel import (
+    BackgroundTask,
+    ChannelCall,
+    ContextCategory,
+    ContextUsage,
+    ControlAnswer,
+    ControlRequest,
+)
 from .._events import SessionTotals
 from ._dialect import StreamJsonDialect
 from ._live_protocol import FrameRole, ProtocolError
 from ._translator import StreamJsonTranslator
 
 _CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
+# The system frames that report the CLI's background tasks (see `StreamJsonLive.classify`).
+_TASK_NEWS = frozenset(
+    (
+        "task_started",
+        "task_updated",
+        "task_progress",
+        "task_notification",
+        "background_tasks_changed",
+    )
+)
 _UNANSWERED = {
     "behavior": "deny",
     "message": "this agent answers no tool approvals (start it with approve_tool to)",
@@ -105,7 +128,23 @@ class StreamJsonLive:
             # The CLI's echo of what the client did (set_model's "Set model to ..."), and its
             # news of its own state (set_permission_mode's new mode): no turn's output.
             return "control"
+        if kind == "system" and frame.get("subtype") in _TASK_NEWS:
+            return "task"
         return "control" if kind in _CONTROL else "event"
+
+    def background_tasks(self, frame: Any) -> tuple[BackgroundTask, ...] | None:
+        """The background tasks a ``"task"`` frame says run now (Claude's
+        ``background_tasks_changed`` lists them all); None for a frame that does not say."""
+        if type(frame) is not dict or frame.get("subtype") != "background_tasks_changed":
+            return None
+        tasks = frame.get("tasks")
+        return tuple(
+            BackgroundTask(
+                task["task_id"], _text(task.get("description")) or "", _text(task.get("task_type"))
+            )
+            for task in (tasks if isinstance(tasks, list) else ())
+            if isinstance(task, Mapping) and isinstance(task.get("task_id"), str)
+        )
 
     def control(self, frame: Any) -> bytes | Ask | ControlAnswer:
         kind = frame.get("type")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-FrameRole = Literal["event", "end", "control"]
+# "task": news of the CLI's background tasks (started, updated, ended): a turn's event
+# during a turn, and no turn's output between turns (the CLI starts no turn with it).
+FrameRole = Literal["event", "end", "control", "task"]
 
 
 class ProtocolError(Exception):
