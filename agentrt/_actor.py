@@ -345,7 +345,7 @@ class Actor:
             # Once, on a new session; the caller (same ref) gets this answer instead.
             await self._recorder.forget_session()
             outcome, final = await self._run_turn(prompt, claimed, first=False)
-        elif type(outcome) is TurnFailed and self._recovers_context(outcome):
+        elif type(outcome) is TurnFailed and self._recovers_context(outcome) and prompt is not None:
             outcome, final = await self._recover_context(prompt, claimed)
         credential_outcome(self.slot, self.options, outcome)
         ref = request.ref
