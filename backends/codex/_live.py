@@ -32,6 +32,7 @@ import msgspec
 
 from agentrt.backend import (
     Allow,
+    Answers,
     Command,
     Deny,
     FrameRole,
@@ -67,8 +68,9 @@ def _approval(frame: Mapping[str, Any], tool_name: str) -> ToolApproval:
     else:
         tool_input = {"changes": params.get("changes"), "reason": params.get("reason")}
 
-    def answer(decision: Allow | Deny) -> bytes:
-        # codex cannot run another command than the one it asked about.
+    def answer(decision: Allow | Deny | Answers) -> bytes:
+        # codex cannot run another command than the one it asked about (and asks no
+        # question that Answers answers).
         accepted = isinstance(decision, Allow) and decision.updated_input is None
         return _line(
             {"id": request_id, "result": {"decision": "accept" if accepted else "decline"}}
