@@ -320,16 +320,16 @@ class AgentCalls:
         """Add ``text`` to the turn agent ``name`` is running, as a message from the user
         that the model reads within that turn (Claude Code hands it over with the next tool
         result; one that comes after the turn's last model call runs right after it, still
-        in the same turn). The running request's `Response` then answers both. Returns once
-        the CLI has taken the message.
+        in the same turn; codex's app-server, with the model's next call). The running
+        request's `Response` then answers both. Returns once the CLI has taken the message.
 
         Only a warm agent (``keep_alive``) on a CLI that takes messages mid-turn can be
-        steered: raises `InvalidOptions` otherwise (one process per turn, the in-process backend,
-        Gemini CLI, Qwen Code); `NoTurnRunning` when no turn runs on its CLI now (the agent
-        is idle, its turn is starting or has ended): send it with `ask` or `tell` then, or
-        start the agent with ``when_busy="steer"``, which does that for you. ``text``
-        empty or blank is a `ValueError`; a CLI that does not acknowledge the message raises
-        `ChannelError` (and is ended).
+        steered (Claude Code, codex): raises `InvalidOptions` otherwise (one process per
+        turn, the in-process backend, Gemini CLI, Qwen Code); `NoTurnRunning` when no turn
+        runs on its CLI now (the agent is idle, its turn is starting or has ended): send it
+        with `ask` or `tell` then, or start the agent with ``when_busy="steer"``, which
+        does that for you. ``text`` empty or blank is a `ValueError`; a CLI that does not
+        acknowledge the message raises `ChannelError` (and is ended).
 
         Cancellation: a steer cancelled while it waits for the CLI's acknowledgement may
         have reached the CLI."""

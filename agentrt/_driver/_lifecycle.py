@@ -203,6 +203,8 @@ class CliLifecycle:
         if not isinstance(got, ControlAnswer):
             raise ChannelError(self._agent, call, got)
         if got.error is not None:
+            if call == "steer":  # the turn ended as the message came (codex says so)
+                raise NoTurnRunning(self._agent, call)
             raise InvalidOptions(_ARGUMENT[call], argument, f"the CLI refused it: {got.error}")
         try:
             return request.decode(got.payload)
