@@ -2,7 +2,8 @@
 calls ``AskUserQuestion`` and ``ExitPlanMode``; each reaches ``approve_tool`` typed
 (`UserQuestions`, `PlanApproval`), and the answer reaches the model in the form the CLI
 takes: `Answers` by question, a plan approved or sent back. `AskOperator` hands a question to
-a person through the store (decided once), or answers its ``default`` when nobody does."""
+a person through the store (decided once; in the console's page, by its answer buttons),
+or answers its ``default`` when nobody does."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+from browser import open_browser, skip_without_browser
 
 from agentrt import (
     Agent,
@@ -26,6 +28,7 @@ from agentrt import (
     ToolDecisionEvent,
     ToolRequest,
     UserQuestions,
+    open_console,
     open_runtime,
 )
 from agentrt.store import OperatorDecision
@@ -188,3 +191,27 @@ async def test_ask_operator_answers_its_default_when_nobody_decides(claude: Clau
     assert '"Which colour?"="red"' in response.text
     [event] = [e for e in response.events if isinstance(e, ToolDecisionEvent)]
     assert event.decided_by == "default"
+
+
+async def test_a_question_answered_in_the_console(claude: Claude) -> None:
+    skip_without_browser()
+    claude.api.set_script(asks_then_echoes)
+    agent = Answering(AskOperator("the user picks"))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent,
+            name="coder",
+            backend="claude",
+            **claude.agent_options(approval_timeout=TURN_BOUND),
+        )
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            ref = await rt.tell("coder", "pick a colour")
+            card = await browser.wait_text(".approval", lambda t: COLOUR in t)
+            assert "red" in card and "blue" in card
+            await browser.click(".approval .options button:nth-child(2)")  # blue
+            await browser.click(".approval button.answer-send")
+            with trio.fail_after(TURN_BOUND):
+                result = await rt.wait(ref)
+    assert isinstance(result, Completed)
+    assert '"Which colour?"="blue"' in result.response.text
