@@ -271,7 +271,9 @@ class Slot:
                 if not mode.warm
                 else f"the {self.backend!r} backend's live CLI takes no {call} request"
             )
-            raise InvalidOptions(call, argument, why)
+            # A steered message is the user's text, like a prompt: not repeated in errors.
+            shown = f"a message of {len(argument)} characters" if call == "steer" else argument
+            raise InvalidOptions(call, shown, why)
         channel = self.channel
         if channel is None:  # its instance starts (or restarts): as with no live CLI
             await trio.lowlevel.checkpoint()
