@@ -1,6 +1,7 @@
 """Steering a running turn of a warm agent on the pinned real claude, through the public API:
 ``steer`` while the model's Bash tool runs folds the message into that turn (the model gets
-it with the tool's result, the turn has one answer, the warm process takes the next turn);
+it with the tool's result, the turn has one answer, the warm process takes the next turn;
+one that comes as the model gives its last answer runs after it, still in the turn);
 ``when_busy="steer"`` does the same for a ``tell``, which returns the running request's
 `Ref`; the refusals where no turn runs."""
 
@@ -18,10 +19,17 @@ from agentrt import (
     InvalidOptions,
     MemoryStore,
     NoTurnRunning,
+    ResultEvent,
     ToolUseEvent,
     open_runtime,
 )
-from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
+from agentrt.testing import (
+    AnthropicHeld,
+    AnthropicReply,
+    AnthropicText,
+    AnthropicToolUse,
+    RecordedRequest,
+)
 
 from ._claude import Claude
 
@@ -119,3 +127,40 @@ async def test_steer_is_refused_on_a_one_process_per_turn_agent(claude: Claude) 
         await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
         with pytest.raises(InvalidOptions, match="runs one_shot turns, without a warm CLI"):
             await rt.steer("coder", STEER)
+
+
+async def test_a_steer_after_the_last_model_call_is_still_the_turns(claude: Claude) -> None:
+    # The model is answering (its call held open) when the message comes: the CLI prints
+    # that answer's result, then runs the message with a result of its own; the turn reads
+    # on to the second, which is its answer, and the warm process takes the next turn.
+    asked, release = trio.Event(), trio.Event()
+    steered: list[str] = []
+
+    def answer(request: RecordedRequest) -> AnthropicReply:
+        text = request.last_user_text()
+        if text == "think":
+            asked.set()
+            return AnthropicHeld(AnthropicText("first answer"), release)
+        steered.append(text)
+        return AnthropicText(f"answered {text!r}")
+
+    claude.api.set_script(answer)
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Agent, name="coder", backend="claude", keep_alive=60, **claude.agent_options()
+        )
+        with trio.fail_after(TURN_BOUND):
+            ref = await rt.tell("coder", "think")
+            await asked.wait()
+            pid = (await rt.status("coder")).cli_pid
+            await rt.steer("coder", STEER)
+            release.set()
+            result = await rt.wait(ref)
+            after = await rt.ask("coder", "next")
+            assert (await rt.status("coder")).cli_pid == pid
+    assert isinstance(result, Completed)
+    assert result.response.text == f"answered {STEER!r}"
+    results = [e for e in result.response.events if isinstance(e, ResultEvent)]
+    assert [r.text for r in results] == ["first answer", f"answered {STEER!r}"]
+    assert after.text == "answered 'next'"
+    assert steered == [STEER, "next"]
