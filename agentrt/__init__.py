@@ -76,6 +76,7 @@ from ._api import set_permission_mode as set_permission_mode
 from ._api import start_agent as start_agent
 from ._api import statistics as statistics
 from ._api import status as status
+from ._api import steer as steer
 from ._api import stop_agent as stop_agent
 from ._api import stop_task as stop_task
 from ._api import stream as stream
@@ -87,10 +88,15 @@ from ._api import withdraw as withdraw
 from ._api import workspaces as workspaces
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
+from ._asks import Answers as Answers
 from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
+from ._asks import PlanApproval as PlanApproval
+from ._asks import Question as Question
+from ._asks import QuestionOption as QuestionOption
 from ._asks import ToolRequest as ToolRequest
+from ._asks import UserQuestions as UserQuestions
 from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ContextCategory as ContextCategory
 from ._channel import ContextUsage as ContextUsage
@@ -113,6 +119,7 @@ from ._errors import InvalidOptions as InvalidOptions
 from ._errors import LeaseLost as LeaseLost
 from ._errors import MailboxFull as MailboxFull
 from ._errors import NoRuntime as NoRuntime
+from ._errors import NoTurnRunning as NoTurnRunning
 from ._errors import OwnerDied as OwnerDied
 from ._errors import RestartLimitExceeded as RestartLimitExceeded
 from ._errors import RoutingError as RoutingError
@@ -188,6 +195,7 @@ __all__ = [
     "AgentStatus",
     "AgentStopped",
     "Allow",
+    "Answers",
     "AskOperator",
     "BackendNotFound",
     "BackgroundTask",
@@ -221,14 +229,18 @@ __all__ = [
     "McpServerStatus",
     "MemoryStore",
     "NoRuntime",
+    "NoTurnRunning",
     "NotFound",
     "Omission",
     "OwnerDied",
     "Pending",
     "PermissionDenial",
+    "PlanApproval",
     "PollResult",
     "PostgresStore",
     "Prompt",
+    "Question",
+    "QuestionOption",
     "RawEvent",
     "Ref",
     "Response",
@@ -262,6 +274,7 @@ __all__ = [
     "UncommittedChanges",
     "Usage",
     "UsageEvent",
+    "UserQuestions",
     "Withdrawn",
     "Workspace",
     "WorkspaceError",
@@ -286,6 +299,7 @@ __all__ = [
     "start_agent",
     "statistics",
     "status",
+    "steer",
     "stop_agent",
     "stop_task",
     "stream",

@@ -96,6 +96,9 @@ class LocalAgent:
 
     async def ask(self, prompt: str, key: str | None = None) -> Response:
         slot = self._slot
+        joined = None if key is not None or slot.current is None else await slot.arriving(prompt)
+        if joined is not None:  # steered into the running turn: its answer is this one's
+            return answer_of(await self.wait(joined.ref))
         if slot.requests is None:
             if key is not None:
                 refuse_key(key)
@@ -124,6 +127,9 @@ class LocalAgent:
 
     async def tell(self, prompt: str, key: str | None = None) -> Ref:
         slot = self._slot
+        joined = None if key is not None or slot.current is None else await slot.arriving(prompt)
+        if joined is not None:
+            return joined.ref
         if slot.requests is None:
             if key is not None:
                 refuse_key(key)
@@ -244,6 +250,9 @@ class LocalAgent:
 
     async def stop_task(self, task_id: str) -> None:
         await self._slot.channel_call("stop_task", task_id)
+
+    async def steer(self, text: str) -> None:
+        await self._slot.steer(text)
 
     async def stop_agent(self) -> None:
         await self._member.stop()

@@ -115,7 +115,12 @@ class Agent:
         in the store; the decision's ``decided_by`` is in the turn's `ToolDecisionEvent`).
         Not answered within ``approval_timeout``, the tool is denied; an exception denies
         it too, and crashes the agent. Overriding it gives the CLI a live input channel
-        for every turn (one process per turn unless ``keep_alive`` keeps it)."""
+        for every turn (one process per turn unless ``keep_alive`` keeps it).
+
+        The model's questions for a person come here too, typed in ``request.question``:
+        `UserQuestions` (Claude Code's ``AskUserQuestion``), answered with `Answers`, and
+        `PlanApproval` (``ExitPlanMode``), answered `Allow` or `Deny`; `AskOperator` hands
+        either to the console."""
         return Allow()
 
     def handle_hook(self, hook: Hook) -> HookAnswer | Awaitable[HookAnswer]:

@@ -316,6 +316,26 @@ class AgentCalls:
         await self._resolve(name).stop_task(task_id)
 
     @operation
+    async def steer(self, name: str, text: str) -> None:
+        """Add ``text`` to the turn agent ``name`` is running, as a message from the user
+        that the model reads within that turn (Claude Code hands it over with the next tool
+        result; one that comes after the turn's last model call runs right after it, still
+        in the same turn; codex's app-server, with the model's next call). The running
+        request's `Response` then answers both. Returns once the CLI has taken the message.
+
+        Only a warm agent (``keep_alive``) on a CLI that takes messages mid-turn can be
+        steered (Claude Code, codex): raises `InvalidOptions` otherwise (one process per
+        turn, the in-process backend, Gemini CLI, Qwen Code); `NoTurnRunning` when no turn
+        runs on its CLI now (the agent is idle, its turn is starting or has ended): send it
+        with `ask` or `tell` then, or start the agent with ``when_busy="steer"``, which
+        does that for you. ``text`` empty or blank is a `ValueError`; a CLI that does not
+        acknowledge the message raises `ChannelError` (and is ended).
+
+        Cancellation: a steer cancelled while it waits for the CLI's acknowledgement may
+        have reached the CLI."""
+        await self._resolve(name).steer(text)
+
+    @operation
     async def stop_agent(self, name: str) -> None:
         """Stop agent ``name`` for good (its supervisor does not restart it): its running
         turn is cancelled, its active and queued asks get `AgentStopped`, then

@@ -24,6 +24,7 @@ import trio
 from ._asks import (
     AddContext,
     Allow,
+    Answers,
     Ask,
     AskOperator,
     Block,
@@ -43,7 +44,7 @@ logger = logging.getLogger("agentrt")
 # Calls the agent's callback of that name with the question (awaiting it if it is async).
 Call = Callable[[str, Any], Awaitable[Any]]
 
-_DECISIONS = (Allow, Deny, AskOperator)
+_DECISIONS = (Allow, Deny, Answers, AskOperator)
 # How often a request waiting for a person looks for its decision in the store.
 OPERATOR_POLL = 0.25
 # Bound on taking a request's row away as its wait ends (cancelled too).
@@ -87,17 +88,26 @@ async def answer(
         deadline = trio.current_time() + within
         decision, by, crash = await _ask_agent(call, "approve_tool", ask.request, within, agent)
         if isinstance(decision, AskOperator):
-            decision, by = await _ask_operator(decision, ask.request, deadline, agent, operators)
+            asked = decision
+            decision, by = await _ask_operator(asked, ask.request, deadline, agent, operators)
+            if decision is None and asked.default is not None:
+                decision, by = asked.default, "default"
         if decision is None:
             decision = Deny(f"the agent did not allow the tool ({by})")
-        assert isinstance(decision, Allow | Deny)
+        assert isinstance(decision, Allow | Deny | Answers)
         request = ask.request
         event = ToolDecisionEvent(
             tool_use_id=request.tool_use_id,
             tool_name=request.tool_name,
-            allowed=isinstance(decision, Allow),
+            allowed=not isinstance(decision, Deny),
             message=decision.message if isinstance(decision, Deny) else None,
-            updated_input=decision.updated_input if isinstance(decision, Allow) else None,
+            updated_input=(
+                decision.updated_input
+                if isinstance(decision, Allow)
+                else {"answers": dict(decision.answers)}
+                if isinstance(decision, Answers)
+                else None
+            ),
             decided_by=by,
         )
         return Answer(ask.answer(decision), (event,), crash)

@@ -2,13 +2,18 @@
 `Allow` or `Deny` by ``Agent.approve_tool``), and the hooks around tool use and prompts
 (`Hook`, answered `Block`, `AddContext` or None by ``Agent.handle_hook``).
 
+Questions for a person come the same way, as the tool calls they are in the CLI: Claude
+Code's ``AskUserQuestion`` (a `ToolRequest` whose ``question`` is `UserQuestions`, answered
+`Answers`) and its plan approval, ``ExitPlanMode`` (``question`` a `PlanApproval`: `Allow`
+approves the plan, `Deny` keeps the model planning and tells it why).
+
 A backend's `LiveProtocol.control` turns such a request into a `ToolApproval` or a
 `HookCall`: the question, and how to write its answer back to the CLI.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -17,14 +22,54 @@ from ._hooks import Hook
 
 
 @attrs.frozen
+class QuestionOption:
+    """One answer a `Question` offers: its ``label`` (what the answer says) and what it
+    means (``description``)."""
+
+    label: str
+    description: str = ""
+
+
+@attrs.frozen
+class Question:
+    """One question of `UserQuestions`: its text, a short ``header``, the ``options`` offered
+    and whether several may be chosen (``multi_select``; the answer joins their labels with
+    ", "). The person may answer with other text than an option's label too."""
+
+    question: str
+    header: str = ""
+    options: tuple[QuestionOption, ...] = ()
+    multi_select: bool = False
+
+
+@attrs.frozen
+class UserQuestions:
+    """The model asks the user (Claude Code's ``AskUserQuestion`` tool): answer with
+    `Answers`, one per question's text; `Deny` tells the model nobody answers."""
+
+    questions: tuple[Question, ...]
+
+
+@attrs.frozen
+class PlanApproval:
+    """The model asks to leave plan mode and carry out its plan (Claude Code's
+    ``ExitPlanMode``): `Allow` approves it (the CLI leaves plan mode), `Deny` keeps the model
+    planning and tells it why. ``plan``: the plan's text, where the CLI sends it."""
+
+    plan: str | None = None
+
+
+@attrs.frozen
 class ToolRequest:
     """The CLI asks whether a tool call may run. ``parent_tool_use_id`` is the Task call
-    whose subagent makes it (None on the main thread)."""
+    whose subagent makes it (None on the main thread). ``question``: for a tool that asks
+    a person (`UserQuestions`, `PlanApproval`), the question typed; None for other tools."""
 
     tool_name: str
     input: Any
     tool_use_id: str
     parent_tool_use_id: str | None = None
+    question: UserQuestions | PlanApproval | None = None
 
 
 @attrs.frozen
@@ -42,16 +87,27 @@ class Deny:
 
 
 @attrs.frozen
+class Answers:
+    """The answer to `UserQuestions`: ``answers`` maps each question's text to the answer
+    (an option's label, several joined with ", ", or text of the person's own)."""
+
+    answers: Mapping[str, str]
+
+
+@attrs.frozen
 class AskOperator:
     """Let a person decide (in the operator console, ``agentrt console``): the request
-    waits in the store, with ``reason`` shown beside it, until someone allows or denies it
-    there or ``approval_timeout`` denies it. Needs a store with the
-    `agentrt.store.ApprovalStore` methods."""
+    waits in the store, with ``reason`` shown beside it, until someone decides it there
+    (once: a second decision is refused) or ``approval_timeout`` passes, which answers
+    ``default`` (None: the tool is denied). For `UserQuestions` the person answers by
+    allowing with the tool's input plus its ``answers`` (the console's "Allow with edited
+    input"). Needs a store with the `agentrt.store.ApprovalStore` methods."""
 
     reason: str = ""
+    default: Allow | Deny | Answers | None = None
 
 
-Decision = Allow | Deny
+Decision = Allow | Deny | Answers
 
 
 @attrs.frozen

@@ -1,8 +1,9 @@
 """What the runtime asks a live CLI between (or during) turns, outside a turn's own lines:
-change the model or the permission mode, read the context usage, stop a background task
-(`ChannelCall`). A backend's live protocol writes each as a `ControlRequest`; the CLI's
-reply comes back among its control frames as a `ControlAnswer`. The background tasks a live
-CLI reports running are `BackgroundTask` values.
+change the model or the permission mode, read the context usage, stop a background task,
+add a message to the running turn (`ChannelCall`). A backend's live protocol writes each as
+a `ControlRequest`; the CLI's reply comes back among its control frames as a
+`ControlAnswer`.
+The background tasks a live CLI reports running are `BackgroundTask` values.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
-ChannelCall = Literal["set_model", "set_permission_mode", "context_usage", "stop_task"]
+ChannelCall = Literal["set_model", "set_permission_mode", "context_usage", "stop_task", "steer"]
 
 # The calls that change what the CLI runs with, so that a new process of the same agent
 # instance gets them again (after its handshake).

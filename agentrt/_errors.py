@@ -83,6 +83,19 @@ class AgentBusy(AgentRTError):
         super().__init__(f"agent {name!r} is {state}, not idle")
 
 
+class NoTurnRunning(AgentRTError):
+    """The call needs a running turn on the agent's live CLI (``steer``), and none runs:
+    the agent is idle, or its turn has not reached its CLI yet or has ended."""
+
+    def __init__(self, name: str, call: str) -> None:
+        self.name = name
+        self.call = call
+        super().__init__(
+            f"agent {name!r} runs no turn on its CLI now, so {call} has nothing to join; "
+            "send the text as a prompt of its own (ask or tell)"
+        )
+
+
 class ChannelError(AgentRTError):
     """A request to an agent's live CLI (``set_model``, ``context_usage``, ...) got no
     usable answer: the CLI ended, did not answer in time, or answered what cannot be read.

@@ -289,7 +289,10 @@ class ErrorEvent(Event, frozen=True, kw_only=True, tag="error"):
 class ToolDecisionEvent(Event, frozen=True, kw_only=True, tag="tool_decision"):
     """The agent's answer to a tool approval (``Agent.approve_tool``): ``decided_by`` is
     ``"approve_tool"``, or ``"timeout"`` / ``"error"`` when the callback did not answer in
-    time or raised (the tool is then denied)."""
+    time or raised (the tool is then denied); for a request handed to a person, who
+    decided (``"console"``), or ``"default"`` when nobody did in time and `AskOperator`
+    named a default. An `Answers` to `UserQuestions` is ``allowed``, its
+    ``updated_input`` ``{"answers": ...}``."""
 
     tool_use_id: str
     tool_name: str

@@ -81,10 +81,13 @@ class Mailbox:
             accepted_at=trio.current_time(),
         )
 
-    def admit(self, request: Request, *, idle: bool, bounded: bool = True) -> None:
+    def admit(
+        self, request: Request, *, idle: bool, bounded: bool = True, first: bool = False
+    ) -> None:
         """Queue ``request``, or raise `MailboxFull` (an idle agent with nothing queued
         takes one prompt even with ``max_pending=0``); not ``bounded``: the store that
-        keeps requests has checked the bounds as it accepted it."""
+        keeps requests has checked the bounds as it accepted it; ``first``: at the head of
+        the queue (it runs next)."""
         queue = self.queue
         if queue is None:
             queue = self.queue = deque()
@@ -94,7 +97,10 @@ class Mailbox:
                 self._overloaded("max_pending", options.max_pending)
             if self.queued_bytes + request.size > options.max_pending_bytes:
                 self._overloaded("max_pending_bytes", options.max_pending_bytes)
-        queue.append(request)
+        if first:
+            queue.appendleft(request)
+        else:
+            queue.append(request)
         self.queued_bytes += request.size
         self.track(request)
 

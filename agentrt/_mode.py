@@ -11,7 +11,8 @@
 
 A combination the backend cannot honour is refused with `InvalidOptions`, naming the
 option and why, before anything runs: ``handle_hook`` on a CLI without hooks, ``approve_tool``
-on options that give no approvals, ``keep_alive`` without a live process.
+on options that give no approvals, ``keep_alive`` without a live process, ``when_busy="steer"``
+without a warm CLI that takes a message mid-turn.
 
 The mode carries what the rest of the runtime asks of it, so that only this module tells
 the modes apart: whether its turns run CLI processes (``runs_processes``), whether the
@@ -226,6 +227,8 @@ def choose_mode(
             raise InvalidOptions("approve_tool", f"{agent_class}.approve_tool", f"{no_cli} to ask")
         if keep_alive is not None:
             raise InvalidOptions("keep_alive", keep_alive, f"{no_cli} to keep alive")
+        if options.when_busy == "steer":
+            raise InvalidOptions("when_busy", "steer", f"{no_cli} to steer")
         return _runs_in(backend)
     no_live = (
         f"{which} has no live process for these options ({caps.not_live})"
@@ -242,6 +245,13 @@ def choose_mode(
         raise InvalidOptions(
             "keep_alive", keep_alive, f"{no_live}; leave it None for one process per turn"
         )
+    if options.when_busy == "steer" and (keep_alive is None or "steer" not in caps.calls):
+        why = (
+            f"{which}'s live CLI takes no message mid-turn; use 'interrupt' or 'enqueue'"
+            if keep_alive is not None
+            else "a steer joins the turn on a warm CLI: start the agent with keep_alive=SECONDS"
+        )
+        raise InvalidOptions("when_busy", "steer", why)
     if keep_alive is None and not (approvals or hooks):
         return _ONE_SHOT_PROBED if caps.version_probe else ONE_SHOT
     hook_kinds = hook_kinds if hooks else frozenset()

@@ -102,6 +102,7 @@ OPERATIONS: Mapping[str, Operation] = {
         Operation("set_permission_mode", "name", (("mode", "text"),)),
         Operation("context_usage", "name", (), "context_usage"),
         Operation("stop_task", "name", (("task_id", "text"),)),
+        Operation("steer", "name", (("text", "prompt"),)),
         Operation("stop_agent", "name"),
     )
 }

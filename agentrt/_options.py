@@ -29,6 +29,8 @@ OwnerDeathPolicy = Literal["fail", "retry"]
 UsageLimitPolicy = Literal["park", "fail"]
 ExpiryPolicy = Literal["halt", "fail"]
 ContextPolicy = Literal["fresh", "compact", "fail"]
+WhenBusy = Literal["enqueue", "reject", "interrupt", "steer"]
+_WHEN_BUSY: tuple[WhenBusy, ...] = ("enqueue", "reject", "interrupt", "steer")
 
 
 def _seconds_or_none(key: str, value: object) -> float | None:
@@ -103,6 +105,19 @@ def _session_lost(key: str, value: object) -> SessionLostPolicy:
     if value == "fresh":
         return "fresh"
     raise InvalidOptions(key, value, "must be 'fail' or 'fresh'")
+
+
+def _when_busy(key: str, value: object) -> WhenBusy:
+    for policy in _WHEN_BUSY:
+        if value == policy:
+            return policy
+    raise InvalidOptions(
+        key,
+        value,
+        "must be 'enqueue' (it waits its turn), 'reject' (AgentBusy), 'interrupt' (the "
+        "running turn ends, the prompt runs next) or 'steer' (it joins the running turn)"
+        + (did_you_mean(value, _WHEN_BUSY) if isinstance(value, str) else ""),
+    )
 
 
 def _owner_death(key: str, value: object) -> OwnerDeathPolicy:
@@ -321,6 +336,12 @@ class AgentOptions:
         default="fail", metadata=_checked_by(_owner_death)
     )
     result_ttl: float = attrs.field(default=86400.0, metadata=_checked_by(_result_ttl))
+    # What a prompt (ask, tell) that arrives while the agent runs a turn does: waits its
+    # turn ("enqueue"), is refused ("reject": AgentBusy), ends the running turn, whose
+    # session stays, and runs next ("interrupt"), or joins the running turn ("steer", a
+    # warm agent whose CLI takes messages mid-turn: Runtime.steer), queueing when no turn
+    # runs on the CLI to join.
+    when_busy: WhenBusy = attrs.field(default="enqueue", metadata=_checked_by(_when_busy))
 
     # Memory, tasks and CPU of each turn's processes (and of a warm CLI's), in the turn's
     # cgroup: see agentrt.Limits. None: unlimited.

@@ -21,10 +21,11 @@ from ._channel import SETTINGS, ChannelCall
 from ._credentials import CredentialGroup
 from ._driver._lifecycle import CliLifecycle
 from ._durable import Durable
-from ._errors import AgentBusy, InvalidOptions
+from ._errors import AgentBusy, InvalidOptions, NoTurnRunning
 from ._events import NO_TOTALS, SessionTotals, StopReason
 from ._mailbox import Mailbox
 from ._mode import ONE_SHOT, Mode
+from ._options import WhenBusy
 from ._requests import Origin, Ref, Request
 from ._status import AgentHandle, AgentState, AgentStatus, CurrentRequest
 from ._stores._protocols import SessionStore
@@ -88,6 +89,8 @@ class Slot:
     _turn_over: trio.Event | None = None
     # On a store that keeps requests: the agent's requests there (None: in memory only).
     requests: Durable | None = None
+    # What a prompt that arrives during a turn does (AgentOptions.when_busy).
+    when_busy: WhenBusy = "enqueue"
 
     @property
     def name(self) -> str:
@@ -187,7 +190,29 @@ class Slot:
             self._wake()
         else:
             idle = self.current is None and not self.halted
-            self.mailbox.admit(request, idle=idle, bounded=bounded)
+            interrupt = self.when_busy == "interrupt" and self.current is not None
+            self.mailbox.admit(request, idle=idle, bounded=bounded, first=interrupt)
+            if interrupt:
+                self.interrupt()
+
+    async def arriving(self, prompt: str) -> Request | None:
+        """What ``when_busy`` makes of ``prompt``, arriving now: the running request it
+        joined (``steer``), or None for a prompt to submit (`enter` queues it, first with
+        ``interrupt``). Raises `AgentBusy` (``reject``), and what a steer raises but
+        `NoTurnRunning` (no turn on the CLI to join: the prompt queues)."""
+        current = self.current
+        if current is None or self.when_busy in ("enqueue", "interrupt"):
+            await trio.lowlevel.checkpoint()
+            return None
+        check_prompt(prompt)
+        if self.when_busy == "reject":
+            await trio.lowlevel.checkpoint()
+            raise AgentBusy(self.name, "processing")
+        try:
+            await self.steer(prompt)
+        except NoTurnRunning:
+            return None
+        return current
 
     def abandon(self, request: Request) -> trio.Event | None:
         """The asker was cancelled: a queued request leaves the queue and never runs; a
@@ -276,14 +301,23 @@ class Slot:
                 if not mode.warm
                 else f"the {self.backend!r} backend's live CLI takes no {call} request"
             )
-            raise InvalidOptions(call, argument, why)
+            # A steered message is the user's text, like a prompt: not repeated in errors.
+            shown = f"a message of {len(argument)} characters" if call == "steer" else argument
+            raise InvalidOptions(call, shown, why)
         channel = self.channel
         if channel is None:  # its instance starts (or restarts): as with no live CLI
             await trio.lowlevel.checkpoint()
+            if call == "steer":
+                raise NoTurnRunning(self.name, call)
             if call in SETTINGS:
                 self.channel_settings()[call] = argument
             return None
         return await channel.call(call, argument)
+
+    async def steer(self, text: str) -> None:
+        """Add ``text`` to the running turn on the agent's warm CLI (see `Runtime.steer`)."""
+        check_prompt(text)
+        await self.channel_call("steer", text)
 
     def channel_settings(self) -> dict[ChannelCall, Any]:
         """The settings changed in band, which hold for the agent's later live processes

@@ -466,6 +466,7 @@ async def prepare_agent(
             spent_tokens=0 if loaded is None else counted_tokens(loaded.usage),
             budgets=agent_budget,
             fork_source=forked,
+            when_busy=options.when_busy,
         )
         if (requests := capabilities.requests) is not None:
             # This runtime owns the name now: what a dead owner left is settled, and the

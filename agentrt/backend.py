@@ -29,6 +29,7 @@ import attrs
 
 from ._asks import AddContext as AddContext
 from ._asks import Allow as Allow
+from ._asks import Answers as Answers
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
@@ -488,6 +489,7 @@ _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})
 __all__ += [
     "AddContext",
     "Allow",
+    "Answers",
     "Block",
     "ContextCategory",
     "ContextUsage",

@@ -31,6 +31,7 @@ from agentrt import (
 )
 from agentrt.backend import (
     Capabilities,
+    ControlAnswer,
     ExitStatus,
     LiveBackend,
     ProtocolError,
@@ -238,7 +239,7 @@ def test_with_approvals_codex_asks_and_the_answer_accepts_or_declines() -> None:
 def test_codex_runs_live_with_approvals_but_has_no_hooks() -> None:
     # Its version is asked for (`codex --version`): neither exec nor the turn's frames say it.
     assert backend.capabilities(backend.parse_options({})) == Capabilities(
-        live=True, approvals=True, version_probe=True
+        live=True, approvals=True, version_probe=True, calls=frozenset(("steer",))
     )
     exec_only = backend.capabilities(backend.parse_options({"profile": "p"}))
     assert exec_only.version_probe and not exec_only.live
@@ -290,6 +291,29 @@ def test_interrupt_names_the_running_turn() -> None:
     assert protocol.control(refused) == b""
     protocol.classify(completed("interrupted"))
     assert protocol.interrupt() == b""
+
+
+def test_a_steer_is_turn_steer_on_the_running_turn() -> None:
+    protocol = ready(live())
+    started(protocol)
+    steer = protocol.request("steer", "Also count the tests.")
+    (request,) = lines(steer.line)
+    assert request["method"] == "turn/steer"
+    assert request["params"] == {
+        "threadId": THREAD,
+        "input": [{"type": "text", "text": "Also count the tests.", "text_elements": []}],
+        "expectedTurnId": TURN,
+    }
+    assert steer.request_id == str(request["id"])
+    accepted = answer(request["id"], {"turnId": TURN})
+    assert protocol.classify(accepted) == "control"
+    assert protocol.control(accepted) == ControlAnswer(steer.request_id, {"turnId": TURN})
+    # Once the turn is over codex refuses it: an answer the caller reads, the process lives.
+    late = protocol.request("steer", "Too late.")
+    refused = {"id": int(late.request_id), "error": {"code": -32600, "message": "no active turn"}}
+    got = protocol.control(refused)
+    assert isinstance(got, ControlAnswer) and got.request_id == late.request_id
+    assert got.error is not None and "no active turn" in got.error
 
 
 def test_an_interrupt_before_codex_named_the_turn_is_sent_with_its_answer() -> None:

@@ -31,7 +31,7 @@ import trio
 from .._alarm import Alarm
 from .._asks import Ask
 from .._channel import SETTINGS, BackgroundTask, ChannelCall, ControlAnswer
-from .._errors import ChannelError, InvalidOptions
+from .._errors import ChannelError, InvalidOptions, NoTurnRunning
 from .._events import SessionTotals
 from .._telemetry._otel import record_warm_process
 from ..backend import Backend, Command, ExitStatus, LiveBackend, ProtocolError, Translator
@@ -55,6 +55,7 @@ _ARGUMENT = {
     "set_permission_mode": "permission_mode",
     "context_usage": "context_usage",
     "stop_task": "task_id",
+    "steer": "text",
 }
 
 
@@ -209,8 +210,13 @@ class CliLifecycle:
         process's state (``context_usage``) or acts on it (``stop_task``) returns None.
 
         Raises `InvalidOptions` when the CLI refuses it, `ChannelError` when no usable
-        answer comes."""
+        answer comes. A ``steer`` goes only into a turn the CLI has begun and not ended
+        (`NoTurnRunning` otherwise): written before the prompt, or after the turn's end, it
+        would be a turn of its own, which no caller reads."""
         cli = self._cli
+        if call == "steer" and (cli is None or not cli.steerable):
+            await trio.lowlevel.checkpoint()
+            raise NoTurnRunning(self._agent, call)
         if cli is None or cli.ending is not None or cli.proc is None:
             if call in SETTINGS:
                 self._settings[call] = argument
@@ -227,6 +233,8 @@ class CliLifecycle:
         if not isinstance(got, ControlAnswer):
             raise ChannelError(self._agent, call, got)
         if got.error is not None:
+            if call == "steer":  # the turn ended as the message came (codex says so)
+                raise NoTurnRunning(self._agent, call)
             raise InvalidOptions(_ARGUMENT[call], argument, f"the CLI refused it: {got.error}")
         try:
             return request.decode(got.payload)

@@ -144,6 +144,12 @@ class WarmCli:
     def _poke(self) -> None:
         self._wake.set()
 
+    @property
+    def steerable(self) -> bool:
+        """Whether a message may join the running turn: the CLI has its prompt (a line of
+        the turn was read) and has not ended it."""
+        return self.in_turn and self.heard and not self.turn_over and self.ending is None
+
     def usable(self, session_id: str | None) -> str | None:
         """Why this process cannot run the next turn, or None if it can. (Its options are
         its agent instance's: other options come with a new instance, and a new process.)"""

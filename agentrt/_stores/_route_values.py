@@ -28,6 +28,7 @@ from .._errors import (
     LeaseLost,
     MailboxFull,
     NoRuntime,
+    NoTurnRunning,
     OwnerDied,
     ProcessFailure,
     RestartLimitExceeded,
@@ -331,6 +332,11 @@ class _BusyFields(_Fields, frozen=True):
     state: str
 
 
+class _NoTurnFields(_Fields, frozen=True):
+    name: str
+    call: str
+
+
 class _MailboxFullFields(_Fields, frozen=True):
     name: str
     limit: str
@@ -447,6 +453,7 @@ _ERRORS: dict[str, tuple[type[AgentRTError], type[_Fields]]] = {
         (AgentNotFound, _NameFields),
         (AgentAlreadyStarted, _AlreadyStartedFields),
         (AgentBusy, _BusyFields),
+        (NoTurnRunning, _NoTurnFields),
         (MailboxFull, _MailboxFullFields),
         (AgentStopped, _StoppedFields),
         (OwnerDied, _OwnerDiedFields),

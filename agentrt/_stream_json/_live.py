@@ -20,6 +20,14 @@ prints ``init`` and runs the model on the task's notification) is ordinary turn 
 The runtime's own requests (`StreamJsonLive.request`: ``set_model``,
 ``set_permission_mode``, ``get_context_usage``, ``stop_task``) are answered with a
 ``control_response`` of their id, which `control` returns as a `ControlAnswer`.
+
+A steer (`Runtime.steer`) is a ``user`` message written while a turn runs, with a ``uuid``
+of its own. Claude Code (2.1.332, measured) folds it into the running turn: it acknowledges
+it with a ``command_lifecycle`` frame of that uuid (``queued``, the `ControlAnswer`), hands
+it to the model with the next tool result (``started``), and ``completed`` it. A message
+that came too late for the turn's last model call runs next, as a turn of the CLI's own
+with a result of its own: so while a steered message has not ``started``, a result is not
+the turn's end, and the turn reads on to the result that answers it.
 """
 
 from __future__ import annotations
@@ -27,10 +35,22 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .._asks import Allow, Ask, Deny, ToolApproval, ToolRequest
+from .._asks import (
+    Answers,
+    Ask,
+    Decision,
+    Deny,
+    PlanApproval,
+    Question,
+    QuestionOption,
+    ToolApproval,
+    ToolRequest,
+    UserQuestions,
+)
 from .._channel import (
     BackgroundTask,
     ChannelCall,
@@ -44,7 +64,9 @@ from ._dialect import StreamJsonDialect
 from ._live_protocol import FrameRole, ProtocolError
 from ._translator import StreamJsonTranslator
 
-_CONTROL = frozenset(("control_response", "control_request", "control_cancel_request"))
+_CONTROL = frozenset(
+    ("control_response", "control_request", "control_cancel_request", "command_lifecycle")
+)
 # The system frames that report the CLI's background tasks (see `StreamJsonLive.classify`).
 _TASK_NEWS = frozenset(
     (
@@ -108,6 +130,8 @@ class StreamJsonLive:
         self._prefix = secrets.token_hex(4)
         self._ids = itertools.count(1)
         self._initialize = self._request_id()
+        # The steered messages the CLI has not handed to the model yet, by uuid.
+        self._steering: set[str] = set()
 
     def _request_id(self) -> str:
         return f"req_{next(self._ids)}_{self._prefix}"
@@ -121,7 +145,8 @@ class StreamJsonLive:
             return "event"  # the typed stream, assistant and user frames, or not an object
         kind = frame.get("type")
         if kind == "result":
-            return "end"
+            # Not the end while a steered message waits: the CLI runs it next, in this turn.
+            return "event" if self._steering else "end"
         if (kind == "user" and frame.get("isReplay") is True) or (
             kind == "system" and frame.get("subtype") == "status"
         ):
@@ -150,6 +175,8 @@ class StreamJsonLive:
         kind = frame.get("type")
         if kind == "control_response":
             return self._answered(frame.get("response"))
+        elif kind == "command_lifecycle":
+            return self._lifecycle(frame)
         elif kind == "control_request":
             request_id = frame.get("request_id")
             request = frame.get("request")
@@ -185,9 +212,23 @@ class StreamJsonLive:
         self.ready = True
         return b""
 
+    def _lifecycle(self, frame: Mapping[str, Any]) -> bytes | ControlAnswer:
+        # A steered message's progress: any state acknowledges it (the CLI has it); once
+        # started, the model has it, and a result may end the turn again.
+        command = frame.get("command_uuid")
+        if not isinstance(command, str):
+            return b""
+        if frame.get("state") != "queued":
+            self._steering.discard(command)
+        return ControlAnswer(command)
+
     def request(self, call: ChannelCall, argument: Any) -> ControlRequest:
         """The control request for the runtime's ``call`` with its ``argument`` (the model,
-        the mode, the task id; None for ``context_usage``)."""
+        the mode, the task id, the steered text; None for ``context_usage``)."""
+        if call == "steer":
+            message_id = str(uuid.uuid4())
+            self._steering.add(message_id)
+            return ControlRequest(message_id, self._message(argument, message_id), _nothing)
         request_id = self._request_id()
         fields: dict[str, Any]
         decode: Any = _nothing
@@ -204,13 +245,17 @@ class StreamJsonLive:
         return ControlRequest(request_id, self._request(request_id, fields), decode)
 
     def prompt(self, text: str) -> bytes:
-        return _line(
-            {
-                "type": "user",
-                "message": {"role": "user", "content": text},
-                "parent_tool_use_id": None,
-            }
-        )
+        return self._message(text)
+
+    def _message(self, text: str, message_id: str | None = None) -> bytes:
+        message: dict[str, Any] = {
+            "type": "user",
+            "message": {"role": "user", "content": text},
+            "parent_tool_use_id": None,
+        }
+        if message_id is not None:
+            message["uuid"] = message_id
+        return _line(message)
 
     def interrupt(self) -> bytes:
         return self._request(self._request_id(), {"subtype": "interrupt"})
@@ -231,18 +276,52 @@ def _text(value: Any) -> str | None:
 def _approval(request_id: str, request: Mapping[str, Any]) -> ToolApproval:
     tool_input = request.get("input")
 
-    def answer(decision: Allow | Deny) -> bytes:
+    def answer(decision: Decision) -> bytes:
         if isinstance(decision, Deny):
             return control_response(request_id, {"behavior": "deny", "message": decision.message})
-        updated = tool_input if decision.updated_input is None else decision.updated_input
+        if isinstance(decision, Answers):
+            # As the Agent SDK answers AskUserQuestion: its input, plus the answers by question.
+            asked = tool_input if isinstance(tool_input, Mapping) else {}
+            updated: Any = {**asked, "answers": dict(decision.answers)}
+        else:
+            updated = tool_input if decision.updated_input is None else decision.updated_input
         return control_response(request_id, {"behavior": "allow", "updatedInput": updated})
 
+    tool_name = _text(request.get("tool_name")) or ""
     tool = ToolRequest(
-        tool_name=_text(request.get("tool_name")) or "",
+        tool_name=tool_name,
         input=tool_input,
         tool_use_id=_text(request.get("tool_use_id")) or "",
+        question=_question(tool_name, tool_input),
     )
     return ToolApproval(request=tool, answer=answer)
+
+
+def _question(tool_name: str, tool_input: Any) -> UserQuestions | PlanApproval | None:
+    # Claude Code's tools that ask the user, typed from their input (measured with 2.1.332:
+    # ExitPlanMode's approval request carries an empty input, the plan being in a file).
+    fields = tool_input if isinstance(tool_input, Mapping) else {}
+    if tool_name == "ExitPlanMode":
+        return PlanApproval(plan=_text(fields.get("plan")))
+    if tool_name != "AskUserQuestion":
+        return None
+    asked = fields.get("questions")
+    return UserQuestions(
+        tuple(
+            Question(
+                question=q["question"],
+                header=_text(q.get("header")) or "",
+                options=tuple(
+                    QuestionOption(o["label"], _text(o.get("description")) or "")
+                    for o in q.get("options") or ()
+                    if isinstance(o, Mapping) and isinstance(o.get("label"), str)
+                ),
+                multi_select=q.get("multiSelect") is True,
+            )
+            for q in (asked if isinstance(asked, list) else ())
+            if isinstance(q, Mapping) and isinstance(q.get("question"), str)
+        )
+    )
 
 
 def _nothing(payload: Any) -> None:

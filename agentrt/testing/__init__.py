@@ -14,6 +14,7 @@ from ._conformance_kit import StoreHarness as StoreHarness
 from ._fake_anthropic import AnthropicCutStream as AnthropicCutStream
 from ._fake_anthropic import AnthropicError as AnthropicError
 from ._fake_anthropic import AnthropicHang as AnthropicHang
+from ._fake_anthropic import AnthropicHeld as AnthropicHeld
 from ._fake_anthropic import AnthropicReply as AnthropicReply
 from ._fake_anthropic import AnthropicScript as AnthropicScript
 from ._fake_anthropic import AnthropicStreamError as AnthropicStreamError

@@ -165,6 +165,15 @@ class AnthropicHang:
     mid_stream: bool = False
 
 
+@attrs.frozen
+class AnthropicHeld:
+    """``reply``, sent once the test sets ``release``: the model call stays in flight until
+    then (what a test needs to act while the model is thinking, at no time of its own)."""
+
+    reply: AnthropicText | AnthropicToolUse
+    release: trio.Event = attrs.field(eq=False)
+
+
 AnthropicReply: TypeAlias = (
     AnthropicText
     | AnthropicToolUse
@@ -172,6 +181,7 @@ AnthropicReply: TypeAlias = (
     | AnthropicStreamError
     | AnthropicCutStream
     | AnthropicHang
+    | AnthropicHeld
 )
 
 
@@ -366,6 +376,9 @@ class FakeAnthropic:
             await writer.send_json(404, body, headers=id_header)
             return
         reply = self._next_reply(request)
+        if isinstance(reply, AnthropicHeld):
+            await reply.release.wait()
+            reply = reply.reply
         body_model = request.body.get("model") if isinstance(request.body, dict) else None
         model = body_model if isinstance(body_model, str) else "claude-fake"
         match reply:

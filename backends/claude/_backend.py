@@ -30,9 +30,9 @@ from ._translate import ClaudeTranslator, claude_translator
 # pins its own copy in tests/realcli/CLAUDE_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "2.1.332"
 
-# The runtime's requests a warm claude takes (Runtime.set_model, ...).
+# The runtime's requests a warm claude takes (Runtime.set_model, ..., Runtime.steer).
 _CALLS: frozenset[ChannelCall] = frozenset(
-    ("set_model", "set_permission_mode", "context_usage", "stop_task")
+    ("set_model", "set_permission_mode", "context_usage", "stop_task", "steer")
 )
 _LIVE = Capabilities(live=True, approvals=True, hooks=True, calls=_CALLS)
 

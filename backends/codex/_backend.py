@@ -29,7 +29,8 @@ from ._translate import CodexTranslator
 # own copy in tests/realcli/CODEX_VERSION; a test keeps the two equal.
 WRITTEN_FOR_VERSION = "0.171.0"
 
-_LIVE = Capabilities(live=True, approvals=True, version_probe=True)
+# The runtime's requests a warm codex takes: a message for the running turn (turn/steer).
+_LIVE = Capabilities(live=True, approvals=True, version_probe=True, calls=frozenset(("steer",)))
 
 # The child's variable that holds the application tools' bearer token (codex reads it by
 # ``bearer_token_env_var``; a token in ``-c`` would be on argv).

@@ -9,8 +9,11 @@ per-turn turns continue one conversation). The process is ready when the thread 
 
 A turn is ``turn/start``; the notifications that name it go to a `CodexLiveTranslator`,
 and it ends at its ``turn/completed``. ``turn/interrupt`` names the running turn, whose id
-the ``turn/start`` answer carries. Every other frame is control: codex reports the
-thread's start and status, rate limits and, after a resume, the saved usage totals.
+the ``turn/start`` answer carries; so does ``turn/steer`` (`Runtime.steer`: more input for
+the running turn, which codex gives the model with its next call; the answer, or codex's
+refusal once the turn is over, comes back as a `ControlAnswer`). Every other frame is
+control: codex reports the thread's start and status, rate limits and, after a resume, the
+saved usage totals.
 Requests codex makes of the client: with ``approvals`` the thread's approval policy is
 "untrusted" (codex asks before any command it does not know to be safe, and before a file
 change), and its ``item/commandExecution/requestApproval`` and
@@ -32,7 +35,11 @@ import msgspec
 
 from agentrt.backend import (
     Allow,
+    Answers,
+    ChannelCall,
     Command,
+    ControlAnswer,
+    ControlRequest,
     Deny,
     FrameRole,
     ProtocolError,
@@ -67,8 +74,9 @@ def _approval(frame: Mapping[str, Any], tool_name: str) -> ToolApproval:
     else:
         tool_input = {"changes": params.get("changes"), "reason": params.get("reason")}
 
-    def answer(decision: Allow | Deny) -> bytes:
-        # codex cannot run another command than the one it asked about.
+    def answer(decision: Allow | Deny | Answers) -> bytes:
+        # codex cannot run another command than the one it asked about (and asks no
+        # question that Answers answers).
         accepted = isinstance(decision, Allow) and decision.updated_input is None
         return _line(
             {"id": request_id, "result": {"decision": "accept" if accepted else "decline"}}
@@ -182,7 +190,7 @@ class CodexLive:
             return "end"
         return "event"
 
-    def control(self, frame: Any) -> bytes | ToolApproval:
+    def control(self, frame: Any) -> bytes | ToolApproval | ControlAnswer:
         """Take an answer (the thread id, the turn id) or a request of codex's; raises
         `ProtocolError` for an error answer the conversation cannot go on after."""
         if not isinstance(frame, Mapping) or ("method" in frame and "id" not in frame):
@@ -199,6 +207,10 @@ class CodexLive:
         if method is None:
             raise ProtocolError(f"codex answered a request agentrt did not make: {_brief(frame)}")
         error = frame.get("error")
+        if method == "turn/steer":
+            if error is not None:
+                return ControlAnswer(str(request_id), error=_brief(error))
+            return ControlAnswer(str(request_id), payload=frame.get("result"))
         if error is not None:
             if method == "turn/interrupt":
                 return b""  # the turn had already ended ("no active turn to interrupt")
@@ -228,8 +240,8 @@ class CodexLive:
         self._in_turn = True
         self._turn_id = None
         self._interrupt_wanted = False
-        item = {"type": "text", "text": text, "text_elements": []}
-        return self._request("turn/start", {"threadId": self._thread_id, "input": [item]})
+        params = {"threadId": self._thread_id, "input": [_text_input(text)]}
+        return self._request("turn/start", params)
 
     def interrupt(self) -> bytes:
         """``turn/interrupt`` of the running turn; sent as soon as codex has named the turn
@@ -242,6 +254,18 @@ class CodexLive:
         self._interrupt_wanted = False
         params = {"threadId": self._thread_id, "turnId": self._turn_id}
         return self._request("turn/interrupt", params)
+
+    def request(self, call: ChannelCall, argument: Any) -> ControlRequest:
+        """``turn/steer``: ``argument``'s text for the running turn (the only call a warm
+        codex takes); codex refuses it while it has not named the turn, or once it ended."""
+        assert call == "steer"
+        params: dict[str, Any] = {"threadId": self._thread_id, "input": [_text_input(argument)]}
+        if self._turn_id is not None:
+            params["expectedTurnId"] = self._turn_id
+        request_id = next(self._ids)
+        self._pending[request_id] = "turn/steer"
+        line = _line({"id": request_id, "method": "turn/steer", "params": params})
+        return ControlRequest(str(request_id), line, _nothing)
 
     def translator(self, *, baseline: SessionTotals | None = None) -> CodexLiveTranslator:
         """A fresh translator for the next turn on this thread (see `CodexLiveTranslator`)."""
@@ -264,6 +288,14 @@ def _turn_named(params: Any) -> str | None:
     turn = params.get("turn")
     turn_id = params.get("turnId") or (turn.get("id") if isinstance(turn, Mapping) else None)
     return turn_id if isinstance(turn_id, str) else None
+
+
+def _text_input(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "text_elements": []}
+
+
+def _nothing(payload: Any) -> None:
+    return None
 
 
 def _line(message: Mapping[str, Any]) -> bytes:

@@ -135,6 +135,8 @@ function approvalCard(a) {
   const deny = el("button", { class: "deny danger" }, "Deny");
   deny.addEventListener("click", () => decide({ allowed: false, message: message.value }));
   buttons.append(allow, edited, deny);
+  const questions = questionForm(a, decide);
+  if (questions) card.append(questions);
   card.append(edit, message, buttons, outcome);
   card.tick = () => {
     const seconds = Math.max(0, a.expires_at - Date.now() / 1000);
@@ -143,6 +145,40 @@ function approvalCard(a) {
   };
   card.tick();
   return card;
+}
+
+// The model's questions for the user (AskUserQuestion): one answer field per question, its
+// options as buttons that fill it; "Answer" allows the call with the answers added to its
+// input, as the CLI takes them. An input shown cut short is left to the JSON editor.
+function questionForm(a, decide) {
+  if (a.tool !== "AskUserQuestion") return null;
+  let input;
+  try { input = JSON.parse(a.input); } catch (e) { return null; }
+  if (!input || !Array.isArray(input.questions)) return null;
+  const form = el("div", { class: "questions" });
+  const fields = [];
+  for (const q of input.questions) {
+    if (!q || typeof q.question !== "string") continue;
+    const field = el("input", { class: "answer", type: "text", placeholder: "the answer" });
+    const options = el("div", { class: "options" });
+    for (const o of Array.isArray(q.options) ? q.options : []) {
+      if (!o || typeof o.label !== "string") continue;
+      const pick = el("button", { class: "option", title: o.description || "" }, o.label);
+      pick.addEventListener("click", () => {
+        field.value = q.multiSelect && field.value ? `${field.value}, ${o.label}` : o.label;
+      });
+      options.append(pick);
+    }
+    fields.push([q.question, field]);
+    form.append(el("p", { class: "question" }, q.question), options, field);
+  }
+  const send = el("button", { class: "answer-send" }, "Answer");
+  send.addEventListener("click", () => {
+    const answers = Object.fromEntries(fields.map(([question, field]) => [question, field.value]));
+    decide({ allowed: true, updated_input: JSON.stringify({ ...input, answers }) });
+  });
+  form.append(send);
+  return form;
 }
 
 function showApprovals(approvals) {
