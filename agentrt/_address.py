@@ -142,13 +142,19 @@ class LocalAgent:
         check_key(key)
         request = slot.mailbox.request(prompt, origin, new_stored_id())
         request.key = key
-        stored_id = await durable.accept(request, key)
-        if stored_id != request.stored_id:
-            ref = ref_of(slot.name, stored_id)
-            if ref is None:
-                raise InvalidOptions("key", key, "its request was not made by agentrt: no Ref")
-            return ref
-        slot.enter(request, bounded=False)
+        async with durable.accepting:
+            # An agent waiting for work runs the request at once: its one write starts it.
+            stored_id = await durable.accept(request, key, start=slot.waiting)
+            if stored_id != request.stored_id:
+                ref = ref_of(slot.name, stored_id)
+                if ref is None:
+                    raise InvalidOptions("key", key, "its request was not made by agentrt: no Ref")
+                return ref
+            if request.claimed and not slot.waiting:
+                # The agent took other work (a notification), halted or stopped meanwhile:
+                # the request waits its turn in the store's queue, unstarted.
+                await durable.release(request)
+            slot.enter(request, bounded=False)
         return request
 
     async def request(self, key: str) -> Ref | None:

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, NoReturn
 import attrs
 import trio
 
-from ._errors import AgentRTError, AgentStopped, InvalidOptions, OwnerDied, StoreError, TurnFailed
+from ._errors import (
+    AgentRTError,
+    AgentStopped,
+    InvalidOptions,
+    LeaseLost,
+    OwnerDied,
+    StoreError,
+    TurnFailed,
+)
 from ._events import EventCoverage, Response, ResultEvent, StopReason, Usage
 from ._logs import log_error
 from ._options import AgentOptions
@@ -175,27 +183,57 @@ class Durable:
     store: RequestStore
     name: str
     options: AgentOptions
+    # Held from a request's store write to its entry in the mailbox, so the mailbox's
+    # order is the store's, and one request at a time is started at its acceptance.
+    accepting: trio.Lock = attrs.field(factory=trio.Lock)
 
-    async def accept(self, request: Request, key: str | None) -> str:
-        """Store ``request`` at the end of the queue (the mailbox's bounds checked by the
-        store); the id of the request kept under ``key`` if there is one already, else its
-        own. Shielded (bounded by the store's own timeouts): a request is stored or not,
-        never cut off half way; the caller sees the cancellation after it returns."""
+    async def accept(self, request: Request, key: str | None, *, start: bool) -> str:
+        """Store ``request``: with ``start`` (its owner runs it at once) started already
+        under the owner's lease where the store holds nothing before it, else at the end
+        of the queue (the mailbox's bounds checked by the store); ``request.claimed`` says
+        which. Returns the id of the request kept under ``key`` if there is one already,
+        else its own. Shielded (bounded by the store's own timeouts): a request is stored
+        or not, never cut off half way; the caller sees the cancellation after it returns.
+        Call it holding `accepting`."""
         assert request.stored_id is not None
-        options = self.options
+        options, store, name = self.options, self.store, self.name
+        # Redacted: secrets never reach stored data. This program's turn runs the prompt
+        # as given (it holds it); only a later owner runs the stored one.
+        prompt = redact(request.prompt)
         with trio.CancelScope(shield=True):
-            id = await self.store.enqueue_request(
-                self.name,
+            if start:
+                try:
+                    started = await store.start_request(
+                        name, id=request.stored_id, prompt=prompt, key=key, origin=request.origin
+                    )
+                except LeaseLost:
+                    started = None  # the owner is being fenced: the request is its caller's
+                if started is not None:
+                    request.claimed = started == request.stored_id
+                    return started
+            id = await store.enqueue_request(
+                name,
                 id=request.stored_id,
-                # Redacted: secrets never reach stored data. This program's turn runs the
-                # prompt as given (it holds it); only a later owner runs the stored one.
-                prompt=redact(request.prompt),
+                prompt=prompt,
                 key=key,
                 origin=request.origin,
                 max_pending=options.max_pending,
                 max_pending_bytes=options.max_pending_bytes,
             )
         return id
+
+    async def release(self, request: Request) -> None:
+        """Hand the started ``request`` back to the store's queue, unstarted: its owner
+        cannot run it at once after all. A store that cannot is logged, and ``request``
+        keeps its claim (it runs when its turn comes, without claiming again)."""
+        assert request.stored_id is not None
+        try:
+            with trio.CancelScope(shield=True):
+                await self.store.release_request(self.name, request.stored_id)
+        except StoreError as exc:
+            log_error(f"agent {self.name!r}: the store could not queue a request", exc, self.name)
+            return
+        request.claimed = False
 
     async def adopt(
         self, mailbox: Mailbox, history: TurnHistoryStore | None, node: str

@@ -218,6 +218,69 @@ async def _a_claim_needs_the_lease_and_a_stale_epoch_starts_nothing(
 
 
 @_check(RequestStore, _leases_too)
+async def _a_request_its_owner_runs_at_once_is_stored_started_in_one_write(
+    harness: StoreHarness,
+) -> None:
+    one, requests, leases = await _handle(harness)
+    two, requests_two, leases_two = await _handle(harness)
+    start = functools.partial(requests.start_request, "coder", origin="ask")
+    try:
+        with _raises(StoreError, match="hold the lease of agent 'coder'"):
+            await start(id="r0", prompt="p", key=None)
+        assert await requests.find_request("coder", id="r0") is None
+        lease = await leases.acquire_lease("coder", _A, ttl=harness.ttl)
+        assert await start(id="r1", prompt="first", key="job-1") == "r1"
+        started = await requests.find_request("coder", id="r1")
+        assert started is not None
+        assert (started.state, started.epoch, started.attempts, started.key, started.origin) == (
+            "running",
+            lease.epoch,
+            1,
+            "job-1",
+            "ask",
+        )
+        assert started.prompt == "first" and await _queued(requests, "coder") == []
+        # A key kept already: its request's id, nothing stored; an id the agent has.
+        assert await start(id="r2", prompt="other", key="job-1") == "r1"
+        with _raises(StoreError, match="'r1'"):
+            await start(id="r1", prompt="again", key=None)
+        # Busy (r1 runs): nothing stored; the caller enqueues it behind.
+        assert await start(id="r2", prompt="second", key=None) is None
+        assert await requests.find_request("coder", id="r2") is None
+        await _enqueue(requests, "coder", "r2", "second")
+        assert await requests.settle_request(
+            "coder", "r1", RequestOutcome(outcome="complete"), result_ttl=_TTL
+        )
+        assert await start(id="r3", prompt="third", key=None) is None  # r2 is queued
+        # Released: back in the queue in its place, as never started.
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and claimed.id == "r2"
+        await _enqueue(requests, "coder", "r3", "third")
+        assert await requests.release_request("coder", "r2")
+        assert not await requests.release_request("coder", "r2")  # not running now
+        assert await _queued(requests, "coder") == ["r2", "r3"]
+        again = await requests.find_request("coder", id="r2")
+        assert again is not None and (again.state, again.epoch, again.attempts) == (
+            "queued",
+            None,
+            0,
+        )
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and (claimed.id, claimed.attempts) == ("r2", 1)
+        # A frozen owner that wakes starts nothing, and releases nothing.
+        await leases_two.acquire_lease("coder", _B, ttl=harness.ttl, replacing=lease.epoch)
+        with _raises(LeaseLost):
+            await start(id="r4", prompt="late", key=None)
+        with _raises(LeaseLost):
+            await requests.release_request("coder", "r2")
+        assert await requests_two.find_request("coder", id="r4") is None
+        [died] = await requests_two.end_orphaned_requests("coder", retry=False, result_ttl=_TTL)
+        assert died.id == "r2" and died.state == "settled"
+    finally:
+        await _closing(one, two)
+
+
+@_check(RequestStore, _leases_too)
 async def _a_request_that_ran_when_its_owner_died_runs_once_more_where_asked(
     harness: StoreHarness,
 ) -> None:
@@ -360,7 +423,8 @@ async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
     harness: StoreHarness,
 ) -> None:
     """A state machine (hypothesis): callers enqueue (some with keys) and withdraw through
-    a handle of their own; the owner claims and settles; owners crash (their handle closed
+    a handle of their own; the owner starts requests at once (`start_request`), claims,
+    releases and settles; owners crash (their handle closed
     with nothing released or settled) or freeze (a new owner takes over while the old
     handle stays open and tries again later); each new owner ends or requeues the requests
     it finds orphaned. After every step the queue is the model's, in order, and no request
@@ -447,6 +511,43 @@ async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
             if key is not None:
                 model.keys[key] = id
 
+        @rule(key=st.sampled_from([None, "k0", "k1"]), size=st.integers(1, 9))
+        def start(self, key: str | None, size: int) -> None:
+            """The owner stores a request already started: when none waits or runs."""
+            assert self.owner is not None
+            _, requests, epoch = self.owner
+            model, id = self.model, f"r{next(self.ids)}"
+            got = call(
+                lambda: requests.start_request(
+                    self.name, id=id, prompt="p" * size, key=key, origin="ask"
+                )
+            )
+            if key in model.keys:
+                assert got == model.keys[key]
+                return
+            busy = model.running or model.queued()
+            assert got == (None if busy else id)
+            if got is None:
+                return
+            model.order.append(id)
+            model.state[id], model.size[id], model.starts[id] = "running", size, 1
+            model.running[id] = epoch
+            if key is not None:
+                model.keys[key] = id
+
+        @rule()
+        def release(self) -> None:
+            assert self.owner is not None
+            _, requests, epoch = self.owner
+            mine = [id for id, by in self.model.running.items() if by == epoch]
+            if not mine:
+                return
+            id = mine[0]
+            assert call(lambda: requests.release_request(self.name, id))
+            del self.model.running[id]
+            self.model.state[id] = "queued"
+            self.model.starts[id] -= 1
+
         @precondition(lambda self: bool(self.model.order))
         @rule(data=st.data())
         def withdraw(self, data: st.DataObject) -> None:
@@ -519,6 +620,16 @@ async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
                 pass
             else:
                 raise AssertionError("a stale epoch settled")
+            try:
+                call(
+                    lambda: requests.start_request(
+                        self.name, id="late", prompt="p", key=None, origin="tell"
+                    )
+                )
+            except LeaseLost:
+                pass
+            else:
+                raise AssertionError("a stale epoch started a request")
 
         @invariant()
         def the_queue_is_the_models(self) -> None:
