@@ -31,19 +31,21 @@ from ._durable import (
     find_by_key,
     new_stored_id,
     poll_result,
+    reattached,
     refuse_key,
     settled,
     wait_stored,
 )
 from ._errors import AgentNotFound, InvalidOptions
-from ._events import Response
+from ._events import Event, Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router
-from ._stores._route_codec import check_event
+from ._stores._request_store import RequestStore
+from ._stores._route_codec import EventBatch, check_event
 from ._stream import EventStream
 
 P = ParamSpec("P")
@@ -187,7 +189,11 @@ class LocalAgent:
         return request.result()
 
     def stream(self, ref: Ref) -> EventStream:
-        return self._slot.mailbox.subscribe(ref)
+        slot = self._slot
+        durable = slot.requests
+        if durable is None or ref.name != slot.name or slot.mailbox.find(ref) is not None:
+            return slot.mailbox.subscribe(ref)
+        return reattached(durable.store, ref, None)  # settled, or never this program's
 
     async def events(self, ref: Ref, after: int) -> EncodedBatch:
         """A routed follower's read of the events of ``ref`` after number ``after``."""
@@ -307,8 +313,14 @@ class RemoteAgent(_LocalAgent):
         self._router = router
         self._name = name
 
-    def stream(self, ref: Ref) -> EventStream:
-        return FollowedStream(lambda after: self._router.call(self._name, "events", (ref, after)))
+    def stream(self, ref: Ref, stored: RequestStore | None = None) -> EventStream:
+        """The owner's events of ``ref``; with ``stored`` (the store keeps requests), what
+        it keeps of a request the owner does not hold (`reattached`)."""
+
+        def fetch(after: int) -> Awaitable[EventBatch[Event]]:
+            return self._router.call(self._name, "events", (ref, after))
+
+        return FollowedStream(fetch) if stored is None else reattached(stored, ref, fetch)
 
 
 make_operations(RemoteAgent, _routed, LocalAgent)

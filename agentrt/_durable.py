@@ -20,15 +20,18 @@ import attrs
 import trio
 
 from ._errors import (
+    AgentNotFound,
     AgentRTError,
     AgentStopped,
     InvalidOptions,
     LeaseLost,
     OwnerDied,
+    RoutingError,
     StoreError,
     TurnFailed,
 )
-from ._events import EventCoverage, Response, ResultEvent, StopReason, Usage
+from ._events import ErrorEvent, Event, EventCoverage, Response, ResultEvent, StopReason, Usage
+from ._follow import Fetch, FollowedStream
 from ._logs import log_error
 from ._options import AgentOptions
 from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
@@ -47,6 +50,8 @@ from ._requests import (
 )
 from ._stores._protocols import TurnHistoryStore
 from ._stores._request_store import RequestStore
+from ._stores._route_codec import EventBatch
+from ._stream import EventStream
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox
@@ -174,6 +179,63 @@ async def wait_stored(store: RequestStore, name: str, id: str) -> PollResult:
             return result
         await trio.sleep(interval)
         interval = min(2 * interval, LAST_POLL)
+
+
+def terminal_event(result: Settled) -> Event:
+    """The one event a stream of a settled stored request gives (the store keeps no other
+    of its turn's): the answer's `ResultEvent` (its text and session id), or an
+    `ErrorEvent` saying why it failed (its stop reason; ``cancelled`` for an owner's death
+    or a stop, as a live stream of an agent that stops ends) or was withdrawn."""
+    if isinstance(result, Completed):
+        return result.response.terminal
+    now = trio.current_time()
+    if isinstance(result, Withdrawn):
+        why = "the request was withdrawn while queued"
+        return ErrorEvent(timestamp=now, reason=StopReason.CANCELLED, message=why)
+    error = result.error
+    reason = error.reason if isinstance(error, TurnFailed) else StopReason.CANCELLED
+    session_id = getattr(error, "session_id", None)
+    return ErrorEvent(timestamp=now, reason=reason, message=str(error), session_id=session_id)
+
+
+async def stored_events(store: RequestStore, ref: Ref, after: int) -> EventBatch[Event]:
+    """A stream's read of the stored request ``ref`` (as a routed follower reads its
+    owner's): its terminal event (`terminal_event`) once it settles, waiting for that as
+    `wait_stored` does; nothing for a request the store does not keep.
+
+    Cancellation: safe; reading changes nothing."""
+    if after == 0:
+        result = settled(await wait_stored(store, ref.name, str(ref.id)))
+        if not isinstance(result, NotFound):
+            return EventBatch((terminal_event(result),), 1, 0, True)
+    await trio.lowlevel.checkpoint()
+    return EventBatch((), after, 0, True)
+
+
+def reattached(store: RequestStore, ref: Ref, live: Fetch | None) -> EventStream:
+    """The stream of ``ref``, a request this runtime does not hold: its owner's events
+    through ``live`` (a routed read; None where no other runtime can be reached), or,
+    where its owner holds it no longer or cannot be reached, what the store keeps of it
+    (`stored_events`)."""
+
+    async def fetch(after: int) -> EventBatch[Event]:
+        unreached: AgentRTError | None = None
+        if live is not None:
+            try:
+                batch = await live(after)
+            except (AgentNotFound, AgentStopped, RoutingError) as exc:
+                if after > 0:  # the owner went away under its reader: as a live stream
+                    raise
+                unreached = exc
+            else:
+                if after > 0 or batch.events or not batch.ended:
+                    return batch
+        kept = await stored_events(store, ref, after)
+        if unreached is not None and not kept.events:
+            raise unreached  # neither an owner nor the store knows it
+        return kept
+
+    return FollowedStream(fetch)
 
 
 @attrs.define(eq=False)

@@ -18,14 +18,19 @@ from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
+    AgentNotFound,
     AgentStopped,
     Completed,
+    ErrorEvent,
+    Event,
     Failed,
     InvalidOptions,
     MemoryStore,
     NotFound,
     Pending,
+    ResultEvent,
     SQLiteStore,
+    StopReason,
     Withdrawn,
     open_runtime,
 )
@@ -186,6 +191,53 @@ async def test_a_queued_request_survives_a_clean_close_and_a_withdrawn_one_does_
         stopped = await rt.poll(running)
         assert isinstance(stopped, Failed)
     assert backend.prompts == ["second"]
+
+
+async def _streamed(rt: Any, ref: Any) -> list[Event]:
+    async with rt.stream(ref) as stream:
+        return [event async for event in stream]
+
+
+async def test_a_stream_re_attached_to_a_settled_request_gives_what_the_store_keeps(
+    tmp_path: Path,
+) -> None:
+    """rt.stream on a ref found again by key, after its request settled: its answer as a
+    ResultEvent (text, session id), from the program that ran it, from the next program
+    while it owns the agent, and from one where no runtime runs it; a withdrawn request's
+    stream says so in an ErrorEvent; a ref the store does not keep gives nothing."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend(
+            [*reply("ONE", session_id="s")[:1], gate, *reply("ONE", session_id="s")[1:]]
+        )
+        await rt.start_agent(Agent, name="a", backend=held)
+        done = await rt.tell("a", "one", key="job-1")
+        await gate.wait_reached()
+        dropped = await rt.tell("a", "two", key="job-2")
+        assert await rt.withdraw(dropped)
+        gate.release()
+        assert isinstance(await rt.wait(done), Completed)
+        [answer] = await _streamed(rt, await rt.request("a", "job-1"))
+        assert isinstance(answer, ResultEvent)
+        assert (answer.text, answer.session_id) == ("ONE", "s")
+    for owner in (True, False):
+        async with open_runtime(store=SQLiteStore(path)) as rt:
+            if owner:
+                await rt.start_agent(Agent, name="a", backend=upper())
+            ref = await rt.request("a", "job-1")
+            assert ref == done
+            [answer] = await _streamed(rt, ref)
+            assert isinstance(answer, ResultEvent) and answer.text == "ONE"
+            [withdrawn] = await _streamed(rt, await rt.request("a", "job-2"))
+            assert isinstance(withdrawn, ErrorEvent)
+            assert withdrawn.reason is StopReason.CANCELLED and "withdrawn" in withdrawn.message
+            unknown = type(done)("a", 12345)
+            if owner:
+                assert await _streamed(rt, unknown) == []
+            else:  # neither a runtime nor the store knows it
+                with pytest.raises(AgentNotFound):
+                    await _streamed(rt, unknown)
 
 
 async def test_a_key_on_a_store_that_keeps_no_requests_is_refused() -> None:
