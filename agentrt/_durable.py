@@ -408,10 +408,13 @@ class Durable:
     ) -> None:
         """Keep ``outcome`` as the claimed ``request``'s, with ``turn``'s record in the same
         transaction where given; a store that cannot is logged (the next owner ends the
-        request `OwnerDied`: it is never run twice silently)."""
+        request `OwnerDied`: it is never run twice silently). Where the store refuses it
+        because another owner has settled the request (this one's lease passed while the
+        turn ran), what the store holds is the request's outcome (`Request.overruled`), so
+        its callers here are told what every other program reads."""
         assert request.stored_id is not None
         try:
-            await self.store.settle_request(
+            done = await self.store.settle_request(
                 self.name,
                 request.stored_id,
                 stored_outcome(outcome),
@@ -420,8 +423,25 @@ class Durable:
                 session_id=session_id,
                 keep=keep,
             )
+        except LeaseLost as exc:
+            log_error(f"agent {self.name!r}: the store refused a request's outcome", exc, self.name)
+            done = False
         except StoreError as exc:
             log_error(f"agent {self.name!r}: the store could not settle a request", exc, self.name)
+            return
+        if not done:
+            await self._overrule(request)
+
+    async def _overrule(self, request: Request) -> None:
+        assert request.stored_id is not None
+        try:
+            stored = await self.store.find_request(self.name, id=request.stored_id)
+        except StoreError as exc:
+            log_error(f"agent {self.name!r}: the store could not be read", exc, self.name)
+            return
+        result = poll_result(stored)
+        if isinstance(result, Failed):
+            request.overruled = result.error
 
     async def withdraw_all(self, ids: list[str]) -> None:
         """Withdraw the queued requests ``ids`` (their agent ended for good); a store that

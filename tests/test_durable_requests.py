@@ -27,6 +27,7 @@ from agentrt import (
     InvalidOptions,
     MemoryStore,
     NotFound,
+    OwnerDied,
     Pending,
     ResultEvent,
     SQLiteStore,
@@ -34,6 +35,7 @@ from agentrt import (
     Withdrawn,
     open_runtime,
 )
+from agentrt.store import LeaseOwner
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "durable_child.py"
@@ -376,6 +378,40 @@ async def test_tells_at_once_to_a_waiting_agent_each_run_once_in_the_store_s_ord
     prompts = {str(ref.id): prompt for ref, prompt in refs.items()}
     assert [row[1:] for row in rows] == [(1, "complete")] * 6
     assert backend.prompts == [prompts[row[0]] for row in rows]
+
+
+async def test_an_answer_whose_owner_lost_the_lease_mid_turn_is_the_store_s_outcome(
+    tmp_path: Path,
+) -> None:
+    """The owner's lease passes to another program while the turn runs (a frozen owner,
+    found dead), which ends the request OwnerDied. The old owner's answer is refused by
+    the store, and its own caller is told OwnerDied too, as every program reading the
+    store is: one outcome per request."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x", session_id="s")[1:]])
+    async with open_runtime(store=SQLiteStore(path), lease_ttl=600) as rt:
+        await rt.start_agent(Agent, name="a", backend=held)
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                with pytest.raises(OwnerDied) as died:
+                    await rt.ask("a", "p", key="job-1")
+                assert died.value.session_id == "s"
+
+            nursery.start_soon(ask)
+            await gate.wait_reached()
+            async with SQLiteStore(path) as other:
+                [lease] = [lease for lease in await other.leases() if lease.name == "a"]
+                owner = LeaseOwner(node="other", pid=1, start_time=1, runtime_id="other")
+                await other.acquire_lease("a", owner, ttl=600, replacing=lease.epoch)
+                [ended] = await other.end_orphaned_requests("a", retry=False, result_ttl=60)
+                assert ended.outcome is not None and ended.outcome.outcome == "owner_died"
+            gate.release()
+        ref = await rt.request("a", "job-1")
+        assert ref is not None
+        result = await rt.poll(ref)
+        assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
 
 
 async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:
