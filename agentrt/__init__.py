@@ -41,7 +41,8 @@
 #     _faces._forwarding _faces._runtime_thread _faces._sync_runtime _failover _opening
 #     _pinned _runtime _starting _supervisor asyncio hooks lowlevel store sync testing
 #     testing._backend_conformance testing._conformance_core testing._conformance_kit
-#     testing._conformance_leases testing._conformance_records testing._conformance_requests
+#     testing._conformance_leases testing._conformance_records
+#     testing._conformance_request_machine testing._conformance_requests
 #     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
 #     testing._http testing._scenarios testing._scripted testing._store_conformance
 #     testing.fake_anthropic testing.fake_cli

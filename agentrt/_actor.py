@@ -360,7 +360,7 @@ class Actor:
         if "checkpoint_state" in self._overrides:
             await self._save_state()
         slot.current = None
-        request.outcome = outcome
+        request.outcome = request.overruled or outcome
         slot.mailbox.settle(request, final)
         self._react(reaction)
         if isinstance(outcome, Response) and self.options.compact_at is not None:

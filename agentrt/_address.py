@@ -31,19 +31,21 @@ from ._durable import (
     find_by_key,
     new_stored_id,
     poll_result,
+    reattached,
     refuse_key,
     settled,
     wait_stored,
 )
 from ._errors import AgentNotFound, InvalidOptions
-from ._events import Response
+from ._events import Event, Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router
-from ._stores._route_codec import check_event
+from ._stores._request_store import RequestStore
+from ._stores._route_codec import EventBatch, check_event
 from ._stream import EventStream
 
 P = ParamSpec("P")
@@ -148,13 +150,19 @@ class LocalAgent:
         check_key(key)
         request = slot.mailbox.request(prompt, origin, new_stored_id())
         request.key = key
-        stored_id = await durable.accept(request, key)
-        if stored_id != request.stored_id:
-            ref = ref_of(slot.name, stored_id)
-            if ref is None:
-                raise InvalidOptions("key", key, "its request was not made by agentrt: no Ref")
-            return ref
-        slot.enter(request, bounded=False)
+        async with durable.accepting:
+            # An agent waiting for work runs the request at once: its one write starts it.
+            stored_id = await durable.accept(request, key, start=slot.waiting)
+            if stored_id != request.stored_id:
+                ref = ref_of(slot.name, stored_id)
+                if ref is None:
+                    raise InvalidOptions("key", key, "its request was not made by agentrt: no Ref")
+                return ref
+            if request.claimed and not slot.waiting:
+                # The agent took other work (a notification), halted or stopped meanwhile:
+                # the request waits its turn in the store's queue, unstarted.
+                await durable.release(request)
+            slot.enter(request, bounded=False)
         return request
 
     async def request(self, key: str) -> Ref | None:
@@ -187,7 +195,11 @@ class LocalAgent:
         return request.result()
 
     def stream(self, ref: Ref) -> EventStream:
-        return self._slot.mailbox.subscribe(ref)
+        slot = self._slot
+        durable = slot.requests
+        if durable is None or ref.name != slot.name or slot.mailbox.find(ref) is not None:
+            return slot.mailbox.subscribe(ref)
+        return reattached(durable.store, ref, None)  # settled, or never this program's
 
     async def events(self, ref: Ref, after: int) -> EncodedBatch:
         """A routed follower's read of the events of ``ref`` after number ``after``."""
@@ -310,8 +322,14 @@ class RemoteAgent(_LocalAgent):
         self._router = router
         self._name = name
 
-    def stream(self, ref: Ref) -> EventStream:
-        return FollowedStream(lambda after: self._router.call(self._name, "events", (ref, after)))
+    def stream(self, ref: Ref, stored: RequestStore | None = None) -> EventStream:
+        """The owner's events of ``ref``; with ``stored`` (the store keeps requests), what
+        it keeps of a request the owner does not hold (`reattached`)."""
+
+        def fetch(after: int) -> Awaitable[EventBatch[Event]]:
+            return self._router.call(self._name, "events", (ref, after))
+
+        return FollowedStream(fetch) if stored is None else reattached(stored, ref, fetch)
 
 
 make_operations(RemoteAgent, _routed, LocalAgent)

@@ -19,8 +19,19 @@ from typing import TYPE_CHECKING, NoReturn
 import attrs
 import trio
 
-from ._errors import AgentRTError, AgentStopped, InvalidOptions, OwnerDied, StoreError, TurnFailed
-from ._events import EventCoverage, Response, ResultEvent, StopReason, Usage
+from ._errors import (
+    AgentNotFound,
+    AgentRTError,
+    AgentStopped,
+    InvalidOptions,
+    LeaseLost,
+    OwnerDied,
+    RoutingError,
+    StoreError,
+    TurnFailed,
+)
+from ._events import ErrorEvent, Event, EventCoverage, Response, ResultEvent, StopReason, Usage
+from ._follow import Fetch, FollowedStream
 from ._logs import log_error
 from ._options import AgentOptions
 from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
@@ -39,6 +50,8 @@ from ._requests import (
 )
 from ._stores._protocols import TurnHistoryStore
 from ._stores._request_store import RequestStore
+from ._stores._route_codec import EventBatch
+from ._stream import EventStream
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox
@@ -168,6 +181,63 @@ async def wait_stored(store: RequestStore, name: str, id: str) -> PollResult:
         interval = min(2 * interval, LAST_POLL)
 
 
+def terminal_event(result: Settled) -> Event:
+    """The one event a stream of a settled stored request gives (the store keeps no other
+    of its turn's): the answer's `ResultEvent` (its text and session id), or an
+    `ErrorEvent` saying why it failed (its stop reason; ``cancelled`` for an owner's death
+    or a stop, as a live stream of an agent that stops ends) or was withdrawn."""
+    if isinstance(result, Completed):
+        return result.response.terminal
+    now = trio.current_time()
+    if isinstance(result, Withdrawn):
+        why = "the request was withdrawn while queued"
+        return ErrorEvent(timestamp=now, reason=StopReason.CANCELLED, message=why)
+    error = result.error
+    reason = error.reason if isinstance(error, TurnFailed) else StopReason.CANCELLED
+    session_id = getattr(error, "session_id", None)
+    return ErrorEvent(timestamp=now, reason=reason, message=str(error), session_id=session_id)
+
+
+async def stored_events(store: RequestStore, ref: Ref, after: int) -> EventBatch[Event]:
+    """A stream's read of the stored request ``ref`` (as a routed follower reads its
+    owner's): its terminal event (`terminal_event`) once it settles, waiting for that as
+    `wait_stored` does; nothing for a request the store does not keep.
+
+    Cancellation: safe; reading changes nothing."""
+    if after == 0:
+        result = settled(await wait_stored(store, ref.name, str(ref.id)))
+        if not isinstance(result, NotFound):
+            return EventBatch((terminal_event(result),), 1, 0, True)
+    await trio.lowlevel.checkpoint()
+    return EventBatch((), after, 0, True)
+
+
+def reattached(store: RequestStore, ref: Ref, live: Fetch | None) -> EventStream:
+    """The stream of ``ref``, a request this runtime does not hold: its owner's events
+    through ``live`` (a routed read; None where no other runtime can be reached), or,
+    where its owner holds it no longer or cannot be reached, what the store keeps of it
+    (`stored_events`)."""
+
+    async def fetch(after: int) -> EventBatch[Event]:
+        unreached: AgentRTError | None = None
+        if live is not None:
+            try:
+                batch = await live(after)
+            except (AgentNotFound, AgentStopped, RoutingError) as exc:
+                if after > 0:  # the owner went away under its reader: as a live stream
+                    raise
+                unreached = exc
+            else:
+                if after > 0 or batch.events or not batch.ended:
+                    return batch
+        kept = await stored_events(store, ref, after)
+        if unreached is not None and not kept.events:
+            raise unreached  # neither an owner nor the store knows it
+        return kept
+
+    return FollowedStream(fetch)
+
+
 @attrs.define(eq=False)
 class Durable:
     """The stored requests of the agent ``name``, for its owner (its `Slot`)."""
@@ -175,27 +245,57 @@ class Durable:
     store: RequestStore
     name: str
     options: AgentOptions
+    # Held from a request's store write to its entry in the mailbox, so the mailbox's
+    # order is the store's, and one request at a time is started at its acceptance.
+    accepting: trio.Lock = attrs.field(factory=trio.Lock)
 
-    async def accept(self, request: Request, key: str | None) -> str:
-        """Store ``request`` at the end of the queue (the mailbox's bounds checked by the
-        store); the id of the request kept under ``key`` if there is one already, else its
-        own. Shielded (bounded by the store's own timeouts): a request is stored or not,
-        never cut off half way; the caller sees the cancellation after it returns."""
+    async def accept(self, request: Request, key: str | None, *, start: bool) -> str:
+        """Store ``request``: with ``start`` (its owner runs it at once) started already
+        under the owner's lease where the store holds nothing before it, else at the end
+        of the queue (the mailbox's bounds checked by the store); ``request.claimed`` says
+        which. Returns the id of the request kept under ``key`` if there is one already,
+        else its own. Shielded (bounded by the store's own timeouts): a request is stored
+        or not, never cut off half way; the caller sees the cancellation after it returns.
+        Call it holding `accepting`."""
         assert request.stored_id is not None
-        options = self.options
+        options, store, name = self.options, self.store, self.name
+        # Redacted: secrets never reach stored data. This program's turn runs the prompt
+        # as given (it holds it); only a later owner runs the stored one.
+        prompt = redact(request.prompt)
         with trio.CancelScope(shield=True):
-            id = await self.store.enqueue_request(
-                self.name,
+            if start:
+                try:
+                    started = await store.start_request(
+                        name, id=request.stored_id, prompt=prompt, key=key, origin=request.origin
+                    )
+                except LeaseLost:
+                    started = None  # the owner is being fenced: the request is its caller's
+                if started is not None:
+                    request.claimed = started == request.stored_id
+                    return started
+            id = await store.enqueue_request(
+                name,
                 id=request.stored_id,
-                # Redacted: secrets never reach stored data. This program's turn runs the
-                # prompt as given (it holds it); only a later owner runs the stored one.
-                prompt=redact(request.prompt),
+                prompt=prompt,
                 key=key,
                 origin=request.origin,
                 max_pending=options.max_pending,
                 max_pending_bytes=options.max_pending_bytes,
             )
         return id
+
+    async def release(self, request: Request) -> None:
+        """Hand the started ``request`` back to the store's queue, unstarted: its owner
+        cannot run it at once after all. A store that cannot is logged, and ``request``
+        keeps its claim (it runs when its turn comes, without claiming again)."""
+        assert request.stored_id is not None
+        try:
+            with trio.CancelScope(shield=True):
+                await self.store.release_request(self.name, request.stored_id)
+        except StoreError as exc:
+            log_error(f"agent {self.name!r}: the store could not queue a request", exc, self.name)
+            return
+        request.claimed = False
 
     async def adopt(
         self, mailbox: Mailbox, history: TurnHistoryStore | None, node: str
@@ -308,10 +408,13 @@ class Durable:
     ) -> None:
         """Keep ``outcome`` as the claimed ``request``'s, with ``turn``'s record in the same
         transaction where given; a store that cannot is logged (the next owner ends the
-        request `OwnerDied`: it is never run twice silently)."""
+        request `OwnerDied`: it is never run twice silently). Where the store refuses it
+        because another owner has settled the request (this one's lease passed while the
+        turn ran), what the store holds is the request's outcome (`Request.overruled`), so
+        its callers here are told what every other program reads."""
         assert request.stored_id is not None
         try:
-            await self.store.settle_request(
+            done = await self.store.settle_request(
                 self.name,
                 request.stored_id,
                 stored_outcome(outcome),
@@ -320,8 +423,25 @@ class Durable:
                 session_id=session_id,
                 keep=keep,
             )
+        except LeaseLost as exc:
+            log_error(f"agent {self.name!r}: the store refused a request's outcome", exc, self.name)
+            done = False
         except StoreError as exc:
             log_error(f"agent {self.name!r}: the store could not settle a request", exc, self.name)
+            return
+        if not done:
+            await self._overrule(request)
+
+    async def _overrule(self, request: Request) -> None:
+        assert request.stored_id is not None
+        try:
+            stored = await self.store.find_request(self.name, id=request.stored_id)
+        except StoreError as exc:
+            log_error(f"agent {self.name!r}: the store could not be read", exc, self.name)
+            return
+        result = poll_result(stored)
+        if isinstance(result, Failed):
+            request.overruled = result.error
 
     async def withdraw_all(self, ids: list[str]) -> None:
         """Withdraw the queued requests ``ids`` (their agent ended for good); a store that

@@ -88,6 +88,9 @@ class Request:
     # owner has claimed it (it runs under this lease epoch; a put-back one keeps its claim).
     stored_id: str | None = None
     claimed: bool = False
+    # What the store settled it as when it refused this owner's settlement (its lease had
+    # passed, and the new owner ended it `OwnerDied`): its callers get that, as all do.
+    overruled: AgentRTError | None = None
     # Its idempotency key, if it has one (shown by `status`).
     key: str | None = None
     # When it was accepted (trio's clock; `status` shows the oldest queued one's age).

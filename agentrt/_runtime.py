@@ -12,6 +12,7 @@ from typing import Any, Never
 
 import trio
 
+from ._address import RemoteAgent
 from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
 from ._cluster._ownership import Ownership
@@ -221,8 +222,21 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
 
         Cancellation: the call itself does not wait. Cancelling a reader of the stream ends
         its reading only (leave it with ``async with`` or `EventStream.aclose`); the
-        request goes on. A cancelled read of a routed stream loses no event."""
-        return self._resolve(check_ref(ref).name).stream(ref)
+        request goes on. A cancelled read of a routed stream loses no event.
+
+        On a store that keeps requests (`SQLiteStore`, `PostgresStore`), a ref that no
+        runtime holds queued or running (settled, or an earlier program's: found again with
+        `request`, say) gives what the store keeps of it, once it settles (waited for as
+        `wait` does): one terminal event, a `ResultEvent` with the answer's text and
+        session id, or an `ErrorEvent` with the stop reason and the error's message (an
+        owner's death `OwnerDied`, or a withdrawal: ``cancelled``), also where no runtime
+        runs the agent now; a ref the store does not keep still gives an empty stream (or
+        `AgentNotFound` where no runtime runs the agent)."""
+        requests = self._stored(check_ref(ref))
+        address = self._resolve(ref.name)
+        if isinstance(address, RemoteAgent):
+            return address.stream(ref, requests)
+        return address.stream(ref)
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order. Raises

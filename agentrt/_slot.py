@@ -181,10 +181,15 @@ class Slot:
         if self.current is None:
             self._wake()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a request entered now starts at once: the instance waits for work."""
+        return self._parked is not None and not self.halted
+
     def enter(self, request: Request, *, bounded: bool = True) -> None:
         """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
         requests has checked the mailbox's bounds as it accepted it."""
-        if self._parked is not None and not self.halted:
+        if self.waiting:
             self.mailbox.track(request)
             self.begin(request)
             self._wake()

@@ -42,6 +42,12 @@ METHODS = (
     "save_spec",
     "append_transcript",
     "load_transcript",
+    # A durable request's (SQLite and PostgreSQL keep requests; MemoryStore has none).
+    "enqueue_request",
+    "start_request",
+    "claim_request",
+    "settle_request",
+    "release_request",
     "acquire_lease",
     "renew_leases",
     "release_leases",
@@ -71,7 +77,8 @@ class Counted:
         self.seconds: dict[str, float] = defaultdict(float)
         self.on = False
         for name in METHODS:
-            setattr(store, name, self._wrap(name, getattr(store, name)))
+            if hasattr(store, name):
+                setattr(store, name, self._wrap(name, getattr(store, name)))
 
     def _wrap(self, name: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
         @functools.wraps(method)

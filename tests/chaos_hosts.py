@@ -2,7 +2,7 @@
 asked through the routing while runtimes and the server are killed, frozen and restarted.
 
     python tests/chaos_hosts.py [--seconds 60] [--runtimes 2] [--agents 20] [--seed N]
-                                [--lease-ttl 4]
+                                [--lease-ttl 4] [--keyed]
 
 The runtimes are chaos_host.py programs (``host_agents=True``, so each takes over the
 agents whose lease is free); the agents are portable (their transcripts travel in the
@@ -19,13 +19,23 @@ every answered turn is in the conversation of every later answered turn of its a
 (unless its Response said the store does not hold it: ``transcript_stored=False``), on one
 session, with no broken transcript line; once the faults stop and every runtime and the
 server are back, every agent answers within the settle bound.
+
+``--keyed`` (durable requests, issue 38): each prompt is its own idempotency key, and a
+second program (chaos_caller.py) asks the same keyed prompts at its own pace, so each
+request is made by whichever program comes first and re-attached to by the other. A keyed
+ask that fails is asked again with its key until its request has an outcome (`ask_keyed`).
+Then also: every key ends with one outcome, the same for both programs; no answer comes for
+a prompt no CLI saw; and after the settle no request is left queued or running in the
+store.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
+import math
 import os
 import random
 import signal
@@ -33,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import attrs
@@ -55,6 +65,7 @@ ASK_BOUND = 60.0
 class Report:
     seed: int
     seconds: float
+    keyed: bool = False
     asks: int = 0
     answered: int = 0
     errors: collections.Counter[str] = attrs.field(factory=collections.Counter)
@@ -69,6 +80,14 @@ class Report:
     sessions_changed: list[str] = attrs.field(factory=list)
     unanswered_after: list[str] = attrs.field(factory=list)  # agents silent after the faults
     settle_seconds: float = 0.0
+    # Keyed: each key's one outcome, by kind; keys on which the two callers were told
+    # different outcomes; answers for prompts no CLI saw; requests the store still holds
+    # queued or running once every agent answered again; the second caller's outcomes.
+    outcomes: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    disagreed: list[str] = attrs.field(factory=list)
+    unseen: list[str] = attrs.field(factory=list)
+    stranded: list[str] = attrs.field(factory=list)
+    second_caller: int = 0
 
     def summary(self) -> str:
         return json.dumps(attrs.asdict(self), indent=1, default=list)
@@ -82,6 +101,40 @@ class Answered:
     broken: int
     # False: the Response said the store does not hold its transcript (it may be lost).
     stored: bool | None
+
+
+@attrs.frozen
+class Final:
+    """A keyed request's outcome: ``"complete"`` with its `Response`, or its error's type
+    (a `TurnFailed` with its reason)."""
+
+    outcome: str
+    response: agentrt.Response | None = None
+
+
+async def ask_keyed(rt: agentrt.Runtime, name: str, key: str) -> Final:
+    """Ask ``name`` the prompt ``key`` under the key ``key`` until its request has an
+    outcome: after any error, the key says whether the request was stored (its outcome is
+    read, or waited for by asking again with the key) or not (it is asked again)."""
+    while True:
+        try:
+            return Final("complete", await rt.ask(name, key, key=key))
+        except agentrt.AgentRTError:
+            pass
+        try:
+            ref = await rt.request(name, key)
+            result = None if ref is None else await rt.poll(ref)
+        except agentrt.AgentRTError:
+            result = None
+        if isinstance(result, agentrt.Completed):
+            return Final("complete", result.response)
+        if isinstance(result, agentrt.Failed):
+            error = result.error
+            reason = f"({error.reason.value})" if isinstance(error, agentrt.TurnFailed) else ""
+            return Final(type(error).__name__ + reason)
+        if isinstance(result, agentrt.Withdrawn):
+            return Final("withdrawn")
+        await trio.sleep(0.25)
 
 
 class Hosts:
@@ -220,24 +273,33 @@ class Chaos:
         self.lease_ttl = lease_ttl
         self.random = random.Random(report.seed)
         self.answers: dict[str, list[Answered]] = collections.defaultdict(list)
-        self.counter = 0
+        # Prompts sent to each agent: ``name/1``, ``name/2``, ... (keyed: their keys too).
+        self.sent: collections.Counter[str] = collections.Counter()
+        self.finals: dict[str, Final] = {}
         self.started = trio.current_time()
 
     def say(self, what: str) -> None:
         print(f"{trio.current_time() - self.started:8.2f} s  {what}", flush=True)
 
     async def ask(self, rt: agentrt.Runtime, name: str) -> bool:
-        self.counter += 1
-        prompt = f"{name}/{self.counter}"
+        self.sent[name] += 1
+        prompt = f"{name}/{self.sent[name]}"
         self.report.asks += 1
+        response: agentrt.Response | None = None
         with trio.move_on_after(ASK_BOUND) as scope:
-            try:
-                response = await rt.ask(name, prompt)
-            except agentrt.AgentRTError as error:
-                self.report.errors[type(error).__name__] += 1
-                return False
+            if self.report.keyed:
+                final = self.finals[prompt] = await ask_keyed(rt, name, prompt)
+                self.report.outcomes[final.outcome] += 1
+                response = final.response
+            else:
+                try:
+                    response = await rt.ask(name, prompt)
+                except agentrt.AgentRTError as error:
+                    self.report.errors[type(error).__name__] += 1
         if scope.cancelled_caught:
             self.report.hung.append(prompt)
+            return False
+        if response is None:
             return False
         answer = json.loads(response.text)
         self.answers[name].append(
@@ -314,12 +376,27 @@ class Chaos:
         self.report.settle_seconds = trio.current_time() - start
         self.report.unanswered_after = sorted(waiting)
 
-    def judge(self, log: Path) -> None:
-        """What the CLIs saw against what the driver was answered."""
+    def judge(self, log: Path, second: list[str]) -> None:
+        """What the CLIs saw against what the driver (and, keyed, the second caller, its
+        ``RESULT`` lines ``second``) was answered."""
         seen = collections.Counter(
             line.split(" ", 1)[1] for line in log.read_text().splitlines() if " " in line
         )
         self.report.repeated = sorted(prompt for prompt, n in seen.items() if n > 1)
+        for key, final in self.finals.items():
+            if final.outcome == "complete" and key not in seen:
+                self.report.unseen.append(key)
+        for line in second:
+            _, key, outcome, session = line.split(" ")
+            self.report.second_caller += 1
+            if outcome == "complete" and key not in seen:
+                self.report.unseen.append(key)
+            mine = self.finals.get(key)
+            if mine is None:
+                continue  # the driver did not get this far
+            response = mine.response
+            if (mine.outcome, str(response and response.session_id)) != (outcome, session):
+                self.report.disagreed.append(f"{key}: {mine.outcome} here, {outcome} there")
         for name, answers in self.answers.items():
             if len({answer.session_id for answer in answers}) > 1:
                 self.report.sessions_changed.append(name)
@@ -335,11 +412,67 @@ class Chaos:
                         break
 
 
+async def stranded(dsn: str) -> list[str]:
+    """The requests the store holds queued or running, once they had time to end (read
+    from its table: a running request has no reader in the store's protocol)."""
+    import psycopg
+
+    sql = (
+        "SELECT name, request_key, state FROM agentrt.requests WHERE state IN ('queued', 'running')"
+    )
+
+    def read() -> list[tuple[str, str, str]]:
+        with psycopg.connect(dsn) as conn:
+            return conn.execute(sql).fetchall()
+
+    rows = []
+    for _ in range(60):
+        rows = await trio.to_thread.run_sync(read)
+        if not rows:
+            break
+        await trio.sleep(0.5)
+    return sorted(f"{name} {key} {state}" for name, key, state in rows)
+
+
+@asynccontextmanager
+async def second_caller(dsn: str, lease_ttl: float, names: list[str]) -> AsyncIterator[list[str]]:
+    """chaos_caller.py asking ``names`` until the block ends; then its ``RESULT`` lines."""
+    argv = [sys.executable, str(CHILD.parent / "chaos_caller.py"), dsn, str(lease_ttl), *names]
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(CHILD.parent)
+    )
+    program, results = Program(process), []
+    try:
+        assert await program.line(bound=120) == "READY"
+        async with trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                while (line := await program.line(bound=math.inf)) != "DONE":
+                    results.append(line)
+
+            nursery.start_soon(read)
+            try:
+                yield results
+            finally:
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                with trio.move_on_after(60, shield=True):
+                    await process.wait()
+    finally:
+        await program.kill()
+
+
 async def run(
-    seconds: float, runtimes: int, agents: int, seed: int, lease_ttl: float = 4.0
+    seconds: float,
+    runtimes: int,
+    agents: int,
+    seed: int,
+    lease_ttl: float = 4.0,
+    *,
+    keyed: bool = False,
 ) -> Report:
     """One chaos run; returns what it saw (see the module's docstring)."""
-    report = Report(seed=seed, seconds=seconds)
+    report = Report(seed=seed, seconds=seconds, keyed=keyed)
     names = [f"c{index}" for index in range(agents)]
     with tempfile.TemporaryDirectory(prefix="agentrt-chaos-") as folder:
         root = Path(folder)
@@ -355,18 +488,26 @@ async def run(
                     lease_ttl=lease_ttl,
                     kill_grace=0.5,
                 ) as rt:
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(chaos.sample, str(root / "homes"))
-                        for name in names:
-                            nursery.start_soon(chaos.keep_asking, rt, name)
-                        end = trio.current_time() + seconds
-                        while trio.current_time() < end:
-                            await chaos.fault()  # each undone before the next
-                            await trio.sleep(chaos.random.uniform(0.5, 2))
-                        chaos.say("faults over: every runtime and the server back")
-                        nursery.cancel_scope.cancel()
+                    async with AsyncExitStack() as stack:
+                        second: list[str] = []
+                        if keyed:
+                            second = await stack.enter_async_context(
+                                second_caller(dsn, lease_ttl, names)
+                            )
+                        async with trio.open_nursery() as nursery:
+                            nursery.start_soon(chaos.sample, str(root / "homes"))
+                            for name in names:
+                                nursery.start_soon(chaos.keep_asking, rt, name)
+                            end = trio.current_time() + seconds
+                            while trio.current_time() < end:
+                                await chaos.fault()  # each undone before the next
+                                await trio.sleep(chaos.random.uniform(0.5, 2))
+                            chaos.say("faults over: every runtime and the server back")
+                            nursery.cancel_scope.cancel()
                     await chaos.settle(rt, names, bound=lease_ttl + 20)
-                chaos.judge(root / "prompts.log")
+                    if keyed:
+                        report.stranded = await stranded(dsn)
+                chaos.judge(root / "prompts.log", second)
     return report
 
 
@@ -377,8 +518,19 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=20)
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     parser.add_argument("--lease-ttl", type=float, default=4.0)
+    parser.add_argument("--keyed", action="store_true", help="durable requests, two callers")
     args = parser.parse_args()
-    report = trio.run(run, args.seconds, args.runtimes, args.agents, args.seed, args.lease_ttl)
+    report = trio.run(
+        functools.partial(
+            run,
+            args.seconds,
+            args.runtimes,
+            args.agents,
+            args.seed,
+            args.lease_ttl,
+            keyed=args.keyed,
+        )
+    )
     print(report.summary())
 
 

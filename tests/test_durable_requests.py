@@ -18,17 +18,24 @@ from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
+    AgentNotFound,
     AgentStopped,
     Completed,
+    ErrorEvent,
+    Event,
     Failed,
     InvalidOptions,
     MemoryStore,
     NotFound,
+    OwnerDied,
     Pending,
+    ResultEvent,
     SQLiteStore,
+    StopReason,
     Withdrawn,
     open_runtime,
 )
+from agentrt.store import LeaseOwner
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 CHILD = Path(__file__).parent / "durable_child.py"
@@ -188,6 +195,53 @@ async def test_a_queued_request_survives_a_clean_close_and_a_withdrawn_one_does_
     assert backend.prompts == ["second"]
 
 
+async def _streamed(rt: Any, ref: Any) -> list[Event]:
+    async with rt.stream(ref) as stream:
+        return [event async for event in stream]
+
+
+async def test_a_stream_re_attached_to_a_settled_request_gives_what_the_store_keeps(
+    tmp_path: Path,
+) -> None:
+    """rt.stream on a ref found again by key, after its request settled: its answer as a
+    ResultEvent (text, session id), from the program that ran it, from the next program
+    while it owns the agent, and from one where no runtime runs it; a withdrawn request's
+    stream says so in an ErrorEvent; a ref the store does not keep gives nothing."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        held = ScriptedBackend(
+            [*reply("ONE", session_id="s")[:1], gate, *reply("ONE", session_id="s")[1:]]
+        )
+        await rt.start_agent(Agent, name="a", backend=held)
+        done = await rt.tell("a", "one", key="job-1")
+        await gate.wait_reached()
+        dropped = await rt.tell("a", "two", key="job-2")
+        assert await rt.withdraw(dropped)
+        gate.release()
+        assert isinstance(await rt.wait(done), Completed)
+        [answer] = await _streamed(rt, await rt.request("a", "job-1"))
+        assert isinstance(answer, ResultEvent)
+        assert (answer.text, answer.session_id) == ("ONE", "s")
+    for owner in (True, False):
+        async with open_runtime(store=SQLiteStore(path)) as rt:
+            if owner:
+                await rt.start_agent(Agent, name="a", backend=upper())
+            ref = await rt.request("a", "job-1")
+            assert ref == done
+            [answer] = await _streamed(rt, ref)
+            assert isinstance(answer, ResultEvent) and answer.text == "ONE"
+            [withdrawn] = await _streamed(rt, await rt.request("a", "job-2"))
+            assert isinstance(withdrawn, ErrorEvent)
+            assert withdrawn.reason is StopReason.CANCELLED and "withdrawn" in withdrawn.message
+            unknown = type(done)("a", 12345)
+            if owner:
+                assert await _streamed(rt, unknown) == []
+            else:  # neither a runtime nor the store knows it
+                with pytest.raises(AgentNotFound):
+                    await _streamed(rt, unknown)
+
+
 async def test_a_key_on_a_store_that_keeps_no_requests_is_refused() -> None:
     async with open_runtime(store=MemoryStore()) as rt:
         await rt.start_agent(Agent, name="a", backend=upper())
@@ -230,13 +284,14 @@ class _CountingStore(SQLiteStore):
         return await super()._call(counted, fence=fence, atomic=atomic)
 
 
-@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 3), (0, 4)])
-async def test_a_request_costs_two_writes_beyond_its_turn_s_record(
+@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 2), (0, 3)])
+async def test_a_request_costs_one_write_beyond_its_turn_s_record(
     tmp_path: Path, turn_history: int, per_request: int
 ) -> None:
-    """Accepting and claiming are a write each; the outcome is written with the turn's
-    record where turn history is kept (3 in all for a scripted turn, whose record is the
-    one write it made before requests were kept), else on its own (4)."""
+    """An ask of an agent waiting for work is stored started, in one write (not an
+    accept and a claim); the outcome is written with the turn's record where turn history
+    is kept (2 in all for a scripted turn, whose record is the one write it made before
+    requests were kept), else on its own (3)."""
     _CountingStore.writes = 0
     async with open_runtime(store=_CountingStore(tmp_path / "s.sqlite3")) as rt:
         await rt.start_agent(Agent, name="a", backend=upper(), turn_history=turn_history)
@@ -245,6 +300,118 @@ async def test_a_request_costs_two_writes_beyond_its_turn_s_record(
         for n in range(10):
             await rt.ask("a", f"p{n}")
         assert (_CountingStore.writes - before) / 10 == per_request
+
+
+class _HeldStart(SQLiteStore):
+    """Holds each start_request's answer, once it is written, until ``go`` is set."""
+
+    written: trio.Event | None = None
+    go: trio.Event | None = None
+
+    async def start_request(self, name: str, **kwargs: Any) -> str | None:
+        id = await super().start_request(name, **kwargs)
+        if self.written is not None and self.go is not None:
+            self.written.set()
+            await self.go.wait()
+        return id
+
+
+async def test_a_request_started_as_it_was_stored_waits_unstarted_if_the_agent_halted(
+    tmp_path: Path,
+) -> None:
+    """A tell to an agent waiting for work is stored started; when the agent halts before
+    the write returns, the request goes back to the store's queue unstarted, and runs once,
+    claimed then, after the agent is unhalted."""
+    path = tmp_path / "sessions.sqlite3"
+    store, backend = _HeldStart(path), upper()
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        assert (await rt.ask("a", "warm up")).text == "WARM UP"
+        store.written, store.go = trio.Event(), trio.Event()
+        refs = []
+        async with trio.open_nursery() as nursery:
+
+            async def tell() -> None:
+                refs.append(await rt.tell("a", "later"))
+
+            nursery.start_soon(tell)
+            await store.written.wait()
+            await rt.halt("a")
+            store.go.set()
+        [ref] = refs
+        [queued] = await store.queued_requests("a")
+        assert (queued.id, queued.attempts, queued.epoch) == (str(ref.id), 0, None)
+        assert isinstance(await rt.poll(ref), Pending)
+        assert (await rt.status("a")).queued == 1
+        await rt.unhalt("a")
+        result = await rt.wait(ref)
+        assert isinstance(result, Completed) and result.response.text == "LATER"
+        ran = await store.find_request("a", id=str(ref.id))
+        assert ran is not None and (ran.state, ran.attempts) == ("settled", 1)
+    assert backend.prompts == ["warm up", "later"]
+
+
+async def test_tells_at_once_to_a_waiting_agent_each_run_once_in_the_store_s_order(
+    tmp_path: Path,
+) -> None:
+    """Of tells racing to an agent waiting for work, one is stored started, the rest
+    queued behind it: each runs once, in the order the store accepted them."""
+    path = tmp_path / "sessions.sqlite3"
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        refs = {}
+        async with trio.open_nursery() as nursery:
+            for n in range(6):
+
+                async def tell(prompt: str) -> None:
+                    refs[await rt.tell("a", prompt)] = prompt
+
+                nursery.start_soon(tell, f"p{n}")
+        for ref in refs:
+            assert isinstance(await rt.wait(ref), Completed)
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT id, attempts, outcome FROM requests ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+    prompts = {str(ref.id): prompt for ref, prompt in refs.items()}
+    assert [row[1:] for row in rows] == [(1, "complete")] * 6
+    assert backend.prompts == [prompts[row[0]] for row in rows]
+
+
+async def test_an_answer_whose_owner_lost_the_lease_mid_turn_is_the_store_s_outcome(
+    tmp_path: Path,
+) -> None:
+    """The owner's lease passes to another program while the turn runs (a frozen owner,
+    found dead), which ends the request OwnerDied. The old owner's answer is refused by
+    the store, and its own caller is told OwnerDied too, as every program reading the
+    store is: one outcome per request."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x", session_id="s")[1:]])
+    async with open_runtime(store=SQLiteStore(path), lease_ttl=600) as rt:
+        await rt.start_agent(Agent, name="a", backend=held)
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                with pytest.raises(OwnerDied) as died:
+                    await rt.ask("a", "p", key="job-1")
+                assert died.value.session_id == "s"
+
+            nursery.start_soon(ask)
+            await gate.wait_reached()
+            async with SQLiteStore(path) as other:
+                [lease] = [lease for lease in await other.leases() if lease.name == "a"]
+                owner = LeaseOwner(node="other", pid=1, start_time=1, runtime_id="other")
+                await other.acquire_lease("a", owner, ttl=600, replacing=lease.epoch)
+                [ended] = await other.end_orphaned_requests("a", retry=False, result_ttl=60)
+                assert ended.outcome is not None and ended.outcome.outcome == "owner_died"
+            gate.release()
+        ref = await rt.request("a", "job-1")
+        assert ref is not None
+        result = await rt.poll(ref)
+        assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
 
 
 async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:

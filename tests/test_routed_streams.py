@@ -105,10 +105,13 @@ async def test_a_turn_on_another_runtime_streams_live_and_ends_with_its_terminal
         # A follower's first read is where it joins: the owner still holds the events of a
         # request that ended moments ago for a reader that comes late.
         assert [event async for event in beta.stream(ref)] == [first, *rest]
-        # A ref no longer running, whose events nobody followed, streams nothing, as locally.
+        # A ref no longer running, whose events nobody followed, streams what the store
+        # keeps of it (issue 38), as locally: its answer.
         again = await beta.tell("x", "again")
-        await beta.wait(again)
-        assert [event async for event in beta.stream(again)] == []
+        answered = await beta.wait(again)
+        assert isinstance(answered, Completed)
+        [kept] = [event async for event in beta.stream(again)]
+        assert isinstance(kept, ResultEvent) and kept.text == answered.response.text
         with pytest.raises(AgentNotFound):  # nobody runs it: the first read says so
             await beta.stream(Ref("nobody", 1)).__anext__()
 

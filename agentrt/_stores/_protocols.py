@@ -26,8 +26,9 @@ ApprovalStore       put_approval, pending_approvals,             ``AskOperator``
                     remove_approval
 TurnHistoryStore    record_turn_with_history, turn_history       the console's turn
                                                                  history and charts
-RequestStore        enqueue_request, queued_requests,            durable requests
-                    withdraw_request, claim_request,
+RequestStore        enqueue_request, start_request,              durable requests
+                    queued_requests, withdraw_request,
+                    claim_request, release_request,
                     settle_request, end_orphaned_requests,
                     find_request, purge_requests
 =================== ============================================ =========================

@@ -22,9 +22,10 @@ class RequestStore(Protocol):
 
     Requests are named by ``(name, id)``; ``id`` is the caller's (unique per agent). A
     ``key`` is an idempotency key, unique per agent while its request is kept. Times are
-    the store's wall clock (``clock``). The claim, the settlement and the owner's clean-up
-    are owner writes: they need this handle to hold the lease of ``name`` (`LeaseStore`),
-    and are refused with `LeaseLost`, writing nothing, once its epoch is stale. Withdraw,
+    the store's wall clock (``clock``). The start, the claim, the release, the settlement
+    and the owner's clean-up are owner writes: they need this handle to hold the lease of
+    ``name`` (`LeaseStore`), and are refused with `LeaseLost`, writing nothing, once its
+    epoch is stale. Withdraw,
     the reads and the purge are anyone's (a withdraw fenced as every write of a handle
     holding the lease). Enqueue is never fenced, the one exception to `LeaseStore`'s rule:
     a request is its caller's, not its owner's, and whoever owns the name next runs it.
@@ -52,6 +53,27 @@ class RequestStore(Protocol):
         the queued ones past ``max_pending_bytes``; an id ``name`` already has is
         `StoreError`. The check and the write are one transaction: of enqueues racing from
         any handle, the bounds hold and one key is stored once."""
+        ...
+
+    async def start_request(
+        self, name: str, *, id: str, prompt: str, key: str | None, origin: str
+    ) -> str | None:
+        """What `enqueue_request` and then `claim_request` do, in one transaction, for a
+        request the owner of ``name`` runs at once: when ``name`` has no request queued or
+        running, store this one running under this handle's lease epoch (``attempts`` 1)
+        and return its id. When a kept request of ``name`` has ``key``, store nothing and
+        return that request's id (as `enqueue_request`); when ``name`` has a request queued
+        or running, store nothing and return None: the caller enqueues it then, behind
+        them. The mailbox's bounds count queued requests, so they hold. An id ``name`` has
+        already is `StoreError`. Fenced, as `claim_request`: it needs the lease (else
+        `StoreError`), and a stale epoch is `LeaseLost`, storing nothing."""
+        ...
+
+    async def release_request(self, name: str, id: str) -> bool:
+        """Put the request ``id`` of ``name``, running under this handle's epoch, back in
+        the queue in its place, as never started (``attempts`` one less): what an owner does
+        with a request it started (`start_request`) but cannot run at once after all. False,
+        changing nothing, if this handle's epoch is not running it. Fenced."""
         ...
 
     async def queued_requests(self, name: str) -> Sequence[StoredRequest]:

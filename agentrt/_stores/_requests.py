@@ -4,7 +4,9 @@ statements written once with ``?`` placeholders, over each store's own ``_call``
 A request's row goes ``queued`` -> ``running`` -> ``settled``, each step one conditional
 UPDATE in a transaction: the claim checks the lease epoch in the same transaction (the
 store's fenced ``_call``), so a woken stale owner claims nothing, and the settlement
-shares the transaction of the turn's record (`turn_writes`)."""
+shares the transaction of the turn's record (`turn_writes`). A request its owner runs at
+once is inserted ``running`` (`start_request`: the enqueue and the claim in one fenced
+transaction), so it costs one write beyond its turn's record."""
 
 from __future__ import annotations
 
@@ -64,6 +66,12 @@ _INSERT = """
 INSERT INTO requests (name, id, prompt, size, request_key, origin, accepted_at, state)
 VALUES (?, ?, ?, ?, ?, ?, ?, 'queued')
 """
+# A request its owner starts at once, under its lease epoch: queued and claimed in one.
+_INSERT_STARTED = """
+INSERT INTO requests
+    (name, id, prompt, size, request_key, origin, accepted_at, state, epoch, attempts)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, 1)
+"""
 _BY_KEY = f"SELECT id FROM requests WHERE name = ? AND request_key = ? AND {_KEPT}"
 _DROP_EXPIRED_KEY = """
 DELETE FROM requests WHERE name = ? AND request_key = ? AND expires_at <= ?
@@ -74,6 +82,7 @@ _QUEUED_TOTALS = """
 SELECT COUNT(*), CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM requests
 WHERE name = ? AND state = 'queued'
 """
+_BUSY = "SELECT 1 FROM requests WHERE name = ? AND state IN ('queued', 'running') LIMIT 1"
 _QUEUED = f"{_SELECT} WHERE name = ? AND state = 'queued' ORDER BY seq"
 _NEXT = "SELECT seq FROM requests WHERE name = ? AND state = 'queued' ORDER BY seq LIMIT 1"
 _START = """
@@ -91,6 +100,11 @@ _ORPHANS = f"""
 """
 _REQUEUE = """
 UPDATE requests SET state = 'queued', epoch = NULL WHERE name = ? AND id = ? AND state = 'running'
+"""
+# Back in its place as never started: its start is not counted against the retry's.
+_RELEASE = """
+UPDATE requests SET state = 'queued', epoch = NULL, attempts = attempts - 1
+WHERE name = ? AND id = ? AND state = 'running' AND epoch = ?
 """
 _SESSION_OF = "SELECT session_id FROM sessions WHERE name = ?"
 _PURGE = "DELETE FROM requests WHERE expires_at <= ?"
@@ -186,21 +200,14 @@ class SqlRequests:
     ) -> str:
         _check_bound("max_pending", max_pending)
         _check_bound("max_pending_bytes", max_pending_bytes)
-        size, now, where = len(prompt.encode()), self.clock(), self._where
-        lock = self._LOCK_REQUESTS
-        by_key, drop_key = self._sql(_BY_KEY), self._sql(_DROP_EXPIRED_KEY)
-        has_id, totals, insert = self._sql(_HAS_ID), self._sql(_QUEUED_TOTALS), self._sql(_INSERT)
+        size, now = len(prompt.encode()), self.clock()
+        kept = _kept_id(self, name, id, key, now)
+        totals, insert = self._sql(_QUEUED_TOTALS), self._sql(_INSERT)
 
         def work(conn: Any) -> str:
-            if lock is not None:
-                conn.execute(self._sql(lock), (name,))
-            if key is not None:
-                first = conn.execute(by_key, (name, key, now)).fetchone()
-                if first is not None:
-                    return str(first[0])
-                conn.execute(drop_key, (name, key, now))
-            if conn.execute(has_id, (name, id)).fetchone() is not None:
-                raise StoreError(where, f"agent {name!r} has a request with id {id!r}")
+            first = kept(conn)
+            if first is not None:
+                return first
             queued, queued_bytes = conn.execute(totals, (name,)).fetchone()
             if queued >= max_pending:
                 raise MailboxFull(name, "max_pending", max_pending, queued, queued_bytes)
@@ -212,6 +219,34 @@ class SqlRequests:
             return id
 
         return await self._call(work, atomic=True)
+
+    async def start_request(
+        self: _SqlStore, name: str, *, id: str, prompt: str, key: str | None, origin: str
+    ) -> str | None:
+        size, now, where = len(prompt.encode()), self.clock(), self._where
+        kept = _kept_id(self, name, id, key, now)
+        busy, insert = self._sql(_BUSY), self._sql(_INSERT_STARTED)
+
+        def work(conn: Any) -> str | None:
+            epoch = _owner_epoch(self, where, name, "start_request")
+            first = kept(conn)
+            if first is not None:
+                return first
+            if conn.execute(busy, (name,)).fetchone() is not None:
+                return None
+            conn.execute(insert, (name, id, prompt, size, key, origin, now, epoch))
+            return id
+
+        return await self._call(work, fence=name, atomic=True)
+
+    async def release_request(self: _SqlStore, name: str, id: str) -> bool:
+        sql, where = self._sql(_RELEASE), self._where
+
+        def work(conn: Any) -> bool:
+            epoch = _owner_epoch(self, where, name, "release_request")
+            return bool(conn.execute(sql, (name, id, epoch)).rowcount == 1)
+
+        return await self._call(work, fence=name, atomic=True)
 
     async def queued_requests(self: _SqlStore, name: str) -> Sequence[StoredRequest]:
         sql = self._sql(_QUEUED)
@@ -326,6 +361,31 @@ class SqlRequests:
             return rowcount
 
         return await self._call(work)
+
+
+def _kept_id(
+    store: _SqlStore, name: str, id: str, key: str | None, now: float
+) -> Callable[[Any], str | None]:
+    """What storing a request begins with, in its transaction: the agent's lock (where the
+    engine needs one), then the id of the request kept under ``key`` (None if none: an
+    expired one's key is freed), and `StoreError` for an ``id`` the agent has already."""
+    lock, where = store._LOCK_REQUESTS, store._where
+    by_key, drop_key = store._sql(_BY_KEY), store._sql(_DROP_EXPIRED_KEY)
+    has_id = store._sql(_HAS_ID)
+
+    def work(conn: Any) -> str | None:
+        if lock is not None:
+            conn.execute(store._sql(lock), (name,))
+        if key is not None:
+            first = conn.execute(by_key, (name, key, now)).fetchone()
+            if first is not None:
+                return str(first[0])
+            conn.execute(drop_key, (name, key, now))
+        if conn.execute(has_id, (name, id)).fetchone() is not None:
+            raise StoreError(where, f"agent {name!r} has a request with id {id!r}")
+        return None
+
+    return work
 
 
 def _owner_epoch(store: _SqlStore, where: str, name: str, call: str) -> int:

@@ -1,18 +1,14 @@
 """Conformance checks of durable requests (`RequestStore`): the queue and its bounds and
 keys, the claim fenced by the lease epoch, the settlement (alone and with the turn's
-record), what a new owner does with the requests a dead one was running, and a state
-machine of all of it against a plain model, with crashes (a handle closed without a word)
-and frozen owners that wake up.
+record), the start of a request its owner runs at once, and what a new owner does with
+the requests a dead one was running. The state machine of all of it is in
+`_conformance_request_machine`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
-import attrs
 import trio
 
 from .._errors import LeaseLost, MailboxFull, StoreError
@@ -35,8 +31,6 @@ from ._conformance_kit import (
     _raises,
     _turn,
 )
-
-_T = TypeVar("_T")
 
 # Bounds the checks queue under.
 _BOUNDS = {"max_pending": 3, "max_pending_bytes": 20}
@@ -218,6 +212,69 @@ async def _a_claim_needs_the_lease_and_a_stale_epoch_starts_nothing(
 
 
 @_check(RequestStore, _leases_too)
+async def _a_request_its_owner_runs_at_once_is_stored_started_in_one_write(
+    harness: StoreHarness,
+) -> None:
+    one, requests, leases = await _handle(harness)
+    two, requests_two, leases_two = await _handle(harness)
+    start = functools.partial(requests.start_request, "coder", origin="ask")
+    try:
+        with _raises(StoreError, match="hold the lease of agent 'coder'"):
+            await start(id="r0", prompt="p", key=None)
+        assert await requests.find_request("coder", id="r0") is None
+        lease = await leases.acquire_lease("coder", _A, ttl=harness.ttl)
+        assert await start(id="r1", prompt="first", key="job-1") == "r1"
+        started = await requests.find_request("coder", id="r1")
+        assert started is not None
+        assert (started.state, started.epoch, started.attempts, started.key, started.origin) == (
+            "running",
+            lease.epoch,
+            1,
+            "job-1",
+            "ask",
+        )
+        assert started.prompt == "first" and await _queued(requests, "coder") == []
+        # A key kept already: its request's id, nothing stored; an id the agent has.
+        assert await start(id="r2", prompt="other", key="job-1") == "r1"
+        with _raises(StoreError, match="'r1'"):
+            await start(id="r1", prompt="again", key=None)
+        # Busy (r1 runs): nothing stored; the caller enqueues it behind.
+        assert await start(id="r2", prompt="second", key=None) is None
+        assert await requests.find_request("coder", id="r2") is None
+        await _enqueue(requests, "coder", "r2", "second")
+        assert await requests.settle_request(
+            "coder", "r1", RequestOutcome(outcome="complete"), result_ttl=_TTL
+        )
+        assert await start(id="r3", prompt="third", key=None) is None  # r2 is queued
+        # Released: back in the queue in its place, as never started.
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and claimed.id == "r2"
+        await _enqueue(requests, "coder", "r3", "third")
+        assert await requests.release_request("coder", "r2")
+        assert not await requests.release_request("coder", "r2")  # not running now
+        assert await _queued(requests, "coder") == ["r2", "r3"]
+        again = await requests.find_request("coder", id="r2")
+        assert again is not None and (again.state, again.epoch, again.attempts) == (
+            "queued",
+            None,
+            0,
+        )
+        claimed = await requests.claim_request("coder")
+        assert claimed is not None and (claimed.id, claimed.attempts) == ("r2", 1)
+        # A frozen owner that wakes starts nothing, and releases nothing.
+        await leases_two.acquire_lease("coder", _B, ttl=harness.ttl, replacing=lease.epoch)
+        with _raises(LeaseLost):
+            await start(id="r4", prompt="late", key=None)
+        with _raises(LeaseLost):
+            await requests.release_request("coder", "r2")
+        assert await requests_two.find_request("coder", id="r4") is None
+        [died] = await requests_two.end_orphaned_requests("coder", retry=False, result_ttl=_TTL)
+        assert died.id == "r2" and died.state == "settled"
+    finally:
+        await _closing(one, two)
+
+
+@_check(RequestStore, _leases_too)
 async def _a_request_that_ran_when_its_owner_died_runs_once_more_where_asked(
     harness: StoreHarness,
 ) -> None:
@@ -336,204 +393,3 @@ async def _bad_arguments_are_refused_naming_them(harness: StoreHarness) -> None:
         assert await _queued(requests, "x") == []
     finally:
         await _closing(store)
-
-
-@attrs.define
-class _Model:
-    """What the queue of one agent should hold: ids in acceptance order, and each id's
-    state, prompt size, key and starts."""
-
-    order: list[str] = attrs.field(factory=list)
-    state: dict[str, str] = attrs.field(factory=dict)
-    size: dict[str, int] = attrs.field(factory=dict)
-    keys: dict[str, str] = attrs.field(factory=dict)
-    starts: dict[str, int] = attrs.field(factory=dict)
-    # Running ids, with the epoch that started each.
-    running: dict[str, int] = attrs.field(factory=dict)
-
-    def queued(self) -> list[str]:
-        return [id for id in self.order if self.state[id] == "queued"]
-
-
-@_check(RequestStore, _hypothesis_and_leases)
-async def _each_request_starts_at_most_once_across_crashes_and_frozen_owners(
-    harness: StoreHarness,
-) -> None:
-    """A state machine (hypothesis): callers enqueue (some with keys) and withdraw through
-    a handle of their own; the owner claims and settles; owners crash (their handle closed
-    with nothing released or settled) or freeze (a new owner takes over while the old
-    handle stays open and tries again later); each new owner ends or requeues the requests
-    it finds orphaned. After every step the queue is the model's, in order, and no request
-    has started more often than the model allows: once, twice only when handed back."""
-    from hypothesis import settings
-    from hypothesis import strategies as st
-    from hypothesis.stateful import (
-        RuleBasedStateMachine,
-        invariant,
-        precondition,
-        rule,
-        run_state_machine_as_test,
-    )
-
-    examples = itertools.count()
-
-    def call(work: Callable[[], Awaitable[_T]]) -> _T:
-        async def run() -> _T:
-            return await work()
-
-        return trio.from_thread.run(run)
-
-    class QueueMachine(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.name = f"q{next(examples)}"
-            self.caller, self.requests, _ = call(lambda: _handle(harness))
-            self.owner: tuple[SessionStore, RequestStore, int] | None = None
-            self.frozen: tuple[SessionStore, RequestStore, int] | None = None
-            self.model = _Model()
-            self.ids = itertools.count()
-            self._take_over()
-
-        def _take_over(self) -> None:
-            """A new program owns the agent: it takes the lease (replacing the last
-            holder's) and deals with what the last owner left running."""
-            store, requests, leases = call(lambda: _handle(harness))
-            last = None if self.owner is None else self.owner[2]
-            lease = call(lambda: leases.acquire_lease(self.name, _B, ttl=60.0, replacing=last))
-            self.owner = (store, requests, lease.epoch)
-
-        def _orphans(self, retry: bool) -> None:
-            assert self.owner is not None
-            requests = self.owner[1]
-            found = call(
-                lambda: requests.end_orphaned_requests(self.name, retry=retry, result_ttl=_TTL)
-            )
-            model = self.model
-            expected = [id for id in model.order if id in model.running]
-            assert [request.id for request in found] == expected
-            for request in found:
-                del model.running[request.id]
-                again = retry and model.starts[request.id] < 2
-                model.state[request.id] = "queued" if again else OWNER_DIED
-                assert request.state == ("queued" if again else "settled")
-
-        def teardown(self) -> None:
-            handles = [self.caller]
-            handles += [h[0] for h in (self.owner, self.frozen) if h is not None]
-            for store in handles:
-                call(store.aclose)
-
-        @rule(key=st.sampled_from([None, "k0", "k1"]), size=st.integers(1, 9))
-        def enqueue(self, key: str | None, size: int) -> None:
-            model, id = self.model, f"r{next(self.ids)}"
-            prompt = "p" * size
-            try:
-                got = call(lambda: _enqueue(self.requests, self.name, id, prompt, key))
-            except MailboxFull as full:
-                queued = model.queued()
-                assert key not in model.keys
-                assert full.queued == len(queued)
-                assert full.queued_bytes == sum(model.size[q] for q in queued)
-                assert len(queued) >= 3 or full.queued_bytes + size > 20
-                return
-            if key in model.keys:
-                assert got == model.keys[key]
-                return
-            queued = model.queued()
-            assert len(queued) < 3 and sum(model.size[q] for q in queued) + size <= 20
-            assert got == id
-            model.order.append(id)
-            model.state[id], model.size[id], model.starts[id] = "queued", size, 0
-            if key is not None:
-                model.keys[key] = id
-
-        @precondition(lambda self: bool(self.model.order))
-        @rule(data=st.data())
-        def withdraw(self, data: st.DataObject) -> None:
-            id = data.draw(st.sampled_from(self.model.order))
-            done = call(lambda: self.requests.withdraw_request(self.name, id, result_ttl=_TTL))
-            assert done == (self.model.state[id] == "queued")
-            if done:
-                self.model.state[id] = WITHDRAWN
-
-        @rule()
-        def claim(self) -> None:
-            assert self.owner is not None
-            _, requests, epoch = self.owner
-            claimed = call(lambda: requests.claim_request(self.name))
-            queued = self.model.queued()
-            if not queued:
-                assert claimed is None
-                return
-            assert claimed is not None and claimed.id == queued[0]
-            self.model.starts[claimed.id] += 1
-            assert claimed.attempts == self.model.starts[claimed.id]
-            self.model.state[claimed.id] = "running"
-            self.model.running[claimed.id] = epoch
-
-        @rule()
-        def settle(self) -> None:
-            assert self.owner is not None
-            _, requests, epoch = self.owner
-            mine = [id for id, by in self.model.running.items() if by == epoch]
-            if not mine:
-                return
-            id, complete = mine[0], RequestOutcome(outcome="complete")
-            settle = functools.partial(requests.settle_request, self.name, id, complete)
-            assert call(functools.partial(settle, result_ttl=_TTL))
-            del self.model.running[id]
-            self.model.state[id] = "complete"
-
-        @rule(retry=st.booleans(), freeze=st.booleans())
-        def owner_dies(self, retry: bool, freeze: bool) -> None:
-            """The owner crashes (its handle closed) or freezes (kept, to wake later)."""
-            assert self.owner is not None
-            old = self.owner
-            if freeze:
-                if self.frozen is not None:
-                    call(self.frozen[0].aclose)
-                self.frozen = old
-            else:
-                call(old[0].aclose)
-            self._take_over()
-            self._orphans(retry)
-
-        @precondition(lambda self: self.frozen is not None)
-        @rule()
-        def frozen_owner_wakes(self) -> None:
-            assert self.frozen is not None
-            requests = self.frozen[1]
-            try:
-                call(lambda: requests.claim_request(self.name))
-            except LeaseLost:
-                pass
-            else:
-                raise AssertionError("a stale epoch claimed")
-            try:
-                call(
-                    lambda: requests.settle_request(
-                        self.name, "r0", RequestOutcome(outcome="complete"), result_ttl=_TTL
-                    )
-                )
-            except LeaseLost:
-                pass
-            else:
-                raise AssertionError("a stale epoch settled")
-
-        @invariant()
-        def the_queue_is_the_models(self) -> None:
-            assert call(lambda: _queued(self.requests, self.name)) == self.model.queued()
-            find = functools.partial(self.requests.find_request, self.name)
-            for id, state in self.model.state.items():
-                stored = call(functools.partial(find, id=id))
-                assert stored is not None and stored.attempts == self.model.starts[id]
-                if state in ("queued", "running"):
-                    assert (stored.state, stored.outcome) == (state, None)
-                    assert stored.prompt is not None and len(stored.prompt) == self.model.size[id]
-                else:
-                    assert stored.state == "settled" and stored.outcome is not None
-                    assert stored.prompt is None
-                    assert stored.outcome.outcome == state
-
-    chosen = settings(max_examples=40, stateful_step_count=25, deadline=None)
-    await trio.to_thread.run_sync(lambda: run_state_machine_as_test(QueueMachine, settings=chosen))

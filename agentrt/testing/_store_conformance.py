@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     _conformance_core,
     _conformance_leases,
     _conformance_records,
+    _conformance_request_machine,
     _conformance_requests,
 )
 from ._conformance_kit import _CHECKS, StoreCheck, StoreHarness
