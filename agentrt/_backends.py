@@ -35,6 +35,7 @@ SHIPPED = {
     "codex": "agentrt.backends.codex:CodexBackend",
     "gemini": "agentrt.backends.gemini:GeminiBackend",
     "qwen": "agentrt.backends.qwen:QwenBackend",
+    "acp": "agentrt.backends.acp:AcpBackend",
 }
 
 _loaded: dict[str, Backend] = {}

@@ -7,7 +7,8 @@
 - `OneShot`: one CLI process per turn, read to its end;
 - `Live`: a live CLI process, with stdin kept open for the turn's prompt and for answers to
   the CLI's questions (approvals, hooks): one per turn (``keep_alive`` None), or kept warm
-  between turns for ``keep_alive`` seconds.
+  between turns for ``keep_alive`` seconds. Also every turn of a backend whose CLI takes
+  prompts over its live channel only (``Capabilities.per_turn`` False: an ACP agent).
 
 A combination the backend cannot honour is refused with `InvalidOptions`, naming the
 option and why, before anything runs: ``handle_hook`` on a CLI without hooks, ``approve_tool``
@@ -252,7 +253,7 @@ def choose_mode(
             else "a steer joins the turn on a warm CLI: start the agent with keep_alive=SECONDS"
         )
         raise InvalidOptions("when_busy", "steer", why)
-    if keep_alive is None and not (approvals or hooks):
+    if keep_alive is None and not (approvals or hooks) and caps.per_turn:
         return _ONE_SHOT_PROBED if caps.version_probe else ONE_SHOT
     hook_kinds = hook_kinds if hooks else frozenset()
     return _live(keep_alive, approvals, hook_kinds, caps.calls, caps.version_probe)

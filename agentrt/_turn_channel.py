@@ -48,6 +48,9 @@ class ChannelReading(Stopping):
             async with channel:
                 self.command, self.translator = channel.command, channel.translator
                 if self.translator is not None:  # else stopped while it opened
+                    preamble = getattr(self.translator, "preamble", None)
+                    if preamble is not None:
+                        await self._handle((), preamble())
                     await self._read(channel)
                 return await channel.finish(self._ended_cleanly(), self.session_id)
         except* ProcessFailure as group:

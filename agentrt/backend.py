@@ -201,6 +201,12 @@ class Translator(Protocol):
         """The terminal event, if the stream ended without one: classify the exit."""
         ...
 
+    # Optionally also ``preamble() -> Sequence[Event]``: the events a turn has before its
+    # first frame, which the turn records (a session id checkpointed) as soon as its channel
+    # is open. For a live protocol that learnt the session id from its handshake (an ACP
+    # agent's answer to ``session/new``): a turn whose model never answers prints nothing,
+    # and its conversation must still survive it.
+
 
 @attrs.frozen
 class Capabilities:
@@ -217,6 +223,11 @@ class Capabilities:
     ``not_live`` says why these options have no live process, naming the option
     (``"approval='approve-for-me' runs on codex exec only"``), for the refusal.
 
+    ``per_turn``: a turn can run as one process read to its end (`Backend.command`). False
+    for a CLI that takes prompts over its live channel only (an ACP agent, whose session id
+    comes in answer to a request): every turn then runs on a live process, one per turn
+    unless ``keep_alive`` keeps it; needs ``live``.
+
     ``version_probe``: the CLI does not report its own version in a turn's frames (an
     `InitEvent`'s ``cli_version``), so the runtime runs `Backend.version_command` before
     the agent's first turn, once per executable file (asked again when the file changes),
@@ -229,10 +240,13 @@ class Capabilities:
     calls: frozenset[ChannelCall] = frozenset()
     not_live: str | None = None
     version_probe: bool = False
+    per_turn: bool = True
 
     def __attrs_post_init__(self) -> None:
         if (self.approvals or self.hooks or self.calls) and not self.live:
             raise ValueError("approvals, hooks and calls need the live channel: declare live=True")
+        if not self.per_turn and not self.live:
+            raise ValueError("a backend without per-turn processes needs live=True")
         if self.in_process and self.live:
             raise ValueError("an in-process backend runs no live process")
 

@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import inspect
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -74,6 +75,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     'credential="team-max"': ("test_fleet.py", "test_the_guides_fleet_starts_on_one_credential"),
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
     'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),
+    'backend="acp"': ("test_docs.py", "test_the_acp_pages_block_starts_an_acp_agent"),
     "asyncio.run(main())": ("test_readme.py", "test_the_asyncio_quickstart_runs_as_printed"),
     "agentrt.sync.open_runtime(store": ("test_readme.py", "test_the_sync_example_runs_as_printed"),
     "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
@@ -292,6 +294,19 @@ async def test_the_qwen_pages_block_starts_a_qwen_agent(tmp_path: Path) -> None:
         await run_block('backend="qwen"', {"rt": rt, "Agent": agentrt.Agent})
         status = await rt.status("coder")
     assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
+
+
+async def test_the_acp_pages_block_starts_an_acp_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its agent, qwen, on PATH (the block runs no turn).
+    agentrt.testing.fake_cli_executable(str(tmp_path), name="qwen")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await run_block('backend="acp"', {"rt": rt, "agentrt": agentrt})
+        status = await rt.status("coder")
+    # Every ACP turn runs on a live process (one per turn without keep_alive).
+    assert (status.name, status.mode, status.turns) == ("coder", "live", 0)
 
 
 @pytest.mark.usefixtures("installed_clis")

@@ -25,7 +25,7 @@ from .._backends import backend_info, backend_names, resolve_backend
 from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
-from .._errors import AgentRTError, StoreError, TurnFailed
+from .._errors import AgentRTError, InvalidOptions, StoreError, TurnFailed
 from .._mode import capabilities
 from .._pinned import PinnedClaude, pinned_claude
 from .._runtime import open_runtime
@@ -165,14 +165,21 @@ async def backend_checks(name: str, *, explicit: bool, environ: Mapping[str, str
     """Binary, version and credentials of one backend."""
     try:
         backend = resolve_backend(name)
-        options = backend.parse_options({})
     except AgentRTError as exc:
         return [Check(name, "backend", "fail", str(exc), "reinstall agentrt (pip install -e .)")]
+    try:
+        options = backend.parse_options({})
+    except InvalidOptions as exc:
+        # A backend with no default for an option every agent gives (acp: the agent's
+        # command) has nothing to check until that option is set.
+        status: Status = "fail" if explicit else "skip"
+        fix = backend_info(backend).install or f"give {name} agents the option {exc.key!r}"
+        return [Check(name, "backend", status, str(exc), fix)]
     binary = str(backend.version_command(options).argv[0])
     path = _find_binary(binary)
     if path is None:
         # Without --backend, a CLI that is not installed is not a problem by itself.
-        status: Status = "fail" if explicit else "skip"
+        status = "fail" if explicit else "skip"
         detail, fix = f"{binary!r} not found on PATH", _install_fix(name, backend, environ)
         pinned = _pinned(name, environ)
         if pinned is not None:

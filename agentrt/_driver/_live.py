@@ -541,7 +541,7 @@ class WarmCli:
                             reply = protocol.control(frame)
                         except ProtocolError as exc:
                             raise ProcessFailure(
-                                StopReason.MALFORMED_OUTPUT, f"the CLI refused its handshake: {exc}"
+                                exc.reason, f"the CLI refused its handshake: {exc}"
                             ) from exc
                         if isinstance(reply, ControlAnswer):
                             continue  # no request of the runtime's is out yet

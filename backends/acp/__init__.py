@@ -1,0 +1,8 @@
+"""The acp backend: any agent that speaks the Agent Client Protocol (JSON-RPC over its stdin
+and stdout), its command an option; the wire format is the ``agent-client-protocol``
+package's."""
+
+from ._backend import AcpBackend as AcpBackend
+from ._live import AcpLive as AcpLive
+from ._options import AcpOptions as AcpOptions
+from ._translate import AcpTranslator as AcpTranslator
