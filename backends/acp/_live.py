@@ -49,6 +49,7 @@ from acp.schema import (
 
 from agentrt.backend import (
     Allow,
+    Answers,
     Command,
     Deny,
     FrameRole,
@@ -234,8 +235,9 @@ class AcpLive:
         asked = w.parsed(RequestPermissionRequest, frame.get("params"), "permission request")
         options = asked.options
 
-        def answer(decision: Allow | Deny) -> bytes:
-            # ACP cannot run a tool with another input than the one it asked about.
+        def answer(decision: Allow | Deny | Answers) -> bytes:
+            # ACP cannot run a tool with another input than the one it asked about, and
+            # asks no typed question (`Answers` to it is a refusal).
             allowed = isinstance(decision, Allow) and decision.updated_input is None
             chosen = _option(options, "allow_once" if allowed else "reject_once")
             outcome: AllowedOutcome | DeniedOutcome
