@@ -180,7 +180,7 @@ class PiTranslator:
         if self._failure is not None or self._calls == 0:
             return []
         self._terminal_seen = True
-        usage = self._turn_usage()
+        usage = self._usage
         result = ResultEvent(
             text=self._text,
             session_id=self._session_id,
