@@ -138,7 +138,8 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
 
 
 # The per-turn rows of the npm CLIs beside claude's (on its fake API), each where its
-# pinned binary is installed; left out of the interleaved run (seconds a turn, as qwen's).
+# pinned binary is installed; left out of the interleaved run and of a quick run (seconds,
+# for opencode tens of seconds, a turn).
 _NPM_ROWS = {"agentrt-opencode": OPENCODE_BINARY, "agentrt-pi": PI_BINARY}
 
 
@@ -186,7 +187,9 @@ def _plan(
                     n
                     for n in CONVERSATION_CONTENDERS
                     if (QWEN_BINARY.exists() or n not in QWEN_CONTENDERS)
-                    and (n not in _NPM_ROWS or _NPM_ROWS[n].exists())
+                    and (
+                        n not in _NPM_ROWS or (_NPM_ROWS[n].exists() and params["mode"] != "quick")
+                    )
                 ]
                 for name in names:
                     if CONVERSATION_CONTENDERS[name].cli == "claude":
