@@ -15,6 +15,7 @@ from agentrt.backend import (
     ErrorEvent,
     Event,
     ExitStatus,
+    ProtocolError,
     ResultEvent,
     SessionEvent,
     TextEvent,
@@ -186,3 +187,37 @@ def test_a_killed_pi_and_a_lost_session() -> None:
 def test_the_pinned_version_is_the_one_the_backend_was_written_for() -> None:
     pinned = (ROOT / "tests" / "realcli" / "PI_VERSION").read_text().strip()
     assert pinned == BACKEND.written_for_version == BACKEND.info().written_for
+
+
+def test_a_live_process_opens_names_its_session_and_is_interrupted_in_band() -> None:
+    live = BACKEND.live(options(model="m"), session_id=SESSION)
+    assert live.command.argv == ("pi", "--mode", "rpc", "--session", SESSION, "--model", "m")
+    opening = [json.loads(line) for line in live.opening().splitlines()]
+    assert [(o["type"], o.get("enabled")) for o in opening] == [
+        ("set_auto_retry", False),
+        ("get_state", None),
+    ]
+    assert not live.ready and live.interrupt() == b""
+    state = {"type": "response", "command": "get_state", "success": True}
+    assert live.classify(state) == "control"
+    live.control({**state, "data": {"sessionId": SESSION}})
+    assert live.ready
+    assert json.loads(live.prompt("hi")) == {"id": "agentrt-3", "type": "prompt", "message": "hi"}
+    assert json.loads(live.interrupt())["type"] == "abort"
+    assert live.classify({"type": "agent_end"}) == "end"
+    assert live.classify({"type": "message_update"}) == "event"
+    # A turn on the live process names its session first, and an aborted run is the
+    # interrupt's end.
+    translator = live.translator()
+    events = [e for f in [{"type": "agent_start"}] for e in translator.feed(f)]
+    assert isinstance(events[0], SessionEvent) and events[0].session_id == SESSION
+    translator.feed({"type": "message_end", "message": assistant(stop="aborted")})
+    (end,) = translator.feed({"type": "agent_end", "messages": []})
+    assert isinstance(end, ErrorEvent) and end.reason is StopReason.INTERRUPTED
+
+
+def test_a_refused_command_breaks_the_live_protocol_but_a_late_abort_does_not() -> None:
+    live = BACKEND.live(options(), session_id=None)
+    assert live.control({"type": "response", "command": "abort", "success": False}) == b""
+    with pytest.raises(ProtocolError):
+        live.control({"type": "response", "command": "prompt", "success": False, "error": "x"})

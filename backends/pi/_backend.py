@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrt.backend import BackendInfo, Capabilities, Command, SessionTotals
+from agentrt.backend import BackendInfo, Capabilities, Command, HookKind, SessionTotals
 
 from ._command import build_command, build_version_command
 from ._info import info
+from ._live import PiLive
 from ._options import PiOptions, parse_options
 from ._translate import PiTranslator
 
@@ -17,17 +18,15 @@ from ._translate import PiTranslator
 # two equal.
 WRITTEN_FOR_VERSION = "0.73.1"
 
-# Why keep_alive and approve_tool are refused (start_agent says so, InvalidOptions).
-NOT_LIVE = (
-    "this backend runs one `pi --mode json` process per turn; pi's long-lived mode "
-    "(--mode rpc) is not driven yet, and pi asks no approval before a tool runs "
-    "(docs/pi.md)"
-)
+# Live (keep_alive: one `pi --mode rpc` process), without approvals (pi asks none before
+# a tool runs) or hooks; the stream does not report pi's version, so it is asked.
+_LIVE = Capabilities(live=True, version_probe=True)
 
 
 class PiBackend:
     """Drives ``pi --mode json -p`` (``--session <id>`` for later turns), the prompt on
-    stdin; registered as ``backend="pi"``.
+    stdin, or one live ``pi --mode rpc`` process per conversation (``keep_alive``);
+    registered as ``backend="pi"``.
 
     pi has no approvals: every tool it offers runs when the model calls it (its default
     tools read, bash, edit and write). The ``tools`` option narrows what it offers."""
@@ -58,10 +57,21 @@ class PiBackend:
         return info(WRITTEN_FOR_VERSION)
 
     def capabilities(self, options: PiOptions) -> Capabilities:
-        """One process per turn for any options: ``keep_alive`` and ``approve_tool`` are
-        refused at ``start_agent``, naming why (`NOT_LIVE`). The stream does not report
-        pi's version, so the runtime asks ``pi --version``."""
-        return Capabilities(not_live=NOT_LIVE, version_probe=True)
+        """Live with any options (``--mode rpc``); no approvals, no hooks. The stream does
+        not report pi's version, so the runtime asks ``pi --version``."""
+        return _LIVE
+
+    def live(
+        self,
+        options: PiOptions,
+        *,
+        session_id: str | None,
+        approvals: bool = False,
+        hooks: frozenset[HookKind] = frozenset(),
+    ) -> PiLive:
+        """A live ``pi --mode rpc`` process (warm sessions). ``approvals`` and ``hooks``
+        are never asked for (`capabilities` declares neither)."""
+        return PiLive(options, session_id=session_id)
 
     def version_command(self, options: PiOptions) -> Command:
         """``pi --version`` (for doctor and the flag canary)."""

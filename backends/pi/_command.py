@@ -14,6 +14,7 @@ from agentrt.backend import Command, ConfigFile, InvalidOptions, SecretFile, chi
 from ._options import PiOptions, session_id_error
 
 _PREFIX = ("--mode", "json", "-p")
+_LIVE_PREFIX = ("--mode", "rpc")
 
 # Set for every child: no network at start-up (pi checks for updates and fetches package
 # lists) and no install telemetry. An agent's CLI talks to its model API and nothing else.
@@ -25,8 +26,19 @@ def build_command(options: PiOptions, prompt: str, *, session_id: str | None) ->
 
     Raises `agentrt.InvalidOptions` for a session id that is not a whole UUID (pi takes a
     prefix of any session's id, so a short one could name another)."""
-    o = options
-    argv: list[str | SecretFile] = [o.binary, *_PREFIX]
+    return _command(options, session_id, _PREFIX, prompt.encode())
+
+
+def build_live_command(options: PiOptions, *, session_id: str | None) -> Command:
+    """The command of a live process: as `build_command`'s, in ``--mode rpc`` (commands on
+    stdin, which stays open)."""
+    return _command(options, session_id, _LIVE_PREFIX, b"")
+
+
+def _command(
+    o: PiOptions, session_id: str | None, prefix: tuple[str, ...], stdin: bytes
+) -> Command:
+    argv: list[str | SecretFile] = [o.binary, *prefix]
     if session_id is not None:
         if why := session_id_error(session_id):
             raise InvalidOptions("session_id", session_id, why)
@@ -44,12 +56,13 @@ def build_command(options: PiOptions, prompt: str, *, session_id: str | None) ->
         argv += ["--tools", ",".join(o.tools)]
     argv += o.extra_args
     # No interrupt signal: pi's print mode has no clean stop on SIGINT; the kill ladder
-    # ends the turn, and the session file keeps every message that ended before it.
+    # ends the turn, and the session file keeps every message that ended before it (a live
+    # process is interrupted in band, see _live).
     return Command(
         argv=tuple(argv),
         env=pi_env(o),
         cwd=o.cwd,
-        stdin=prompt.encode(),
+        stdin=stdin,
         config_files=models_files(o),
     )
 

@@ -33,12 +33,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrt.backend import (
+    ErrorEvent,
     Event,
     ExitStatus,
     InitEvent,
     RawEvent,
     ResultEvent,
     SessionEvent,
+    StopReason,
     TextEvent,
     ToolResultEvent,
     ToolUseEvent,
@@ -58,15 +60,20 @@ _FAILED = frozenset({"error", "aborted"})
 class PiTranslator:
     """Translates one turn's frames (see the module's table). Pure; one per turn."""
 
-    def __init__(self, *, model: str | None = None) -> None:
+    def __init__(self, *, model: str | None = None, session_id: str | None = None) -> None:
         self._model = model
-        self._session_id: str | None = None
+        # A live process's session, named before its turns (the first frame announces it).
+        self._announce = session_id
+        # Live, pi does not retry (the opening turned it off): a failed run is the end.
+        self._live = session_id is not None
+        self._session_id: str | None = session_id
         self._usage = Usage()
         self._cost = 0.0
         self._calls = 0
         self._text = ""  # the last assistant message's text
         self._streamed = False  # text deltas of the open message were sent
         self._failure: str | None = None  # the last failed run's message
+        self._aborted = False  # the last run was aborted (a live process's interrupt)
         self._terminal_seen = False
 
     # A few frames a turn, each decoded generically (see Translator.decode).
@@ -79,6 +86,13 @@ class PiTranslator:
 
     def feed(self, frame: Any) -> Sequence[Event]:
         """Events for one decoded stdout frame. Never raises on any JSON value."""
+        announced: list[Event] = []
+        if self._announce is not None:
+            announced = [SessionEvent(session_id=self._announce, model=self._model)]
+            self._announce = None
+        return [*announced, *self._feed(frame)]
+
+    def _feed(self, frame: Any) -> Sequence[Event]:
         if not isinstance(frame, Mapping):
             return [RawEvent(data=frame, note="not a JSON object")]
         kind = frame.get("type")
@@ -146,6 +160,7 @@ class PiTranslator:
         model = message.get("model")
         if isinstance(model, str) and model:
             self._model = model
+        self._aborted = message.get("stopReason") == "aborted"
         if message.get("stopReason") in _FAILED:
             self._failure = str(message.get("errorMessage") or "the model call failed")
         else:
@@ -177,6 +192,19 @@ class PiTranslator:
         )
 
     def _agent_end(self) -> list[Event]:
+        if self._live and (self._failure is not None or self._aborted):
+            self._terminal_seen = True
+            if self._aborted:
+                return [
+                    ErrorEvent(
+                        reason=StopReason.INTERRUPTED,
+                        message="pi aborted the turn",
+                        session_id=self._session_id,
+                        usage=self._turn_usage(),
+                    )
+                ]
+            assert self._failure is not None
+            return [error_event(self._failure, self._session_id, self._turn_usage())]
         if self._failure is not None or self._calls == 0:
             return []
         self._terminal_seen = True

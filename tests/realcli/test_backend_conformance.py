@@ -397,14 +397,19 @@ def test_the_real_cli_passes_the_check(
     assert not left, f"processes left behind (now killed): {left}"
 
 
-# gemini, opencode and pi run one process per turn here (no live channel): the checks of
-# a warm CLI and of approvals skip for them, saying why; every other check runs on every
+# gemini and opencode run one process per turn here (no live channel): the checks of a
+# warm CLI and of approvals skip for them, saying why; every other check runs on every
 # installed backend.
 _PER_TURN = {
     "a_warm_cli_runs_two_turns_in_one_process": "no live process",
     "a_denied_tool_does_not_run": "no live process",
 }
-EXPECTED_SKIPS = {"gemini": _PER_TURN, "opencode": _PER_TURN, "pi": _PER_TURN}
+EXPECTED_SKIPS = {
+    "gemini": _PER_TURN,
+    "opencode": _PER_TURN,
+    # pi runs warm (--mode rpc) but asks no approval before a tool runs.
+    "pi": {"a_denied_tool_does_not_run": "no approvals"},
+}
 
 
 def test_every_harness_runs_every_check_its_cli_can() -> None:

@@ -1,6 +1,7 @@
 """The pinned real pi, one process per turn, through the public API against the fake
 Anthropic API: turns resumed with ``--session``, a conversation that survives a supervisor
-restart, a tool's call and result, failures classified, the CLI's version on every turn."""
+restart, a tool's call and result, failures classified, the CLI's version on every turn;
+and warm, one ``pi --mode rpc`` process: an interrupt in band, a restart."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import trio
 
 from agentrt import (
     Agent,
-    InvalidOptions,
+    Failed,
     MemoryStore,
     SQLiteStore,
     StopReason,
@@ -18,6 +19,7 @@ from agentrt import (
 )
 from agentrt.testing import (
     AnthropicError,
+    AnthropicHang,
     AnthropicReply,
     AnthropicText,
     AnthropicToolUse,
@@ -102,10 +104,50 @@ async def test_a_rejected_key_is_classified(pi: Pi) -> None:
     assert len(pi.api.message_requests) == 1
 
 
-async def test_keep_alive_is_refused_naming_why(pi: Pi) -> None:
+async def test_a_warm_pi_is_interrupted_in_band_and_goes_on(pi: Pi) -> None:
+    def script(request: RecordedRequest) -> AnthropicReply:
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
+
+    pi.api.set_script(script)
     async with open_runtime(store=MemoryStore()) as rt:
-        with pytest.raises(InvalidOptions) as refused:
+        options = pi.agent_options(keep_alive=60.0)
+        await rt.start_agent(Agent, name="coder", backend="pi", **options)
+        with trio.fail_after(BOUND):
+            first = await rt.ask("coder", "first question")
+            pid = (await rt.status("coder")).cli_pid
+            ref = await rt.tell("coder", "now hang")
+            await pi.api.wait_requests(2)
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            after = await rt.ask("coder", "after the interrupt")
+            assert (await rt.status("coder")).cli_pid == pid
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
+    assert pi.api.message_requests[-1].texts("user")[0] == "first question"
+
+
+async def test_a_warm_conversation_survives_a_supervisor_restart(
+    pi: Pi, tmp_path: trio.Path
+) -> None:
+    pi.api.set_script(echo)
+    store_path = str(tmp_path / "sessions.db")
+    prompts = [f"turn {n}" for n in range(1, 6)]
+    with trio.fail_after(BOUND * 3):
+        async with open_runtime(store=SQLiteStore(store_path)) as rt:
             await rt.start_agent(
-                Agent, name="coder", backend="pi", keep_alive=60.0, **pi.agent_options()
+                Agent, name="coder", backend="pi", **pi.agent_options(keep_alive=60.0)
             )
-    assert "pi --mode json" in str(refused.value)
+            early = [await rt.ask("coder", p) for p in prompts[:3]]
+        # A new runtime, a new `pi --mode rpc` on the stored session.
+        async with open_runtime(store=SQLiteStore(store_path)) as rt:
+            await rt.start_agent(
+                Agent, name="coder", backend="pi", **pi.agent_options(keep_alive=60.0)
+            )
+            late = [await rt.ask("coder", p) for p in prompts[3:]]
+    sessions = {r.session_id for r in early + late}
+    assert len(sessions) == 1 and None not in sessions
+    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    assert pi.api.message_requests[-1].texts("user") == prompts
