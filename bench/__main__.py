@@ -140,7 +140,11 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
 # The per-turn rows of the npm CLIs beside claude's (on its fake API), each where its
 # pinned binary is installed; left out of the interleaved run and of a quick run (seconds,
 # for opencode tens of seconds, a turn).
-_NPM_ROWS = {"agentrt-opencode": OPENCODE_BINARY, "agentrt-pi": PI_BINARY}
+_NPM_ROWS = {
+    "agentrt-opencode": OPENCODE_BINARY,
+    "agentrt-pi": PI_BINARY,
+    "agentrt-pi-warm": PI_BINARY,
+}
 
 
 def _plan(

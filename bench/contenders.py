@@ -884,8 +884,8 @@ async def _agentrt_qwen_warm(claude: Claude, body: ConversationBody) -> None:
 
 # opencode and pi beside claude, on the same fake API (each names it as a custom provider
 # of its own: Anthropic's API at the fake's base URL, the key by its variable), one
-# process per turn (neither backend has a warm mode yet): the pinned binaries where `make
-# opencode-cli` and `make pi-cli` put them.
+# process per turn, and pi warm too (opencode's warm mode is not driven yet): the pinned
+# binaries where `make opencode-cli` and `make pi-cli` put them.
 def _pinned_npm(cli: str) -> Path:
     version = (_ROOT / "tests" / "realcli" / f"{cli.upper()}_VERSION").read_text().strip()
     return _ROOT / ".cache" / "npm" / f"{cli}-{version}" / "node_modules" / ".bin" / cli
@@ -916,22 +916,33 @@ async def _agentrt_opencode_per_turn(claude: Claude, body: ConversationBody) -> 
     await _agentrt_conversation(offline, body, None, backend="opencode", **options)
 
 
-@conversation_contender("agentrt-pi", "agentrt ask(), pi backend, per turn (--session)")
-async def _agentrt_pi_per_turn(claude: Claude, body: ConversationBody) -> None:
+def _pi_options(claude: Claude) -> dict[str, Any]:
     provider = {
         "baseUrl": claude.env["ANTHROPIC_BASE_URL"],
         "api": "anthropic-messages",
         "apiKey": "ANTHROPIC_API_KEY",
         "models": [{"id": "claude-fake"}],
     }
-    options = {
+    return {
+        "backend": "pi",
         "binary": str(PI_BINARY),
         "pi_home": os.path.join(claude.env["HOME"], ".pi", "agent"),
         "models": {"providers": {"fake": provider}},
         "provider": "fake",
         "model": "claude-fake",
     }
-    await _agentrt_conversation(claude, body, None, backend="pi", **options)
+
+
+@conversation_contender("agentrt-pi", "agentrt ask(), pi backend, per turn (--session)")
+async def _agentrt_pi_per_turn(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, None, **_pi_options(claude))
+
+
+@conversation_contender(
+    "agentrt-pi-warm", f"agentrt ask(), pi backend, warm (keep_alive={KEEP_ALIVE:g})"
+)
+async def _agentrt_pi_warm(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE, **_pi_options(claude))
 
 
 @conversation_contender("sdk-client", "claude_agent_sdk.ClaudeSDKClient on asyncio", loop="asyncio")
