@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 
 # The real coding CLIs for the realcli test tier: one pinned version each, read from
 # tests/realcli/*_VERSION (AGENTRT_CLAUDE_VERSION / AGENTRT_CODEX_VERSION /
-# AGENTRT_GEMINI_VERSION / AGENTRT_QWEN_VERSION override them),
+# AGENTRT_GEMINI_VERSION / AGENTRT_QWEN_VERSION / AGENTRT_OPENCODE_VERSION /
+# AGENTRT_PI_VERSION override them),
 # installed from the npm registry into project-local folders that are not committed.
 CLAUDE_VERSION := $(or $(AGENTRT_CLAUDE_VERSION),$(shell cat tests/realcli/CLAUDE_VERSION))
 CLAUDE_DIR := .cache/claude-$(CLAUDE_VERSION)
@@ -20,9 +21,15 @@ GEMINI_DIR := .cache/npm/gemini-$(AGENTRT_GEMINI_VERSION)
 AGENTRT_QWEN_VERSION ?= $(shell cat tests/realcli/QWEN_VERSION)
 export AGENTRT_QWEN_VERSION
 QWEN_DIR := .cache/npm/qwen-$(AGENTRT_QWEN_VERSION)
+AGENTRT_OPENCODE_VERSION ?= $(shell cat tests/realcli/OPENCODE_VERSION)
+export AGENTRT_OPENCODE_VERSION
+OPENCODE_DIR := .cache/npm/opencode-$(AGENTRT_OPENCODE_VERSION)
+AGENTRT_PI_VERSION ?= $(shell cat tests/realcli/PI_VERSION)
+export AGENTRT_PI_VERSION
+PI_DIR := .cache/npm/pi-$(AGENTRT_PI_VERSION)
 
 .PHONY: demo test docs lint typecheck pytest clean clis claude-cli codex-cli gemini-cli \
-	qwen-cli postgres-server browser
+	qwen-cli opencode-cli pi-cli postgres-server browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,7 +85,7 @@ browser:
 		|| echo "could not install chromium: the console's browser tier will be skipped"; \
 	else echo "no chromium and chromedriver: the console's browser tier will be skipped"; fi
 
-clis: claude-cli codex-cli gemini-cli qwen-cli
+clis: claude-cli codex-cli gemini-cli qwen-cli opencode-cli pi-cli
 
 claude-cli:
 	tools/install-npm-cli @anthropic-ai/claude-code $(CLAUDE_VERSION) $(CLAUDE_DIR) claude
@@ -91,6 +98,12 @@ gemini-cli:
 
 qwen-cli:
 	tools/install-npm-cli @qwen-code/qwen-code $(AGENTRT_QWEN_VERSION) $(QWEN_DIR) qwen
+
+opencode-cli:
+	tools/install-npm-cli opencode-ai $(AGENTRT_OPENCODE_VERSION) $(OPENCODE_DIR) opencode
+
+pi-cli:
+	tools/install-npm-cli @mariozechner/pi-coding-agent $(AGENTRT_PI_VERSION) $(PI_DIR) pi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache docs/_build

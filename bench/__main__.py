@@ -20,6 +20,8 @@ from . import asyncio_bridge, many_agents, report
 from .contenders import (
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
+    OPENCODE_BINARY,
+    PI_BINARY,
     QWEN_BINARY,
     QWEN_CONTENDERS,
     SCALE_CONTENDERS,
@@ -135,6 +137,16 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
     return f"{result['wall']:.3f} s"
 
 
+# The per-turn rows of the npm CLIs beside claude's (on its fake API), each where its
+# pinned binary is installed; left out of the interleaved run and of a quick run (seconds,
+# for opencode tens of seconds, a turn).
+_NPM_ROWS = {
+    "agentrt-opencode": OPENCODE_BINARY,
+    "agentrt-pi": PI_BINARY,
+    "agentrt-pi-warm": PI_BINARY,
+}
+
+
 def _plan(
     params: dict[str, Any], fixtures: dict[str, Fixture], only: set[str]
 ) -> list[dict[str, Any]]:
@@ -145,6 +157,9 @@ def _plan(
         only = only - {"warm"}
     if "warm" in only and not gemini.exists():
         print(f"bench: no gemini row: no gemini at {gemini} (make gemini-cli)", file=sys.stderr)
+    for name, binary in _NPM_ROWS.items():
+        if "warm" in only and not binary.exists():
+            print(f"bench: no {name} row: nothing at {binary}", file=sys.stderr)
     if "warm" in only and not QWEN_BINARY.exists():
         print(
             f"bench: qwen rows skipped: no qwen at {QWEN_BINARY} (make qwen-cli)", file=sys.stderr
@@ -175,7 +190,10 @@ def _plan(
                 names = [
                     n
                     for n in CONVERSATION_CONTENDERS
-                    if QWEN_BINARY.exists() or n not in QWEN_CONTENDERS
+                    if (QWEN_BINARY.exists() or n not in QWEN_CONTENDERS)
+                    and (
+                        n not in _NPM_ROWS or (_NPM_ROWS[n].exists() and params["mode"] != "quick")
+                    )
                 ]
                 for name in names:
                     if CONVERSATION_CONTENDERS[name].cli == "claude":
@@ -200,6 +218,7 @@ def _plan(
                             for n in names
                             if CONVERSATION_CONTENDERS[n].cli == "claude"
                             and not (params["mode"] == "quick" and n in QWEN_CONTENDERS)
+                            and n not in _NPM_ROWS
                         ],
                         **conversation,
                     }

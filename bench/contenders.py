@@ -882,6 +882,69 @@ async def _agentrt_qwen_warm(claude: Claude, body: ConversationBody) -> None:
     await _agentrt_conversation(claude, body, KEEP_ALIVE, binary=str(QWEN_BINARY), **_QWEN_OPTIONS)
 
 
+# opencode and pi beside claude, on the same fake API (each names it as a custom provider
+# of its own: Anthropic's API at the fake's base URL, the key by its variable), one
+# process per turn, and pi warm too (opencode's warm mode is not driven yet): the pinned
+# binaries where `make opencode-cli` and `make pi-cli` put them.
+def _pinned_npm(cli: str) -> Path:
+    version = (_ROOT / "tests" / "realcli" / f"{cli.upper()}_VERSION").read_text().strip()
+    return _ROOT / ".cache" / "npm" / f"{cli}-{version}" / "node_modules" / ".bin" / cli
+
+
+OPENCODE_BINARY, PI_BINARY = _pinned_npm("opencode"), _pinned_npm("pi")
+# The start-up fetches opencode would make (models catalogue, LSP servers, plugins): off.
+_OPENCODE_OFFLINE = {
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+}
+
+
+@conversation_contender("agentrt-opencode", "agentrt ask(), opencode backend, per turn (--session)")
+async def _agentrt_opencode_per_turn(claude: Claude, body: ConversationBody) -> None:
+    provider = {
+        "npm": "@ai-sdk/anthropic",
+        "options": {
+            "baseURL": f"{claude.env['ANTHROPIC_BASE_URL']}/v1",
+            "apiKey": "{env:ANTHROPIC_API_KEY}",
+        },
+        "models": {"claude-fake": {}},
+    }
+    offline = attrs.evolve(claude, env={**claude.env, **_OPENCODE_OFFLINE})
+    config = {"autoupdate": False, "provider": {"fake": provider}}
+    options = {"binary": str(OPENCODE_BINARY), "model": "fake/claude-fake", "config": config}
+    await _agentrt_conversation(offline, body, None, backend="opencode", **options)
+
+
+def _pi_options(claude: Claude) -> dict[str, Any]:
+    provider = {
+        "baseUrl": claude.env["ANTHROPIC_BASE_URL"],
+        "api": "anthropic-messages",
+        "apiKey": "ANTHROPIC_API_KEY",
+        "models": [{"id": "claude-fake"}],
+    }
+    return {
+        "backend": "pi",
+        "binary": str(PI_BINARY),
+        "pi_home": os.path.join(claude.env["HOME"], ".pi", "agent"),
+        "models": {"providers": {"fake": provider}},
+        "provider": "fake",
+        "model": "claude-fake",
+    }
+
+
+@conversation_contender("agentrt-pi", "agentrt ask(), pi backend, per turn (--session)")
+async def _agentrt_pi_per_turn(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, None, **_pi_options(claude))
+
+
+@conversation_contender(
+    "agentrt-pi-warm", f"agentrt ask(), pi backend, warm (keep_alive={KEEP_ALIVE:g})"
+)
+async def _agentrt_pi_warm(claude: Claude, body: ConversationBody) -> None:
+    await _agentrt_conversation(claude, body, KEEP_ALIVE, **_pi_options(claude))
+
+
 @conversation_contender("sdk-client", "claude_agent_sdk.ClaudeSDKClient on asyncio", loop="asyncio")
 async def _sdk_client(claude: Claude, body: ConversationBody) -> None:
     # The SDK's defaults but for the binary, the directory, the environment (merged into the

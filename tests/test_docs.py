@@ -76,6 +76,8 @@ RUN_BY: dict[str, tuple[str, str]] = {
     'backend="qwen"': ("test_docs.py", "test_the_qwen_pages_block_starts_a_qwen_agent"),
     'backend="gemini"': ("test_docs.py", "test_the_gemini_pages_block_starts_a_gemini_agent"),
     'backend="acp"': ("test_docs.py", "test_the_acp_pages_block_starts_an_acp_agent"),
+    'backend="opencode"': ("test_docs.py", "test_the_opencode_and_pi_pages_blocks_start_agents"),
+    'backend="pi"': ("test_docs.py", "test_the_opencode_and_pi_pages_blocks_start_agents"),
     "asyncio.run(main())": ("test_readme.py", "test_the_asyncio_quickstart_runs_as_printed"),
     "agentrt.sync.open_runtime(store": ("test_readme.py", "test_the_sync_example_runs_as_printed"),
     "class Watcher": ("test_docs.py", "test_the_hooks_pages_watcher_blocks_and_logs"),
@@ -283,7 +285,7 @@ async def test_the_store_kit_block_passes_on_a_toy_store(
 def installed_clis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every shipped backend's CLI installed, as for the reader (start_agent looks for it;
     these blocks run no turn)."""
-    for name in ("claude", "codex", "gemini", "qwen"):
+    for name in ("claude", "codex", "gemini", "opencode", "pi", "qwen"):
         binary = agentrt.testing.fake_cli_executable(str(tmp_path), name=name)
         monkeypatch.setenv(f"{name.upper()}_CLI", binary)
 
@@ -318,6 +320,21 @@ async def test_the_gemini_pages_block_starts_a_gemini_agent(tmp_path: Path) -> N
         handle = rt.whereis("coder")
     assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
     assert handle is not None and handle.backend == "gemini"
+
+
+@pytest.mark.usefixtures("installed_clis")
+async def test_the_opencode_and_pi_pages_blocks_start_agents(tmp_path: Path) -> None:
+    backends = []
+    namespace: dict[str, Any] = {"agentrt": agentrt, "home": str(tmp_path), "key": "k"}
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await run_block('backend="opencode"', {**namespace, "rt": rt})
+        backends.append((await rt.status("coder"), rt.whereis("coder")))
+    async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
+        await run_block('backend="pi"', {**namespace, "rt": rt})
+        backends.append((await rt.status("coder"), rt.whereis("coder")))
+    for (status, handle), backend in zip(backends, ("opencode", "pi"), strict=True):
+        assert (status.name, status.mode, status.turns) == ("coder", "one_shot", 0)
+        assert handle is not None and handle.backend == backend
 
 
 @pytest.mark.usefixtures("installed_clis")
