@@ -111,11 +111,6 @@ class AcpLive:
         """Whether the session is open (new, or loaded)."""
         return self._session_id is not None
 
-    @property
-    def session_id(self) -> str | None:
-        """The session this process runs, once ready."""
-        return self._session_id
-
     def opening(self) -> bytes:
         """``initialize``; the rest of the handshake follows its answer."""
         message = InitializeRequest(

@@ -17,7 +17,7 @@ import pydantic
 from acp.meta import AGENT_METHODS, CLIENT_METHODS
 from acp.schema import BaseModel
 
-from agentrt.backend import ProtocolError, StopReason, redact
+from agentrt.backend import ProtocolError, redact
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,15 +60,13 @@ def refusal(request_id: Any, method: Any) -> bytes:
     return _line({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-def parsed(model: type[M], value: Any, what: str, *, reason: StopReason | None = None) -> M:
-    """``value`` validated as ``model``; `ProtocolError` (with ``reason``) if it is not."""
+def parsed(model: type[M], value: Any, what: str) -> M:
+    """``value`` validated as ``model``; `ProtocolError` if it is not."""
     try:
         return model.model_validate(value)
     except pydantic.ValidationError as exc:
         message = f"the agent's {what} is not an ACP {model.__name__}: {brief(value)} ({exc})"
-        if reason is None:
-            raise ProtocolError(message) from None
-        raise ProtocolError(message, reason=reason) from None
+        raise ProtocolError(message) from None
 
 
 def error_text(error: Any) -> str:
