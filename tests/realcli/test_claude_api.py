@@ -389,7 +389,9 @@ async def test_a_usage_limit_ends_the_turn_with_its_reset(claude: Claude) -> Non
 async def test_a_prompt_too_long_ends_the_turn_context_exhausted(claude: Claude) -> None:
     claude.api.set_script([AnthropicError.prompt_too_long()])
     async with runtime() as rt:
-        await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
+        # The stop reason itself: no recovery (tests/realcli/test_claude_fleet.py has it).
+        options = claude.agent_options(on_context_exhausted="fail")
+        await rt.start_agent(Agent, name="coder", backend="claude", **options)
         with trio.fail_after(TURN_BOUND):
             failure = await ask_failure(rt)
     assert failure.reason is StopReason.CONTEXT_EXHAUSTED, failure

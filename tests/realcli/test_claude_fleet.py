@@ -103,3 +103,25 @@ async def test_compact_at_needs_a_warm_cli(claude: Claude) -> None:
             )
     assert caught.value.key == "compact_at"
     assert "keep_alive" in str(caught.value)
+
+
+async def test_a_full_context_goes_on_in_a_fresh_session_with_the_hand_off(claude: Claude) -> None:
+    """The default on_context_exhausted="fresh": the full session is asked for a hand-off
+    (resumed), and the prompt runs once more on a new session that starts with it."""
+    claude.api.set_script(
+        [
+            AnthropicError.prompt_too_long(),
+            AnthropicText("HAND-OFF: the parser is done, its tests are left."),
+            AnthropicText("Tests written."),
+        ]
+    )
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="coder", backend="claude", **claude.agent_options())
+        with trio.fail_after(TURN_BOUND):
+            response = await rt.ask("coder", "write the tests")
+    assert response.text == "Tests written."
+    full, handoff, fresh = [json.dumps(r.body["messages"]) for r in claude.api.message_requests]
+    assert "write the tests" in full
+    assert "hand-off" in handoff and "write the tests" in handoff  # the old conversation
+    assert "HAND-OFF: the parser is done" in fresh and "write the tests" in fresh
+    assert "Reply with the hand-off only" not in fresh  # a new conversation
