@@ -35,6 +35,7 @@ from .._errors import ChannelError, InvalidOptions, NoTurnRunning
 from .._events import SessionTotals
 from .._telemetry._otel import record_warm_process
 from ..backend import Backend, Command, ExitStatus, LiveBackend, ProtocolError, Translator
+from ._background import background_work
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
@@ -157,7 +158,8 @@ class CliLifecycle:
     def background(self) -> tuple[BackgroundTask, ...]:
         """The background tasks the live CLI reports running (none without one)."""
         cli = self._cli
-        return () if cli is None or cli.ending is not None else tuple(cli.tasks.values())
+        work = None if cli is None or cli.ending is not None else cli.background
+        return () if work is None else tuple(work.tasks.values())
 
     @property
     def own_turn_held(self) -> bool:
@@ -171,7 +173,7 @@ class CliLifecycle:
         of its own (the agent halts: nobody will take that turn); a running turn's end
         ends it."""
         cli = self._cli
-        if cli is not None and (cli.tasks or cli.held):
+        if cli is not None and (cli.held or (cli.background is not None and cli.background.tasks)):
             cli.end(why)
 
     @property
@@ -340,8 +342,7 @@ class CliLifecycle:
             protocol=protocol,
             session_id=session_id,
             in_turn=True,
-            # A CLI that reports no background tasks keeps none: each turn's end kills them.
-            background=live.background if hasattr(protocol, "background_tasks") else None,
+            background=background_work(live.background, protocol),
             own_turn=self._own_turn,
         )
         watch.waiting_for_process = True
