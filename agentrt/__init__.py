@@ -15,10 +15,10 @@
 #     _stream_json._untyped
 #     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
-#     _driver._cgroup _driver._fence_guard _driver._kept_file _driver._lifecycle
-#     _driver._limits _driver._lines _driver._live _driver._orphans _driver._process
-#     _driver._process_slots _driver._procfs _driver._proctree _driver._runtimes
-#     _driver._secretfiles _driver._spawn
+#     _driver._background _driver._cgroup _driver._channel_calls _driver._fence_guard
+#     _driver._kept_file _driver._lifecycle _driver._limits _driver._lines _driver._live
+#     _driver._orphans _driver._process _driver._process_slots _driver._procfs
+#     _driver._proctree _driver._runtimes _driver._secretfiles _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed between runtimes
 #     _stores._approvals _stores._history _stores._memory _stores._postgres
 #     _stores._postgres_router _stores._protocols _stores._request_store _stores._requests

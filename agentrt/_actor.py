@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -40,10 +41,10 @@ from ._events import (
 from ._exceptiongroups import collapse_exception_groups
 from ._logs import log_error
 from ._mode import Mode
-from ._options import AgentOptions, SessionLostPolicy
+from ._options import AgentOptions
 from ._portable import PortableSession
 from ._recorder import Recorder
-from ._recovery import compact_ahead, credential_outcome, recover_context, recovers_context
+from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Request
 from ._slot import ASK_CANCELLED, Slot
@@ -113,7 +114,8 @@ class Actor:
     tools: ToolBinding | None = None
     _overrides: frozenset[str] = attrs.field(init=False)
     _callbacks: Callbacks = attrs.field(init=False)
-    _on_session_lost: SessionLostPolicy = attrs.field(init=False)
+    # What runs again after a failed turn, and ahead of the next one.
+    _recovery: Recovery = attrs.field(init=False)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _stop_reason: str = "stopped"
     _stop_cause: BaseException | None = None
@@ -145,7 +147,13 @@ class Actor:
     def __attrs_post_init__(self) -> None:
         self._overrides = overrides = overridden(type(self.agent))
         self._callbacks = Callbacks(self.agent, self.slot.name, overrides)
-        self._on_session_lost = self.options.on_session_lost or type(self.agent).on_session_lost
+        self._recovery = Recovery(
+            self.slot,
+            self.options,
+            self.options.on_session_lost or type(self.agent).on_session_lost,
+            partial(self._run_turn, first=False),
+            self._recorder.forget_session,
+        )
         self._portable = None
         if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
@@ -341,12 +349,9 @@ class Actor:
             raise self._ask_crash
         if own and isinstance(outcome, Response):
             outcome = attrs.evolve(outcome, origin="task")
-        if type(outcome) is TurnFailed and self._fresh_again(outcome) and prompt is not None:
-            # Once, on a new session; the caller (same ref) gets this answer instead.
-            await self._recorder.forget_session()
-            outcome, final = await self._run_turn(prompt, claimed, first=False)
-        elif type(outcome) is TurnFailed and self._recovers_context(outcome) and prompt is not None:
-            outcome, final = await self._recover_context(prompt, claimed)
+        recovery = self._recovery
+        if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
+            outcome, final = await recovery.run_again(prompt, claimed, outcome)
         credential_outcome(self.slot, self.options, outcome)
         ref = request.ref
         reaction: Reaction = None
@@ -364,35 +369,10 @@ class Actor:
         slot.mailbox.settle(request, final)
         self._react(reaction)
         if isinstance(outcome, Response) and self.options.compact_at is not None:
-            await self._compact_ahead()
+            await self._recovery.compact_ahead()
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halt_now()
-
-    def _fresh_again(self, outcome: TurnFailed) -> bool:
-        """Whether the turn runs once more on a new session (``on_session_lost="fresh"``)."""
-        return outcome.reason is StopReason.SESSION_LOST and self._on_session_lost == "fresh"
-
-    def _recovers_context(self, outcome: TurnFailed) -> bool:
-        return recovers_context(self.options, self.slot.session_id, outcome)
-
-    async def _recover_context(
-        self, prompt: str, claimed: Request | None
-    ) -> tuple[Response | TurnFailed, Event | None]:
-        """The prompt runs once more (`recover_context`); the last run settles ``claimed``."""
-
-        async def run(text: str, last: bool) -> tuple[Response | TurnFailed, Event | None]:
-            return await self._run_turn(text, claimed if last else None, first=False)
-
-        return await recover_context(
-            self.options.on_context_exhausted, prompt, run, self._recorder.forget_session
-        )
-
-    async def _compact_ahead(self) -> None:
-        async def run(text: str, last: bool) -> tuple[Response | TurnFailed, Event | None]:
-            return await self._run_turn(text, None, first=False)
-
-        await compact_ahead(self.slot, self.options, run)
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of
@@ -421,7 +401,7 @@ class Actor:
         self, prompt: str | None, claimed: Request | None, *, first: bool
     ) -> tuple[Response | TurnFailed, Event | None]:
         """Run one turn for ``prompt``; the ``claimed`` stored request (if any) is settled
-        with the turn's record, unless the turn runs again (`_fresh_again`)."""
+        with the turn's record, unless the turn runs again (`Recovery.runs_again`)."""
         slot = self.slot
         parent = slot.current.trace_context if slot.current is not None else None
         trace = TurnTrace.start(parent, self.name, self.backend.name, slot.session_id)
@@ -498,11 +478,7 @@ class Actor:
         if logger.isEnabledFor(logging.DEBUG):
             log_turn_end(self.name, outcome)
         duration = trio.current_time() - started
-        again = (
-            first
-            and type(outcome) is TurnFailed
-            and (self._fresh_again(outcome) or self._recovers_context(outcome))
-        )
+        again = first and type(outcome) is TurnFailed and self._recovery.runs_again(outcome)
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
             outcome, prompt=prompt or "", started_at=started_at, duration=duration, settles=settles

@@ -373,7 +373,7 @@ class AgentOptions:
     login_check: float = attrs.field(default=30.0, metadata=_checked_by(_seconds))
     # A full context: the prompt runs again on a new session seeded with the old one's
     # hand-off ("fresh"), or after an in-band compaction of the session ("compact"), or
-    # the turn fails ("fail"). See _actor.Actor._recover_context.
+    # the turn fails ("fail"). See _recovery.Recovery.run_again.
     on_context_exhausted: ContextPolicy = attrs.field(
         default="fresh", metadata=_checked_by(_choice("fresh", "compact", "fail"))
     )

@@ -1,7 +1,9 @@
 """What a turn's outcome tells the runtime to do beyond the turn (issue 39): a usage limit
 parks the agents of its credential, an expired login halts them, an answer shows the login
 works again (`credential_outcome`); a full context runs the prompt once more after a
-compaction or on a new session with a hand-off (`recover_context`).
+compaction or on a new session with a hand-off (`recover_context`); a lost session runs the
+prompt once more on a new one (``on_session_lost="fresh"``). `Recovery` is what an agent
+instance's actor asks after each turn.
 
 Why ``"fresh"`` is the default for a full context: by the time a CLI says the context is
 full, its own compaction (Claude Code's autocompact) has failed or could not run, so asking
@@ -15,12 +17,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import attrs
+
 from ._channel import ContextUsage
 from ._credentials import CredentialGroup
 from ._errors import AgentRTError, InvalidOptions, TurnFailed
 from ._events import Event, Response, StopReason
 from ._mode import Mode
-from ._options import AgentOptions, ContextPolicy
+from ._options import AgentOptions, ContextPolicy, SessionLostPolicy
+from ._requests import Request
 from ._slot import Slot
 
 logger = logging.getLogger("agentrt")
@@ -38,6 +43,51 @@ HANDOFF_PROMPT = (
 Outcome = tuple[Response | TurnFailed, Event | None]
 # Runs one turn for a prompt; ``last``: the run whose outcome answers the request.
 RunTurn = Callable[[str, bool], Awaitable[Outcome]]
+
+
+@attrs.frozen
+class Recovery:
+    """What an agent instance runs again after a failed turn, and ahead of the next one."""
+
+    slot: Slot
+    options: AgentOptions
+    # ``on_session_lost``: the agent's option, else its class's.
+    on_session_lost: SessionLostPolicy
+    # Runs one more turn for a prompt, settling the stored request given (None: none).
+    run_turn: Callable[[str, Request | None], Awaitable[Outcome]]
+    forget_session: Callable[[], Awaitable[None]]
+
+    def runs_again(self, outcome: TurnFailed) -> bool:
+        """Whether the failed turn's prompt runs once more (`run_again`): on a new session
+        once its session was lost, or for a full context (`recovers_context`)."""
+        return self._fresh_again(outcome) or recovers_context(
+            self.options, self.slot.session_id, outcome
+        )
+
+    def _fresh_again(self, outcome: TurnFailed) -> bool:
+        return outcome.reason is StopReason.SESSION_LOST and self.on_session_lost == "fresh"
+
+    async def run_again(self, prompt: str, claimed: Request | None, outcome: TurnFailed) -> Outcome:
+        """The prompt of the failed turn once more (where `runs_again`); the last run settles
+        ``claimed``, and its outcome answers the caller (same ref) instead."""
+        if self._fresh_again(outcome):
+            await self.forget_session()
+            return await self.run_turn(prompt, claimed)
+
+        async def run(text: str, last: bool) -> Outcome:
+            return await self.run_turn(text, claimed if last else None)
+
+        return await recover_context(
+            self.options.on_context_exhausted, prompt, run, self.forget_session
+        )
+
+    async def compact_ahead(self) -> None:
+        """After an answered turn with ``compact_at`` (`compact_ahead`)."""
+
+        async def run(text: str, last: bool) -> Outcome:
+            return await self.run_turn(text, None)
+
+        await compact_ahead(self.slot, self.options, run)
 
 
 def credential_outcome(slot: Slot, options: AgentOptions, outcome: Response | TurnFailed) -> None:

@@ -30,11 +30,12 @@ import trio
 
 from .._alarm import Alarm
 from .._asks import Ask
-from .._channel import SETTINGS, BackgroundTask, ChannelCall, ControlAnswer
-from .._errors import ChannelError, InvalidOptions, NoTurnRunning
+from .._channel import BackgroundTask, ChannelCall
 from .._events import SessionTotals
 from .._telemetry._otel import record_warm_process
-from ..backend import Backend, Command, ExitStatus, LiveBackend, ProtocolError, Translator
+from ..backend import Backend, Command, ExitStatus, LiveBackend, Translator
+from ._background import background_work
+from ._channel_calls import ChannelCalls
 from ._live import LiveSettings, WarmCli
 from ._process import CliProcess, FrameBatch, ProcessLimits, ProcessTracker, open_cli_process
 from ._process_slots import ProcessSlots
@@ -47,16 +48,6 @@ logger = logging.getLogger("agentrt")
 _DRAIN_MARGIN = 1.0
 # Bound on waiting for an ended live process to be gone (its kill ladder), beyond the grace.
 _GONE_MARGIN = 5.0
-# Bound on a live CLI's answer to a request of the runtime's (it answers at once).
-_CALL_BOUND = 30.0
-# The argument each call's refusal names.
-_ARGUMENT = {
-    "set_model": "model",
-    "set_permission_mode": "permission_mode",
-    "context_usage": "context_usage",
-    "stop_task": "task_id",
-    "steer": "text",
-}
 
 
 class ProcessRecords(Protocol):
@@ -99,13 +90,13 @@ class CliLifecycle:
         "_alarm",
         "_backend",
         "_backend_options",
+        "_calls",
         "_cli",
         "_limits",
         "_live",
         "_nursery",
         "_on_own_turn",
         "_records",
-        "_settings",
         "_slots",
         "_tracker",
         "_turn_options",
@@ -144,8 +135,7 @@ class CliLifecycle:
         # every turn on it (started with the first turn).
         self._cli: WarmCli | None = None
         self._alarm: Alarm | None = None
-        # The settings changed in band (`call`): every new live process gets them again.
-        self._settings = {} if settings is None else settings
+        self._calls = ChannelCalls(agent, settings)
         # Told when the live CLI starts a turn by itself (the agent runs it next).
         self._on_own_turn = own_turn
 
@@ -157,7 +147,8 @@ class CliLifecycle:
     def background(self) -> tuple[BackgroundTask, ...]:
         """The background tasks the live CLI reports running (none without one)."""
         cli = self._cli
-        return () if cli is None or cli.ending is not None else tuple(cli.tasks.values())
+        work = None if cli is None or cli.ending is not None else cli.background
+        return () if work is None else tuple(work.tasks.values())
 
     @property
     def own_turn_held(self) -> bool:
@@ -171,7 +162,7 @@ class CliLifecycle:
         of its own (the agent halts: nobody will take that turn); a running turn's end
         ends it."""
         cli = self._cli
-        if cli is not None and (cli.tasks or cli.held):
+        if cli is not None and (cli.held or (cli.background is not None and cli.background.tasks)):
             cli.end(why)
 
     @property
@@ -204,54 +195,11 @@ class CliLifecycle:
         return self._turn_options(self._backend_options)
 
     async def call(self, call: ChannelCall, argument: Any) -> Any:
-        """The runtime's ``call`` to the live CLI: its answer's value. A setting
-        (``set_model``, ``set_permission_mode``) holds for every later process too; without
-        a live process now it is only kept for the next one, and a call that reads the
-        process's state (``context_usage``) or acts on it (``stop_task``) returns None.
-
-        Raises `InvalidOptions` when the CLI refuses it, `ChannelError` when no usable
-        answer comes. A ``steer`` goes only into a turn the CLI has begun and not ended
-        (`NoTurnRunning` otherwise): written before the prompt, or after the turn's end, it
-        would be a turn of its own, which no caller reads."""
-        cli = self._cli
-        if call == "steer" and (cli is None or not cli.steerable):
-            await trio.lowlevel.checkpoint()
-            raise NoTurnRunning(self._agent, call)
-        if cli is None or cli.ending is not None or cli.proc is None:
-            if call in SETTINGS:
-                self._settings[call] = argument
-            await trio.lowlevel.checkpoint()
-            return None
-        value = await self._request(cli, call, argument)
-        if call in SETTINGS:
-            self._settings[call] = argument
-        return value
-
-    async def _request(self, cli: WarmCli, call: ChannelCall, argument: Any) -> Any:
-        request = cli.protocol.request(call, argument)  # type: ignore[attr-defined]
-        got = await cli.call(request, _CALL_BOUND)
-        if not isinstance(got, ControlAnswer):
-            raise ChannelError(self._agent, call, got)
-        if got.error is not None:
-            if call == "steer":  # the turn ended as the message came (codex says so)
-                raise NoTurnRunning(self._agent, call)
-            raise InvalidOptions(_ARGUMENT[call], argument, f"the CLI refused it: {got.error}")
-        try:
-            return request.decode(got.payload)
-        except ProtocolError as exc:
-            cli.kill(f"it broke the live protocol: {exc}")
-            raise ChannelError(self._agent, call, str(exc)) from None
-
-    async def _reapply(self, cli: WarmCli) -> None:
-        # A new process starts with the agent's options: the settings changed since go again.
-        for call, argument in list(self._settings.items()):
-            try:
-                await self._request(cli, call, argument)
-            except (InvalidOptions, ChannelError) as exc:
-                del self._settings[call]
-                logger.warning(
-                    "agent %r: %s %r no longer holds: %s", self._agent, call, argument, exc
-                )
+        """The runtime's ``call`` to the live CLI (`ChannelCalls.call`): its answer's value.
+        A setting (``set_model``, ``set_permission_mode``) holds for every later process too;
+        without a live process now it is only kept for the next one, and a call that reads
+        the process's state (``context_usage``) or acts on it (``stop_task``) returns None."""
+        return await self._calls.call(self._cli, call, argument)
 
     async def aclose(self) -> None:
         """End the live process, if any (the instance ends)."""
@@ -340,8 +288,7 @@ class CliLifecycle:
             protocol=protocol,
             session_id=session_id,
             in_turn=True,
-            # A CLI that reports no background tasks keeps none: each turn's end kills them.
-            background=live.background if hasattr(protocol, "background_tasks") else None,
+            background=background_work(live.background, protocol),
             own_turn=self._own_turn,
         )
         watch.waiting_for_process = True
@@ -389,10 +336,7 @@ class CliLifecycle:
                 cli._nursery = self._nursery
                 await cli.handshake(self._limits)
                 cli.resident = proc.members()
-                if self._settings:
-                    cli.in_turn = False  # not the turn's yet: its calls read their answers
-                    await self._reapply(cli)
-                    cli.in_turn = True
+                await self._calls.reapply(cli)
                 task_status.started()
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(cli.watch_exit)

@@ -23,14 +23,10 @@ prompt, and a death fails the turn as for a one-process turn.
 
 What may outlive a turn is the CLI's resident set: the CLI itself and what its tree held
 when it became ready (its MCP servers); everything else is killed at each turn's end, unless
-the agent keeps background work (``background``, `LiveSettings`): then, while the CLI
-reports background tasks running (its ``"task"`` frames), the turn's end spares the tree,
-and the process is read between turns. Its task news is taken there; a turn the CLI starts
-by itself (a background task ended, and it runs the model on the notification) is held
-(`WarmCli.held`) and handed to the agent (``own_turn``), whose next turn reads it instead of
-writing a prompt. A task running past the agent's bound is stopped (the CLI's own
-``stop_task``). While tasks run the process neither hibernates nor gives its slot away;
-they end with it, whatever ends it.
+the agent keeps background work (agentrt._driver._background): then the process is read
+between turns, and a turn the CLI starts by itself (a background task ended, and it runs
+the model on the notification) is held (`WarmCli.held`) and handed to the agent
+(``own_turn``), whose next turn reads it instead of writing a prompt.
 
 The runtime's own requests (`WarmCli.call`: a model, a permission mode, the context usage,
 a task to stop) are written at once; during a turn the turn's reads bring the answer,
@@ -41,7 +37,6 @@ nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask th
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -51,18 +46,15 @@ import attrs
 import trio
 
 from .._asks import Ask, Deny, HookCall
-from .._channel import BackgroundTask, ControlAnswer, ControlRequest
+from .._channel import ControlAnswer, ControlRequest
 from .._events import StopReason
 from ..backend import HookKind, LiveProtocol, ProtocolError, Translator
+from ._background import BackgroundWork
 from ._process import BadLine, CliProcess, ProcessFailure, ProcessLimits
 from ._process_slots import ProcessSlots
 
-logger = logging.getLogger("agentrt")
-
 # How long the rest of a line printed between turns may take to arrive.
 _CATCH_UP = 0.5
-# Bound on the CLI's answer when the runtime stops a background task past its bound.
-_STOP_BOUND = 30.0
 
 
 @attrs.frozen
@@ -117,11 +109,8 @@ class WarmCli:
     # Held by whoever reads the process's output outside a turn (a call between turns),
     # and taken by a turn before it starts.
     reader: trio.Lock = attrs.field(factory=trio.Lock)
-    # Seconds a background task may run; None: no background work outlives a turn.
-    background: float | None = None
-    # The background tasks the CLI reports running, by id, and when each was first seen.
-    tasks: dict[str, BackgroundTask] = attrs.field(factory=dict)
-    _task_seen: dict[str, float] = attrs.field(factory=dict)
+    # None: no background work outlives a turn.
+    background: BackgroundWork | None = None
     # The frames of a turn the CLI started by itself, read before a turn of the agent's
     # took them (`own_turn` was told once, at the first).
     held: list[Any] = attrs.field(factory=list)
@@ -280,29 +269,9 @@ class WarmCli:
             self.own_turn()
 
     def _task_news(self, frame: Any) -> None:
-        if self.background is None:
-            return  # each turn's end kills what it started: nothing to count
-        running = self.protocol.background_tasks(frame)  # type: ignore[attr-defined]
-        if running is None:
-            return
-        now = trio.current_time()
-        self.tasks = {task.task_id: task for task in running}
-        self._task_seen = {t: self._task_seen.get(t, now) for t in self.tasks}
-        self._poke()
-
-    def _overdue(self) -> list[str]:
-        """The background tasks that have run past the agent's bound."""
-        bound = self.background
-        if bound is None or bound == math.inf:
-            return []
-        now = trio.current_time()
-        return [t for t, seen in self._task_seen.items() if now >= seen + bound]
-
-    def _next_due(self) -> float:
-        bound = self.background
-        if bound is None or not self._task_seen:
-            return math.inf
-        return min(self._task_seen.values()) + bound
+        # Without background work each turn's end kills what it started: nothing to count.
+        if self.background is not None and self.background.news(self.protocol, frame):
+            self._poke()
 
     def _control(self, frame: Any) -> None:
         try:
@@ -429,7 +398,7 @@ class WarmCli:
         elif self.ending is None:
             self.turns += 1
             self.proc.end_turn()
-            if self.tasks and self.background is not None:
+            if self.background is not None and self.background.tasks:
                 pass  # its background tasks live on, in the tree, until they end or it does
             elif not await self.proc.kill_others(self.resident):
                 self.end("a process of the turn survived its kill")
@@ -454,12 +423,11 @@ class WarmCli:
             if not self.in_turn:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
-                if self.background is not None and (self.tasks or self.held):
+                if self.background is not None and (self.background.tasks or self.held):
                     # Background work runs, or the CLI's own turn waits for the agent: busy.
                     slots.busy(self)
                     self.idle_since = trio.current_time()
-                    if overdue := self._overdue():
-                        await self._stop_overdue(overdue)
+                    if await self.background.stop_overdue(self):
                         continue
                 else:
                     if trio.current_time() >= self.idle_since + keep_alive:
@@ -470,7 +438,7 @@ class WarmCli:
                 if self.background is not None and not self.held:
                     # Read what the CLI prints as it comes: its tasks' news, a turn it
                     # starts by itself (after a task's end, even once none runs).
-                    await self._listen(min(deadline, self._next_due()))
+                    await self._listen(min(deadline, self.background.next_due()))
                     continue
             with trio.move_on_at(deadline):
                 await self._wake.wait()
@@ -503,20 +471,6 @@ class WarmCli:
                     scope.cancel()
         if wake is self._wake:
             self._wake = trio.Event()
-
-    async def _stop_overdue(self, overdue: list[str]) -> None:
-        # The CLI stops a task past the agent's bound; one it cannot stop ends the process.
-        bound = self.background
-        assert bound is not None
-        for task_id in overdue:
-            self._task_seen.pop(task_id, None)
-            request = self.protocol.request("stop_task", task_id)  # type: ignore[attr-defined]
-            answer = await self.call(request, _STOP_BOUND)
-            if not isinstance(answer, ControlAnswer) or answer.error is not None:
-                why = answer if isinstance(answer, str) else answer.error
-                self.kill(f"background task {task_id} ran past {bound:g} s and did not stop: {why}")
-                return
-            logger.info("background task %s ran past %g s: stopped", task_id, bound)
 
     async def watch_exit(self) -> None:
         assert self.proc is not None
