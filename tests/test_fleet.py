@@ -96,8 +96,10 @@ async def test_a_fleet_parks_at_a_usage_limit_resumes_at_the_reset_and_halts_on_
         team_starts = [at - start for prompt, at in fleet.starts if prompt.startswith("team")]
         assert not [at for at in team_starts if TURN < at < HOUR - 5]  # none while parked
         assert fleet.most == 4  # the credential's admission held through the fan-out
-        # 26 turns, four at a time, after the reset.
-        assert trio.current_time() - start <= HOUR + 5 + 7 * TURN
+        # 26 turns, four at a time, after the reset: within greedy list scheduling's bound
+        # (the work over the slots, plus the longest agent's own queue of 3), since which
+        # agents get the four slots first is trio's scheduling order, not a rule of ours.
+        assert trio.current_time() - start <= HOUR + 5 + 26 * TURN / 4 + 3 * TURN
 
         # The login expires under the team: every agent of it halts, work kept, until a
         # turn on it works again.
