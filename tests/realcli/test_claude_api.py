@@ -11,7 +11,6 @@ tool's, which the CLI starts in a session of its own.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -53,7 +52,7 @@ from agentrt.testing import (
     RecordedRequest,
 )
 
-from ._claude import MARKER_VAR, Claude, wait_for_process
+from ._claude import MARKER_VAR, Claude, Lines, wait_for_process
 
 pytestmark = pytest.mark.realcli
 
@@ -478,19 +477,6 @@ async def test_an_abandoned_attempt_is_not_part_of_the_answer(claude: Claude) ->
     assert response.text == "Whole answer."
     (retracted,) = [e for e in response.events if isinstance(e, TextRetractedEvent)]
     assert retracted.text.startswith("Partial ans")
-
-
-class Lines(Agent):
-    """Notes when its turn's first and latest events came (trio time): the CLI's first and
-    latest lines, for a turn whose every line is an event (no partial messages)."""
-
-    def __init__(self) -> None:
-        self.first_event = self.last_event = -math.inf
-
-    def handle_stream_event(self, event: Any) -> None:
-        self.last_event = trio.current_time()
-        if self.first_event == -math.inf:
-            self.first_event = self.last_event
 
 
 async def test_stream_cut_twice_fails_within_the_idle_bound(claude: Claude) -> None:
