@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import trio
 from proc_helpers import ProcInfo, kill_marked, marked
 from trio_util import AsyncValue
 
+from agentrt import Agent
 from agentrt.backend import redact, redact_mapping
 from agentrt.testing import FakeAnthropic
 
@@ -394,3 +396,16 @@ async def wait_until_gone(marker: str) -> None:
         if not marked(MARKER_VAR, marker):
             return
         await trio.sleep(0.05)
+
+
+class Lines(Agent):
+    """Notes when its turn's first and latest events came (trio time): the CLI's first and
+    latest lines, for a turn whose every line is an event (no partial messages)."""
+
+    def __init__(self) -> None:
+        self.first_event = self.last_event = -math.inf
+
+    def handle_stream_event(self, event: Any) -> None:
+        self.last_event = trio.current_time()
+        if self.first_event == -math.inf:
+            self.first_event = self.last_event

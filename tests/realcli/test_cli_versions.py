@@ -3,16 +3,13 @@ whose real CLI reports another one (claude says it in its init; codex is asked).
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pytest
 import trio
 
 from agentrt import Agent, CliVersionMismatch, MemoryStore, open_runtime
 from agentrt.testing import AnthropicHang, AnthropicText, OpenAIReply, open_fake_openai
 
-from ._claude import Claude
+from ._claude import Claude, Lines
 from ._codex import codex_binary, codex_place
 
 pytestmark = pytest.mark.realcli
@@ -31,22 +28,12 @@ async def test_claude_reports_its_version_on_the_response_and_the_status(claude:
     assert response.cli_version == claude.version
 
 
-class FirstLine(Agent):
-    """Notes when its turn's first event came (trio time): the CLI's init line."""
-
-    def __init__(self) -> None:
-        self.at = math.inf
-
-    def handle_stream_event(self, event: Any) -> None:
-        self.at = min(self.at, trio.current_time())
-
-
 async def test_claude_outside_the_declared_versions_is_refused_at_its_init(claude: Claude) -> None:
     # The model would never answer: a refusal that waited for it would take the CLI's
     # request timeout (10 s here); the init comes first, and the turn ends there. Timed
     # from the init, not the ask: a start of node on a loaded machine takes seconds.
     claude.api.add_replies(AnthropicHang())
-    agent = FirstLine()
+    agent = Lines()
     async with open_runtime(store=MemoryStore()) as rt:
         options = claude.agent_options(cli_versions=">=3", kill_grace=0.5)
         await rt.start_agent(agent, name="coder", backend="claude", **options)
@@ -57,7 +44,7 @@ async def test_claude_outside_the_declared_versions_is_refused_at_its_init(claud
     assert (refused.value.expected, refused.value.reported) == (">=3", claude.version)
     assert refused.value.session_id is not None
     assert record is not None and record.last_stop_reason == "cli_version_mismatch"
-    assert agent.at <= ended < agent.at + 10, (agent.at, ended)
+    assert ended - agent.first_event < 10, (agent.first_event, ended)
 
 
 @pytest.mark.skipif(codex_binary() is None, reason="codex is not installed: run `make codex-cli`")
