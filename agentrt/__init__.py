@@ -31,8 +31,8 @@
 #     _turn_response _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _callbacks _durable _follow
-#     _foreign_awaits _forks _mailbox _portable _recorder _recovery _slot _tool_server
-#     _turn_history _turn_host _workspaces
+#     _foreign_awaits _forks _instance_end _mailbox _portable _recorder _recovery _slot
+#     _tool_server _turn_history _turn_host _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http

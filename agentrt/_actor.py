@@ -6,11 +6,9 @@ while a request is processed and are applied before the next one; prompts an age
 chains to itself run before queued work.
 
 An actor ends when it is stopped, when a handler returns `Stop`, or when it crashes (a
-decision callback raised or returned something invalid). It then fails the request it was
-processing and its chained prompts, runs ``terminate_agent``, and reports an `Exit` to its
-supervisor, which decides about the queued work. What outlives the instance (the
-mailbox, the session, halted, its counts) is the agent's `Slot`, which each instance
-borrows, so a restarted instance takes it over as it is.
+decision callback raised or returned something invalid): see agentrt._instance_end. What
+outlives the instance (the mailbox, the session, halted, its counts) is the agent's `Slot`,
+which each instance borrows, so a restarted instance takes it over as it is.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -32,13 +30,14 @@ from ._callbacks import AgentCrashed, Callbacks, encode_state
 from ._driver._lifecycle import CliLifecycle, LiveSettings
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
-from ._errors import AgentStopped, BudgetExceeded, StoreError, TurnFailed
+from ._errors import BudgetExceeded, StoreError, TurnFailed
 from ._events import (
     Event,
     Response,
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
 from ._mode import Mode
 from ._options import AgentOptions
@@ -64,8 +63,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("agentrt")
 
-# Bound on terminate_agent: it runs shielded while the agent stops.
-TERMINATE_GRACE = 5.0
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
 # Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
@@ -76,18 +73,6 @@ CANCEL_MARGIN = 10.0
 def cancel_grace(options: AgentOptions) -> float:
     """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
     return 2 * options.kill_grace + CANCEL_MARGIN
-
-
-ExitKind = Literal["crashed", "normal", "stopped"]
-
-
-@attrs.frozen
-class Exit:
-    """How one actor ended: ``crashed`` (a callback failed), ``normal`` (it returned `Stop`)
-    or ``stopped`` (from outside). ``error`` is what its unfinished requests got."""
-
-    kind: ExitKind
-    error: AgentStopped
 
 
 @attrs.define(eq=False)
@@ -533,35 +518,13 @@ class Actor:
             self._stop_normally = True
 
     async def _shutdown(self, crash: AgentCrashed | None) -> None:
-        kind: ExitKind
-        reason: str | BaseException
-        if crash is not None:
-            kind, reason = "crashed", crash.error
-            error = AgentStopped(self.name, str(crash))
-            error.__cause__ = crash.error
-        elif self._stop_normally and not self._scope.cancel_called:
-            kind = "normal"
-            reason = self._stop_reason = "normal"
-            error = AgentStopped(self.name, "normal")
-        else:
-            kind, reason = "stopped", self._stop_reason
-            error = AgentStopped(self.name, self._stop_reason)
-            error.__cause__ = self._stop_cause
-        slot = self.slot
-        current, slot.current = slot.current, None
-        if current is not None and not current.settled:
-            if current.claimed and slot.requests is not None:
-                await slot.requests.settle(current, error)
-            slot.mailbox.fail(current, error)
-        slot.mailbox.fail_chained(error)
+        normally = self._stop_normally and not self._scope.cancel_called
+        end, reason = exit_of(self.name, crash, normally, self._stop_reason, self._stop_cause)
+        await fail_unfinished(self.slot, end.error)
         if "terminate_agent" in self._overrides:
-            with trio.move_on_after(TERMINATE_GRACE):
-                try:
-                    await self._callbacks.call("terminate_agent", reason)
-                except Exception as exc:
-                    log_error(f"agent {self.name!r}: terminate_agent raised", exc)
-        slot.instance_ended(self.handle)
-        self.on_exit(self, Exit(kind, error))
+            await terminate(self.name, self._callbacks, reason)
+        self.slot.instance_ended(self.handle)
+        self.on_exit(self, end)
         self._done = True
         if self._exited is not None:
             self._exited.set()

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
-from ._actor import Actor, Exit, cancel_grace
+from ._actor import Actor, cancel_grace
 from ._address import LocalAgent
 from ._agent import Agent
 from ._arguments import check_agent, check_name
@@ -43,6 +43,7 @@ from ._errors import (
     RestartLimitExceeded,
     SessionMismatch,
 )
+from ._instance_end import Exit
 from ._logs import log_error
 from ._mode import Mode
 from ._options import AgentOptions
