@@ -80,19 +80,10 @@ class Recorder:
         if not self.slot.unclaimed:
             return
         try:
-            await self._claim()
+            await self.slot.claim()
         except Exception as exc:
             name = self.slot.name
             log_error(f"agent {name!r}: the session store could not record the agent", exc)
-
-    async def _claim(self) -> None:
-        # The row's backend, session, cwd and state become this agent's.
-        slot = self.slot
-        slot.unclaimed = False
-        await self.store.checkpoint_session(
-            slot.name, backend=slot.backend, session_id=slot.session_id, cwd=slot.cwd
-        )
-        await self.store.save_state(slot.name, slot.state_blob)
 
     async def checkpoint(self, session_id: str) -> None:
         """The turn's CLI names its session: the store keeps it before the next frame.
@@ -105,7 +96,7 @@ class Recorder:
         slot.fork_source = None  # a fork has its own session now
         try:
             if slot.unclaimed:
-                await self._claim()
+                await slot.claim()
             else:
                 await self.store.checkpoint_session(
                     slot.name, backend=slot.backend, session_id=session_id, cwd=slot.cwd

@@ -4,11 +4,14 @@ and callers re-attach by key, from this program or another one on the store."""
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ from agentrt import (
     NotFound,
     OwnerDied,
     Pending,
+    PostgresStore,
+    Ref,
     ResultEvent,
     SQLiteStore,
     StopReason,
@@ -412,6 +417,52 @@ async def test_an_answer_whose_owner_lost_the_lease_mid_turn_is_the_store_s_outc
         assert ref is not None
         result = await rt.poll(ref)
         assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
+
+
+async def test_an_owner_dead_before_its_first_turn_wrote_the_row_is_in_the_history(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent's first request was stored started, and its owner died before its turn
+    wrote the session row (as in a cross-host chaos run: a host killed between accepting a
+    new agent's first request and its CLI naming a session). The next owner ends the
+    request OwnerDied and enters that in the turn history, writing the row the dead
+    owner's turn owed: no error, and nothing answered was lost (the turn named no session,
+    so it had reported nothing)."""
+    await _dead_before_the_row(lambda: SQLiteStore(tmp_path / "s.sqlite3"), caplog)
+
+
+async def test_the_same_dead_owner_on_postgresql(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _dead_before_the_row(lambda: PostgresStore(postgres_dsn), caplog)
+
+
+async def _dead_before_the_row(
+    store_of: Callable[[], SQLiteStore | PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A runtime of this node whose process is gone (its start time is not this one's).
+    dead = LeaseOwner(node="here", pid=os.getpid(), start_time=1, runtime_id="here:dead")
+    async with store_of() as store:
+        await store.acquire_lease("a", dead, ttl=600)
+        started = await store.start_request("a", id="7", prompt="p", key="job-7", origin="tell")
+        assert started == "7" and await store.load("a") is None
+    backend = upper()
+    async with open_runtime(store=store_of(), node="here") as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        result = await rt.poll(Ref("a", 7))
+        assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
+        history = rt.store_capabilities.turn_history
+        assert history is not None
+        [died] = await history.turn_history("a", limit=10)
+        assert (died.outcome, died.node) == ("owner_died", "here")
+        assert died.answer is not None and died.answer.startswith("owner died mid-turn")
+        assert (await rt.ask("a", "next")).text == "NEXT"
+        assert [turn.outcome for turn in await history.turn_history("a", limit=10)] == [
+            "complete",
+            "owner_died",
+        ]
+    assert backend.prompts == ["next"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:
