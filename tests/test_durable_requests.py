@@ -289,14 +289,15 @@ class _CountingStore(SQLiteStore):
         return await super()._call(counted, fence=fence, atomic=atomic)
 
 
-@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 2), (0, 3)])
+@pytest.mark.parametrize("turn_history", [1000, 0])
 async def test_a_request_costs_one_write_beyond_its_turn_s_record(
-    tmp_path: Path, turn_history: int, per_request: int
+    tmp_path: Path, turn_history: int
 ) -> None:
     """An ask of an agent waiting for work is stored started, in one write (not an
-    accept and a claim); the outcome is written with the turn's record where turn history
-    is kept (2 in all for a scripted turn, whose record is the one write it made before
-    requests were kept), else on its own (3)."""
+    accept and a claim); the outcome is written with the turn's record, whether turn
+    history is kept or not: 2 in all for a scripted turn, whose record is the one write
+    it made before requests were kept. Each turn is counted in the session row either
+    way, and entered in the history only where it is kept."""
     _CountingStore.writes = 0
     async with open_runtime(store=_CountingStore(tmp_path / "s.sqlite3")) as rt:
         await rt.start_agent(Agent, name="a", backend=upper(), turn_history=turn_history)
@@ -304,7 +305,14 @@ async def test_a_request_costs_one_write_beyond_its_turn_s_record(
         before = _CountingStore.writes
         for n in range(10):
             await rt.ask("a", f"p{n}")
-        assert (_CountingStore.writes - before) / 10 == per_request
+        assert (_CountingStore.writes - before) / 10 == 2
+        history = rt.store_capabilities.turn_history
+        assert history is not None
+        entries = await history.turn_history("a", limit=20)
+        assert len(entries) == (11 if turn_history else 0)
+    async with _CountingStore(tmp_path / "s.sqlite3") as store:
+        record = await store.load("a")
+    assert record is not None and record.turns == 11
 
 
 class _HeldStart(SQLiteStore):
