@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, NoReturn
 
 import attrs
@@ -298,27 +299,41 @@ class Durable:
         request.claimed = False
 
     async def adopt(
-        self, mailbox: Mailbox, history: TurnHistoryStore | None, node: str
+        self,
+        mailbox: Mailbox,
+        history: TurnHistoryStore | None,
+        node: str,
+        *,
+        claim: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[StoredRequest, ...]:
         """What a new owner (on ``node``) does before its first turn: the requests a dead
         owner was running end `OwnerDied` (or queue again, ``on_owner_death="retry"``),
         each such end entered in the agent's turn history (``history``: the store's, None
         where it keeps none), expired results are purged, and the queued requests enter
-        ``mailbox`` in their order. Returns the dead owner's requests as they are now."""
+        ``mailbox`` in their order. Returns the dead owner's requests as they are now.
+
+        ``claim`` writes the agent's session row, where the store holds none: the dead
+        owner's first turn was started (its request stored running) but died before its
+        claim of the row was written, and an entry in the history needs the row. The turn
+        had then named no session (that write claims the row too), so it had answered
+        nothing: the request's `OwnerDied` is all there is to record."""
         store, options = self.store, self.options
         orphans = await store.end_orphaned_requests(
             self.name, retry=options.on_owner_death == "retry", result_ttl=options.result_ttl
         )
-        for orphan in orphans:
-            if orphan.state == "settled":
-                logger.warning(
-                    "agent %r: request %s ended owner_died: its owner ended while its turn ran",
-                    self.name,
-                    orphan.id,
-                    extra={"agent": self.name},
-                )
-                if history is not None and options.turn_history > 0:
-                    await self._enter_death(history, node, orphan)
+        deaths = [orphan for orphan in orphans if orphan.state == "settled"]
+        for orphan in deaths:
+            logger.warning(
+                "agent %r: request %s ended owner_died: its owner ended while its turn ran",
+                self.name,
+                orphan.id,
+                extra={"agent": self.name},
+            )
+        if deaths and history is not None and options.turn_history > 0:
+            if claim is not None:
+                await claim()
+            for orphan in deaths:
+                await self._enter_death(history, node, orphan)
         await store.purge_requests()
         for stored in await store.queued_requests(self.name):
             mailbox.adopt(self.request_of(stored, mailbox))

@@ -80,19 +80,10 @@ class Recorder:
         if not self.slot.unclaimed:
             return
         try:
-            await self._claim()
+            await self.slot.claim()
         except Exception as exc:
             name = self.slot.name
             log_error(f"agent {name!r}: the session store could not record the agent", exc)
-
-    async def _claim(self) -> None:
-        # The row's backend, session, cwd and state become this agent's.
-        slot = self.slot
-        slot.unclaimed = False
-        await self.store.checkpoint_session(
-            slot.name, backend=slot.backend, session_id=slot.session_id, cwd=slot.cwd
-        )
-        await self.store.save_state(slot.name, slot.state_blob)
 
     async def checkpoint(self, session_id: str) -> None:
         """The turn's CLI names its session: the store keeps it before the next frame.
@@ -105,7 +96,7 @@ class Recorder:
         slot.fork_source = None  # a fork has its own session now
         try:
             if slot.unclaimed:
-                await self._claim()
+                await slot.claim()
             else:
                 await self.store.checkpoint_session(
                     slot.name, backend=slot.backend, session_id=session_id, cwd=slot.cwd
@@ -197,9 +188,9 @@ class Recorder:
     ) -> None:
         """Count the turn, with its cost and usage, in the session's totals and the store's
         row, and keep its entry in the store's turn history, in one write (not for a turn
-        that never started), which also settles the stored request ``settles`` (with turn
-        history kept; else its own write). ``started_at`` is the wall clock when it
-        started, ``duration`` its seconds."""
+        that never started), which also settles the stored request ``settles``, with turn
+        history kept or not. ``started_at`` is the wall clock when it started, ``duration``
+        its seconds."""
         stop_reason = outcome.stop_reason if isinstance(outcome, Response) else outcome.reason
         # A failed turn is billed too; its cost is part of the session's running total.
         cost, usage = outcome.cost_usd, outcome.usage
@@ -215,19 +206,21 @@ class Recorder:
                 await durable.settle(settles, outcome)
             return  # the turn never started: nothing to record
         try:
+            if durable is not None and settles is not None:
+                # The turn's record and the request's outcome in one transaction; with no
+                # history kept (keep 0), the record is the session row's count only.
+                entry = history_entry(
+                    name, self.node, prompt, outcome, started_at=started_at, duration=duration
+                )
+                keep = self.keep_turns if self._history is not None else 0
+                await durable.settle(
+                    settles, outcome, turn=entry, session_id=slot.session_id, keep=keep
+                )
+                return
             if self._history is not None:
                 entry = history_entry(
                     name, self.node, prompt, outcome, started_at=started_at, duration=duration
                 )
-                if durable is not None and settles is not None:
-                    await durable.settle(
-                        settles,
-                        outcome,
-                        turn=entry,
-                        session_id=slot.session_id,
-                        keep=self.keep_turns,
-                    )
-                    return
                 await self._history.record_turn_with_history(
                     entry, session_id=slot.session_id, keep=self.keep_turns
                 )
@@ -242,8 +235,6 @@ class Recorder:
         except Exception as exc:
             # The turn's outcome stands; a store that cannot record it is reported.
             log_error(f"agent {name!r}: the session store could not record a turn", exc)
-        if durable is not None and settles is not None:
-            await durable.settle(settles, outcome)
 
     async def save_state(self, blob: bytes | None) -> None:
         """Keep ``blob``, what ``checkpoint_state`` returned, encoded; unchanged state is

@@ -153,6 +153,14 @@ class Slot:
         if self.handle is handle:
             self.handle = None
 
+    async def claim(self) -> None:
+        """Make the store's row this agent's: its backend, session, cwd and state."""
+        self.unclaimed = False
+        await self.store.checkpoint_session(
+            self.name, backend=self.backend, session_id=self.session_id, cwd=self.cwd
+        )
+        await self.store.save_state(self.name, self.state_blob)
+
     async def forget_session(self) -> None:
         """The next turn starts a new session; the store's row forgets the old one."""
         self.session_id = None

@@ -472,7 +472,13 @@ async def prepare_agent(
             # This runtime owns the name now: what a dead owner left is settled, and the
             # stored queue is the agent's before any new request.
             slot.requests = Durable(requests, name, options)
-            await slot.requests.adopt(slot.mailbox, capabilities.turn_history, ownership.owner.node)
+            # No row at all: a dead owner's death is entered in the history on one.
+            await slot.requests.adopt(
+                slot.mailbox,
+                capabilities.turn_history,
+                ownership.owner.node,
+                claim=slot.claim if loaded is None else None,
+            )
             check_open()
     except BaseException:
         if binding is not None:

@@ -4,11 +4,14 @@ and callers re-attach by key, from this program or another one on the store."""
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ from agentrt import (
     NotFound,
     OwnerDied,
     Pending,
+    PostgresStore,
+    Ref,
     ResultEvent,
     SQLiteStore,
     StopReason,
@@ -284,14 +289,15 @@ class _CountingStore(SQLiteStore):
         return await super()._call(counted, fence=fence, atomic=atomic)
 
 
-@pytest.mark.parametrize(("turn_history", "per_request"), [(1000, 2), (0, 3)])
+@pytest.mark.parametrize("turn_history", [1000, 0])
 async def test_a_request_costs_one_write_beyond_its_turn_s_record(
-    tmp_path: Path, turn_history: int, per_request: int
+    tmp_path: Path, turn_history: int
 ) -> None:
     """An ask of an agent waiting for work is stored started, in one write (not an
-    accept and a claim); the outcome is written with the turn's record where turn history
-    is kept (2 in all for a scripted turn, whose record is the one write it made before
-    requests were kept), else on its own (3)."""
+    accept and a claim); the outcome is written with the turn's record, whether turn
+    history is kept or not: 2 in all for a scripted turn, whose record is the one write
+    it made before requests were kept. Each turn is counted in the session row either
+    way, and entered in the history only where it is kept."""
     _CountingStore.writes = 0
     async with open_runtime(store=_CountingStore(tmp_path / "s.sqlite3")) as rt:
         await rt.start_agent(Agent, name="a", backend=upper(), turn_history=turn_history)
@@ -299,7 +305,14 @@ async def test_a_request_costs_one_write_beyond_its_turn_s_record(
         before = _CountingStore.writes
         for n in range(10):
             await rt.ask("a", f"p{n}")
-        assert (_CountingStore.writes - before) / 10 == per_request
+        assert (_CountingStore.writes - before) / 10 == 2
+        history = rt.store_capabilities.turn_history
+        assert history is not None
+        entries = await history.turn_history("a", limit=20)
+        assert len(entries) == (11 if turn_history else 0)
+    async with _CountingStore(tmp_path / "s.sqlite3") as store:
+        record = await store.load("a")
+    assert record is not None and record.turns == 11
 
 
 class _HeldStart(SQLiteStore):
@@ -412,6 +425,52 @@ async def test_an_answer_whose_owner_lost_the_lease_mid_turn_is_the_store_s_outc
         assert ref is not None
         result = await rt.poll(ref)
         assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
+
+
+async def test_an_owner_dead_before_its_first_turn_wrote_the_row_is_in_the_history(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent's first request was stored started, and its owner died before its turn
+    wrote the session row (as in a cross-host chaos run: a host killed between accepting a
+    new agent's first request and its CLI naming a session). The next owner ends the
+    request OwnerDied and enters that in the turn history, writing the row the dead
+    owner's turn owed: no error, and nothing answered was lost (the turn named no session,
+    so it had reported nothing)."""
+    await _dead_before_the_row(lambda: SQLiteStore(tmp_path / "s.sqlite3"), caplog)
+
+
+async def test_the_same_dead_owner_on_postgresql(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _dead_before_the_row(lambda: PostgresStore(postgres_dsn), caplog)
+
+
+async def _dead_before_the_row(
+    store_of: Callable[[], SQLiteStore | PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A runtime of this node whose process is gone (its start time is not this one's).
+    dead = LeaseOwner(node="here", pid=os.getpid(), start_time=1, runtime_id="here:dead")
+    async with store_of() as store:
+        await store.acquire_lease("a", dead, ttl=600)
+        started = await store.start_request("a", id="7", prompt="p", key="job-7", origin="tell")
+        assert started == "7" and await store.load("a") is None
+    backend = upper()
+    async with open_runtime(store=store_of(), node="here") as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        result = await rt.poll(Ref("a", 7))
+        assert isinstance(result, Failed) and isinstance(result.error, OwnerDied)
+        history = rt.store_capabilities.turn_history
+        assert history is not None
+        [died] = await history.turn_history("a", limit=10)
+        assert (died.outcome, died.node) == ("owner_died", "here")
+        assert died.answer is not None and died.answer.startswith("owner died mid-turn")
+        assert (await rt.ask("a", "next")).text == "NEXT"
+        assert [turn.outcome for turn in await history.turn_history("a", limit=10)] == [
+            "complete",
+            "owner_died",
+        ]
+    assert backend.prompts == ["next"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_stopped_agent_s_queue_is_withdrawn_in_the_store(tmp_path: Path) -> None:

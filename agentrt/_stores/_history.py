@@ -65,10 +65,14 @@ class _SqlStore(Protocol):
     ) -> _T: ...
 
 
-def check_keep(keep: int) -> None:
-    """Refuse a history bound that keeps nothing (a caller keeping none writes none)."""
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-        raise ValueError(f"keep must be an int >= 1 (the entries kept per agent), not {keep!r}")
+def check_keep(keep: int, *, least: int = 1) -> None:
+    """Refuse a history bound below ``least``: a caller of `record_turn_with_history`
+    keeping none writes none; a request's settlement with ``keep=0`` records its turn in
+    the session row only."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < least:
+        raise ValueError(
+            f"keep must be an int >= {least} (the entries kept per agent), not {keep!r}"
+        )
 
 
 def check_page(limit: int, offset: int) -> None:
@@ -83,8 +87,9 @@ def turn_writes(
 ) -> Callable[[Any], bool]:
     """The statements of `record_turn_with_history`, to run in a transaction of the
     caller's (a request's settlement shares it): False, having written nothing, without
-    the session row."""
-    check_keep(keep)
+    the session row. ``keep=0``: the session row's count only (`SessionStore.record_turn`),
+    no entry, for an agent that keeps no history."""
+    check_keep(keep, least=0)
     t, u = turn, turn.usage
     count = record_turn_params(t.name, t.outcome, t.cost_usd, u, session_id, store.clock())
     entry = (
@@ -97,8 +102,9 @@ def turn_writes(
     def work(conn: Any) -> bool:
         if conn.execute(update, count).rowcount == 0:
             return False
-        conn.execute(insert, entry)
-        conn.execute(prune, (t.name, t.name, keep - 1))
+        if keep > 0:
+            conn.execute(insert, entry)
+            conn.execute(prune, (t.name, t.name, keep - 1))
         return True
 
     return work
@@ -110,6 +116,7 @@ class SqlTurnHistory:
     async def record_turn_with_history(
         self: _SqlStore, turn: StoredTurn, *, session_id: str | None, keep: int
     ) -> None:
+        check_keep(keep)
         work = turn_writes(self, turn, session_id=session_id, keep=keep)
         if not await self._call(work, fence=turn.name, atomic=True):
             raise no_row(self._where, turn.name)

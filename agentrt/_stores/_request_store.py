@@ -110,7 +110,9 @@ class RequestStore(Protocol):
         already, say, as ``"owner_died"``). With ``turn``, what
         `TurnHistoryStore.record_turn_with_history` does with ``turn``, ``session_id``
         and ``keep`` is written in the same transaction: the turn's record and its
-        request's outcome are one write, both or neither. Fenced."""
+        request's outcome are one write, both or neither; ``keep=0`` (an agent that keeps
+        no turn history) writes what `SessionStore.record_turn` does only, no entry, and
+        needs no `TurnHistoryStore`. Fenced."""
         ...
 
     async def end_orphaned_requests(

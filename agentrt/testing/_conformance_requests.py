@@ -242,9 +242,20 @@ async def _a_request_its_owner_runs_at_once_is_stored_started_in_one_write(
         assert await start(id="r2", prompt="second", key=None) is None
         assert await requests.find_request("coder", id="r2") is None
         await _enqueue(requests, "coder", "r2", "second")
+        # keep=0 (the agent keeps no history): its turn counted in the session row only.
+        await _checkpoint(one, "coder", "s-1")
         assert await requests.settle_request(
-            "coder", "r1", RequestOutcome(outcome="complete"), result_ttl=_TTL
+            "coder",
+            "r1",
+            RequestOutcome(outcome="complete"),
+            result_ttl=_TTL,
+            turn=_turn("coder", 1),
+            session_id="s-1",
+            keep=0,
         )
+        assert (await _loaded(one, "coder")).turns == 1
+        if (history := StoreCapabilities.of(one).turn_history) is not None:
+            assert list(await history.turn_history("coder", limit=5)) == []
         assert await start(id="r3", prompt="third", key=None) is None  # r2 is queued
         # Released: back in the queue in its place, as never started.
         claimed = await requests.claim_request("coder")
