@@ -167,3 +167,33 @@ async def test_an_interrupt_policy_prompt_to_a_parked_agent_queues_behind_the_re
             assert isinstance(result, Completed) and result.response.text == text
         assert trio.current_time() - start >= HOUR - 5  # neither ran before the reset
     assert backend.prompts == ["first", "one", "two"]
+
+
+async def test_another_program_on_the_file_sees_the_park_and_withdraws_from_the_queue(
+    tmp_path: Path,
+) -> None:
+    """Status and withdraw reach the owner of a parked agent through the SQLite file's
+    routing: the park's fields travel, and a request withdrawn from the other program
+    never runs after the reset."""
+    path = tmp_path / "s.sqlite3"
+    resets_at = time.time() + RESET
+    backend = credential(resets_at)
+    async with open_runtime(store=SQLiteStore(path)) as owner:
+        await park(owner, backend)
+        async with open_runtime(store=SQLiteStore(path)) as other:
+            dropped = await other.tell("a", "dropped", key="job-1")
+            kept = await other.tell("a", "kept")
+            status = await other.status("a")
+            assert (status.state, status.parked_until, status.credential) == (
+                "parked",
+                resets_at,
+                "team",
+            )
+            assert (status.queued, status.queued_keys) == (2, ("job-1",))
+            assert await other.withdraw(dropped)
+            assert isinstance(await owner.poll(dropped), Withdrawn)
+            with trio.fail_after(BOUND):
+                result = await other.wait(kept)
+            assert isinstance(result, Completed) and result.response.text == "KEPT"
+            assert (await other.status("a")).state in ("idle", "idle_warm")
+    assert backend.prompts == ["first", "kept"]
