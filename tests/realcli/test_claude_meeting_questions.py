@@ -1,7 +1,8 @@
 """Where questions for a person meet the older operations, on the pinned real claude: an
 `AskOperator` question waiting in the store when the agent is stopped, or when a prompt
-arrives for an agent whose `when_busy` is ``"interrupt"``. The question leaves the store
-with its turn; nobody is left to answer a turn that no longer runs."""
+arrives for an agent whose `when_busy` is ``"interrupt"``: the question leaves the store
+with its turn, nobody is left to answer a turn that no longer runs. A halt, which lets the
+running turn end, leaves the question to be answered, and holds what comes after it."""
 
 from __future__ import annotations
 
@@ -11,19 +12,22 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
     AgentStopped,
     AskOperator,
+    Completed,
     Failed,
     MemoryStore,
+    Pending,
     StopReason,
     ToolRequest,
     TurnFailed,
     open_runtime,
 )
-from agentrt.store import PendingApproval
+from agentrt.store import OperatorDecision, PendingApproval
 from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
 
 from ._claude import Claude
@@ -50,6 +54,8 @@ def asks_unless_told_otherwise(request: RecordedRequest) -> AnthropicReply:
     # The newest message only: the conversation keeps the question asked before it.
     if "say done" in json.dumps(request.messages[-1:]):
         return AnthropicText("done")
+    if "tool_result" in json.dumps(request.messages[-1:]):
+        return AnthropicText("answered")
     return AnthropicToolUse("AskUserQuestion", ASKED)
 
 
@@ -119,3 +125,35 @@ async def test_an_interrupting_prompt_ends_a_turn_whose_question_waits(claude: C
         assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
         assert result.error.reason is StopReason.INTERRUPTED
         assert await store.pending_approvals() == ()
+
+
+async def test_a_halt_leaves_the_waiting_question_to_be_answered_and_holds_the_next_prompt(
+    claude: Claude,
+) -> None:
+    claude.api.set_script(asks_unless_told_otherwise)
+    store = MemoryStore()
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(
+            Operator(),
+            name="coder",
+            backend="claude",
+            **claude.agent_options(approval_timeout=600.0, keep_alive=600),
+        )
+        with trio.fail_after(TURN_BOUND):
+            ref = await rt.tell("coder", "pick a colour")
+            pending = await waiting_question(store)
+            await rt.halt("coder")
+            later = await rt.tell("coder", "say done")
+            assert [p.id for p in await store.pending_approvals()] == [pending.id]
+            answered = {**json.loads(pending.input), "answers": {"Which colour?": "blue"}}
+            decision = OperatorDecision(
+                allowed=True, updated_input=json.dumps(answered), decided_by="console"
+            )
+            assert await store.decide_approval(pending.id, decision)
+            result = await rt.wait(ref)
+            status = await wait_for_status(rt, "coder", lambda s: s.state == "halted")
+            assert status.queued == 1 and isinstance(await rt.poll(later), Pending)
+            await rt.unhalt("coder")
+            done = await rt.wait(later)
+        assert isinstance(result, Completed) and result.response.text == "answered"
+        assert isinstance(done, Completed) and done.response.text == "done"
