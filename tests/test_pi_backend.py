@@ -12,6 +12,7 @@ import pytest
 
 from agentrt import InvalidOptions, StopReason
 from agentrt.backend import (
+    ControlAnswer,
     ErrorEvent,
     Event,
     ExitStatus,
@@ -221,3 +222,21 @@ def test_a_refused_command_breaks_the_live_protocol_but_a_late_abort_does_not() 
     assert live.control({"type": "response", "command": "abort", "success": False}) == b""
     with pytest.raises(ProtocolError):
         live.control({"type": "response", "command": "prompt", "success": False, "error": "x"})
+
+
+def test_a_live_process_takes_a_steer_answered_by_pis_acknowledgement() -> None:
+    assert "steer" in BACKEND.capabilities(options()).calls
+    live = BACKEND.live(options(), session_id=SESSION)
+    state = {"type": "response", "command": "get_state", "success": True}
+    live.control({**state, "data": {"sessionId": SESSION}})
+    live.prompt("hi")
+    request = live.request("steer", "also this")
+    line = json.loads(request.line)
+    assert line == {"id": request.request_id, "type": "steer", "message": "also this"}
+    ack = {"id": request.request_id, "type": "response", "command": "steer", "success": True}
+    assert live.classify(ack) == "control"
+    assert live.control(ack) == ControlAnswer(request.request_id)
+    assert request.decode(None) is None
+    # A refusal is the call's error, not the protocol's end.
+    refused = {**ack, "success": False, "error": "no"}
+    assert live.control(refused) == ControlAnswer(request.request_id, error='"no"')

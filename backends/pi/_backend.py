@@ -18,9 +18,10 @@ from ._translate import PiTranslator
 # two equal.
 WRITTEN_FOR_VERSION = "0.73.1"
 
-# Live (keep_alive: one `pi --mode rpc` process), without approvals (pi asks none before
-# a tool runs) or hooks; the stream does not report pi's version, so it is asked.
-_LIVE = Capabilities(live=True, version_probe=True)
+# Live (keep_alive: one `pi --mode rpc` process) and steered in band, without approvals
+# (pi asks none before a tool runs) or hooks; the stream does not report pi's version, so
+# it is asked.
+_LIVE = Capabilities(live=True, version_probe=True, calls=frozenset(("steer",)))
 
 
 class PiBackend:
@@ -57,7 +58,8 @@ class PiBackend:
         return info(WRITTEN_FOR_VERSION)
 
     def capabilities(self, options: PiOptions) -> Capabilities:
-        """Live with any options (``--mode rpc``); no approvals, no hooks. The stream does
+        """Live with any options (``--mode rpc``), which takes ``steer``; no approvals, no
+        hooks. The stream does
         not report pi's version, so the runtime asks ``pi --version``."""
         return _LIVE
 

@@ -6,6 +6,11 @@ retries off (``set_auto_retry``: a failed run then ends its turn, at its ``agent
 agentrt's restart policy decides) and asks ``get_state`` for the session's id; a turn is
 a ``prompt`` and ends at ``agent_end``; an interrupt is ``abort``, which ends the running
 model call or tool and then the turn, in band, the process living on.
+
+A steer (`Runtime.steer`) is ``steer``: pi queues the message and gives it to the model
+with its next call, after the running model call (and its tools) end; when that call was
+the turn's last, pi makes one more with the message, still before the turn's
+``agent_end``. pi's ``response`` to the command is its acknowledgement (a `ControlAnswer`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ from typing import Any
 
 import msgspec
 
-from agentrt.backend import Command, FrameRole, ProtocolError, SessionTotals, redact
+from agentrt.backend import (
+    ChannelCall,
+    Command,
+    ControlAnswer,
+    ControlRequest,
+    FrameRole,
+    ProtocolError,
+    SessionTotals,
+    redact,
+)
 
 from ._command import build_live_command
 from ._options import PiOptions
@@ -56,10 +70,16 @@ class PiLive:
             return "control"
         return "end" if kind == "agent_end" else "event"
 
-    def control(self, frame: Any) -> bytes:
-        """Takes the session id from ``get_state``'s answer; a refused command other than
-        an ``abort`` (which comes after a turn already over) breaks the protocol."""
+    def control(self, frame: Any) -> bytes | ControlAnswer:
+        """Takes the session id from ``get_state``'s answer and a ``steer``'s answer (pi's
+        acknowledgement, or its refusal); another refused command than an ``abort`` (which
+        comes after a turn already over) breaks the protocol."""
         command = frame.get("command")
+        if command == "steer":
+            request_id = str(frame.get("id"))
+            if frame.get("success") is not True:
+                return ControlAnswer(request_id, error=_brief(frame.get("error")))
+            return ControlAnswer(request_id)
         if frame.get("success") is not True:
             if command == "abort":
                 return b""
@@ -83,6 +103,13 @@ class PiLive:
         """``abort`` (b"" between turns)."""
         return self._line("abort") if self._in_turn else b""
 
+    def request(self, call: ChannelCall, argument: Any) -> ControlRequest:
+        """``steer`` with ``argument``'s text (the only call a warm pi takes)."""
+        assert call == "steer"
+        request_id = f"agentrt-{next(self._ids)}"
+        line = _encode({"id": request_id, "type": "steer", "message": argument}) + b"\n"
+        return ControlRequest(request_id, line, _nothing)
+
     def translator(self, *, baseline: SessionTotals | None = None) -> PiTranslator:
         """A fresh translator for the next turn, which names the session first. Usage is
         per model call, so the turn's own (``baseline`` is not needed)."""
@@ -90,6 +117,10 @@ class PiLive:
 
     def _line(self, kind: str, **fields: Any) -> bytes:
         return _encode({"id": f"agentrt-{next(self._ids)}", "type": kind, **fields}) + b"\n"
+
+
+def _nothing(payload: Any) -> None:
+    return None
 
 
 def _brief(value: Any) -> str:
