@@ -11,6 +11,8 @@ A steer (`Runtime.steer`) is ``steer``: pi queues the message and gives it to th
 with its next call, after the running model call (and its tools) end; when that call was
 the turn's last, pi makes one more with the message, still before the turn's
 ``agent_end``. pi's ``response`` to the command is its acknowledgement (a `ControlAnswer`).
+pi looks for steered messages once after each call: one that comes after the turn's last
+look stays queued, and pi gives it to the model in the next turn, after its prompt.
 """
 
 from __future__ import annotations
