@@ -61,6 +61,10 @@ class Recorder:
     _live: _Live = _Live.NONE
     # The store as live process records, resolved once (a warm turn writes them twice).
     _live_records: LiveProcessStore = attrs.field(init=False)
+    # A turn has started on an unclaimed row: the row is owed, so the claim a failing store
+    # refused is made again before a turn's record (which needs the row to count the turn
+    # and settle its request in one transaction).
+    _claim_owed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.keep_turns <= 0:
@@ -75,15 +79,21 @@ class Recorder:
 
     async def started(self) -> None:
         """A turn starts (its CLI runs, or it runs in process): the first makes the store's
-        row this agent's. A failure is logged; the turn goes on, and its session id is
-        checkpointed (or fails it) on its own."""
-        if not self.slot.unclaimed:
-            return
+        row this agent's. A failure is logged; the turn goes on, its checkpoint claims the
+        row (or fails the turn), and so do its record and the next turn's start."""
+        if self.slot.unclaimed:
+            self._claim_owed = True
+            await self._claim()
+
+    async def _claim(self) -> bool:
+        """Claim the store's row (`Slot.claim`); whether it is written (a failure logged)."""
         try:
             await self.slot.claim()
         except Exception as exc:
             name = self.slot.name
             log_error(f"agent {name!r}: the session store could not record the agent", exc)
+            return False
+        return True
 
     async def checkpoint(self, session_id: str) -> None:
         """The turn's CLI names its session: the store keeps it before the next frame.
@@ -201,10 +211,12 @@ class Recorder:
         slot.spent_tokens += counted_tokens(usage)
         slot.budgets.charge(name, cost, usage)
         durable = slot.requests if settles is not None else None
-        if slot.unclaimed:
+        if slot.unclaimed and not (self._claim_owed and await self._claim()):
+            # The turn never started (nothing to record), or the row it owes cannot be
+            # written: the request's outcome is kept all the same, for every program to read.
             if durable is not None and settles is not None:
                 await durable.settle(settles, outcome)
-            return  # the turn never started: nothing to record
+            return
         try:
             if durable is not None and settles is not None:
                 # The turn's record and the request's outcome in one transaction; with no

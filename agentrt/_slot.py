@@ -154,12 +154,16 @@ class Slot:
             self.handle = None
 
     async def claim(self) -> None:
-        """Make the store's row this agent's: its backend, session, cwd and state."""
-        self.unclaimed = False
+        """Make the store's row this agent's: its backend, session, cwd and state. Marked
+        claimed only once both are written: a claim that failed is made again by the next
+        write that needs the row (the turn's checkpoint, its record, the next turn's start).
+
+        Raises what the store raises (`StoreError`)."""
         await self.store.checkpoint_session(
             self.name, backend=self.backend, session_id=self.session_id, cwd=self.cwd
         )
         await self.store.save_state(self.name, self.state_blob)
+        self.unclaimed = False
 
     async def forget_session(self) -> None:
         """The next turn starts a new session; the store's row forgets the old one."""

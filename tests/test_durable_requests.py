@@ -37,6 +37,8 @@ from agentrt import (
     ResultEvent,
     SQLiteStore,
     StopReason,
+    StoreError,
+    TurnFailed,
     Withdrawn,
     open_runtime,
 )
@@ -529,3 +531,78 @@ async def test_a_secret_in_a_queued_prompt_or_an_answer_never_reaches_the_store(
         assert (await rt.ask("a", f"now {secret}")).text == f"echo now {secret}"
     assert echo.prompts == ["use [REDACTED] later", f"now {secret}"]
     assert secret.encode() not in path.read_bytes()
+
+
+class _RefusedRow:
+    """Refuses the next ``refusals`` writes of the session row (the database down)."""
+
+    refusals = 0
+
+    async def checkpoint_session(self, name: str, **kwargs: Any) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise StoreError("<refusing>", "database is down")
+        await super().checkpoint_session(name, **kwargs)  # type: ignore[misc]
+
+
+class _RefusedSQLite(_RefusedRow, SQLiteStore):
+    pass
+
+
+class _RefusedPostgres(_RefusedRow, PostgresStore):
+    pass
+
+
+@pytest.mark.parametrize("session_id", ["s", None])
+async def test_a_claim_the_store_refused_is_made_again_and_its_request_settles(
+    tmp_path: Path, session_id: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new agent's first turn starts while the store refuses the write of its session
+    row: the claim, and the checkpoint of the session the CLI names, which fails the turn
+    (store_failed). The row is not taken as written: the turn's record claims it again,
+    so the request settles with that failure where every program reads it (not left
+    running until its owner changes), and later turns are recorded and settled too. The
+    same with a turn that names no session, whose only write of the row is the claim."""
+    path = tmp_path / "s.sqlite3"
+    await _refused_claim(lambda: _RefusedSQLite(path), session_id, caplog)
+
+
+async def test_the_same_refused_claim_on_postgresql(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _refused_claim(lambda: _RefusedPostgres(postgres_dsn), "s", caplog)
+
+
+async def _refused_claim(
+    store_of: Callable[[], _RefusedSQLite | _RefusedPostgres],
+    session_id: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = store_of()
+    backend = ScriptedBackend(
+        default=lambda call: reply(call.prompt.upper(), session_id=session_id)
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        store.refusals = 1 if session_id is None else 2
+        first = await rt.tell("a", "one", key="job-1")
+        result = await rt.wait(first)
+        if session_id is None:
+            assert isinstance(result, Completed) and result.response.text == "ONE"
+        else:
+            assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+            assert result.error.reason is StopReason.STORE_FAILED
+        assert (await rt.ask("a", "two", key="job-2")).text == "TWO"
+        async with store_of() as other:  # what another program reads
+            one = await other.find_request("a", key="job-1")
+            two = await other.find_request("a", key="job-2")
+            record = await other.load("a")
+    assert store.refusals == 0
+    assert one is not None and one.state == "settled" and one.outcome is not None
+    assert one.outcome.outcome == ("complete" if session_id is None else "store_failed")
+    assert two is not None and two.state == "settled" and two.outcome is not None
+    assert (two.outcome.outcome, two.outcome.answer) == ("complete", "TWO")
+    assert record is not None and (record.session_id, record.turns) == (session_id, 2)
+    assert backend.prompts == ["one", "two"]
+    assert "could not record the agent" in caplog.text
+    assert "could not settle a request" not in caplog.text
