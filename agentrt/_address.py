@@ -66,7 +66,10 @@ class Addressed(Protocol):
 
 
 def resolve(
-    children: Mapping[str, Addressed], router: Router | None, name: str
+    children: Mapping[str, Addressed],
+    router: Router | None,
+    name: str,
+    requests: RequestStore | None = None,
 ) -> LocalAgent | RemoteAgent:
     """The address of agent ``name``: this runtime's agent, or else (on a store that routes
     calls) the one another runtime owns; `AgentNotFound` on a store that does not."""
@@ -82,7 +85,7 @@ def resolve(
             "runs here, and this runtime's store reaches no other runtime's agents",
             known=children,
         )
-    return RemoteAgent(router, name)
+    return RemoteAgent(router, name, requests)
 
 
 class LocalAgent:
@@ -314,22 +317,26 @@ else:
 @final
 class RemoteAgent(_LocalAgent):
     """The agent named ``name`` that another runtime owns: each call is routed to it, and
-    its answer (or its error) comes back."""
+    its answer (or its error) comes back. ``requests``: the store's requests, where it
+    keeps them (a stream then gives what it keeps of a request the owner does not hold)."""
 
-    __slots__ = ("_name", "_router")
+    __slots__ = ("_name", "_requests", "_router")
 
-    def __init__(self, router: Router, name: str) -> None:
+    def __init__(self, router: Router, name: str, requests: RequestStore | None = None) -> None:
         self._router = router
         self._name = name
+        self._requests = requests
 
-    def stream(self, ref: Ref, stored: RequestStore | None = None) -> EventStream:
-        """The owner's events of ``ref``; with ``stored`` (the store keeps requests), what
-        it keeps of a request the owner does not hold (`reattached`)."""
+    def stream(self, ref: Ref) -> EventStream:
+        """The owner's events of ``ref``; on a store that keeps requests, what it keeps of
+        a request the owner does not hold (`reattached`)."""
 
         def fetch(after: int) -> Awaitable[EventBatch[Event]]:
             return self._router.call(self._name, "events", (ref, after))
 
-        return FollowedStream(fetch) if stored is None else reattached(stored, ref, fetch)
+        if self._requests is None:
+            return FollowedStream(fetch)
+        return reattached(self._requests, ref, fetch)
 
 
 make_operations(RemoteAgent, _routed, LocalAgent)

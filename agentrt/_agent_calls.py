@@ -51,7 +51,8 @@ class AgentCalls:
     def _resolve(self, name: str) -> LocalAgent | RemoteAgent:
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
-        return resolve(self._context.children, self._router, name)
+        requests = self._context.capabilities.requests
+        return resolve(self._context.children, self._router, name, requests)
 
     def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
         """Run a call another runtime routed here, for an agent of this runtime only (so a

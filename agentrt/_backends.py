@@ -36,6 +36,8 @@ SHIPPED = {
     "gemini": "agentrt.backends.gemini:GeminiBackend",
     "qwen": "agentrt.backends.qwen:QwenBackend",
     "acp": "agentrt.backends.acp:AcpBackend",
+    "opencode": "agentrt.backends.opencode:OpencodeBackend",
+    "pi": "agentrt.backends.pi:PiBackend",
 }
 
 _loaded: dict[str, Backend] = {}

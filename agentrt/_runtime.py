@@ -12,7 +12,6 @@ from typing import Any, Never
 
 import trio
 
-from ._address import RemoteAgent
 from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
 from ._cluster._ownership import Ownership
@@ -232,11 +231,7 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
         owner's death `OwnerDied`, or a withdrawal: ``cancelled``), also where no runtime
         runs the agent now; a ref the store does not keep still gives an empty stream (or
         `AgentNotFound` where no runtime runs the agent)."""
-        requests = self._stored(check_ref(ref))
-        address = self._resolve(ref.name)
-        if isinstance(address, RemoteAgent):
-            return address.stream(ref, requests)
-        return address.stream(ref)
+        return self._resolve(check_ref(ref).name).stream(ref)
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order. Raises

@@ -238,7 +238,7 @@ async def test_an_unknown_backend_is_an_invalid_option_naming_the_closest(
         assert rt.agents() == ()
     assert isinstance(info.value, BackendNotFound)
     assert (info.value.key, info.value.value, info.value.name) == ("backend", given, given)
-    known = "claude, codex, gemini, opencode, pi, qwen"  # the shipped backends
+    known = "acp, claude, codex, gemini, opencode, pi, qwen"  # the shipped backends
     assert str(info.value) == f"no backend named {given!r}{hint} (known: {known})"
 
 

@@ -13,7 +13,7 @@ import trio
 
 COMMAND = (sys.executable, "-m", "agentrt")
 # The backends this distribution ships (its entry points), as the command lists them.
-SHIPPED = ("claude", "codex", "gemini", "opencode", "pi", "qwen")
+SHIPPED = ("acp", "claude", "codex", "gemini", "opencode", "pi", "qwen")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
