@@ -325,7 +325,7 @@ class AgentCalls:
         request's `Response` then answers both. Returns once the CLI has taken the message.
 
         Only a warm agent (``keep_alive``) on a CLI that takes messages mid-turn can be
-        steered (Claude Code, codex): raises `InvalidOptions` otherwise (one process per
+        steered (Claude Code, codex, pi): raises `InvalidOptions` otherwise (one process per
         turn, the in-process backend, Gemini CLI, Qwen Code); `NoTurnRunning` when no turn
         runs on its CLI now (the agent is idle, its turn is starting or has ended): send it
         with `ask` or `tell` then, or start the agent with ``when_busy="steer"``, which
