@@ -99,6 +99,14 @@ def env_mapping(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def same_as_env(key: str, value: str | None, env: Mapping[str, str], variable: str) -> None:
+    """Refuse option ``key`` (a CLI's home folder) when ``env`` sets ``variable``, the
+    variable the backend sets from it, to another path: the CLI would read one of the two."""
+    given = env.get(variable)
+    if value is not None and given is not None and given != value:
+        raise InvalidOptions(key, value, f"differs from env[{variable!r}]={given!r}")
+
+
 def make_parser(
     cls: type[T],
     checks: Mapping[str, Check],

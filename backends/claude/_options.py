@@ -299,8 +299,4 @@ def _check_combinations(o: ClaudeOptions) -> None:
     if len(first_turn) > 1:
         (key, value), (other, _) = first_turn[1], first_turn[0]
         raise InvalidOptions(key, value, f"cannot be combined with {other!r}; give one of them")
-    env_dir = o.env.get("CLAUDE_CONFIG_DIR")
-    if o.config_dir is not None and env_dir is not None and env_dir != o.config_dir:
-        raise InvalidOptions(
-            "config_dir", o.config_dir, f"differs from env['CLAUDE_CONFIG_DIR']={env_dir!r}"
-        )
+    v.same_as_env("config_dir", o.config_dir, o.env, "CLAUDE_CONFIG_DIR")

@@ -151,11 +151,7 @@ def parse_options(raw: Mapping[str, Any]) -> GeminiOptions:
     Raises `agentrt.InvalidOptions` naming the first unknown key (with the closest known
     one), or the key, value and what is allowed for the first bad value."""
     options = _structure(raw)
-    home = options.env.get("GEMINI_CLI_HOME")
-    if options.gemini_home is not None and home is not None and home != options.gemini_home:
-        raise InvalidOptions(
-            "gemini_home", options.gemini_home, f"differs from env['GEMINI_CLI_HOME']={home!r}"
-        )
+    v.same_as_env("gemini_home", options.gemini_home, options.env, "GEMINI_CLI_HOME")
     if options.gemini_home is None and (options.settings or options.max_attempts is not None):
         key = "settings" if options.settings else "max_attempts"
         raise InvalidOptions(

@@ -160,11 +160,7 @@ def parse_options(raw: Mapping[str, Any]) -> PiOptions:
     Raises `agentrt.InvalidOptions` naming the first unknown key (with the closest known
     one), or the key, value and what is allowed for the first bad value."""
     options = _structure(raw)
-    home = options.env.get("PI_CODING_AGENT_DIR")
-    if options.pi_home is not None and home is not None and home != options.pi_home:
-        raise InvalidOptions(
-            "pi_home", options.pi_home, f"differs from env['PI_CODING_AGENT_DIR']={home!r}"
-        )
+    v.same_as_env("pi_home", options.pi_home, options.env, "PI_CODING_AGENT_DIR")
     if options.pi_home is not None and not os.path.isabs(options.pi_home):
         raise InvalidOptions("pi_home", options.pi_home, "expected an absolute path")
     if options.pi_home is None and options.models:

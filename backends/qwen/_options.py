@@ -200,9 +200,5 @@ def parse_options(raw: Mapping[str, Any]) -> QwenOptions:
         raise InvalidOptions(
             "session_id", options.session_id, "cannot be combined with 'resume'; give one"
         )
-    env_home = options.env.get("QWEN_HOME")
-    if options.qwen_home is not None and env_home is not None and env_home != options.qwen_home:
-        raise InvalidOptions(
-            "qwen_home", options.qwen_home, f"differs from env['QWEN_HOME']={env_home!r}"
-        )
+    v.same_as_env("qwen_home", options.qwen_home, options.env, "QWEN_HOME")
     return options
