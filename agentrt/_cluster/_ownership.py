@@ -181,7 +181,8 @@ class Ownership:
     async def acquire(self, name: str, *, runs_processes: bool) -> None:
         """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
         owner if another runtime holds it. An agent that ``runs_processes`` (CLI turns)
-        gets the fence guard watching this runtime first.
+        gets the fence guard watching this runtime first, and the guard knows the lease's
+        deadline before this returns.
 
         Cancellation: safe. The grant is shielded (bounded by the store's own timeouts), so
         a lease is either not granted or held here, where the caller's cleanup releases it."""
@@ -195,7 +196,8 @@ class Ownership:
             if self.store is None:
                 self._held[name] = sent
                 return
-            if not self._held:  # the renewals start from this grant
+            first = not self._held
+            if first:  # the renewals start from this grant
                 self._last_renewal = sent
                 self._wake_renewer.set()
             self._held[name] = sent
@@ -203,6 +205,12 @@ class Ownership:
             # A new grant is the last deadline, unless the fence sleeps for none at all.
             if sent + self.ttl * FENCE_SHARE < self._fence_at:
                 self._wake_fence.set()
+            if first:
+                # The guard was told there was nothing to guard: it hears this deadline now,
+                # before the caller can start a CLI, not at the fence's next beat (up to
+                # lease_ttl / 5 away). A freeze in between would keep that CLI alive past the
+                # lease, beside the next owner's.
+                await self._beat()
 
     async def _grant(self, name: str) -> None:
         if self.store is None:  # names are this runtime's table (the caller checked it)

@@ -6,16 +6,17 @@ stuck, or dead) before the runtime's leases can pass to another runtime.
 
 ``TURNS`` is the runtime's marker prefix, ``<runtime pid>.<runtime token>``
 (`agentrt._driver._proctree.marker_prefix`). The runtime writes a line to the guard's stdin
-every lease_ttl / 5: the seconds left until it would stop its own agents for want of a
-renewal (``inf``: none to guard). Past that time with no newer line, or at the end of stdin
-without ``exit`` (the runtime died, or was closed without saying so), the guard SIGKILLs
-every process of its user whose ``AGENTRT_TURN`` marker starts with ``TURNS.``: the
-runtime's turns, their setsid'd tools included, and no other runtime's, not even one in the
-same process; and every turn process still waiting at the runtime process's spawn gate
-(`gate_of`), which carries no marker yet (it has not exec'd) and would otherwise run its CLI
-once the frozen runtime wakes, or wait there for ever once the runtime died. After a missed
-deadline it goes on killing them until the next line, so a runtime that wakes up starts no
-CLI before its own fence has run. ``exit`` ends the guard without a kill.
+every lease_ttl / 5, and as it takes a lease while it holds none: the seconds left until it
+would stop its own agents for want of a renewal (``inf``: none to guard). Past that time
+with no newer line, or at the end of stdin without ``exit`` (the runtime died, or was closed
+without saying so), the guard SIGKILLs every process of its user whose ``AGENTRT_TURN``
+marker starts with ``TURNS.``: the runtime's turns, their setsid'd tools included, and no
+other runtime's, not even one in the same process; and every turn process still waiting at
+the runtime process's spawn gate (`gate_of`), which carries no marker yet (it has not
+exec'd) and would otherwise run its CLI once the frozen runtime wakes, or wait there for
+ever once the runtime died. After a missed deadline it goes on killing them until the next
+line, so a runtime that wakes up starts no CLI before its own fence has run. ``exit`` ends
+the guard without a kill.
 
 It runs as its own program because the runtime's process may be the frozen one, so it
 imports nothing of agentrt (and starts in milliseconds); `marker_of` is also the one
