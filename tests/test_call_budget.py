@@ -41,11 +41,12 @@ from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 # read's own coroutine and a turn without tool calls makes no loop watch; 164 since a
 # request to a waiting agent is stored started in one write: the hand-off asks the slot
 # whether it waits); the fake CLI's
-# turns vary a little with how the process's exit meets its output (569-615 per turn,
-# 293-305 warm, with and without load).
+# turns vary with how the CLI's output is cut into reads and how the process's exit meets
+# it (569-615 per turn, 293-305 warm on a quiet machine; beside two busy loops per core, up
+# to 644 per turn and 334 warm, from more and shorter reads).
 SCRIPTED_BUDGET = 166
-PER_TURN_BUDGET = 640
-WARM_BUDGET = 320
+PER_TURN_BUDGET = 680
+WARM_BUDGET = 360
 
 MEASURE = "python tests/test_call_budget.py"
 
