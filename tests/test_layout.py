@@ -521,7 +521,7 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
         "_stores._route_codec",
     ),
     "test_options.py": ("_options",),
-    "test_ownership.py": ("_cluster._ownership",),
+    "test_ownership.py": ("_cluster._ownership", "_driver._proctree"),
     "test_portable.py": ("_portable", "_stores._sqlite"),
     "test_process_kill.py": (
         "_driver._proctree",
