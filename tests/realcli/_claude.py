@@ -28,7 +28,7 @@ from trio_util import AsyncValue
 
 from agentrt import Agent
 from agentrt.backend import redact, redact_mapping
-from agentrt.testing import FakeAnthropic
+from agentrt.testing import FakeAnthropic, RecordedRequest
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION_FILE = Path(__file__).with_name("CLAUDE_VERSION")
@@ -372,6 +372,22 @@ class Claude:
             text = text.replace(project_folder_name(path), project_folder_name(stand_in))
         text = text.replace(self.api.base_url.removeprefix("http://"), "127.0.0.1:PORT")
         return redact(text)
+
+
+def tool_results(request: RecordedRequest) -> int:
+    """How many tool results the model call ``request`` sends back (its tool calls so far)."""
+    return sum(
+        1
+        for m in request.messages
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    )
+
+
+def sleeping(claude: Claude, seconds: int) -> list[int]:
+    """The pids of ``claude``'s marked ``sleep SECONDS`` processes."""
+    return [p.pid for p in marked(MARKER_VAR, claude.marker) if p.cmdline == f"sleep {seconds}"]
 
 
 async def wait_for_process(marker: str, predicate: Callable[[ProcInfo], bool]) -> ProcInfo:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, marked, wait_for_status
+from proc_helpers import SLACK, wait_for_status
 
 from agentrt import (
     Agent,
@@ -26,21 +26,11 @@ from agentrt import (
 )
 from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
 
-from ._claude import MARKER_VAR, Claude, wait_for_process, wait_until_gone
+from ._claude import Claude, sleeping, tool_results, wait_for_process, wait_until_gone
 
 pytestmark = pytest.mark.realcli
 
 TURN_BOUND = 30
-
-
-def tool_results(request: RecordedRequest) -> int:
-    return sum(
-        1
-        for m in request.messages
-        if isinstance(m.get("content"), list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    )
 
 
 def starts_in_background(command: str) -> Any:
@@ -57,10 +47,6 @@ def starts_in_background(command: str) -> Any:
         return AnthropicText("ok")
 
     return script
-
-
-def sleeping(claude: Claude, seconds: int) -> list[int]:
-    return [p.pid for p in marked(MARKER_VAR, claude.marker) if p.cmdline == f"sleep {seconds}"]
 
 
 async def test_background_sleep_lives_across_turns_until_stop_agent(claude: Claude) -> None:

@@ -10,7 +10,6 @@ import json
 
 import pytest
 import trio
-from proc_helpers import marked
 
 from agentrt import (
     Agent,
@@ -26,25 +25,11 @@ from agentrt import (
 )
 from agentrt.testing import AnthropicReply, AnthropicText, AnthropicToolUse, RecordedRequest
 
-from ._claude import MARKER_VAR, Claude, wait_for_process
+from ._claude import Claude, sleeping, tool_results, wait_for_process
 
 pytestmark = pytest.mark.realcli
 
 TURN_BOUND = 30
-
-
-def tool_results(request: RecordedRequest) -> int:
-    return sum(
-        1
-        for m in request.messages
-        if isinstance(m.get("content"), list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    )
-
-
-def sleeping(claude: Claude, seconds: int) -> list[int]:
-    return [p.pid for p in marked(MARKER_VAR, claude.marker) if p.cmdline == f"sleep {seconds}"]
 
 
 # An open defect (issue 40), kept visible rather than skipped: at times the prompt after the
