@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,7 +80,12 @@ class OpencodeBackend:
         why. The runtime asks ``opencode --version``: ``run`` does not report it."""
         if options.extra_args:
             return Capabilities(not_live=NOT_LIVE_EXTRA_ARGS, version_probe=True)
-        if importlib.util.find_spec("acp") is None:
+        try:
+            # The live protocol and the ACP schema (the acp extra) are imported here, at
+            # start_agent, not at the first live turn: the import takes seconds on a loaded
+            # machine, a stall of the event loop long enough to lose a running agent's lease.
+            from . import _live  # noqa: F401
+        except ImportError:
             return Capabilities(not_live=NOT_LIVE_NO_ACP, version_probe=True)
         return _LIVE
 
@@ -96,7 +100,7 @@ class OpencodeBackend:
         """An ``opencode acp`` process for the session ``session_id`` (None: a new one),
         spoken to as an ACP agent (`agentrt.backends.acp.AcpLive`); ``hooks`` are never
         asked for (`capabilities` declares none)."""
-        # Imported here: the ACP schema is the acp extra's, needed by live agents alone.
+        # Imported here: the ACP schema is the acp extra's (`capabilities` imported it).
         from ._live import live
 
         return live(options, session_id=session_id, approvals=approvals)
