@@ -142,6 +142,9 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
 # for opencode tens of seconds, a turn).
 _NPM_ROWS = {
     "agentrt-opencode": OPENCODE_BINARY,
+    "agentrt-opencode-warm": OPENCODE_BINARY,
+    "agentrt-acp-opencode": OPENCODE_BINARY,
+    "agentrt-acp-opencode-warm": OPENCODE_BINARY,
     "agentrt-pi": PI_BINARY,
     "agentrt-pi-warm": PI_BINARY,
 }

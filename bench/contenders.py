@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import secrets
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -797,11 +799,14 @@ async def _agentrt_conversation(
 ) -> None:
     import agentrt
 
+    # The claude backend runs this harness's claude unless told another binary; another
+    # backend names its own (or, as the acp backend, a command).
+    binary = {"binary": claude.binary} if options.get("backend", "claude") == "claude" else {}
     async with agentrt.open_runtime(store=agentrt.MemoryStore()) as rt:
         await rt.start_agent(
             agentrt.Agent,
             name="coder",
-            **{"backend": "claude", "binary": claude.binary, **options},
+            **{"backend": "claude", **binary, **options},
             cwd=claude.cwd,
             env_policy="isolated",
             env=claude.env,
@@ -884,8 +889,9 @@ async def _agentrt_qwen_warm(claude: Claude, body: ConversationBody) -> None:
 
 # opencode and pi beside claude, on the same fake API (each names it as a custom provider
 # of its own: Anthropic's API at the fake's base URL, the key by its variable), one
-# process per turn, and pi warm too (opencode's warm mode is not driven yet): the pinned
-# binaries where `make opencode-cli` and `make pi-cli` put them.
+# process per turn, and warm (opencode: one `opencode acp`; pi: one `pi --mode rpc`); and
+# `opencode acp` on the acp backend, per turn and warm: the pinned binaries where
+# `make opencode-cli` and `make pi-cli` put them.
 def _pinned_npm(cli: str) -> Path:
     version = (_ROOT / "tests" / "realcli" / f"{cli.upper()}_VERSION").read_text().strip()
     return _ROOT / ".cache" / "npm" / f"{cli}-{version}" / "node_modules" / ".bin" / cli
@@ -900,8 +906,7 @@ _OPENCODE_OFFLINE = {
 }
 
 
-@conversation_contender("agentrt-opencode", "agentrt ask(), opencode backend, per turn (--session)")
-async def _agentrt_opencode_per_turn(claude: Claude, body: ConversationBody) -> None:
+def _opencode_config(claude: Claude) -> dict[str, Any]:
     provider = {
         "npm": "@ai-sdk/anthropic",
         "options": {
@@ -910,10 +915,71 @@ async def _agentrt_opencode_per_turn(claude: Claude, body: ConversationBody) -> 
         },
         "models": {"claude-fake": {}},
     }
+    return {"autoupdate": False, "provider": {"fake": provider}}
+
+
+def _opencode_options(claude: Claude) -> tuple[Claude, dict[str, Any]]:
     offline = attrs.evolve(claude, env={**claude.env, **_OPENCODE_OFFLINE})
-    config = {"autoupdate": False, "provider": {"fake": provider}}
-    options = {"binary": str(OPENCODE_BINARY), "model": "fake/claude-fake", "config": config}
-    await _agentrt_conversation(offline, body, None, backend="opencode", **options)
+    options = {
+        "backend": "opencode",
+        "binary": str(OPENCODE_BINARY),
+        "model": "fake/claude-fake",
+        "config": _opencode_config(claude),
+    }
+    return offline, options
+
+
+@conversation_contender("agentrt-opencode", "agentrt ask(), opencode backend, per turn (--session)")
+async def _agentrt_opencode_per_turn(claude: Claude, body: ConversationBody) -> None:
+    offline, options = _opencode_options(claude)
+    await _agentrt_conversation(offline, body, None, **options)
+
+
+@conversation_contender(
+    "agentrt-opencode-warm",
+    f"agentrt ask(), opencode backend, warm (keep_alive={KEEP_ALIVE:g}: one opencode acp)",
+)
+async def _agentrt_opencode_warm(claude: Claude, body: ConversationBody) -> None:
+    offline, options = _opencode_options(claude)
+    await _agentrt_conversation(offline, body, KEEP_ALIVE, **options)
+
+
+def _acp_opencode(claude: Claude) -> tuple[Claude, dict[str, Any]]:
+    # What the opencode backend writes for `opencode acp`, by hand: the config in a file
+    # (the model, no title call), a password for its loopback server.
+    config = {
+        **_opencode_config(claude),
+        "model": "fake/claude-fake",
+        "agent": {"title": {"disable": True}},
+    }
+    path = os.path.join(claude.env["HOME"], "opencode-acp.json")
+    with open(path, "w") as file:
+        json.dump(config, file)
+    env = {
+        **claude.env,
+        **_OPENCODE_OFFLINE,
+        "OPENCODE_CONFIG": path,
+        "OPENCODE_SERVER_PASSWORD": secrets.token_urlsafe(24),
+    }
+    options = {"backend": "acp", "command": [str(OPENCODE_BINARY), "acp"]}
+    return attrs.evolve(claude, env=env), options
+
+
+@conversation_contender(
+    "agentrt-acp-opencode", "agentrt ask(), acp backend on opencode acp, a process per turn"
+)
+async def _agentrt_acp_opencode_per_turn(claude: Claude, body: ConversationBody) -> None:
+    with_config, options = _acp_opencode(claude)
+    await _agentrt_conversation(with_config, body, None, **options)
+
+
+@conversation_contender(
+    "agentrt-acp-opencode-warm",
+    f"agentrt ask(), acp backend on opencode acp, warm (keep_alive={KEEP_ALIVE:g})",
+)
+async def _agentrt_acp_opencode_warm(claude: Claude, body: ConversationBody) -> None:
+    with_config, options = _acp_opencode(claude)
+    await _agentrt_conversation(with_config, body, KEEP_ALIVE, **options)
 
 
 def _pi_options(claude: Claude) -> dict[str, Any]:

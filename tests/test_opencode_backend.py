@@ -148,3 +148,66 @@ def test_a_killed_opencode_a_lost_session_and_an_exit_without_a_step() -> None:
 def test_the_pinned_version_is_the_one_the_backend_was_written_for() -> None:
     pinned = (ROOT / "tests" / "realcli" / "OPENCODE_VERSION").read_text().strip()
     assert pinned == BACKEND.written_for_version == BACKEND.info().written_for
+
+
+def test_warm_and_approvals_run_opencode_acp_with_the_flags_in_its_config() -> None:
+    config = {"provider": {"fake": {"options": {"apiKey": "sk-secret"}}}, "agent": {"x": {}}}
+    o = options(model="fake/claude-fake", config=config, agent="plan", cwd="/")
+    caps = BACKEND.capabilities(o)
+    assert caps.live and caps.approvals and caps.per_turn and caps.version_probe
+    live = BACKEND.live(o, session_id=SESSION, approvals=True)
+    command = live.command
+    assert command.argv == ("opencode", "acp")
+    assert command.cwd == "/"
+    # What `run` takes as flags goes in the config file: the model, the agent, and the
+    # "title" agent off (no model call for a title); the user's agents stay.
+    written = json.loads(command.env_files["OPENCODE_CONFIG"].content)
+    assert written == {
+        **config,
+        "agent": {"x": {}, "title": {"disable": True}},
+        "model": "fake/claude-fake",
+        "default_agent": "plan",
+    }
+    # Its loopback server gets a password of its own, a new one per process, never on argv.
+    password = command.env["OPENCODE_SERVER_PASSWORD"]
+    assert len(password) >= 24
+    assert password != BACKEND.live(o, session_id=None).command.env["OPENCODE_SERVER_PASSWORD"]
+    assert "sk-secret" not in repr(command) and password not in repr(command)
+    # The session it loads is checked as for --session.
+    with pytest.raises(InvalidOptions) as refused:
+        BACKEND.live(o, session_id="--help")
+    assert refused.value.key == "session_id"
+
+
+def test_extra_args_keep_an_agent_on_opencode_run_naming_why() -> None:
+    caps = BACKEND.capabilities(options(extra_args=["--variant", "high"]))
+    assert not caps.live
+    assert caps.not_live is not None and "extra_args" in caps.not_live
+
+
+def permission_request(live: Any) -> bytes:
+    """``live`` opened on a new session, then asked for a permission."""
+    live.opening()
+    answer = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}}
+    live.control({"jsonrpc": "2.0", "id": 0, "result": answer})
+    live.control({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SESSION}})
+    asked = {
+        "sessionId": SESSION,
+        "toolCall": {"toolCallId": "t1", "kind": "execute", "title": "touch x"},
+        "options": [
+            {"optionId": "once", "kind": "allow_once", "name": "Allow once"},
+            {"optionId": "reject", "kind": "reject_once", "name": "Reject"},
+        ],
+    }
+    request = {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission"}
+    answered = live.control({**request, "params": asked})
+    assert isinstance(answered, bytes)
+    return answered
+
+
+@pytest.mark.parametrize(("auto", "outcome"), [(False, "reject"), (True, "once")])
+def test_without_approve_tool_auto_decides_what_opencode_asks(auto: bool, outcome: str) -> None:
+    live = BACKEND.live(options(auto=auto, cwd="/"), session_id=None)
+    answered = json.loads(permission_request(live))
+    assert answered["id"] == 7
+    assert answered["result"]["outcome"] == {"outcome": "selected", "optionId": outcome}

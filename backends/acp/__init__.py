@@ -5,4 +5,5 @@ package's."""
 from ._backend import AcpBackend as AcpBackend
 from ._live import AcpLive as AcpLive
 from ._options import AcpOptions as AcpOptions
+from ._options import session_cwd as session_cwd
 from ._translate import AcpTranslator as AcpTranslator

@@ -47,7 +47,13 @@ class AcpBackend:
         hooks: frozenset[HookKind] = frozenset(),
     ) -> AcpLive:
         """The agent's process for the session ``session_id`` (None: a new one)."""
-        return AcpLive(options, session_id=session_id, environ=self._environ, approvals=approvals)
+        return AcpLive(
+            agent_command(options, self._environ),
+            session_id=session_id,
+            session_cwd=options.session_cwd,
+            auth_method=options.auth_method,
+            approvals=approvals,
+        )
 
     def command(self, options: AcpOptions, prompt: str, *, session_id: str | None) -> Command:
         """The agent's process. An ACP turn runs only on the live channel (`live`), which

@@ -16,8 +16,8 @@ notification is control (available commands, modes), and so is every request the
 makes: ``session/request_permission`` is a `ToolApproval` with ``approvals`` (allowed with
 the agent's "allow once" option, denied with its "reject once"; ACP cannot carry a changed
 input or a reason, so an ``Allow`` with ``updated_input`` is a denial), and is denied
-without; any other request (files, terminals, an agent's own extensions) is answered
-"method not found".
+without (or allowed, where the agent's options say so); any other request (files,
+terminals, an agent's own extensions) is answered "method not found".
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ from ._options import AcpOptions
 from ._translate import AcpTranslator
 
 _CLIENT = Implementation(name="agentrt", version="0")
+# What a permission request gets without approve_tool (unless the agent's options say
+# otherwise): nobody is there to ask.
+_DENIED = Deny("no approve_tool")
 _CAPABILITIES = ClientCapabilities(
     fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
 )
@@ -79,22 +82,30 @@ def agent_command(options: AcpOptions, environ: Mapping[str, str] | None) -> Com
 
 
 class AcpLive:
-    """The `agentrt.backend.LiveProtocol` of one ACP agent process: build it with
-    `AcpBackend.live`. ``session_id`` is the session to load (None: a new one)."""
+    """The `agentrt.backend.LiveProtocol` of one ACP agent process ``command``: build it
+    with `AcpBackend.live` (or a backend of a CLI with an ACP mode, as opencode's).
+    ``session_id`` is the session to load (None: a new one) in ``session_cwd``;
+    ``auth_method`` an ``authenticate`` method to call first. Without ``approvals`` a
+    permission request is answered by ``unasked``: denied, unless the agent's options say
+    that what it asks runs unasked (opencode's ``auto``)."""
 
     def __init__(
         self,
-        options: AcpOptions,
+        command: Command,
         *,
         session_id: str | None,
-        environ: Mapping[str, str] | None = None,
+        session_cwd: str,
+        auth_method: str | None = None,
         approvals: bool = False,
+        unasked: Allow | Deny = _DENIED,
     ) -> None:
-        self._options = options
+        self._session_cwd = session_cwd
+        self._auth_method = auth_method
         self._approvals = approvals
+        self._unasked = unasked
         self._load = session_id
         self._session_id: str | None = None
-        self._command = agent_command(options, environ)
+        self._command = command
         self._ids = itertools.count()
         self._pending: dict[int, str] = {}
         self._version: str | None = None
@@ -212,14 +223,12 @@ class AcpLive:
                 "offer loadSession",
                 reason=StopReason.SESSION_LOST,
             )
-        if self._options.auth_method is not None:
-            return self._request(
-                w.AUTHENTICATE, AuthenticateRequest(method_id=self._options.auth_method)
-            )
+        if self._auth_method is not None:
+            return self._request(w.AUTHENTICATE, AuthenticateRequest(method_id=self._auth_method))
         return self._open_session()
 
     def _open_session(self) -> bytes:
-        cwd = self._options.session_cwd
+        cwd = self._session_cwd
         if self._load is None:
             return self._request(w.SESSION_NEW, NewSessionRequest(cwd=cwd, mcp_servers=[]))
         load = LoadSessionRequest(session_id=self._load, cwd=cwd, mcp_servers=[])
@@ -243,7 +252,7 @@ class AcpLive:
             return w.result(request_id, RequestPermissionResponse(outcome=outcome))
 
         if not self._approvals:
-            return answer(Deny("no approve_tool"))
+            return answer(self._unasked)
         call = asked.tool_call
         tool_input = call.raw_input if call.raw_input else {"title": call.title}
         request = ToolRequest(call.kind or "other", tool_input, call.tool_call_id)

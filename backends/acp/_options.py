@@ -36,9 +36,15 @@ class AcpOptions:
 
     @property
     def session_cwd(self) -> str:
-        """The ``cwd`` of ``session/new`` and ``session/load``: absolute and resolved, so
-        that one directory is one project to the agent however it is named."""
-        return os.path.realpath(self.cwd or os.getcwd())
+        """The ``cwd`` of ``session/new`` and ``session/load`` (`session_cwd`)."""
+        return session_cwd(self.cwd)
+
+
+def session_cwd(cwd: str | None) -> str:
+    """``cwd`` (None: the runtime's) as ``session/new`` and ``session/load`` send it:
+    absolute and resolved, so that one directory is one project to the agent however it is
+    named."""
+    return os.path.realpath(cwd or os.getcwd())
 
 
 def _command(value: Any) -> tuple[str, ...]:

@@ -1,15 +1,26 @@
-"""The pinned real opencode, one process per turn, through the public API against the fake
-Anthropic API: turns resumed with ``--session``, a conversation that survives a supervisor
-restart, a tool's call and result, failures classified, the CLI's version on every turn."""
+"""The pinned real opencode through the public API against the fake Anthropic API: one
+process per turn (turns resumed with ``--session``, a conversation that survives a
+supervisor restart, a tool's call and result, failures classified, the CLI's version on
+every turn), and warm, one ``opencode acp`` process for many turns (an interrupt in band, a
+conversation that survives a restart)."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from agentrt import Agent, MemoryStore, SQLiteStore, StopReason, TurnFailed, open_runtime
+from agentrt import (
+    Agent,
+    Failed,
+    MemoryStore,
+    SQLiteStore,
+    StopReason,
+    TurnFailed,
+    open_runtime,
+)
 from agentrt.testing import (
     AnthropicError,
+    AnthropicHang,
     AnthropicReply,
     AnthropicText,
     AnthropicToolUse,
@@ -99,3 +110,59 @@ async def test_a_rejected_key_is_classified(opencode: Opencode) -> None:
     assert failed.value.reason is StopReason.AUTHENTICATION_FAILED, failed.value
     assert failed.value.detail["status"] == 401
     assert len(opencode.api.message_requests) == 1
+
+
+async def test_a_warm_opencode_runs_its_turns_on_one_acp_process(opencode: Opencode) -> None:
+    def script(request: RecordedRequest) -> AnthropicReply:
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
+
+    opencode.api.set_script(script)
+    async with open_runtime(store=MemoryStore()) as rt:
+        options = opencode.agent_options(keep_alive=60.0)
+        await rt.start_agent(Agent, name="coder", backend="opencode", **options)
+        with trio.fail_after(BOUND):
+            first = await rt.ask("coder", "first question")
+            pid = (await rt.status("coder")).cli_pid
+            second = await rt.ask("coder", "second question")
+            ref = await rt.tell("coder", "now hang")
+            await opencode.api.wait_requests(3)
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            after = await rt.ask("coder", "after the interrupt")
+            assert (await rt.status("coder")).cli_pid == pid
+    assert (first.text, second.text) == ("said 'first question'", "said 'second question'")
+    assert first.session_id is not None and first.session_id.startswith("ses_")
+    assert second.session_id == after.session_id == first.session_id
+    assert first.cli_version == after.cli_version == opencode_version()
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert after.text == "said 'after the interrupt'"
+    # One model call per turn: the title agent is off, as --title does per turn.
+    assert len(opencode.api.message_requests) == 4
+    assert opencode.api.message_requests[1].texts("user") == ["first question", "second question"]
+    assert second.usage is not None
+    assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
+
+
+async def test_a_warm_conversation_survives_a_supervisor_restart(
+    opencode: Opencode, tmp_path: trio.Path
+) -> None:
+    opencode.api.set_script(echo)
+    store_path = str(tmp_path / "sessions.db")
+    prompts = [f"turn {n}" for n in range(1, 6)]
+    with trio.fail_after(BOUND * 3):
+        async with open_runtime(store=SQLiteStore(store_path)) as rt:
+            options = opencode.agent_options(keep_alive=60.0)
+            await rt.start_agent(Agent, name="coder", backend="opencode", **options)
+            early = [await rt.ask("coder", p) for p in prompts[:3]]
+        # A new runtime: a new `opencode acp` loads the stored session (session/load).
+        async with open_runtime(store=SQLiteStore(store_path)) as rt:
+            await rt.start_agent(Agent, name="coder", backend="opencode", **options)
+            late = [await rt.ask("coder", p) for p in prompts[3:]]
+    sessions = {r.session_id for r in early + late}
+    assert len(sessions) == 1 and None not in sessions
+    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    assert opencode.api.message_requests[-1].texts("user") == prompts
+    assert len(opencode.api.message_requests) == len(prompts)
