@@ -16,7 +16,8 @@ monotonic), on which a lease counts as valid for ``lease_ttl`` after the request
 at once, with no ladder (the name may pass to another runtime at the end of the other half,
 or has already when the fence runs late: after a freeze, or a renewal that found it taken);
 the agent's waiters get `AgentStopped` ("lease lost ...") and its supervisor does not
-restart it.
+restart it. A renewal this runtime's loop never let start (the loop held past both its
+time and the fence's) is made first (`_renew_overdue`): what nobody took is kept.
 
 On a store without leases (no `LeaseStore`) the runtime's names are a table of its own:
 nothing is renewed, fenced or released in the store.
