@@ -56,6 +56,8 @@
 #
 # This file re-exports the public API; `from x import y as y` marks each name as exported.
 
+import typing as _typing
+
 from ._agent import Agent as Agent
 from ._agent import Halt as Halt
 from ._agent import Prompt as Prompt
@@ -101,9 +103,6 @@ from ._asks import UserQuestions as UserQuestions
 from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ContextCategory as ContextCategory
 from ._channel import ContextUsage as ContextUsage
-from ._console._serve import Console as Console
-from ._console._serve import console_app as console_app
-from ._console._serve import open_console as open_console
 from ._driver._limits import Limits as Limits
 from ._errors import AgentAlreadyStarted as AgentAlreadyStarted
 from ._errors import AgentBusy as AgentBusy
@@ -182,6 +181,11 @@ from ._tools import tool as tool
 from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._workspaces import Workspace as Workspace
 from ._worktrees import GitWorktree as GitWorktree
+
+if _typing.TYPE_CHECKING:  # imported on first use: see __getattr__
+    from ._console._serve import Console as Console
+    from ._console._serve import console_app as console_app
+    from ._console._serve import open_console as open_console
 
 # Every public name (tests/test_public_surface.py checks it against the names above and
 # against the documentation).
@@ -313,7 +317,29 @@ __all__ = [
     "workspaces",
 ]
 
-_fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})
+# The operator console's names are imported on first use: its web stack is a tenth of
+# `import agentrt`, which the `agentrt` command pays on every run.
+_CONSOLE = ("Console", "console_app", "open_console")
+
+_fixup_module_metadata(
+    __name__, {name: globals()[name] for name in __all__ if name not in _CONSOLE}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _CONSOLE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._console import _serve
+
+    console = {lazy: getattr(_serve, lazy) for lazy in _CONSOLE}
+    _fixup_module_metadata(__name__, console)
+    globals().update(console)
+    return console[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CONSOLE})
+
 
 # agentrt.store's names (Runtime.store_capabilities returns one) and agentrt.hooks' (what
 # Agent.handle_hook is given) are shown as their own however the program imported agentrt:

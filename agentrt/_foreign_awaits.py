@@ -15,9 +15,9 @@ The ways back to the application's loop (``loop.call_soon_threadsafe``,
 
 from __future__ import annotations
 
-import asyncio
 import dis
 import inspect
+import sys
 import types
 from collections.abc import Iterator
 
@@ -45,6 +45,11 @@ def _refused(name: str, obj: object) -> bool:
 
 def _asyncio_uses(function: types.FunctionType) -> Iterator[str]:
     """The refused asyncio names ``function``'s code uses, as ``asyncio.NAME``."""
+    # Not imported here (a twentieth of agentrt's import time): code can only name asyncio's
+    # objects once something has imported it.
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
     scope = dict(function.__globals__)
     if function.__closure__:
         for var, cell in zip(function.__code__.co_freevars, function.__closure__, strict=True):

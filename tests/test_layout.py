@@ -281,13 +281,25 @@ def test_the_backend_contract_and_telemetry_import_the_floor_only() -> None:
         assert sorted(b for b in graph[module] if layer_of(b, layers) != 0) == [], module
 
 
+def _type_checking(node: ast.stmt) -> bool:
+    """Whether ``node`` is an ``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``) block."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def _top_level(path: Path) -> tuple[set[str], set[str], list[str]]:
     """What a module's top level binds: names imported ``as`` themselves (marked as
-    exported), other public names, and its ``__all__`` (``+=`` included)."""
+    exported; in a TYPE_CHECKING block too, for names the module imports on first use),
+    other public names, and its ``__all__`` (``+=`` included)."""
     exported: set[str] = set()
     other: set[str] = set()
     listed: list[str] = []
-    for node in ast.parse(path.read_text()).body:
+    body = ast.parse(path.read_text()).body
+    for node in [*body, *(n for block in body if _type_checking(block) for n in block.body)]:
         if isinstance(node, ast.ImportFrom | ast.Import):
             for alias in node.names:
                 if alias.asname is not None and alias.asname == alias.name:
@@ -339,6 +351,19 @@ def test_the_core_never_imports_the_command(tmp_path: Path) -> None:
         "print(sorted(m for m in sys.modules if m.startswith('agentrt._cli')))\n"
     )
     assert _run(code, tmp_path) == ["[]"]
+
+
+def test_the_optional_parts_are_imported_by_what_uses_them(tmp_path: Path) -> None:
+    # `import agentrt` (which every run of the `agentrt` command pays) leaves the operator
+    # console's web stack and asyncio alone; the console's names load on first use.
+    code = (
+        "import sys, agentrt\n"
+        "print(sorted(m for m in ('asyncio', 'agentrt._console._serve') if m in sys.modules))\n"
+        "from agentrt import open_console\n"
+        "print('agentrt._console._serve' in sys.modules, agentrt.Console.__module__)\n"
+        "print(open_console.__module__, 'console_app' in dir(agentrt))\n"
+    )
+    assert _run(code, tmp_path) == ["[]", "True", "agentrt", "agentrt", "True"]
 
 
 def test_the_wheel_lists_every_package_folder() -> None:

@@ -199,6 +199,27 @@ async def test_a_runtime_that_cannot_renew_stops_its_agents_before_the_lease_end
         store.cut = False
 
 
+async def test_a_loop_held_past_the_fence_time_keeps_the_agent_nobody_else_took(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A process starved of CPU beside a busy machine, or one long synchronous step: the
+    # renewal due meanwhile never ran, and when the loop runs again the fence's deadline
+    # has passed too. The store still holds the lease for this runtime (nobody took it):
+    # the renewal is made at once and the agent goes on.
+    store = MemoryStore()
+    async with open_runtime(store=store, lease_ttl=10) as rt:
+        await rt.start_agent(Agent, name="x", backend=echo_backend())
+        for _ in range(5):
+            await trio.sleep(2.1)  # just after a renewal
+            autojump_clock.jump(6)  # the loop held: no task runs for 6 s
+            await settle()
+            assert rt.agents() == ("x",), caplog.text
+        [lease] = await store.leases()
+        assert lease.held and lease.age == 0
+        assert (await rt.ask("x", "still mine")).text == "echo still mine"
+    assert "lease lost" not in caplog.text
+
+
 class FenceSteps(trio.abc.Instrument):
     """Counts the steps of the runtime's fencing task (each wake-up is one)."""
 

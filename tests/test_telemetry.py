@@ -441,6 +441,8 @@ NO_SDK = """
 import sys
 if sys.argv[1] == "no-api":
     sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+if sys.argv[1] == "api-used":
+    import opentelemetry.trace  # the program uses the API (no SDK set)
 import trio
 import agentrt
 from agentrt._telemetry import _otel
@@ -456,6 +458,8 @@ async def main():
     context = type(_otel.capture_context()).__name__
     no_api = _otel.API_VERSION is None
     print(response.text, no_api, trace, resolved.tracer, resolved.instruments, context)
+    # Only a program that uses the API has agentrt import its tracing and metrics.
+    print(sorted(m for m in ("opentelemetry.trace", "opentelemetry.metrics") if m in sys.modules))
 
 trio.run(main)
 """
@@ -463,7 +467,11 @@ trio.run(main)
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("no-api", "hi True None None None NoneType"), ("no-sdk", "hi False None None None Context")],
+    [
+        ("no-api", "hi True None None None NoneType\n[]"),
+        ("no-sdk", "hi False None None None NoneType\n[]"),
+        ("api-used", "hi False None None None Context\n['opentelemetry.trace']"),
+    ],
 )
 def test_without_an_sdk_a_turn_makes_no_span_and_no_measurement(mode: str, expected: str) -> None:
     run = subprocess.run(

@@ -16,7 +16,8 @@ monotonic), on which a lease counts as valid for ``lease_ttl`` after the request
 at once, with no ladder (the name may pass to another runtime at the end of the other half,
 or has already when the fence runs late: after a freeze, or a renewal that found it taken);
 the agent's waiters get `AgentStopped` ("lease lost ...") and its supervisor does not
-restart it.
+restart it. A renewal this runtime's loop never let start (the loop held past both its
+time and the fence's) is made first (`_renew_overdue`): what nobody took is kept.
 
 On a store without leases (no `LeaseStore`) the runtime's names are a table of its own:
 nothing is renewed, fenced or released in the store.
@@ -350,12 +351,16 @@ class Ownership:
                 await wake.wait()
             async with self._lock:
                 renewing = bool(self._held) and trio.current_time() >= due
-                # The releases owed go first: a renewal must not extend a lease no agent
-                # here uses (the handle renews every lease it still holds).
-                if renewing or trio.current_time() >= self._release_retry_at:
-                    await self._release_pending()
                 if renewing:
-                    await self._renew()
+                    await self._release_then_renew()
+                elif trio.current_time() >= self._release_retry_at:
+                    await self._release_pending()
+
+    async def _release_then_renew(self) -> None:
+        # The releases owed go first: a renewal must not extend a lease no agent here uses
+        # (the handle renews every lease it still holds). The caller holds the lock.
+        await self._release_pending()
+        await self._renew()
 
     async def _release_pending(self) -> None:
         if self._releasing:
@@ -424,9 +429,33 @@ class Ownership:
             self._fence_at = soonest
             with trio.move_on_at(soonest):
                 await wake.wait()
+            await self._renew_overdue()
             self._fence(trio.current_time())
             # After the fence has run: a guard that fired while we were frozen stops here.
             await self._beat()
+
+    async def _renew_overdue(self) -> None:
+        """Before fencing: the renewal of leases whose last one was sent in time, and none
+        since until their fence time had passed. This loop was held (a process starved of
+        CPU beside a busy machine, a long step): the renewer had no turn to try. Its renewal,
+        under way or made here, is waited for (a renewal's interval at most): it keeps the
+        leases nobody took meanwhile; the store reports those another runtime holds, lost
+        as at any renewal. A renewal that was tried in time and failed, or still waits for
+        the store, is not waited for: its leases are fenced on time.
+
+        Two owners still never run one agent: the lease is this runtime's on the store for
+        the other half of it; a hold that outlasts it finds a shared store's fence guard
+        has killed the CLIs already (and a taker is reported)."""
+        deadline = self._soonest()
+        if not self._held or deadline > trio.current_time():
+            return
+        if self._renewed < self._last_renewal < deadline:
+            return  # tried in time: failed, or waiting for the store
+        with trio.move_on_after(self.ttl * RENEW_SHARE):
+            async with self._lock:
+                # The renewer's late renewal may have gone through (or failed) meanwhile.
+                if self._soonest() <= trio.current_time() and self._last_renewal < deadline:
+                    await self._release_then_renew()
 
     def _fence(self, now: float) -> None:
         """Stop the agents of the leases due by ``now``."""

@@ -5,6 +5,9 @@ agentrt is a library, so it only speaks the OpenTelemetry API; the application c
 an SDK (or runs under ``opentelemetry-instrument``). Without the API installed, or with
 only the API's own providers (a proxy waiting for an SDK, or a no-op), every hook here is
 a check of one cached value: a turn then makes no span, no context and no measurement.
+The API's tracing and metrics modules are imported only once something else has (an SDK
+is set through them) or the environment names a provider: the ``agentrt`` command and a
+program that does not use OpenTelemetry do not pay for them.
 
 Everything recorded is content-free: names, ids, counts, durations, stop reasons. Never a
 prompt, an answer, a tool input, an error message (it may quote any of those) or a secret.
@@ -18,10 +21,11 @@ group of a dead runtime. Metrics: see ``_COUNTERS`` and the tables after it.
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -30,16 +34,16 @@ from .._errors import TurnFailed
 from .._events import Response, StopReason
 from ..backend import ExitStatus
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import metrics, trace
+if TYPE_CHECKING:
+    from opentelemetry import metrics
+    from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.trace import Span, Status, Tracer
+
+try:  # two modules of constants; the API's tracing and metrics are imported when used
     from opentelemetry.environment_variables import (
         OTEL_PYTHON_METER_PROVIDER,
         OTEL_PYTHON_TRACER_PROVIDER,
     )
-    from opentelemetry.metrics import CallbackOptions, Observation
-    from opentelemetry.metrics import _internal as _metrics_internal
-    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
     from opentelemetry.version import __version__ as _api_version
 except ImportError:  # the otel extra is not installed
     API_VERSION: str | None = None
@@ -110,9 +114,14 @@ class _Resolved:
 
     def current_tracer(self) -> Tracer | None:
         # The API's global, read as is: with none set, get_tracer_provider looks the
-        # environment up on every call, which a turn would pay for nothing recorded.
-        if trace._TRACER_PROVIDER is None and not self.tracer_from_environ:
-            return None
+        # environment up on every call, which a turn would pay for nothing recorded. Until
+        # something imports the API's tracing, none can have been set.
+        if not self.tracer_from_environ:
+            loaded = sys.modules.get("opentelemetry.trace")
+            if loaded is None or loaded._TRACER_PROVIDER is None:
+                return None
+        from opentelemetry import trace
+
         provider = trace.get_tracer_provider()
         if provider is not self.tracer_provider:
             self.tracer_provider = provider
@@ -121,8 +130,12 @@ class _Resolved:
         return self.tracer
 
     def current_instruments(self) -> _Instruments | None:
-        if _metrics_internal._METER_PROVIDER is None and not self.meter_from_environ:
-            return None
+        if not self.meter_from_environ:
+            loaded = sys.modules.get("opentelemetry.metrics._internal")
+            if loaded is None or loaded._METER_PROVIDER is None:
+                return None
+        from opentelemetry import metrics
+
         provider = metrics.get_meter_provider()
         if provider is not self.meter_provider:
             self.meter_provider = provider
@@ -156,6 +169,8 @@ class TelemetryStatus:
 def status() -> TelemetryStatus:
     if API_VERSION is None:
         return TelemetryStatus(None, None, None)
+    from opentelemetry import metrics, trace
+
     tracer_provider = trace.get_tracer_provider()
     meter_provider = metrics.get_meter_provider()
 
@@ -216,11 +231,18 @@ def _open_runtimes() -> Iterator[Gauges]:
             yield gauges
 
 
+# Called by the SDK's metric reader: the API's metrics are imported by then.
+
+
 def _observe_processes(_: CallbackOptions) -> Iterable[Observation]:
+    from opentelemetry.metrics import Observation
+
     return [Observation(sum(g.live_processes() for g in _open_runtimes()))]
 
 
 def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:
+    from opentelemetry.metrics import Observation
+
     queued: dict[str, int] = {}
     for gauges in _open_runtimes():
         for name, count in gauges.queued():
@@ -229,6 +251,8 @@ def _observe_queued(_: CallbackOptions) -> Iterable[Observation]:
 
 
 def _observe_budgets(_: CallbackOptions) -> Iterable[Observation]:
+    from opentelemetry.metrics import Observation
+
     return [
         Observation(left, {AGENT: name})
         for gauges in _open_runtimes()
@@ -309,9 +333,11 @@ def record_warm_process(agent: str, backend: str, *, hit: bool) -> None:
 
 
 def capture_context() -> object:
-    """The caller's OpenTelemetry context (None without the API): its current span is
-    the parent of the turn a request runs."""
-    return None if API_VERSION is None else otel_context.get_current()
+    """The caller's OpenTelemetry context (None without the API, or before anything has
+    imported its contexts: none can be current then): its current span is the parent of
+    the turn a request runs."""
+    loaded = sys.modules.get("opentelemetry.context")
+    return None if loaded is None else loaded.get_current()
 
 
 class TracedProcess(Protocol):
@@ -353,6 +379,9 @@ class TurnTrace:
         tracer, instruments = _resolved.current_tracer(), _resolved.current_instruments()
         if tracer is None and instruments is None:
             return None
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+
         span: Span = trace.INVALID_SPAN
         if tracer is not None:
             attributes = {OPERATION: _INVOKE_AGENT, AGENT: agent, BACKEND: backend}
@@ -361,7 +390,7 @@ class TurnTrace:
             span = tracer.start_span(
                 f"{_INVOKE_AGENT} {agent}",
                 context=parent if isinstance(parent, otel_context.Context) else None,
-                kind=SpanKind.CLIENT,
+                kind=trace.SpanKind.CLIENT,
                 attributes=attributes,
             )
         return cls(span, instruments, agent, backend, trio.current_time())
@@ -434,7 +463,7 @@ class TurnTrace:
             if failed:
                 # The reason only: a failure's message may quote the CLI's output.
                 span.set_attribute(ERROR_TYPE, reason.value)
-                span.set_status(Status(StatusCode.ERROR, reason.value))
+                span.set_status(_error(reason.value))
         span.end()
         self._measure(reason, outcome)
 
@@ -445,7 +474,7 @@ class TurnTrace:
             self._span.set_attributes(
                 {STOP_REASON: StopReason.CANCELLED.value, ERROR_TYPE: "agent_stopped"}
             )
-            self._span.set_status(Status(StatusCode.ERROR, "agent_stopped"))
+            self._span.set_status(_error("agent_stopped"))
             self._span.end()
             self._measure(StopReason.CANCELLED, None)
 
@@ -512,6 +541,13 @@ def reap_span(agent: str, pgid: int, dead_runtime: str) -> Iterator[dict[str, bo
         instruments.counters["agentrt.reaped"].add(1, {"agentrt.reap.killed": result["killed"]})
 
 
+def _error(description: str) -> Status:
+    """An error status, for a span: only a recording turn's (the API is imported by then)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    return Status(StatusCode.ERROR, description)
+
+
 class _NoSpan:
     """Stands in for a span where nothing records (also without the API)."""
 
@@ -531,7 +567,7 @@ def _span(name: str) -> Iterator[Span | _NoSpan]:
         yield span
     except BaseException as exc:
         span.set_attribute(ERROR_TYPE, type(exc).__name__)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        span.set_status(_error(type(exc).__name__))
         raise
     finally:
         span.end()

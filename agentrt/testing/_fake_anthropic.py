@@ -398,14 +398,15 @@ class FakeAnthropic:
                     await writer.send_json(reply.status, body, headers=id_header)
                     return
                 start = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
-                events = [*_stream_events(start)[:2], ("error", body)]
+                events = [*itertools.islice(_stream_events(start), 2), ("error", body)]
                 await _send_sse(writer, events, id_header)
             case AnthropicCutStream():
                 message = _message(AnthropicText(reply.text), f"msg_fake_{n}", model, n)
                 if request.stream:
-                    events = _stream_events(message)
-                    cut = next(i for i, e in enumerate(events) if e[0] == "content_block_stop")
-                    await _send_sse(writer, events[:cut], id_header, finish=False)
+                    until_cut = itertools.takewhile(
+                        lambda event: event[0] != "content_block_stop", _stream_events(message)
+                    )
+                    await _send_sse(writer, until_cut, id_header, finish=False)
                 else:
                     data = msgspec.json.encode(message)
                     await writer.send(200, data, headers=id_header, cut=len(data) // 2)
@@ -414,7 +415,8 @@ class FakeAnthropic:
             case AnthropicHang():
                 if reply.mid_stream and request.stream:
                     message = _message(AnthropicText(""), f"msg_fake_{n}", model, n)
-                    await _send_sse(writer, _stream_events(message)[:2], id_header, finish=False)
+                    first = itertools.islice(_stream_events(message), 2)
+                    await _send_sse(writer, first, id_header, finish=False)
                 await writer.hang()
 
 
@@ -443,7 +445,7 @@ async def open_fake_anthropic(
 
 async def _send_sse(
     writer: ResponseWriter,
-    events: Sequence[tuple[str, Any]],
+    events: Iterable[tuple[str, Any]],
     headers: Sequence[tuple[str, str]],
     *,
     finish: bool = True,
@@ -498,9 +500,12 @@ def _message(
 _TEXT_PIECES = re.compile(r"\s*\S+\s*|\s+")
 
 
-def _stream_events(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _stream_events(message: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     """The SSE events that stream ``message``: message_start, ping, a start/delta.../stop
-    triple per content block, message_delta (stop reason, output usage), message_stop."""
+    triple per content block, message_delta (stop reason, output usage), message_stop.
+
+    Made one by one as they are sent: a long text's thousands of deltas built at once held
+    the loop, and every task of the program under test beside it, for a second under load."""
     usage = message["usage"]
     start = {
         **message,
@@ -508,41 +513,34 @@ def _stream_events(message: Mapping[str, Any]) -> list[tuple[str, Any]]:
         "stop_reason": None,
         "usage": {**usage, "output_tokens": 1},
     }
-    events: list[tuple[str, Any]] = [
-        ("message_start", {"type": "message_start", "message": start}),
-        ("ping", {"type": "ping"}),
-    ]
+    yield ("message_start", {"type": "message_start", "message": start})
+    yield ("ping", {"type": "ping"})
     for index, block in enumerate(message["content"]):
+        deltas: Iterator[dict[str, Any]]
         if block["type"] == "text":
             empty: dict[str, Any] = {"type": "text", "text": ""}
-            pieces = _TEXT_PIECES.findall(block["text"])
-            deltas = [{"type": "text_delta", "text": t} for t in pieces]
+            pieces = _TEXT_PIECES.finditer(block["text"])
+            deltas = ({"type": "text_delta", "text": piece[0]} for piece in pieces)
         else:
             empty = {**block, "input": {}}
             encoded = msgspec.json.encode(block["input"]).decode()
             cut = len(encoded) // 2
             parts = ["", encoded[:cut], encoded[cut:]]
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in parts]
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": empty},
+            deltas = ({"type": "input_json_delta", "partial_json": p} for p in parts)
+        started = {"type": "content_block_start", "index": index, "content_block": empty}
+        yield ("content_block_start", started)
+        for delta in deltas:
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
             )
-        )
-        events.extend(
-            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-            for d in deltas
-        )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
+        yield ("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
     )
-    events.append(("message_stop", {"type": "message_stop"}))
-    return events
+    yield ("message_stop", {"type": "message_stop"})
