@@ -374,3 +374,19 @@ class CredentialGroups:
         group.members.pop(name, None)
         if not group.members and self._groups.get(group.identity.key) is group:
             del self._groups[group.identity.key]
+
+
+def holding(credentials: Sequence[StoredCredential], now: float) -> list[StoredCredential]:
+    """The stored credentials that hold their agents at ``now`` (epoch seconds): parked
+    until a reset still to come, or halted by an expired login."""
+    return [c for c in credentials if c.parked_at(now) or c.halt_reason is not None]
+
+
+def held_agents(credentials: Sequence[StoredCredential], now: float) -> dict[str, StoredCredential]:
+    """What holds each agent name at ``now``: its credential's park or halt, as stored."""
+    held: dict[str, StoredCredential] = {}
+    for credential in holding(credentials, now):
+        own = CredentialGroup.owner_of(credential.key)
+        for name in (*credential.agents, *((own,) if own is not None else ())):
+            held[name] = credential
+    return held

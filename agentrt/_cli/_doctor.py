@@ -23,7 +23,7 @@ import attrs
 
 from .._agent import Agent
 from .._backends import backend_info, backend_names, resolve_backend
-from .._credentials import clock_time
+from .._credentials import clock_time, holding
 from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
@@ -39,7 +39,6 @@ from .._versions import ask_version
 from ..backend import AppToolsBackend, Backend, Credential, PortableBackend
 from ._agent import DEFAULT_BACKEND, footer, store_path, turn_failed
 from ._render import Output
-from ._sessions import holding
 
 Status = Literal["ok", "warn", "fail", "skip"]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._budget_spending import budgets_data, counted_tokens, spent_by_key
-from .._credentials import CredentialGroup, clock_time
+from .._credentials import clock_time, held_agents
 from .._records import Lease, SessionRecord, StoredBudget, StoredCredential, StoredRequest
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
@@ -195,22 +195,6 @@ def _budget_cell(budget: dict[str, Any]) -> str:
 def _spending_cells(data: dict[str, Any]) -> list[str]:
     budgets = "; ".join(_budget_cell(budget) for budget in data["budgets"]) or "-"
     return [money(data["cost_usd"]), str(data["tokens"]), budgets]
-
-
-def holding(credentials: Sequence[StoredCredential], now: float) -> list[StoredCredential]:
-    """The stored credentials that hold their agents at ``now`` (epoch seconds): parked
-    until a reset still to come, or halted by an expired login."""
-    return [c for c in credentials if c.parked_at(now) or c.halt_reason is not None]
-
-
-def held_agents(credentials: Sequence[StoredCredential], now: float) -> dict[str, StoredCredential]:
-    """What holds each agent name at ``now``: its credential's park or halt, as stored."""
-    held: dict[str, StoredCredential] = {}
-    for credential in holding(credentials, now):
-        own = CredentialGroup.owner_of(credential.key)
-        for name in (*credential.agents, *((own,) if own is not None else ())):
-            held[name] = credential
-    return held
 
 
 def hold_data(credential: StoredCredential | None, now: float) -> dict[str, Any]:
