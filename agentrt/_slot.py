@@ -205,7 +205,9 @@ class Slot:
     def enter(self, request: Request, *, bounded: bool = True) -> None:
         """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
         requests has checked the mailbox's bounds as it accepted it."""
-        if self.waiting:
+        if self._parked is not None and not self.halted:
+            # Waiting for work (its credential parked too: the loop holds the request at
+            # the head of its queue until the reset).
             self.mailbox.track(request)
             self.begin(request)
             self._wake()

@@ -6,9 +6,11 @@ first one accepted only after the reset. Real programs (subprocesses) on a real 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ import trio
 from ._run import agentrt
 
 HOUR = 3600.0
-RESET = 8.0  # seconds from the first program's start to the reset, in real time
+RESET = 10.0  # seconds from the first program's being ready to the reset, in real time
 BOUND = 60.0  # a loaded machine's bound on each program; never reached when all is well
 
 _IMPORTS = """
@@ -26,8 +28,14 @@ import trio
 from agentrt import Agent, PostgresStore, SQLiteStore, StopReason, TurnFailed, open_runtime
 from agentrt.testing import Fail, ScriptedBackend, reply
 
-where, resets_at = sys.argv[1], float(sys.argv[2])
+where = sys.argv[1]
 store = PostgresStore(where) if "host=" in where else SQLiteStore(where)
+
+# When the usage limit resets, as the test says once the program is ready: its start
+# (imports, the store) takes what load makes it take, and the reset counts from after.
+async def reset_time():
+    print("ready", flush=True)
+    return float(await trio.to_thread.run_sync(sys.stdin.readline))
 """
 
 # Meets the usage limit of credential "team" (agent "a") and the expiry of login "login"
@@ -36,11 +44,12 @@ FIRST = (
     _IMPORTS
     + """
 async def main():
-    limited = ScriptedBackend(
-        [Fail(StopReason.USAGE_LIMIT, "You've hit your limit", resets_at=resets_at)]
-    )
     expired = ScriptedBackend([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
     async with open_runtime(store=store) as rt:
+        resets_at = await reset_time()
+        limited = ScriptedBackend(
+            [Fail(StopReason.USAGE_LIMIT, "You've hit your limit", resets_at=resets_at)]
+        )
         await rt.start_agent(Agent, name="a", backend=limited, credential="team")
         await rt.start_agent(Agent, name="h", backend=expired, credential="login")
         for name in ("a", "h"):
@@ -59,12 +68,14 @@ trio.run(main)
 SECOND = (
     _IMPORTS
     + """
-def turn(call):
-    if time.time() < resets_at:
-        return [Fail(StopReason.USAGE_LIMIT, "You've hit your limit", resets_at=resets_at)]
-    return reply(call.prompt.upper())
-
 async def main():
+    resets_at = await reset_time()
+
+    def turn(call):
+        if time.time() < resets_at:
+            return [Fail(StopReason.USAGE_LIMIT, "You've hit your limit", resets_at=resets_at)]
+        return reply(call.prompt.upper())
+
     backend = ScriptedBackend(default=turn)
     async with open_runtime(store=store) as rt:
         await rt.start_agent(Agent, name="a", backend=backend, credential="team")
@@ -77,18 +88,44 @@ trio.run(main)
 )
 
 
-async def program(source: str, env: dict[str, str], where: str, resets_at: float) -> str:
-    """Run ``source`` as a program of its own on the store ``where``; its output."""
-    with trio.fail_after(BOUND):
-        done = await trio.run_process(
-            [sys.executable, "-c", textwrap.dedent(source), where, repr(resets_at)],
-            env=env,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode()
+async def program(
+    source: str, env: dict[str, str], where: str, resets: Callable[[], float]
+) -> tuple[str, float]:
+    """Run ``source`` as a program of its own on the store ``where``, telling it once it is
+    ready the reset time ``resets`` gives then; its output after that, and that time."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", textwrap.dedent(source), where],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    output, errors = bytearray(), bytearray()
+
+    async def gather(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into.extend(chunk)
+
+    try:
+        with trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(gather, process.stderr, errors)
+                while b"ready\n" not in output:
+                    chunk = await process.stdout.receive_some()
+                    assert chunk, errors.decode()
+                    output.extend(chunk)
+                resets_at = resets()
+                await process.stdin.send_all(f"{resets_at!r}\n".encode())
+                await gather(process.stdout, output)
+            code = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+    assert code == 0, errors.decode()
+    return output.decode().split("ready\n", 1)[1], resets_at
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -102,8 +139,7 @@ def store_argument(request: pytest.FixtureRequest, base_env: dict[str, str]) -> 
 async def test_status_shows_the_agents_of_a_dead_program_parked_and_halted(
     base_env: dict[str, str], store_argument: str
 ) -> None:
-    resets_at = time.time() + HOUR
-    said = await program(FIRST, base_env, store_argument, resets_at)
+    said, resets_at = await program(FIRST, base_env, store_argument, lambda: time.time() + HOUR)
     assert said.split() == ["a", "usage_limit", "h", "credential_expired"]
     run = await agentrt("status", "--store", store_argument, "--json", env=base_env)
     assert run.code == 0, run.stderr
@@ -125,8 +161,7 @@ async def test_doctor_reports_a_parked_credential_and_a_halted_login_with_the_fi
     base_env: dict[str, str],
 ) -> None:
     where = base_env["AGENTRT_STORE"]
-    resets_at = time.time() + HOUR
-    await program(FIRST, base_env, where, resets_at)
+    await program(FIRST, base_env, where, lambda: time.time() + HOUR)
     run = await agentrt("doctor", "--backend", "claude", "--json", env=base_env)
     checks = {c["name"]: c for c in json.loads(run.stdout)["checks"] if c["area"] == "store"}
     team, login = checks["credential team"], checks["credential login"]
@@ -143,10 +178,10 @@ async def test_the_next_program_on_the_file_runs_the_parked_request_after_the_re
     base_env: dict[str, str],
 ) -> None:
     where = base_env["AGENTRT_STORE"]
-    resets_at = time.time() + RESET
-    await program(FIRST, base_env, where, resets_at)
+    _, resets_at = await program(FIRST, base_env, where, lambda: time.time() + RESET)
     assert time.time() < resets_at, "the first program took longer than RESET to end"
-    answered = json.loads(await program(SECOND, base_env, where, resets_at))
+    said, _ = await program(SECOND, base_env, where, lambda: resets_at)
+    answered = json.loads(said)
     assert answered["text"] == "LATER" and answered["at"] >= resets_at
     assert answered["prompts"] == ["later"]  # no turn ran before the reset
     run = await agentrt("status", "--json", env=base_env)
