@@ -20,10 +20,11 @@
 #     _driver._orphans _driver._process _driver._process_slots _driver._procfs
 #     _driver._proctree _driver._runtimes _driver._secretfiles _driver._spawn
 # L2 stores, in _stores/: the session stores by capability; calls routed between runtimes
-#     _stores._approvals _stores._history _stores._memory _stores._postgres
-#     _stores._postgres_router _stores._protocols _stores._request_store _stores._requests
-#     _stores._route_codec _stores._route_serving _stores._route_values _stores._sql
-#     _stores._sqlite _stores._sqlite_router _stores._transcripts _stores._workspaces
+#     _stores._approvals _stores._credential_holds _stores._history _stores._memory
+#     _stores._postgres _stores._postgres_router _stores._protocols _stores._request_store
+#     _stores._requests _stores._route_codec _stores._route_serving _stores._route_values
+#     _stores._sql _stores._sqlite _stores._sqlite_router _stores._transcripts
+#     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
@@ -31,8 +32,8 @@
 #     _turn_response _turn_source _turn_stop _versions
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _callbacks _durable _follow
-#     _foreign_awaits _forks _instance_end _mailbox _portable _recorder _recovery _slot
-#     _tool_server _turn_history _turn_host _workspaces
+#     _foreign_awaits _forks _held_credentials _instance_end _mailbox _portable _recorder
+#     _recovery _slot _tool_server _turn_history _turn_host _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http

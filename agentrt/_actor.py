@@ -37,6 +37,7 @@ from ._events import (
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
+from ._held_credentials import save_hold, take_stored
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
 from ._mode import Mode
@@ -107,6 +108,9 @@ class Actor:
     _stop_normally: bool = False
     _exited: trio.Event | None = None
     _done: bool = False
+    # Whether the store's hold of its credential was read once (at its first turn: what an
+    # earlier program stored); an agent alone on its credential reads it no more.
+    _read_store: bool = False
     # What the instance's turns write to the store (the claim, the session, its processes).
     _recorder: Recorder = attrs.field(
         init=False,
@@ -238,6 +242,8 @@ class Actor:
     async def _loop(self) -> None:
         slot = self.slot
         mailbox = slot.mailbox
+        # Whether the store's hold of its credential was read for the request at the head.
+        read_store = False
         while not self._stop_normally:
             if slot.current is None and mailbox.notifications:
                 with AgentLogs(slot):
@@ -257,11 +263,25 @@ class Actor:
                     continue
                 await slot.park()
                 continue
+            kept = self.capabilities.credentials
+            if kept is not None and not read_store and (group is not None or not self._read_store):
+                # What the store holds of its credential first (another program's limit, an
+                # earlier program's): the request waits at the head of the queue meanwhile.
+                slot.current = None
+                slot.mailbox.put_back(request)
+                halts = self.options.on_credential_expired == "halt"
+                await take_stored(slot, kept, halts=halts)
+                read_store = self._read_store = True
+                continue
             if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):
                 # Parked at a usage limit, or at its credential's admission: the request
                 # waits at the head of the queue (withdrawn or cancelled as any queued one).
                 slot.current = None
                 slot.mailbox.put_back(request)
+                if request.claimed and slot.requests is not None:
+                    # Started in the store as it was handed over: it waits there unstarted,
+                    # so a program that closes meanwhile leaves it queued for the next.
+                    await slot.requests.release(request)
                 await group.wait()
                 continue
             try:
@@ -274,6 +294,7 @@ class Actor:
                 with AgentLogs(slot):
                     await self._process(request)
             finally:
+                read_store = False
                 if group is not None:
                     group.leave()
             if mailbox.queue or mailbox.chained:
@@ -337,7 +358,9 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        credential_outcome(self.slot, self.options, outcome)
+        changed = credential_outcome(self.slot, self.options, outcome)
+        if changed is not None and self.capabilities.credentials is not None:
+            await save_hold(changed, self.capabilities.credentials)
         ref = request.ref
         reaction: Reaction = None
         if isinstance(outcome, Response):

@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from ._errors import InvalidOptions
+from ._records import StoredCredential
 from ._redact import redact
 from .backend import Credential
 
@@ -39,6 +40,8 @@ LOGIN_FILE = "login file "
 UNKNOWN_RESET = 300.0
 # The window of ``credential_turns_per_minute``.
 MINUTE = 60.0
+# The key of an agent's own group (`CredentialGroup.alone`) is this and its name.
+_OWN = "agent:"
 # What `AgentStatus.halt_reason` starts with for an agent its login's expiry halted.
 EXPIRED = "credential_expired"
 
@@ -101,7 +104,8 @@ def _login_stat(path: str | None) -> tuple[int, int, int] | None:
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
-def _clock_time(epoch: float) -> str:
+def clock_time(epoch: float) -> str:
+    """An epoch time as the logs, status and the doctor show it (minutes, UTC)."""
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -120,9 +124,17 @@ class CredentialGroup:
     # While parked: when the usage limit resets (epoch seconds), and that on the trio clock.
     parked_until: float | None = None
     _reopens: float = -math.inf
+    # The latest reset it was parked until, ended or not: a stored park is taken once.
+    _held_until: float = -math.inf
+    park_reason: str | None = None
     # While its login is expired: the message, and the login file's stat at the expiry.
     expired: str | None = None
     _login_seen: tuple[int, int, int] | None = None
+    # While expired: what its agents' halt_reason says, and since when (epoch seconds):
+    # the stored halt this group holds, so that one stored again is not taken twice (an
+    # agent unhalted since stays so).
+    halt_reason: str | None = None
+    halted_since: float | None = None
     # Set when the group may admit again; made by the first agent that waits.
     _changed: trio.Event | None = None
 
@@ -131,9 +143,19 @@ class CredentialGroup:
         """The group of agent ``name`` whose credential cannot be told (`identify` says
         None): made when it first needs one (a usage limit, an expiry), as an idle agent
         holds none."""
-        group = cls(Identity(f"agent:{name}", f"agent {name!r}'s own"))
+        group = cls(Identity(cls.own_key(name), f"agent {name!r}'s own"))
         group.members[name] = (member, halts)
         return group
+
+    @staticmethod
+    def own_key(name: str) -> str:
+        """The key of agent ``name``'s own group (`alone`)."""
+        return f"{_OWN}{name}"
+
+    @staticmethod
+    def owner_of(key: str) -> str | None:
+        """The agent whose own group ``key`` is (`own_key`), or None: a shared one."""
+        return key.removeprefix(_OWN) if key.startswith(_OWN) else None
 
     @property
     def label(self) -> str:
@@ -184,33 +206,39 @@ class CredentialGroup:
         with trio.move_on_at(deadline):
             await self._changed.wait()
 
-    def usage_limit(self, resets_at: float | None, agent: str) -> None:
+    def usage_limit(self, resets_at: float | None, agent: str) -> bool:
         """Agent ``agent`` met the credential's usage limit: the group parks until
-        ``resets_at`` (epoch seconds; None: `UNKNOWN_RESET` from now)."""
+        ``resets_at`` (epoch seconds; None: `UNKNOWN_RESET` from now). Whether that
+        parked it (or parked it longer)."""
         now = time.time()
         until = now + UNKNOWN_RESET if resets_at is None else resets_at
-        if until <= now or (self.parked() and until <= (self.parked_until or 0.0)):
-            return
-        self.parked_until = until
-        self._reopens = trio.current_time() + (until - now)
+        if not self._park(until, f"usage limit met by agent {agent!r}"):
+            return False
         logger.warning(
             "credential %s: usage limit met by agent %r; its %d agent(s) parked until %s",
             self.label,
             agent,
             len(self.members),
-            _clock_time(until),
+            clock_time(until),
             extra={"agent": agent},
         )
+        return True
+
+    def _park(self, until: float, reason: str) -> bool:
+        now = time.time()
+        if until <= now or (self.parked() and until <= (self.parked_until or 0.0)):
+            return False
+        self.parked_until, self.park_reason = until, reason
+        self._held_until = max(self._held_until, until)
+        self._reopens = trio.current_time() + (until - now)
         self._signal()
+        return True
 
     def expire(self, message: str, agent: str) -> None:
         """Agent ``agent``'s login expired: every agent of it that halts on an expiry halts
         until the login works again (`renewed`)."""
-        self.expired = message
-        self._login_seen = _login_stat(self.identity.login_file)
         where = self.identity.login_file
         fix = f"log the CLI in again (it rewrites {where})" if where else "renew the login"
-        reason = f"{EXPIRED}: {self.label}: {fix}, or unhalt an agent to try it"
         logger.warning(
             "credential %s: the login expired (agent %r: %s); its agents halt: %s",
             self.label,
@@ -219,26 +247,84 @@ class CredentialGroup:
             fix,
             extra={"agent": agent},
         )
+        self._halt(f"{EXPIRED}: {self.label}: {fix}, or unhalt an agent to try it", time.time())
+
+    def _halt(self, reason: str, since: float) -> None:
+        self.expired = self.halt_reason = reason
+        self.halted_since = since
+        self._login_seen = _login_stat(self.identity.login_file)
         for member, halts in self.members.values():
             if halts:
                 member.hold(reason)
 
-    def check_login(self) -> None:
-        """While expired: the agents go on once the login file changed (a new login)."""
-        if self.expired is None or self.identity.login_file is None:
-            return
-        if _login_stat(self.identity.login_file) != self._login_seen:
-            self.renewed()
+    def stored(self) -> StoredCredential:
+        """What holds the group now, as a `CredentialStore` keeps it."""
+        parked, expired = self.parked(), self.expired is not None
+        return StoredCredential(
+            key=self.identity.key,
+            label=self.label,
+            parked_until=self.parked_until if parked else None,
+            park_reason=self.park_reason if parked else None,
+            halt_reason=self.halt_reason if expired else None,
+            halted_since=self.halted_since if expired else None,
+        )
 
-    def renewed(self) -> None:
+    def adopt(self, stored: StoredCredential) -> bool:
+        """Hold the group as ``stored`` says (another program's limit or expiry, or an
+        earlier program's): a park that ends later than any it held, a halt other than
+        the one it holds (what it stored itself is not taken again: a park it saw end, or
+        a halt an agent was unhalted from since). Whether it took either."""
+        took = False
+        until = stored.parked_until
+        if (
+            until is not None
+            and until > self._held_until
+            and self._park(until, stored.park_reason or "usage limit")
+        ):
+            logger.warning(
+                "credential %s: parked until %s, as the store says (%s)",
+                self.label,
+                clock_time(until),
+                self.park_reason,
+            )
+            took = True
+        since = stored.halted_since
+        if stored.halt_reason is not None and since is not None and since != self.halted_since:
+            logger.warning(
+                "credential %s: halted, as the store says (%s)", self.label, stored.halt_reason
+            )
+            self._halt(stored.halt_reason, since)
+            took = True
+        return took
+
+    def halt_is_stale(self, stored: StoredCredential) -> bool:
+        """Whether the login file of ``stored``'s halt changed since it was stored (a new
+        login, made while no program held the agents): the halt is over."""
+        login, since = self.identity.login_file, stored.halted_since
+        if login is None or since is None or stored.halt_reason is None:
+            return False
+        try:
+            return os.stat(login).st_mtime > since
+        except OSError:
+            return False
+
+    def check_login(self) -> bool:
+        """While expired: the agents go on once the login file changed (a new login).
+        Whether they did."""
+        if self.expired is None or self.identity.login_file is None:
+            return False
+        return _login_stat(self.identity.login_file) != self._login_seen and self.renewed()
+
+    def renewed(self) -> bool:
         """The login works again (a turn on it was answered, or its file changed): the
-        agents its expiry halted go on."""
+        agents its expiry halted go on. Whether it was expired."""
         if self.expired is None:
-            return
-        self.expired = None
+            return False
+        self.expired = self.halt_reason = self.halted_since = None
         logger.info("credential %s: the login works again; its agents go on", self.label)
         for member, _ in self.members.values():
             member.release(EXPIRED)
+        return True
 
     def _signal(self) -> None:
         if self._changed is not None:
@@ -288,3 +374,19 @@ class CredentialGroups:
         group.members.pop(name, None)
         if not group.members and self._groups.get(group.identity.key) is group:
             del self._groups[group.identity.key]
+
+
+def holding(credentials: Sequence[StoredCredential], now: float) -> list[StoredCredential]:
+    """The stored credentials that hold their agents at ``now`` (epoch seconds): parked
+    until a reset still to come, or halted by an expired login."""
+    return [c for c in credentials if c.parked_at(now) or c.halt_reason is not None]
+
+
+def held_agents(credentials: Sequence[StoredCredential], now: float) -> dict[str, StoredCredential]:
+    """What holds each agent name at ``now``: its credential's park or halt, as stored."""
+    held: dict[str, StoredCredential] = {}
+    for credential in holding(credentials, now):
+        own = CredentialGroup.owner_of(credential.key)
+        for name in (*credential.agents, *((own,) if own is not None else ())):
+            held[name] = credential
+    return held

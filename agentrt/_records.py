@@ -221,3 +221,29 @@ class StoredRequest:
     outcome: RequestOutcome | None = None
     settled_at: float | None = None
     expires_at: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredCredential:
+    """What holds a credential's agents, as the runtime that saw it stored it
+    (`CredentialStore`), so a later program on the store, or another one, holds them too.
+
+    ``key`` names the credential's group without holding it (the ``credential`` option, a
+    login file's real path, or a digest of an API key's value); ``label`` is what status
+    shows. ``parked_until`` (epoch seconds) and ``park_reason``: a usage limit parks its
+    agents until it resets (a time past means no longer). ``halt_reason`` and
+    ``halted_since`` (epoch seconds): its login expired, and its agents halt until the
+    login file changes after ``halted_since`` or a turn on it is answered. ``agents``: the
+    agent names stored as using it (filled when read; a save ignores it)."""
+
+    key: str
+    label: str
+    parked_until: float | None = None
+    park_reason: str | None = None
+    halt_reason: str | None = None
+    halted_since: float | None = None
+    agents: tuple[str, ...] = ()
+
+    def parked_at(self, now: float) -> bool:
+        """Whether the usage limit still parks its agents at ``now`` (epoch seconds)."""
+        return self.parked_until is not None and self.parked_until > now

@@ -90,26 +90,32 @@ class Recovery:
         await compact_ahead(self.slot, self.options, run)
 
 
-def credential_outcome(slot: Slot, options: AgentOptions, outcome: Response | TurnFailed) -> None:
+def credential_outcome(
+    slot: Slot, options: AgentOptions, outcome: Response | TurnFailed
+) -> CredentialGroup | None:
     """What the agent's turn says of its credential, for all its agents: a usage limit parks
     them (``on_usage_limit``), an expired login halts them (``on_credential_expired``), an
     answer shows an expired login works again. An agent alone on its credential gets its
-    group now, when it first needs one."""
+    group now, when it first needs one. The group whose park or halt this changed, for the
+    store to keep (`save_hold`), or None."""
     group, name = slot.credential, slot.name
     halts = options.on_credential_expired == "halt"
     if isinstance(outcome, Response):
-        if group is not None:
-            group.renewed()
-        return
+        return group if group is not None and group.renewed() else None
     if outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
-        group = group or _alone(slot, halts)
+        group = group or alone(slot, halts)
         resets_at = outcome.detail.get("resets_at")
-        group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, name)
-    elif outcome.reason is StopReason.CREDENTIAL_EXPIRED and halts:
-        (group or _alone(slot, halts)).expire(outcome.message, name)
+        parked = group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, name)
+        return group if parked else None
+    if outcome.reason is StopReason.CREDENTIAL_EXPIRED and halts:
+        group = group or alone(slot, halts)
+        group.expire(outcome.message, name)
+        return group
+    return None
 
 
-def _alone(slot: Slot, halts: bool) -> CredentialGroup:
+def alone(slot: Slot, halts: bool) -> CredentialGroup:
+    """The agent's own credential group, made now (`CredentialGroup.alone`)."""
     group = slot.credential = CredentialGroup.alone(slot.name, slot, halts=halts)
     return group
 

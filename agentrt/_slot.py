@@ -195,13 +195,19 @@ class Slot:
 
     @property
     def waiting(self) -> bool:
-        """Whether a request entered now starts at once: the instance waits for work."""
-        return self._parked is not None and not self.halted
+        """Whether a request entered now starts at once: the instance waits for work, and
+        no usage limit parks its credential (a request then waits, unstarted, in the
+        store's queue, where a program that ends meanwhile leaves it for the next)."""
+        if self._parked is None or self.halted:
+            return False
+        return self.credential is None or not self.credential.parked()
 
     def enter(self, request: Request, *, bounded: bool = True) -> None:
         """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
         requests has checked the mailbox's bounds as it accepted it."""
-        if self.waiting:
+        if self._parked is not None and not self.halted:
+            # Waiting for work (its credential parked too: the loop holds the request at
+            # the head of its queue until the reset).
             self.mailbox.track(request)
             self.begin(request)
             self._wake()

@@ -25,6 +25,10 @@ naming it:
   queued before the call returns, started at most once under the owner's lease epoch,
   their outcome readable by id or key from any program; `MemoryStore` lacks it and keeps
   each mailbox in memory.
+- `CredentialStore`: what holds each credential's agents (`StoredCredential`: a usage
+  limit's park, an expired login's halt), so a restarted program or another one on the
+  store holds them too, and ``agentrt status`` shows why; without it they live in the
+  memory of the program that saw them.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -38,12 +42,14 @@ from ._records import RequestOutcome as RequestOutcome
 from ._records import SessionRecord as SessionRecord
 from ._records import SessionRow as SessionRow
 from ._records import StoredBudget as StoredBudget
+from ._records import StoredCredential as StoredCredential
 from ._records import StoredRequest as StoredRequest
 from ._records import StoredTranscript as StoredTranscript
 from ._records import StoredTurn as StoredTurn
 from ._records import StoredWorkspace as StoredWorkspace
 from ._stores._protocols import ApprovalStore as ApprovalStore
 from ._stores._protocols import BudgetStore as BudgetStore
+from ._stores._protocols import CredentialStore as CredentialStore
 from ._stores._protocols import LeaseStore as LeaseStore
 from ._stores._protocols import LiveProcessStore as LiveProcessStore
 from ._stores._protocols import Router as Router
@@ -67,6 +73,7 @@ from ._util import fixup_module_metadata as _fixup_module_metadata
 __all__ = [
     "ApprovalStore",
     "BudgetStore",
+    "CredentialStore",
     "Lease",
     "LeaseOwner",
     "LeaseStore",
@@ -84,6 +91,7 @@ __all__ = [
     "SpecStore",
     "StoreCapabilities",
     "StoredBudget",
+    "StoredCredential",
     "StoredRequest",
     "StoredTranscript",
     "StoredTurn",

@@ -332,3 +332,30 @@ async def test_the_fleet_says_why_the_runtime_holds_an_agent() -> None:
     until = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
     assert _row(data, "parked")["state"] == f"parked until {until:%H:%M} UTC, usage limit"
     assert _row(data, "halted")["state"] == "halted, login expired"
+
+
+async def test_the_fleet_says_why_the_store_holds_an_agent_of_a_program_gone(
+    tmp_path: Path,
+) -> None:
+    """A dead program's agents: the console reads why their credential holds them from the
+    store, as `agentrt status` does."""
+    resets_at = time.time() + 3600
+    limited = ScriptedBackend([Fail(StopReason.USAGE_LIMIT, "limit", resets_at=resets_at)])
+    expired = ScriptedBackend([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
+    path = tmp_path / "s.sqlite3"
+    async with agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as gone:
+        await gone.start_agent(agentrt.Agent, name="parked", backend=limited, credential="t")
+        await gone.start_agent(agentrt.Agent, name="halted", backend=expired, credential="l")
+        for name in ("parked", "halted"):
+            with pytest.raises(TurnFailed):
+                await gone.ask(name, "x")
+    async with (
+        agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as rt,
+        open_console(rt) as console,
+        events(console, "/events/fleet") as fleet,
+    ):
+        with trio.fail_after(BOUND):
+            _, data = await fleet.next()
+    until = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
+    assert _row(data, "parked")["state"] == f"parked until {until:%H:%M} UTC, usage limit"
+    assert _row(data, "halted")["state"] == "halted, login expired"

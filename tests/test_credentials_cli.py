@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from proc_helpers import wait_for_status
 
-from agentrt import Agent, Completed, StopReason, TurnFailed, open_runtime
+from agentrt import Agent, Completed, MemoryStore, StopReason, TurnFailed, open_runtime
 from agentrt.testing.fake_cli import fake_cli_executable
 
 RECORDED = Path(__file__).parent / "fixtures" / "claude" / "2.1.332"
@@ -137,3 +138,36 @@ async def test_a_login_rewritten_after_it_expired_lets_its_agents_go_on(tmp_path
             result = await rt.wait(ref)
         assert isinstance(result, Completed)
         assert (await rt.status("a")).state == "idle"
+
+
+async def test_a_stored_halt_holds_the_next_program_until_its_login_file_is_rewritten(
+    tmp_path: Path,
+) -> None:
+    """The halt outlives its program (issue 39): the next program on the store holds the
+    login's agents while the file is the one that expired, and not once it was rewritten
+    (a login made while no program ran)."""
+    login, store = user_login(tmp_path), MemoryStore()
+    options = {"kill_grace": 0.2, "config_dir": login_home(tmp_path, "home", login)}
+    async with open_runtime(store=store) as rt:
+        binary = claude(tmp_path / "expired", RECORDED / "expired_token.jsonl")
+        await rt.start_agent(Agent, name="a", backend="claude", binary=binary, **options)
+        with trio.fail_after(BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "hi")
+        assert caught.value.reason is StopReason.CREDENTIAL_EXPIRED
+    answers = claude(tmp_path / "answers", None)
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend="claude", binary=answers, **options)
+        await rt.tell("a", "Say hello")
+        status = await wait_for_status(rt, "a", lambda s: s.state == "halted", BOUND)
+        assert status.halt_reason is not None and str(login) in status.halt_reason
+        assert status.queued == 1
+    fresh = login.with_name("fresh.json")
+    fresh.write_text('{"claudeAiOauth": {"accessToken": "new"}}')
+    fresh.replace(login)
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend="claude", binary=answers, **options)
+        with trio.fail_after(BOUND):
+            assert (await rt.ask("a", "Say hello")).text.startswith("Hello")
+    async with store:
+        [stored] = await store.credentials()
+    assert (stored.halt_reason, stored.halted_since) == (None, None)

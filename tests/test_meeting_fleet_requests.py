@@ -78,11 +78,6 @@ async def test_a_request_withdrawn_while_its_agent_is_parked_never_runs(tmp_path
     assert backend.prompts == ["first", "kept"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a credential's park lives in memory: the next program runs the stored request "
-    "before the reset and it fails usage_limit (the reset time is not kept in the store)",
-)
 async def test_a_keyed_tell_to_a_parked_agent_survives_a_restart_before_the_reset(
     tmp_path: Path,
 ) -> None:

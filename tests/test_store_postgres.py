@@ -4,6 +4,7 @@ conformance suites (test_store.py, test_leases.py) run on it too."""
 
 from __future__ import annotations
 
+import attrs
 import psycopg
 import pytest
 import trio
@@ -11,7 +12,13 @@ from pg_server import Server
 from proc_helpers import wait_until
 
 from agentrt import Agent, PostgresStore, StoreError, Usage, open_runtime
-from agentrt.store import PendingApproval, StoredBudget, StoredTurn, StoredWorkspace
+from agentrt.store import (
+    PendingApproval,
+    StoredBudget,
+    StoredCredential,
+    StoredTurn,
+    StoredWorkspace,
+)
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 _APPROVAL = PendingApproval(
@@ -48,9 +55,9 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
         more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
-        more |= {"requests"}
+        more |= {"requests", "credential_holds", "agent_credentials"}
         assert tables == tables_wanted | more
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -64,13 +71,15 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.credential_holds")
+        conn.execute("DROP TABLE agentrt.agent_credentials")
         conn.execute("UPDATE agentrt.schema_version SET version = 6")
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -83,6 +92,8 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.credential_holds")
+        conn.execute("DROP TABLE agentrt.agent_credentials")
         conn.execute("UPDATE agentrt.schema_version SET version = 7")
     turn = StoredTurn(
         name="coder",
@@ -102,7 +113,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
@@ -114,6 +125,8 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.credential_holds")
+        conn.execute("DROP TABLE agentrt.agent_credentials")
         conn.execute("UPDATE agentrt.schema_version SET version = 8")
     budget = StoredBudget(scope="supervisor", key="k", usd=None, tokens=12_000_000_000)
     async with PostgresStore(postgres_dsn) as store:
@@ -122,7 +135,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessions(
@@ -133,6 +146,8 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.credential_holds")
+        conn.execute("DROP TABLE agentrt.agent_credentials")
         conn.execute("UPDATE agentrt.schema_version SET version = 9")
     async with PostgresStore(postgres_dsn) as store:
         accepted = await store.enqueue_request(
@@ -149,7 +164,39 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+
+
+async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
+    postgres_dsn: str,
+) -> None:
+    # Version 10 is the schema with the durable requests and no credentials' holds.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.credential_holds")
+        conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("UPDATE agentrt.schema_version SET version = 10")
+    halted = StoredCredential(
+        key="claude:/l", label="claude login file /l", halt_reason="expired", halted_since=5.0
+    )
+    async with PostgresStore(postgres_dsn) as store:
+        assert list(await store.credentials()) == []
+        await store.save_credential(halted)
+        await store.use_credential("coder", "claude:/l")
+        assert list(await store.credentials()) == [attrs.evolve(halted, agents=("coder",))]
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

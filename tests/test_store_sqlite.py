@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import pytest
 import trio
 
@@ -33,7 +34,13 @@ from agentrt import (
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
-from agentrt.store import PendingApproval, StoredBudget, StoredTurn, StoredWorkspace
+from agentrt.store import (
+    PendingApproval,
+    StoredBudget,
+    StoredCredential,
+    StoredTurn,
+    StoredWorkspace,
+)
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 T = TypeVar("T")
@@ -215,6 +222,8 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE credential_holds")
+        conn.execute("DROP TABLE agent_credentials")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -228,7 +237,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -249,6 +258,8 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE credential_holds")
+        conn.execute("DROP TABLE agent_credentials")
         conn.execute("PRAGMA user_version = 9")
         conn.commit()
     finally:
@@ -272,7 +283,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()
 
@@ -286,6 +297,8 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
     try:
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE credential_holds")
+        conn.execute("DROP TABLE agent_credentials")
         conn.execute("PRAGMA user_version = 10")
         conn.commit()
     finally:
@@ -298,7 +311,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()
 
@@ -647,6 +660,44 @@ def test_sqlite3_is_imported_only_when_a_sqlite_store_opens() -> None:
     assert done.stdout.strip() == "False", done.stderr
 
 
+async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
+    tmp_path: Path,
+) -> None:
+    # Version 12 is the schema with the durable requests and no credentials' holds.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE credential_holds")
+        conn.execute("DROP TABLE agent_credentials")
+        conn.execute("PRAGMA user_version = 12")
+        conn.commit()
+    finally:
+        conn.close()
+    parked = StoredCredential(key="named:team", label="team", parked_until=2e9, park_reason="x")
+    async with SQLiteStore(path) as store:
+        assert list(await store.credentials()) == []
+        await store.save_credential(parked)
+        await store.use_credential("coder", "named:team")
+        assert list(await store.credentials()) == [attrs.evolve(parked, agents=("coder",))]
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+    finally:
+        conn.close()
+
+
 async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions(
     tmp_path: Path,
 ) -> None:
@@ -657,6 +708,8 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE credential_holds")
+        conn.execute("DROP TABLE agent_credentials")
         conn.execute("PRAGMA user_version = 11")
         conn.commit()
     finally:
@@ -677,6 +730,6 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()

@@ -14,6 +14,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -22,12 +23,14 @@ import attrs
 
 from .._agent import Agent
 from .._backends import backend_info, backend_names, resolve_backend
+from .._credentials import clock_time, holding
 from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
 from .._errors import AgentRTError, InvalidOptions, StoreError, TurnFailed
 from .._mode import capabilities
 from .._pinned import PinnedClaude, pinned_claude
+from .._records import StoredCredential
 from .._runtime import open_runtime
 from .._stores._memory import MemoryStore
 from .._stores._sqlite import SQLiteStore, missing_directory
@@ -280,6 +283,7 @@ async def store_checks(path: Path) -> list[Check]:
     try:
         async with SQLiteStore(found) as store:
             count = len(await store.list())
+            held = holding(await store.credentials(), time.time())
     except StoreError as exc:
         if found == path:
             return [_store_check("fail", str(exc), "move the file aside, or use --store")]
@@ -295,7 +299,40 @@ async def store_checks(path: Path) -> list[Check]:
             _remove_scratch(found)
     if found != path:
         return [_store_check("ok", f"{path} (created on first use)")]
-    return [_store_check("ok", f"{path} ({count} session{'s' if count != 1 else ''})")]
+    checks = [_store_check("ok", f"{path} ({count} session{'s' if count != 1 else ''})")]
+    return checks + [credential_check(credential) for credential in held]
+
+
+def credential_check(credential: StoredCredential) -> Check:
+    """A credential the store says holds its agents: parked at a usage limit (a warning:
+    it ends by itself at the reset) or halted by an expired login (a failure: someone has
+    to log in again)."""
+    agents = ", ".join(map(repr, credential.agents)) or "none stored"
+    name = f"credential {credential.label}"
+    if credential.halt_reason is not None:
+        since = (
+            ""
+            if credential.halted_since is None
+            else f" since {clock_time(credential.halted_since)}"
+        )
+        return Check(
+            "store",
+            name,
+            "fail",
+            f"login expired{since}; its agents are halted ({agents})",
+            "log the CLI in again: the agents go on once the login file changes (or a turn "
+            "on it is answered: unhalt(name) on one agent tries it)",
+        )
+    assert credential.parked_until is not None
+    return Check(
+        "store",
+        name,
+        "warn",
+        f"parked until {clock_time(credential.parked_until)} by a usage limit "
+        f"({credential.park_reason}); its agents wait ({agents})",
+        "wait: the agents go on by themselves at the reset (or give them another "
+        "credential: the `credential` option, another login or API key)",
+    )
 
 
 def _limit(which: int) -> int | None:

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._budget_spending import budgets_data, counted_tokens, spent_by_key
-from .._records import Lease, SessionRecord, StoredBudget, StoredRequest
+from .._credentials import clock_time, held_agents
+from .._records import Lease, SessionRecord, StoredBudget, StoredCredential, StoredRequest
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
 from ._agent import is_dsn, store_path
@@ -196,6 +197,27 @@ def _spending_cells(data: dict[str, Any]) -> list[str]:
     return [money(data["cost_usd"]), str(data["tokens"]), budgets]
 
 
+def hold_data(credential: StoredCredential | None, now: float) -> dict[str, Any]:
+    """The JSON shape of what holds an agent (its credential's label, a park's end and
+    reason, a halt's reason; None where nothing does)."""
+    if credential is None:
+        return {"credential": None, "parked_until": None, "park_reason": None, "halt_reason": None}
+    parked = credential.parked_at(now)
+    return {
+        "credential": credential.label,
+        "parked_until": credential.parked_until if parked else None,
+        "park_reason": credential.park_reason if parked else None,
+        "halt_reason": credential.halt_reason,
+    }
+
+
+def held_state(data: dict[str, Any]) -> str | None:
+    """``halted`` or ``parked`` (`hold_data`), or None when nothing holds the agent."""
+    if data["halt_reason"] is not None:
+        return "halted"
+    return "parked" if data["parked_until"] is not None else None
+
+
 async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object) -> int:
     records = {record.name: record for record in await store.list()}
     leases = {lease.name: lease for lease in await store.leases()}
@@ -204,11 +226,13 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
     names = sorted(records.keys() | leases.keys())
     now = time.time()
     queued = {name: _queued_data(await store.queued_requests(name), now) for name in names}
+    held = held_agents(await store.credentials(), now)
+    holds = {name: hold_data(held.get(name), now) for name in names}
     if out.json_mode:
         out.data(
             [
                 {"name": n}
-                | owner_data(records.get(n), leases.get(n))
+                | _held_owner(records.get(n), leases.get(n), holds[n])
                 | spending_data(records.get(n), budgets.get(n, ()), spent)
                 | {"queued": queued[n]}
                 for n in names
@@ -227,11 +251,33 @@ async def _status(store: SQLiteStore | PostgresStore, out: Output, path: object)
         waiting = queued[name]
         age = waiting["oldest_age"]
         cell = str(waiting["count"]) + ("" if age is None else f" ({age:.0f}s)")
-        rows.append([name, *_owner_cells(record, lease), left, stop, cell, *spending])
+        owner = _owner_cells(record, lease)
+        hold = holds[name]
+        owner[0] = held_state(hold) or owner[0]
+        rows.append([name, *owner, left, stop, cell, *spending, _hold_cell(hold)])
     headers = ["NAME", "STATE", "OWNER", "LEASE AGE", "EXPIRES IN", "LAST STOP", "QUEUED"]
-    headers += ["COST", "TOKENS", "BUDGETS (* binds)"]
+    headers += ["COST", "TOKENS", "BUDGETS (* binds)", "HELD BY"]
     out.table(headers, rows, title=f"Agents in {path}")
     return 0
+
+
+def _held_owner(
+    record: SessionRecord | None, lease: Lease | None, hold: dict[str, Any]
+) -> dict[str, Any]:
+    """`owner_data`, its state ``parked`` or ``halted`` where its credential holds it, and
+    what holds it (`hold_data`)."""
+    data = owner_data(record, lease) | hold
+    data["state"] = held_state(hold) or data["state"]
+    return data
+
+
+def _hold_cell(hold: dict[str, Any]) -> str:
+    if hold["halt_reason"] is not None:
+        return str(hold["halt_reason"])
+    if hold["parked_until"] is not None:
+        until = clock_time(hold["parked_until"])
+        return f"{hold['credential']}: parked until {until} ({hold['park_reason']})"
+    return "-"
 
 
 def _queued_data(requests: Sequence[StoredRequest], now: float) -> dict[str, Any]:

@@ -8,14 +8,16 @@ import contextlib
 import datetime
 import math
 import os
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from .._credentials import held_agents
 from .._errors import AgentRTError
-from .._records import Lease, SessionRecord
+from .._records import Lease, SessionRecord, StoredCredential
 from .._redact import redact
 from .._status import AgentStatus
 
@@ -94,10 +96,17 @@ async def fleet(runtime: Runtime) -> list[AgentRow]:
     names = sorted(records.keys() | local | {n for n, lease in leases.items() if lease.held})
     reachable = [n for n in names if n in local or (n in leases and leases[n].held)]
     statuses = await _statuses(runtime, reachable)
+    kept = runtime.store_capabilities.credentials
+    held = {} if kept is None else held_agents(await kept.credentials(), time.time())
     rows = []
     for name in names:
         record, lease, status = records.get(name), leases.get(name), statuses.get(name)
-        rows.append(_row(runtime, name, record, lease, status, name in local, has_leases))
+        row = _row(runtime, name, record, lease, status, name in local, has_leases)
+        if name in held and (status is None or status.state in ("idle", "idle_warm")):
+            # Its credential holds it, as the store says (another program's limit or
+            # expiry, a dead program's): its next turn waits.
+            row = attrs.evolve(row, state=stored_label(held[name], time.time()))
+        rows.append(row)
     return rows
 
 
@@ -159,6 +168,15 @@ def state_label(status: AgentStatus) -> str:
     if status.state == "halted" and status.halt_reason is not None:
         return f"{label}, login expired"
     return label
+
+
+def stored_label(credential: StoredCredential, now: float) -> str:
+    """`state_label` of an agent the store says its credential holds."""
+    if credential.halt_reason is not None:
+        return f"{STATE_LABELS['halted']}, login expired"
+    assert credential.parked_until is not None and credential.parked_at(now)
+    until = datetime.datetime.fromtimestamp(credential.parked_until, datetime.UTC)
+    return f"{STATE_LABELS['parked']} until {until:%H:%M} UTC, usage limit"
 
 
 def _stored_session(record: SessionRecord | None) -> str | None:

@@ -20,6 +20,7 @@ from .._records import (
     SessionRecord,
     SessionRow,
     StoredBudget,
+    StoredCredential,
     StoredTranscript,
     StoredTurn,
     StoredWorkspace,
@@ -58,6 +59,9 @@ class _Tables:
     # (a list: a deque costs 600 bytes an agent before its first entry).
     history: dict[str, list[tuple[int, StoredTurn]]] = attrs.field(factory=dict)
     recorded: itertools.count[int] = attrs.field(factory=itertools.count)
+    # What holds each credential, by key, and the credential each agent uses.
+    credentials: dict[str, StoredCredential] = attrs.field(factory=dict)
+    agent_credentials: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -325,6 +329,26 @@ class MemoryStore(ClosedOnExit):
     async def list(self) -> Sequence[SessionRecord]:
         await self._enter()
         return self._all()
+
+    async def save_credential(self, credential: StoredCredential) -> None:
+        await self._enter()
+        self._tables.credentials[credential.key] = attrs.evolve(credential, agents=())
+
+    async def use_credential(self, name: str, key: str) -> None:
+        await self._enter()
+        self._tables.agent_credentials[name] = key
+
+    async def credential(self, key: str) -> StoredCredential | None:
+        await self._enter()
+        return self._tables.credentials.get(key)
+
+    async def credentials(self) -> Sequence[StoredCredential]:
+        await self._enter()
+        used = sorted(self._tables.agent_credentials.items())
+        return tuple(
+            attrs.evolve(stored, agents=tuple(name for name, key in used if key == stored.key))
+            for _, stored in sorted(self._tables.credentials.items())
+        )
 
     async def save_workspace(self, workspace: StoredWorkspace) -> None:
         await self._enter()

@@ -13,6 +13,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
@@ -128,6 +129,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_BUDGETS,),
     # 10: each agent's durable requests: queued, running, settled (kept for result_ttl).
     tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_REQUESTS),
+    # 11: what holds each credential's agents (a usage limit's park, an expired login's
+    # halt), and the credential each agent uses.
+    CREATE_CREDENTIALS,
 )
 
 _UPSERT_SESSION = """
@@ -218,7 +222,13 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 @attrs.define(eq=False)
 class PostgresStore(
-    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+    SqlCredentials,
+    SqlRequests,
+    SqlTurnHistory,
+    SqlWorkspaces,
+    SqlApprovals,
+    SqlTranscripts,
+    SqlSessions,
 ):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.

@@ -31,6 +31,9 @@ RequestStore        enqueue_request, start_request,              durable request
                     claim_request, release_request,
                     settle_request, end_orphaned_requests,
                     find_request, purge_requests
+CredentialStore     save_credential, use_credential,             a park or a login's halt
+                    credential, credentials                      across programs;
+                                                                 ``agentrt status``
 =================== ============================================ =========================
 """
 
@@ -53,6 +56,7 @@ from .._records import (
     PendingApproval,
     SessionRecord,
     StoredBudget,
+    StoredCredential,
     StoredTranscript,
     StoredTurn,
     StoredWorkspace,
@@ -406,6 +410,32 @@ class TurnHistoryStore(Protocol):
         ...
 
 
+@runtime_checkable
+class CredentialStore(Protocol):
+    """What holds each credential's agents (`StoredCredential`: a usage limit's park, an
+    expired login's halt) and which agents use which credential, so that a restarted
+    program, or another one on the store, holds them too and ``agentrt status`` shows
+    why. Without it a park and a halt live in the memory of the program that saw them."""
+
+    async def save_credential(self, credential: StoredCredential) -> None:
+        """Store what holds ``credential.key`` (its park and halt fields), replacing what
+        was stored; ``agents`` is not written (`use_credential`). Not fenced: a credential
+        is every agent's of it, whichever runtime owns them."""
+        ...
+
+    async def use_credential(self, name: str, key: str) -> None:
+        """Agent ``name`` uses the credential ``key`` (replacing the one it used)."""
+        ...
+
+    async def credential(self, key: str) -> StoredCredential | None:
+        """What is stored of credential ``key`` (``agents`` left empty), or None."""
+        ...
+
+    async def credentials(self) -> Sequence[StoredCredential]:
+        """Every stored credential, by key, each with the agents stored as using it."""
+        ...
+
+
 @attrs.frozen
 class StoreCapabilities:
     """What one store can do: the store itself as each capability protocol it implements,
@@ -423,6 +453,7 @@ class StoreCapabilities:
     approvals: ApprovalStore | None
     turn_history: TurnHistoryStore | None
     requests: RequestStore | None
+    credentials: CredentialStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
@@ -438,6 +469,7 @@ class StoreCapabilities:
             approvals=store if isinstance(store, ApprovalStore) else None,
             turn_history=store if isinstance(store, TurnHistoryStore) else None,
             requests=store if isinstance(store, RequestStore) else None,
+            credentials=store if isinstance(store, CredentialStore) else None,
         )
 
     def has(self, protocol: type) -> bool:
@@ -463,6 +495,7 @@ _CAPABILITIES: dict[type, str] = {
     ApprovalStore: "approvals",
     TurnHistoryStore: "turn_history",
     RequestStore: "requests",
+    CredentialStore: "credentials",
 }
 
 

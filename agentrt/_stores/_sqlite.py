@@ -16,6 +16,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
+from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
@@ -156,6 +157,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_BUDGETS,),
     # 12: each agent's durable requests: queued, running, settled (kept for result_ttl).
     tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_REQUESTS),
+    # 13: what holds each credential's agents (a usage limit's park, an expired login's
+    # halt), and the credential each agent uses.
+    CREATE_CREDENTIALS,
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -239,7 +243,13 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 @attrs.define(eq=False)
 class SQLiteStore(
-    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+    SqlCredentials,
+    SqlRequests,
+    SqlTurnHistory,
+    SqlWorkspaces,
+    SqlApprovals,
+    SqlTranscripts,
+    SqlSessions,
 ):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 

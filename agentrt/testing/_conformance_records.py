@@ -1,5 +1,6 @@
 """Conformance checks of what a store keeps beside sessions: failover specs, budgets,
-portable transcripts, workspaces, approvals waiting for a person, the turn history.
+credentials' parks and halts, portable transcripts, workspaces, approvals waiting for a
+person, the turn history.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from .._records import (
     OperatorDecision,
     PendingApproval,
     StoredBudget,
+    StoredCredential,
 )
 from .._stores._protocols import (
     ApprovalStore,
     BudgetStore,
+    CredentialStore,
     SpecStore,
     StoreCapabilities,
     TranscriptStore,
@@ -92,6 +95,56 @@ async def _budgets_keep_their_order_and_limits_and_outlive_a_reopen(
             ("alpha", (runtime,)),
             ("zeta", (own, supervisor, runtime)),
         ]
+    finally:
+        await _closing(store)
+
+
+# --- credentials' parks and halts ---
+
+
+@_check(CredentialStore)
+async def _a_credentials_park_and_halt_are_shared_replaced_and_outlive_a_reopen(
+    harness: StoreHarness,
+) -> None:
+    parked = StoredCredential(
+        key="named:team", label="team", parked_until=1e10, park_reason="usage limit met"
+    )
+    halted = StoredCredential(
+        key="claude:/home/me/.claude/.credentials.json",
+        label="claude login file /home/me/.claude/.credentials.json",
+        halt_reason="credential_expired: log the CLI in again",
+        halted_since=1_700_000_000.5,
+    )
+    store, other = await _open(harness), await _open(harness)
+    kept, seen = StoreCapabilities.of(store).credentials, StoreCapabilities.of(other).credentials
+    assert kept is not None and seen is not None
+    try:
+        assert list(await kept.credentials()) == []
+        assert await kept.credential("named:team") is None
+        await kept.save_credential(attrs.evolve(parked, parked_until=5.0, agents=("ignored",)))
+        await kept.save_credential(parked)  # replaced; needs no session row
+        await kept.save_credential(halted)
+        for name in ("b", "a", "c"):
+            await kept.use_credential(name, parked.key)
+        await kept.use_credential("c", halted.key)  # an agent uses one credential
+        # Another handle (another program) reads what this one stored.
+        assert await seen.credential(parked.key) == parked
+        assert list(await seen.credentials()) == [
+            attrs.evolve(halted, agents=("c",)),
+            attrs.evolve(parked, agents=("a", "b")),
+        ]
+        renewed = attrs.evolve(halted, halt_reason=None, halted_since=None)
+        await seen.save_credential(renewed)
+        assert await kept.credential(halted.key) == renewed
+    finally:
+        await _closing(other)
+        await _closing(store)
+    store = await _open(harness)
+    kept = StoreCapabilities.of(store).credentials
+    assert kept is not None
+    try:
+        assert [c.key for c in await kept.credentials()] == [halted.key, parked.key]
+        assert await kept.credential(parked.key) == parked
     finally:
         await _closing(store)
 

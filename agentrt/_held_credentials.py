@@ -1,0 +1,49 @@
+"""A credential's park and halt kept in the store (`CredentialStore`), so they outlive the
+program that saw them: a program that opens the store later, or another one on it, holds
+the credential's agents too. The store is read at an agent's turn start (each one while
+it shares a credential group, the first one of its instance otherwise, so a restart finds
+what an earlier program stored) and written when a turn parks, halts or renews one."""
+
+from __future__ import annotations
+
+import time
+
+import attrs
+
+from ._credentials import CredentialGroup
+from ._errors import StoreError
+from ._logs import log_error
+from ._recovery import alone
+from ._slot import Slot
+from ._stores._protocols import CredentialStore
+
+
+async def take_stored(slot: Slot, kept: CredentialStore, *, halts: bool) -> None:
+    """Before a turn of ``slot``'s agent: hold its credential's group as the store says
+    (another program's usage limit or expired login, or an earlier program's). A store
+    that fails is logged: the turn goes on with what this program knows."""
+    group = slot.credential
+    key = group.identity.key if group is not None else CredentialGroup.own_key(slot.name)
+    try:
+        stored = await kept.credential(key)
+        if stored is None or not (stored.parked_at(time.time()) or stored.halt_reason):
+            return
+        group = group or alone(slot, halts)
+        if group.halt_is_stale(stored):
+            await kept.save_credential(attrs.evolve(stored, halt_reason=None, halted_since=None))
+            stored = attrs.evolve(stored, halt_reason=None, halted_since=None)
+        if group.adopt(stored):
+            await kept.use_credential(slot.name, key)
+    except StoreError as exc:
+        log_error(f"agent {slot.name!r}: the store could not say what holds its credential", exc)
+
+
+async def save_hold(group: CredentialGroup, kept: CredentialStore) -> None:
+    """Store what holds ``group`` now (a park, a halt, or neither once renewed), and that
+    its agents use it. A store that fails is logged: the hold lives in this program."""
+    try:
+        await kept.save_credential(group.stored())
+        for name in list(group.members):
+            await kept.use_credential(name, group.identity.key)
+    except StoreError as exc:
+        log_error(f"credential {group.label}: the store could not keep what holds it", exc)
