@@ -56,7 +56,7 @@ def init_text(text: str) -> str:
     names = module_level()
     lines = [f"from ._api import {name} as {name}" for name in names]
     text = _rewrite_run(text, r"from \._api import ", lines, "agentrt/__init__.py")
-    exported = re.findall(r"^from \S+ import (\w+) as \1$", text, re.M)
+    exported = re.findall(r"^\s*from \S+ import (\w+) as \1$", text, re.M)
     start = text.index("__all__ = [\n") + len("__all__ = [\n")
     end = text.index("]\n", start)
     listed = "".join(f'    "{name}",\n' for name in sorted(exported, key=_all_order))
