@@ -25,6 +25,8 @@ naming it:
   queued before the call returns, started at most once under the owner's lease epoch,
   their outcome readable by id or key from any program; `MemoryStore` lacks it and keeps
   each mailbox in memory.
+- `ScheduleStore`: each agent's scheduled prompts (`~agentrt.Schedule`, ``Runtime.schedule``),
+  which whichever program owns the agent fires, each due time once.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -60,6 +62,7 @@ from ._stores._protocols import granted_epoch as granted_epoch
 from ._stores._protocols import no_row as no_row
 from ._stores._protocols import stored_reason as stored_reason
 from ._stores._request_store import RequestStore as RequestStore
+from ._stores._schedule_store import ScheduleStore as ScheduleStore
 from ._stores._transcripts import check_transcript_path as check_transcript_path
 from ._stores._transcripts import stale_chunk as stale_chunk
 from ._util import fixup_module_metadata as _fixup_module_metadata
@@ -77,6 +80,7 @@ __all__ = [
     "RequestStore",
     "Router",
     "RoutingStore",
+    "ScheduleStore",
     "Serve",
     "SessionRecord",
     "SessionRow",

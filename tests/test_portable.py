@@ -372,6 +372,7 @@ async def test_a_version_2_postgres_database_gains_the_transcripts_table(
         conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN live_idle")
         conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN session_turns")
         conn.execute("UPDATE agentrt.schema_version SET version = 2")

@@ -35,6 +35,7 @@ from agentrt.store import (
     LiveProcessStore,
     RequestStore,
     RoutingStore,
+    ScheduleStore,
     SessionRow,
     SessionStore,
     SpecStore,
@@ -231,6 +232,7 @@ def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> 
         ApprovalStore,
         TurnHistoryStore,
         RequestStore,
+        ScheduleStore,
     }
     assert len({check.name for check in checks}) == len(checks)
     assert all(isinstance(check, StoreCheck) for check in checks)

@@ -48,9 +48,9 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
         more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
-        more |= {"requests"}
+        more |= {"requests", "schedules"}
         assert tables == tables_wanted | more
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -64,13 +64,14 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 6")
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -83,6 +84,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE agentrt.turn_history")
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 7")
     turn = StoredTurn(
         name="coder",
@@ -102,7 +104,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
@@ -114,6 +116,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.agent_budgets")
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 8")
     budget = StoredBudget(scope="supervisor", key="k", usd=None, tokens=12_000_000_000)
     async with PostgresStore(postgres_dsn) as store:
@@ -122,7 +125,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessions(
@@ -133,6 +136,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.requests")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 9")
     async with PostgresStore(postgres_dsn) as store:
         accepted = await store.enqueue_request(
@@ -149,7 +153,33 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(10,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+
+
+async def test_a_version_10_database_gains_the_schedules_keeping_its_requests(
+    postgres_dsn: str,
+) -> None:
+    # Version 10 is the schema with the durable requests and no schedules table.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.schedules")
+        conn.execute("UPDATE agentrt.schema_version SET version = 10")
+    async with open_runtime(store=PostgresStore(postgres_dsn)) as rt:
+        made = await rt.schedule("coder", "nightly", every=86400)
+        assert [s.id for s in await rt.schedules("coder")] == [made.id]
+    async with PostgresStore(postgres_dsn) as store:
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

@@ -30,6 +30,7 @@ from agentrt import (
     StopReason,
     StoreError,
     Usage,
+    open_runtime,
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
@@ -215,6 +216,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -228,7 +230,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -249,6 +251,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE turn_history")
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 9")
         conn.commit()
     finally:
@@ -272,7 +275,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()
 
@@ -286,6 +289,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
     try:
         conn.execute("DROP TABLE agent_budgets")
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 10")
         conn.commit()
     finally:
@@ -298,7 +302,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()
 
@@ -657,6 +661,7 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE requests")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 11")
         conn.commit()
     finally:
@@ -677,6 +682,40 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (12,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+    finally:
+        conn.close()
+
+
+async def test_a_version_12_file_gains_the_schedules_keeping_its_requests(
+    tmp_path: Path,
+) -> None:
+    # Version 12 is the schema with the durable requests and no schedules table.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE schedules")
+        conn.execute("PRAGMA user_version = 12")
+        conn.commit()
+    finally:
+        conn.close()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        made = await rt.schedule("coder", "nightly", every=86400)
+        assert [s.id for s in await rt.schedules("coder")] == [made.id]
+    async with SQLiteStore(path) as store:
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
     finally:
         conn.close()

@@ -16,6 +16,7 @@ from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
+from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -128,6 +129,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_BUDGETS,),
     # 10: each agent's durable requests: queued, running, settled (kept for result_ttl).
     tuple(s.replace("ID_COLUMN", "BIGSERIAL PRIMARY KEY") for s in CREATE_REQUESTS),
+    # 11: each agent's scheduled prompts.
+    CREATE_SCHEDULES,
 )
 
 _UPSERT_SESSION = """
@@ -218,7 +221,13 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 
 @attrs.define(eq=False)
 class PostgresStore(
-    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+    SqlSchedules,
+    SqlRequests,
+    SqlTurnHistory,
+    SqlWorkspaces,
+    SqlApprovals,
+    SqlTranscripts,
+    SqlSessions,
 ):
     """A store on PostgreSQL (``pip install 'agentrt[postgres]'``), for runtimes on many
     hosts sharing one database; it has every capability of `agentrt.store`, routing too.

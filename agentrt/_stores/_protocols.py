@@ -2,7 +2,8 @@
 (`SessionStore`), the optional ones the runtime asks for with ``isinstance`` (never by
 class) when a feature needs them, and the helpers the stores share (fencing, errors).
 `RequestStore`, the durable requests' protocol, has a module of its own
-(`_request_store.py`); `StoreCapabilities` resolves it with the others.
+(`_request_store.py`), as has `ScheduleStore`, the scheduled prompts' (`_schedule_store.py`);
+`StoreCapabilities` resolves them with the others.
 
 =================== ============================================ =========================
 protocol            methods                                      needed by
@@ -31,6 +32,8 @@ RequestStore        enqueue_request, start_request,              durable request
                     claim_request, release_request,
                     settle_request, end_orphaned_requests,
                     find_request, purge_requests
+ScheduleStore       add_schedule, schedules, drop_schedule,      ``Runtime.schedule``
+                    make_schedule_due, record_schedule_fire
 =================== ============================================ =========================
 """
 
@@ -59,6 +62,7 @@ from .._records import (
 )
 from .._redact import redact
 from ._request_store import RequestStore
+from ._schedule_store import ScheduleStore
 
 NO_USAGE = Usage()
 
@@ -423,6 +427,7 @@ class StoreCapabilities:
     approvals: ApprovalStore | None
     turn_history: TurnHistoryStore | None
     requests: RequestStore | None
+    schedules: ScheduleStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
@@ -438,6 +443,7 @@ class StoreCapabilities:
             approvals=store if isinstance(store, ApprovalStore) else None,
             turn_history=store if isinstance(store, TurnHistoryStore) else None,
             requests=store if isinstance(store, RequestStore) else None,
+            schedules=store if isinstance(store, ScheduleStore) else None,
         )
 
     def has(self, protocol: type) -> bool:
@@ -463,6 +469,7 @@ _CAPABILITIES: dict[type, str] = {
     ApprovalStore: "approvals",
     TurnHistoryStore: "turn_history",
     RequestStore: "requests",
+    ScheduleStore: "schedules",
 }
 
 

@@ -19,6 +19,7 @@ from ._approvals import CREATE_APPROVALS, SqlApprovals
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
+from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -156,6 +157,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (CREATE_BUDGETS,),
     # 12: each agent's durable requests: queued, running, settled (kept for result_ttl).
     tuple(s.replace("ID_COLUMN", "INTEGER PRIMARY KEY") for s in CREATE_REQUESTS),
+    # 13: each agent's scheduled prompts.
+    CREATE_SCHEDULES,
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -239,7 +242,13 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 
 @attrs.define(eq=False)
 class SQLiteStore(
-    SqlRequests, SqlTurnHistory, SqlWorkspaces, SqlApprovals, SqlTranscripts, SqlSessions
+    SqlSchedules,
+    SqlRequests,
+    SqlTurnHistory,
+    SqlWorkspaces,
+    SqlApprovals,
+    SqlTranscripts,
+    SqlSessions,
 ):
     """The default :class:`SessionStore`: one SQLite file, written durably.
 
