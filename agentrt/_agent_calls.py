@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _scheduling as scheduling
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
-from ._arguments import check_ref, wrong_type
+from ._arguments import check_name, check_ref, wrong_type
 from ._channel import ContextUsage
 from ._durable import check_key, find_by_key, poll_result, refuse_key, settled, wait_stored
 from ._errors import (
@@ -75,8 +75,10 @@ class AgentCalls:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         return method(child.address(), *arguments)
 
-    def _store_here(self) -> SessionStore:
-        """The store, for a call this runtime makes on it whoever owns the agent."""
+    def _store_here(self, name: str) -> SessionStore:
+        """The store, for a call on agent ``name``'s records that this runtime makes on it,
+        whoever owns the agent (a schedule names an agent that may run nowhere yet)."""
+        check_name(name)
         if self._context.closed:
             raise NoRuntime("this runtime is closed")
         return self._context.store
@@ -392,13 +394,14 @@ class AgentCalls:
         it, a schedule call with it keeps nothing new and returns that one. The agent need
         not run: its schedules fire once a runtime on the store runs it.
 
-        Refused with `InvalidOptions` for neither or both of ``every`` and ``cron``, a
-        period that is not a number > 0, a malformed cron expression, an ``overlap`` that is
-        not ``"skip"`` or ``"queue"``, or a store without schedules (`agentrt.store.ScheduleStore`).
+        Raises `InvalidOptions` for neither or both of ``every`` and ``cron``, a period that
+        is not a number > 0, a malformed cron expression, an ``overlap`` that is not
+        ``"skip"`` or ``"queue"``, or a store without schedules
+        (`agentrt.store.ScheduleStore`); `StoreError` when the store fails.
 
         Cancellation: safe before the store's write; once begun the write may have been
         made."""
-        kept = await scheduling.add(self._store_here(), name, prompt, every, cron, overlap, key)
+        kept = await scheduling.add(self._store_here(name), name, prompt, every, cron, overlap, key)
         self._poke_scheduler()
         return kept
 
@@ -407,18 +410,20 @@ class AgentCalls:
         """Agent ``name``'s schedules, oldest first, as the store keeps them: each with its
         next due time and its last run (``last_run``, and the `Ref` of that fire's request,
         ``last_ref``, for `poll` and `wait`). Empty on a store that keeps no schedules.
+        Raises `StoreError` when the store fails.
 
         Cancellation: safe; reading changes nothing."""
-        return await scheduling.of(self._store_here(), name)
+        return await scheduling.of(self._store_here(name), name)
 
     @operation
     async def unschedule(self, name: str, schedule_id: str) -> bool:
         """Remove agent ``name``'s schedule ``schedule_id`` (a `Schedule`'s ``id``); False if
-        it has none of that id. A fire already made runs on.
+        it has none of that id. A fire already made runs on. Raises `InvalidOptions` on a
+        store without schedules, `StoreError` when the store fails.
 
         Cancellation: safe before the store's write; once begun the write may have been
         made."""
-        return await scheduling.drop(self._store_here(), name, schedule_id)
+        return await scheduling.drop(self._store_here(name), name, schedule_id)
 
     @operation
     async def run_schedule(self, name: str, schedule_id: str) -> bool:
@@ -426,10 +431,11 @@ class AgentCalls:
         agent's owner fires it at once (this runtime's agent) or at its next read of the
         store (another program's, within a second), under its overlap rule; its request is
         the schedule's ``last_ref`` then, and its next fire one period (or cron's next time)
-        later. False if the agent has no schedule of that id.
+        later. False if the agent has no schedule of that id. Raises `InvalidOptions` on a
+        store without schedules, `StoreError` when the store fails.
 
         Cancellation: safe before the store's write; once begun the write may have been
         made."""
-        made = await scheduling.due_now(self._store_here(), name, schedule_id)
+        made = await scheduling.due_now(self._store_here(name), name, schedule_id)
         self._poke_scheduler()
         return made

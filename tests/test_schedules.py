@@ -7,10 +7,12 @@ tests/test_store_conformance.py.)"""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 from _helpers import echo_backend
+from doc_blocks import doc_block
 from trio.testing import MockClock
 
 import agentrt
@@ -147,15 +149,16 @@ async def test_a_schedule_key_keeps_one_schedule(autojump_clock: MockClock) -> N
         ({"cron": 5}, "cron"),
         ({"every": 60, "overlap": "later"}, "overlap"),
         ({"every": 60, "key": ""}, "key"),
+        ({"every": 60, "name": ""}, "name"),
     ],
 )
 async def test_a_schedule_with_bad_timing_is_refused_naming_the_argument(
     arguments: dict[str, object], key: str
 ) -> None:
-    store = MemoryStore()
-    async with open_runtime(store=store) as rt:
+    async with open_runtime(store=MemoryStore()) as rt:
+        name = arguments.pop("name", "coder")
         with pytest.raises(InvalidOptions) as caught:
-            await rt.schedule("coder", "x", **arguments)  # type: ignore[arg-type]
+            await rt.schedule(name, "x", **arguments)  # type: ignore[arg-type]
         assert caught.value.key == key
         assert await rt.schedules("coder") == ()
 
@@ -193,3 +196,16 @@ async def test_a_schedule_outlives_its_program_and_its_due_fire_runs_once(tmp_pa
         assert result.response.origin == "schedule"
         await rt.unschedule("coder", made.id)
     assert backend.prompts == ["nightly"]
+
+
+async def test_the_guides_schedule_block_runs(autojump_clock: MockClock) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(doc_block("async def schedule_coder"), "long-lived-coders.md", "exec"), namespace)
+    backend = echo_backend()
+    async with open_runtime() as rt:
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        nightly, ci = await namespace["schedule_coder"](rt)
+        assert (nightly.cron, ci.every, ci.overlap, ci.key) == ("0 2 * * *", 900.0, "queue", "ci")
+        await trio.sleep(901)
+        assert "Check the CI status." in backend.prompts
+        assert {s.id for s in await rt.schedules("coder")} == {nightly.id, ci.id}

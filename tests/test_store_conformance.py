@@ -344,6 +344,17 @@ async def test_ownership_options_need_a_lease_store(option: str, value: object) 
     assert "LeaseStore" in str(refused.value)
 
 
+async def test_a_schedule_needs_a_schedule_store() -> None:
+    async with open_runtime(store=ToyStore()) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.schedule("coder", "check the build", every=60)
+        assert refused.value.key == "every"
+        assert "ScheduleStore" in str(refused.value)
+        with pytest.raises(InvalidOptions, match="ScheduleStore"):
+            await rt.run_schedule("coder", "1")
+        assert await rt.schedules("coder") == ()
+
+
 async def test_a_name_the_runtime_does_not_run_on_a_store_without_routing() -> None:
     async with open_runtime(store=ToyStore()) as rt:
         with pytest.raises(AgentNotFound, match="store reaches no other runtime's agents"):
