@@ -16,13 +16,14 @@ The due times wait on trio's clock (`wall_now`), so a ``MockClock`` fires them e
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING
 
 import trio
 
 from ._errors import AgentRTError
-from ._logs import log_error
+from ._redact import redact
 from ._requests import Pending
 from ._schedule import Schedule, fire_key, next_due, wall_now
 from ._stores._schedule_store import ScheduleStore
@@ -30,9 +31,11 @@ from ._stores._schedule_store import ScheduleStore
 if TYPE_CHECKING:
     from ._supervisor import Context
 
-# How often the scheduler reads the store while it keeps schedules, at most: another
-# program may add or make due a schedule of an agent this one owns, or an agent this one
-# starts may have schedules already.
+logger = logging.getLogger("agentrt")
+
+# How often the scheduler reads the store, at most, while it keeps schedules or other
+# programs share it: another program may add or make due a schedule of an agent this one
+# owns, or an agent this one starts may have schedules already.
 STORE_READ = 1.0
 
 
@@ -46,6 +49,9 @@ class Scheduler:
         self._store = store
         # Whether the store keeps requests: a fire is then stored under its key.
         self._durable = context.capabilities.requests is not None
+        # Whether other programs may add schedules to it: then it is read while it has none.
+        leases = context.capabilities.leases
+        self._shared = leases is not None and leases.shared_between_programs
         self._poked = trio.Event()
 
     def poke(self) -> None:
@@ -65,10 +71,11 @@ class Scheduler:
         try:
             kept = await self._store.schedules()
         except AgentRTError as exc:
-            log_error("the scheduler could not read the store's schedules", exc)
+            # Read again at the next interval, as the lease renewals do through an outage.
+            logger.warning("the schedules could not be read: %s", redact(str(exc)))
             return STORE_READ
         if not kept:
-            return math.inf
+            return STORE_READ if self._shared else math.inf
         soonest = math.inf
         children = self._context.children
         for schedule in kept:
@@ -78,7 +85,9 @@ class Scheduler:
                 try:
                     await self._fire(schedule)
                 except AgentRTError as exc:
-                    log_error(f"schedule {schedule.id} did not fire", exc, schedule.name)
+                    why = redact(str(exc))
+                    extra = {"agent": schedule.name}
+                    logger.warning("schedule %s did not fire: %s", schedule.id, why, extra=extra)
                 continue
             soonest = min(soonest, schedule.next_due - wall_now())
         return min(soonest, STORE_READ)

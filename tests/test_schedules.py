@@ -209,3 +209,27 @@ async def test_the_guides_schedule_block_runs(autojump_clock: MockClock) -> None
         await trio.sleep(901)
         assert "Check the CI status." in backend.prompts
         assert {s.id for s in await rt.schedules("coder")} == {nightly.id, ci.id}
+
+
+async def test_another_program_schedules_and_runs_now_and_the_owner_fires(tmp_path: Path) -> None:
+    # Two runtimes on one SQLite file, as two programs: one owns the agent, the other
+    # (which does not run it) schedules for it and fires it now; the owner fires, once.
+    path = tmp_path / "sessions.sqlite3"
+    agent = Turns()
+    async with (
+        open_runtime(store=SQLiteStore(path)) as owner,
+        open_runtime(store=SQLiteStore(path)) as other,
+    ):
+        await owner.start_agent(agent, name="coder", backend=echo_backend())
+        made = await other.schedule("coder", "report", every=3600)
+        assert await other.run_schedule("coder", made.id)
+        with trio.fail_after(30):
+            # The owner reads the store at least once a second: no event to wait on.
+            while (kept := (await other.schedules("coder"))[0]).last_ref is None:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        assert kept.last_ref is not None
+        result = await owner.wait(kept.last_ref)
+        assert isinstance(result, agentrt.Completed)
+        assert result.response.origin == "schedule"
+        assert kept.next_due == pytest.approx(kept.last_run + 3600)  # type: ignore[operator]
+    assert [(origin, text) for _t, origin, text in agent.answered] == [("schedule", "echo report")]
