@@ -9,7 +9,7 @@
 #
 # L0 floor: data, and helpers that need nothing above the floor
 #     _alarm _asks _budget_spending _channel _credentials _env _errors _events _exceptiongroups
-#     _hooks _logs _operations _records _redact _requests _restart _status _stream
+#     _hooks _logs _operations _records _redact _requests _restart _schedule _status _stream
 #     _stream_json._dialect _stream_json._fields _stream_json._frames _stream_json._live
 #     _stream_json._live_protocol _stream_json._translator _stream_json._turn_end
 #     _stream_json._untyped
@@ -23,8 +23,8 @@
 #     _stores._approvals _stores._credential_holds _stores._history _stores._memory
 #     _stores._postgres _stores._postgres_router _stores._protocols _stores._request_store
 #     _stores._requests _stores._route_codec _stores._route_serving _stores._route_values
-#     _stores._sql _stores._sqlite _stores._sqlite_router _stores._transcripts
-#     _stores._workspaces
+#     _stores._schedule_store _stores._schedules _stores._sql _stores._sqlite
+#     _stores._sqlite_router _stores._transcripts _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options
@@ -33,17 +33,18 @@
 # L5 agent: one agent, its state across instances, its loop, records and answers
 #     _actor _agent _approvals _arguments _budgets _callbacks _durable _follow
 #     _foreign_awaits _forks _held_credentials _instance_end _mailbox _portable _recorder
-#     _recovery _slot _tool_server _turn_history _turn_host _workspaces
+#     _recovery _scheduling _slot _tool_server _turn_history _turn_host _workspaces
 # L6 face: supervision, the runtime, one address per agent, the public modules and forms
 #     __init__ _address _agent_calls _api _api_written _backends _console._app
 #     _console._desk _console._fleet _console._gate _console._history _console._http
 #     _console._pages _console._queue _console._serve _console._shown
 #     _faces._asyncio_runtime
 #     _faces._forwarding _faces._runtime_thread _faces._sync_runtime _failover _opening
-#     _pinned _runtime _starting _supervisor asyncio hooks lowlevel store sync testing
-#     testing._backend_conformance testing._conformance_core testing._conformance_kit
+#     _pinned _runtime _scheduler _starting _supervisor asyncio hooks lowlevel store sync
+#     testing testing._backend_conformance testing._conformance_core testing._conformance_kit
 #     testing._conformance_leases testing._conformance_records
 #     testing._conformance_request_machine testing._conformance_requests
+#     testing._conformance_schedules
 #     testing._fake_anthropic testing._fake_chat testing._fake_gemini testing._fake_openai
 #     testing._http testing._scenarios testing._scripted testing._store_conformance
 #     testing.fake_anthropic testing.fake_cli
@@ -75,6 +76,9 @@ from ._api import poll as poll
 from ._api import remove_workspace as remove_workspace
 from ._api import request as request
 from ._api import reset_session as reset_session
+from ._api import run_schedule as run_schedule
+from ._api import schedule as schedule
+from ._api import schedules as schedules
 from ._api import set_model as set_model
 from ._api import set_permission_mode as set_permission_mode
 from ._api import start_agent as start_agent
@@ -86,6 +90,7 @@ from ._api import stop_task as stop_task
 from ._api import stream as stream
 from ._api import tell as tell
 from ._api import unhalt as unhalt
+from ._api import unschedule as unschedule
 from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
@@ -166,6 +171,7 @@ from ._restart import RestartType as RestartType
 from ._restart import Strategy as Strategy
 from ._runtime import Runtime as Runtime
 from ._runtime import open_runtime as open_runtime
+from ._schedule import Schedule as Schedule
 from ._status import AgentHandle as AgentHandle
 from ._status import AgentStatus as AgentStatus
 from ._status import CurrentRequest as CurrentRequest
@@ -257,6 +263,7 @@ __all__ = [
     "Runtime",
     "RuntimeStatistics",
     "SQLiteStore",
+    "Schedule",
     "SessionEvent",
     "SessionLostEvent",
     "SessionMismatch",
@@ -300,6 +307,9 @@ __all__ = [
     "remove_workspace",
     "request",
     "reset_session",
+    "run_schedule",
+    "schedule",
+    "schedules",
     "set_model",
     "set_permission_mode",
     "start_agent",
@@ -312,6 +322,7 @@ __all__ = [
     "tell",
     "tool",
     "unhalt",
+    "unschedule",
     "wait",
     "whereis",
     "withdraw",

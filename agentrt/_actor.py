@@ -353,8 +353,8 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if own and isinstance(outcome, Response):
-            outcome = attrs.evolve(outcome, origin="task")
+        if isinstance(outcome, Response) and (own or request.origin == "schedule"):
+            outcome = attrs.evolve(outcome, origin="task" if own else "schedule")
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)

@@ -18,11 +18,12 @@ its arguments checked as declared), and the owner's side of a routed call is `RO
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, final
 
 import trio
 
+from . import _scheduling as scheduling
 from ._arguments import check_prompt, wrong_type
 from ._channel import ContextUsage
 from ._durable import (
@@ -41,6 +42,7 @@ from ._events import Event, Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
+from ._schedule import Schedule
 from ._slot import Slot
 from ._status import AgentStatus
 from ._stores._protocols import Router
@@ -135,12 +137,18 @@ class LocalAgent:
         joined = None if key is not None or slot.current is None else await slot.arriving(prompt)
         if joined is not None:
             return joined.ref
+        return await self._submit(prompt, "tell", key)
+
+    async def _submit(self, prompt: str, origin: Origin, key: str | None) -> Ref:
+        """Queue ``prompt`` as a request of ``origin`` (stored first on a store that keeps
+        requests) and return its `Ref`: a tell's, or a schedule's fire (`_scheduler`)."""
+        slot = self._slot
         if slot.requests is None:
             if key is not None:
                 refuse_key(key)
             await trio.lowlevel.checkpoint()
-            return slot.submit(prompt, "tell").ref
-        stored = await self._accept(prompt, "tell", key)
+            return slot.submit(prompt, origin).ref
+        stored = await self._accept(prompt, origin, key)
         return stored if isinstance(stored, Ref) else stored.ref
 
     async def _accept(self, prompt: str, origin: Origin, key: str | None) -> Request | Ref:
@@ -271,6 +279,28 @@ class LocalAgent:
 
     async def stop_agent(self) -> None:
         await self._member.stop()
+
+    async def schedule(
+        self,
+        prompt: str,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        overlap: str = "skip",
+        key: str | None = None,
+    ) -> Schedule:
+        return await scheduling.add(
+            self._slot.store, self._slot.name, prompt, every, cron, overlap, key
+        )
+
+    async def schedules(self) -> Sequence[Schedule]:
+        return await scheduling.of(self._slot.store, self._slot.name)
+
+    async def unschedule(self, schedule_id: str) -> bool:
+        return await scheduling.drop(self._slot.store, self._slot.name, schedule_id)
+
+    async def run_schedule(self, schedule_id: str) -> bool:
+        return await scheduling.due_now(self._slot.store, self._slot.name, schedule_id)
 
 
 # The checks a routed argument gets before it leaves, by how it travels (`Travels`); the

@@ -11,10 +11,12 @@ face writes it out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from . import _scheduling as scheduling
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
-from ._arguments import check_ref, wrong_type
+from ._arguments import check_name, check_ref, wrong_type
 from ._channel import ContextUsage
 from ._durable import check_key, find_by_key, poll_result, refuse_key, settled, wait_stored
 from ._errors import (
@@ -28,8 +30,10 @@ from ._errors import (
 from ._events import Response
 from ._operations import operation
 from ._requests import Completed, Failed, NotFound, PollResult, Ref, Withdrawn
+from ._schedule import Schedule
+from ._scheduler import Scheduler
 from ._status import AgentStatus
-from ._stores._protocols import Router
+from ._stores._protocols import Router, SessionStore
 from ._stores._request_store import RequestStore
 from ._supervisor import Context
 
@@ -47,6 +51,8 @@ class AgentCalls:
     _context: Context
     # On a store with routing (a `RoutingStore`): reaches the agents other runtimes own.
     _router: Router | None
+    # On a store that keeps schedules (a `ScheduleStore`): fires this runtime's agents'.
+    _scheduler: Scheduler | None
 
     def _resolve(self, name: str) -> LocalAgent | RemoteAgent:
         if self._context.closed:
@@ -68,6 +74,18 @@ class AgentCalls:
         if method is None:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
         return method(child.address(), *arguments)
+
+    def _store_here(self, name: str) -> SessionStore:
+        """The store, for a call on agent ``name``'s records that this runtime makes on it,
+        whoever owns the agent (a schedule names an agent that may run nowhere yet)."""
+        check_name(name)
+        if self._context.closed:
+            raise NoRuntime("this runtime is closed")
+        return self._context.store
+
+    def _poke_scheduler(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.poke()
 
     def _stored(self, ref: Ref) -> RequestStore | None:
         """The store's requests, where ``ref``'s agent is not this runtime's (another
@@ -346,3 +364,78 @@ class AgentCalls:
 
         Cancellation: the agent still stops; only the wait for it is cut short."""
         await self._resolve(name).stop_agent()
+
+    @operation
+    async def schedule(
+        self,
+        name: str,
+        prompt: str,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        overlap: str = "skip",
+        key: str | None = None,
+    ) -> Schedule:
+        """Have agent ``name`` run ``prompt`` on a schedule: every ``every`` seconds (the
+        first fire one period from now), or at the times the cron expression ``cron``
+        names (five fields, or six with seconds first, read in UTC); give one of the two.
+        Returns the `Schedule` as the store keeps it (its ``id`` names it to `unschedule`
+        and `run_schedule`).
+
+        Each fire is a request of origin ``schedule``: it queues in the agent's mailbox as a
+        tell does, runs through its callbacks, and its `Response.origin` is
+        ``"schedule"``. ``overlap`` says what a fire does while the previous fire's request
+        is queued or running: ``"skip"`` (the default) drops it, ``"queue"`` queues it
+        behind. The schedule is stored: on a store several programs share (`SQLiteStore`,
+        `PostgresStore`) whichever program owns the agent fires it, each due time once
+        (its request stored under a key of the schedule and the due time), also after a
+        restart; fires missed while no program ran the agent are not made up, one fire
+        stands for them. ``key`` is an idempotency key: while a schedule of ``name`` has
+        it, a schedule call with it keeps nothing new and returns that one. The agent need
+        not run: its schedules fire once a runtime on the store runs it.
+
+        Raises `InvalidOptions` for neither or both of ``every`` and ``cron``, a period that
+        is not a number > 0, a malformed cron expression, an ``overlap`` that is not
+        ``"skip"`` or ``"queue"``, or a store without schedules
+        (`agentrt.store.ScheduleStore`); `StoreError` when the store fails.
+
+        Cancellation: safe before the store's write; once begun the write may have been
+        made."""
+        kept = await scheduling.add(self._store_here(name), name, prompt, every, cron, overlap, key)
+        self._poke_scheduler()
+        return kept
+
+    @operation
+    async def schedules(self, name: str) -> Sequence[Schedule]:
+        """Agent ``name``'s schedules, oldest first, as the store keeps them: each with its
+        next due time and its last run (``last_run``, and the `Ref` of that fire's request,
+        ``last_ref``, for `poll` and `wait`). Empty on a store that keeps no schedules.
+        Raises `StoreError` when the store fails.
+
+        Cancellation: safe; reading changes nothing."""
+        return await scheduling.of(self._store_here(name), name)
+
+    @operation
+    async def unschedule(self, name: str, schedule_id: str) -> bool:
+        """Remove agent ``name``'s schedule ``schedule_id`` (a `Schedule`'s ``id``); False if
+        it has none of that id. A fire already made runs on. Raises `InvalidOptions` on a
+        store without schedules, `StoreError` when the store fails.
+
+        Cancellation: safe before the store's write; once begun the write may have been
+        made."""
+        return await scheduling.drop(self._store_here(name), name, schedule_id)
+
+    @operation
+    async def run_schedule(self, name: str, schedule_id: str) -> bool:
+        """Fire agent ``name``'s schedule ``schedule_id`` now, as if it were due: the
+        agent's owner fires it at once (this runtime's agent) or at its next read of the
+        store (another program's, within a second), under its overlap rule; its request is
+        the schedule's ``last_ref`` then, and its next fire one period (or cron's next time)
+        later. False if the agent has no schedule of that id. Raises `InvalidOptions` on a
+        store without schedules, `StoreError` when the store fails.
+
+        Cancellation: safe before the store's write; once begun the write may have been
+        made."""
+        made = await scheduling.due_now(self._store_here(name), name, schedule_id)
+        self._poke_scheduler()
+        return made

@@ -376,7 +376,8 @@ class Durable:
 
     def request_of(self, stored: StoredRequest, mailbox: Mailbox) -> Request:
         """The mailbox's request for ``stored`` (made by another program, or an earlier
-        one): a tell, whoever made it, as no caller of this program waits for it."""
+        one): a tell, whoever made it, as no caller of this program waits for it; a fire of
+        a schedule stays one (its turn's `Response.origin` says so)."""
         assert stored.prompt is not None  # a queued or running request keeps its prompt
         ref = ref_of(self.name, stored.id) or Ref(self.name, mailbox.new_id())
         size = len(stored.prompt.encode())
@@ -386,7 +387,7 @@ class Durable:
             ref,
             stored.prompt,
             size,
-            "tell",
+            "schedule" if stored.origin == "schedule" else "tell",
             stored_id=stored.id,
             key=stored.key,
             accepted_at=accepted_at,

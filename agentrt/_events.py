@@ -384,7 +384,7 @@ def _as_str(text: str | _Utf8) -> str:
 
 
 # Who started a turn (`Response.origin`).
-TurnOrigin = Literal["user", "task"]
+TurnOrigin = Literal["user", "task", "schedule"]
 
 
 @attrs.frozen(repr=False)
@@ -430,7 +430,8 @@ class Response:
     # without this turn. None: not a portable agent.
     transcript_stored: bool | None = None
     # Who started the turn: "user" (the application's prompt, or one the agent chained),
-    # "task" (the agent's warm CLI, by itself: a background task ended).
+    # "task" (the agent's warm CLI, by itself: a background task ended), "schedule" (a
+    # fire of one of the agent's schedules, `Runtime.schedule`).
     origin: TurnOrigin = "user"
 
     @property

@@ -45,11 +45,12 @@ import attrs
 P = ParamSpec("P")
 R = TypeVar("R")
 
-Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count", "key"]
+Travels = Literal["prompt", "text", "text_or_none", "ref", "event", "count", "key", "seconds"]
 """How a routed argument travels: a prompt (a str, checked non-blank before it leaves); a
 str; a str or None; a `Ref`; a notify's event (plain data only, checked before it leaves);
 an int >= 0; an idempotency key (a str or None, left out of the row when None, so a call
-without one is the row it was before keys)."""
+without one is the row it was before keys); a number of seconds or None (an argument of
+calls that are never routed only: a schedule's period)."""
 
 Answer = Literal[
     "response", "ref", "poll", "settled", "bool", "status", "none", "context_usage", "events"
@@ -104,6 +105,23 @@ OPERATIONS: Mapping[str, Operation] = {
         Operation("stop_task", "name", (("task_id", "text"),)),
         Operation("steer", "name", (("text", "prompt"),)),
         Operation("stop_agent", "name"),
+        # Kept in the store where the runtime is: never routed (the agent's owner, on any
+        # program, fires what they keep).
+        Operation(
+            "schedule",
+            "name",
+            (
+                ("prompt", "prompt"),
+                ("every", "seconds"),
+                ("cron", "text_or_none"),
+                ("overlap", "text"),
+                ("key", "key"),
+            ),
+            None,
+        ),
+        Operation("schedules", "name", (), None),
+        Operation("unschedule", "name", (("schedule_id", "text"),), None),
+        Operation("run_schedule", "name", (("schedule_id", "text"),), None),
     )
 }
 """Every agent operation, by name."""

@@ -37,6 +37,7 @@ from ._options import (
 )
 from ._records import StoredWorkspace
 from ._requests import Ref
+from ._scheduler import Scheduler
 from ._starting import AgentFactory
 from ._status import AgentHandle, RuntimeStatistics
 from ._stores._protocols import (
@@ -104,11 +105,19 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
 
     _made_by = "agentrt.open_runtime()"
 
-    def __init__(self, context: Context, root: Supervisor, router: Router | None = None) -> None:
+    def __init__(
+        self,
+        context: Context,
+        root: Supervisor,
+        router: Router | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self._context = context
         self._root = root
         # On a store with routing (a `RoutingStore`): reaches the agents other runtimes own.
         self._router = router
+        # On a store that keeps schedules: fires this runtime's agents' when due.
+        self._scheduler = scheduler
 
     @property
     def runtime_id(self) -> str:
@@ -491,7 +500,11 @@ async def open_runtime(
                             router = capabilities.routing.router(
                                 ownership.owner, ended=ownership.owner_ended
                             )
-                        runtime = Runtime._create(context, root, router)
+                        scheduler = None
+                        if capabilities.schedules is not None:
+                            scheduler = Scheduler(context, capabilities.schedules)
+                            await services.start(scheduler.run)
+                        runtime = Runtime._create(context, root, router, scheduler)
                         if router is not None:
                             await services.start(router.run, runtime._serve_routed)
                         if checked.host_agents:

@@ -29,6 +29,8 @@ naming it:
   limit's park, an expired login's halt), so a restarted program or another one on the
   store holds them too, and ``agentrt status`` shows why; without it they live in the
   memory of the program that saw them.
+- `ScheduleStore`: each agent's scheduled prompts (`~agentrt.Schedule`, ``Runtime.schedule``),
+  which whichever program owns the agent fires, each due time once.
 
 `agentrt.testing.store_conformance` gives the checks a store passes, each skipped where the
 store lacks what it checks.
@@ -66,6 +68,7 @@ from ._stores._protocols import granted_epoch as granted_epoch
 from ._stores._protocols import no_row as no_row
 from ._stores._protocols import stored_reason as stored_reason
 from ._stores._request_store import RequestStore as RequestStore
+from ._stores._schedule_store import ScheduleStore as ScheduleStore
 from ._stores._transcripts import check_transcript_path as check_transcript_path
 from ._stores._transcripts import stale_chunk as stale_chunk
 from ._util import fixup_module_metadata as _fixup_module_metadata
@@ -84,6 +87,7 @@ __all__ = [
     "RequestStore",
     "Router",
     "RoutingStore",
+    "ScheduleStore",
     "Serve",
     "SessionRecord",
     "SessionRow",

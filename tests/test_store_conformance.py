@@ -36,6 +36,7 @@ from agentrt.store import (
     LiveProcessStore,
     RequestStore,
     RoutingStore,
+    ScheduleStore,
     SessionRow,
     SessionStore,
     SpecStore,
@@ -233,6 +234,7 @@ def test_the_kit_holds_a_check_for_every_capability_and_names_its_protocol() -> 
         TurnHistoryStore,
         RequestStore,
         CredentialStore,
+        ScheduleStore,
     }
     assert len({check.name for check in checks}) == len(checks)
     assert all(isinstance(check, StoreCheck) for check in checks)
@@ -342,6 +344,17 @@ async def test_ownership_options_need_a_lease_store(option: str, value: object) 
             pass
     assert refused.value.key == option
     assert "LeaseStore" in str(refused.value)
+
+
+async def test_a_schedule_needs_a_schedule_store() -> None:
+    async with open_runtime(store=ToyStore()) as rt:
+        with pytest.raises(InvalidOptions) as refused:
+            await rt.schedule("coder", "check the build", every=60)
+        assert refused.value.key == "every"
+        assert "ScheduleStore" in str(refused.value)
+        with pytest.raises(InvalidOptions, match="ScheduleStore"):
+            await rt.run_schedule("coder", "1")
+        assert await rt.schedules("coder") == ()
 
 
 async def test_a_name_the_runtime_does_not_run_on_a_store_without_routing() -> None:

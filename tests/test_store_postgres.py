@@ -55,9 +55,9 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
         }
         tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
         more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
-        more |= {"requests", "credential_holds", "agent_credentials"}
+        more |= {"requests", "credential_holds", "agent_credentials", "schedules"}
         assert tables == tables_wanted | more
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -73,13 +73,14 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE agentrt.requests")
         conn.execute("DROP TABLE agentrt.credential_holds")
         conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 6")
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -94,6 +95,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE agentrt.requests")
         conn.execute("DROP TABLE agentrt.credential_holds")
         conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 7")
     turn = StoredTurn(
         name="coder",
@@ -113,7 +115,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
@@ -127,6 +129,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         conn.execute("DROP TABLE agentrt.requests")
         conn.execute("DROP TABLE agentrt.credential_holds")
         conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 8")
     budget = StoredBudget(scope="supervisor", key="k", usd=None, tokens=12_000_000_000)
     async with PostgresStore(postgres_dsn) as store:
@@ -135,7 +138,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessions(
@@ -148,6 +151,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         conn.execute("DROP TABLE agentrt.requests")
         conn.execute("DROP TABLE agentrt.credential_holds")
         conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 9")
     async with PostgresStore(postgres_dsn) as store:
         accepted = await store.enqueue_request(
@@ -164,7 +168,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
@@ -185,6 +189,7 @@ async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.credential_holds")
         conn.execute("DROP TABLE agentrt.agent_credentials")
+        conn.execute("DROP TABLE agentrt.schedules")
         conn.execute("UPDATE agentrt.schema_version SET version = 10")
     halted = StoredCredential(
         key="claude:/l", label="claude login file /l", halt_reason="expired", halted_since=5.0
@@ -196,7 +201,33 @@ async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
         assert list(await store.credentials()) == [attrs.evolve(halted, agents=("coder",))]
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(11,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+
+
+async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
+    postgres_dsn: str,
+) -> None:
+    # Version 11 is the schema with the credentials' holds and no schedules table.
+    async with PostgresStore(postgres_dsn) as store:
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE agentrt.schedules")
+        conn.execute("UPDATE agentrt.schema_version SET version = 11")
+    async with open_runtime(store=PostgresStore(postgres_dsn)) as rt:
+        made = await rt.schedule("coder", "nightly", every=86400)
+        assert [s.id for s in await rt.schedules("coder")] == [made.id]
+    async with PostgresStore(postgres_dsn) as store:
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

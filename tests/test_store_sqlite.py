@@ -31,6 +31,7 @@ from agentrt import (
     StopReason,
     StoreError,
     Usage,
+    open_runtime,
 )
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
@@ -224,6 +225,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         conn.execute("DROP TABLE requests")
         conn.execute("DROP TABLE credential_holds")
         conn.execute("DROP TABLE agent_credentials")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 8")
         conn.commit()
     finally:
@@ -237,7 +239,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -260,6 +262,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         conn.execute("DROP TABLE requests")
         conn.execute("DROP TABLE credential_holds")
         conn.execute("DROP TABLE agent_credentials")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 9")
         conn.commit()
     finally:
@@ -283,7 +286,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
     finally:
         conn.close()
 
@@ -299,6 +302,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         conn.execute("DROP TABLE requests")
         conn.execute("DROP TABLE credential_holds")
         conn.execute("DROP TABLE agent_credentials")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 10")
         conn.commit()
     finally:
@@ -311,7 +315,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
     finally:
         conn.close()
 
@@ -680,6 +684,7 @@ async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
     try:
         conn.execute("DROP TABLE credential_holds")
         conn.execute("DROP TABLE agent_credentials")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 12")
         conn.commit()
     finally:
@@ -693,7 +698,7 @@ async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
     finally:
         conn.close()
 
@@ -710,6 +715,7 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         conn.execute("DROP TABLE requests")
         conn.execute("DROP TABLE credential_holds")
         conn.execute("DROP TABLE agent_credentials")
+        conn.execute("DROP TABLE schedules")
         conn.execute("PRAGMA user_version = 11")
         conn.commit()
     finally:
@@ -730,6 +736,40 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (13,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+    finally:
+        conn.close()
+
+
+async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
+    tmp_path: Path,
+) -> None:
+    # Version 13 is the schema with the credentials' holds and no schedules table.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path) as store:
+        await store.enqueue_request(
+            "coder",
+            id="r-1",
+            prompt="hello",
+            key=None,
+            origin="tell",
+            max_pending=10,
+            max_pending_bytes=1000,
+        )
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TABLE schedules")
+        conn.execute("PRAGMA user_version = 13")
+        conn.commit()
+    finally:
+        conn.close()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        made = await rt.schedule("coder", "nightly", every=86400)
+        assert [s.id for s in await rt.schedules("coder")] == [made.id]
+    async with SQLiteStore(path) as store:
+        assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
     finally:
         conn.close()

@@ -25,6 +25,7 @@ from .._records import (
     StoredTurn,
     StoredWorkspace,
 )
+from .._schedule import Schedule
 from ._history import check_keep, check_page
 from ._protocols import NO_USAGE, ClosedOnExit, check_fence, granted_epoch, no_row, stored_reason
 from ._transcripts import MemoryTranscripts
@@ -62,6 +63,8 @@ class _Tables:
     # What holds each credential, by key, and the credential each agent uses.
     credentials: dict[str, StoredCredential] = attrs.field(factory=dict)
     agent_credentials: dict[str, str] = attrs.field(factory=dict)
+    # Each agent's schedules by id, in the order they were added.
+    schedules: dict[str, Schedule] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
@@ -396,6 +399,62 @@ class MemoryStore(ClosedOnExit):
         await self._enter()
         found = self._tables.approvals.pop(id, None)
         return None if found is None else found[1]
+
+    async def add_schedule(self, schedule: Schedule) -> Schedule:
+        await self._enter()
+        kept = self._tables.schedules
+        if schedule.id in kept:
+            raise StoreError(self._PATH, f"a schedule with id {schedule.id!r} exists")
+        if schedule.key is not None:
+            for other in kept.values():
+                if other.name == schedule.name and other.key == schedule.key:
+                    return other
+        kept[schedule.id] = schedule
+        return schedule
+
+    async def schedules(self, name: str | None = None) -> Sequence[Schedule]:
+        await self._enter()
+        kept = self._tables.schedules.values()
+        return tuple(s for s in kept if name is None or s.name == name)
+
+    async def drop_schedule(self, name: str, id: str) -> bool:
+        await self._enter()
+        kept = self._tables.schedules
+        if id not in kept or kept[id].name != name:
+            return False
+        del kept[id]
+        return True
+
+    async def make_schedule_due(self, name: str, id: str, due: float) -> bool:
+        await self._enter()
+        kept = self._tables.schedules
+        if id not in kept or kept[id].name != name:
+            return False
+        kept[id] = attrs.evolve(kept[id], next_due=due)
+        return True
+
+    async def record_schedule_fire(
+        self,
+        name: str,
+        id: str,
+        *,
+        due: float,
+        next_due: float,
+        fired_at: float | None,
+        request: str | None,
+    ) -> bool:
+        await self._enter()
+        kept = self._tables.schedules
+        schedule = kept.get(id)
+        if schedule is None or schedule.name != name or schedule.next_due != due:
+            return False
+        if fired_at is None:
+            kept[id] = attrs.evolve(schedule, next_due=next_due)
+        else:
+            kept[id] = attrs.evolve(
+                schedule, next_due=next_due, last_run=fired_at, last_request=request
+            )
+        return True
 
     async def append_transcript(
         self, name: str, *, session_id: str, path: str, offset: int, data: bytes

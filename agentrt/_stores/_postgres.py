@@ -17,6 +17,7 @@ from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
+from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -132,6 +133,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 11: what holds each credential's agents (a usage limit's park, an expired login's
     # halt), and the credential each agent uses.
     CREATE_CREDENTIALS,
+    # 12: each agent's scheduled prompts.
+    CREATE_SCHEDULES,
 )
 
 _UPSERT_SESSION = """
@@ -223,6 +226,7 @@ def _usable(conn: psycopg.Connection[Any]) -> bool:
 @attrs.define(eq=False)
 class PostgresStore(
     SqlCredentials,
+    SqlSchedules,
     SqlRequests,
     SqlTurnHistory,
     SqlWorkspaces,

@@ -2,7 +2,8 @@
 (`SessionStore`), the optional ones the runtime asks for with ``isinstance`` (never by
 class) when a feature needs them, and the helpers the stores share (fencing, errors).
 `RequestStore`, the durable requests' protocol, has a module of its own
-(`_request_store.py`); `StoreCapabilities` resolves it with the others.
+(`_request_store.py`), as has `ScheduleStore`, the scheduled prompts' (`_schedule_store.py`);
+`StoreCapabilities` resolves them with the others.
 
 =================== ============================================ =========================
 protocol            methods                                      needed by
@@ -34,6 +35,8 @@ RequestStore        enqueue_request, start_request,              durable request
 CredentialStore     save_credential, use_credential,             a park or a login's halt
                     credential, credentials                      across programs;
                                                                  ``agentrt status``
+ScheduleStore       add_schedule, schedules, drop_schedule,      ``Runtime.schedule``
+                    make_schedule_due, record_schedule_fire
 =================== ============================================ =========================
 """
 
@@ -63,6 +66,7 @@ from .._records import (
 )
 from .._redact import redact
 from ._request_store import RequestStore
+from ._schedule_store import ScheduleStore
 
 NO_USAGE = Usage()
 
@@ -454,6 +458,7 @@ class StoreCapabilities:
     turn_history: TurnHistoryStore | None
     requests: RequestStore | None
     credentials: CredentialStore | None
+    schedules: ScheduleStore | None
 
     @classmethod
     def of(cls, store: SessionStore) -> StoreCapabilities:
@@ -470,6 +475,7 @@ class StoreCapabilities:
             turn_history=store if isinstance(store, TurnHistoryStore) else None,
             requests=store if isinstance(store, RequestStore) else None,
             credentials=store if isinstance(store, CredentialStore) else None,
+            schedules=store if isinstance(store, ScheduleStore) else None,
         )
 
     def has(self, protocol: type) -> bool:
@@ -496,6 +502,7 @@ _CAPABILITIES: dict[type, str] = {
     TurnHistoryStore: "turn_history",
     RequestStore: "requests",
     CredentialStore: "credentials",
+    ScheduleStore: "schedules",
 }
 
 

@@ -20,6 +20,7 @@ from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
+from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
@@ -160,6 +161,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 13: what holds each credential's agents (a usage limit's park, an expired login's
     # halt), and the credential each agent uses.
     CREATE_CREDENTIALS,
+    # 14: each agent's scheduled prompts.
+    CREATE_SCHEDULES,
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"
@@ -244,6 +247,7 @@ def _lease_transaction(conn: sqlite3.Connection, work: Callable[[], _T]) -> _T:
 @attrs.define(eq=False)
 class SQLiteStore(
     SqlCredentials,
+    SqlSchedules,
     SqlRequests,
     SqlTurnHistory,
     SqlWorkspaces,

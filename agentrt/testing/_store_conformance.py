@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     _conformance_records,
     _conformance_request_machine,
     _conformance_requests,
+    _conformance_schedules,
 )
 from ._conformance_kit import _CHECKS, StoreCheck, StoreHarness
 

@@ -1,0 +1,77 @@
+"""An agent's schedules in the store, as the `Runtime`'s calls change them (`Runtime.schedule`
+and its kin) on any program: added, listed, made due now and removed. Firing them is the
+owner's (`agentrt._scheduler`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._arguments import check_prompt, wrong_type
+from ._durable import check_key, new_stored_id
+from ._errors import InvalidOptions
+from ._schedule import Schedule, check_schedule, first_due, wall_now
+from ._stores._protocols import SessionStore, lacks
+from ._stores._schedule_store import ScheduleStore
+
+
+def schedule_store(store: SessionStore, argument: str, value: object) -> ScheduleStore:
+    """``store`` as a `ScheduleStore`; `InvalidOptions` naming ``argument`` if it is none."""
+    if not isinstance(store, ScheduleStore):
+        raise InvalidOptions(argument, value, lacks(store, ScheduleStore, "a schedule"))
+    return store
+
+
+async def add(
+    store: SessionStore,
+    name: str,
+    prompt: str,
+    every: float | None,
+    cron: str | None,
+    overlap: str,
+    key: str | None,
+) -> Schedule:
+    """Keep a new schedule of ``name`` (see `Runtime.schedule`), first due one period (or
+    cron's next time) from now."""
+    check_prompt(prompt)
+    check_schedule(every, cron, overlap)
+    check_key(key)
+    kept = schedule_store(store, "every" if cron is None else "cron", every or cron)
+    now = wall_now()
+    schedule = Schedule(
+        id=new_stored_id(),
+        name=name,
+        prompt=prompt,
+        every=None if every is None else float(every),
+        cron=cron,
+        overlap=overlap,
+        key=key,
+        created_at=now,
+        next_due=first_due(every, cron, now),
+    )
+    return await kept.add_schedule(schedule)
+
+
+async def of(store: SessionStore, name: str) -> Sequence[Schedule]:
+    """The schedules of ``name``, oldest first; none on a store that keeps none."""
+    if not isinstance(store, ScheduleStore):
+        return ()
+    return await store.schedules(name)
+
+
+def _check_id(schedule_id: object) -> str:
+    if not isinstance(schedule_id, str):
+        raise wrong_type("schedule_id", "a str (a Schedule's id)", schedule_id)
+    return schedule_id
+
+
+async def drop(store: SessionStore, name: str, schedule_id: str) -> bool:
+    """Remove the schedule ``schedule_id`` of ``name``; False if there is none."""
+    id = _check_id(schedule_id)
+    return await schedule_store(store, "schedule_id", id).drop_schedule(name, id)
+
+
+async def due_now(store: SessionStore, name: str, schedule_id: str) -> bool:
+    """Make the schedule ``schedule_id`` of ``name`` due now; False if there is none."""
+    id = _check_id(schedule_id)
+    kept = schedule_store(store, "schedule_id", id)
+    return await kept.make_schedule_due(name, id, wall_now())
