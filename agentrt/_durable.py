@@ -67,8 +67,10 @@ LAST_POLL = 1.0
 # may not have been written) is tried again this often, once the store tells that the
 # request is still running, for up to SETTLE_BOUND seconds: until then its callers here
 # wait, so they are told what every other program reads, not an answer the store lacks.
+# The bound is short: within it the fence (half of lease_ttl, 5 s by default) has not
+# stopped the agent for a store that stays down, and its stop (shielded) waits for it.
 SETTLE_AGAIN = 0.5
-SETTLE_BOUND = 10.0
+SETTLE_BOUND = 3.0
 
 
 def new_stored_id() -> str:
