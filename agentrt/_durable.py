@@ -63,6 +63,14 @@ logger = logging.getLogger("agentrt")
 # first interval, doubling to the last (a result is seen within that of its settlement).
 FIRST_POLL = 0.05
 LAST_POLL = 1.0
+# A settlement the store could not make (the database went down under it, so it may or
+# may not have been written) is tried again this often, once the store tells that the
+# request is still running, for up to SETTLE_BOUND seconds: until then its callers here
+# wait, so they are told what every other program reads, not an answer the store lacks.
+# The bound is short: within it the fence (half of lease_ttl, 5 s by default) has not
+# stopped the agent for a store that stays down, and its stop (shielded) waits for it.
+SETTLE_AGAIN = 0.5
+SETTLE_BOUND = 3.0
 
 
 def new_stored_id() -> str:
@@ -423,30 +431,60 @@ class Durable:
         keep: int = 1,
     ) -> None:
         """Keep ``outcome`` as the claimed ``request``'s, with ``turn``'s record in the same
-        transaction where given; a store that cannot is logged (the next owner ends the
-        request `OwnerDied`: it is never run twice silently). Where the store refuses it
-        because another owner has settled the request (this one's lease passed while the
-        turn ran), what the store holds is the request's outcome (`Request.overruled`), so
-        its callers here are told what every other program reads."""
+        transaction where given. A store that cannot is tried again (`SETTLE_AGAIN`) while
+        it tells that the request still runs, for up to `SETTLE_BOUND`; past that it is
+        logged (the next owner ends the request `OwnerDied`: it is never run twice
+        silently). Where the store refuses it because another owner has settled the
+        request (this one's lease passed while the turn ran), or a write that failed was
+        made after all, what the store holds is the request's outcome
+        (`Request.overruled`), so its callers here are told what every other program
+        reads."""
         assert request.stored_id is not None
-        try:
-            done = await self.store.settle_request(
-                self.name,
-                request.stored_id,
-                stored_outcome(outcome),
-                result_ttl=self.options.result_ttl,
-                turn=turn,
-                session_id=session_id,
-                keep=keep,
-            )
-        except LeaseLost as exc:
-            log_error(f"agent {self.name!r}: the store refused a request's outcome", exc, self.name)
-            done = False
-        except StoreError as exc:
-            log_error(f"agent {self.name!r}: the store could not settle a request", exc, self.name)
-            return
-        if not done:
-            await self._overrule(request)
+        with trio.move_on_after(SETTLE_BOUND):
+            while True:
+                try:
+                    done = await self.store.settle_request(
+                        self.name,
+                        request.stored_id,
+                        stored_outcome(outcome),
+                        result_ttl=self.options.result_ttl,
+                        turn=turn,
+                        session_id=session_id,
+                        keep=keep,
+                    )
+                except LeaseLost as exc:
+                    why = "the store refused a request's outcome"
+                    log_error(f"agent {self.name!r}: {why}", exc, self.name)
+                    done = False
+                except StoreError as exc:
+                    why = "the store could not settle a request (trying again)"
+                    log_error(f"agent {self.name!r}: {why}", exc, self.name)
+                    # Settled again only if it still runs: a write made twice would
+                    # record its turn twice.
+                    if await self._still_running(request.stored_id):
+                        continue
+                    done = False
+                if not done:
+                    await self._overrule(request)
+                return
+        logger.warning(
+            "agent %r: request %s was not settled within %g s: the store keeps it running "
+            "until the next owner of the name ends it owner_died",
+            self.name,
+            request.stored_id,
+            SETTLE_BOUND,
+            extra={"agent": self.name},
+        )
+
+    async def _still_running(self, id: str) -> bool:
+        """Whether the store holds the request ``id`` running, asked until it answers."""
+        while True:
+            await trio.sleep(SETTLE_AGAIN)
+            try:
+                stored = await self.store.find_request(self.name, id=id)
+            except StoreError:
+                continue
+            return stored is not None and stored.state == "running"
 
     async def _overrule(self, request: Request) -> None:
         assert request.stored_id is not None

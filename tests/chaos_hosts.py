@@ -2,7 +2,7 @@
 asked through the routing while runtimes and the server are killed, frozen and restarted.
 
     python tests/chaos_hosts.py [--seconds 60] [--runtimes 2] [--agents 20] [--seed N]
-                                [--lease-ttl 4] [--keyed]
+                                [--lease-ttl 4] [--keyed] [--settle S]
 
 The runtimes are chaos_host.py programs (``host_agents=True``, so each takes over the
 agents whose lease is free); the agents are portable (their transcripts travel in the
@@ -18,7 +18,8 @@ within its bound; no prompt reaches a CLI twice; at most one CLI per agent at an
 every answered turn is in the conversation of every later answered turn of its agent
 (unless its Response said the store does not hold it: ``transcript_stored=False``), on one
 session, with no broken transcript line; once the faults stop and every runtime and the
-server are back, every agent answers within the settle bound.
+server are back, every agent answers within the settle bound (``recovery``: each agent's
+seconds from the last fault undone to its first answer; ``--settle`` waits longer).
 
 ``--keyed`` (durable requests, issue 38): each prompt is its own idempotency key, and a
 second program (chaos_caller.py) asks the same keyed prompts at its own pace, so each
@@ -80,6 +81,11 @@ class Report:
     sessions_changed: list[str] = attrs.field(factory=list)
     unanswered_after: list[str] = attrs.field(factory=list)  # agents silent after the faults
     settle_seconds: float = 0.0
+    # Seconds from the last fault undone to the settle's first asks (the driver's asks
+    # cancelled, the second caller closed meanwhile).
+    settle_after: float = 0.0
+    # Per agent: seconds from the last fault undone to its first answer after it.
+    recovery: dict[str, float] = attrs.field(factory=dict)
     # Keyed: each key's one outcome, by kind; keys on which the two callers were told
     # different outcomes; answers for prompts no CLI saw; requests the store still holds
     # queued or running once every agent answered again; the second caller's outcomes.
@@ -359,14 +365,20 @@ class Chaos:
             await trio.sleep(rng.uniform(1, ttl / 2 + 2))
             self.db.group(signal.SIGCONT)
 
-    async def settle(self, rt: agentrt.Runtime, names: list[str], bound: float) -> None:
-        """Every agent asked until it answers, all at once, within ``bound``."""
+    async def settle(
+        self, rt: agentrt.Runtime, names: list[str], bound: float, faults_over: float
+    ) -> None:
+        """Every agent asked until it answers, all at once, within ``bound``; each one's
+        recovery counted from ``faults_over``, the moment the last fault was undone."""
         start = trio.current_time()
+        self.report.settle_after = round(start - faults_over, 2)
+        self.say("every agent asked until it answers")
         waiting = set(names)
 
         async def until_answered(name: str) -> None:
             while not await self.ask(rt, name):  # noqa: ASYNC110 (asked again, not polled)
                 await trio.sleep(0.2)
+            self.report.recovery[name] = round(trio.current_time() - faults_over, 2)
             waiting.discard(name)
 
         with trio.move_on_after(bound):
@@ -470,8 +482,12 @@ async def run(
     lease_ttl: float = 4.0,
     *,
     keyed: bool = False,
+    settle: float | None = None,
 ) -> Report:
-    """One chaos run; returns what it saw (see the module's docstring)."""
+    """One chaos run; returns what it saw (see the module's docstring). ``settle`` bounds
+    the wait for every agent's answer after the faults (``lease_ttl`` + 20 s unless given;
+    longer to measure each agent's recovery where the bound is missed)."""
+    settle = lease_ttl + 20 if settle is None else settle
     report = Report(seed=seed, seconds=seconds, keyed=keyed)
     names = [f"c{index}" for index in range(agents)]
     with tempfile.TemporaryDirectory(prefix="agentrt-chaos-") as folder:
@@ -503,8 +519,9 @@ async def run(
                                 await chaos.fault()  # each undone before the next
                                 await trio.sleep(chaos.random.uniform(0.5, 2))
                             chaos.say("faults over: every runtime and the server back")
+                            faults_over = trio.current_time()
                             nursery.cancel_scope.cancel()
-                    await chaos.settle(rt, names, bound=lease_ttl + 20)
+                    await chaos.settle(rt, names, settle, faults_over)
                     if keyed:
                         report.stranded = await stranded(dsn)
                 chaos.judge(root / "prompts.log", second)
@@ -519,6 +536,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     parser.add_argument("--lease-ttl", type=float, default=4.0)
     parser.add_argument("--keyed", action="store_true", help="durable requests, two callers")
+    parser.add_argument("--settle", type=float, help="seconds to wait for every agent after")
     args = parser.parse_args()
     report = trio.run(
         functools.partial(
@@ -529,6 +547,7 @@ def main() -> None:
             args.seed,
             args.lease_ttl,
             keyed=args.keyed,
+            settle=args.settle,
         )
     )
     print(report.summary())

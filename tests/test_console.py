@@ -14,6 +14,9 @@ import trio
 from _helpers import echo_backend
 from console_helpers import act, events, port_of, signed_in, token_of
 from http_client import connect
+from proc_helpers import store_programs
+from test_routing import CHILD as ROUTE_CHILD
+from test_routing import start_owner
 
 import agentrt
 from agentrt import (
@@ -359,3 +362,27 @@ async def test_the_fleet_says_why_the_store_holds_an_agent_of_a_program_gone(
     until = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
     assert _row(data, "parked")["state"] == f"parked until {until:%H:%M} UTC, usage limit"
     assert _row(data, "halted")["state"] == "halted, login expired"
+
+
+async def test_an_owner_killed_mid_turn_is_not_shown_in_a_turn(tmp_path: Path) -> None:
+    """Another program (route_child.py) runs agent "x" on the SQLite file and is SIGKILLed
+    mid-turn: its lease is held until it expires, but the fleet and the agent page say its
+    owner ended, not that a turn runs (nor that it is idle)."""
+    path = tmp_path / "shared.sqlite3"
+    async with store_programs(ROUTE_CHILD, str(path)) as start_program:
+        program = await start_owner(start_program, "node-a")
+        async with agentrt.open_runtime(store=SQLiteStore(path), node="desk") as rt:
+            await rt.tell("x", "slow job")
+            async with (
+                open_console(rt) as console,
+                events(console, "/events/fleet") as fleet,
+                events(console, "/events/agent?name=x") as page,
+            ):
+                with trio.fail_after(BOUND):
+                    await fleet.until(lambda _, d: _row(d, "x")["state"] == "in a turn")
+                    await program.kill()
+                    _, rows = await fleet.until(lambda _, d: _row(d, "x")["state"] != "in a turn")
+                    _, data = await page.until(lambda n, d: n == "agent" and d["status"] is None)
+                assert _row(rows, "x")["state"] == "owner ended"
+                assert data["stored_state"] == "owner ended"
+                assert f"pid {program.pid}" in data["unreachable"]

@@ -606,3 +606,43 @@ async def _refused_claim(
     assert backend.prompts == ["one", "two"]
     assert "could not record the agent" in caplog.text
     assert "could not settle a request" not in caplog.text
+
+
+class _SettlementFails(SQLiteStore):
+    """Fails the next ``failures`` settlements as a database that went down under them
+    does: before their write, or (``landed``) after it."""
+
+    failures = 0
+    landed = False
+
+    async def settle_request(self, name: str, id: str, outcome: Any, **kwargs: Any) -> bool:
+        if not self.failures:
+            return await super().settle_request(name, id, outcome, **kwargs)
+        self.failures -= 1
+        if self.landed:
+            await super().settle_request(name, id, outcome, **kwargs)
+        raise StoreError("<failing>", "the connection broke: this call may have been made")
+
+
+@pytest.mark.parametrize("landed", [False, True])
+async def test_a_settlement_the_store_failed_is_what_every_caller_reads(
+    tmp_path: Path, landed: bool
+) -> None:
+    """The store fails a turn's settlement, which may or may not have been written: the
+    owner asks the store until it answers and settles the request again where it still
+    runs, so its caller's answer is the one every other program reads (not an answer the
+    store lacks, its request left running until the name's next owner ends it
+    owner_died), and the turn is recorded once."""
+    path = tmp_path / "s.sqlite3"
+    store = _SettlementFails(path)
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper())
+        store.failures, store.landed = 2, landed
+        assert (await rt.ask("a", "one", key="job-1")).text == "ONE"
+        async with SQLiteStore(path) as other:  # what another program reads
+            stored = await other.find_request("a", key="job-1")
+            record = await other.load("a")
+        assert stored is not None and stored.outcome is not None
+        assert (stored.state, stored.outcome.answer) == ("settled", "ONE")
+        assert record is not None and record.turns == 1
+        assert store.failures == (1 if landed else 0)  # made again only where not made

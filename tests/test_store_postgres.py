@@ -8,11 +8,13 @@ import attrs
 import psycopg
 import pytest
 import trio
+import trio.testing
 from pg_server import Server
 from proc_helpers import wait_until
 
 from agentrt import Agent, PostgresStore, StoreError, Usage, open_runtime
 from agentrt.store import (
+    LeaseOwner,
     PendingApproval,
     StoredBudget,
     StoredCredential,
@@ -329,3 +331,47 @@ async def test_a_turn_across_a_server_restart_keeps_everything(
         )
         [lease] = await reader.leases()
         assert lease.owner is None  # given back as the runtime closed
+
+
+async def test_a_lease_renewal_goes_before_the_calls_waiting_for_the_connection(
+    postgres_dsn: str,
+) -> None:
+    """A runtime's agents queue their writes on its store's one connection; its lease
+    renewal waits for the call in flight only, not for every call queued before it (a busy
+    runtime on a loaded machine would otherwise pass half the lease's ttl there, and the
+    fence would stop all its agents). Here the call in flight and those queued behind it
+    read a table another connection has locked."""
+    owner = LeaseOwner(node="n", pid=1, start_time=1, runtime_id="r")
+    done: list[str] = []
+    async with PostgresStore(postgres_dsn) as store:
+        await store.acquire_lease("coder", owner, ttl=600)
+        await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
+
+        async def load(index: int) -> None:
+            await store.load("coder")
+            done.append(f"load {index}")
+
+        async def renew() -> None:
+            assert await store.renew_leases(ttl=600) == frozenset()
+            done.append("renewal")
+
+        with psycopg.connect(postgres_dsn) as locker:
+            locker.execute("LOCK TABLE agentrt.sessions IN ACCESS EXCLUSIVE MODE")
+            async with trio.open_nursery() as nursery:
+                for index in range(4):
+                    nursery.start_soon(load, index)
+                    await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(renew)
+                await trio.testing.wait_all_tasks_blocked()
+                given_up = trio.CancelScope()  # a caller that stops waiting
+
+                async def load_given_up() -> None:
+                    with given_up:
+                        await load(4)
+
+                nursery.start_soon(load_given_up)
+                await trio.testing.wait_all_tasks_blocked()
+                given_up.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                locker.commit()  # the lock goes: the call in flight ends, then the rest
+    assert done == ["load 0", "renewal", "load 1", "load 2", "load 3"]

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import attrs
 import pytest
 import trio
+import trio.testing
 
 import agentrt
 from agentrt import (
@@ -36,6 +37,7 @@ from agentrt import (
 from agentrt._stores import _sqlite as _store_sqlite
 from agentrt.backend import SessionTotals
 from agentrt.store import (
+    LeaseOwner,
     PendingApproval,
     StoredBudget,
     StoredCredential,
@@ -773,3 +775,40 @@ async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
         assert conn.execute("PRAGMA user_version").fetchone() == (14,)
     finally:
         conn.close()
+
+
+async def test_a_lease_renewal_goes_before_the_calls_waiting_for_the_connection(
+    tmp_path: Path,
+) -> None:
+    """As on PostgreSQL (test_store_postgres.py): the renewal waits for the call in flight
+    only, not for the writes queued before it. Here those writes wait for the file's write
+    lock, which another connection holds."""
+    path = tmp_path / "s.sqlite3"
+    owner = LeaseOwner(node="n", pid=1, start_time=1, runtime_id="r")
+    done: list[str] = []
+    async with SQLiteStore(path) as store:
+        await store.acquire_lease("coder", owner, ttl=600)
+
+        async def write(index: int) -> None:
+            await store.checkpoint_session(
+                "coder", backend="claude", session_id=f"s-{index}", cwd=None
+            )
+            done.append(f"write {index}")
+
+        async def renew() -> None:
+            assert await store.renew_leases(ttl=600) == frozenset()
+            done.append("renewal")
+
+        locker = sqlite3.connect(path, isolation_level=None)
+        try:
+            locker.execute("BEGIN IMMEDIATE")
+            async with trio.open_nursery() as nursery:
+                for index in range(4):
+                    nursery.start_soon(write, index)
+                    await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(renew)
+                await trio.testing.wait_all_tasks_blocked()
+                locker.execute("COMMIT")  # the lock goes: the call in flight ends, then the rest
+        finally:
+            locker.close()
+    assert done == ["write 0", "renewal", "write 1", "write 2", "write 3"]

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode
 import trio
 
 from .._budget_spending import budgets_data, spent_by_key
-from .._errors import AgentRTError
+from .._errors import AgentRTError, AgentStopped
 from .._requests import Completed, Failed, Ref
 from .._status import AgentStatus
 from .._stream import EventStream
@@ -140,10 +140,12 @@ class ConsoleApp:
     async def _agent_data(self, name: str) -> tuple[dict[str, Any], AgentStatus | None]:
         status: AgentStatus | None
         why: str | None
+        owner_ended = False
         try:
             status = await self._runtime.status(name)
         except AgentRTError as exc:
             status, why = None, shown(str(exc))
+            owner_ended = isinstance(exc, AgentStopped)
         else:
             why = None
         record = await self._runtime.store.load(name)
@@ -154,7 +156,9 @@ class ConsoleApp:
             leases = await store.leases() if store is not None else []
             lease = next((lease for lease in leases if lease.name == name), None)
             if record is not None or lease is not None:
-                stored_state = store_state(record, lease, store is not None)
+                stored_state = store_state(
+                    record, lease, store is not None, owner_ended=owner_ended
+                )
             if stored_state == "stopped":
                 why = None  # nothing is wrong: no runtime runs it, so none has its status
         data = {

@@ -4,7 +4,6 @@ the routing of a store that routes calls), its `AgentStatus`."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import math
 import os
@@ -16,7 +15,7 @@ import attrs
 import trio
 
 from .._credentials import held_agents
-from .._errors import AgentRTError
+from .._errors import AgentRTError, AgentStopped
 from .._records import Lease, SessionRecord, StoredCredential
 from .._redact import redact
 from .._status import AgentStatus
@@ -72,10 +71,16 @@ class AgentRow:
         return data
 
 
-def store_state(record: SessionRecord | None, lease: Lease | None, leases: bool) -> str:
+def store_state(
+    record: SessionRecord | None, lease: Lease | None, leases: bool, *, owner_ended: bool = False
+) -> str:
     """The state the store alone tells: a held lease's agent is in a turn or idle, an
-    expired one's lost its lease; without leases (or with a released one) it is stopped."""
+    expired one's lost its lease; without leases (or with a released one) it is stopped.
+    ``owner_ended``: a routed call found the lease's runtime gone (killed: its lease is
+    held until it expires), so no turn runs, whatever its record last said."""
     if lease is not None and lease.held:
+        if owner_ended:
+            return "owner ended"
         if record is not None and record.live_pgid is not None:
             return "idle, CLI kept" if record.live_idle else "in a turn"
         return "idle"
@@ -95,13 +100,13 @@ async def fleet(runtime: Runtime) -> list[AgentRow]:
     local = set(runtime.agents())
     names = sorted(records.keys() | local | {n for n, lease in leases.items() if lease.held})
     reachable = [n for n in names if n in local or (n in leases and leases[n].held)]
-    statuses = await _statuses(runtime, reachable)
+    statuses, ended = await _statuses(runtime, reachable)
     kept = runtime.store_capabilities.credentials
     held = {} if kept is None else held_agents(await kept.credentials(), time.time())
     rows = []
     for name in names:
         record, lease, status = records.get(name), leases.get(name), statuses.get(name)
-        row = _row(runtime, name, record, lease, status, name in local, has_leases)
+        row = _row(runtime, name, record, lease, status, name in local, has_leases, name in ended)
         if name in held and (status is None or status.state in ("idle", "idle_warm")):
             # Its credential holds it, as the store says (another program's limit or
             # expiry, a dead program's): its next turn waits.
@@ -118,6 +123,7 @@ def _row(
     status: AgentStatus | None,
     local: bool,
     has_leases: bool,
+    owner_ended: bool,
 ) -> AgentRow:
     owner = None if lease is None else lease.owner
     if local:
@@ -131,7 +137,7 @@ def _row(
         # The CLI's pid where it runs one; else the runtime's process.
         pid = status.cli_pid or pid
     else:
-        state = store_state(record, lease, has_leases)
+        state = store_state(record, lease, has_leases, owner_ended=owner_ended)
     handle = runtime.whereis(name) if local else None
     backend = record.backend if record is not None else handle.backend if handle else "-"
     return AgentRow(
@@ -183,18 +189,26 @@ def _stored_session(record: SessionRecord | None) -> str | None:
     return None if record is None else record.session_id
 
 
-async def _statuses(runtime: Runtime, names: Sequence[str]) -> dict[str, AgentStatus]:
+async def _statuses(
+    runtime: Runtime, names: Sequence[str]
+) -> tuple[dict[str, AgentStatus], set[str]]:
+    """The status of each of ``names`` that answered, and the names whose owner the
+    routing found gone (`AgentStopped`)."""
     found: dict[str, AgentStatus] = {}
+    ended: set[str] = set()
     limit = trio.CapacityLimiter(_STATUS_CALLS)
 
     async def one(name: str) -> None:
         async with limit:
             with trio.move_on_after(STATUS_BOUND):
-                # Stopped meanwhile, or its owner is gone: the store's state stands.
-                with contextlib.suppress(AgentRTError):
+                try:
                     found[name] = await runtime.status(name)
+                except AgentStopped:
+                    ended.add(name)
+                except AgentRTError:
+                    pass  # stopped meanwhile, or out of reach: the store's state stands
 
     async with trio.open_nursery() as nursery:
         for name in names:
             nursery.start_soon(one, name)
-    return found
+    return found, ended

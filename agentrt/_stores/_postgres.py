@@ -20,6 +20,7 @@ from ._requests import CREATE_REQUESTS, SqlRequests
 from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._turns import Turns
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
@@ -275,6 +276,8 @@ class PostgresStore(
     _limiter: trio.CapacityLimiter = attrs.field(
         factory=lambda: trio.CapacityLimiter(1), init=False, repr=False
     )
+    # The calls' turns on the connection: a lease renewal goes before the queued writes.
+    _turns: Turns = attrs.field(factory=Turns, init=False, repr=False)
     # The epoch of each lease this handle acquired (used on the worker thread only).
     _epochs: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
 
@@ -379,11 +382,12 @@ class PostgresStore(
         *,
         fence: str | None = None,
         atomic: bool = False,
+        urgent: bool = False,
     ) -> _T:
         """Run ``work`` on the connection (connecting again if it broke); a write for the
         agent ``fence`` runs in one transaction with the check of this handle's lease
         epoch, if it holds one, with the lease row locked, and an ``atomic`` one in one
-        transaction in any case."""
+        transaction in any case. An ``urgent`` call goes before the calls waiting (`Turns`)."""
         if not self._open:
             raise StoreError(self._where, "store is not open")
         import psycopg
@@ -417,7 +421,8 @@ class PostgresStore(
                     raise StoreError(self._where, redact(why)) from exc
                 raise StoreError(self._where, redact(str(exc))) from exc
 
-        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+        async with self._turns.turn(urgent=urgent):
+            return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
     async def acquire_lease(
         self, name: str, owner: LeaseOwner, *, ttl: float, replacing: int | None = None
@@ -446,7 +451,8 @@ class PostgresStore(
             renewed = {row[0] for row in conn.execute(_RENEW_LEASES, params)}
             return frozenset(mine.keys() - renewed)
 
-        return await self._call(work)
+        # Before the agents' queued writes: the fence does not wait for them.
+        return await self._call(work, urgent=True)
 
     async def release_leases(self, names: Iterable[str]) -> None:
         wanted = list(names)

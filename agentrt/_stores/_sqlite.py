@@ -23,6 +23,7 @@ from ._requests import CREATE_REQUESTS, SqlRequests
 from ._schedules import CREATE_SCHEDULES, SqlSchedules
 from ._sql import CREATE_AGENT_SPECS, CREATE_BUDGETS, SqlSessions
 from ._transcripts import CREATE_TRANSCRIPTS, SqlTranscripts
+from ._turns import Turns
 from ._workspaces import CREATE_WORKSPACES, SqlWorkspaces
 
 if TYPE_CHECKING:
@@ -308,6 +309,8 @@ class SQLiteStore(
     _conn: sqlite3.Connection | None = attrs.field(default=None, init=False, repr=False)
     _opening: bool = attrs.field(default=False, init=False, repr=False)
     _limiter: trio.CapacityLimiter | None = attrs.field(default=None, init=False, repr=False)
+    # The calls' turns on the connection: a lease renewal goes before the queued writes.
+    _turns: Turns = attrs.field(factory=Turns, init=False, repr=False)
     # (st_dev, st_ino) of the file the connection opened: SQLite goes on writing to a file
     # that was deleted or replaced, and those writes would be lost without a word.
     _identity: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
@@ -458,10 +461,12 @@ class SQLiteStore(
         *,
         fence: str | None = None,
         atomic: bool = False,
+        urgent: bool = False,
     ) -> _T:
         """Run ``work`` on the connection; a write for the agent ``fence`` runs in one
         transaction with the check of this handle's lease epoch, if it holds one, and an
-        ``atomic`` one in one transaction in any case."""
+        ``atomic`` one in one transaction in any case. An ``urgent`` call goes before the
+        calls waiting (`Turns`)."""
         conn = self._conn
         path = str(self.path)
         if conn is None:
@@ -487,7 +492,8 @@ class SQLiteStore(
             except sqlite3.Error as exc:
                 raise StoreError(path, redact(str(exc))) from exc
 
-        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+        async with self._turns.turn(urgent=urgent):
+            return await trio.to_thread.run_sync(run, limiter=self._limiter)
 
     def _lease_in(self, conn: sqlite3.Connection, name: str) -> Lease | None:
         sql = f"SELECT {_LEASE_COLUMNS} FROM leases WHERE name = ?"
@@ -534,8 +540,11 @@ class SQLiteStore(
                 row[3] for row in rows if conn.execute(_RENEW_LEASE, row).rowcount == 0
             )
 
-        # One transaction for all of this handle's leases.
-        return await self._call(lambda conn: _lease_transaction(conn, lambda: renew(conn)))
+        # One transaction for all of this handle's leases, before the agents' queued
+        # writes: the fence does not wait for them.
+        return await self._call(
+            lambda conn: _lease_transaction(conn, lambda: renew(conn)), urgent=True
+        )
 
     async def release_leases(self, names: Iterable[str]) -> None:
         wanted = list(names)
