@@ -115,6 +115,30 @@ async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
         assert after.text == "3: three" and await pid(rt) == warm
 
 
+async def test_a_prompt_that_interrupts_runs_on_the_same_process(tmp_path: Path) -> None:
+    """``when_busy="interrupt"``: the next turn starts as soon as the interrupted one read
+    its result, and the interrupt's wait for that result must not take the new turn's
+    for its own (it killed the CLI after the new prompt was written, at times)."""
+    rounds = 12
+    working = ["emit", {"type": "system", "subtype": "working"}]
+    turns = [[["answer"]], *[[working, ["hang"]], [["answer"]]] * rounds]
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1", "turns": turns}, when_busy="interrupt")
+        await ask(rt, "one")
+        warm = await pid(rt)
+        for n in range(rounds):
+            ref = await rt.tell("a", "hang")
+            async with rt.stream(ref) as events:
+                async for _event in events:  # the CLI is in the turn
+                    break
+            after = await ask(rt, "next")
+            result = await rt.wait(ref)
+            assert isinstance(result, agentrt.Failed)
+            assert isinstance(result.error, agentrt.TurnFailed)
+            assert result.error.reason is StopReason.INTERRUPTED
+            assert after.text == f"{2 * n + 3}: next" and await pid(rt) == warm
+
+
 async def test_an_interrupt_before_the_cli_began_the_turn_ends_it_too(tmp_path: Path) -> None:
     """Made while the prompt is still being written (the turn and its process are there,
     the reading not yet): the interrupt is made as the reading begins, and the caller gets
@@ -167,13 +191,21 @@ async def test_sigkill_of_the_idle_process_then_a_resumed_turn(tmp_path: Path) -
 INIT = ["emit", {"type": "system", "subtype": "init", "session_id": "s-1"}]
 
 
-@pytest.mark.parametrize("where", ["between turns", "on reading the prompt"])
+# What a background task's end prints, whether the CLI read the next prompt or not.
+TASK_NEWS = ["emit", {"type": "system", "subtype": "task_notification", "task_id": "t1"}]
+
+
+@pytest.mark.parametrize(
+    "where", ["between turns", "on reading the prompt", "after a background task's news"]
+)
 async def test_a_warm_cli_dead_before_the_turn_runs_it_on_a_new_process(
     tmp_path: Path, where: str
 ) -> None:
     # Killed while it idles (the write of the prompt fails, or the stream ends at once), or
-    # gone as it read the prompt, before a line of the turn: no CLI answered the prompt.
-    live = {"session_id": "s-1", "turns": [[["answer"]], [["kill", "SIGKILL"]]]}
+    # gone as it read the prompt, before a line of the turn (a task's news is none, and an
+    # exit 0 there is no answer either): no CLI answered the prompt.
+    dies = [TASK_NEWS, ["exit", 0]] if where.startswith("after") else [["kill", "SIGKILL"]]
+    live = {"session_id": "s-1", "turns": [[["answer"]], dies]}
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         await start(rt, tmp_path, live)
         await ask(rt, "one")

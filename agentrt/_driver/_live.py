@@ -16,8 +16,9 @@ so any doubt ends the process and the next turn starts cold:
   ``recycle_rss_bytes``); a turn that waits for a slot while this process idles.
 
 A warm process may also die between turns (a kill, an OOM kill) unnoticed until the next
-turn writes its prompt. If it dies before printing a line of that turn, no CLI answered the
-prompt: the turn runs once more on a new process, resuming the conversation
+turn writes its prompt. If it dies before printing a line of that turn (news of its
+background tasks aside, which it prints whether it read the prompt or not), no CLI answered
+the prompt: the turn runs once more on a new process, resuming the conversation
 (`WarmCli.died_unheard`). Once any line of the turn was read, the CLI may have acted on the
 prompt, and a death fails the turn as for a one-process turn.
 
@@ -88,7 +89,9 @@ class WarmCli:
     in_turn: bool = False
     # The running turn's end frame came.
     turn_over: bool = False
-    # A line was read since the running turn's prompt was written: the CLI may have it.
+    # A line of the turn was read since its prompt was written: the CLI may have acted on
+    # it. (News of a background task is no such line: the CLI prints it whether it read
+    # the prompt or not.)
     heard: bool = False
     # Why it must end (None while it may live on).
     ending: str | None = None
@@ -195,9 +198,10 @@ class WarmCli:
 
     def died_unheard(self) -> bool:
         """Whether this process, warm from an earlier turn, ended before it printed a line
-        of the running one: it did not answer the prompt, which may then run on a new
-        process. (A process spawned for the turn is not retried: that is a cold start's
-        crash, and fails the turn as a one-process turn's would.)"""
+        of the running one (a background task's news is none): it did not answer the
+        prompt, which may then run on a new process. (A process spawned for the turn is not
+        retried: that is a cold start's crash, and fails the turn as a one-process turn's
+        would.)"""
         proc = self.proc
         return (
             self.turns > 0 and not self.heard and proc is not None and proc.exit_status is not None
@@ -223,10 +227,13 @@ class WarmCli:
         classify = self.protocol.classify
         for frame in batch:
             if type(frame) is BadLine:
+                self.heard = True
                 self.end("it printed an unreadable line")
                 yield frame
                 continue
             role = classify(frame)
+            if role != "task":
+                self.heard = True
             if role == "control":
                 self._control(frame)
             elif role == "task":
@@ -367,15 +374,21 @@ class WarmCli:
         elif self._interrupt_scope is None:
             assert self._nursery is not None
             self._interrupt_scope = trio.CancelScope()
-            self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, grace)
+            over = self._turn_over_event
+            self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, over, grace)
 
-    async def _interrupt_in_band(self, scope: trio.CancelScope, grace: float) -> None:
+    async def _interrupt_in_band(
+        self, scope: trio.CancelScope, over: trio.Event, grace: float
+    ) -> None:
+        # ``over`` is the interrupted turn's end: once it came, the next turn may have begun
+        # before this task runs again (``when_busy="interrupt"`` writes its prompt at once),
+        # and that turn's state is not this one's (the CLI was killed under the new prompt).
         with scope:
             assert self.proc is not None
-            if await self.proc.send(self.protocol.interrupt()):
+            if not over.is_set() and await self.proc.send(self.protocol.interrupt()):
                 with trio.move_on_after(grace):
-                    await self._turn_over_event.wait()
-            if not self.turn_over:
+                    await over.wait()
+            if not over.is_set():
                 self.kill(f"the CLI did not end its turn within {grace:g} s of the interrupt")
 
     def kill(self, why: str) -> None:
@@ -554,6 +567,4 @@ class _TurnBatches:
         if cli.held:  # the turn the CLI started by itself, as far as it was read
             held, cli.held = cli.held, []
             return cli.frames(held)
-        batch = await self._batches.__anext__()
-        cli.heard = True
-        return cli.frames(batch)
+        return cli.frames(await self._batches.__anext__())

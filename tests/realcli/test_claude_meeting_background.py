@@ -32,13 +32,6 @@ pytestmark = pytest.mark.realcli
 TURN_BOUND = 30
 
 
-# An open defect (issue 40), kept visible rather than skipped: at times the prompt after the
-# interrupt fails cli_error "[ede_diagnostic] result_type=user ... stop_reason=null", the
-# interrupted turn's own late result frame read as the next turn's (seen twice in four
-# full-suite runs, quiet and beside load).
-@pytest.mark.xfail(
-    reason="the interrupted turn's late result is read as the next turn's", strict=False
-)
 async def test_an_interrupting_prompt_spares_the_background_task(claude: Claude) -> None:
     # The model starts `sleep 30` in the background, then waits in a foreground `sleep 20`;
     # the second prompt ends that turn (and the foreground command), not the background.

@@ -1,7 +1,8 @@
 """Warm sessions (``keep_alive``) on the pinned codex, through the public API: one
 ``codex app-server`` runs the conversation's turns (`AgentStatus.cli_pid`), an interrupt in
-band keeps it, a command's tree dies with its turn while the server lives, and a warm
-thread continues per turn (``codex exec resume``) after the agent stops."""
+band keeps it (a prompt that interrupts runs on it), a command's tree dies with its turn
+while the server lives, and a warm thread continues per turn (``codex exec resume``) after
+the agent stops."""
 
 from __future__ import annotations
 
@@ -103,6 +104,24 @@ async def test_an_interrupt_in_band_keeps_the_app_server() -> None:
             assert result.error.reason is StopReason.INTERRUPTED
             after = await rt.ask("coder", "again")
         assert (await rt.status("coder")).cli_pid == pid
+    assert after.text == "after"
+
+
+async def test_a_prompt_that_interrupts_runs_on_the_same_app_server() -> None:
+    # when_busy="interrupt" starts the next turn as soon as the interrupted one ended: the
+    # interrupt's wait for that end must not take the new turn for its own (issue 40).
+    script: OpenAIScript = [OpenAIReply.text("one"), OpenAIHang(), OpenAIReply.text("after")]
+    async with warm_codex(script, when_busy="interrupt") as (api, _, rt, _):
+        with trio.fail_after(BOUND):
+            await rt.ask("coder", "first")
+            pid = (await rt.status("coder")).cli_pid
+            ref = await rt.tell("coder", "hang")
+            await wait_until(lambda: len(api.model_calls) >= 2, BOUND)
+            after = await rt.ask("coder", "again")
+            result = await rt.wait(ref)
+        assert (await rt.status("coder")).cli_pid == pid
+    assert isinstance(result, agentrt.Failed) and isinstance(result.error, agentrt.TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
     assert after.text == "after"
 
 

@@ -1,7 +1,8 @@
 """The pinned real pi, one process per turn, through the public API against the fake
 Anthropic API: turns resumed with ``--session``, a conversation that survives a supervisor
 restart, a tool's call and result, failures classified, the CLI's version on every turn;
-and warm, one ``pi --mode rpc`` process: an interrupt in band, a restart."""
+and warm, one ``pi --mode rpc`` process: an interrupt in band (a prompt that interrupts
+runs on it), a restart."""
 
 from __future__ import annotations
 
@@ -127,6 +128,31 @@ async def test_a_warm_pi_is_interrupted_in_band_and_goes_on(pi: Pi) -> None:
     assert result.error.reason is StopReason.INTERRUPTED
     assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
     assert pi.api.message_requests[-1].texts("user")[0] == "first question"
+
+
+async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: Pi) -> None:
+    # when_busy="interrupt" starts the next turn as soon as the interrupted one ended: the
+    # interrupt's wait for that end must not take the new turn for its own (issue 40).
+    def script(request: RecordedRequest) -> AnthropicReply:
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
+
+    pi.api.set_script(script)
+    async with open_runtime(store=MemoryStore()) as rt:
+        options = pi.agent_options(keep_alive=60.0, when_busy="interrupt")
+        await rt.start_agent(Agent, name="coder", backend="pi", **options)
+        with trio.fail_after(BOUND):
+            await rt.ask("coder", "first question")
+            pid = (await rt.status("coder")).cli_pid
+            ref = await rt.tell("coder", "now hang")
+            await pi.api.wait_requests(2)
+            after = await rt.ask("coder", "instead")
+            result = await rt.wait(ref)
+            assert (await rt.status("coder")).cli_pid == pid
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
+    assert after.text == "said 'instead'"
 
 
 async def test_a_warm_conversation_survives_a_supervisor_restart(
