@@ -5,13 +5,12 @@ either reaches its turn or is refused, whichever connection makes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from .._errors import StoreError
 from .._records import OperatorDecision, PendingApproval
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 CREATE_APPROVALS = """
 CREATE TABLE approvals (
@@ -46,15 +45,6 @@ _DECISION_OF = f"SELECT {_DECISION} FROM approvals WHERE id = ?"
 _REMOVE = f"DELETE FROM approvals WHERE id = ? RETURNING {_DECISION}"
 
 
-class _SqlStore(Protocol):
-    @property
-    def _where(self) -> str: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
-
-
 def _decision(row: Sequence[Any] | None) -> OperatorDecision | None:
     if row is None or row[0] is None:
         return None
@@ -67,7 +57,7 @@ def _decision(row: Sequence[Any] | None) -> OperatorDecision | None:
 class SqlApprovals:
     """The `ApprovalStore` methods of a SQL store."""
 
-    async def put_approval(self: _SqlStore, approval: PendingApproval) -> None:
+    async def put_approval(self: SqlCalls, approval: PendingApproval) -> None:
         a = approval
         params = (
             *(a.id, a.name, a.tool_name, a.tool_use_id, a.input, a.reason, a.runtime_id),
@@ -84,7 +74,7 @@ class SqlApprovals:
         if not await self._call(work):
             raise StoreError(self._where, f"an approval with id {a.id!r} exists")
 
-    async def pending_approvals(self: _SqlStore) -> Sequence[PendingApproval]:
+    async def pending_approvals(self: SqlCalls) -> Sequence[PendingApproval]:
         sql = self._sql(_PENDING)
 
         def work(conn: Any) -> tuple[PendingApproval, ...]:
@@ -94,7 +84,7 @@ class SqlApprovals:
 
         return await self._call(work)
 
-    async def decide_approval(self: _SqlStore, id: str, decision: OperatorDecision) -> bool:
+    async def decide_approval(self: SqlCalls, id: str, decision: OperatorDecision) -> bool:
         d = decision
         params = (d.decided_by, d.allowed, d.message, d.updated_input, id)
         sql = self._sql(_DECIDE)
@@ -105,10 +95,10 @@ class SqlApprovals:
 
         return await self._call(work) == 1
 
-    async def decision_of(self: _SqlStore, id: str) -> OperatorDecision | None:
+    async def decision_of(self: SqlCalls, id: str) -> OperatorDecision | None:
         sql = self._sql(_DECISION_OF)
         return await self._call(lambda conn: _decision(conn.execute(sql, (id,)).fetchone()))
 
-    async def remove_approval(self: _SqlStore, id: str) -> OperatorDecision | None:
+    async def remove_approval(self: SqlCalls, id: str) -> OperatorDecision | None:
         sql = self._sql(_REMOVE)
         return await self._call(lambda conn: _decision(conn.execute(sql, (id,)).fetchone()))

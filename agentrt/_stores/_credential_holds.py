@@ -4,12 +4,11 @@ naming the group it uses, so a restarted program and ``agentrt status`` read the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from .._records import StoredCredential
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 # DOUBLE PRECISION: one statement for both engines (SQLite reads it as REAL).
 CREATE_CREDENTIALS = (
@@ -47,30 +46,22 @@ _SELECT = f"SELECT {_COLUMNS} FROM credential_holds ORDER BY credential"
 _SELECT_AGENTS = "SELECT name, credential FROM agent_credentials ORDER BY name"
 
 
-class _SqlStore(Protocol):
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(
-        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
-    ) -> _T: ...
-
-
 class SqlCredentials:
     """The credential methods of a SQL store (over its ``_call``); unfenced, as a
     credential is every agent's of it."""
 
-    async def save_credential(self: _SqlStore, credential: StoredCredential) -> None:
+    async def save_credential(self: SqlCalls, credential: StoredCredential) -> None:
         """Store what holds ``credential.key``, replacing what was stored."""
         c, sql = credential, self._sql(_SAVE)
         params = (c.key, c.label, c.parked_until, c.park_reason, c.halt_reason, c.halted_since)
         await self._call(lambda conn: conn.execute(sql, params))
 
-    async def use_credential(self: _SqlStore, name: str, key: str) -> None:
+    async def use_credential(self: SqlCalls, name: str, key: str) -> None:
         """Agent ``name`` uses the credential ``key``."""
         sql = self._sql(_USE)
         await self._call(lambda conn: conn.execute(sql, (name, key)))
 
-    async def credential(self: _SqlStore, key: str) -> StoredCredential | None:
+    async def credential(self: SqlCalls, key: str) -> StoredCredential | None:
         """What is stored of credential ``key``, or None."""
         sql = self._sql(_SELECT_ONE)
 
@@ -80,7 +71,7 @@ class SqlCredentials:
 
         return await self._call(work)
 
-    async def credentials(self: _SqlStore) -> Sequence[StoredCredential]:
+    async def credentials(self: SqlCalls) -> Sequence[StoredCredential]:
         """Every stored credential, by key, with the agents stored as using it."""
 
         def work(conn: Any) -> tuple[StoredCredential, ...]:

@@ -6,14 +6,12 @@ agent past the newest ``keep`` go out with it, so the table stays bounded."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from .._events import Usage
 from .._records import StoredTurn
 from ._protocols import no_row, stored_reason
-from ._sql import RECORD_TURN, record_turn_params
-
-_T = TypeVar("_T")
+from ._sql import RECORD_TURN, SqlCalls, record_turn_params
 
 # ``id`` orders the entries as they were recorded (ID_COLUMN: each database's own kind
 # of increasing key).
@@ -52,19 +50,6 @@ DELETE FROM turn_history WHERE name = ? AND id < (
 """
 
 
-class _SqlStore(Protocol):
-    clock: Callable[[], float]
-
-    @property
-    def _where(self) -> str: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(
-        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
-    ) -> _T: ...
-
-
 def check_keep(keep: int, *, least: int = 1) -> None:
     """Refuse a history bound below ``least``: a caller of `record_turn_with_history`
     keeping none writes none; a request's settlement with ``keep=0`` records its turn in
@@ -83,7 +68,7 @@ def check_page(limit: int, offset: int) -> None:
 
 
 def turn_writes(
-    store: _SqlStore, turn: StoredTurn, *, session_id: str | None, keep: int
+    store: SqlCalls, turn: StoredTurn, *, session_id: str | None, keep: int
 ) -> Callable[[Any], bool]:
     """The statements of `record_turn_with_history`, to run in a transaction of the
     caller's (a request's settlement shares it): False, having written nothing, without
@@ -114,7 +99,7 @@ class SqlTurnHistory:
     """The `TurnHistoryStore` methods of a SQL store."""
 
     async def record_turn_with_history(
-        self: _SqlStore, turn: StoredTurn, *, session_id: str | None, keep: int
+        self: SqlCalls, turn: StoredTurn, *, session_id: str | None, keep: int
     ) -> None:
         check_keep(keep)
         work = turn_writes(self, turn, session_id=session_id, keep=keep)
@@ -122,7 +107,7 @@ class SqlTurnHistory:
             raise no_row(self._where, turn.name)
 
     async def turn_history(
-        self: _SqlStore, name: str | None, *, limit: int, offset: int = 0
+        self: SqlCalls, name: str | None, *, limit: int, offset: int = 0
     ) -> Sequence[StoredTurn]:
         check_page(limit, offset)
         where = "" if name is None else "WHERE name = ?"

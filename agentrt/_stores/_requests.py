@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
 from .._errors import MailboxFull, StoreError
 from .._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
 from .._redact import redact
 from ._history import turn_writes
 from ._protocols import no_row, stored_reason
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 # ``seq`` orders an agent's queue (ID_COLUMN: each database's own kind of increasing key);
 # a request handed back for retry keeps its ``seq``, so it starts again before the rest.
@@ -114,21 +113,11 @@ _PURGE = "DELETE FROM requests WHERE expires_at <= ?"
 _MAX_ATTEMPTS = 2
 
 
-class _SqlStore(Protocol):
-    clock: Callable[[], float]
+class _SqlStore(SqlCalls, Protocol):
     _epochs: dict[str, int]
 
     @property
-    def _where(self) -> str: ...
-
-    @property
     def _LOCK_REQUESTS(self) -> str | None: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(
-        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
-    ) -> _T: ...
 
 
 def check_ttl(result_ttl: float) -> None:

@@ -5,13 +5,12 @@ does nothing on the key's conflict, so neither races, whichever connection makes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from .._errors import StoreError
 from .._schedule import Schedule
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 # ``every`` or ``cron`` is set, as `Schedule` says. The prompt is the work to do, stored as
 # given, as a queued request's is.
@@ -58,17 +57,6 @@ WHERE name = ? AND id = ? AND next_due = ?
 _SKIPPED = "UPDATE schedules SET next_due = ? WHERE name = ? AND id = ? AND next_due = ?"
 
 
-class _SqlStore(Protocol):
-    @property
-    def _where(self) -> str: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(
-        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
-    ) -> _T: ...
-
-
 def _schedule(row: Sequence[Any]) -> Schedule:
     id, name, prompt, every, cron, overlap, key, created_at, next_due, last_run, request = row
     return Schedule(
@@ -89,7 +77,7 @@ def _schedule(row: Sequence[Any]) -> Schedule:
 class SqlSchedules:
     """The `ScheduleStore` methods of a SQL store."""
 
-    async def add_schedule(self: _SqlStore, schedule: Schedule) -> Schedule:
+    async def add_schedule(self: SqlCalls, schedule: Schedule) -> Schedule:
         s = schedule
         params = (
             *(s.id, s.name, s.prompt, s.every, s.cron, s.overlap, s.key),
@@ -110,20 +98,20 @@ class SqlSchedules:
             raise StoreError(self._where, f"a schedule with id {s.id!r} exists")
         return kept
 
-    async def schedules(self: _SqlStore, name: str | None = None) -> Sequence[Schedule]:
+    async def schedules(self: SqlCalls, name: str | None = None) -> Sequence[Schedule]:
         sql = self._sql(_ALL if name is None else _OF)
         params = () if name is None else (name,)
         rows = await self._call(lambda conn: conn.execute(sql, params).fetchall())
         return tuple(_schedule(row) for row in rows)
 
-    async def drop_schedule(self: _SqlStore, name: str, id: str) -> bool:
+    async def drop_schedule(self: SqlCalls, name: str, id: str) -> bool:
         return await _changed(self, _DROP, (name, id))
 
-    async def make_schedule_due(self: _SqlStore, name: str, id: str, due: float) -> bool:
+    async def make_schedule_due(self: SqlCalls, name: str, id: str, due: float) -> bool:
         return await _changed(self, _DUE, (due, name, id))
 
     async def record_schedule_fire(
-        self: _SqlStore,
+        self: SqlCalls,
         name: str,
         id: str,
         *,
@@ -137,7 +125,7 @@ class SqlSchedules:
         return await _changed(self, _FIRED, (next_due, fired_at, request, name, id, due))
 
 
-async def _changed(store: _SqlStore, statement: str, params: tuple[object, ...]) -> bool:
+async def _changed(store: SqlCalls, statement: str, params: tuple[object, ...]) -> bool:
     sql = store._sql(statement)
 
     def work(conn: Any) -> int:

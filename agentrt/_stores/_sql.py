@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from .._events import SessionTotals, Usage
 from .._records import SessionRecord, StoredBudget
@@ -153,6 +153,23 @@ def record_from_row(row: Sequence[Any]) -> SessionRecord:
             usage=_usage(*session_tokens), cost_usd=session_cost, turns=row[25]
         ),
     )
+
+
+class SqlCalls(Protocol):
+    """What the capability mixins of a SQL store (`SqlSessions`' kin: requests, schedules,
+    credentials, ...) call on the store they are mixed into: its clock, its name for
+    errors, its statements in its engine's placeholders, and its one connection."""
+
+    clock: Callable[[], float]
+
+    @property
+    def _where(self) -> str: ...
+
+    def _sql(self, statement: str) -> str: ...
+
+    async def _call(
+        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
+    ) -> _T: ...
 
 
 class SqlSessions(ClosedOnExit):

@@ -10,15 +10,13 @@ restore reads the whole transcript into memory once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
 from .._errors import StoreError
 from .._records import StoredTranscript
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 
 def check_transcript_path(path: str) -> None:
@@ -63,15 +61,8 @@ WHERE (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM transcripts WHERE name = ?) = 
 _SELECT = "SELECT session_id, path, data FROM transcripts WHERE name = ? ORDER BY start"
 
 
-class _SqlStore(Protocol):
+class _SqlStore(SqlCalls, Protocol):
     _LENGTH: str
-
-    @property
-    def _where(self) -> str: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(self, work: Callable[[Any], _T], *, fence: str | None = None) -> _T: ...
 
 
 class SqlTranscripts:

@@ -4,13 +4,12 @@ first turn and after its session is forgotten)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
 
 from .._errors import BranchInUse
 from .._records import StoredWorkspace
-
-_T = TypeVar("_T")
+from ._sql import SqlCalls
 
 CREATE_WORKSPACES = """
 CREATE TABLE workspaces (
@@ -40,15 +39,9 @@ def _row(workspace: StoredWorkspace) -> tuple[str | None, ...]:
     return (w.name, w.repo, w.path, w.branch, w.base, w.node)
 
 
-class _SqlStore(Protocol):
+class _SqlStore(SqlCalls, Protocol):
     @property
     def _LOCK_WORKSPACES(self) -> str | None: ...
-
-    def _sql(self, statement: str) -> str: ...
-
-    async def _call(
-        self, work: Callable[[Any], _T], *, fence: str | None = None, atomic: bool = False
-    ) -> _T: ...
 
 
 class SqlWorkspaces:
