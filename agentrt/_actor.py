@@ -35,6 +35,7 @@ from ._events import (
     Event,
     Response,
     StopReason,
+    TurnOrigin,
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._held_credentials import save_hold, take_stored
@@ -46,7 +47,8 @@ from ._portable import PortableSession
 from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
-from ._requests import Request
+from ._requests import Origin, Request
+from ._scheduling import add_wakeup
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -57,12 +59,19 @@ from ._turn_host import AgentTurnHost
 from ._turn_response import log_turn_end
 from ._turn_source import FrameSource
 from ._versions import probed_version
-from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
+from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend, WakeupBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
+
+# The requests whose turns nobody asked for, as their Response says (any other: "user").
+_TURN_ORIGINS: dict[Origin, TurnOrigin] = {
+    "task": "task",
+    "schedule": "schedule",
+    "wakeup": "wakeup",
+}
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
@@ -98,6 +107,8 @@ class Actor:
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
     tools: ToolBinding | None = None
+    # Called once a turn has stored a wake-up its CLI scheduled (the scheduler reads it).
+    schedules_changed: Callable[[], None] = lambda: None
     _overrides: frozenset[str] = attrs.field(init=False)
     _callbacks: Callbacks = attrs.field(init=False)
     # What runs again after a failed turn, and ahead of the next one.
@@ -353,11 +364,14 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if isinstance(outcome, Response) and (own or request.origin == "schedule"):
-            outcome = attrs.evolve(outcome, origin="task" if own else "schedule")
+        started_by = _TURN_ORIGINS.get(request.origin)
+        if isinstance(outcome, Response) and started_by is not None:
+            outcome = attrs.evolve(outcome, origin=started_by)
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
+        if isinstance(outcome, Response):
+            await self._keep_wakeups(outcome)
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)
@@ -381,6 +395,26 @@ class Actor:
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halt_now()
+
+    async def _keep_wakeups(self, response: Response) -> None:
+        """Store the wake-ups the turn's CLI scheduled (`WakeupBackend`), so that whichever
+        program owns the agent when one is due runs it, though the CLI that scheduled it is
+        gone. One the store could not take is lost, and logged."""
+        schedules = self.capabilities.schedules
+        if schedules is None or not isinstance(self.backend, WakeupBackend):
+            return
+        added = False
+        for wakeup in self.backend.wakeups(response.events):
+            try:
+                await add_wakeup(schedules, self.name, wakeup)
+            except StoreError as exc:
+                logger.warning(
+                    "a wake-up was not stored: %s", redact(str(exc)), extra={"agent": self.name}
+                )
+                continue
+            added = True
+        if added:
+            self.schedules_changed()
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of

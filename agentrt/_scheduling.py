@@ -5,6 +5,7 @@ owner's (`agentrt._scheduler`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._arguments import check_prompt, wrong_type
 from ._durable import check_key, new_stored_id
@@ -12,6 +13,9 @@ from ._errors import InvalidOptions
 from ._schedule import Schedule, check_schedule, first_due, wall_now
 from ._stores._protocols import SessionStore, lacks
 from ._stores._schedule_store import ScheduleStore
+
+if TYPE_CHECKING:
+    from .backend import WakeupRequested
 
 
 def schedule_store(store: SessionStore, argument: str, value: object) -> ScheduleStore:
@@ -49,6 +53,25 @@ async def add(
         next_due=first_due(every, cron, now),
     )
     return await kept.add_schedule(schedule)
+
+
+async def add_wakeup(store: ScheduleStore, name: str, wakeup: WakeupRequested) -> Schedule:
+    """Keep the wake-up ``wakeup`` that agent ``name``'s CLI scheduled: a schedule of origin
+    ``wakeup`` due ``wakeup.due_in`` seconds from now, that fires once."""
+    now = wall_now()
+    schedule = Schedule(
+        id=new_stored_id(),
+        name=name,
+        prompt=wakeup.prompt,
+        every=None,
+        cron=None,
+        overlap="queue",
+        key=None,
+        created_at=now,
+        next_due=now + wakeup.due_in,
+        origin="wakeup",
+    )
+    return await store.add_schedule(schedule)
 
 
 async def of(store: SessionStore, name: str) -> Sequence[Schedule]:
