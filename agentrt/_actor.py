@@ -48,7 +48,7 @@ from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Origin, Request
-from ._scheduling import add_wakeup
+from ._scheduling import keep_wakeups
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -59,7 +59,7 @@ from ._turn_host import AgentTurnHost
 from ._turn_response import log_turn_end
 from ._turn_source import FrameSource
 from ._versions import probed_version
-from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend, WakeupBackend
+from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
 if TYPE_CHECKING:
     from ._tool_server import ToolBinding
@@ -370,8 +370,12 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        if isinstance(outcome, Response):
-            await self._keep_wakeups(outcome)
+        # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
+        # turn it starts itself): stored too, they would run twice.
+        if isinstance(outcome, Response) and not self.mode.warm:
+            schedules = self.capabilities.schedules
+            if await keep_wakeups(schedules, self.backend, self.name, outcome):
+                self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)
@@ -395,26 +399,6 @@ class Actor:
         if slot.halt_pending:
             slot.halt_pending = False
             slot.halt_now()
-
-    async def _keep_wakeups(self, response: Response) -> None:
-        """Store the wake-ups the turn's CLI scheduled (`WakeupBackend`), so that whichever
-        program owns the agent when one is due runs it, though the CLI that scheduled it is
-        gone. One the store could not take is lost, and logged."""
-        schedules = self.capabilities.schedules
-        if schedules is None or not isinstance(self.backend, WakeupBackend):
-            return
-        added = False
-        for wakeup in self.backend.wakeups(response.events):
-            try:
-                await add_wakeup(schedules, self.name, wakeup)
-            except StoreError as exc:
-                logger.warning(
-                    "a wake-up was not stored: %s", redact(str(exc)), extra={"agent": self.name}
-                )
-                continue
-            added = True
-        if added:
-            self.schedules_changed()
 
     async def _refuse(self, request: Request, spent: BudgetExceeded) -> None:
         """No turn past a budget: the request fails with it, the agent halts, the rest of
