@@ -35,6 +35,7 @@ from ._events import (
     Event,
     Response,
     StopReason,
+    TurnOrigin,
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._held_credentials import save_hold, take_stored
@@ -46,7 +47,8 @@ from ._portable import PortableSession
 from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
-from ._requests import Request
+from ._requests import Origin, Request
+from ._scheduling import keep_wakeups
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -63,6 +65,13 @@ if TYPE_CHECKING:
     from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
+
+# The requests whose turns nobody asked for, as their Response says (any other: "user").
+_TURN_ORIGINS: dict[Origin, TurnOrigin] = {
+    "task": "task",
+    "schedule": "schedule",
+    "wakeup": "wakeup",
+}
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
@@ -98,6 +107,8 @@ class Actor:
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
     tools: ToolBinding | None = None
+    # Called once a turn has stored a wake-up its CLI scheduled (the scheduler reads it).
+    schedules_changed: Callable[[], None] = lambda: None
     _overrides: frozenset[str] = attrs.field(init=False)
     _callbacks: Callbacks = attrs.field(init=False)
     # What runs again after a failed turn, and ahead of the next one.
@@ -353,11 +364,18 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        if isinstance(outcome, Response) and (own or request.origin == "schedule"):
-            outcome = attrs.evolve(outcome, origin="task" if own else "schedule")
+        started_by = _TURN_ORIGINS.get(request.origin)
+        if isinstance(outcome, Response) and started_by is not None:
+            outcome = attrs.evolve(outcome, origin=started_by)
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
+        # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
+        # turn it starts itself): stored too, they would run twice.
+        if isinstance(outcome, Response) and not self.mode.warm:
+            schedules = self.capabilities.schedules
+            if await keep_wakeups(schedules, self.backend, self.name, outcome):
+                self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)

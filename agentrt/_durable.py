@@ -41,6 +41,7 @@ from ._requests import (
     Completed,
     Failed,
     NotFound,
+    Origin,
     Pending,
     PollResult,
     Ref,
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
     from ._mailbox import Mailbox
 
 logger = logging.getLogger("agentrt")
+
+# The origins a stored request keeps when another program runs it; any other is a tell.
+_KEPT_ORIGINS: dict[str, Origin] = {"schedule": "schedule", "wakeup": "wakeup"}
 
 # A waiter on a request another program runs reads the store this often at most: from the
 # first interval, doubling to the last (a result is seen within that of its settlement).
@@ -385,7 +389,7 @@ class Durable:
     def request_of(self, stored: StoredRequest, mailbox: Mailbox) -> Request:
         """The mailbox's request for ``stored`` (made by another program, or an earlier
         one): a tell, whoever made it, as no caller of this program waits for it; a fire of
-        a schedule stays one (its turn's `Response.origin` says so)."""
+        a schedule or of a wake-up stays one (its turn's `Response.origin` says so)."""
         assert stored.prompt is not None  # a queued or running request keeps its prompt
         ref = ref_of(self.name, stored.id) or Ref(self.name, mailbox.new_id())
         size = len(stored.prompt.encode())
@@ -395,7 +399,7 @@ class Durable:
             ref,
             stored.prompt,
             size,
-            "schedule" if stored.origin == "schedule" else "tell",
+            _KEPT_ORIGINS.get(stored.origin, "tell"),
             stored_id=stored.id,
             key=stored.key,
             accepted_at=accepted_at,

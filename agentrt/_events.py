@@ -384,7 +384,7 @@ def _as_str(text: str | _Utf8) -> str:
 
 
 # Who started a turn (`Response.origin`).
-TurnOrigin = Literal["user", "task", "schedule"]
+TurnOrigin = Literal["user", "task", "schedule", "wakeup"]
 
 
 @attrs.frozen(repr=False)
@@ -431,7 +431,8 @@ class Response:
     transcript_stored: bool | None = None
     # Who started the turn: "user" (the application's prompt, or one the agent chained),
     # "task" (the agent's warm CLI, by itself: a background task ended), "schedule" (a
-    # fire of one of the agent's schedules, `Runtime.schedule`).
+    # fire of one of the agent's schedules, `Runtime.schedule`), "wakeup" (a wake-up the
+    # agent's CLI scheduled, stored and fired by agentrt).
     origin: TurnOrigin = "user"
 
     @property

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 # Where a request came from: the application (``ask``, ``tell``), the agent's own chained
 # prompt (``self_chain``), or its warm CLI, which started the turn by itself (``task``: a
 # background task ended, and the CLI runs the model on its notification), or one of its
-# schedules (``schedule``: `Runtime.schedule`).
-Origin = Literal["ask", "tell", "self_chain", "task", "schedule"]
+# schedules (``schedule``: `Runtime.schedule`), or a wake-up its CLI scheduled and agentrt
+# stored (``wakeup``).
+Origin = Literal["ask", "tell", "self_chain", "task", "schedule", "wakeup"]
 
 
 @attrs.frozen(cache_hash=True)

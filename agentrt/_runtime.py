@@ -503,6 +503,7 @@ async def open_runtime(
                         scheduler = None
                         if capabilities.schedules is not None:
                             scheduler = Scheduler(context, capabilities.schedules)
+                            context.schedules_changed = scheduler.poke
                             await services.start(scheduler.run)
                         runtime = Runtime._create(context, root, router, scheduler)
                         if router is not None:

@@ -29,7 +29,12 @@ class Schedule:
     dropped) or ``"queue"`` (it queues behind it). ``key`` is the caller's idempotency key,
     or None. ``created_at``, ``next_due`` and ``last_run`` are wall clock seconds;
     ``last_run`` is None until the first fire, and ``last_request`` the stored id of the
-    last fire's request (`last_ref` is its `Ref`)."""
+    last fire's request (`last_ref` is its `Ref`).
+
+    ``origin`` is ``"schedule"`` for the application's schedules, and ``"wakeup"`` for a
+    wake-up the agent's CLI scheduled (`agentrt.backend.WakeupBackend`): that one has
+    neither ``every`` nor ``cron``, fires once at ``next_due`` (a turn of origin
+    ``wakeup``), and is dropped then."""
 
     id: str
     name: str
@@ -42,6 +47,7 @@ class Schedule:
     next_due: float
     last_run: float | None = None
     last_request: str | None = None
+    origin: str = "schedule"
 
     @property
     def last_ref(self) -> Ref | None:

@@ -1,6 +1,8 @@
 """The owner's side of the schedules (`Runtime.schedule`): one task per runtime fires the
 schedules of the agents this runtime owns when they are due, each fire a request of origin
-``schedule`` through the agent's mailbox (stored first, on a store that keeps requests).
+``schedule`` through the agent's mailbox (stored first, on a store that keeps requests); a
+wake-up the agent's CLI scheduled (a one-shot schedule of origin ``wakeup``) fires once, a
+request of origin ``wakeup``, and is dropped.
 
 Each fire happens once, whichever program fires it: on a store that keeps requests its
 request is stored under a key made of the schedule's id and the due time (`fire_key`), so a
@@ -93,6 +95,9 @@ class Scheduler:
         return min(soonest, STORE_READ)
 
     async def _fire(self, schedule: Schedule) -> None:
+        if schedule.origin == "wakeup":
+            await self._wake(schedule)
+            return
         agent = self._context.children[schedule.name].address()
         now = wall_now()
         following = next_due(schedule.every, schedule.cron, schedule.next_due, now)
@@ -114,3 +119,14 @@ class Scheduler:
                 fired_at=None if fired is None else now,
                 request=fired,
             )
+
+    async def _wake(self, wakeup: Schedule) -> None:
+        """Fire a wake-up the agent's CLI scheduled, once: its request is stored under its
+        fire key (a program that dies before the drop fires it again and finds it), and the
+        wake-up is dropped, fired or not."""
+        agent = self._context.children[wakeup.name].address()
+        key = fire_key(wakeup) if self._durable else None
+        try:
+            await agent._submit(wakeup.prompt, "wakeup", key)
+        finally:
+            await self._store.drop_schedule(wakeup.name, wakeup.id)

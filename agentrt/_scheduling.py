@@ -1,17 +1,27 @@
 """An agent's schedules in the store, as the `Runtime`'s calls change them (`Runtime.schedule`
-and its kin) on any program: added, listed, made due now and removed. Firing them is the
-owner's (`agentrt._scheduler`)."""
+and its kin) on any program: added, listed, made due now and removed; and the wake-ups an
+agent's CLI scheduled, added as its turn ends. Firing them is the owner's (`agentrt._scheduler`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._arguments import check_prompt, wrong_type
 from ._durable import check_key, new_stored_id
-from ._errors import InvalidOptions
+from ._errors import InvalidOptions, StoreError
+from ._redact import redact
 from ._schedule import Schedule, check_schedule, first_due, wall_now
 from ._stores._protocols import SessionStore, lacks
 from ._stores._schedule_store import ScheduleStore
+from .backend import WakeupBackend
+
+if TYPE_CHECKING:
+    from ._events import Response
+    from .backend import Backend, WakeupRequested
+
+logger = logging.getLogger("agentrt")
 
 
 def schedule_store(store: SessionStore, argument: str, value: object) -> ScheduleStore:
@@ -49,6 +59,45 @@ async def add(
         next_due=first_due(every, cron, now),
     )
     return await kept.add_schedule(schedule)
+
+
+async def add_wakeup(store: ScheduleStore, name: str, wakeup: WakeupRequested) -> Schedule:
+    """Keep the wake-up ``wakeup`` that agent ``name``'s CLI scheduled: a schedule of origin
+    ``wakeup`` due ``wakeup.due_in`` seconds from now, that fires once."""
+    now = wall_now()
+    schedule = Schedule(
+        id=new_stored_id(),
+        name=name,
+        prompt=wakeup.prompt,
+        every=None,
+        cron=None,
+        overlap="queue",
+        key=None,
+        created_at=now,
+        next_due=now + wakeup.due_in,
+        origin="wakeup",
+    )
+    return await store.add_schedule(schedule)
+
+
+async def keep_wakeups(
+    store: ScheduleStore | None, backend: Backend, name: str, response: Response
+) -> bool:
+    """Store the wake-ups the CLI of agent ``name`` scheduled in the turn of ``response``
+    (`WakeupBackend`), so that whichever program owns the agent when one is due runs it,
+    though the CLI that scheduled it is gone; whether any was stored. One the store could
+    not take is lost, and logged."""
+    if store is None or not isinstance(backend, WakeupBackend):
+        return False
+    added = False
+    for wakeup in backend.wakeups(response.events):
+        try:
+            await add_wakeup(store, name, wakeup)
+        except StoreError as exc:
+            logger.warning("a wake-up was not stored: %s", redact(str(exc)), extra={"agent": name})
+            continue
+        added = True
+    return added
 
 
 async def of(store: SessionStore, name: str) -> Sequence[Schedule]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import attrs
@@ -94,6 +95,9 @@ class Context:
     ids: itertools.count[int] = attrs.field(factory=itertools.count)
     incarnations: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     closed: bool = False
+    # Makes the runtime's scheduler read the store at once (an agent stored a wake-up its
+    # CLI scheduled); nothing on a store that keeps no schedules.
+    schedules_changed: Callable[[], None] = lambda: None
 
     def new_id(self) -> int:
         return next(self.ids)
@@ -387,6 +391,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,
+            schedules_changed=context.schedules_changed,
         )
         child.actor = actor
         child.slot.handle = actor.handle

@@ -107,6 +107,8 @@ __all__ = [
     "StreamJsonTranslator",
     "ToolApproval",
     "Translator",
+    "WakeupBackend",
+    "WakeupRequested",
     "bypass_proxy",
     "child_env",
     "control_error",
@@ -445,6 +447,28 @@ class ForkBackend(Protocol):
         """Where the CLI of these options keeps the transcript of ``session_id`` made in
         ``cwd`` (absolute), for a CLI that finds a transcript by its working directory (a
         fork in another directory gets a copy there first); None for one that does not."""
+        ...
+
+
+@attrs.frozen
+class WakeupRequested:
+    """A wake-up the model scheduled through its CLI: run ``prompt`` on the agent's
+    conversation ``due_in`` seconds after the turn (``reason``: the model's, for people)."""
+
+    due_in: float
+    prompt: str
+    reason: str | None = None
+
+
+@runtime_checkable
+class WakeupBackend(Protocol):
+    """A backend whose CLI lets the model schedule a wake-up it keeps only in its own process
+    (Claude's ``ScheduleWakeup``): agentrt stores each one a per-turn agent's CLI scheduled
+    and runs its turn when it is due, on whichever program owns the agent then (a warm CLI
+    fires its own while it lives)."""
+
+    def wakeups(self, events: Sequence[Event]) -> Sequence[WakeupRequested]:
+        """The wake-ups a turn's ``events`` scheduled (the calls the CLI accepted)."""
         ...
 
 

@@ -12,8 +12,8 @@ from .._errors import StoreError
 from .._schedule import Schedule
 from ._sql import SqlCalls
 
-# ``every`` or ``cron`` is set, as `Schedule` says. The prompt is the work to do, stored as
-# given, as a queued request's is.
+# ``every`` or ``cron`` is set, as `Schedule` says (neither on a wake-up, of ``origin``
+# "wakeup"). The prompt is the work to do, stored as given, as a queued request's is.
 CREATE_SCHEDULES = (
     """
     CREATE TABLE schedules (
@@ -27,7 +27,8 @@ CREATE_SCHEDULES = (
         created_at DOUBLE PRECISION NOT NULL,
         next_due DOUBLE PRECISION NOT NULL,
         last_run DOUBLE PRECISION,
-        last_request TEXT
+        last_request TEXT,
+        origin TEXT NOT NULL
     )
     """,
     "CREATE INDEX schedules_by_name ON schedules (name, created_at)",
@@ -37,12 +38,12 @@ CREATE_SCHEDULES = (
 
 _COLUMNS = (
     "id, name, prompt, every, cron, overlap, schedule_key, created_at, next_due, last_run,"
-    " last_request"
+    " last_request, origin"
 )
 _SELECT = f"SELECT {_COLUMNS} FROM schedules"
 _HAS_ID = "SELECT 1 FROM schedules WHERE id = ?"
 _INSERT = f"""
-INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name, schedule_key) WHERE schedule_key IS NOT NULL DO NOTHING
 """
 _BY_KEY = f"{_SELECT} WHERE name = ? AND schedule_key = ?"
@@ -58,7 +59,7 @@ _SKIPPED = "UPDATE schedules SET next_due = ? WHERE name = ? AND id = ? AND next
 
 
 def _schedule(row: Sequence[Any]) -> Schedule:
-    id, name, prompt, every, cron, overlap, key, created_at, next_due, last_run, request = row
+    id, name, prompt, every, cron, overlap, key, created_at, next_due, last_run, request = row[:11]
     return Schedule(
         id=id,
         name=name,
@@ -71,6 +72,7 @@ def _schedule(row: Sequence[Any]) -> Schedule:
         next_due=next_due,
         last_run=last_run,
         last_request=request,
+        origin=row[11],
     )
 
 
@@ -81,7 +83,7 @@ class SqlSchedules:
         s = schedule
         params = (
             *(s.id, s.name, s.prompt, s.every, s.cron, s.overlap, s.key),
-            *(s.created_at, s.next_due, s.last_run, s.last_request),
+            *(s.created_at, s.next_due, s.last_run, s.last_request, s.origin),
         )
         has_id, insert, by_key = self._sql(_HAS_ID), self._sql(_INSERT), self._sql(_BY_KEY)
 

@@ -1,6 +1,6 @@
-"""Conformance checks of the scheduled prompts (`ScheduleStore`): kept, listed in the order
-they were added and removed; one per idempotency key; a fire recorded once for its due
-time, whichever handle records it; made due anew.
+"""Conformance checks of the scheduled prompts (`ScheduleStore`): kept (a wake-up's origin
+too), listed in the order they were added and removed; one per idempotency key; a fire
+recorded once for its due time, whichever handle records it; made due anew.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ async def _schedules_are_kept_in_their_order_and_removed(harness: StoreHarness) 
     try:
         assert list(await kept.schedules()) == []
         first = _schedule("1", cron="0 9 * * 1-5", every=None)
-        added = [first, _schedule("2", name="reviewer"), _schedule("3", overlap="queue")]
+        # A wake-up the agent's CLI scheduled: one-shot, neither every nor cron.
+        wakeup = _schedule("3", overlap="queue", every=None, origin="wakeup")
+        added = [first, _schedule("2", name="reviewer"), wakeup]
         for schedule in added:
             assert await kept.add_schedule(schedule) == schedule
         assert list(await kept.schedules()) == added

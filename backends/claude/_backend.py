@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -13,8 +13,10 @@ from agentrt.backend import (
     Capabilities,
     ChannelCall,
     Command,
+    Event,
     HookKind,
     SessionTotals,
+    WakeupRequested,
     bypass_proxy,
 )
 
@@ -24,6 +26,7 @@ from ._info import info
 from ._live import ClaudeLive
 from ._options import ClaudeOptions, parse_options
 from ._translate import ClaudeTranslator, claude_translator
+from ._wakeups import wakeups
 
 # The Claude Code release whose flags and stream-json this backend was written and checked
 # against (``agentrt doctor`` compares the installed CLI with it). The real-CLI test tier
@@ -111,6 +114,10 @@ class ClaudeBackend:
         """``--max-budget-usd``: the lower of ``usd`` and the options' own."""
         own = options.max_budget_usd
         return attrs.evolve(options, max_budget_usd=usd if own is None else min(own, usd))
+
+    def wakeups(self, events: Sequence[Event]) -> Sequence[WakeupRequested]:
+        """The turn's accepted ``ScheduleWakeup`` calls."""
+        return wakeups(events)
 
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)
