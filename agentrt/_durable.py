@@ -229,7 +229,8 @@ def reattached(store: RequestStore, ref: Ref, live: Fetch | None) -> EventStream
     """The stream of ``ref``, a request this runtime does not hold: its owner's events
     through ``live`` (a routed read; None where no other runtime can be reached), or,
     where its owner holds it no longer or cannot be reached, what the store keeps of it
-    (`stored_events`)."""
+    (`stored_events`). An owner that ended (or gave the name up) before answering the
+    first read, the request still unsettled, ends the stream as it does a later read."""
 
     async def fetch(after: int) -> EventBatch[Event]:
         unreached: AgentRTError | None = None
@@ -243,6 +244,13 @@ def reattached(store: RequestStore, ref: Ref, live: Fetch | None) -> EventStream
             else:
                 if after > 0 or batch.events or not batch.ended:
                     return batch
+        if isinstance(unreached, AgentStopped) and isinstance(
+            poll_result(await store.find_request(ref.name, id=str(ref.id))), Pending
+        ):
+            # Its owner died with it unsettled: nothing settles it before a runtime takes
+            # the name again (a lease_ttl at least, or never), so the stream ends now, as
+            # it does when the owner dies after the first read.
+            raise unreached
         kept = await stored_events(store, ref, after)
         if unreached is not None and not kept.events:
             raise unreached  # neither an owner nor the store knows it

@@ -114,10 +114,17 @@ async def test_another_programs_turn_on_sqlite_is_followed_and_interrupted(
             await browser.screenshot("agent-of-another-program")
             await browser.click("#do-interrupt")
             await browser.wait_text("#outcome", lambda t: t == "interrupt done")
+            await browser.wait_text("#events", lambda t: "error | interrupted" in t)
             await browser.wait_text("#agent-state", lambda t: t == "idle")
             # The owner killed mid-turn: the page says its turn ended, and why.
             await browser.type("#prompt", "chatty job")
             await browser.click("#do-tell")
+            # Killed only once the page reads the new turn: the first turn's text is still
+            # on the page until the new one's starts, and a kill before the tell's answer
+            # (or before the page's first read of the turn) has no turn to end on the page.
+            told = await browser.wait_text("#outcome", lambda t: t.startswith("tell done"))
+            ref = told.removeprefix("tell done (request ").removesuffix(")")
+            await browser.wait_text("#turn-ref", lambda t: t == ref)
             await browser.wait_text("#live", lambda t: "node-a working" in t)
             await program.kill()
             ended = await browser.wait_text("#events", lambda t: f"pid {program.pid}" in t)

@@ -182,6 +182,24 @@ async def test_the_owner_killed_mid_follow_ends_the_stream_with_an_error_event(
     assert "node 'node-a'" in error.message and f"pid {program.pid}" in error.message
 
 
+async def test_the_owner_killed_before_the_first_read_ends_the_stream_too(
+    shared: Shared,
+) -> None:
+    # No event yet, its request unsettled: nothing settles it before a runtime takes "x"
+    # again, so the stream must not wait for the store (the console's page did, for good).
+    async with store_programs(CHILD, shared.where) as start_program:
+        program = await start_owner(start_program, "node-a")
+        async with agentrt.open_runtime(store=shared.open(), node="node-a") as rt:
+            with trio.fail_after(BOUND):
+                ref = await rt.tell("x", "slow job")
+                await program.kill()
+                async with rt.stream(ref) as stream:
+                    rest = [event async for event in stream]
+    [error] = rest
+    assert isinstance(error, ErrorEvent) and error.reason is StopReason.CANCELLED
+    assert "node 'node-a'" in error.message and f"pid {program.pid}" in error.message
+
+
 async def test_the_console_of_another_node_shows_the_turn_live_redacted(
     nodes: tuple[agentrt.Runtime, agentrt.Runtime],
 ) -> None:
