@@ -145,11 +145,17 @@ class Mailbox:
 
     def take(self) -> Request | None:
         """The next request to run: a chained prompt, else the head of the queue."""
+        # An emptied deque is dropped: it costs about 600 bytes for the agent's idle life.
         if self.chained:
-            return self.chained.popleft()
+            request = self.chained.popleft()
+            if not self.chained:
+                self.chained = None
+            return request
         if not self.queue:
             return None
         request = self.queue.popleft()
+        if not self.queue:
+            self.queue = None
         self.queued_bytes -= request.size
         return request
 

@@ -110,8 +110,8 @@ async def _a_credentials_park_and_halt_are_shared_replaced_and_outlive_a_reopen(
         key="named:team", label="team", parked_until=1e10, park_reason="usage limit met"
     )
     halted = StoredCredential(
-        key="claude:/home/me/.claude/.credentials.json",
-        label="claude login file /home/me/.claude/.credentials.json",
+        key="claude:/l/.claude/.credentials.json",
+        label="claude login file /l/.claude/.credentials.json",
         halt_reason="credential_expired: log the CLI in again",
         halted_since=1_700_000_000.5,
     )
