@@ -81,6 +81,9 @@ _PIPE_SIZE = 1024 * 1024
 _STDERR_CHUNK = 64 * 1024
 _BAD_LINE_TEXT = 4096
 _REAP_BOUND = 1.0
+# While stderr stays open after the kill, the tree is scanned again this often: a member a
+# scan missed (caught between fork and exec, say) would hold it for the whole drain bound.
+_RESCAN_EVERY = 1.0
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 _decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
@@ -697,7 +700,7 @@ class CliProcess:
                 with trio.move_on_after(_REAP_BOUND):
                     await self._exited.wait()
                 with trio.move_on_after(limits.stderr_drain):
-                    await self._stderr_done.wait()
+                    await self._drain_stderr(limits.term_grace)
                 reap_adopted(self._tree)
                 if self._exited.is_set():
                     untrack_leader(self.pid)
@@ -707,6 +710,13 @@ class CliProcess:
             self._watch_scope.cancel()
             self._stderr_scope.cancel()
             self._shut_down.set()
+
+    async def _drain_stderr(self, term_grace: float) -> None:
+        while True:
+            with trio.move_on_after(_RESCAN_EVERY):
+                await self._stderr_done.wait()
+                return
+            await kill_tree(self._tree, term_grace=term_grace)
 
     async def _close(self) -> None:
         untrack_leader(self.pid)
