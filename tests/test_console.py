@@ -174,6 +174,31 @@ async def test_the_agent_page_shows_every_budget_and_the_one_that_binds(tmp_path
     ]
 
 
+async def test_a_request_s_ref_reaches_the_page_exact(tmp_path: Path) -> None:
+    """A stored request's id has 62 bits, a page's numbers are exact to 53: every ref the
+    page is sent is the id in decimal, as the queue's already were."""
+    gate = Gate()
+    backend = gated(gate, "working ", "done")
+    async with agentrt.open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(agentrt.Agent, name="a", backend=backend)
+        async with open_console(rt) as console, events(console, "/events/agent?name=a") as s:
+            await s.until(lambda name, d: name == "agent")
+            told = (await act(console, name="a", action="tell", prompt="p")).json()["ref"]
+            with trio.fail_after(BOUND):
+                _, turn = await s.until(lambda name, d: name == "turn")
+                _, agent = await s.until(
+                    lambda name, d: name == "agent" and (d["status"] or {}).get("current")
+                )
+                gate.release()
+                _, result = await s.until(lambda name, d: d.get("kind") == "result")
+            current = (await rt.status("a")).current
+    assert current is None
+    ref = int(told)
+    assert ref > 2**53  # where a JSON number would have been rounded
+    current_ref = agent["status"]["current"]["ref"]
+    assert (told, turn["ref"], current_ref, result["ref"]) == (str(ref),) * 4
+
+
 async def test_a_running_turn_streams_to_the_agent_page_redacted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

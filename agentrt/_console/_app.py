@@ -180,7 +180,7 @@ class ConsoleApp:
             followed: set[Ref] = set()
 
             async def follow(ref: Ref, stream: EventStream) -> None:
-                await sink.event("turn", {"ref": ref.id})
+                await sink.event("turn", {"ref": str(ref.id)})
                 await _relay(ref, stream, sink)
 
             def watch(ref: Ref) -> None:
@@ -295,7 +295,7 @@ class ConsoleApp:
             for watch in list(self._watchers.get(name, ())):
                 watch(ref)
             if action == "tell":
-                return {"ref": ref.id}
+                return {"ref": str(ref.id)}
             settled = await rt.wait(ref)
             if isinstance(settled, Failed):
                 raise settled.error
@@ -303,7 +303,7 @@ class ConsoleApp:
                 raise AgentRTError(f"request #{ref.id} of agent {name!r}: {type(settled).__name__}")
             response = settled.response
             return {
-                "ref": ref.id,
+                "ref": str(ref.id),
                 "text": shown(response.text),
                 "stop_reason": str(response.stop_reason),
                 "cost_usd": response.cost_usd,
@@ -355,9 +355,9 @@ async def _relay(ref: Ref, stream: EventStream, sink: EventSink) -> None:
         nursery.start_soon(drain)
         async for name, data in receive_channel:
             if dropped:
-                await sink.event("dropped", {"ref": ref.id, "count": dropped})
+                await sink.event("dropped", {"ref": str(ref.id), "count": dropped})
                 dropped = 0
-            await sink.event(name, {"ref": ref.id, **data})
+            await sink.event(name, {"ref": str(ref.id), **data})
 
 
 def _ref_id(ref: object) -> int:

@@ -83,7 +83,7 @@ def status_data(status: AgentStatus | None) -> dict[str, Any] | None:
         None
         if current is None
         else {
-            "ref": current.ref.id,
+            "ref": str(current.ref.id),
             "origin": str(current.origin),
             "elapsed": current.elapsed,
             "waiting_for_process": current.waiting_for_process,
