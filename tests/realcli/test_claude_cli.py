@@ -412,7 +412,8 @@ async def test_sigint_while_waiting_for_the_api_exits_0_maybe_without_result(
         for f in run.of_type("user")
         if f["message"]["content"] == [{"type": "text", "text": "[Request interrupted by user]"}]
     ]
-    assert len(interrupted) == 1
+    # Beside load the CLI may exit before it prints its note of the interrupt.
+    assert len(interrupted) <= 1
     assert run.result is None or run.result["subtype"] == "error_during_execution"
 
 
