@@ -143,6 +143,10 @@ def test_a_killed_opencode_a_lost_session_and_an_exit_without_a_step() -> None:
     assert isinstance(lost, ErrorEvent) and lost.reason is StopReason.SESSION_LOST
     empty = translate([], ExitStatus(0))[-1]
     assert isinstance(empty, ErrorEvent) and empty.reason is StopReason.CLI_ERROR
+    # A step begun, then a clean exit with no step's end: its output was cut at the exit.
+    cut = translate([frame("step_start")], ExitStatus(0))[-1]
+    assert isinstance(cut, ErrorEvent) and cut.reason is StopReason.CLI_ERROR
+    assert "before printing its turn's end" in cut.message and cut.session_id == SESSION
 
 
 def test_the_pinned_version_is_the_one_the_backend_was_written_for() -> None:

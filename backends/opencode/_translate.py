@@ -32,12 +32,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrt.backend import (
+    ErrorEvent,
     Event,
     ExitStatus,
     InitEvent,
     RawEvent,
     ResultEvent,
     SessionEvent,
+    StopReason,
     TextEvent,
     ToolResultEvent,
     ToolUseEvent,
@@ -115,6 +117,16 @@ class OpencodeTranslator:
                 num_turns=self._steps,
                 usage=self._usage,
                 model=self._model,
+            )
+        if exit_status.returncode == 0 and self._started:
+            # Measured on 1.18.33: it exits with output still unwritten to a pipe its reader
+            # is behind on (a reply near a MiB, a loaded machine) and drops it.
+            return ErrorEvent(
+                reason=StopReason.CLI_ERROR,
+                message="opencode exited 0 before printing its turn's end: it drops output "
+                "not yet written to its stdout pipe when it exits",
+                session_id=self._session_id,
+                usage=self._turn_usage(),
             )
         return ended_early(exit_status, stderr_tail, self._session_id)
 
