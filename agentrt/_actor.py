@@ -35,19 +35,19 @@ from ._events import (
     Event,
     Response,
     StopReason,
-    TurnOrigin,
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._held_credentials import save_hold, take_stored
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
+from ._mailbox import UNSOLICITED
 from ._mode import Mode
 from ._options import AgentOptions
 from ._portable import PortableSession
 from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
-from ._requests import Origin, Request
+from ._requests import Request
 from ._scheduling import keep_wakeups
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
@@ -65,13 +65,6 @@ if TYPE_CHECKING:
     from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
-
-# The requests whose turns nobody asked for, as their Response says (any other: "user").
-_TURN_ORIGINS: dict[Origin, TurnOrigin] = {
-    "task": "task",
-    "schedule": "schedule",
-    "wakeup": "wakeup",
-}
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
@@ -364,7 +357,8 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        started_by = _TURN_ORIGINS.get(request.origin)
+        # The requests whose turns nobody asked for, as their Response says (else "user").
+        started_by = UNSOLICITED.get(request.origin)
         if isinstance(outcome, Response) and started_by is not None:
             outcome = attrs.evolve(outcome, origin=started_by)
         recovery = self._recovery
