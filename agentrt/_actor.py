@@ -48,7 +48,8 @@ from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Request
-from ._scheduling import keep_wakeups
+from ._schedule import wall_now
+from ._scheduling import drop_woken, keep_wakeups
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -336,6 +337,11 @@ class Actor:
             slot.current = None
             slot.mailbox.settle_withdrawn(request, slot.session_id)
             return
+        woken = None
+        if own and slot.channel is not None:  # its CLI's own turn may be a wake-up it held
+            woken = slot.channel.take_wakeup(wall_now())
+            if woken is not None:
+                request.origin = "wakeup"
         prompt: str | None = None if own else request.prompt
         spent = None if own else slot.budgets.exceeded(slot.name)
         if spent is not None:
@@ -364,12 +370,17 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
-        # turn it starts itself): stored too, they would run twice.
-        if isinstance(outcome, Response) and not self.mode.warm:
-            schedules = self.capabilities.schedules
-            if await keep_wakeups(schedules, self.backend, self.name, outcome):
-                self.schedules_changed()
+        schedules = self.capabilities.schedules
+        if woken is not None:  # fired by the CLI: its stored copy must not run too
+            await drop_woken(schedules, self.name, woken)
+        if isinstance(outcome, Response) and (
+            kept := await keep_wakeups(schedules, self.backend, self.name, outcome)
+        ):
+            # A warm CLI fires its own while it lives (measured on claude 2.1.332: a turn
+            # it starts itself); the stored copy fires only once that CLI has ended.
+            if slot.channel is not None:
+                slot.channel.hold_wakeups({k.id: k.next_due for k in kept})
+            self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)
