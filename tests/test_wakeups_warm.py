@@ -114,3 +114,50 @@ async def test_a_wakeup_whose_warm_cli_ended_first_is_fired_by_the_runtime(
         assert turn.result.response.text == f"1: {WAKEUP_PROMPT}"
         assert turn.result.response.session_id == SESSION  # resumed
         assert await rt.schedules("coder") == ()
+
+
+async def test_a_wakeup_outlives_its_warm_cli_stopped_with_the_agent(tmp_path: Path) -> None:
+    # stop_agent ends the CLI that held it: the stored copy fires once the agent runs again.
+    runs = str(tmp_path / "runs")
+    first = {"session_id": SESSION, "turns": [schedules_wakeup(1)]}
+    then = {"turns": [[["answer"]]]}
+    program = ["by_run", runs, [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    async with open_runtime() as rt:
+        await start(rt, binary, keep_alive=30)
+        with trio.fail_after(30):
+            assert (await rt.ask("coder", "start the CI run")).text == "Scheduled."
+            await rt.stop_agent("coder")
+            (kept,) = await rt.schedules("coder")
+            assert kept.origin == "wakeup"
+            await start(rt, binary, keep_alive=30)
+            async with rt.unsolicited("coder") as turns:
+                turn = await turns.__anext__()
+        assert isinstance(turn.result, Completed)
+        assert (turn.origin, turn.result.response.text) == ("wakeup", f"1: {WAKEUP_PROMPT}")
+        assert await rt.schedules("coder") == ()
+
+
+async def test_a_halt_ends_the_cli_holding_a_wakeup_whose_copy_then_waits_for_unhalt(
+    tmp_path: Path,
+) -> None:
+    # Halted, the agent takes no turn its CLI would start: the CLI ends, and the stored copy
+    # queues when due, running once the agent is unhalted.
+    runs = str(tmp_path / "runs")
+    first = {"session_id": SESSION, "turns": [schedules_wakeup(1)]}
+    then = {"turns": [[["answer"]]]}
+    program = ["by_run", runs, [[["live", first]], [["live", then]]]]
+    binary = fake_cli_executable(str(tmp_path), program)
+    async with open_runtime() as rt:
+        await start(rt, binary, keep_alive=30)
+        async with rt.unsolicited("coder") as turns:
+            with trio.fail_after(30):
+                assert (await rt.ask("coder", "start the CI run")).text == "Scheduled."
+                await rt.halt("coder")
+                while (await rt.status("coder")).queued == 0:  # noqa: ASYNC110 (no event)
+                    await trio.sleep(0.05)
+                assert (await rt.status("coder")).cli_pid is None
+                await rt.unhalt("coder")
+                turn = await turns.__anext__()
+        assert isinstance(turn.result, Completed)
+        assert (turn.origin, turn.result.response.text) == ("wakeup", f"1: {WAKEUP_PROMPT}")

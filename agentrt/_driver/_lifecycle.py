@@ -196,11 +196,12 @@ class CliLifecycle:
         return schedule_id
 
     def end_background(self, why: str) -> None:
-        """End the live CLI, and its background work with it, if it has any or runs a turn
-        of its own (the agent halts: nobody will take that turn); a running turn's end
-        ends it."""
+        """End the live CLI, and its background work with it, if it has any, runs a turn
+        of its own or holds a wake-up (the agent halts: nobody would take such a turn; a
+        wake-up's stored copy queues instead); a running turn's end ends it."""
         cli = self._cli
-        if cli is not None and (cli.held or (cli.background is not None and cli.background.tasks)):
+        work = None if cli is None else cli.background
+        if cli is not None and (cli.held or cli.wakeups or (work is not None and work.tasks)):
             cli.end(why)
 
     @property
