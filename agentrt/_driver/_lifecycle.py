@@ -185,7 +185,8 @@ class CliLifecycle:
         """The wake-up a turn the live CLI started by itself at ``now`` (wall clock) is:
         the one it holds that is due soonest, if that is due within `WAKEUP_EARLY` of
         ``now`` (the CLI fires at a whole minute, maybe before the stored due time); no
-        longer held. None: the turn is another (a background task's end)."""
+        longer held. None: the turn is another (a background task's end). By time, as the
+        CLI's turn names no wake-up (claude 2.1.332: its init, the answer, the result)."""
         cli = self._cli
         if cli is None or not cli.wakeups:
             return None
