@@ -199,3 +199,27 @@ async def test_the_guides_reader_block_runs(
         await rt.stop_agent("coder")  # the reader's loop ends with the agent
     printed = capsys.readouterr().out.split()
     assert printed[0] == "schedule" and printed[-2:] == ["echo", "status?"]
+
+
+class CrashesOnce(agentrt.Agent):
+    """Crashes on the first answer it is handed: its supervisor restarts it."""
+
+    crashed = False
+
+    def handle_response(self, ref: agentrt.Ref, response: agentrt.Response) -> None:
+        if not CrashesOnce.crashed:
+            CrashesOnce.crashed = True
+            raise RuntimeError("a bug in the agent")
+
+
+async def test_a_reader_outlives_a_supervised_restart(autojump_clock: MockClock) -> None:
+    CrashesOnce.crashed = False  # a class's: each restart makes a new instance
+    async with open_runtime() as rt:
+        await rt.start_agent(CrashesOnce, name="coder", backend=ScriptedBackend(default=echo))
+        async with rt.unsolicited("coder") as turns:
+            await rt.schedule("coder", "tick", every=60)
+            crashed = await turns.__anext__()  # the fire whose answer crashed the agent
+            assert isinstance(crashed.result, Failed)
+            assert isinstance(crashed.result.error, agentrt.AgentStopped)
+            assert answered(await turns.__anext__()) == ("schedule", "echo tick")
+        assert (await rt.status("coder")).restarts == 1
