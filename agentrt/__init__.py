@@ -13,7 +13,7 @@
 #     _stream_json._dialect _stream_json._fields _stream_json._frames _stream_json._live
 #     _stream_json._live_protocol _stream_json._translator _stream_json._turn_end
 #     _stream_json._untyped
-#     _telemetry._log_fields _telemetry._otel _tools _util _worktrees backend
+#     _telemetry._log_fields _telemetry._otel _tools _unsolicited _util _worktrees backend
 # L1 driver, in _driver/: a CLI process, its tree and cgroup, process slots, runtime ids
 #     _driver._background _driver._cgroup _driver._channel_calls _driver._fence_guard
 #     _driver._kept_file _driver._lifecycle _driver._limits _driver._lines _driver._live
@@ -91,6 +91,7 @@ from ._api import stream as stream
 from ._api import tell as tell
 from ._api import unhalt as unhalt
 from ._api import unschedule as unschedule
+from ._api import unsolicited as unsolicited
 from ._api import wait as wait
 from ._api import whereis as whereis
 from ._api import withdraw as withdraw
@@ -185,6 +186,8 @@ from ._stream import EventStream as EventStream
 from ._supervisor import Supervisor as Supervisor
 from ._tools import Tool as Tool
 from ._tools import tool as tool
+from ._unsolicited import UnsolicitedTurn as UnsolicitedTurn
+from ._unsolicited import UnsolicitedTurns as UnsolicitedTurns
 from ._util import fixup_module_metadata as _fixup_module_metadata
 from ._workspaces import Workspace as Workspace
 from ._worktrees import GitWorktree as GitWorktree
@@ -285,6 +288,8 @@ __all__ = [
     "ToolUseEvent",
     "TurnFailed",
     "UncommittedChanges",
+    "UnsolicitedTurn",
+    "UnsolicitedTurns",
     "Usage",
     "UsageEvent",
     "UserQuestions",
@@ -323,6 +328,7 @@ __all__ = [
     "tool",
     "unhalt",
     "unschedule",
+    "unsolicited",
     "wait",
     "whereis",
     "withdraw",

@@ -35,20 +35,21 @@ from ._events import (
     Event,
     Response,
     StopReason,
-    TurnOrigin,
 )
 from ._exceptiongroups import collapse_exception_groups
 from ._held_credentials import save_hold, take_stored
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
+from ._mailbox import UNSOLICITED
 from ._mode import Mode
 from ._options import AgentOptions
 from ._portable import PortableSession
 from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
-from ._requests import Origin, Request
-from ._scheduling import keep_wakeups
+from ._requests import Request
+from ._schedule import wall_now
+from ._scheduling import drop_woken, keep_wakeups
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -65,13 +66,6 @@ if TYPE_CHECKING:
     from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
-
-# The requests whose turns nobody asked for, as their Response says (any other: "user").
-_TURN_ORIGINS: dict[Origin, TurnOrigin] = {
-    "task": "task",
-    "schedule": "schedule",
-    "wakeup": "wakeup",
-}
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
@@ -343,6 +337,11 @@ class Actor:
             slot.current = None
             slot.mailbox.settle_withdrawn(request, slot.session_id)
             return
+        woken = None
+        if own and slot.channel is not None:  # its CLI's own turn may be a wake-up it held
+            woken = slot.channel.take_wakeup(wall_now())
+            if woken is not None:
+                request.origin = "wakeup"
         prompt: str | None = None if own else request.prompt
         spent = None if own else slot.budgets.exceeded(slot.name)
         if spent is not None:
@@ -364,18 +363,24 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        started_by = _TURN_ORIGINS.get(request.origin)
+        # The requests whose turns nobody asked for, as their Response says (else "user").
+        started_by = UNSOLICITED.get(request.origin)
         if isinstance(outcome, Response) and started_by is not None:
             outcome = attrs.evolve(outcome, origin=started_by)
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
-        # turn it starts itself): stored too, they would run twice.
-        if isinstance(outcome, Response) and not self.mode.warm:
-            schedules = self.capabilities.schedules
-            if await keep_wakeups(schedules, self.backend, self.name, outcome):
-                self.schedules_changed()
+        schedules = self.capabilities.schedules
+        if woken is not None:  # fired by the CLI: its stored copy must not run too
+            await drop_woken(schedules, self.name, woken)
+        if isinstance(outcome, Response) and (
+            kept := await keep_wakeups(schedules, self.backend, self.name, outcome)
+        ):
+            # A warm CLI fires its own while it lives (measured on claude 2.1.332: a turn
+            # it starts itself); the stored copy fires only once that CLI has ended.
+            if slot.channel is not None:
+                slot.channel.hold_wakeups({k.id: k.next_due for k in kept})
+            self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)

@@ -5,12 +5,13 @@ A name resolves once, to a `LocalAgent` (an agent of this runtime: made with its
 so resolving is one dict lookup) or a `RemoteAgent` (the agent another runtime owns, on a
 store that routes calls). Both have the same async methods, so every `Runtime` call is
 written once. They are async by trio's rule: a call that may reach another node may wait,
-and every one of them checkpoints. ``stream`` alone is synchronous: it returns the async
-iterator of events, which for a remote agent reads them with routed ``events`` calls
-(`agentrt._follow`).
+and every one of them checkpoints. ``stream`` and ``unsolicited`` are synchronous: each
+returns an async iterator; ``stream``'s of events, which for a remote agent reads them with
+routed ``events`` calls (`agentrt._follow`), and ``unsolicited``'s of the turns nobody asked
+for, a local agent's only (a remote agent's refuses).
 
-The operations are declared in `agentrt._operations`. Each `RemoteAgent` method but
-``stream`` is made in a loop from the `LocalAgent` one (`_routed`: its signature and result,
+The operations are declared in `agentrt._operations`. Each `RemoteAgent` method but these
+two is made in a loop from the `LocalAgent` one (`_routed`: its signature and result,
 its arguments checked as declared), and the owner's side of a routed call is `ROUTED`: the
 `LocalAgent` method each call kind runs.
 """
@@ -49,6 +50,7 @@ from ._stores._protocols import Router
 from ._stores._request_store import RequestStore
 from ._stores._route_codec import EventBatch, check_event
 from ._stream import EventStream
+from ._unsolicited import UnsolicitedTurns
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -212,6 +214,9 @@ class LocalAgent:
             return slot.mailbox.subscribe(ref)
         return reattached(durable.store, ref, None)  # settled, or never this program's
 
+    def unsolicited(self) -> UnsolicitedTurns:
+        return self._slot.mailbox.unsolicited()
+
     async def events(self, ref: Ref, after: int) -> EncodedBatch:
         """A routed follower's read of the events of ``ref`` after number ``after``."""
         tap = self._slot.mailbox.tap(ref)
@@ -367,6 +372,14 @@ class RemoteAgent(_LocalAgent):
         if self._requests is None:
             return FollowedStream(fetch)
         return reattached(self._requests, ref, fetch)
+
+    def unsolicited(self) -> UnsolicitedTurns:
+        raise InvalidOptions(
+            "name",
+            self._name,
+            "the agent runs in another runtime: read its unsolicited turns in the runtime "
+            "that owns it, or follow each with stream, poll or wait by its ref",
+        )
 
 
 make_operations(RemoteAgent, _routed, LocalAgent)

@@ -9,6 +9,7 @@ created on first use; an idle agent's mailbox is a few fields.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
@@ -17,15 +18,20 @@ import attrs
 import trio
 
 from ._errors import AgentRTError, AgentStopped, MailboxFull
-from ._events import ErrorEvent, Event, Response, StopReason, text_size
+from ._events import ErrorEvent, Event, Response, StopReason, TurnOrigin, text_size
 from ._follow import KEPT_ENDED, LINGER, Tap
 from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled
 from ._stream import EventStream
 from ._telemetry._otel import capture_context
+from ._unsolicited import UnsolicitedTurn, UnsolicitedTurns
 
 # Notifications waiting for an agent (while it processes a request) before notify refuses.
 MAX_NOTIFICATIONS = 1000
+
+# The origins of the requests nobody asked for, as their `Response.origin` says
+# (`Runtime.unsolicited`).
+UNSOLICITED: dict[Origin, TurnOrigin] = {"task": "task", "schedule": "schedule", "wakeup": "wakeup"}
 
 
 def result_size(outcome: Response | AgentRTError) -> int:
@@ -58,6 +64,8 @@ class Mailbox:
     result_bytes: int = 0
     # The taps routed followers read, by ref id: of live requests, and of a few just ended.
     taps: dict[int, Tap] | None = None
+    # The open readers of its unsolicited turns; one a reader dropped unclosed goes by itself.
+    feeds: weakref.WeakSet[UnsolicitedTurns] | None = None
 
     @property
     def queued(self) -> int:
@@ -270,6 +278,20 @@ class Mailbox:
             self.live.pop(request.ref.id, None)
         self._keep(request)
 
+    def unsolicited(self) -> UnsolicitedTurns:
+        """A new reader of the requests of an `UNSOLICITED` origin, from now, as they settle."""
+        feed = UnsolicitedTurns()
+        if self.feeds is None:
+            self.feeds = weakref.WeakSet()
+        self.feeds.add(feed)
+        return feed
+
+    def end_feeds(self) -> None:
+        """The agent has ended for good: its unsolicited readers end after what they hold."""
+        feeds, self.feeds = self.feeds, None
+        for feed in feeds or ():
+            feed._end()
+
     def _keep(self, request: Request) -> None:
         options = self.options
         if self.results is None:
@@ -277,7 +299,13 @@ class Mailbox:
         results = self.results
         outcome = request.outcome
         size = 0 if outcome is None else result_size(outcome)
-        results[request.ref.id] = (request.result(), size)
+        settled = request.result()
+        origin = UNSOLICITED.get(request.origin)
+        if self.feeds and origin is not None:
+            turn = UnsolicitedTurn(request.ref, origin, settled)
+            for feed in self.feeds:
+                feed._put(turn, size)
+        results[request.ref.id] = (settled, size)
         self.result_bytes += size
         # Oldest results go first; one result larger than the byte bound is not kept.
         while results and (

@@ -20,8 +20,8 @@ methods (`make_operations`, from the `Runtime` one). `operation` types each form
 from the `Runtime` signature for a type checker, so ``rt.set_model("a", 1)`` is refused on
 every form (tests/test_operations.py runs mypy on such a module). What is left by hand: its
 ``autofunction`` line in docs/reference/api.md, in the section it belongs to (the test names
-it when missing); and an operation that is not awaited (``stream``) has a method per form,
-as its result differs per form.
+it when missing); and an operation that is not awaited (``stream``, ``unsolicited``) has a
+method per form, as its result differs per form.
 
 Walked through with ``set_model``: ``Operation("set_model", "name", (("model",
 "text_or_none"),))`` here; ``LocalAgent.set_model`` (a call on the warm CLI's channel);
@@ -66,10 +66,11 @@ class Operation:
     ``by``: how the `Runtime` method names the agent (its first parameter): ``name`` or
     ``ref`` (the agent the `Ref` names). ``arguments``: the parameters after it, each with
     how it travels when routed (a `LocalAgent` method takes the ref and these).
-    ``awaited``: an async method (the sync form blocks on it); ``stream`` alone returns at
-    once. ``answer``: what a routed call answers; None for an operation that is not routed
-    (it runs here, or reads a routed one as ``stream`` reads ``events``). ``public``: a
-    `Runtime` method (``events`` is the routed read behind a remote ``stream`` only).
+    ``awaited``: an async method (the sync form blocks on it); ``stream`` and
+    ``unsolicited`` return at once. ``answer``: what a routed call answers; None for an
+    operation that is not routed (it runs here, or reads a routed one as ``stream`` reads
+    ``events``). ``public``: a `Runtime` method (``events`` is the routed read behind a
+    remote ``stream`` only).
     """
 
     name: str
@@ -90,6 +91,8 @@ OPERATIONS: Mapping[str, Operation] = {
         Operation("poll", "ref", (), "poll"),
         Operation("wait", "ref", (), "settled"),
         Operation("stream", "ref", (), None, awaited=False),
+        # A local agent's only: another runtime's refuses (`RemoteAgent.unsolicited`).
+        Operation("unsolicited", "name", (), None, awaited=False),
         Operation("events", "ref", (("after", "count"),), "events", public=False),
         Operation("notify", "name", (("event", "event"),)),
         Operation("interrupt", "name", (), "bool"),
@@ -151,8 +154,8 @@ AWAITED: tuple[str, ...] = tuple(
     name for name, op in OPERATIONS.items() if op.public and op.awaited
 )
 """The agent operations every form spells alike, made in a loop from the `Runtime` method
-(the asyncio and sync forms) or the `LocalAgent` one (`RemoteAgent`): all but ``stream``,
-whose result differs per form."""
+(the asyncio and sync forms) or the `LocalAgent` one (`RemoteAgent`): all but ``stream``
+and ``unsolicited``, whose results differ per form."""
 
 
 def make_operations(form: type, make: Callable[[Any], object], source: type) -> None:

@@ -52,6 +52,7 @@ from ._stream import EventStream
 from ._supervisor import Context, Supervisor
 from ._telemetry._otel import track_runtime
 from ._tool_server import ToolHost
+from ._unsolicited import UnsolicitedTurns
 from ._util import NoPublicConstructor
 from ._workspaces import Workspace, list_workspaces, remove_workspace
 from .backend import Backend
@@ -241,6 +242,31 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
         runs the agent now; a ref the store does not keep still gives an empty stream (or
         `AgentNotFound` where no runtime runs the agent)."""
         return self._resolve(check_ref(ref).name).stream(ref)
+
+    def unsolicited(self, name: str) -> UnsolicitedTurns:
+        """The turns agent ``name`` runs that nobody asked for with ``ask`` or ``tell``,
+        each as it ends, from now on: an async iterator of `UnsolicitedTurn` (its `Ref`,
+        its ``origin`` and its result: `Completed` with the `Response`, `Failed` with the
+        error, or `Withdrawn`), also an async context manager that closes it. Those are
+        the turns its warm CLI starts by itself (origin ``task``), the wake-ups its CLI
+        scheduled (``wakeup``) and the fires of its schedules (``schedule``); each also
+        goes through the agent's callbacks, and ``poll`` and ``wait`` take its ref. Any
+        number of readers may be open, each with every turn.
+
+        A reader never makes the agent wait: one that falls more than 100 turns (or 8 MiB
+        of results) behind loses the oldest it has not read, counted in
+        `UnsolicitedTurns.dropped`. It ends once the agent has ended for good
+        (`stop_agent`, its supervisor gave up, the runtime closed), after the turns that
+        ended before; a supervised restart does not end it. What ended while no reader
+        was open (before this program started, say) is not replayed: a schedule's
+        ``last_ref`` (`schedules`) gives its last fire's ref for `wait`.
+
+        Raises `AgentNotFound` for a name that is not running, and `InvalidOptions` for
+        an agent another runtime owns (read them in that runtime).
+
+        Cancellation: the call itself does not wait; a cancelled read takes no turn."""
+        check_name(name)
+        return self._resolve(name).unsolicited()
 
     def agents(self) -> tuple[str, ...]:
         """The names of the running agents (restarting ones too), in start order. Raises

@@ -123,8 +123,14 @@ class Scheduler:
     async def _wake(self, wakeup: Schedule) -> None:
         """Fire a wake-up the agent's CLI scheduled, once: its request is stored under its
         fire key (a program that dies before the drop fires it again and finds it), and the
-        wake-up is dropped, fired or not."""
-        agent = self._context.children[wakeup.name].address()
+        wake-up is dropped, fired or not. Not while the warm CLI that scheduled it lives:
+        that CLI fires it itself, and its turn drops this copy (`Actor`); once that CLI has
+        ended, the next read of the store fires it here."""
+        child = self._context.children[wakeup.name]
+        channel = child.slot.channel
+        if channel is not None and channel.holds_wakeup(wakeup.id):
+            return  # the live CLI that scheduled it fires it (its turn drops this copy)
+        agent = child.address()
         key = fire_key(wakeup) if self._durable else None
         try:
             await agent._submit(wakeup.prompt, "wakeup", key)

@@ -82,22 +82,32 @@ async def add_wakeup(store: ScheduleStore, name: str, wakeup: WakeupRequested) -
 
 async def keep_wakeups(
     store: ScheduleStore | None, backend: Backend, name: str, response: Response
-) -> bool:
+) -> list[Schedule]:
     """Store the wake-ups the CLI of agent ``name`` scheduled in the turn of ``response``
     (`WakeupBackend`), so that whichever program owns the agent when one is due runs it,
-    though the CLI that scheduled it is gone; whether any was stored. One the store could
-    not take is lost, and logged."""
+    though the CLI that scheduled it is gone; those stored. One the store could not take
+    is lost, and logged."""
     if store is None or not isinstance(backend, WakeupBackend):
-        return False
-    added = False
+        return []
+    added: list[Schedule] = []
     for wakeup in backend.wakeups(response.events):
         try:
-            await add_wakeup(store, name, wakeup)
+            added.append(await add_wakeup(store, name, wakeup))
         except StoreError as exc:
             logger.warning("a wake-up was not stored: %s", redact(str(exc)), extra={"agent": name})
-            continue
-        added = True
     return added
+
+
+async def drop_woken(store: ScheduleStore | None, name: str, schedule_id: str) -> None:
+    """Drop the stored copy of a wake-up the agent's live CLI fired itself; logged if the
+    store fails (the copy then fires again once that CLI has ended)."""
+    if store is None:
+        return
+    try:
+        await store.drop_schedule(name, schedule_id)
+    except StoreError as exc:
+        why = redact(str(exc))
+        logger.warning("a fired wake-up was not dropped: %s", why, extra={"agent": name})
 
 
 async def of(store: SessionStore, name: str) -> Sequence[Schedule]:

@@ -424,10 +424,12 @@ class Supervisor(metaclass=NoPublicConstructor):
         self._wakeup.set()
 
     def _fail_queued(self, child: Child, error: AgentStopped) -> None:
-        """Fail the queue of an agent that ended for good. In a store that keeps requests
+        """Fail the queue of an agent that ended for good, and end the readers of its
+        unsolicited turns. In a store that keeps requests
         they are withdrawn too while the runtime stays open (their callers were told
         `AgentStopped`); a closing runtime leaves them queued for the next owner."""
         stored = child.slot.mailbox.fail_queued(error)
+        child.slot.mailbox.end_feeds()
         durable = child.slot.requests
         if stored and durable is not None and not self._context.closed:
             self._nursery.start_soon(durable.withdraw_all, stored)

@@ -9,9 +9,10 @@ docs/asyncio.md.
 from ._faces._asyncio_runtime import EventStream as EventStream
 from ._faces._asyncio_runtime import Runtime as Runtime
 from ._faces._asyncio_runtime import Supervisor as Supervisor
+from ._faces._asyncio_runtime import UnsolicitedTurns as UnsolicitedTurns
 from ._faces._asyncio_runtime import open_runtime as open_runtime
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
-__all__ = ["EventStream", "Runtime", "Supervisor", "open_runtime"]
+__all__ = ["EventStream", "Runtime", "Supervisor", "UnsolicitedTurns", "open_runtime"]
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

@@ -463,9 +463,9 @@ class WakeupRequested:
 @runtime_checkable
 class WakeupBackend(Protocol):
     """A backend whose CLI lets the model schedule a wake-up it keeps only in its own process
-    (Claude's ``ScheduleWakeup``): agentrt stores each one a per-turn agent's CLI scheduled
-    and runs its turn when it is due, on whichever program owns the agent then (a warm CLI
-    fires its own while it lives)."""
+    (Claude's ``ScheduleWakeup``): agentrt stores each one and runs its turn when it is
+    due, on whichever program owns the agent then; a warm CLI fires its own while it
+    lives, and its turn then drops the stored copy."""
 
     def wakeups(self, events: Sequence[Event]) -> Sequence[WakeupRequested]:
         """The wake-ups a turn's ``events`` scheduled (the calls the CLI accepted)."""

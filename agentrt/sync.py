@@ -9,9 +9,10 @@ cell (whose thread runs an asyncio loop) may call it. See docs/asyncio.md.
 from ._faces._sync_runtime import EventStream as EventStream
 from ._faces._sync_runtime import Runtime as Runtime
 from ._faces._sync_runtime import Supervisor as Supervisor
+from ._faces._sync_runtime import UnsolicitedTurns as UnsolicitedTurns
 from ._faces._sync_runtime import open_runtime as open_runtime
 from ._util import fixup_module_metadata as _fixup_module_metadata
 
-__all__ = ["EventStream", "Runtime", "Supervisor", "open_runtime"]
+__all__ = ["EventStream", "Runtime", "Supervisor", "UnsolicitedTurns", "open_runtime"]
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

@@ -62,6 +62,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     ),
     "async def chat_warm": ("test_docs.py", "test_the_warm_session_block_keeps_one_cli"),
     "async def schedule_coder": ("test_schedules.py", "test_the_guides_schedule_block_runs"),
+    "async def follow_coder": ("test_unsolicited.py", "test_the_guides_reader_block_runs"),
     "store_conformance(harness": ("test_docs.py", "test_the_store_kit_block_passes_on_a_toy_store"),
     "SQLiteStore(path)": ("test_docs.py", "test_the_deployment_blocks_run"),
     'rt.request("coder", "job-42")': ("test_docs.py", "test_the_deployment_blocks_run"),

@@ -48,6 +48,10 @@ logger = logging.getLogger("agentrt")
 _DRAIN_MARGIN = 1.0
 # Bound on waiting for an ended live process to be gone (its kill ladder), beyond the grace.
 _GONE_MARGIN = 5.0
+# How long before a wake-up's stored due time its CLI may fire it: Claude Code (2.1.332)
+# sets it at least its delay on from the tool call, at a whole minute; the copy is due
+# that delay after the turn's end, which comes later than the call.
+WAKEUP_EARLY = 60.0
 
 
 class ProcessRecords(Protocol):
@@ -157,12 +161,48 @@ class CliLifecycle:
         cli = self._cli
         return cli is not None and cli.ending is None and bool(cli.held)
 
-    def end_background(self, why: str) -> None:
-        """End the live CLI, and its background work with it, if it has any or runs a turn
-        of its own (the agent halts: nobody will take that turn); a running turn's end
-        ends it."""
+    def hold_wakeups(self, due: dict[str, float]) -> None:
+        """The live CLI, which just scheduled the wake-ups ``due`` (stored copies' ids, due
+        times on the wall clock), fires them itself while it lives: it is read between
+        turns for their turns (`holds_wakeup`, `take_wakeup`). None without a live CLI."""
         cli = self._cli
-        if cli is not None and (cli.held or (cli.background is not None and cli.background.tasks)):
+        if cli is not None and cli.ending is None and due:
+            cli.wakeups.update(due)
+            cli._poke()  # an idle one starts reading
+
+    def holds_wakeup(self, schedule_id: str) -> bool:
+        """Whether the live CLI that scheduled wake-up ``schedule_id`` still lives, to fire it."""
+        cli = self._cli
+        return (
+            cli is not None
+            and cli.ending is None
+            and cli.proc is not None
+            and cli.proc.exit_status is None
+            and schedule_id in cli.wakeups
+        )
+
+    def take_wakeup(self, now: float) -> str | None:
+        """The wake-up a turn the live CLI started by itself at ``now`` (wall clock) is:
+        the one it holds that is due soonest, if that is due within `WAKEUP_EARLY` of
+        ``now`` (the CLI fires at a whole minute, maybe before the stored due time); no
+        longer held. None: the turn is another (a background task's end). By time, as the
+        CLI's turn names no wake-up (claude 2.1.332: its init, the answer, the result)."""
+        cli = self._cli
+        if cli is None or not cli.wakeups:
+            return None
+        schedule_id, due = min(cli.wakeups.items(), key=lambda item: item[1])
+        if due > now + WAKEUP_EARLY:
+            return None
+        del cli.wakeups[schedule_id]
+        return schedule_id
+
+    def end_background(self, why: str) -> None:
+        """End the live CLI, and its background work with it, if it has any, runs a turn
+        of its own or holds a wake-up (the agent halts: nobody would take such a turn; a
+        wake-up's stored copy queues instead); a running turn's end ends it."""
+        cli = self._cli
+        work = None if cli is None else cli.background
+        if cli is not None and (cli.held or cli.wakeups or (work is not None and work.tasks)):
             cli.end(why)
 
     @property

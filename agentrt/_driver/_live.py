@@ -118,6 +118,16 @@ class WarmCli:
     # took them (`own_turn` was told once, at the first).
     held: list[Any] = attrs.field(factory=list)
     own_turn: Callable[[], None] | None = None
+    # The wake-ups this process scheduled and fires itself while it lives, by the id of
+    # their stored copy, each with when it is due (wall clock): it is read between turns
+    # meanwhile, as for background work, so that the turn it starts reaches the agent.
+    wakeups: dict[str, float] = attrs.field(factory=dict)
+
+    @property
+    def reads_own_turns(self) -> bool:
+        """Whether a turn it starts by itself is the agent's (else output between turns
+        ends it): it keeps background work, or holds a wake-up."""
+        return self.background is not None or bool(self.wakeups)
 
     @property
     def pid(self) -> int | None:
@@ -241,7 +251,7 @@ class WarmCli:
                 if not self.turn_over:
                     yield frame
             elif self.turn_over:
-                if self.background is None:
+                if not self.reads_own_turns:
                     self.end("it printed output after the end of a turn")
                 else:
                     self.held.append(frame)  # a turn it starts by itself, told at the turn's end
@@ -263,7 +273,7 @@ class WarmCli:
             self._control(frame)
         elif role == "task":
             self._task_news(frame)
-        elif self.background is None:
+        elif not self.reads_own_turns:
             return "it printed output between turns"
         else:
             self._hold(frame)
@@ -436,11 +446,12 @@ class WarmCli:
             if not self.in_turn:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
-                if self.background is not None and (self.background.tasks or self.held):
+                work = self.background
+                if self.held or (work is not None and work.tasks):
                     # Background work runs, or the CLI's own turn waits for the agent: busy.
                     slots.busy(self)
                     self.idle_since = trio.current_time()
-                    if await self.background.stop_overdue(self):
+                    if work is not None and await work.stop_overdue(self):
                         continue
                 else:
                     if trio.current_time() >= self.idle_since + keep_alive:
@@ -448,10 +459,12 @@ class WarmCli:
                         return
                     slots.idle(self)
                     deadline = self.idle_since + keep_alive
-                if self.background is not None and not self.held:
+                if self.reads_own_turns and not self.held:
                     # Read what the CLI prints as it comes: its tasks' news, a turn it
-                    # starts by itself (after a task's end, even once none runs).
-                    await self._listen(min(deadline, self.background.next_due()))
+                    # starts by itself (after a task's end, even once none runs; a
+                    # wake-up's).
+                    due = math.inf if work is None else work.next_due()
+                    await self._listen(min(deadline, due))
                     continue
             with trio.move_on_at(deadline):
                 await self._wake.wait()

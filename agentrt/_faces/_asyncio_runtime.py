@@ -24,6 +24,8 @@ from .._events import Event
 from .._operations import Awaiting, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
+from .._unsolicited import UnsolicitedTurn
+from .._unsolicited import UnsolicitedTurns as TrioUnsolicitedTurns
 from .._util import NoPublicConstructor
 from ._forwarding import AgentCallsBase, same_face
 from ._runtime_thread import (
@@ -181,14 +183,60 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
+class UnsolicitedTurns(metaclass=NoPublicConstructor):
+    """`agentrt.UnsolicitedTurns` read from asyncio: an async iterator over the turns an
+    agent runs that nobody asked for, each as it ends; also an async context manager that
+    closes it. It never makes the agent wait (a reader far behind loses the oldest turns,
+    counted in `dropped`). Cancelling a read takes no turn."""
+
+    _made_by = "rt.unsolicited(name)"
+
+    __slots__ = ("_thread", "_turns")
+
+    def __init__(self, thread: RuntimeThread, turns: TrioUnsolicitedTurns) -> None:
+        self._thread = thread
+        self._turns = turns
+
+    def __aiter__(self) -> UnsolicitedTurns:
+        return self
+
+    async def __anext__(self) -> UnsolicitedTurn:
+        return await _settle(self._thread, self._turns.__anext__)
+
+    @property
+    def dropped(self) -> int:
+        """`agentrt.UnsolicitedTurns.dropped`: the turns this reader lost by falling behind."""
+        return self._turns.dropped
+
+    def close(self) -> None:
+        """Stop reading. Raises nothing; closing twice is fine."""
+        # In the runtime's thread, where the agent's mailbox fills it.
+        self._thread.run_soon(self._turns.close)
+
+    async def aclose(self) -> None:
+        """Async spelling of `close`."""
+        self.close()
+
+    async def __aenter__(self) -> UnsolicitedTurns:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 class Runtime(RuntimeFacts, Awaiting, AgentCallsBase, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` awaited from asyncio: the same methods, the same arguments, the
     same results and errors (the exception objects themselves), run in the runtime's trio
     thread. Cancelling the asyncio task that awaits a call cancels it as trio cancellation
     does (an ``ask``'s request leaves the queue or its turn stops, and the
     `asyncio.CancelledError` goes on once the turn's processes are gone). The synchronous
-    methods (``agents``, ``whereis``, ``statistics``, ``stream``) wait for one scheduling
-    step of the runtime's thread. Made by `agentrt.asyncio.open_runtime`."""
+    methods (``agents``, ``whereis``, ``statistics``, ``stream``, ``unsolicited``) wait for
+    one scheduling step of the runtime's thread. Made by `agentrt.asyncio.open_runtime`."""
 
     _made_by = "agentrt.asyncio.open_runtime()"
 
@@ -208,6 +256,13 @@ class Runtime(RuntimeFacts, Awaiting, AgentCallsBase, metaclass=NoPublicConstruc
         return EventStream._create(self._thread, self._thread.run_sync(lambda: runtime.stream(ref)))
 
     same_face(stream, TrioRuntime.stream)
+
+    def unsolicited(self, name: str) -> UnsolicitedTurns:
+        runtime = self._target
+        turns = self._thread.run_sync(lambda: runtime.unsolicited(name))
+        return UnsolicitedTurns._create(self._thread, turns)
+
+    same_face(unsolicited, TrioRuntime.unsolicited)
 
     open_supervisor = _holding(TrioRuntime.open_supervisor)
 

@@ -22,6 +22,8 @@ from .._events import Event
 from .._operations import Blocking, make_operations
 from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
+from .._unsolicited import UnsolicitedTurn
+from .._unsolicited import UnsolicitedTurns as TrioUnsolicitedTurns
 from .._util import NoPublicConstructor
 from ._forwarding import AgentCallsBase, same_face
 from ._runtime_thread import (
@@ -213,6 +215,46 @@ class EventStream(metaclass=NoPublicConstructor):
         self.close()
 
 
+class UnsolicitedTurns(metaclass=NoPublicConstructor):
+    """`agentrt.UnsolicitedTurns` read from a thread: an iterator over the turns an agent
+    runs that nobody asked for, each as it ends; also a context manager that closes it.
+    It never makes the agent wait (a reader far behind loses the oldest turns, counted in
+    `dropped`)."""
+
+    _made_by = "rt.unsolicited(name)"
+
+    __slots__ = ("_thread", "_turns")
+
+    def __init__(self, thread: RuntimeThread, turns: TrioUnsolicitedTurns) -> None:
+        self._thread = thread
+        self._turns = turns
+
+    def __iter__(self) -> UnsolicitedTurns:
+        return self
+
+    def __next__(self) -> UnsolicitedTurn:
+        try:
+            return _blocking(self._thread, self._turns.__anext__)
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    @property
+    def dropped(self) -> int:
+        """`agentrt.UnsolicitedTurns.dropped`: the turns this reader lost by falling behind."""
+        return self._turns.dropped
+
+    def close(self) -> None:
+        """Stop reading. Raises nothing; closing twice is fine."""
+        # In the runtime's thread, where the agent's mailbox fills it.
+        self._thread.run_soon(self._turns.close)
+
+    def __enter__(self) -> UnsolicitedTurns:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class Runtime(RuntimeFacts, Blocking, AgentCallsBase, metaclass=NoPublicConstructor):
     """`agentrt.Runtime` called from plain threads: the same methods, the same arguments,
     the same results and errors (the exception objects themselves), each blocking its
@@ -239,6 +281,14 @@ class Runtime(RuntimeFacts, Blocking, AgentCallsBase, metaclass=NoPublicConstruc
         return EventStream._create(self._thread, self._thread.run_sync(lambda: runtime.stream(ref)))
 
     same_face(stream, TrioRuntime.stream)
+
+    def unsolicited(self, name: str) -> UnsolicitedTurns:
+        _check_thread(self._thread)
+        runtime = self._target
+        turns = self._thread.run_sync(lambda: runtime.unsolicited(name))
+        return UnsolicitedTurns._create(self._thread, turns)
+
+    same_face(unsolicited, TrioRuntime.unsolicited)
 
     open_supervisor = _holding(TrioRuntime.open_supervisor)
 

@@ -1,12 +1,13 @@
-"""A warm claude fires the wake-ups it scheduled itself, while it lives (a turn it starts,
-origin ``task``): agentrt does not store such a wake-up, so it runs once, not twice."""
+"""A warm claude fires the wake-ups it scheduled itself, while it lives (a turn it starts):
+agentrt stores the wake-up as for a per-turn agent, reads that turn as the wake-up's (origin
+``wakeup``) and drops the stored copy, so it runs once, not twice."""
 
 from __future__ import annotations
 
 import pytest
 import trio
-from proc_helpers import wait_until
 
+from agentrt import Completed
 from agentrt.testing import AnthropicText, AnthropicToolUse
 
 from ._claude import Claude
@@ -19,7 +20,7 @@ DELAY = 60  # the shortest the CLI takes; it fires at the next whole minute afte
 WAKEUP_PROMPT = "Look at the CI run again."
 
 
-async def test_a_warm_clis_wakeup_is_not_stored_and_the_cli_runs_it(claude: Claude) -> None:
+async def test_a_warm_clis_wakeup_is_stored_and_run_once_by_the_cli(claude: Claude) -> None:
     claude.api.set_script(
         [
             AnthropicToolUse(
@@ -31,14 +32,19 @@ async def test_a_warm_clis_wakeup_is_not_stored_and_the_cli_runs_it(claude: Clau
             AnthropicText("Woke again."),
         ]
     )
-    async with warm_agent(claude, keep_alive=600) as rt:
+    async with warm_agent(claude, keep_alive=600) as rt, rt.unsolicited("coder") as turns:
         with trio.fail_after(TURN_BOUND):
             assert (await rt.ask("coder", "start the CI run")).text == "Scheduled."
-        assert await rt.schedules("coder") == ()
+        (kept,) = await rt.schedules("coder")
+        assert (kept.origin, kept.prompt) == ("wakeup", WAKEUP_PROMPT)
+        with trio.fail_after(2 * DELAY + TURN_BOUND):
+            turn = await turns.__anext__()
+        assert isinstance(turn.result, Completed)
+        assert (turn.origin, turn.result.response.text) == ("wakeup", "Woke.")
+        assert await rt.schedules("coder") == ()  # the stored copy was dropped
 
         def wakeups() -> int:
             return sum(WAKEUP_PROMPT in r.last_user_text() for r in claude.api.message_requests)
 
-        await wait_until(wakeups, bound=2 * DELAY + TURN_BOUND)
-        await wait_until(lambda: len(claude.api.message_requests) == 3, bound=TURN_BOUND)
+        assert len(claude.api.message_requests) == 3
         assert wakeups() == 1
