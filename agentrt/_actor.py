@@ -179,6 +179,9 @@ class Actor:
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: AgentCrashed | None = None
+        # It may have schedules stored already (an earlier program's): they are read now,
+        # not at the scheduler's next reading of the store.
+        self.schedules_changed()
         try:
             with self._scope, collapse_exception_groups():
                 if self.mode.holds_cli:  # a live CLI, for one turn or kept warm
