@@ -281,12 +281,17 @@ class Actor:
             kept = self.capabilities.credentials
             if kept is not None and not read_store and (group is not None or not self._read_store):
                 # What the store holds of its credential first (another program's limit, an
-                # earlier program's): the request waits at the head of the queue meanwhile.
-                if request is slot.current:  # handed over as it idled: it joins the queue
-                    slot.defer()
+                # earlier program's): a queued request stays at the head of the queue
+                # meanwhile; one handed over as the agent idled stays current, its turn
+                # starting, and joins the queue only if the agent must wait.
                 halts = self.options.on_credential_expired == "halt"
                 await take_stored(slot, kept, halts=halts)
                 read_store = self._read_store = True
+                if request is slot.current and slot.halt_pending:
+                    # Halted meanwhile (the store's halt, or `halt`) before its turn began.
+                    slot.defer()
+                    slot.halt_pending = False
+                    slot.halt_now()
                 continue
             if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):
                 # Parked at a usage limit, or at its credential's admission: the request
