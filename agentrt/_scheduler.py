@@ -39,9 +39,10 @@ logger = logging.getLogger("agentrt")
 # another program may add or make due a schedule of an agent this one owns.
 STORE_READ = 1.0
 # How often it reads a store other programs share while none of its agents has a schedule
-# (the store's others' schedules are no work of its own): an idle owner reads it 12 times
-# a minute, not 60. A schedule is first due a period from its add, so another program's
-# first schedule of its agent waits this long only when made due at once (run now).
+# (the schedules of other programs' agents are none of its work): an idle owner reads it
+# 12 times a minute, not 60. A schedule is first due a period from its add, so another
+# program's first schedule of its agent fires late only when due sooner than this: made
+# due at once (run now), or a shorter period.
 IDLE_READ = 5.0
 
 
