@@ -173,6 +173,9 @@ class Actor:
 
         Cancellation: ends the actor like ``stop``; cleanup is shielded and bounded."""
         crash: AgentCrashed | None = None
+        # It may have schedules stored already (an earlier program's): they are read now,
+        # not at the scheduler's next reading of the store.
+        self.schedules_changed()
         try:
             with self._scope, collapse_exception_groups():
                 if self.mode.holds_cli:  # a live CLI, for one turn or kept warm
@@ -254,7 +257,8 @@ class Actor:
                 with AgentLogs(slot):
                     await self._apply(mailbox.notifications.popleft())
                 continue
-            request = slot.current or slot.take()
+            # Read, not taken: the request stays queued until its turn may start.
+            request = slot.next()
             group = slot.credential
             if request is None:
                 if self._recorder.idle_due:  # the queued turn did not come
@@ -271,24 +275,31 @@ class Actor:
             kept = self.capabilities.credentials
             if kept is not None and not read_store and (group is not None or not self._read_store):
                 # What the store holds of its credential first (another program's limit, an
-                # earlier program's): the request waits at the head of the queue meanwhile.
-                slot.current = None
-                slot.mailbox.put_back(request)
+                # earlier program's): a queued request stays at the head of the queue
+                # meanwhile; one handed over as the agent idled stays current, its turn
+                # starting, and joins the queue only if the agent must wait.
                 halts = self.options.on_credential_expired == "halt"
                 await take_stored(slot, kept, halts=halts)
                 read_store = self._read_store = True
+                if request is slot.current and slot.halt_pending:
+                    # Halted meanwhile (the store's halt, or `halt`) before its turn began.
+                    slot.defer()
+                    slot.halt_pending = False
+                    slot.halt_now()
                 continue
             if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):
                 # Parked at a usage limit, or at its credential's admission: the request
                 # waits at the head of the queue (withdrawn or cancelled as any queued one).
-                slot.current = None
-                slot.mailbox.put_back(request)
+                if request is slot.current:  # handed over as it idled: it joins the queue
+                    slot.defer()
                 if request.claimed and slot.requests is not None:
                     # Started in the store as it was handed over: it waits there unstarted,
                     # so a program that closes meanwhile leaves it queued for the next.
                     await slot.requests.release(request)
                 await group.wait()
                 continue
+            if request is not slot.current:
+                slot.take()  # the head just read
             try:
                 if request.stored_id is not None and not request.claimed:
                     with AgentLogs(slot):

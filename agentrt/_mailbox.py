@@ -167,6 +167,12 @@ class Mailbox:
         self.queued_bytes -= request.size
         return request
 
+    def head(self) -> Request | None:
+        """The request `take` returns next, left where it is."""
+        if self.chained:
+            return self.chained[0]
+        return self.queue[0] if self.queue else None
+
     def put_back(self, request: Request) -> None:
         """Put a request that was taken but not run back where `take` found it."""
         if request.origin == "self_chain" or request.origin == "task":

@@ -35,16 +35,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("agentrt")
 
-# How often the scheduler reads the store, at most, while it keeps schedules or other
-# programs share it: another program may add or make due a schedule of an agent this one
-# owns, or an agent this one starts may have schedules already.
+# How often the scheduler reads the store, at most, while its agents have schedules:
+# another program may add or make due a schedule of an agent this one owns.
 STORE_READ = 1.0
+# How often it reads a store other programs share while none of its agents has a schedule
+# (the schedules of other programs' agents are none of its work): an idle owner reads it
+# 12 times a minute, not 60. A schedule is first due a period from its add, so another
+# program's first schedule of its agent fires late only when due sooner than this: made
+# due at once (run now), or a shorter period.
+IDLE_READ = 5.0
 
 
 class Scheduler:
     """Fires the due schedules of the agents of ``context`` (a runtime) kept in ``store``,
     until the runtime closes; ``poke`` makes it read the store at once (a schedule was added
-    or made due here)."""
+    or made due here, or an agent started, which may have schedules stored)."""
 
     def __init__(self, context: Context, store: ScheduleStore) -> None:
         self._context = context
@@ -77,12 +82,14 @@ class Scheduler:
             logger.warning("the schedules could not be read: %s", redact(str(exc)))
             return STORE_READ
         if not kept:
-            return STORE_READ if self._shared else math.inf
+            return IDLE_READ if self._shared else math.inf
         soonest = math.inf
         children = self._context.children
+        owned = False
         for schedule in kept:
             if self._context.closed or schedule.name not in children:
                 continue
+            owned = True
             if schedule.next_due <= wall_now():
                 try:
                     await self._fire(schedule)
@@ -92,7 +99,7 @@ class Scheduler:
                     logger.warning("schedule %s did not fire: %s", schedule.id, why, extra=extra)
                 continue
             soonest = min(soonest, schedule.next_due - wall_now())
-        return min(soonest, STORE_READ)
+        return min(soonest, STORE_READ if owned else IDLE_READ)
 
     async def _fire(self, schedule: Schedule) -> None:
         if schedule.origin == "wakeup":

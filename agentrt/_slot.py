@@ -112,6 +112,14 @@ class Slot:
         self.current = request
         self._current_since = trio.current_time()
 
+    def next(self) -> Request | None:
+        """The request to run next, left where it is until the agent may run it (`take`):
+        the one handed over (current), else the mailbox's head; None while halted or
+        without work."""
+        if self.current is not None:
+            return self.current
+        return None if self.halted else self.mailbox.head()
+
     def take(self) -> Request | None:
         """The next request to run, now current; None while halted or without work."""
         if self.halted:
@@ -120,6 +128,14 @@ class Slot:
         if request is not None:
             self.begin(request)
         return request
+
+    def defer(self) -> None:
+        """The request handed over cannot run at once after all: it waits at the head of
+        the queue."""
+        request = self.current
+        assert request is not None
+        self.current = None
+        self.mailbox.put_back(request)
 
     def park(self) -> Awaitable[object]:
         """Await it to wait until other tasks give the instance something to do.
@@ -205,18 +221,20 @@ class Slot:
     def enter(self, request: Request, *, bounded: bool = True) -> None:
         """Hand the agent ``request`` (as `submit`); not ``bounded``: a store that keeps
         requests has checked the mailbox's bounds as it accepted it."""
-        if self._parked is not None and not self.halted:
-            # Waiting for work (its credential parked too: the loop holds the request at
-            # the head of its queue until the reset).
+        if self.waiting:
             self.mailbox.track(request)
             self.begin(request)
             self._wake()
-        else:
-            idle = self.current is None and not self.halted
-            interrupt = self.when_busy == "interrupt" and self.current is not None
-            self.mailbox.admit(request, idle=idle, bounded=bounded, first=interrupt)
-            if interrupt:
-                self.interrupt()
+            return
+        idle = self.current is None and not self.halted
+        interrupt = self.when_busy == "interrupt" and self.current is not None
+        self.mailbox.admit(request, idle=idle, bounded=bounded, first=interrupt)
+        if interrupt:
+            self.interrupt()
+        elif self._parked is not None and not self.halted:
+            # Waiting for work while its credential is parked: the request waits, queued and
+            # untaken, and the instance waits for the reset.
+            self._wake()
 
     async def arriving(self, prompt: str) -> Request | None:
         """What ``when_busy`` makes of ``prompt``, arriving now: the running request it

@@ -82,6 +82,24 @@ async def test_a_usage_limit_parks_every_agent_of_the_credential_until_its_reset
         assert ((await rt.status("a")).state, (await rt.status("a")).parked_until) == ("idle", None)
 
 
+async def test_a_request_waits_untaken_while_its_credential_is_parked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Before a turn the agent reads what holds its credential, not takes its next request:
+    # while parked no request runs, so one that rejects prompts during a turn queues them
+    # (it refused the second while the first was handed over to be put back), in order.
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team", when_busy="reject")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        first, second, third = [await rt.tell("b", text) for text in ("1", "2", "3")]
+        status = await rt.status("b")
+        assert (status.state, status.queued, status.current) == ("parked", 3, None)
+        assert await rt.withdraw(second)
+        assert [await answer(rt, ref) for ref in (first, third)] == ["1", "3"]
+
+
 async def test_an_agent_that_opts_out_fails_its_turn_and_is_not_parked(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -547,7 +547,7 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "test_options.py": ("_options",),
     "test_ownership.py": ("_cluster._ownership", "_driver._proctree"),
-    "test_portable.py": ("_portable", "_stores._sqlite"),
+    "test_portable.py": ("_portable",),
     "test_process_kill.py": (
         "_driver._proctree",
         "_driver._process",
@@ -579,6 +579,8 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
     "worker_cgroup.py": ("_driver._cgroup", "_driver._procfs"),
     # Holds a runtime's spawn at its gate: the cgroup move is the one point to stop it at.
     "gate_host.py": ("_driver._cgroup",),
+    # The stores' schema steps, which the upgrade tests go back through to an earlier version.
+    "schema_steps.py": ("_stores._postgres", "_stores._sqlite"),
 }
 
 
@@ -640,7 +642,7 @@ def test_only_listed_unit_tests_use_private_modules() -> None:
     assert {test: sorted(set(m)) for test, m in UNIT_TESTS.items()} == {
         test: sorted(uses) for test, uses in used.items()
     }
-    assert len(UNIT_TESTS) <= 40
+    assert len(UNIT_TESTS) <= 41
 
 
 def test_every_way_of_reaching_a_private_module_is_found() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from schema_steps import SQLITE_VERSION, back_to_postgres
 
 import agentrt
 from agentrt import (
@@ -24,7 +25,6 @@ from agentrt import (
     StoreError,
 )
 from agentrt._portable import PortableSession, default_cli_homes, home_folder, share_login
-from agentrt._stores import _sqlite
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.backends.codex import CodexBackend
 from agentrt.testing import ScriptedBackend, reply
@@ -110,7 +110,7 @@ async def test_the_sqlite_schema_gains_the_transcripts_table(tmp_path: Path) -> 
     finally:
         conn.close()
     # Migrated to the newest version (5 added the transcripts), whatever came after 5.
-    assert version == len(_sqlite._MIGRATIONS) >= 5
+    assert version == SQLITE_VERSION >= 5
     assert columns == ["name", "start", "session_id", "path", "data"]
 
 
@@ -360,24 +360,9 @@ async def test_portable_needs_a_backend_with_a_transcript_file(tmp_path: Path) -
 async def test_a_version_2_postgres_database_gains_the_transcripts_table(
     postgres_dsn: str,
 ) -> None:
-    import psycopg
-
     async with PostgresStore(postgres_dsn) as store:
         await store.checkpoint_session("kept", backend="claude", session_id="s", cwd="/w")
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # before portable sessions
-        conn.execute("DROP TABLE agentrt.transcripts")
-        conn.execute("DROP TABLE agentrt.agent_specs")  # the migrations after it
-        conn.execute("DROP TABLE agentrt.approvals")
-        conn.execute("DROP TABLE agentrt.workspaces")
-        conn.execute("DROP TABLE agentrt.turn_history")
-        conn.execute("DROP TABLE agentrt.agent_budgets")
-        conn.execute("DROP TABLE agentrt.requests")
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN live_idle")
-        conn.execute("ALTER TABLE agentrt.sessions DROP COLUMN session_turns")
-        conn.execute("UPDATE agentrt.schema_version SET version = 2")
+    back_to_postgres(postgres_dsn, 2)  # before portable sessions
     async with PostgresStore(postgres_dsn) as store:
         assert (record := await store.load("kept")) is not None and record.session_id == "s"
         await store.append_transcript("kept", session_id="s", path=PATH, offset=0, data=b"d")

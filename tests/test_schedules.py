@@ -6,6 +6,7 @@ tests/test_store_conformance.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,8 @@ async def test_a_schedule_outlives_its_program_and_its_due_fire_runs_once(tmp_pa
     async with open_runtime(store=SQLiteStore(path)) as rt:
         await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
         with trio.fail_after(30):
-            # The scheduler reads the store at least once a second: no event to wait on.
+            # The scheduler reads the store as the agent starts, then each second while the
+            # agent has schedules: no event to wait on.
             while (kept := (await rt.schedules("coder"))[0]).last_run is None:  # noqa: ASYNC110
                 await trio.sleep(0.05)
         assert kept.last_request == "4242"
@@ -224,7 +226,8 @@ async def test_another_program_schedules_and_runs_now_and_the_owner_fires(tmp_pa
         made = await other.schedule("coder", "report", every=3600)
         assert await other.run_schedule("coder", made.id)
         with trio.fail_after(30):
-            # The owner reads the store at least once a second: no event to wait on.
+            # The owner reads the store each 5 s while its agents have no schedule: no event
+            # to wait on.
             while (kept := (await other.schedules("coder"))[0]).last_ref is None:  # noqa: ASYNC110
                 await trio.sleep(0.05)
         assert kept.last_ref is not None
@@ -233,3 +236,58 @@ async def test_another_program_schedules_and_runs_now_and_the_owner_fires(tmp_pa
         assert result.response.origin == "schedule"
         assert kept.next_due == pytest.approx(kept.last_run + 3600)  # type: ignore[operator]
     assert [(origin, text) for _t, origin, text in agent.answered] == [("schedule", "echo report")]
+
+
+class SharedCountingStore(MemoryStore):
+    """A memory store as one other programs share (so its owner reads it for their
+    schedules), counting the scheduler's readings of every schedule."""
+
+    readings = 0
+
+    @property
+    def shared_between_programs(self) -> bool:
+        return True
+
+    async def schedules(self, name: str | None = None) -> Sequence[agentrt.Schedule]:
+        if name is None:
+            self.readings += 1
+        return await super().schedules(name)
+
+
+async def test_an_owner_whose_agents_have_no_schedule_reads_a_shared_store_seldom(
+    autojump_clock: MockClock,
+) -> None:
+    # An idle owner on a store another program shares, over a minute: 60 readings of
+    # every schedule while it read the store each second whatever it held; 12 once it
+    # reads it each 5 s while none is of its agents, and each second once one is.
+    store = SharedCountingStore()
+    agent = Turns()
+    async with (
+        open_runtime(store=store) as owner,
+        open_runtime(store=store.handle()) as other,
+    ):
+        await owner.start_agent(agent, name="coder", backend=echo_backend())
+        await other.schedule("elsewhere", "not the owner's", every=3600)
+        await trio.sleep(1)
+        before = store.readings
+        await trio.sleep(60)
+        assert store.readings - before <= 13
+        # Another program's schedule of its agent, made due at once, fires within 5 s.
+        made = await other.schedule("coder", "report", every=3600)
+        start = trio.current_time()
+        assert await other.run_schedule("coder", made.id)
+        await trio.sleep(6)
+        assert [(t - start <= 5, text) for t, _, text in agent.answered] == [(True, "echo report")]
+        before = store.readings
+        await trio.sleep(60)
+        assert store.readings - before >= 55
+        # An agent that starts with a schedule overdue (another program's) fires it at once,
+        # while the owner reads the store each 5 s again.
+        assert await other.unschedule("coder", made.id)
+        late = Turns()
+        await other.schedule("late", "catch up", every=30)
+        await trio.sleep(31)
+        start = trio.current_time()
+        await owner.start_agent(late, name="late", backend=echo_backend())
+        await trio.sleep(0.5)
+        assert [(t - start, text) for t, _, text in late.answered] == [(0, "echo catch up")]

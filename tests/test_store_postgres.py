@@ -7,10 +7,12 @@ from __future__ import annotations
 import attrs
 import psycopg
 import pytest
+import schema_steps
 import trio
 import trio.testing
 from pg_server import Server
 from proc_helpers import wait_until
+from schema_steps import POSTGRES_STEPS, POSTGRES_VERSION, back_to_postgres
 
 from agentrt import Agent, PostgresStore, StoreError, Usage, open_runtime
 from agentrt.store import (
@@ -44,6 +46,8 @@ _WORKSPACE = StoredWorkspace(
     node="a",
 )
 
+_VERSION = "SELECT version FROM agentrt.schema_version"
+
 
 async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn: str) -> None:
     async with PostgresStore(postgres_dsn), PostgresStore(postgres_dsn):
@@ -55,11 +59,42 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'agentrt'"
             )
         }
-        tables_wanted = {"schema_version", "sessions", "leases", "routed", "transcripts"}
-        more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
-        more |= {"requests", "credential_holds", "agent_credentials", "schedules"}
-        assert tables == tables_wanted | more
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert tables == schema_steps.tables(POSTGRES_STEPS, POSTGRES_VERSION)
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
+
+
+def _postgres_schema(dsn: str) -> dict[str, set[str]]:
+    """Each table of the store's namespace in the database ``dsn``, with its columns and
+    indexes."""
+    with psycopg.connect(dsn) as conn:
+        schema: dict[str, set[str]] = {}
+        for table, column in conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = 'agentrt'"
+        ):
+            schema.setdefault(table, set()).add(column)
+        for table, index in conn.execute(
+            "SELECT tablename, indexname FROM pg_indexes WHERE schemaname = 'agentrt'"
+        ):
+            schema[table].add(f"index {index}")
+        return schema
+
+
+async def test_every_earlier_version_the_schema_steps_name_upgrades_to_a_new_databases_schema(
+    postgres_dsn: str,
+) -> None:
+    # As on SQLite (test_store_sqlite.py): each version the upgrade tests go back to
+    # (schema_steps.back_to_postgres) has what its steps made, and comes forward to what a
+    # new database gets.
+    async with PostgresStore(postgres_dsn):
+        pass
+    new = _postgres_schema(postgres_dsn)
+    for version in range(1, POSTGRES_VERSION):
+        back_to_postgres(postgres_dsn, version)
+        assert set(_postgres_schema(postgres_dsn)) == schema_steps.tables(POSTGRES_STEPS, version)
+        async with PostgresStore(postgres_dsn):
+            pass
+        assert _postgres_schema(postgres_dsn) == new, version
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -68,21 +103,13 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
     # Version 6 is the schema with the approvals table and no workspaces one.
     async with PostgresStore(postgres_dsn) as store:
         await store.put_approval(_APPROVAL)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.workspaces")
-        conn.execute("DROP TABLE agentrt.turn_history")
-        conn.execute("DROP TABLE agentrt.agent_budgets")
-        conn.execute("DROP TABLE agentrt.requests")
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 6")
+    back_to_postgres(postgres_dsn, 6)
     async with PostgresStore(postgres_dsn) as store:
         assert list(await store.pending_approvals()) == [_APPROVAL]
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -91,14 +118,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
     # Version 7 is the schema with the workspaces table and no turn history.
     async with PostgresStore(postgres_dsn) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.turn_history")
-        conn.execute("DROP TABLE agentrt.agent_budgets")
-        conn.execute("DROP TABLE agentrt.requests")
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 7")
+    back_to_postgres(postgres_dsn, 7)
     turn = StoredTurn(
         name="coder",
         node="a",
@@ -117,7 +137,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
@@ -126,13 +146,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
     # Version 8 is the schema with the turn history and no budgets.
     async with PostgresStore(postgres_dsn) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.agent_budgets")
-        conn.execute("DROP TABLE agentrt.requests")
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 8")
+    back_to_postgres(postgres_dsn, 8)
     budget = StoredBudget(scope="supervisor", key="k", usd=None, tokens=12_000_000_000)
     async with PostgresStore(postgres_dsn) as store:
         await store.save_budgets("coder", (budget,))
@@ -140,7 +154,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessions(
@@ -149,12 +163,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
     # Version 9 is the schema with the budgets and no requests table.
     async with PostgresStore(postgres_dsn) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.requests")
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 9")
+    back_to_postgres(postgres_dsn, 9)
     async with PostgresStore(postgres_dsn) as store:
         accepted = await store.enqueue_request(
             "coder",
@@ -170,7 +179,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
@@ -188,11 +197,7 @@ async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
             max_pending=10,
             max_pending_bytes=1000,
         )
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.credential_holds")
-        conn.execute("DROP TABLE agentrt.agent_credentials")
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 10")
+    back_to_postgres(postgres_dsn, 10)
     halted = StoredCredential(
         key="claude:/l", label="claude login file /l", halt_reason="expired", halted_since=5.0
     )
@@ -203,7 +208,7 @@ async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
         assert list(await store.credentials()) == [attrs.evolve(halted, agents=("coder",))]
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
@@ -220,16 +225,14 @@ async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
             max_pending=10,
             max_pending_bytes=1000,
         )
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP TABLE agentrt.schedules")
-        conn.execute("UPDATE agentrt.schema_version SET version = 11")
+    back_to_postgres(postgres_dsn, 11)
     async with open_runtime(store=PostgresStore(postgres_dsn)) as rt:
         made = await rt.schedule("coder", "nightly", every=86400)
         assert [s.id for s in await rt.schedules("coder")] == [made.id]
     async with PostgresStore(postgres_dsn) as store:
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

@@ -19,8 +19,10 @@ from typing import Any, TypeVar
 
 import attrs
 import pytest
+import schema_steps
 import trio
 import trio.testing
+from schema_steps import SQLITE_VERSION, back_to_sqlite
 
 import agentrt
 from agentrt import (
@@ -219,19 +221,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
     )
     async with SQLiteStore(path) as store:
         await store.put_approval(approval)
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE workspaces")
-        conn.execute("DROP TABLE turn_history")
-        conn.execute("DROP TABLE agent_budgets")
-        conn.execute("DROP TABLE requests")
-        conn.execute("DROP TABLE credential_holds")
-        conn.execute("DROP TABLE agent_credentials")
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 8")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 8)
     workspace = StoredWorkspace(
         name="coder", repo="/r", path="/r.wt/coder", branch="agentrt/coder", base=None, node="a"
     )
@@ -241,7 +231,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -257,18 +247,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
     path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE turn_history")
-        conn.execute("DROP TABLE agent_budgets")
-        conn.execute("DROP TABLE requests")
-        conn.execute("DROP TABLE credential_holds")
-        conn.execute("DROP TABLE agent_credentials")
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 9")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 9)
     turn = StoredTurn(
         name="coder",
         node="a",
@@ -288,7 +267,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     finally:
         conn.close()
 
@@ -298,17 +277,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
     path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE agent_budgets")
-        conn.execute("DROP TABLE requests")
-        conn.execute("DROP TABLE credential_holds")
-        conn.execute("DROP TABLE agent_credentials")
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 10")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 10)
     budget = StoredBudget(scope="runtime", key="k", usd=1.5, tokens=None)
     async with SQLiteStore(path) as store:
         await store.save_budgets("coder", (budget,))
@@ -317,7 +286,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     finally:
         conn.close()
 
@@ -682,15 +651,7 @@ async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
             max_pending=10,
             max_pending_bytes=1000,
         )
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE credential_holds")
-        conn.execute("DROP TABLE agent_credentials")
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 12")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 12)
     parked = StoredCredential(key="named:team", label="team", parked_until=2e9, park_reason="x")
     async with SQLiteStore(path) as store:
         assert list(await store.credentials()) == []
@@ -700,7 +661,7 @@ async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     finally:
         conn.close()
 
@@ -712,16 +673,7 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
     path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd=None)
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE requests")
-        conn.execute("DROP TABLE credential_holds")
-        conn.execute("DROP TABLE agent_credentials")
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 11")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 11)
     async with SQLiteStore(path) as store:
         accepted = await store.enqueue_request(
             "coder",
@@ -738,9 +690,42 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     finally:
         conn.close()
+
+
+def _sqlite_schema(path: Path) -> dict[str, set[str]]:
+    """Each table of the file at ``path``, with its columns and indexes."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            | {f"index {r[1]}" for r in conn.execute(f"PRAGMA index_list({table})")}
+            for table in tables
+        }
+    finally:
+        conn.close()
+
+
+async def test_every_earlier_version_the_schema_steps_name_upgrades_to_a_new_files_schema(
+    tmp_path: Path,
+) -> None:
+    # The upgrade tests take a file back to version N by the steps themselves
+    # (schema_steps.back_to_sqlite): each version goes back to what its steps made, and
+    # comes forward to what a new file gets.
+    path = tmp_path / "sessions.sqlite3"
+    async with SQLiteStore(path):
+        pass
+    new = _sqlite_schema(path)
+    assert set(new) == schema_steps.tables(schema_steps.SQLITE_STEPS, SQLITE_VERSION)
+    for version in range(1, SQLITE_VERSION):
+        back_to_sqlite(path, version)
+        assert set(_sqlite_schema(path)) == schema_steps.tables(schema_steps.SQLITE_STEPS, version)
+        async with SQLiteStore(path):
+            pass
+        assert _sqlite_schema(path) == new, version
 
 
 async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
@@ -758,13 +743,7 @@ async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
             max_pending=10,
             max_pending_bytes=1000,
         )
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TABLE schedules")
-        conn.execute("PRAGMA user_version = 13")
-        conn.commit()
-    finally:
-        conn.close()
+    back_to_sqlite(path, 13)
     async with open_runtime(store=SQLiteStore(path)) as rt:
         made = await rt.schedule("coder", "nightly", every=86400)
         assert [s.id for s in await rt.schedules("coder")] == [made.id]
@@ -772,7 +751,7 @@ async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
     finally:
         conn.close()
 

@@ -120,7 +120,8 @@ async def test_a_stored_wakeup_fires_once_in_the_next_program_and_is_dropped(
         assert isinstance(result, agentrt.Completed)
         assert result.response.origin == "wakeup"
         with trio.fail_after(30):
-            # The scheduler reads the store at least once a second: no event to wait on.
+            # The scheduler reads the store as the agent starts, then each second while the
+            # agent has schedules: no event to wait on.
             while await rt.schedules("coder"):  # noqa: ASYNC110
                 await trio.sleep(0.05)
         # A second request for the wake-up would run before this prompt.

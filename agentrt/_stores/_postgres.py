@@ -100,7 +100,8 @@ _CREATE_ROUTED = (
 )
 
 # _MIGRATIONS[v] takes a database from schema version v to v + 1 (version 0: no schema),
-# each step in one transaction with its version bump.
+# each step in one transaction with its version bump. The upgrade tests undo the steps after
+# a version (tests/schema_steps.py), as on SQLite.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",

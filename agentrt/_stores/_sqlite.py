@@ -121,7 +121,10 @@ CREATE TABLE leases (
 """
 
 # _MIGRATIONS[v] takes a file from schema version v (PRAGMA user_version) to v + 1; version 0
-# is an empty file. Each step runs in one transaction with its version bump.
+# is an empty file. Each step runs in one transaction with its version bump. The upgrade
+# tests go back to a version by undoing the later steps' CREATE TABLE / CREATE INDEX / ADD
+# COLUMN statements (tests/schema_steps.py): a statement of another kind needs its undoing
+# written there.
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (_CREATE_SESSIONS,),
     # 2: the env marker of a live turn, so the reaper finds setsid'd orphans of a dead leader.
