@@ -276,6 +276,7 @@ _ops = st.one_of(
 )
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("policy", ["fail", "retry"])
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(_ops, max_size=16))
