@@ -54,6 +54,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _LEAVE_CGROUP = pytest.StashKey[Callable[[], None] | None]()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Long tests first: a parallel run hands its workers tests in collection order (after
+    # the xdist groups), so a minute-long test collected last would run alone at the end
+    # while the other workers sit idle. The sort is stable: the rest keep their order.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(autouse=True)
 def private_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``open_runtime()`` without a store gets a MemoryStore here: the SQLite default waits

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NO_ENVIRONMENT = 3
 
 
+@pytest.mark.long
 def test_quick_run_writes_every_table(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     out = tmp_path / "README.md"

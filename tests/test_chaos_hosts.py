@@ -13,7 +13,7 @@ import random
 import chaos_hosts
 import pytest
 
-pytestmark = pytest.mark.xdist_group("chaos_hosts")
+pytestmark = [pytest.mark.xdist_group("chaos_hosts"), pytest.mark.long]
 
 
 async def test_chaos_across_hosts_loses_nothing() -> None:

@@ -17,7 +17,7 @@ from agentrt.testing import AnthropicText, AnthropicToolUse
 
 from ._claude import MARKER_VAR, Claude, base_env
 
-pytestmark = pytest.mark.realcli
+pytestmark = [pytest.mark.realcli, pytest.mark.long]  # the CLI waits a minute or two
 
 HOST_CHILD = Path(__file__).parent.parent / "host_child.py"
 TURN_BOUND = 120  # generous: real CLI starts on a loaded machine

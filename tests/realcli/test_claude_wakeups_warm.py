@@ -13,7 +13,7 @@ from agentrt.testing import AnthropicText, AnthropicToolUse
 from ._claude import Claude
 from .test_claude_warm import warm_agent
 
-pytestmark = pytest.mark.realcli
+pytestmark = [pytest.mark.realcli, pytest.mark.long]  # the CLI waits a minute or two
 
 TURN_BOUND = 120  # generous: real CLI starts on a loaded machine
 DELAY = 60  # the shortest the CLI takes; it fires at the next whole minute after it

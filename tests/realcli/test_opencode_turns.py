@@ -57,6 +57,7 @@ async def test_two_turns_resume_one_session_and_report_the_cli_version(opencode:
     assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
 
 
+@pytest.mark.long
 async def test_five_turns_survive_a_supervisor_restart(
     opencode: Opencode, tmp_path: trio.Path
 ) -> None:
