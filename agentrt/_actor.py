@@ -137,8 +137,10 @@ class Actor:
     _ask_crash: AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
+    name: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self.name = self.slot.name
         self._overrides = overrides = overridden(type(self.agent))
         self._callbacks = Callbacks(self.agent, self.slot.name, overrides)
         self._recovery = Recovery(
@@ -156,10 +158,6 @@ class Actor:
             self._portable = PortableSession(
                 transcripts, self.name, backend, home, self.options.transcript_wait
             )
-
-    @property
-    def name(self) -> str:
-        return self.slot.name
 
     @property
     def store(self) -> SessionStore:

@@ -91,10 +91,11 @@ class Slot:
     requests: Durable | None = None
     # What a prompt that arrives during a turn does (AgentOptions.when_busy).
     when_busy: WhenBusy = "enqueue"
+    # The agent's name, read on every ask: kept here rather than looked up in the mailbox.
+    name: str = attrs.field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.mailbox.name
+    def __attrs_post_init__(self) -> None:
+        self.name = self.mailbox.name
 
     # --- used by the running instance -------------------------------------------------
 
