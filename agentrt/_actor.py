@@ -38,7 +38,7 @@ from ._events import (
     TurnOrigin,
 )
 from ._exceptiongroups import collapse_exception_groups
-from ._held_credentials import save_hold, take_stored
+from ._held_credentials import check_stored_halt, save_hold, take_stored
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
 from ._mode import Mode
@@ -267,10 +267,13 @@ class Actor:
                     await self._recorder.parked()
                     continue
                 if slot.halted and group is not None and group.expired is not None:
-                    # Halted by its login's expiry: it looks for a new login now and then.
+                    # Halted by its login's expiry: it looks for a new login now and then,
+                    # and whether the store still holds the halt (`agentrt unhalt`).
                     with trio.move_on_after(self.options.login_check):
                         await slot.park()
-                    group.check_login()
+                    kept = self.capabilities.credentials
+                    if not group.check_login() and kept is not None and slot.halted:
+                        await check_stored_halt(group, kept)
                     continue
                 await slot.park()
                 continue
@@ -281,7 +284,8 @@ class Actor:
                 slot.current = None
                 slot.mailbox.put_back(request)
                 halts = self.options.on_credential_expired == "halt"
-                await take_stored(slot, kept, halts=halts)
+                parks = self.options.on_usage_limit == "park"
+                await take_stored(slot, kept, halts=halts, parks=parks)
                 read_store = self._read_store = True
                 continue
             if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):

@@ -59,7 +59,7 @@ async def test_a_new_database_gets_the_schema_in_its_own_namespace(postgres_dsn:
         more = {"agent_specs", "approvals", "workspaces", "turn_history", "agent_budgets"}
         more |= {"requests", "credential_holds", "agent_credentials", "schedules"}
         assert tables == tables_wanted | more
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
@@ -82,7 +82,7 @@ async def test_a_version_6_database_gains_the_workspaces_keeping_its_approvals(
         await store.save_workspace(_WORKSPACE)
         assert list(await store.workspaces()) == [_WORKSPACE]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
@@ -117,7 +117,7 @@ async def test_a_version_7_database_gains_the_turn_history_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
@@ -140,7 +140,7 @@ async def test_a_version_8_database_gains_the_budgets_keeping_its_sessions(
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessions(
@@ -170,7 +170,7 @@ async def test_a_version_9_database_gains_the_durable_requests_keeping_its_sessi
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
@@ -203,7 +203,7 @@ async def test_a_version_10_database_gains_the_credentials_keeping_its_requests(
         assert list(await store.credentials()) == [attrs.evolve(halted, agents=("coder",))]
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
@@ -222,6 +222,7 @@ async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
         )
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE agentrt.schedules")
+        conn.execute("ALTER TABLE agentrt.agent_credentials DROP COLUMN halts, DROP COLUMN parks")
         conn.execute("UPDATE agentrt.schema_version SET version = 11")
     async with open_runtime(store=PostgresStore(postgres_dsn)) as rt:
         made = await rt.schedule("coder", "nightly", every=86400)
@@ -229,7 +230,28 @@ async def test_a_version_11_database_gains_the_schedules_keeping_its_requests(
     async with PostgresStore(postgres_dsn) as store:
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     with psycopg.connect(postgres_dsn) as conn:
-        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(12,)]
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
+
+
+async def test_a_version_12_database_gains_the_agents_holds_keeping_its_credentials(
+    postgres_dsn: str,
+) -> None:
+    # Version 12 is the schema whose agent_credentials rows say nothing of the agents'
+    # policies: a credential's halt and park hold every agent stored as using it.
+    halted = StoredCredential(key="named:team", label="team", halt_reason="x", halted_since=1.0)
+    async with PostgresStore(postgres_dsn) as store:
+        await store.save_credential(halted)
+        await store.use_credential("a", halted.key)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE agentrt.agent_credentials DROP COLUMN halts, DROP COLUMN parks")
+        conn.execute("UPDATE agentrt.schema_version SET version = 12")
+    async with PostgresStore(postgres_dsn) as store:
+        assert list(await store.credentials()) == [attrs.evolve(halted, agents=("a",))]
+        await store.use_credential("b", halted.key, parks=False)
+        [stored] = await store.credentials()
+        assert (stored.agents, stored.ignore_halt, stored.ignore_park) == (("a", "b"), (), ("b",))
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT version FROM agentrt.schema_version").fetchall() == [(13,)]
 
 
 async def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str) -> None:

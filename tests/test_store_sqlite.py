@@ -241,7 +241,7 @@ async def test_a_version_8_file_gains_the_workspaces_keeping_its_approvals(
         assert list(await store.workspaces()) == [workspace]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -288,7 +288,7 @@ async def test_a_version_9_file_gains_the_turn_history_keeping_its_sessions(
         assert record is not None and (record.session_id, record.turns) == ("s-1", 1)
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
     finally:
         conn.close()
 
@@ -317,7 +317,7 @@ async def test_a_version_10_file_gains_the_budgets_keeping_its_sessions(tmp_path
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
     finally:
         conn.close()
 
@@ -700,7 +700,7 @@ async def test_a_version_12_file_gains_the_credentials_keeping_its_requests(
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
     finally:
         conn.close()
 
@@ -738,7 +738,7 @@ async def test_a_version_11_file_gains_the_durable_requests_keeping_its_sessions
         assert record is not None and record.session_id == "s-1"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
     finally:
         conn.close()
 
@@ -761,6 +761,8 @@ async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
     conn = sqlite3.connect(path)
     try:
         conn.execute("DROP TABLE schedules")
+        conn.execute("ALTER TABLE agent_credentials DROP COLUMN halts")
+        conn.execute("ALTER TABLE agent_credentials DROP COLUMN parks")
         conn.execute("PRAGMA user_version = 13")
         conn.commit()
     finally:
@@ -772,7 +774,37 @@ async def test_a_version_13_file_gains_the_schedules_keeping_its_requests(
         assert [r.id for r in await store.queued_requests("coder")] == ["r-1"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (14,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
+    finally:
+        conn.close()
+
+
+async def test_a_version_14_file_gains_the_agents_holds_keeping_its_credentials(
+    tmp_path: Path,
+) -> None:
+    # Version 14 is the schema whose agent_credentials rows say nothing of the agents'
+    # policies: a credential's halt and park hold every agent stored as using it.
+    path = tmp_path / "sessions.sqlite3"
+    halted = StoredCredential(key="named:team", label="team", halt_reason="x", halted_since=1.0)
+    async with SQLiteStore(path) as store:
+        await store.save_credential(halted)
+        await store.use_credential("a", halted.key)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("ALTER TABLE agent_credentials DROP COLUMN halts")
+        conn.execute("ALTER TABLE agent_credentials DROP COLUMN parks")
+        conn.execute("PRAGMA user_version = 14")
+        conn.commit()
+    finally:
+        conn.close()
+    async with SQLiteStore(path) as store:
+        assert list(await store.credentials()) == [attrs.evolve(halted, agents=("a",))]
+        await store.use_credential("b", halted.key, halts=False)
+        [stored] = await store.credentials()
+        assert (stored.agents, stored.ignore_halt, stored.ignore_park) == (("a", "b"), ("b",), ())
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (15,)
     finally:
         conn.close()
 
