@@ -84,11 +84,16 @@ def _chosen(
     return [c for c in named if c.halt_reason is not None]
 
 
+def _halted(credential: StoredCredential) -> list[str]:
+    """The agents its halt held (not those whose ``on_credential_expired`` is "fail")."""
+    return [name for name in credential.agents if name not in credential.ignore_halt]
+
+
 def _data(credential: StoredCredential) -> dict[str, Any]:
     return {
         "credential": credential.label,
         "halt_reason": credential.halt_reason,
-        "agents": list(credential.agents),
+        "agents": _halted(credential),
     }
 
 
@@ -99,7 +104,7 @@ def _said(chosen: list[StoredCredential], out: Output, where: object) -> int:
     if not chosen:
         out.say(f"No credential is halted in {where}.")
     for credential in chosen:
-        agents = ", ".join(repr(name) for name in credential.agents) or "none stored"
+        agents = ", ".join(repr(name) for name in _halted(credential)) or "none stored"
         out.say(
             f"Unhalted credential {credential.label} (agents {agents}): the program that "
             "owns them lets them go on within its login_check; their next turn tries the login."
