@@ -50,7 +50,7 @@
 #     testing.fake_anthropic testing.fake_cli
 # L7 command: the `agentrt` command; nothing else imports it
 #     __main__ _cli _cli._agent _cli._chat _cli._console _cli._demo _cli._demo_board
-#     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._workspaces
+#     _cli._demo_model _cli._doctor _cli._render _cli._sessions _cli._unhalt _cli._workspaces
 #
 # One turn's data flows up the layers: _driver._process -> _driver._lifecycle -> _turn ->
 # _actor -> _requests -> _address -> _agent_calls -> _api (the supervisor starts and

@@ -37,7 +37,7 @@ from ._events import (
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
-from ._held_credentials import save_hold, take_stored
+from ._held_credentials import save_hold, take_stored, wait_while_halted
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
 from ._mailbox import UNSOLICITED
@@ -263,10 +263,10 @@ class Actor:
                     await self._recorder.parked()
                     continue
                 if slot.halted and group is not None and group.expired is not None:
-                    # Halted by its login's expiry: it looks for a new login now and then.
-                    with trio.move_on_after(self.options.login_check):
-                        await slot.park()
-                    group.check_login()
+                    # Halted by its login's expiry: it looks now and then for a new login,
+                    # and whether the store still holds the halt (`agentrt unhalt`).
+                    kept = self.capabilities.credentials
+                    await wait_while_halted(slot, group, kept, self.options.login_check)
                     continue
                 await slot.park()
                 continue
@@ -277,7 +277,8 @@ class Actor:
                 # meanwhile; one handed over as the agent idled stays current, its turn
                 # starting, and joins the queue only if the agent must wait.
                 halts = self.options.on_credential_expired == "halt"
-                await take_stored(slot, kept, halts=halts)
+                parks = self.options.on_usage_limit == "park"
+                await take_stored(slot, kept, halts=halts, parks=parks)
                 read_store = self._read_store = True
                 if request is slot.current and slot.halt_pending:
                     # Halted meanwhile (the store's halt, or `halt`) before its turn began.

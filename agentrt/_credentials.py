@@ -116,8 +116,9 @@ class CredentialGroup:
     identity: Identity
     max_turns: int | None = None
     turns_per_minute: int | None = None
-    # Each agent's name: the agent, and whether an expired login halts it.
-    members: dict[str, tuple[Member, bool]] = attrs.field(factory=dict)
+    # Each agent's name: the agent, whether an expired login halts it, whether a usage limit
+    # parks it.
+    members: dict[str, tuple[Member, bool, bool]] = attrs.field(factory=dict)
     running: int = 0
     # When turns started (trio clock), within the last minute: for turns_per_minute.
     _starts: deque[float] | None = None
@@ -139,12 +140,12 @@ class CredentialGroup:
     _changed: trio.Event | None = None
 
     @classmethod
-    def alone(cls, name: str, member: Member, *, halts: bool) -> CredentialGroup:
+    def alone(cls, name: str, member: Member, *, halts: bool, parks: bool) -> CredentialGroup:
         """The group of agent ``name`` whose credential cannot be told (`identify` says
         None): made when it first needs one (a usage limit, an expiry), as an idle agent
         holds none."""
         group = cls(Identity(cls.own_key(name), f"agent {name!r}'s own"))
-        group.members[name] = (member, halts)
+        group.members[name] = (member, halts, parks)
         return group
 
     @staticmethod
@@ -253,7 +254,7 @@ class CredentialGroup:
         self.expired = self.halt_reason = reason
         self.halted_since = since
         self._login_seen = _login_stat(self.identity.login_file)
-        for member, halts in self.members.values():
+        for member, halts, _ in self.members.values():
             if halts:
                 member.hold(reason)
 
@@ -322,7 +323,7 @@ class CredentialGroup:
             return False
         self.expired = self.halt_reason = self.halted_since = None
         logger.info("credential %s: the login works again; its agents go on", self.label)
-        for member, _ in self.members.values():
+        for member, _, _ in self.members.values():
             member.release(EXPIRED)
         return True
 
@@ -345,6 +346,7 @@ class CredentialGroups:
         member: Member,
         *,
         halts: bool,
+        parks: bool,
         max_turns: int | None,
         turns_per_minute: int | None,
     ) -> CredentialGroup:
@@ -366,7 +368,7 @@ class CredentialGroups:
         group.max_turns = group.max_turns if max_turns is None else max_turns
         if turns_per_minute is not None:
             group.turns_per_minute = turns_per_minute
-        group.members[name] = (member, halts)
+        group.members[name] = (member, halts, parks)
         self._groups[identity.key] = group
         return group
 
@@ -383,10 +385,18 @@ def holding(credentials: Sequence[StoredCredential], now: float) -> list[StoredC
 
 
 def held_agents(credentials: Sequence[StoredCredential], now: float) -> dict[str, StoredCredential]:
-    """What holds each agent name at ``now``: its credential's park or halt, as stored."""
+    """What holds each agent name at ``now``: its credential's park or halt, as stored,
+    without the one the agent ignores (``ignore_halt``, ``ignore_park``: its policy is
+    ``"fail"``); an agent neither holds is not there."""
     held: dict[str, StoredCredential] = {}
     for credential in holding(credentials, now):
         own = CredentialGroup.owner_of(credential.key)
         for name in (*credential.agents, *((own,) if own is not None else ())):
-            held[name] = credential
+            mine = credential
+            if name in credential.ignore_halt:
+                mine = attrs.evolve(mine, halt_reason=None, halted_since=None)
+            if name in credential.ignore_park:
+                mine = attrs.evolve(mine, parked_until=None, park_reason=None)
+            if holding([mine], now):
+                held[name] = mine
     return held

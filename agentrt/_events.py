@@ -66,6 +66,11 @@ class StopReason(enum.StrEnum):
     # The conversation no longer fits the model's context window ("Prompt is too long", a
     # compaction that failed): compact it or go on in a fresh session.
     CONTEXT_EXHAUSTED = "context_exhausted"
+    # An MCP server the agent's ``required_mcp`` names failed to start or connect, needs
+    # authentication, or is not configured, as the CLI reported its servers at its start:
+    # the turn ends there rather than go on without the server's tools (TurnFailed.detail
+    # "server", "status").
+    MCP_UNAVAILABLE = "mcp_unavailable"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -207,6 +207,12 @@ def choose_mode(
     ``overrides`` names, and is called for the hooks ``hook_kinds`` lists) on ``backend``
     with these options; `InvalidOptions` for what the backend cannot honour."""
     caps = capabilities(backend, backend_options)
+    if options.required_mcp and not (caps.in_process or caps.mcp_status):
+        why = (
+            f"the {backend.name!r} backend's CLI does not report its MCP servers' status "
+            "(Capabilities.mcp_status), so a failed one could not be told; leave it empty"
+        )
+        raise InvalidOptions("required_mcp", options.required_mcp, why)
     keep_alive = options.keep_alive
     if options.background is not None and keep_alive is None:
         # One process per turn: the turn's end kills its whole tree, background work too.

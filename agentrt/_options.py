@@ -235,6 +235,18 @@ def _limits(key: str, value: object) -> Limits | None:
     return value
 
 
+def _servers(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise InvalidOptions(key, value, f"must be a tuple of names, not one string: ({value!r},)")
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(name, str) and name.strip() for name in value
+    ):
+        raise InvalidOptions(
+            key, value, "must be a tuple of MCP server names, as the CLI's MCP config names them"
+        )
+    return tuple(value)
+
+
 def _repeats(key: str, value: object) -> int | None:
     if value is None:
         return None
@@ -351,6 +363,9 @@ class AgentOptions:
     # times in a row (agentrt._stuck); None turns that check off.
     stuck_repeats: int | None = attrs.field(default=4, metadata=_checked_by(_repeats))
     stuck_errors: int | None = attrs.field(default=3, metadata=_checked_by(_repeats))
+    # MCP servers a turn cannot do without: one the CLI reports failed, needing
+    # authentication, or not configured ends the turn ``mcp_unavailable`` at once.
+    required_mcp: tuple[str, ...] = attrs.field(default=(), metadata=_checked_by(_servers))
     # The login or key the agent's CLI uses (_credentials): agents that share one share its
     # usage limit, its expiry and its admission. None: told from the CLI's environment.
     credential: str | None = attrs.field(default=None, metadata=_checked_by(_credential))

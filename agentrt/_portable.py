@@ -1,6 +1,10 @@
 """Portable sessions (``portable=True``): each agent's own CLI home, sharing the user's login,
 and the CLI's transcript carried in the store, so a runtime on another node resumes it.
 
+The login is shared by links into the user's home; a CLI that replaces its link with a
+file (a token refresh written by write-then-rename) has it published back to the user's
+after the turn, and the link made again, so the agents keep one login (`relink_login`).
+
 After each turn the bytes the CLI added to the transcript file are appended to the store
 (`TranscriptStore.append_transcript`), before the turn's answer is returned: only when the
 file's start is still what the store holds (its SHA-256), else the file is stored anew, so
@@ -50,19 +54,69 @@ def home_folder(name: str) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', name)[:48]}-{digest}"
 
 
+# In an agent's CLI home, agentrt's own link to each of the user's login files, by the
+# name it has in the home: the CLI never writes these, so a link it replaced is known.
+_LOGINS = ".agentrt-logins"
+
+
 def share_login(backend: PortableBackend, options: Any, home: Path) -> None:
     """Create ``home`` (0700) with a symlink to each of the user's login files that exists:
-    the agent logs in as the user, a refreshed token is seen by both, and no secret is
-    copied anywhere."""
+    the agent logs in as the user, a refreshed token is seen by all (`relink_login`), and
+    no secret is copied anywhere."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    record = home / _LOGINS
+    record.mkdir(mode=0o700, exist_ok=True)
     for name, source in backend.login_files(options).items():
-        link = home / name
-        if not os.path.lexists(source) or os.path.realpath(link) == os.path.realpath(source):
+        kept = record / name
+        if os.path.lexists(source) and os.path.realpath(kept) != os.path.realpath(source):
+            _link(kept, source)  # new, or the user's login moved
+    relink_login(home)
+
+
+def relink_login(home: Path) -> None:
+    """Link the agent's CLI home to the user's login files again where its CLI replaced a
+    link with a file of its own: Claude Code (measured on 2.1.332) writes a refreshed login
+    to a new file it renames over the path, link or not. A file newer than the user's is
+    the login now (an OAuth refresh token is used once): it becomes the user's, written
+    beside it and renamed over it, so the other agents and the user read it too; an older
+    one is dropped (the user logged in again since)."""
+    record = home / _LOGINS
+    if not record.is_dir():
+        return
+    for kept in record.iterdir():
+        link, source = home / kept.name, os.path.realpath(kept)
+        if os.path.realpath(link) == source:
             continue
-        if link.is_symlink():
-            link.unlink()  # the user's login moved
-        if not link.exists():
-            link.symlink_to(source)
+        if link.is_file() and not link.is_symlink() and _newer(link, source):
+            logger.info("CLI home %s: its %s was replaced; the user's is now that", home, link.name)
+            _publish(link.read_bytes(), source)
+        _link(link, source)
+
+
+def _newer(path: Path, than: str) -> bool:
+    try:
+        return path.stat().st_mtime_ns > os.stat(than).st_mtime_ns
+    except FileNotFoundError:
+        return True
+
+
+def _publish(data: bytes, path: str) -> None:
+    """``path`` replaced by ``data`` at once (0600: a login)."""
+    partial = f"{path}.agentrt-partial"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def _link(link: Path, target: str) -> None:
+    """``link`` made a symlink to ``target`` at once, whatever it was."""
+    partial = link.with_name(link.name + ".agentrt-partial")
+    partial.unlink(missing_ok=True)
+    partial.symlink_to(target)
+    os.replace(partial, link)
 
 
 def portable_options(backend: Backend, options: Any, name: str, cli_homes: str | None) -> Any:
@@ -140,7 +194,14 @@ class PortableSession:
         """Store what the turn added to ``session_id``'s transcript, waiting up to ``wait``
         seconds for the store. Whether the store holds this node's copy; False is logged:
         the copy is stored before this runtime's next turn, but a runtime that takes the
-        agent over first resumes the conversation without this turn."""
+        agent over first resumes the conversation without this turn. First, a login the CLI
+        refreshed into a file of its own becomes the user's again (`relink_login`)."""
+        try:
+            await trio.to_thread.run_sync(relink_login, self.home)
+        except OSError as exc:
+            logger.warning(
+                "agent %r: its CLI's login could not be shared again: %s", self.name, exc
+            )
         if session_id is None:
             return True
         try:

@@ -234,7 +234,9 @@ class StoredCredential:
     agents until it resets (a time past means no longer). ``halt_reason`` and
     ``halted_since`` (epoch seconds): its login expired, and its agents halt until the
     login file changes after ``halted_since`` or a turn on it is answered. ``agents``: the
-    agent names stored as using it (filled when read; a save ignores it)."""
+    agent names stored as using it, and of those ``ignore_halt`` the ones its halt does not
+    hold (``on_credential_expired="fail"``), ``ignore_park`` the ones its park does not
+    (``on_usage_limit="fail"``) (filled when read; a save ignores them)."""
 
     key: str
     label: str
@@ -243,6 +245,8 @@ class StoredCredential:
     halt_reason: str | None = None
     halted_since: float | None = None
     agents: tuple[str, ...] = ()
+    ignore_halt: tuple[str, ...] = ()
+    ignore_park: tuple[str, ...] = ()
 
     def parked_at(self, now: float) -> bool:
         """Whether the usage limit still parks its agents at ``now`` (epoch seconds)."""

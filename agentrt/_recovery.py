@@ -100,23 +100,24 @@ def credential_outcome(
     store to keep (`save_hold`), or None."""
     group, name = slot.credential, slot.name
     halts = options.on_credential_expired == "halt"
+    parks = options.on_usage_limit == "park"
     if isinstance(outcome, Response):
         return group if group is not None and group.renewed() else None
     if outcome.reason is StopReason.USAGE_LIMIT and options.on_usage_limit == "park":
-        group = group or alone(slot, halts)
+        group = group or alone(slot, halts=halts, parks=parks)
         resets_at = outcome.detail.get("resets_at")
         parked = group.usage_limit(resets_at if isinstance(resets_at, int | float) else None, name)
         return group if parked else None
     if outcome.reason is StopReason.CREDENTIAL_EXPIRED and halts:
-        group = group or alone(slot, halts)
+        group = group or alone(slot, halts=halts, parks=parks)
         group.expire(outcome.message, name)
         return group
     return None
 
 
-def alone(slot: Slot, halts: bool) -> CredentialGroup:
+def alone(slot: Slot, *, halts: bool, parks: bool) -> CredentialGroup:
     """The agent's own credential group, made now (`CredentialGroup.alone`)."""
-    group = slot.credential = CredentialGroup.alone(slot.name, slot, halts=halts)
+    group = slot.credential = CredentialGroup.alone(slot.name, slot, halts=halts, parks=parks)
     return group
 
 

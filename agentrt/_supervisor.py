@@ -339,10 +339,13 @@ class Supervisor(metaclass=NoPublicConstructor):
             credentials = backend_info(backend).credentials(env)
         identity = identify(backend.name, options.credential, credentials, env)
         halts = options.on_credential_expired == "halt"
+        parks = options.on_usage_limit == "park"
         max_turns, per_minute = options.credential_turns, options.credential_turns_per_minute
         if identity is None:
             if max_turns is not None or per_minute is not None:
-                group = slot.credential = CredentialGroup.alone(name, slot, halts=halts)
+                group = slot.credential = CredentialGroup.alone(
+                    name, slot, halts=halts, parks=parks
+                )
                 group.max_turns, group.turns_per_minute = max_turns, per_minute
             return  # else its group is made when it needs one (an idle agent holds none)
         slot.credential = self._context.credentials.join(
@@ -350,6 +353,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             name,
             slot,
             halts=halts,
+            parks=parks,
             max_turns=max_turns,
             turns_per_minute=per_minute,
         )

@@ -420,6 +420,14 @@ class Turn(ChannelReading):
             self._init = event
             if event.cli_version is not None:
                 self._version_known(event.cli_version)
+            missing = _unavailable(self.options.required_mcp, event)
+            if missing is not None:
+                server, status = missing
+                self.stop(
+                    StopReason.MCP_UNAVAILABLE,
+                    f"the required MCP server {server!r} is {status} (required_mcp)",
+                    detail={"server": server, "status": status},
+                )
         elif type(event) is ToolUseEvent or type(event) is ToolResultEvent:
             if type(event) is ToolUseEvent and event.parent_tool_use_id is not None:
                 self._parents[event.id] = event.parent_tool_use_id
@@ -515,3 +523,19 @@ class Turn(ChannelReading):
             accepted=self.options.cli_versions,
         )
         return error
+
+
+# What an MCP server's status is, as Claude Code reports it, when the turn cannot use it;
+# "pending" may still connect.
+_UNUSABLE = frozenset({"failed", "needs-auth"})
+
+
+def _unavailable(required: tuple[str, ...], init: InitEvent) -> tuple[str, str] | None:
+    """The first of the ``required`` MCP servers the CLI's ``init`` reports it cannot use,
+    and its status ("not configured" where it lists none of that name), or None."""
+    reported = {server.name: server.status for server in init.mcp_servers}
+    for name in required:
+        status = reported.get(name, "not configured")
+        if status in _UNUSABLE or name not in reported:
+            return name, status
+    return None

@@ -233,7 +233,11 @@ class Capabilities:
     ``version_probe``: the CLI does not report its own version in a turn's frames (an
     `InitEvent`'s ``cli_version``), so the runtime runs `Backend.version_command` before
     the agent's first turn, once per executable file (asked again when the file changes),
-    and takes the first ``X.Y.Z`` it prints as every turn's ``cli_version``."""
+    and takes the first ``X.Y.Z`` it prints as every turn's ``cli_version``.
+
+    ``mcp_status``: the CLI's `InitEvent` lists every MCP server it was configured with and
+    its status (``mcp_servers``), so the runtime can end a turn whose ``required_mcp``
+    server failed; an agent with ``required_mcp`` is refused on a backend without it."""
 
     in_process: bool = False
     live: bool = False
@@ -243,6 +247,7 @@ class Capabilities:
     not_live: str | None = None
     version_probe: bool = False
     per_turn: bool = True
+    mcp_status: bool = False
 
     def __attrs_post_init__(self) -> None:
         if (self.approvals or self.hooks or self.calls) and not self.live:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -124,3 +125,31 @@ async def test_a_stored_park_that_ended_is_not_taken_again(
         start = trio.current_time()
         assert (await rt.ask("a", "now")).text == "now"
         assert trio.current_time() == start
+
+
+async def test_a_halt_cleared_in_the_store_lets_the_halted_agents_go_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
+    async with open_runtime(store=store) as rt:
+        common = {"credential": "team", "login_check": 60.0}
+        await rt.start_agent(Agent, name="a", backend=expired, **common)
+        await rt.start_agent(Agent, name="b", backend=echo(), **common)
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        waiting = await rt.tell("b", "waits")
+        await trio.sleep(HOUR)
+        assert (await rt.status("b")).state == "halted"
+        # Another program (`agentrt unhalt`) clears the halt in the store: the agents see
+        # it at their next look, login_check seconds at most.
+        other = store.handle()
+        async with other:
+            [stored] = await other.credentials()
+            await other.save_credential(attrs.evolve(stored, halt_reason=None, halted_since=None))
+        cleared = trio.current_time()
+        with trio.fail_after(HOUR):  # clock time: never reached when it works
+            result = await rt.wait(waiting)
+        assert result.response is not None and result.response.text == "waits"
+        assert trio.current_time() - cleared <= 60.0
+        assert [(await rt.status(n)).state for n in ("a", "b")] == ["idle", "idle"]

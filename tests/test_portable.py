@@ -341,6 +341,40 @@ def test_the_login_is_linked_not_copied(tmp_path: Path) -> None:
     assert command.env["CLAUDE_CONFIG_DIR"] == str(home)
 
 
+def test_a_login_the_cli_replaced_with_a_file_is_the_users_again_when_newer(
+    tmp_path: Path,
+) -> None:
+    """A CLI that writes its refreshed login by write-then-rename replaces its home's link
+    with a file: that file, newer than the user's, becomes the user's login and the link
+    comes back; an older one (the user logged in again since) is dropped."""
+    user = tmp_path / "user"
+    (user / ".claude").mkdir(parents=True)
+    users = user / ".claude" / ".credentials.json"
+    users.write_text('{"token": "old"}')
+    os.utime(users, (1_000_000_000, 1_000_000_000))
+    backend = ClaudeBackend()
+    options = backend.parse_options({"env": {"HOME": str(user)}, "env_policy": "isolated"})
+    home = tmp_path / "homes" / "coder"
+    share_login(backend, options, home)
+    entry = home / ".credentials.json"
+
+    def replace(text: str, mtime: float) -> None:
+        fresh = home / "fresh"
+        fresh.write_text(text)
+        os.utime(fresh, (mtime, mtime))
+        os.replace(fresh, entry)
+
+    replace('{"token": "rotated"}', 2_000_000_000)
+    share_login(backend, options, home)
+    assert entry.is_symlink() and entry.resolve() == users
+    assert users.read_text() == '{"token": "rotated"}'
+    assert users.stat().st_mode & 0o777 == 0o600
+    replace('{"token": "stale"}', 1_000_000_000)
+    share_login(backend, options, home)
+    assert entry.is_symlink() and users.read_text() == '{"token": "rotated"}'
+    assert sorted(p.name for p in users.parent.iterdir()) == [".credentials.json"]
+
+
 async def test_portable_needs_a_backend_with_a_transcript_file(tmp_path: Path) -> None:
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
         with pytest.raises(InvalidOptions, match="keeps no transcript file"):

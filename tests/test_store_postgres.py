@@ -378,3 +378,22 @@ async def test_a_lease_renewal_goes_before_the_calls_waiting_for_the_connection(
                 await trio.testing.wait_all_tasks_blocked()
                 locker.commit()  # the lock goes: the call in flight ends, then the rest
     assert done == ["load 0", "renewal", "load 1", "load 2", "load 3"]
+
+
+async def test_a_version_12_database_gains_the_agents_holds_keeping_its_credentials(
+    postgres_dsn: str,
+) -> None:
+    # Version 12 is the schema whose agent_credentials rows say nothing of the agents'
+    # policies: a credential's halt and park hold every agent stored as using it.
+    halted = StoredCredential(key="named:team", label="team", halt_reason="x", halted_since=1.0)
+    async with PostgresStore(postgres_dsn) as store:
+        await store.save_credential(halted)
+        await store.use_credential("a", halted.key)
+    back_to_postgres(postgres_dsn, 12)
+    async with PostgresStore(postgres_dsn) as store:
+        assert list(await store.credentials()) == [attrs.evolve(halted, agents=("a",))]
+        await store.use_credential("b", halted.key, parks=False)
+        [stored] = await store.credentials()
+        assert (stored.agents, stored.ignore_halt, stored.ignore_park) == (("a", "b"), (), ("b",))
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute(_VERSION).fetchall() == [(POSTGRES_VERSION,)]

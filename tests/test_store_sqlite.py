@@ -791,3 +791,26 @@ async def test_a_lease_renewal_goes_before_the_calls_waiting_for_the_connection(
         finally:
             locker.close()
     assert done == ["write 0", "renewal", "write 1", "write 2", "write 3"]
+
+
+async def test_a_version_14_file_gains_the_agents_holds_keeping_its_credentials(
+    tmp_path: Path,
+) -> None:
+    # Version 14 is the schema whose agent_credentials rows say nothing of the agents'
+    # policies: a credential's halt and park hold every agent stored as using it.
+    path = tmp_path / "sessions.sqlite3"
+    halted = StoredCredential(key="named:team", label="team", halt_reason="x", halted_since=1.0)
+    async with SQLiteStore(path) as store:
+        await store.save_credential(halted)
+        await store.use_credential("a", halted.key)
+    back_to_sqlite(path, 14)
+    async with SQLiteStore(path) as store:
+        assert list(await store.credentials()) == [attrs.evolve(halted, agents=("a",))]
+        await store.use_credential("b", halted.key, halts=False)
+        [stored] = await store.credentials()
+        assert (stored.agents, stored.ignore_halt, stored.ignore_park) == (("a", "b"), ("b",), ())
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
+    finally:
+        conn.close()

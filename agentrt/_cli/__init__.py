@@ -74,6 +74,12 @@ async def _run_sessions(args: argparse.Namespace, out: Output) -> int:
     return await run_sessions(args, out)
 
 
+async def _run_unhalt(args: argparse.Namespace, out: Output) -> int:
+    from ._unhalt import run_unhalt
+
+    return await run_unhalt(args, out)
+
+
 async def _run_workspaces(args: argparse.Namespace, out: Output) -> int:
     from ._workspaces import run_workspaces
 
@@ -247,6 +253,25 @@ def build_parser() -> _Parser:
         help="every agent's state and owner (node, pid), for all runtimes sharing the store",
     )
     status.set_defaults(run=_run_status)
+
+    unhalt = commands.add_parser(
+        "unhalt",
+        parents=[common, with_json, with_store],
+        help="let the agents an expired login halted go on, once it works again",
+        description="Clear the halt of a credential whose login expired, in the store: the "
+        "program that owns its agents lets them go on without a restart, and their next turn "
+        "tries the login. Exit 1 when the credential or agent named is not halted.",
+    )
+    which = unhalt.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "credential",
+        nargs="?",
+        metavar="CREDENTIAL",
+        help="the credential as `agentrt doctor` and `agentrt status --json` name it",
+    )
+    which.add_argument("--agent", metavar="NAME", help="the credential this agent uses")
+    which.add_argument("--all", action="store_true", help="every halted credential")
+    unhalt.set_defaults(run=_run_unhalt)
 
     workspaces = commands.add_parser(
         "workspaces",

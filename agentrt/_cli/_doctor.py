@@ -11,6 +11,7 @@ import importlib.machinery
 import logging
 import os
 import resource
+import shlex
 import shutil
 import sys
 import tempfile
@@ -306,9 +307,14 @@ async def store_checks(path: Path) -> list[Check]:
 def credential_check(credential: StoredCredential) -> Check:
     """A credential the store says holds its agents: parked at a usage limit (a warning:
     it ends by itself at the reset) or halted by an expired login (a failure: someone has
-    to log in again)."""
-    agents = ", ".join(map(repr, credential.agents)) or "none stored"
+    to log in again). Its agents: those the hold holds (not an agent whose policy is
+    ``"fail"``)."""
     name = f"credential {credential.label}"
+
+    def held(ignored: tuple[str, ...]) -> str:
+        names = [agent for agent in credential.agents if agent not in ignored]
+        return ", ".join(map(repr, names)) or "none stored"
+
     if credential.halt_reason is not None:
         since = (
             ""
@@ -319,9 +325,10 @@ def credential_check(credential: StoredCredential) -> Check:
             "store",
             name,
             "fail",
-            f"login expired{since}; its agents are halted ({agents})",
+            f"login expired{since}; its agents are halted ({held(credential.ignore_halt)})",
             "log the CLI in again: the agents go on once the login file changes (or a turn "
-            "on it is answered: unhalt(name) on one agent tries it)",
+            f"on it is answered: unhalt(name) on one agent tries it, `agentrt unhalt "
+            f"{shlex.quote(credential.label)}` all of them)",
         )
     assert credential.parked_until is not None
     return Check(
@@ -329,7 +336,7 @@ def credential_check(credential: StoredCredential) -> Check:
         name,
         "warn",
         f"parked until {clock_time(credential.parked_until)} by a usage limit "
-        f"({credential.park_reason}); its agents wait ({agents})",
+        f"({credential.park_reason}); its agents wait ({held(credential.ignore_park)})",
         "wait: the agents go on by themselves at the reset (or give them another "
         "credential: the `credential` option, another login or API key)",
     )

@@ -1,6 +1,7 @@
 """What holds each credential's agents, in a SQL store (`CredentialStore`): one row per
 credential group that a usage limit parked or an expired login halted, and one per agent
-naming the group it uses, so a restarted program and ``agentrt status`` read them."""
+naming the group it uses and whether its halt and its park hold the agent, so a restarted
+program and ``agentrt status`` read them."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ CREATE_CREDENTIALS = (
     """,
 )
 
+# Whether a credential's halt and park hold the agent (its on_credential_expired and
+# on_usage_limit), added to the table above in a later schema.
+ADD_AGENT_HOLDS = tuple(
+    f"ALTER TABLE agent_credentials ADD COLUMN {column} BOOLEAN NOT NULL DEFAULT TRUE"
+    for column in ("halts", "parks")
+)
+
 _COLUMNS = "credential, label, parked_until, park_reason, halt_reason, halted_since"
 _SAVE = f"""
 INSERT INTO credential_holds ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)
@@ -38,12 +46,13 @@ ON CONFLICT (credential) DO UPDATE SET label = excluded.label,
     halt_reason = excluded.halt_reason, halted_since = excluded.halted_since
 """
 _USE = """
-INSERT INTO agent_credentials (name, credential) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET credential = excluded.credential
+INSERT INTO agent_credentials (name, credential, halts, parks) VALUES (?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET credential = excluded.credential,
+    halts = excluded.halts, parks = excluded.parks
 """
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM credential_holds WHERE credential = ?"
 _SELECT = f"SELECT {_COLUMNS} FROM credential_holds ORDER BY credential"
-_SELECT_AGENTS = "SELECT name, credential FROM agent_credentials ORDER BY name"
+_SELECT_AGENTS = "SELECT name, credential, halts, parks FROM agent_credentials ORDER BY name"
 
 
 class SqlCredentials:
@@ -56,10 +65,13 @@ class SqlCredentials:
         params = (c.key, c.label, c.parked_until, c.park_reason, c.halt_reason, c.halted_since)
         await self._call(lambda conn: conn.execute(sql, params))
 
-    async def use_credential(self: SqlCalls, name: str, key: str) -> None:
-        """Agent ``name`` uses the credential ``key``."""
+    async def use_credential(
+        self: SqlCalls, name: str, key: str, *, halts: bool = True, parks: bool = True
+    ) -> None:
+        """Agent ``name`` uses the credential ``key``; its halt and park hold the agent
+        where ``halts`` and ``parks``."""
         sql = self._sql(_USE)
-        await self._call(lambda conn: conn.execute(sql, (name, key)))
+        await self._call(lambda conn: conn.execute(sql, (name, key, halts, parks)))
 
     async def credential(self: SqlCalls, key: str) -> StoredCredential | None:
         """What is stored of credential ``key``, or None."""
@@ -67,7 +79,7 @@ class SqlCredentials:
 
         def work(conn: Any) -> StoredCredential | None:
             row = conn.execute(sql, (key,)).fetchone()
-            return None if row is None else _credential(row, ())
+            return None if row is None else _credential(row, [])
 
         return await self._call(work)
 
@@ -75,16 +87,16 @@ class SqlCredentials:
         """Every stored credential, by key, with the agents stored as using it."""
 
         def work(conn: Any) -> tuple[StoredCredential, ...]:
-            agents: dict[str, tuple[str, ...]] = {}
-            for name, key in conn.execute(_SELECT_AGENTS):
-                agents[key] = (*agents.get(key, ()), name)
+            agents: dict[str, list[tuple[str, bool, bool]]] = {}
+            for name, key, halts, parks in conn.execute(_SELECT_AGENTS):
+                agents.setdefault(key, []).append((name, bool(halts), bool(parks)))
             rows = conn.execute(_SELECT).fetchall()
-            return tuple(_credential(row, agents.get(row[0], ())) for row in rows)
+            return tuple(_credential(row, agents.get(row[0], [])) for row in rows)
 
         return await self._call(work, atomic=True)
 
 
-def _credential(row: Sequence[Any], agents: tuple[str, ...]) -> StoredCredential:
+def _credential(row: Sequence[Any], agents: Sequence[tuple[str, bool, bool]]) -> StoredCredential:
     key, label, parked_until, park_reason, halt_reason, halted_since = row
     return StoredCredential(
         key=key,
@@ -93,5 +105,7 @@ def _credential(row: Sequence[Any], agents: tuple[str, ...]) -> StoredCredential
         park_reason=park_reason,
         halt_reason=halt_reason,
         halted_since=halted_since,
-        agents=agents,
+        agents=tuple(name for name, _, _ in agents),
+        ignore_halt=tuple(name for name, halts, _ in agents if not halts),
+        ignore_park=tuple(name for name, _, parks in agents if not parks),
     )

@@ -62,7 +62,8 @@ class _Tables:
     recorded: itertools.count[int] = attrs.field(factory=itertools.count)
     # What holds each credential, by key, and the credential each agent uses.
     credentials: dict[str, StoredCredential] = attrs.field(factory=dict)
-    agent_credentials: dict[str, str] = attrs.field(factory=dict)
+    # Each agent's: its credential's key, whether its halt holds it, whether its park does.
+    agent_credentials: dict[str, tuple[str, bool, bool]] = attrs.field(factory=dict)
     # Each agent's schedules by id, in the order they were added.
     schedules: dict[str, Schedule] = attrs.field(factory=dict)
 
@@ -335,11 +336,15 @@ class MemoryStore(ClosedOnExit):
 
     async def save_credential(self, credential: StoredCredential) -> None:
         await self._enter()
-        self._tables.credentials[credential.key] = attrs.evolve(credential, agents=())
+        self._tables.credentials[credential.key] = attrs.evolve(
+            credential, agents=(), ignore_halt=(), ignore_park=()
+        )
 
-    async def use_credential(self, name: str, key: str) -> None:
+    async def use_credential(
+        self, name: str, key: str, *, halts: bool = True, parks: bool = True
+    ) -> None:
         await self._enter()
-        self._tables.agent_credentials[name] = key
+        self._tables.agent_credentials[name] = (key, halts, parks)
 
     async def credential(self, key: str) -> StoredCredential | None:
         await self._enter()
@@ -348,10 +353,17 @@ class MemoryStore(ClosedOnExit):
     async def credentials(self) -> Sequence[StoredCredential]:
         await self._enter()
         used = sorted(self._tables.agent_credentials.items())
-        return tuple(
-            attrs.evolve(stored, agents=tuple(name for name, key in used if key == stored.key))
-            for _, stored in sorted(self._tables.credentials.items())
-        )
+
+        def of(stored: StoredCredential) -> StoredCredential:
+            mine = [(name, halts, parks) for name, (key, halts, parks) in used if key == stored.key]
+            return attrs.evolve(
+                stored,
+                agents=tuple(name for name, _, _ in mine),
+                ignore_halt=tuple(name for name, halts, _ in mine if not halts),
+                ignore_park=tuple(name for name, _, parks in mine if not parks),
+            )
+
+        return tuple(of(stored) for _, stored in sorted(self._tables.credentials.items()))
 
     async def save_workspace(self, workspace: StoredWorkspace) -> None:
         await self._enter()

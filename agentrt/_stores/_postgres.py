@@ -13,7 +13,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
-from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
+from ._credential_holds import ADD_AGENT_HOLDS, CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import ClosedOnExit, Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
@@ -137,6 +137,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     CREATE_CREDENTIALS,
     # 12: each agent's scheduled prompts.
     CREATE_SCHEDULES,
+    # 13: whether a credential's halt and park hold each of its agents.
+    ADD_AGENT_HOLDS,
 )
 
 _UPSERT_SESSION = """

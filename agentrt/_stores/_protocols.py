@@ -427,8 +427,13 @@ class CredentialStore(Protocol):
         is every agent's of it, whichever runtime owns them."""
         ...
 
-    async def use_credential(self, name: str, key: str) -> None:
-        """Agent ``name`` uses the credential ``key`` (replacing the one it used)."""
+    async def use_credential(
+        self, name: str, key: str, *, halts: bool = True, parks: bool = True
+    ) -> None:
+        """Agent ``name`` uses the credential ``key`` (replacing the one it used); its halt
+        holds the agent unless not ``halts``, its park unless not ``parks`` (the agent's
+        ``on_credential_expired``, ``on_usage_limit``: read back as
+        `StoredCredential.ignore_halt`, ``ignore_park``)."""
         ...
 
     async def credential(self, key: str) -> StoredCredential | None:
@@ -436,7 +441,8 @@ class CredentialStore(Protocol):
         ...
 
     async def credentials(self) -> Sequence[StoredCredential]:
-        """Every stored credential, by key, each with the agents stored as using it."""
+        """Every stored credential, by key, each with the agents stored as using it
+        (``agents``, ``ignore_halt``, ``ignore_park``)."""
         ...
 
 

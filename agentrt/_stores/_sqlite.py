@@ -16,7 +16,7 @@ from .._errors import StoreError
 from .._records import Lease, LeaseOwner
 from .._redact import redact
 from ._approvals import CREATE_APPROVALS, SqlApprovals
-from ._credential_holds import CREATE_CREDENTIALS, SqlCredentials
+from ._credential_holds import ADD_AGENT_HOLDS, CREATE_CREDENTIALS, SqlCredentials
 from ._history import CREATE_TURN_HISTORY, SqlTurnHistory
 from ._protocols import Router, check_fence, granted_epoch, lease_owner
 from ._requests import CREATE_REQUESTS, SqlRequests
@@ -167,6 +167,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     CREATE_CREDENTIALS,
     # 14: each agent's scheduled prompts.
     CREATE_SCHEDULES,
+    # 15: whether a credential's halt and park hold each of its agents.
+    ADD_AGENT_HOLDS,
 )
 
 _LEASE_COLUMNS = "name, epoch, node, pid, start_time, runtime_id, clock, renewed_at, expires_at"

@@ -127,11 +127,15 @@ async def _a_credentials_park_and_halt_are_shared_replaced_and_outlive_a_reopen(
         for name in ("b", "a", "c"):
             await kept.use_credential(name, parked.key)
         await kept.use_credential("c", halted.key)  # an agent uses one credential
+        # Whether the halt and the park hold an agent is kept with it, and replaced.
+        await kept.use_credential("d", halted.key, halts=False, parks=False)
+        await kept.use_credential("d", halted.key, halts=False)
+        await kept.use_credential("e", parked.key, parks=False)
         # Another handle (another program) reads what this one stored.
         assert await seen.credential(parked.key) == parked
         assert list(await seen.credentials()) == [
-            attrs.evolve(halted, agents=("c",)),
-            attrs.evolve(parked, agents=("a", "b")),
+            attrs.evolve(halted, agents=("c", "d"), ignore_halt=("d",)),
+            attrs.evolve(parked, agents=("a", "b", "e"), ignore_park=("e",)),
         ]
         renewed = attrs.evolve(halted, halt_reason=None, halted_since=None)
         await seen.save_credential(renewed)

@@ -37,7 +37,9 @@ WRITTEN_FOR_VERSION = "2.1.332"
 _CALLS: frozenset[ChannelCall] = frozenset(
     ("set_model", "set_permission_mode", "context_usage", "stop_task", "steer")
 )
-_LIVE = Capabilities(live=True, approvals=True, hooks=True, calls=_CALLS)
+# system/init lists each configured MCP server's status (measured on 2.1.332: a server
+# whose command exits at once, is missing, or whose URL refuses is "failed").
+_LIVE = Capabilities(live=True, approvals=True, hooks=True, calls=_CALLS, mcp_status=True)
 
 
 class ClaudeBackend:

@@ -1,7 +1,8 @@
 """A credential's park and halt kept in the store (issue 39), across programs: a program
 meets a usage limit and an expired login and ends; `agentrt status` and `agentrt doctor`
 then show why its agents are held, and the next program on the file runs the request the
-first one accepted only after the reset. Real programs (subprocesses) on a real store."""
+first one accepted only after the reset; `agentrt unhalt` lets the agents of a program that
+holds them go on. Real programs (subprocesses) on a real store."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from typing import Any
 
 import pytest
 import trio
+
+from agentrt import Agent, PostgresStore, SQLiteStore, StopReason, TurnFailed, open_runtime
+from agentrt.testing import Fail, ScriptedBackend, reply
 
 from ._run import agentrt
 
@@ -187,3 +191,76 @@ async def test_the_next_program_on_the_file_runs_the_parked_request_after_the_re
     run = await agentrt("status", "--json", env=base_env)
     [a] = [row for row in json.loads(run.stdout) if row["name"] == "a"]
     assert (a["state"], a["parked_until"]) == ("not owned", None)
+
+
+def open_store(where: str) -> SQLiteStore | PostgresStore:
+    return PostgresStore(where) if "host=" in where else SQLiteStore(where)
+
+
+async def status_rows(env: dict[str, str], where: str) -> dict[str, dict[str, Any]]:
+    run = await agentrt("status", "--store", where, "--json", env=env)
+    assert run.code == 0, run.stderr
+    return {row["name"]: row for row in json.loads(run.stdout)}
+
+
+async def test_unhalt_from_another_program_lets_the_owner_go_on_without_a_restart(
+    base_env: dict[str, str], store_argument: str
+) -> None:
+    expired = ScriptedBackend(
+        [Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")],
+        default=lambda call: reply(call.prompt.upper()),
+    )
+    echo = ScriptedBackend(default=lambda call: reply(call.prompt.upper()))
+    # While halted, the owner reads the store every login_check seconds.
+    common: dict[str, Any] = {"credential": "team", "login_check": 0.05}
+    async with open_runtime(store=open_store(store_argument)) as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, **common)
+        await rt.start_agent(Agent, name="b", backend=echo, **common)
+        # An agent whose policy is "fail" is not halted with the others.
+        await rt.start_agent(Agent, name="f", backend=echo, on_credential_expired="fail", **common)
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "first")
+        waiting = await rt.tell("b", "waits")
+        rows = await status_rows(base_env, store_argument)
+        assert [rows[n]["state"] for n in ("a", "b", "f")] == ["halted", "halted", "owned"]
+        assert rows["f"]["halt_reason"] is None and rows["f"]["credential"] is None
+        assert (await rt.status("b")).state == "halted"
+
+        run = await agentrt("unhalt", "team", "--store", store_argument, "--json", env=base_env)
+        assert run.code == 0, run.stderr
+        [unhalted] = json.loads(run.stdout)["unhalted"]
+        assert (unhalted["credential"], unhalted["agents"]) == ("team", ["a", "b"])
+        assert unhalted["halt_reason"].startswith("credential_expired: team")
+        with trio.fail_after(BOUND):
+            result = await rt.wait(waiting)
+        assert result.response is not None and result.response.text == "WAITS"
+        assert (await rt.ask("a", "again")).text == "AGAIN"
+        rows = await status_rows(base_env, store_argument)
+        assert [rows[n]["state"] for n in ("a", "b", "f")] == ["owned"] * 3
+
+        # Nothing is halted any more: naming it is an error, --all says so.
+        run = await agentrt("unhalt", "team", "--store", store_argument, env=base_env)
+        assert run.code == 1 and "credential 'team' is not halted" in run.stderr
+        run = await agentrt("unhalt", "--all", "--store", store_argument, "--json", env=base_env)
+        assert (run.code, json.loads(run.stdout)) == (0, {"unhalted": []})
+
+
+async def test_unhalt_names_an_agent_or_every_halted_credential_and_refuses_others(
+    base_env: dict[str, str],
+) -> None:
+    where = base_env["AGENTRT_STORE"]
+    await program(FIRST, base_env, where, lambda: time.time() + HOUR)
+    for args in (["nobody"], ["--agent", "a"], ["--agent", "nobody"], ["team"]):
+        run = await agentrt("unhalt", *args, "--json", env=base_env)
+        error = json.loads(run.stdout)["error"]
+        assert (run.code, error["exit_code"]) == (1, 1), run.stderr
+        assert "agentrt doctor" in error["fix"]
+    assert "(halted: 'login')" in (await agentrt("unhalt", "nobody", env=base_env)).stderr
+    run = await agentrt("unhalt", "--agent", "h", env=base_env)
+    assert run.code == 0 and "Unhalted credential login (agents 'h')" in run.stdout
+    rows = await status_rows(base_env, where)
+    assert (rows["h"]["state"], rows["a"]["state"]) == ("not owned", "parked")
+    run = await agentrt("unhalt", "--all", env=base_env)
+    assert (run.code, run.stdout.strip()) == (0, f"No credential is halted in {where}.")
+    run = await agentrt("unhalt", "--all", "login", env=base_env)
+    assert run.code == 2 and "not allowed with argument" in run.stderr
