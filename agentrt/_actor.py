@@ -48,7 +48,7 @@ from ._recorder import Recorder
 from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Origin, Request
-from ._scheduling import keep_wakeups
+from ._scheduling import keep_cli_schedules
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -71,6 +71,7 @@ _TURN_ORIGINS: dict[Origin, TurnOrigin] = {
     "task": "task",
     "schedule": "schedule",
     "wakeup": "wakeup",
+    "cron": "cron",
 }
 
 # Seconds before a claim the store refused is tried again.
@@ -370,11 +371,11 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
-        # turn it starts itself): stored too, they would run twice.
+        # A warm CLI fires its own wake-ups and cron jobs while it lives (measured on claude
+        # 2.1.332: a turn it starts itself): stored too, they would run twice.
         if isinstance(outcome, Response) and not self.mode.warm:
             schedules = self.capabilities.schedules
-            if await keep_wakeups(schedules, self.backend, self.name, outcome):
+            if await keep_cli_schedules(schedules, self.backend, self.name, outcome):
                 self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:

@@ -89,6 +89,9 @@ __all__ = [
     "ControlAnswer",
     "ControlRequest",
     "Credential",
+    "CronBackend",
+    "CronDeleted",
+    "CronRequested",
     "EnvPolicy",
     "ExitStatus",
     "ForkBackend",
@@ -469,6 +472,38 @@ class WakeupBackend(Protocol):
 
     def wakeups(self, events: Sequence[Event]) -> Sequence[WakeupRequested]:
         """The wake-ups a turn's ``events`` scheduled (the calls the CLI accepted)."""
+        ...
+
+
+@attrs.frozen
+class CronRequested:
+    """A cron job the model made through its CLI: run ``prompt`` on the agent's conversation
+    at each time the five-field cron expression ``cron`` names, or at the next one only when
+    not ``recurring``. ``cron_id`` is the CLI's id for it, which the model names to delete
+    it (`CronDeleted`)."""
+
+    cron_id: str
+    cron: str
+    prompt: str
+    recurring: bool = True
+
+
+@attrs.frozen
+class CronDeleted:
+    """The model deleted its cron job ``cron_id`` through its CLI."""
+
+    cron_id: str
+
+
+@runtime_checkable
+class CronBackend(Protocol):
+    """A backend whose CLI lets the model make cron jobs it keeps only in its own process
+    (Claude's ``CronCreate`` and ``CronDelete``): agentrt stores each one a per-turn agent's
+    CLI made, fires it when due on whichever program owns the agent then, and drops it when
+    the model deletes it (a warm CLI fires its own while it lives)."""
+
+    def crons(self, events: Sequence[Event]) -> Sequence[CronRequested | CronDeleted]:
+        """The cron jobs a turn's ``events`` made and deleted, in the order of the calls."""
         ...
 
 
