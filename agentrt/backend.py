@@ -33,6 +33,7 @@ from ._asks import Answers as Answers
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
+from ._asks import McpElicitation as McpElicitation
 from ._asks import ToolRequest as ToolRequest
 from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ChannelCall, ControlAnswer, ControlRequest
@@ -573,6 +574,7 @@ __all__ += [
     "HookKind",
     "InitEvent",
     "InvalidOptions",
+    "McpElicitation",
     "McpServerStatus",
     "PermissionDenial",
     "RawEvent",
