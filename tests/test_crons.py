@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import trio
@@ -16,7 +17,7 @@ from _helpers import echo
 from trio.testing import MockClock
 
 import agentrt
-from agentrt import open_runtime
+from agentrt import SQLiteStore, open_runtime
 from agentrt.backend import CronDeleted, CronRequested, Event, ToolResultEvent, ToolUseEvent
 from agentrt.backends.claude import ClaudeBackend
 from agentrt.testing import ScriptedBackend, reply
@@ -152,3 +153,31 @@ async def test_a_cron_job_made_and_deleted_in_one_turn_keeps_nothing(
         assert await rt.schedules("coder") == ()
         await trio.sleep(3 * FIVE_MINUTES)
     assert backend.prompts == ["start"]
+
+
+async def test_a_stored_cron_job_fires_in_the_next_program_as_a_turn_of_origin_cron(
+    tmp_path: Path,
+) -> None:
+    # Program 1's turn makes the job and the program ends; program 2 owns the agent and
+    # fires it (made due now, not to wait for the minute): a request of origin cron, kept
+    # as such in the store, on the agent's session.
+    path = tmp_path / "sessions.sqlite3"
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        backend = CronBackend(creates("* * * * *", "check the CI run"), default=echo)
+        await rt.start_agent(agentrt.Agent, name="coder", backend=backend)
+        await rt.ask("coder", "watch the CI")
+    agent = Turns()
+    backend = CronBackend(default=echo)
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(agent, name="coder", backend=backend)
+        (kept,) = await rt.schedules("coder")
+        assert (kept.origin, kept.cron) == ("cron", "* * * * *")
+        assert await rt.run_schedule("coder", kept.id)
+        with trio.fail_after(30):
+            # The scheduler reads the store at least once a second: no event to wait on.
+            while (fired := (await rt.schedules("coder"))[0].last_ref) is None:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+            result = await rt.wait(fired)
+    assert isinstance(result, agentrt.Completed)
+    assert (result.response.origin, result.response.text) == ("cron", "echo check the CI run")
+    assert [o for _, o, _ in agent.answered] == ["cron"]
