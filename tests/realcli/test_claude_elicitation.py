@@ -2,8 +2,8 @@
 stdio server of the ``mcp`` package): the CLI hands it to its host as a control request,
 which reaches ``approve_tool`` as a `ToolRequest` whose ``question`` is a typed
 `McpElicitation`; `Answers` fill the form (read as the schema's types), `Deny` declines, and
-`AskOperator` hands it to a person through the store (decided once), or answers its
-``default`` when nobody does."""
+`AskOperator` hands it to a person through the store (decided once; in the console's page,
+by a field per property of the form), or answers its ``default`` when nobody does."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+from browser import open_browser, skip_without_browser
 
 from agentrt import (
     Agent,
@@ -26,6 +27,7 @@ from agentrt import (
     MemoryStore,
     ToolDecisionEvent,
     ToolRequest,
+    open_console,
     open_runtime,
 )
 from agentrt.store import OperatorDecision
@@ -174,3 +176,25 @@ async def test_ask_operator_answers_its_default_when_nobody_decides(claude: Clau
         if isinstance(e, ToolDecisionEvent) and e.tool_name == "McpElicitation"
     ]
     assert event.decided_by == "default"
+
+
+async def test_an_mcp_servers_question_answered_in_the_console(claude: Claude) -> None:
+    skip_without_browser()
+    claude.api.set_script(picks_then_echoes)
+    agent = Answering(AskOperator("the user picks"))
+    async with open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            agent, name="coder", backend="claude", **options(claude, approval_timeout=TURN_BOUND)
+        )
+        async with open_console(rt) as console, open_browser() as browser:
+            await browser.get(console.url)
+            ref = await rt.tell("coder", "pick a colour")
+            card = await browser.wait_text(".approval", lambda t: ASKED in t)
+            assert "asker: " + ASKED in card and "Colour" in card and "Count" in card
+            await browser.type(".approval input[name=colour]", "teal")
+            await browser.type(".approval input[name=count]", "4")
+            await browser.click(".approval button.answer-send")
+            with trio.fail_after(TURN_BOUND):
+                result = await rt.wait(ref)
+    assert isinstance(result, Completed)
+    assert "action=accept colour='teal' count=4" in result.response.text
