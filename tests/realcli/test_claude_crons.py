@@ -2,7 +2,9 @@
 stores it (the CLI keeps it in its process only, which ends with the turn), fires it once at
 the next whole minute as a turn of origin ``cron`` on the same session with the model's
 prompt, and drops it when the model deletes it with ``CronDelete`` in that turn (on a new
-CLI process, which has the job back from the session it resumed)."""
+CLI process, which has the job back from the session it resumed). A warm claude fires its
+own jobs while it lives (a turn it starts, origin ``task``): agentrt stores none, so a job
+runs once, not twice."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 import pytest
 import trio
+from proc_helpers import wait_until
 
 from agentrt import Agent, Ref, Response, SQLiteStore, open_runtime
 from agentrt.testing import AnthropicText, AnthropicToolUse
 
 from ._claude import Claude
+from .test_claude_warm import warm_agent
 
 pytestmark = pytest.mark.realcli
 
@@ -74,3 +78,28 @@ async def test_a_cron_job_the_cli_made_fires_once_per_time_and_its_delete_drops_
     # The CLI of the fire's turn, a new process, had the job back from the session it
     # resumed, and cancelled it.
     assert any(f"Cancelled job {cron_id}." in t for t in requests[-1].texts())
+
+
+async def test_a_warm_clis_cron_job_is_not_stored_and_the_cli_runs_it(claude: Claude) -> None:
+    claude.api.set_script(
+        [
+            AnthropicToolUse.tool_search("CronCreate"),
+            AnthropicToolUse(
+                "CronCreate", {"cron": "* * * * *", "prompt": CRON_PROMPT, "recurring": False}
+            ),
+            AnthropicText("Scheduled."),
+            AnthropicText("Fired."),
+            AnthropicText("Fired again."),
+        ]
+    )
+    async with warm_agent(claude, keep_alive=600) as rt:
+        with trio.fail_after(TURN_BOUND):
+            assert (await rt.ask("coder", "Watch the CI run.")).text == "Scheduled."
+        assert await rt.schedules("coder") == ()
+
+        def fires() -> int:
+            return sum(CRON_PROMPT in r.last_user_text() for r in claude.api.message_requests)
+
+        await wait_until(fires, bound=60 + TURN_BOUND)
+        await wait_until(lambda: len(claude.api.message_requests) == 4, bound=TURN_BOUND)
+        assert fires() == 1
