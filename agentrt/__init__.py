@@ -102,6 +102,7 @@ from ._asks import Answers as Answers
 from ._asks import AskOperator as AskOperator
 from ._asks import Block as Block
 from ._asks import Deny as Deny
+from ._asks import McpElicitation as McpElicitation
 from ._asks import PlanApproval as PlanApproval
 from ._asks import Question as Question
 from ._asks import QuestionOption as QuestionOption
@@ -241,6 +242,7 @@ __all__ = [
     "LeaseOwner",
     "Limits",
     "MailboxFull",
+    "McpElicitation",
     "McpServerStatus",
     "MemoryStore",
     "NoRuntime",

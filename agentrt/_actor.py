@@ -49,7 +49,7 @@ from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Request
 from ._schedule import wall_now
-from ._scheduling import drop_woken, keep_wakeups
+from ._scheduling import drop_woken, keep_cli_schedules
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -373,7 +373,6 @@ class Actor:
         outcome, final = await self._run_turn(prompt, claimed, first=True)
         if self._ask_crash is not None:
             raise self._ask_crash
-        # The requests whose turns nobody asked for, as their Response says (else "user").
         started_by = UNSOLICITED.get(request.origin)
         if isinstance(outcome, Response) and started_by is not None:
             outcome = attrs.evolve(outcome, origin=started_by)
@@ -383,14 +382,16 @@ class Actor:
         schedules = self.capabilities.schedules
         if woken is not None:  # fired by the CLI: its stored copy must not run too
             await drop_woken(schedules, self.name, woken)
-        if isinstance(outcome, Response) and (
-            kept := await keep_wakeups(schedules, self.backend, self.name, outcome)
-        ):
-            # A warm CLI fires its own while it lives (measured on claude 2.1.332: a turn
-            # it starts itself); the stored copy fires only once that CLI has ended.
-            if slot.channel is not None:
+        if isinstance(outcome, Response):
+            kept, stored = await keep_cli_schedules(
+                schedules, self.backend, self.name, outcome, warm=self.mode.warm
+            )
+            # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
+            # turn it starts itself); the stored copy fires only once that CLI has ended.
+            if kept and slot.channel is not None:
                 slot.channel.hold_wakeups({k.id: k.next_due for k in kept})
-            self.schedules_changed()
+            if stored:
+                self.schedules_changed()
         changed = credential_outcome(self.slot, self.options, outcome)
         if changed is not None and self.capabilities.credentials is not None:
             await save_hold(changed, self.capabilities.credentials)

@@ -5,7 +5,8 @@
 Questions for a person come the same way, as the tool calls they are in the CLI: Claude
 Code's ``AskUserQuestion`` (a `ToolRequest` whose ``question`` is `UserQuestions`, answered
 `Answers`) and its plan approval, ``ExitPlanMode`` (``question`` a `PlanApproval`: `Allow`
-approves the plan, `Deny` keeps the model planning and tells it why).
+approves the plan, `Deny` keeps the model planning and tells it why); and an MCP server's
+question in one of its tool calls (``question`` a `McpElicitation`, answered `Answers`).
 
 A backend's `LiveProtocol.control` turns such a request into a `ToolApproval` or a
 `HookCall`: the question, and how to write its answer back to the CLI.
@@ -60,16 +61,37 @@ class PlanApproval:
 
 
 @attrs.frozen
+class McpElicitation:
+    """An MCP server asks the user for input in the middle of one of its tool calls (MCP's
+    ``elicitation/create``), which the CLI hands to the agent as a `ToolRequest` named
+    ``"McpElicitation"`` (its ``input`` is the CLI's request). ``server``: the server's name;
+    ``message``: its question; ``schema``: the JSON schema of the form it wants filled
+    (``properties``, each a string, number, integer or boolean, and ``required``), empty in
+    URL mode, where ``url`` is the page the user is sent to.
+
+    `Answers` fills the form, one text per property's name (read as the property's type);
+    `Allow` with ``updated_input`` sends that mapping as the form's content (`Allow()`
+    alone accepts with no content: a URL mode request, a form with nothing required);
+    `Deny` declines it."""
+
+    server: str
+    message: str
+    schema: Mapping[str, Any] = attrs.field(factory=dict)
+    url: str | None = None
+
+
+@attrs.frozen
 class ToolRequest:
     """The CLI asks whether a tool call may run. ``parent_tool_use_id`` is the Task call
     whose subagent makes it (None on the main thread). ``question``: for a tool that asks
-    a person (`UserQuestions`, `PlanApproval`), the question typed; None for other tools."""
+    a person (`UserQuestions`, `PlanApproval`), or an MCP server's question
+    (`McpElicitation`), the question typed; None for other tools."""
 
     tool_name: str
     input: Any
     tool_use_id: str
     parent_tool_use_id: str | None = None
-    question: UserQuestions | PlanApproval | None = None
+    question: UserQuestions | PlanApproval | McpElicitation | None = None
 
 
 @attrs.frozen

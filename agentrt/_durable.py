@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("agentrt")
 
 # The origins a stored request keeps when another program runs it; any other is a tell.
-_KEPT_ORIGINS: dict[str, Origin] = {"schedule": "schedule", "wakeup": "wakeup"}
+_KEPT_ORIGINS: dict[str, Origin] = {"schedule": "schedule", "wakeup": "wakeup", "cron": "cron"}
 
 # A waiter on a request another program runs reads the store this often at most: from the
 # first interval, doubling to the last (a result is seen within that of its settlement).

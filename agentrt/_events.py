@@ -389,7 +389,7 @@ def _as_str(text: str | _Utf8) -> str:
 
 
 # Who started a turn (`Response.origin`).
-TurnOrigin = Literal["user", "task", "schedule", "wakeup"]
+TurnOrigin = Literal["user", "task", "schedule", "wakeup", "cron"]
 
 
 @attrs.frozen(repr=False)
@@ -437,7 +437,8 @@ class Response:
     # Who started the turn: "user" (the application's prompt, or one the agent chained),
     # "task" (the agent's warm CLI, by itself: a background task ended), "schedule" (a
     # fire of one of the agent's schedules, `Runtime.schedule`), "wakeup" (a wake-up the
-    # agent's CLI scheduled, stored and fired by agentrt).
+    # agent's CLI scheduled, stored and fired by agentrt), "cron" (a fire of a cron job
+    # the agent's CLI made, stored and fired by agentrt).
     origin: TurnOrigin = "user"
 
     @property

@@ -31,7 +31,12 @@ MAX_NOTIFICATIONS = 1000
 
 # The origins of the requests nobody asked for, as their `Response.origin` says
 # (`Runtime.unsolicited`).
-UNSOLICITED: dict[Origin, TurnOrigin] = {"task": "task", "schedule": "schedule", "wakeup": "wakeup"}
+UNSOLICITED: dict[Origin, TurnOrigin] = {
+    "task": "task",
+    "schedule": "schedule",
+    "wakeup": "wakeup",
+    "cron": "cron",
+}
 
 
 def result_size(outcome: Response | AgentRTError) -> int:

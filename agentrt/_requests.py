@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 # prompt (``self_chain``), or its warm CLI, which started the turn by itself (``task``: a
 # background task ended, and the CLI runs the model on its notification), or one of its
 # schedules (``schedule``: `Runtime.schedule`), or a wake-up its CLI scheduled and agentrt
-# stored (``wakeup``).
-Origin = Literal["ask", "tell", "self_chain", "task", "schedule", "wakeup"]
+# stored (``wakeup``), or a fire of a cron job its CLI made and agentrt stored (``cron``).
+Origin = Literal["ask", "tell", "self_chain", "task", "schedule", "wakeup", "cron"]
 
 
 @attrs.frozen(cache_hash=True)

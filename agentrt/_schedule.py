@@ -31,10 +31,13 @@ class Schedule:
     ``last_run`` is None until the first fire, and ``last_request`` the stored id of the
     last fire's request (`last_ref` is its `Ref`).
 
-    ``origin`` is ``"schedule"`` for the application's schedules, and ``"wakeup"`` for a
+    ``origin`` is ``"schedule"`` for the application's schedules, ``"wakeup"`` for a
     wake-up the agent's CLI scheduled (`agentrt.backend.WakeupBackend`): that one has
     neither ``every`` nor ``cron``, fires once at ``next_due`` (a turn of origin
-    ``wakeup``), and is dropped then."""
+    ``wakeup``), and is dropped then; and ``"cron"`` for a cron job the agent's CLI made
+    (`agentrt.backend.CronBackend`), under the ``key`` ``cron:<the CLI's id for it>``: its
+    fires are turns of origin ``cron``, and a one-shot job has neither ``every`` nor
+    ``cron`` and fires once, as a wake-up does."""
 
     id: str
     name: str

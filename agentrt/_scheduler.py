@@ -1,8 +1,9 @@
 """The owner's side of the schedules (`Runtime.schedule`): one task per runtime fires the
 schedules of the agents this runtime owns when they are due, each fire a request of origin
 ``schedule`` through the agent's mailbox (stored first, on a store that keeps requests); a
-wake-up the agent's CLI scheduled (a one-shot schedule of origin ``wakeup``) fires once, a
-request of origin ``wakeup``, and is dropped.
+cron job the agent's CLI made fires the same way, a request of origin ``cron``; a wake-up
+the agent's CLI scheduled (a one-shot schedule of origin ``wakeup``), and a one-shot cron
+job, fires once, a request of its origin, and is dropped.
 
 Each fire happens once, whichever program fires it: on a store that keeps requests its
 request is stored under a key made of the schedule's id and the due time (`fire_key`), so a
@@ -26,7 +27,7 @@ import trio
 
 from ._errors import AgentRTError
 from ._redact import redact
-from ._requests import Pending
+from ._requests import Origin, Pending
 from ._schedule import Schedule, fire_key, next_due, wall_now
 from ._stores._schedule_store import ScheduleStore
 
@@ -102,9 +103,10 @@ class Scheduler:
         return min(soonest, STORE_READ if owned else IDLE_READ)
 
     async def _fire(self, schedule: Schedule) -> None:
-        if schedule.origin == "wakeup":
+        if schedule.every is None and schedule.cron is None:
             await self._wake(schedule)
             return
+        origin: Origin = "cron" if schedule.origin == "cron" else "schedule"
         agent = self._context.children[schedule.name].address()
         now = wall_now()
         following = next_due(schedule.every, schedule.cron, schedule.next_due, now)
@@ -114,7 +116,7 @@ class Scheduler:
             running = last is not None and isinstance(await agent.poll(last), Pending)
             if not (running and schedule.overlap == "skip"):
                 key = fire_key(schedule) if self._durable else None
-                fired = str((await agent._submit(schedule.prompt, "schedule", key)).id)
+                fired = str((await agent._submit(schedule.prompt, origin, key)).id)
         finally:
             # A fire that failed (its agent's mailbox is full, say) is not made up: the
             # due time passes, the next one stands.
@@ -128,18 +130,20 @@ class Scheduler:
             )
 
     async def _wake(self, wakeup: Schedule) -> None:
-        """Fire a wake-up the agent's CLI scheduled, once: its request is stored under its
-        fire key (a program that dies before the drop fires it again and finds it), and the
-        wake-up is dropped, fired or not. Not while the warm CLI that scheduled it lives:
-        that CLI fires it itself, and its turn drops this copy (`Actor`); once that CLI has
-        ended, the next read of the store fires it here."""
+        """Fire a one-shot schedule (a wake-up the agent's CLI scheduled, or a one-shot cron
+        job it made) once: its request is stored under its fire key (a program that dies
+        before the drop fires it again and finds it), and it is dropped, fired or not. Not a
+        wake-up while the warm CLI that scheduled it lives: that CLI fires it itself, and its
+        turn drops this copy (`Actor`); once that CLI has ended, the next read of the store
+        fires it here."""
         child = self._context.children[wakeup.name]
         channel = child.slot.channel
         if channel is not None and channel.holds_wakeup(wakeup.id):
             return  # the live CLI that scheduled it fires it (its turn drops this copy)
         agent = child.address()
         key = fire_key(wakeup) if self._durable else None
+        origin: Origin = "cron" if wakeup.origin == "cron" else "wakeup"
         try:
-            await agent._submit(wakeup.prompt, "wakeup", key)
+            await agent._submit(wakeup.prompt, origin, key)
         finally:
             await self._store.drop_schedule(wakeup.name, wakeup.id)

@@ -1,6 +1,7 @@
 """An agent's schedules in the store, as the `Runtime`'s calls change them (`Runtime.schedule`
-and its kin) on any program: added, listed, made due now and removed; and the wake-ups an
-agent's CLI scheduled, added as its turn ends. Firing them is the owner's (`agentrt._scheduler`)."""
+and its kin) on any program: added, listed, made due now and removed; and the wake-ups and
+cron jobs an agent's CLI scheduled, added (and the jobs removed) as its turn ends. Firing
+them is the owner's (`agentrt._scheduler`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from ._redact import redact
 from ._schedule import Schedule, check_schedule, first_due, wall_now
 from ._stores._protocols import SessionStore, lacks
 from ._stores._schedule_store import ScheduleStore
-from .backend import WakeupBackend
+from .backend import CronBackend, CronDeleted, WakeupBackend
 
 if TYPE_CHECKING:
     from ._events import Response
-    from .backend import Backend, WakeupRequested
+    from .backend import Backend, CronRequested, WakeupRequested
 
 logger = logging.getLogger("agentrt")
 
@@ -80,22 +81,75 @@ async def add_wakeup(store: ScheduleStore, name: str, wakeup: WakeupRequested) -
     return await store.add_schedule(schedule)
 
 
-async def keep_wakeups(
-    store: ScheduleStore | None, backend: Backend, name: str, response: Response
-) -> list[Schedule]:
+async def add_cron(store: ScheduleStore, name: str, cron: CronRequested) -> Schedule:
+    """Keep the cron job ``cron`` that agent ``name``'s CLI made: a schedule of origin
+    ``cron`` under the key ``cron:<the CLI's id>``, first due at the expression's next time.
+    A recurring one keeps ``cron`` (a fire that comes while the last is queued or running
+    is skipped); a one-shot one has neither ``every`` nor ``cron``, and fires once."""
+    check_schedule(None, cron.cron, "skip")
+    now = wall_now()
+    schedule = Schedule(
+        id=new_stored_id(),
+        name=name,
+        prompt=cron.prompt,
+        every=None,
+        cron=cron.cron if cron.recurring else None,
+        overlap="skip" if cron.recurring else "queue",
+        key=cron_key(cron.cron_id),
+        created_at=now,
+        next_due=first_due(None, cron.cron, now),
+        origin="cron",
+    )
+    return await store.add_schedule(schedule)
+
+
+def cron_key(cron_id: str) -> str:
+    """The key of the schedule that keeps the CLI's cron job ``cron_id``."""
+    return f"cron:{cron_id}"
+
+
+async def drop_cron(store: ScheduleStore, name: str, cron_id: str) -> bool:
+    """Remove the schedule that keeps agent ``name``'s CLI's cron job ``cron_id``; False if
+    there is none (a job of a warm CLI, which agentrt does not keep, say)."""
+    for schedule in await store.schedules(name):
+        if schedule.origin == "cron" and schedule.key == cron_key(cron_id):
+            return await store.drop_schedule(name, schedule.id)
+    return False
+
+
+async def keep_cli_schedules(
+    store: ScheduleStore | None, backend: Backend, name: str, response: Response, *, warm: bool
+) -> tuple[list[Schedule], bool]:
     """Store the wake-ups the CLI of agent ``name`` scheduled in the turn of ``response``
-    (`WakeupBackend`), so that whichever program owns the agent when one is due runs it,
-    though the CLI that scheduled it is gone; those stored. One the store could not take
-    is lost, and logged."""
-    if store is None or not isinstance(backend, WakeupBackend):
-        return []
-    added: list[Schedule] = []
-    for wakeup in backend.wakeups(response.events):
-        try:
-            added.append(await add_wakeup(store, name, wakeup))
-        except StoreError as exc:
-            logger.warning("a wake-up was not stored: %s", redact(str(exc)), extra={"agent": name})
-    return added
+    and, unless it is ``warm``, the cron jobs it made, dropping those it deleted
+    (`WakeupBackend`, `CronBackend`), so that whichever program owns the agent when one is
+    due runs it, though the CLI that scheduled it is gone. A warm CLI fires its own cron
+    jobs while it lives, and agentrt keeps none of them (stored too, they would run
+    twice); it holds its wake-ups while it lives (`CliLifecycle.hold_wakeups`). Returns
+    the wake-ups stored, and whether any schedule changed. One the store could not take
+    is lost, and logged, as is a cron expression agentrt does not read."""
+    if store is None:
+        return [], False
+    woken: list[Schedule] = []
+    changed = False
+    extra = {"agent": name}
+    if isinstance(backend, WakeupBackend):
+        for wakeup in backend.wakeups(response.events):
+            try:
+                woken.append(await add_wakeup(store, name, wakeup))
+            except StoreError as exc:
+                logger.warning("a wake-up was not stored: %s", redact(str(exc)), extra=extra)
+    if not warm and isinstance(backend, CronBackend):
+        for cron in backend.crons(response.events):
+            try:
+                if isinstance(cron, CronDeleted):
+                    changed |= await drop_cron(store, name, cron.cron_id)
+                else:
+                    await add_cron(store, name, cron)
+                    changed = True
+            except (StoreError, InvalidOptions) as exc:
+                logger.warning("a cron job was not kept: %s", redact(str(exc)), extra=extra)
+    return woken, changed or bool(woken)
 
 
 async def drop_woken(store: ScheduleStore | None, name: str, schedule_id: str) -> None:

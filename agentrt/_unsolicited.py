@@ -1,5 +1,5 @@
 """The turns nobody asked for, as they end (``Runtime.unsolicited``): an agent's turns of
-origin ``task``, ``wakeup`` and ``schedule``, for the application beside the agent's own
+origin ``task``, ``wakeup``, ``cron`` and ``schedule``, for the application beside the agent's own
 callbacks.
 
 A reader's feed is filled by the agent's mailbox as each such request settles, and never
@@ -28,7 +28,8 @@ HELD_BYTES = 8 * 1024 * 1024
 class UnsolicitedTurn:
     """One ended turn of agent ``ref.name`` that nobody asked for with ``ask`` or ``tell``:
     ``origin`` says who started it (``"task"``: its warm CLI by itself, ``"wakeup"``: a
-    wake-up its CLI scheduled, ``"schedule"``: one of its schedules), and ``result`` is
+    wake-up its CLI scheduled, ``"cron"``: a cron job its CLI made, ``"schedule"``: one of
+    its schedules), and ``result`` is
     what ``poll(ref)`` says of it then: `Completed` with its `Response`, `Failed` with the
     error, or `Withdrawn`."""
 

@@ -33,6 +33,7 @@ from ._asks import Answers as Answers
 from ._asks import Ask, HookCall, ToolApproval
 from ._asks import Block as Block
 from ._asks import Deny as Deny
+from ._asks import McpElicitation as McpElicitation
 from ._asks import ToolRequest as ToolRequest
 from ._channel import BackgroundTask as BackgroundTask
 from ._channel import ChannelCall, ControlAnswer, ControlRequest
@@ -89,6 +90,9 @@ __all__ = [
     "ControlAnswer",
     "ControlRequest",
     "Credential",
+    "CronBackend",
+    "CronDeleted",
+    "CronRequested",
     "EnvPolicy",
     "ExitStatus",
     "ForkBackend",
@@ -477,6 +481,38 @@ class WakeupBackend(Protocol):
         ...
 
 
+@attrs.frozen
+class CronRequested:
+    """A cron job the model made through its CLI: run ``prompt`` on the agent's conversation
+    at each time the five-field cron expression ``cron`` names, or at the next one only when
+    not ``recurring``. ``cron_id`` is the CLI's id for it, which the model names to delete
+    it (`CronDeleted`)."""
+
+    cron_id: str
+    cron: str
+    prompt: str
+    recurring: bool = True
+
+
+@attrs.frozen
+class CronDeleted:
+    """The model deleted its cron job ``cron_id`` through its CLI."""
+
+    cron_id: str
+
+
+@runtime_checkable
+class CronBackend(Protocol):
+    """A backend whose CLI lets the model make cron jobs it keeps only in its own process
+    (Claude's ``CronCreate`` and ``CronDelete``): agentrt stores each one a per-turn agent's
+    CLI made, fires it when due on whichever program owns the agent then, and drops it when
+    the model deletes it (a warm CLI fires its own while it lives)."""
+
+    def crons(self, events: Sequence[Event]) -> Sequence[CronRequested | CronDeleted]:
+        """The cron jobs a turn's ``events`` made and deleted, in the order of the calls."""
+        ...
+
+
 @runtime_checkable
 class RunBudgetBackend(Protocol):
     """A backend whose CLI takes a cost limit per run (Claude's ``--max-budget-usd``): a
@@ -543,6 +579,7 @@ __all__ += [
     "HookKind",
     "InitEvent",
     "InvalidOptions",
+    "McpElicitation",
     "McpServerStatus",
     "PermissionDenial",
     "RawEvent",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentrt import AddContext, Agent, Allow, Block, Deny, ToolRequest
+from agentrt import AddContext, Agent, Allow, Answers, Block, Deny, McpElicitation, ToolRequest
 from agentrt.backend import HookCall, ProtocolError, ToolApproval
 from agentrt.backends.claude import ClaudeBackend
 
@@ -111,6 +111,61 @@ def test_a_tool_approval_and_its_answers() -> None:
     }
     deny = line(ask.answer(Deny("no")))["response"]["response"]
     assert deny == {"behavior": "deny", "message": "no"}
+
+
+def test_an_mcp_elicitation_and_its_answers() -> None:
+    # As 2.1.332 sends it (measured with a stdio server of the mcp package).
+    schema = {
+        "type": "object",
+        "properties": {
+            "colour": {"type": "string"},
+            "count": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "sure": {"type": "boolean"},
+        },
+        "required": ["colour"],
+    }
+    asked = {
+        "mcp_server_name": "asker",
+        "message": "Which colour?",
+        "mode": "form",
+        "requested_schema": schema,
+        "property_order": ["colour", "count", "ratio", "sure"],
+    }
+    frame = {
+        "type": "control_request",
+        "request_id": "r5",
+        "request": {"subtype": "elicitation", **asked},
+    }
+    ask = live(approvals=True).control(frame)
+    assert isinstance(ask, ToolApproval)
+    assert ask.request == ToolRequest(
+        "McpElicitation", asked, "", question=McpElicitation("asker", "Which colour?", schema)
+    )
+    answers = Answers({"colour": "blue", "count": "3", "ratio": "0.5", "sure": "True"})
+    assert line(ask.answer(answers))["response"] == {
+        "subtype": "success",
+        "request_id": "r5",
+        "response": {
+            "action": "accept",
+            "content": {"colour": "blue", "count": 3, "ratio": 0.5, "sure": True},
+        },
+    }
+    # A text that is not of its property's type goes as given: the server's check says so.
+    unread = Answers({"count": "three", "other": "x"})
+    assert line(ask.answer(unread))["response"]["response"]["content"] == {
+        "count": "three",
+        "other": "x",
+    }
+    edited = line(ask.answer(Allow(updated_input={"colour": "red", "count": 2})))
+    assert edited["response"]["response"] == {
+        "action": "accept",
+        "content": {"colour": "red", "count": 2},
+    }
+    assert line(ask.answer(Allow()))["response"]["response"] == {"action": "accept"}
+    assert line(ask.answer(Deny("no")))["response"]["response"] == {"action": "decline"}
+    # Without approve_tool nobody answers it: refused, and the CLI cancels it.
+    assert line(live().control(frame))["response"]["subtype"] == "error"
 
 
 def test_a_hook_call_and_its_answers() -> None:

@@ -13,7 +13,8 @@ from .._schedule import Schedule
 from ._sql import SqlCalls
 
 # ``every`` or ``cron`` is set, as `Schedule` says (neither on a wake-up, of ``origin``
-# "wakeup"). The prompt is the work to do, stored as given, as a queued request's is.
+# "wakeup", nor on a one-shot cron job of the CLI's, of ``origin`` "cron"). The prompt is
+# the work to do, stored as given, as a queued request's is.
 CREATE_SCHEDULES = (
     """
     CREATE TABLE schedules (

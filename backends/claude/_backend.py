@@ -13,6 +13,8 @@ from agentrt.backend import (
     Capabilities,
     ChannelCall,
     Command,
+    CronDeleted,
+    CronRequested,
     Event,
     HookKind,
     SessionTotals,
@@ -21,6 +23,7 @@ from agentrt.backend import (
 )
 
 from ._command import build_command, build_version_command
+from ._crons import crons
 from ._home import cli_home, login_files, transcript_path, transcript_pattern, with_cli_home
 from ._info import info
 from ._live import ClaudeLive
@@ -120,6 +123,10 @@ class ClaudeBackend:
     def wakeups(self, events: Sequence[Event]) -> Sequence[WakeupRequested]:
         """The turn's accepted ``ScheduleWakeup`` calls."""
         return wakeups(events)
+
+    def crons(self, events: Sequence[Event]) -> Sequence[CronRequested | CronDeleted]:
+        """The turn's ``CronCreate`` calls the CLI accepted and its ``CronDelete`` calls."""
+        return crons(events)
 
     def with_app_tools(self, options: ClaudeOptions, server: AppToolServer) -> ClaudeOptions:
         """One more ``--mcp-config`` (inline, so it goes by a 0600 file: it holds the token)

@@ -3,7 +3,8 @@
 The control protocol (``initialize``, one ``user`` message per turn, ``interrupt``,
 ``can_use_tool`` with ``--permission-prompt-tool stdio``) is agentrt's shared
 `StreamJsonLive`. Claude's own part: the opening names the hooks the agent serves, and
-the CLI's ``hook_callback`` requests for them become `HookCall` asks.
+the CLI's ``hook_callback`` requests for them become `HookCall` asks; its ``elicitation``
+requests (an MCP server's question) become `ToolApproval` asks, as tool approvals are.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentrt.backend import (
 )
 
 from ._command import build_live_command
+from ._elicitation import elicitation
 from ._hooks import HOOK_EVENTS, hook_events, hook_output, make_hook
 from ._options import ClaudeOptions
 from ._translate import CLAUDE_DIALECT, ClaudeTranslator, claude_translator
@@ -52,12 +54,17 @@ class ClaudeLive(StreamJsonLive):
             options, session_id=session_id, approvals=approvals
         )
         self._hooks = hooks
+        # Whether the agent answers what the CLI asks (``approve_tool``): an MCP server's
+        # question comes whatever the flags, and without it is refused (the CLI cancels it).
+        self._asked = approvals
 
     def cli_request(
         self, request_id: str, subtype: Any, request: Mapping[str, Any]
     ) -> bytes | ToolApproval | HookCall:
         if subtype == "hook_callback" and self._hooks:
             return _hook(request_id, request, self._hooks)
+        if subtype == "elicitation" and self._asked:
+            return elicitation(request_id, request)
         return super().cli_request(request_id, subtype, request)
 
     def translator(self, *, baseline: SessionTotals | None = None) -> ClaudeTranslator:

@@ -135,7 +135,7 @@ function approvalCard(a) {
   const deny = el("button", { class: "deny danger" }, "Deny");
   deny.addEventListener("click", () => decide({ allowed: false, message: message.value }));
   buttons.append(allow, edited, deny);
-  const questions = questionForm(a, decide);
+  const questions = questionForm(a, decide) || elicitationForm(a, decide);
   if (questions) card.append(questions);
   card.append(edit, message, buttons, outcome);
   card.tick = () => {
@@ -176,6 +176,39 @@ function questionForm(a, decide) {
   send.addEventListener("click", () => {
     const answers = Object.fromEntries(fields.map(([question, field]) => [question, field.value]));
     decide({ allowed: true, updated_input: JSON.stringify({ ...input, answers }) });
+  });
+  form.append(send);
+  return form;
+}
+
+// An MCP server's question (McpElicitation): one field per property of the form it asks for,
+// a box for a boolean; "Answer" allows it with the form's content, each value of its
+// property's type, which the CLI sends the server as accepted.
+function elicitationForm(a, decide) {
+  if (a.tool !== "McpElicitation") return null;
+  let input;
+  try { input = JSON.parse(a.input); } catch (e) { return null; }
+  const schema = input && input.requested_schema;
+  const properties = schema && typeof schema.properties === "object" ? schema.properties : null;
+  if (!properties) return null;
+  const form = el("div", { class: "questions" });
+  form.append(el("p", { class: "question" }, `${input.mcp_server_name}: ${input.message}`));
+  const fields = [];
+  for (const [name, spec] of Object.entries(properties)) {
+    const kind = spec && spec.type;
+    const field = kind === "boolean" ? el("input", { class: "answer", type: "checkbox", name })
+      : el("input", { class: "answer", type: kind === "number" || kind === "integer" ? "number" : "text", name });
+    fields.push([name, kind, field]);
+    const label = el("label", {}, (spec && spec.title) || name);
+    label.append(" ", field);
+    form.append(label);
+  }
+  const send = el("button", { class: "answer-send" }, "Answer");
+  send.addEventListener("click", () => {
+    const value = (kind, field) => kind === "boolean" ? field.checked
+      : kind === "number" || kind === "integer" ? Number(field.value) : field.value;
+    const content = Object.fromEntries(fields.map(([name, kind, field]) => [name, value(kind, field)]));
+    decide({ allowed: true, updated_input: JSON.stringify(content) });
   });
   form.append(send);
   return form;
