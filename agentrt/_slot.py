@@ -91,10 +91,10 @@ class Slot:
     requests: Durable | None = None
     # What a prompt that arrives during a turn does (AgentOptions.when_busy).
     when_busy: WhenBusy = "enqueue"
-
-    @property
-    def name(self) -> str:
-        return self.mailbox.name
+    # The agent's name (its mailbox's), read several times a turn: a field, not a property.
+    name: str = attrs.field(
+        init=False, default=attrs.Factory(lambda self: self.mailbox.name, takes_self=True)
+    )
 
     # --- used by the running instance -------------------------------------------------
 
