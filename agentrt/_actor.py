@@ -131,7 +131,8 @@ class Actor:
             takes_self=True,
         ),
     )
-    # What the instance's turns read: the runner, or its CLI processes (`_frame_source`).
+    # What the instance's turns read: the runner, or its CLI processes (`_frame_source`);
+    # made at the first turn and kept, so an agent that never ran one holds none.
     _source: FrameSource | None = None
     # approve_tool or handle_hook raised during the turn: the agent crashes after it.
     _ask_crash: AgentCrashed | None = None
@@ -451,10 +452,8 @@ class Actor:
         unrestored = None if self._portable is None else await self._restore_transcript()
         recorder = self._recorder
         source = self._source
-        if source is None:  # made at the first turn: an idle agent holds none
-            source = self._frame_source(None)
-            if self.mode.keeps_source:
-                self._source = source
+        if source is None:
+            source = self._source = self._frame_source(None)
         probes = self.mode.probe_version
         probed = None
         if probes:  # asked once per executable file, then cached

@@ -281,8 +281,11 @@ class Mailbox:
             for subscription in subscriptions:
                 subscription.close(terminal)
             self._forget_taps()
-        if request.done is not None:
-            request.done.set()
+        waiters = request.waiters
+        if waiters is not None:
+            request.waiters = None
+            for task in waiters:
+                trio.lowlevel.reschedule(task)
         if request.origin == "ask":
             return
         if self.live is not None:

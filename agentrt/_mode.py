@@ -57,8 +57,6 @@ class InProcess:
     probe_version: ClassVar[bool] = False
     warm: ClassVar[bool] = False
     calls: ClassVar[frozenset[ChannelCall]] = frozenset()
-    # Its source holds the backend and options only: made per turn, an idle agent holds none.
-    keeps_source: ClassVar[bool] = False
     name: ClassVar[ModeName] = "in_process"
 
     def frame_source(
@@ -84,7 +82,6 @@ class OneShot:
     holds_cli: ClassVar[bool] = False
     warm: ClassVar[bool] = False
     calls: ClassVar[frozenset[ChannelCall]] = frozenset()
-    keeps_source: ClassVar[bool] = True
     name: ClassVar[ModeName] = "one_shot"
 
     def frame_source(
@@ -116,7 +113,6 @@ class Live:
     runs_processes: ClassVar[bool] = True
     # The instance holds the live CLI's lifecycle for its whole life (the actor's nursery).
     holds_cli: ClassVar[bool] = True
-    keeps_source: ClassVar[bool] = True
 
     @property
     def name(self) -> ModeName:

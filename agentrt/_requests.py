@@ -82,7 +82,9 @@ class Request:
     # The asking caller was cancelled once the request was taken: its turn is stopped (or
     # never starts) and nobody wants the result.
     abandoned: bool = False
-    done: trio.Event | None = None  # created by the first waiter
+    # The tasks in `wait` (made by the first waiter), rescheduled by `Mailbox.settle`: most
+    # requests have one, their asker, parked without a `trio.Event` of its own.
+    waiters: list[trio.lowlevel.Task] | None = None
     subscriptions: list[Subscriber] | None = None
     # The OpenTelemetry context the request was made in: its span parents the turn's.
     trace_context: object = None
@@ -112,7 +114,17 @@ class Request:
         return Failed(outcome)
 
     async def wait(self) -> None:
-        if not self.settled:
-            if self.done is None:
-                self.done = trio.Event()
-            await self.done.wait()
+        """Until `Mailbox.settle` settles it (at once, without a checkpoint, if it has)."""
+        if self.settled:
+            return
+        task = trio.lowlevel.current_task()
+        waiters = self.waiters
+        if waiters is None:
+            waiters = self.waiters = []
+        waiters.append(task)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            waiters.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)

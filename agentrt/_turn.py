@@ -228,7 +228,8 @@ class Turn(ChannelReading):
         # and `stop` reach a run only once it waits, so it has none until then (a deadline
         # set, then moved at the result, cost some 6 µs of a scripted ask's 150). A stop
         # meanwhile takes effect as the run waits, as it would at its next checkpoint.
-        steps = source.runner.run(self.command, self._emit).__await__()
+        # The runner's emit is the read itself: it hands the frames it has as one batch.
+        steps = source.runner.run(self.command, self._handle).__await__()
         with trio.CancelScope() as scope:
             ended, waiting = run_until_wait(steps)
             if ended:
@@ -245,10 +246,6 @@ class Turn(ChannelReading):
     ################
     # Frames to events: the checkpoint, delivery, retention, the text
     ################
-
-    def _emit(self, frame: Any) -> Awaitable[None]:
-        # The runner's emit, once a frame: the read's own coroutine, with none around it.
-        return self._handle((frame,))
 
     def _bad_line(self, frame: BadLine) -> Sequence[Event]:
         # Its text comes redacted.

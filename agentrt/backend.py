@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -552,11 +552,15 @@ class PortableBackend(Protocol):
 class InProcessBackend(Protocol):
     """A backend that produces its frames without a process (the scripted test backend).
 
-    ``run`` calls ``emit`` once per frame, in order, then returns how the "process" ended.
-    The frames go through ``translator()`` exactly as a CLI's stdout lines would.
+    ``run`` calls ``emit`` with the frames it has at hand, in order (all those made before
+    the run next waits, as a CLI's stdout read holds the lines printed since the last), then
+    returns how the "process" ended. The frames go through ``translator()`` as a CLI's
+    lines would, and a stop takes effect, as for a CLI, from the next ``emit``.
     """
 
-    async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus: ...
+    async def run(
+        self, command: Command, emit: Callable[[Iterable[Any]], Awaitable[None]]
+    ) -> ExitStatus: ...
 
 
 _fixup_module_metadata(__name__, {name: globals()[name] for name in __all__})

@@ -212,3 +212,33 @@ async def test_withdraw_takes_a_queued_tell_out_only(autojump_clock: MockClock) 
         await rt.wait(first)
         assert not await rt.withdraw(first)  # finished
     assert backend.prompts == ["first"]
+
+
+async def test_every_waiter_of_a_request_is_woken_but_one_cancelled(
+    autojump_clock: MockClock,
+) -> None:
+    # The waiters of one request park on it (no trio.Event of its own): a cancelled one
+    # leaves, and the others, one that came after it too, get the outcome as it settles.
+    gate = Gate()
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=echo_backend([gate, *reply("done")]))
+        ref = await rt.tell("a", "x")
+        results: list[object] = []
+        cancelled = trio.CancelScope()
+
+        async def wait(scope: trio.CancelScope) -> None:
+            with scope:
+                results.append(await rt.wait(ref))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait, trio.CancelScope())
+            nursery.start_soon(wait, cancelled)
+            await gate.wait_reached()
+            cancelled.cancel()
+            await settle()
+            nursery.start_soon(wait, trio.CancelScope())
+            await settle()
+            gate.release()
+    assert cancelled.cancelled_caught
+    assert len(results) == 2
+    assert all(isinstance(r, Completed) and r.response.text == "done" for r in results)

@@ -270,8 +270,10 @@ async def test_an_idle_agent_holds_little_memory(autojump_clock: MockClock) -> N
     # benchmark row has it): 7.1 KiB here while generator context managers and a log
     # binding were held for each agent's life, 5.0 KiB without; 5.4-5.6 KiB once the
     # actor's callbacks became an object of their own; 6.5 KiB while a request put back
-    # at the head of the queue left an empty deque for life. The target is 10 KiB; this bound
-    # catches what an idle agent starts to hold for its life.
+    # at the head of the queue left an empty deque for life; 5.9 KiB with the frame source
+    # an in-process agent keeps from its first turn (a turn's host kept too was 6.2 KiB:
+    # not kept, for one call a turn). The target is 10 KiB; this bound catches what an
+    # idle agent starts to hold for its life.
     import gc
     import tracemalloc
 

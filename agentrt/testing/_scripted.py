@@ -4,7 +4,10 @@ Each turn takes the next script (a list of steps) pushed with `ScriptedBackend.p
 when none is left, the one its ``default`` function makes for the prompt. Steps:
 
 - an `Event`: emitted as a frame (the scripted translator passes events through; any
-  other value becomes a `RawEvent`, like an unknown CLI frame);
+  other value becomes a `RawEvent`, like an unknown CLI frame); the frames up to the next
+  `Gate`, `Sleep`, `Exit` or `Raise` go to the turn together, as one read of a CLI's lines
+  (a stop one of them causes takes effect from the next read: ``Sleep(0)`` between two
+  frames has them read apart);
 - `Gate`: the turn blocks until the test calls `Gate.release`;
 - `Sleep`: the turn sleeps (use with ``trio.testing.MockClock``);
 - `Fail`: a terminal `ErrorEvent`, then the "process" exits with status 1;
@@ -18,7 +21,7 @@ asked to resume, and its options.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -237,7 +240,9 @@ class ScriptedBackend:
     def capabilities(self, options: ScriptedOptions) -> Capabilities:
         return _IN_PROCESS
 
-    async def run(self, command: Command, emit: Callable[[Any], Awaitable[None]]) -> ExitStatus:
+    async def run(
+        self, command: Command, emit: Callable[[Iterable[Any]], Awaitable[None]]
+    ) -> ExitStatus:
         call = self._pending.pop(int(str(command.argv[1])))
         if self._scripts:
             script = self._scripts.popleft()
@@ -245,21 +250,31 @@ class ScriptedBackend:
             script = self._default(call)
         else:
             raise LookupError(f"no script left for the turn with prompt {call.prompt!r}")
+        # The frames between two control steps go as one batch, as a CLI's lines printed
+        # together reach the turn in one read.
+        frames: list[Step] = []
         for step in script:
             if not isinstance(step, _CONTROL_STEPS):  # most steps are frames
-                await emit(step)
-            elif isinstance(step, Gate):
+                frames.append(step)
+                continue
+            if isinstance(step, Fail):
+                frames.append(
+                    ErrorEvent(reason=step.reason, message=step.message, resets_at=step.resets_at)
+                )
+            if frames:
+                await emit(frames)
+                frames = []
+            if isinstance(step, Gate):
                 await step._pass()
             elif isinstance(step, Sleep):
                 await trio.sleep(step.seconds)
             elif isinstance(step, Fail):
-                await emit(
-                    ErrorEvent(reason=step.reason, message=step.message, resets_at=step.resets_at)
-                )
                 return ExitStatus(1)
             elif isinstance(step, Exit):
                 return ExitStatus(step.returncode, step.signal)
             else:
                 assert isinstance(step, Raise)
                 raise step.error
+        if frames:
+            await emit(frames)
         return ExitStatus(0)
