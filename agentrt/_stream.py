@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Protocol
 
 import attrs
 import trio
 
 from ._events import Event
+from ._util import ClosingReader
 
 # Events buffered per subscriber before the turn waits for it to read.
 BUFFER = 64
@@ -60,7 +60,7 @@ class Subscription:
         self.send_channel.close()
 
 
-class EventStream:
+class EventStream(ClosingReader):
     """An async iterator over one request's events, in order, ending after its terminal
     event. Returned by `Runtime.stream`; also an async context manager that closes it.
 
@@ -85,9 +85,6 @@ class EventStream:
         stream = cls(subscription)
         stream._receive = receive
         return stream, subscription
-
-    def __aiter__(self) -> EventStream:
-        return self
 
     async def __anext__(self) -> Event:
         """The next event. Raises `StopAsyncIteration` after the terminal event, or once the
@@ -129,17 +126,6 @@ class EventStream:
         Cancellation: the stream is closed even when the call is cancelled."""
         self.close()
         await trio.lowlevel.checkpoint()
-
-    async def __aenter__(self) -> EventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         # A reader that breaks out of its loop and drops the stream must not leave the

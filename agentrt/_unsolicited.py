@@ -10,13 +10,13 @@ read yet goes, counted in `UnsolicitedTurns.dropped`.
 from __future__ import annotations
 
 from collections import deque
-from types import TracebackType
 
 import attrs
 import trio
 
 from ._events import TurnOrigin
 from ._requests import Ref, Settled
+from ._util import ClosingReader
 
 # The most ended turns (and bytes of their results) a reader may fall behind by: as many as
 # an agent keeps for ``poll`` by default (``max_results``, ``max_result_bytes``).
@@ -38,7 +38,7 @@ class UnsolicitedTurn:
     result: Settled
 
 
-class UnsolicitedTurns:
+class UnsolicitedTurns(ClosingReader):
     """An async iterator over the turns agent ``name`` runs that nobody asked for
     (`UnsolicitedTurn`), each as it ends, from the moment it was opened; returned by
     `Runtime.unsolicited`. Also an async context manager that closes it.
@@ -87,9 +87,6 @@ class UnsolicitedTurns:
             self._changed.set()
             self._changed = None
 
-    def __aiter__(self) -> UnsolicitedTurns:
-        return self
-
     async def __anext__(self) -> UnsolicitedTurn:
         """The next turn that ended, waiting for one. Raises `StopAsyncIteration` once the
         agent has ended for good and every turn before was read, or once closed.
@@ -120,14 +117,3 @@ class UnsolicitedTurns:
         Cancellation: it is closed even when the call is cancelled."""
         self.close()
         await trio.lowlevel.checkpoint()
-
-    async def __aenter__(self) -> UnsolicitedTurns:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -6,7 +6,8 @@ import inspect
 import math
 from abc import ABCMeta
 from collections.abc import Mapping
-from typing import Any, NoReturn, TypeGuard, TypeVar
+from types import TracebackType
+from typing import Any, NoReturn, Self, TypeGuard, TypeVar
 
 import msgspec
 
@@ -26,6 +27,30 @@ class NoPublicConstructor(ABCMeta):
 
     def _create(cls: type[T], *args: object, **kwargs: object) -> T:
         return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
+
+
+class ClosingReader:
+    """The shape of agentrt's readers (`EventStream`, `UnsolicitedTurns`, on each face): an
+    async iterator that ``close()`` ends, and an async context manager that closes it."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def fixup_module_metadata(module_name: str, namespace: Mapping[str, Any]) -> None:

@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import outcome
@@ -26,7 +25,7 @@ from .._requests import Ref
 from .._stream import EventStream as TrioEventStream
 from .._unsolicited import UnsolicitedTurn
 from .._unsolicited import UnsolicitedTurns as TrioUnsolicitedTurns
-from .._util import NoPublicConstructor
+from .._util import ClosingReader, NoPublicConstructor
 from ._forwarding import AgentCallsBase, same_face
 from ._runtime_thread import (
     Block,
@@ -130,7 +129,7 @@ def _holding(
     return forward
 
 
-class EventStream(metaclass=NoPublicConstructor):
+class EventStream(ClosingReader, metaclass=NoPublicConstructor):
     """`agentrt.EventStream` read from asyncio: an async iterator over one request's events,
     in order, ending after its terminal event; also an async context manager that closes it.
     Backpressure is the trio stream's: a reader that stops reading makes the turn wait.
@@ -143,9 +142,6 @@ class EventStream(metaclass=NoPublicConstructor):
     def __init__(self, thread: RuntimeThread, stream: TrioEventStream) -> None:
         self._thread = thread
         self._stream = stream
-
-    def __aiter__(self) -> EventStream:
-        return self
 
     async def __anext__(self) -> Event:
         return await _settle(self._thread, self._stream.__anext__)
@@ -166,24 +162,13 @@ class EventStream(metaclass=NoPublicConstructor):
         """Async spelling of `close`."""
         self.close()
 
-    async def __aenter__(self) -> EventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __del__(self) -> None:
         # A reader that breaks out of its loop drops the stream unclosed: the turn must not
         # stay blocked on a full buffer.
         self.close()
 
 
-class UnsolicitedTurns(metaclass=NoPublicConstructor):
+class UnsolicitedTurns(ClosingReader, metaclass=NoPublicConstructor):
     """`agentrt.UnsolicitedTurns` read from asyncio: an async iterator over the turns an
     agent runs that nobody asked for, each as it ends; also an async context manager that
     closes it. It never makes the agent wait (a reader far behind loses the oldest turns,
@@ -196,9 +181,6 @@ class UnsolicitedTurns(metaclass=NoPublicConstructor):
     def __init__(self, thread: RuntimeThread, turns: TrioUnsolicitedTurns) -> None:
         self._thread = thread
         self._turns = turns
-
-    def __aiter__(self) -> UnsolicitedTurns:
-        return self
 
     async def __anext__(self) -> UnsolicitedTurn:
         return await _settle(self._thread, self._turns.__anext__)
@@ -215,17 +197,6 @@ class UnsolicitedTurns(metaclass=NoPublicConstructor):
 
     async def aclose(self) -> None:
         """Async spelling of `close`."""
-        self.close()
-
-    async def __aenter__(self) -> UnsolicitedTurns:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         self.close()
 
 
