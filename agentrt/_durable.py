@@ -38,10 +38,10 @@ from ._options import AgentOptions
 from ._records import OWNER_DIED, WITHDRAWN, RequestOutcome, StoredRequest, StoredTurn
 from ._redact import redact
 from ._requests import (
+    STORED_ORIGINS,
     Completed,
     Failed,
     NotFound,
-    Origin,
     Pending,
     PollResult,
     Ref,
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
     from ._mailbox import Mailbox
 
 logger = logging.getLogger("agentrt")
-
-# The origins a stored request keeps when another program runs it; any other is a tell.
-_KEPT_ORIGINS: dict[str, Origin] = {"schedule": "schedule", "wakeup": "wakeup", "cron": "cron"}
 
 # A waiter on a request another program runs reads the store this often at most: from the
 # first interval, doubling to the last (a result is seen within that of its settlement).
@@ -407,7 +404,7 @@ class Durable:
             ref,
             stored.prompt,
             size,
-            _KEPT_ORIGINS.get(stored.origin, "tell"),
+            STORED_ORIGINS.get(stored.origin, "tell"),  # any other is a tell
             stored_id=stored.id,
             key=stored.key,
             accepted_at=accepted_at,

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 # stored (``wakeup``), or a fire of a cron job its CLI made and agentrt stored (``cron``).
 Origin = Literal["ask", "tell", "self_chain", "task", "schedule", "wakeup", "cron"]
 
+# The origins a stored schedule (its ``origin``) and a stored request keep, read back from
+# the store's text: a schedule's fires are requests of its own origin, and a stored
+# request another program runs keeps its origin (any other is read as the caller decides).
+STORED_ORIGINS: dict[str, Origin] = {"schedule": "schedule", "wakeup": "wakeup", "cron": "cron"}
+
 
 @attrs.frozen(cache_hash=True)
 class Ref:

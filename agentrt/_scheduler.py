@@ -27,7 +27,7 @@ import trio
 
 from ._errors import AgentRTError
 from ._redact import redact
-from ._requests import Origin, Pending
+from ._requests import STORED_ORIGINS, Origin, Pending
 from ._schedule import Schedule, fire_key, next_due, wall_now
 from ._stores._schedule_store import ScheduleStore
 
@@ -103,10 +103,10 @@ class Scheduler:
         return min(soonest, STORE_READ if owned else IDLE_READ)
 
     async def _fire(self, schedule: Schedule) -> None:
+        origin = STORED_ORIGINS.get(schedule.origin, "schedule")
         if schedule.every is None and schedule.cron is None:
-            await self._wake(schedule)
+            await self._wake(schedule, origin)
             return
-        origin: Origin = "cron" if schedule.origin == "cron" else "schedule"
         agent = self._context.children[schedule.name].address()
         now = wall_now()
         following = next_due(schedule.every, schedule.cron, schedule.next_due, now)
@@ -129,7 +129,7 @@ class Scheduler:
                 request=fired,
             )
 
-    async def _wake(self, wakeup: Schedule) -> None:
+    async def _wake(self, wakeup: Schedule, origin: Origin) -> None:
         """Fire a one-shot schedule (a wake-up the agent's CLI scheduled, or a one-shot cron
         job it made) once: its request is stored under its fire key (a program that dies
         before the drop fires it again and finds it), and it is dropped, fired or not. Not a
@@ -142,7 +142,6 @@ class Scheduler:
             return  # the live CLI that scheduled it fires it (its turn drops this copy)
         agent = child.address()
         key = fire_key(wakeup) if self._durable else None
-        origin: Origin = "cron" if wakeup.origin == "cron" else "wakeup"
         try:
             await agent._submit(wakeup.prompt, origin, key)
         finally:
