@@ -249,7 +249,8 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
         its ``origin`` and its result: `Completed` with the `Response`, `Failed` with the
         error, or `Withdrawn`), also an async context manager that closes it. Those are
         the turns its warm CLI starts by itself (origin ``task``), the wake-ups its CLI
-        scheduled (``wakeup``) and the fires of its schedules (``schedule``); each also
+        scheduled (``wakeup``), the fires of the cron jobs its CLI made (``cron``) and of
+        its schedules (``schedule``); each also
         goes through the agent's callbacks, and ``poll`` and ``wait`` take its ref. Any
         number of readers may be open, each with every turn.
 
