@@ -384,6 +384,13 @@ def holding(credentials: Sequence[StoredCredential], now: float) -> list[StoredC
     return [c for c in credentials if c.parked_at(now) or c.halt_reason is not None]
 
 
+def held_by(credential: StoredCredential, *, halt: bool) -> list[str]:
+    """The agents of ``credential`` its halt (``halt``), else its park, holds: not those
+    whose policy for it is ``"fail"`` (``ignore_halt``, ``ignore_park``)."""
+    ignored = credential.ignore_halt if halt else credential.ignore_park
+    return [name for name in credential.agents if name not in ignored]
+
+
 def held_agents(credentials: Sequence[StoredCredential], now: float) -> dict[str, StoredCredential]:
     """What holds each agent name at ``now``: its credential's park or halt, as stored,
     without the one the agent ignores (``ignore_halt``, ``ignore_park``: its policy is

@@ -24,7 +24,7 @@ import attrs
 
 from .._agent import Agent
 from .._backends import backend_info, backend_names, resolve_backend
-from .._credentials import clock_time, holding
+from .._credentials import clock_time, held_by, holding
 from .._driver import _cgroup
 from .._env import ENV_POLICIES, EnvPolicy, child_env
 from .._env import _log as env_log
@@ -311,9 +311,8 @@ def credential_check(credential: StoredCredential) -> Check:
     ``"fail"``)."""
     name = f"credential {credential.label}"
 
-    def held(ignored: tuple[str, ...]) -> str:
-        names = [agent for agent in credential.agents if agent not in ignored]
-        return ", ".join(map(repr, names)) or "none stored"
+    def held(*, halt: bool) -> str:
+        return ", ".join(map(repr, held_by(credential, halt=halt))) or "none stored"
 
     if credential.halt_reason is not None:
         since = (
@@ -325,7 +324,7 @@ def credential_check(credential: StoredCredential) -> Check:
             "store",
             name,
             "fail",
-            f"login expired{since}; its agents are halted ({held(credential.ignore_halt)})",
+            f"login expired{since}; its agents are halted ({held(halt=True)})",
             "log the CLI in again: the agents go on once the login file changes (or a turn "
             f"on it is answered: unhalt(name) on one agent tries it, `agentrt unhalt "
             f"{shlex.quote(credential.label)}` all of them)",
@@ -336,7 +335,7 @@ def credential_check(credential: StoredCredential) -> Check:
         name,
         "warn",
         f"parked until {clock_time(credential.parked_until)} by a usage limit "
-        f"({credential.park_reason}); its agents wait ({held(credential.ignore_park)})",
+        f"({credential.park_reason}); its agents wait ({held(halt=False)})",
         "wait: the agents go on by themselves at the reset (or give them another "
         "credential: the `credential` option, another login or API key)",
     )

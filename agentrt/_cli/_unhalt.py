@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .._credentials import held_agents
+from .._credentials import held_agents, held_by
 from .._records import StoredCredential
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
@@ -84,16 +84,11 @@ def _chosen(
     return [c for c in named if c.halt_reason is not None]
 
 
-def _halted(credential: StoredCredential) -> list[str]:
-    """The agents its halt held (not those whose ``on_credential_expired`` is "fail")."""
-    return [name for name in credential.agents if name not in credential.ignore_halt]
-
-
 def _data(credential: StoredCredential) -> dict[str, Any]:
     return {
         "credential": credential.label,
         "halt_reason": credential.halt_reason,
-        "agents": _halted(credential),
+        "agents": held_by(credential, halt=True),
     }
 
 
@@ -104,7 +99,7 @@ def _said(chosen: list[StoredCredential], out: Output, where: object) -> int:
     if not chosen:
         out.say(f"No credential is halted in {where}.")
     for credential in chosen:
-        agents = ", ".join(repr(name) for name in _halted(credential)) or "none stored"
+        agents = ", ".join(repr(name) for name in held_by(credential, halt=True)) or "none stored"
         out.say(
             f"Unhalted credential {credential.label} (agents {agents}): the program that "
             "owns them lets them go on within its login_check; their next turn tries the login."
