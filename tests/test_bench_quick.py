@@ -50,6 +50,10 @@ def test_quick_run_writes_every_table(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr[-4000:]
     assert marked("BENCH_TEST_MARKER", marker) == []
+    # The full run's opencode warm rows speak ACP; the quick run leaves them out, so check
+    # here that the environment it built has the extra they need.
+    bench_python = ROOT / "bench" / ".venv" / "bin" / "python"
+    assert subprocess.run([bench_python, "-c", "import acp"], check=False).returncode == 0
 
     text = out.read_text()
     assert text.startswith("# Benchmarks\n\nHand-written text stays.\n")
