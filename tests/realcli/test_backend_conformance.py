@@ -47,8 +47,6 @@ from ._codex import Place, codex_binary, codex_place
 from ._gemini import MARKER_VAR as GEMINI_MARKER_VAR
 from ._gemini import MODEL, gemini_binary, gemini_place
 from ._gemini import Place as GeminiPlace
-from ._opencode import MODEL as OPENCODE_MODEL
-from ._opencode import PROVIDER as OPENCODE_PROVIDER
 from ._opencode import Opencode, opencode_binary
 from ._pi import Pi, pi_binary
 from ._qwen import MODEL as QWEN_MODEL
@@ -458,41 +456,8 @@ class OpencodeHarness(BackendHarness):
             await kill_marked(_claude.MARKER_VAR, self.marker)
 
 
-class _OpencodeAcpFake(_OpencodeFake):
-    def options(self, **extra: Any) -> dict[str, Any]:
-        opencode = self.opencode
-        # What the opencode backend passes as flags per turn goes in opencode's config for
-        # `opencode acp`: the model, and no model call for a session's title.
-        config = {
-            **opencode.config(),
-            "model": f"{OPENCODE_PROVIDER}/{OPENCODE_MODEL}",
-            "agent": {"title": {"disable": True}},
-            **extra.pop("permission", {}),
-        }
-        path = opencode.home / "opencode-acp.json"
-        path.write_text(json.dumps(config))
-        env = {**opencode.agent_options()["env"], "OPENCODE_CONFIG": str(path)}
-        return _acp_options([str(opencode.binary), "acp"], env, opencode.project, **extra)
-
-
-class OpencodeAcpHarness(OpencodeHarness):
-    """``opencode acp`` on the acp backend, against the fake Anthropic API."""
-
-    backend = "acp"
-
-    def backend_options(self) -> dict[str, Any]:
-        return {"command": ["opencode", "acp"]}
-
-    @asynccontextmanager
-    async def open(self, script: Sequence[Step]) -> AsyncIterator[FakeModel]:
-        async with super().open(script) as fake:
-            assert isinstance(fake, _OpencodeFake)
-            yield _OpencodeAcpFake(fake.opencode)
-
-
 HARNESSES: dict[str, Callable[[str], BackendHarness]] = {
     "acp-gemini": GeminiAcpHarness,
-    "acp-opencode": OpencodeAcpHarness,
     "acp-qwen": QwenAcpHarness,
     "claude": ClaudeHarness,
     "codex": CodexHarness,
@@ -536,13 +501,12 @@ _GEMINI_ACP_LOAD = (
 )
 # opencode 1.18.33 stops its loop at a rejected permission (the tool's result says "The user
 # rejected permission to use this specific tool call."), as qwen does: the model is not called
-# again, so it never says "done". Seen with `opencode acp` on either backend.
+# again, so it never says "done". Seen with `opencode acp` (the opencode backend's approvals).
 _OPENCODE_DENIAL = (
     "opencode 1.18.33 ends the turn at a rejected permission without calling the model again, "
     "so the model never says 'done' (docs/opencode.md)"
 )
 CLI_FAILS = {
-    ("acp-opencode", "a_denied_tool_does_not_run"): _OPENCODE_DENIAL,
     ("opencode", "a_denied_tool_does_not_run"): _OPENCODE_DENIAL,
     ("acp-gemini", "two_turns_resume_one_conversation"): _GEMINI_ACP_LOAD,
     ("acp-gemini", "a_killed_cli_is_classified_and_its_session_resumed"): _GEMINI_ACP_LOAD,
