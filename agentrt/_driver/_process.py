@@ -697,10 +697,14 @@ class CliProcess:
                         self.pid,
                         len(survivors),
                     )
-                with trio.move_on_after(_REAP_BOUND):
-                    await self._exited.wait()
-                with trio.move_on_after(limits.stderr_drain):
-                    await self._drain_stderr(limits.term_grace)
+                # A turn that ended by itself has exited and closed stderr by now: no bound
+                # (a cancel scope each) to wait for what is already there.
+                if not self._exited.is_set():
+                    with trio.move_on_after(_REAP_BOUND):
+                        await self._exited.wait()
+                if not self._stderr_done.is_set():
+                    with trio.move_on_after(limits.stderr_drain):
+                        await self._drain_stderr(limits.term_grace)
                 reap_adopted(self._tree)
                 if self._exited.is_set():
                     untrack_leader(self.pid)
@@ -799,10 +803,13 @@ class ProcessTracker:
 
         Synchronous and cheap (one pass over /proc); `run` calls it periodically.
         """
-        # A turn in a cgroup reads that instead: no walk of the whole machine for it.
-        procs = snapshot() if any(t.cgroup is None for t in self._trees.values()) else {}
-        for tree in self._trees.values():
-            tree.scan(procs)
+        # The whole machine is walked once, and only for the trees that need it: a turn in a
+        # cgroup reads that, one whose leader is our child walks its own subtree (a walk of
+        # the machine reads every process's stat: 3.5 ms of CPU with 190 processes).
+        trees = self._trees.values()
+        procs = snapshot() if any(tree.walks_machine for tree in trees) else None
+        for tree in trees:
+            tree.scan(procs if tree.walks_machine else None)
         return sum(reap_adopted(tree) for tree in self._trees.values())
 
     async def run(
