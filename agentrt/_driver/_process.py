@@ -846,7 +846,8 @@ class ProcessTracker:
 
     @contextmanager
     def _turn_cgroup(self, limits: Limits | None) -> Iterator[TurnCgroup | None]:
-        # A cgroup for one turn, removed when the turn is done with it.
+        # A cgroup for one turn, kept for the next (idle, after a turn that raised nothing)
+        # or removed when the turn is done with it.
         cgroups = self._isolation.cgroups
         if cgroups is None:
             yield None
@@ -857,10 +858,12 @@ class ProcessTracker:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, f"cannot create the turn's cgroup: {exc.strerror}"
             ) from exc
+        kept = False
         try:
             yield cgroup
+            kept = cgroups.keep(cgroup)
         finally:
-            if not cgroup.remove():
+            if not kept and not cgroup.remove():
                 _log.warning("turn cgroup %s: not empty after the kill ladder", cgroup.path)
 
     @contextmanager
