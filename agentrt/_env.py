@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Literal, get_args
 
@@ -93,7 +94,7 @@ def child_env(
     """The complete environment for a child: ``policy`` applied to ``environ`` (default
     ``os.environ``), then ``explicit`` on top. Under ``profile``, logs once the names of the
     credentials it left out."""
-    base = os.environ if environ is None else environ
+    base = _os_environ() if environ is None else environ
     explicit = explicit or {}
     if policy == "inherit":
         env = dict(base)
@@ -107,6 +108,29 @@ def child_env(
         raise ValueError(f"unknown env policy {policy!r}; expected one of {ENV_POLICIES}")
     env.update(explicit)
     return env
+
+
+# os.environ as it was last read (its bytes, as the process holds them) and decoded: a CLI
+# turn copies the environment every spawn, and a copy of os.environ decodes every name and
+# value through two Python calls each.
+_environ_read: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _os_environ() -> Mapping[str, str]:
+    """``os.environ`` as a dict, decoded only when it changed since the last call."""
+    global _environ_read
+    # CPython's os.environ keeps the process's environment in ``_data`` (bytes on POSIX);
+    # compared with the copy, it says in one C call whether anything changed.
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict) or os.name != "posix":
+        return os.environ
+    read = _environ_read
+    if read is None or read[0] != data:
+        raw = dict(data)
+        encoding, errors = sys.getfilesystemencoding(), "surrogateescape"
+        decoded = {k.decode(encoding, errors): v.decode(encoding, errors) for k, v in raw.items()}
+        read = _environ_read = (raw, decoded)
+    return read[1]
 
 
 def bypass_proxy(

@@ -1,4 +1,5 @@
 import logging
+import os
 
 import pytest
 
@@ -104,6 +105,23 @@ def test_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     assert child_env("inherit")["AGENTRT_ENV_PROBE"] == "here"
     profile = child_env("profile")
     assert profile["AGENTRT_ENV_PROBE"] == "here" and "ANTHROPIC_API_KEY" not in profile
+
+
+def test_each_child_sees_os_environ_as_it_is_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The copy of os.environ is kept between spawns and made again when it changed: a value
+    # set, changed or removed after one spawn reaches the next, and a child's own dict is
+    # its own (a caller that adds to it changes no other child's).
+    monkeypatch.delenv("AGENTRT_ENV_PROBE", raising=False)
+    first = child_env("inherit")
+    assert "AGENTRT_ENV_PROBE" not in first
+    first["AGENTRT_ENV_PROBE"] = "added by a caller"
+    assert "AGENTRT_ENV_PROBE" not in child_env("inherit")
+    monkeypatch.setenv("AGENTRT_ENV_PROBE", "caf\u00e9 \udcff")  # not UTF-8 in the process
+    assert child_env("inherit")["AGENTRT_ENV_PROBE"] == "caf\u00e9 \udcff"
+    monkeypatch.setenv("AGENTRT_ENV_PROBE", "changed")
+    assert child_env("profile")["AGENTRT_ENV_PROBE"] == "changed"
+    monkeypatch.delenv("AGENTRT_ENV_PROBE")
+    assert child_env("inherit") == dict(os.environ)
 
 
 def test_unknown_policy_is_refused() -> None:

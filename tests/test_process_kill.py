@@ -266,6 +266,31 @@ async def test_a_turn_ending_finds_its_marked_orphan_and_passes_other_turns_lead
         nursery.cancel_scope.cancel()
 
 
+async def test_the_trackers_walk_reads_its_turns_processes_not_the_machines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The leader is our child and we are the subreaper: the periodic walk (every second of a
+    # busy runtime) reads the turn's own subtree and our children, not every process's stat.
+    read: list[int] = []
+    original = agentrt._driver._proctree.read_stat
+
+    def read_stat(pid: int) -> Any:
+        read.append(pid)
+        return original(pid)
+
+    tracker = ProcessTracker(cgroups=False)  # the walk is what this is about
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tracker.run, 60.0)
+        async with open_cli_process(fake(READY, ["hang"]), FAST, tracker=tracker) as proc:
+            await frames_until_ready(Frames(proc))
+            monkeypatch.setattr(agentrt._driver._proctree, "read_stat", read_stat)
+            tracker.reap()
+            monkeypatch.undo()
+            assert proc.pid in read
+            assert os.getppid() not in read and 1 not in read
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_tracker_never_takes_another_childs_exit_status(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

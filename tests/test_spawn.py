@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -229,6 +230,50 @@ async def test_a_child_that_reaches_the_gate_after_a_writer_came_and_went_is_let
             stuck.join()
             os.close(previous_child)
     assert not rescued.is_set(), "the child waited at the gate until the test opened it"
+
+
+class Unmoved:
+    def move(self, pid: int) -> None:
+        pass
+
+    @property
+    def enter(self) -> Callable[[], object]:
+        raise AssertionError("posix_spawn's path only")
+
+
+async def test_once_the_gate_lets_a_reader_through_it_is_opened_again_only_now_and_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The spawn returns at the child's exec, a while after the child left the gate (held
+    # here): meanwhile the gate is opened again every _REOPEN, in case the reader it let
+    # through was another, not polled (a spawn took some 40 opens).
+    if _spawn._libc() is None:
+        pytest.skip("no posix_spawn path here: the fallback forks, with no FIFO")
+    opens: list[tuple[float, bool]] = []
+    real_open_gate, real_run = _spawn._open_gate, _spawn._Spawner.run
+
+    def open_gate(fifo: str) -> bool:
+        opened = real_open_gate(fifo)
+        opens.append((time.monotonic(), opened))
+        return opened
+
+    def run(spawner: _spawn._Spawner, spawn: Callable[[], int], gate: _spawn.Gate) -> int:
+        def spawn_then_hold() -> int:
+            pid = spawn()
+            time.sleep(0.05)
+            return pid
+
+        return real_run(spawner, spawn_then_hold, gate)
+
+    monkeypatch.setattr(_spawn, "_open_gate", open_gate)
+    monkeypatch.setattr(_spawn._Spawner, "run", run)
+    with _spawn.spawner_in_use():
+        assert await output(["true"], Unmoved()) == ""
+    through = next(i for i, (_, opened) in enumerate(opens) if opened)
+    again = opens[through + 1 :]
+    # Each open again came at least _REOPEN after the one before.
+    span = opens[-1][0] - opens[through][0]
+    assert len(again) <= span / _spawn._REOPEN + 1, (len(again), span)
 
 
 async def test_a_missing_binary_or_cwd_is_named(path: str, tmp_path: Path) -> None:

@@ -697,10 +697,14 @@ class CliProcess:
                         self.pid,
                         len(survivors),
                     )
-                with trio.move_on_after(_REAP_BOUND):
-                    await self._exited.wait()
-                with trio.move_on_after(limits.stderr_drain):
-                    await self._drain_stderr(limits.term_grace)
+                # A turn that ended by itself has exited and closed stderr by now: no bound
+                # (a cancel scope each) to wait for what is already there.
+                if not self._exited.is_set():
+                    with trio.move_on_after(_REAP_BOUND):
+                        await self._exited.wait()
+                if not self._stderr_done.is_set():
+                    with trio.move_on_after(limits.stderr_drain):
+                        await self._drain_stderr(limits.term_grace)
                 reap_adopted(self._tree)
                 if self._exited.is_set():
                     untrack_leader(self.pid)
@@ -799,10 +803,13 @@ class ProcessTracker:
 
         Synchronous and cheap (one pass over /proc); `run` calls it periodically.
         """
-        # A turn in a cgroup reads that instead: no walk of the whole machine for it.
-        procs = snapshot() if any(t.cgroup is None for t in self._trees.values()) else {}
-        for tree in self._trees.values():
-            tree.scan(procs)
+        # The whole machine is walked once, and only for the trees that need it: a turn in a
+        # cgroup reads that, one whose leader is our child walks its own subtree (a walk of
+        # the machine reads every process's stat: 3.5 ms of CPU with 190 processes).
+        trees = self._trees.values()
+        procs = snapshot() if any(tree.walks_machine for tree in trees) else None
+        for tree in trees:
+            tree.scan(procs if tree.walks_machine else None)
         return sum(reap_adopted(tree) for tree in self._trees.values())
 
     async def run(
@@ -839,7 +846,8 @@ class ProcessTracker:
 
     @contextmanager
     def _turn_cgroup(self, limits: Limits | None) -> Iterator[TurnCgroup | None]:
-        # A cgroup for one turn, removed when the turn is done with it.
+        # A cgroup for one turn, kept for the next (idle, after a turn that raised nothing)
+        # or removed when the turn is done with it.
         cgroups = self._isolation.cgroups
         if cgroups is None:
             yield None
@@ -850,10 +858,12 @@ class ProcessTracker:
             raise ProcessFailure(
                 StopReason.SPAWN_FAILED, f"cannot create the turn's cgroup: {exc.strerror}"
             ) from exc
+        kept = False
         try:
             yield cgroup
+            kept = cgroups.keep(cgroup)
         finally:
-            if not cgroup.remove():
+            if not kept and not cgroup.remove():
                 _log.warning("turn cgroup %s: not empty after the kill ladder", cgroup.path)
 
     @contextmanager

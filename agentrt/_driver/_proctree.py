@@ -195,13 +195,20 @@ class ProcTree:
         """Close what the scans keep open; call it once the tree is done with."""
         self._leader_stat.close()
 
+    @property
+    def walks_machine(self) -> bool:
+        """Whether a `scan` reads every process of the machine: it reads the turn's cgroup
+        instead, or walks the leader's subtree while it is our child and we are the
+        subreaper."""
+        return self.cgroup is None and not (self.local and _subreaper_users)
+
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
-        """Walk /proc (or a `snapshot` just taken), or read the turn's cgroup: record every
-        member, return the ones still running."""
+        """Walk /proc (or a `snapshot` just taken, for a tree that `walks_machine`), or read
+        the turn's cgroup: record every member, return the ones still running."""
         if self.cgroup is not None:
             return self._cgroup_scan(self.cgroup)
         if procs is None:
-            procs = self._local_snapshot() if self.local and _subreaper_users else snapshot()
+            procs = snapshot() if self.walks_machine else self._local_snapshot()
         me = os.getpid()
         leader = procs.get(self.leader)
         # While the leader exists unreaped, its pid (= pgid = sid) cannot be reused; once it is

@@ -42,6 +42,7 @@ import queue
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -67,6 +68,11 @@ _UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)
 # How long the child may take to appear among the spawning thread's children.
 _APPEAR_BOUND = 5.0
 _POLL = 50e-6
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
+# Once the gate has let a reader through: how often it is opened again, in case that reader
+# was not this spawn's child (see `_Spawner._run_one`).
+_REOPEN = 0.005
 
 
 _P = ctypes.c_void_p
@@ -302,14 +308,18 @@ class _Spawner:
             raise
         finally:
             # Whether moved, dead or on its way to exec, the child must not wait at the gate
-            # for ever. Opened until the spawn returns, not once: an open wakes only a reader
-            # already waiting, and it can succeed before this child waits, because the FIFO
-            # may have another reader (the previous spawn's child, whose close-on-exec comes
-            # after posix_spawn has returned); the child would then wait for the next writer.
-            while True:
-                _open_gate(self.fifo)
+            # for ever. An open wakes only a reader already waiting: the FIFO is opened until
+            # an open succeeds (or the spawn returned, the child dead before the gate). That
+            # can succeed before this child waits, because the FIFO may have another reader
+            # (the previous spawn's child, whose close-on-exec comes after posix_spawn has
+            # returned), and the child would then wait for the next writer: so it is opened
+            # again every _REOPEN until the spawn returns. (Opened every _POLL throughout, a
+            # spawn took some 40 opens and wake-ups while its child went on to its exec.)
+            while not _open_gate(self.fifo):
                 if request.returned.wait(_POLL):
                     break
+            while not request.returned.wait(_REOPEN):
+                _open_gate(self.fifo)
             if refused is not None and request.pid is not None:
                 with suppress(ProcessLookupError):
                     os.kill(request.pid, signal.SIGKILL)
@@ -438,17 +448,20 @@ class _Process:
     _returncode: int | None = None
 
     async def wait(self) -> int:
-        if self._returncode is None:
-            await trio.lowlevel.wait_readable(self.pidfd)
+        while self._returncode is None:
+            # Most waits come once the driver has seen the exit: then reaped at once, with
+            # no wait registered with the event loop.
+            self._returncode = _reap(self.pidfd)
             if self._returncode is None:
-                self._returncode = _reap(self.pidfd)
+                await trio.lowlevel.wait_readable(self.pidfd)
         return self._returncode
 
 
-def _reap(pidfd: int) -> int:
-    # The pidfd is readable: its process has exited, so this does not block.
-    info = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
-    assert info is not None
+def _reap(pidfd: int) -> int | None:
+    # The exit code as subprocess gives it, or None while the process runs.
+    info = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    if info is None:
+        return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
@@ -467,8 +480,10 @@ async def spawn(
     if libc is None:
         return await _fork_spawn(argv, env, cwd, gate)
     path = os.fsencode(_executable(argv[0], env))
-    c_argv = [os.fsencode(arg) for arg in argv]
-    c_env = [os.fsencode(f"{key}={value}") for key, value in env.items()]
+    # As os.fsencode encodes a str, without a Python call per string: the environment is a
+    # few dozen of them, every spawn.
+    c_argv = [arg.encode(_FS_ENCODING, _FS_ERRORS) for arg in argv]
+    c_env = [f"{key}={value}".encode(_FS_ENCODING, _FS_ERRORS) for key, value in env.items()]
     c_cwd = None if cwd is None else os.fsencode(cwd)
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
