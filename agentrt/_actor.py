@@ -49,7 +49,7 @@ from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Request
 from ._schedule import wall_now
-from ._scheduling import drop_woken, keep_cli_schedules
+from ._scheduling import CliSchedules, drop_woken
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -138,6 +138,8 @@ class Actor:
     _ask_crash: AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
+    # Where the wake-ups and cron jobs its CLI schedules are kept; None: nowhere.
+    _cli_schedules: CliSchedules | None = attrs.field(init=False)
     name: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -150,6 +152,9 @@ class Actor:
             self.options.on_session_lost or type(self.agent).on_session_lost,
             partial(self._run_turn, first=False),
             self._recorder.forget_session,
+        )
+        self._cli_schedules = CliSchedules.of(
+            self.capabilities.schedules, self.backend, warm=self.mode.warm
         )
         self._portable = None
         if self.options.portable:  # start_agent refused it for any other backend or store
@@ -380,13 +385,10 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        schedules = self.capabilities.schedules
         if woken is not None:  # fired by the CLI: its stored copy must not run too
-            await drop_woken(schedules, self.name, woken)
-        if isinstance(outcome, Response):
-            kept, stored = await keep_cli_schedules(
-                schedules, self.backend, self.name, outcome, warm=self.mode.warm
-            )
+            await drop_woken(self.capabilities.schedules, self.name, woken)
+        if isinstance(outcome, Response) and self._cli_schedules is not None:
+            kept, stored = await self._cli_schedules.keep(self.name, outcome)
             # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
             # turn it starts itself); the stored copy fires only once that CLI has ended.
             if kept and slot.channel is not None:
