@@ -141,9 +141,12 @@ class Actor:
     # Where the wake-ups and cron jobs its CLI schedules are kept; None: nowhere.
     _cli_schedules: CliSchedules | None = attrs.field(init=False)
     name: str = attrs.field(init=False)
+    # trio.current_time(), from the run's clock without the per-call wrapper.
+    _now: Callable[[], float] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.name = self.slot.name
+        self._now = trio.lowlevel.current_clock().current_time
         self._overrides = overrides = overridden(type(self.agent))
         self._callbacks = Callbacks(self.agent, self.slot.name, overrides)
         self._recovery = Recovery(
@@ -359,7 +362,9 @@ class Actor:
             if woken is not None:
                 request.origin = "wakeup"
         prompt: str | None = None if own else request.prompt
-        spent = None if own else slot.budgets.exceeded(slot.name)
+        budgets = slot.budgets
+        # Most agents count against no budget: nothing to look up a turn.
+        spent = None if own or not budgets.chain else budgets.exceeded(slot.name)
         if spent is not None:
             await self._refuse(request, spent)
             return
@@ -412,7 +417,8 @@ class Actor:
         slot.current = None
         request.outcome = request.overruled or outcome
         slot.mailbox.settle(request, final)
-        self._react(reaction)
+        if reaction is not None:
+            self._react(reaction)
         if isinstance(outcome, Response) and self.options.compact_at is not None:
             await self._recovery.compact_ahead()
         if slot.halt_pending:
@@ -478,9 +484,10 @@ class Actor:
             trace,
             probed_version=probed,
             version_probed=probes,
-            cost_limit=self._cost_limit(),
+            cost_limit=self._cost_limit() if slot.budgets.chain else None,
         )
-        if logger.isEnabledFor(logging.DEBUG):
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if debug:
             logger.debug(
                 "agent %r: turn starts on %s, session %s",
                 self.name,
@@ -500,7 +507,7 @@ class Actor:
                 detail={"retryable": isinstance(unrestored, StoreError)},
                 cause=unrestored,
             )
-        started_at, started = time.time(), trio.current_time()
+        started_at, started = time.time(), self._now()
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -518,9 +525,9 @@ class Actor:
             stored = await self._portable.after_turn(slot.session_id)
             if isinstance(outcome, Response):
                 outcome = attrs.evolve(outcome, transcript_stored=stored)
-        if logger.isEnabledFor(logging.DEBUG):
+        if debug:
             log_turn_end(self.name, outcome)
-        duration = trio.current_time() - started
+        duration = self._now() - started
         again = first and type(outcome) is TurnFailed and self._recovery.runs_again(outcome)
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
