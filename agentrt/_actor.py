@@ -141,12 +141,9 @@ class Actor:
     # Where the wake-ups and cron jobs its CLI schedules are kept; None: nowhere.
     _cli_schedules: CliSchedules | None = attrs.field(init=False)
     name: str = attrs.field(init=False)
-    # trio.current_time(), from the run's clock without the per-call wrapper.
-    _now: Callable[[], float] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.name = self.slot.name
-        self._now = trio.lowlevel.current_clock().current_time
         self._overrides = overrides = overridden(type(self.agent))
         self._callbacks = Callbacks(self.agent, self.slot.name, overrides)
         self._recovery = Recovery(
@@ -507,7 +504,10 @@ class Actor:
                 detail={"retryable": isinstance(unrestored, StoreError)},
                 cause=unrestored,
             )
-        started_at, started = time.time(), self._now()
+        # trio.current_time(), from the run's clock without the per-call wrapper (not kept
+        # on the actor: a bound method is 64 bytes an idle agent).
+        now = trio.lowlevel.current_clock().current_time
+        started_at, started = time.time(), now()
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -527,7 +527,7 @@ class Actor:
                 outcome = attrs.evolve(outcome, transcript_stored=stored)
         if debug:
             log_turn_end(self.name, outcome)
-        duration = self._now() - started
+        duration = now() - started
         again = first and type(outcome) is TurnFailed and self._recovery.runs_again(outcome)
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(
