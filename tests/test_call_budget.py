@@ -50,7 +50,7 @@ from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 # three; 145 since an in-process agent keeps its frame source from its first turn and the
 # slot's name is a field; 146 merged with this round's other work, and one more once in a
 # run after other tests in the same worker, which the count's own process now rules out;
-# 136 since an agent's CLI schedules are checked once per instance and its loop looks up
+# 137 since an agent's CLI schedules are checked once per instance and its loop looks up
 # no budget it does not have);
 # the fake CLI's turns vary with how the CLI's output is cut into reads and how the
 # process's exit meets it (569-615 per turn, 293-305 warm on a quiet machine, 584-588 and
