@@ -138,7 +138,6 @@ class Actor:
     _ask_crash: AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
-    # Where the wake-ups and cron jobs its CLI schedules are kept; None: nowhere.
     _cli_schedules: CliSchedules | None = attrs.field(init=False)
     name: str = attrs.field(init=False)
 
@@ -153,9 +152,7 @@ class Actor:
             partial(self._run_turn, first=False),
             self._recorder.forget_session,
         )
-        self._cli_schedules = CliSchedules.of(
-            self.capabilities.schedules, self.backend, warm=self.mode.warm
-        )
+        self._cli_schedules = CliSchedules.of(self.capabilities.schedules, self.backend, self.mode)
         self._portable = None
         if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
@@ -359,9 +356,7 @@ class Actor:
             if woken is not None:
                 request.origin = "wakeup"
         prompt: str | None = None if own else request.prompt
-        budgets = slot.budgets
-        # Most agents count against no budget: nothing to look up a turn.
-        spent = None if own or not budgets.chain else budgets.exceeded(slot.name)
+        spent = None if own or not slot.budgets.chain else slot.budgets.exceeded(slot.name)
         if spent is not None:
             await self._refuse(request, spent)
             return
@@ -483,8 +478,7 @@ class Actor:
             version_probed=probes,
             cost_limit=self._cost_limit() if slot.budgets.chain else None,
         )
-        debug = logger.isEnabledFor(logging.DEBUG)
-        if debug:
+        if debug := logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "agent %r: turn starts on %s, session %s",
                 self.name,
@@ -504,9 +498,7 @@ class Actor:
                 detail={"retryable": isinstance(unrestored, StoreError)},
                 cause=unrestored,
             )
-        # trio.current_time(), from the run's clock without the per-call wrapper (not kept
-        # on the actor: a bound method is 64 bytes an idle agent).
-        now = trio.lowlevel.current_clock().current_time
+        now = trio.lowlevel.current_clock().current_time  # trio.current_time(), unwrapped
         started_at, started = time.time(), now()
         try:
             outcome = await turn.run()

@@ -22,6 +22,7 @@ from .backend import CronBackend, CronDeleted, WakeupBackend
 
 if TYPE_CHECKING:
     from ._events import Response
+    from ._mode import Mode
     from .backend import Backend, CronRequested, WakeupRequested
 
 logger = logging.getLogger("agentrt")
@@ -133,13 +134,13 @@ class CliSchedules:
     crons: CronBackend | None
 
     @classmethod
-    def of(cls, store: ScheduleStore | None, backend: Backend, *, warm: bool) -> Self | None:
-        """What the agent's turns keep, or None: a store that keeps no schedules, or a
-        backend whose CLI schedules none that agentrt keeps."""
+    def of(cls, store: ScheduleStore | None, backend: Backend, mode: Mode) -> Self | None:
+        """What the turns of an agent in ``mode`` keep, or None: a store that keeps no
+        schedules, or a backend whose CLI schedules none that agentrt keeps."""
         if store is None:
             return None
         wakeups = backend if isinstance(backend, WakeupBackend) else None
-        crons = backend if not warm and isinstance(backend, CronBackend) else None
+        crons = backend if not mode.warm and isinstance(backend, CronBackend) else None
         if wakeups is None and crons is None:
             return None
         return cls(store, wakeups, crons)
