@@ -49,7 +49,7 @@ from ._recovery import Recovery, credential_outcome
 from ._redact import redact
 from ._requests import Request
 from ._schedule import wall_now
-from ._scheduling import drop_woken, keep_cli_schedules
+from ._scheduling import CliSchedules, drop_woken
 from ._slot import ASK_CANCELLED, Slot
 from ._status import AgentHandle
 from ._stores._protocols import SessionStore, StoreCapabilities, TranscriptStore
@@ -138,6 +138,7 @@ class Actor:
     _ask_crash: AgentCrashed | None = None
     # The transcript carried in the store (``portable``); None when not portable.
     _portable: PortableSession | None = attrs.field(init=False)
+    _cli_schedules: CliSchedules | None = attrs.field(init=False)
     name: str = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -151,6 +152,7 @@ class Actor:
             partial(self._run_turn, first=False),
             self._recorder.forget_session,
         )
+        self._cli_schedules = CliSchedules.of(self.capabilities.schedules, self.backend, self.mode)
         self._portable = None
         if self.options.portable:  # start_agent refused it for any other backend or store
             backend = cast(PortableBackend, self.backend)
@@ -354,7 +356,7 @@ class Actor:
             if woken is not None:
                 request.origin = "wakeup"
         prompt: str | None = None if own else request.prompt
-        spent = None if own else slot.budgets.exceeded(slot.name)
+        spent = None if own or not slot.budgets.chain else slot.budgets.exceeded(slot.name)
         if spent is not None:
             await self._refuse(request, spent)
             return
@@ -380,13 +382,10 @@ class Actor:
         recovery = self._recovery
         if type(outcome) is TurnFailed and prompt is not None and recovery.runs_again(outcome):
             outcome, final = await recovery.run_again(prompt, claimed, outcome)
-        schedules = self.capabilities.schedules
         if woken is not None:  # fired by the CLI: its stored copy must not run too
-            await drop_woken(schedules, self.name, woken)
-        if isinstance(outcome, Response):
-            kept, stored = await keep_cli_schedules(
-                schedules, self.backend, self.name, outcome, warm=self.mode.warm
-            )
+            await drop_woken(self.capabilities.schedules, self.name, woken)
+        if isinstance(outcome, Response) and self._cli_schedules is not None:
+            kept, stored = await self._cli_schedules.keep(self.name, outcome)
             # A warm CLI fires its own wake-ups while it lives (measured on claude 2.1.332: a
             # turn it starts itself); the stored copy fires only once that CLI has ended.
             if kept and slot.channel is not None:
@@ -410,7 +409,8 @@ class Actor:
         slot.current = None
         request.outcome = request.overruled or outcome
         slot.mailbox.settle(request, final)
-        self._react(reaction)
+        if reaction is not None:
+            self._react(reaction)
         if isinstance(outcome, Response) and self.options.compact_at is not None:
             await self._recovery.compact_ahead()
         if slot.halt_pending:
@@ -476,9 +476,9 @@ class Actor:
             trace,
             probed_version=probed,
             version_probed=probes,
-            cost_limit=self._cost_limit(),
+            cost_limit=self._cost_limit() if slot.budgets.chain else None,
         )
-        if logger.isEnabledFor(logging.DEBUG):
+        if debug := logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "agent %r: turn starts on %s, session %s",
                 self.name,
@@ -498,7 +498,8 @@ class Actor:
                 detail={"retryable": isinstance(unrestored, StoreError)},
                 cause=unrestored,
             )
-        started_at, started = time.time(), trio.current_time()
+        now = trio.lowlevel.current_clock().current_time  # trio.current_time(), unwrapped
+        started_at, started = time.time(), now()
         try:
             outcome = await turn.run()
             if trace is not None:
@@ -516,9 +517,9 @@ class Actor:
             stored = await self._portable.after_turn(slot.session_id)
             if isinstance(outcome, Response):
                 outcome = attrs.evolve(outcome, transcript_stored=stored)
-        if logger.isEnabledFor(logging.DEBUG):
+        if debug:
             log_turn_end(self.name, outcome)
-        duration = trio.current_time() - started
+        duration = now() - started
         again = first and type(outcome) is TurnFailed and self._recovery.runs_again(outcome)
         settles = None if claimed is None or again else claimed
         await recorder.turn_ended(

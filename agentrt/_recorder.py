@@ -209,7 +209,9 @@ class Recorder:
         slot.session_totals = slot.session_totals.add(usage, cost)
         slot.spent_usd += cost or 0.0
         slot.spent_tokens += counted_tokens(usage)
-        slot.budgets.charge(name, cost, usage)
+        budgets = slot.budgets
+        if budgets.chain:  # most agents count against no budget
+            budgets.charge(name, cost, usage)
         durable = slot.requests if settles is not None else None
         if slot.unclaimed and not (self._claim_owed and await self._claim()):
             # The turn never started (nothing to record), or the row it owes cannot be

@@ -99,9 +99,6 @@ class Context:
     # CLI scheduled); nothing on a store that keeps no schedules.
     schedules_changed: Callable[[], None] = lambda: None
 
-    def new_id(self) -> int:
-        return next(self.ids)
-
     # What telemetry observes of the runtime (its Gauges), read in the metric reader's
     # thread: each in one step.
     def live_processes(self) -> int:
@@ -296,7 +293,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                 context.tracker,
                 start,
                 budgets=self._budgets,
-                new_id=context.new_id,
+                new_id=context.ids.__next__,  # no Python call an ask
                 check_open=self._check_open,
             )
             try:
