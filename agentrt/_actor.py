@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -97,6 +97,9 @@ class Actor:
     node: str
     # What its store can do, resolved as the runtime opened it.
     capabilities: StoreCapabilities
+    # Whether the runtime still holds the agent's lease once its overdue fence has run
+    # (`Ownership.settle`); a lease lost there has stopped this instance.
+    settle_lease: Callable[[str], Awaitable[bool]]
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -509,6 +512,8 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
+        if type(outcome) is TurnFailed and outcome.reason is StopReason.PROCESS_CRASHED:
+            await self._lease_settled()
         slot.turns += 1
         if turn.cli_version is not None:
             slot.cli_version = turn.cli_version
@@ -525,6 +530,15 @@ class Actor:
             outcome, prompt=prompt or "", started_at=started_at, duration=duration, settles=settles
         )
         return outcome, turn.final
+
+    async def _lease_settled(self) -> None:
+        """Before a turn whose CLI was killed by a signal agentrt did not send is reported:
+        that may be the fence guard's SIGKILL, of a runtime frozen past its lease that wakes
+        with its fence overdue. The lease is settled first; lost, the fence has stopped this
+        instance, and the turn ends as the lease lost (its request fails with `AgentStopped`)
+        rather than as a crash."""
+        if not await self.settle_lease(self.name):
+            await trio.lowlevel.checkpoint()  # where the fence's stop takes effect
 
     async def _restore_transcript(self) -> Exception | None:
         """A portable agent's transcript made the stored one before its turn; why it could

@@ -392,6 +392,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             runtime_id=context.runtime_id,
             node=context.ownership.owner.node,
             capabilities=context.capabilities,
+            settle_lease=context.ownership.settle,
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,
