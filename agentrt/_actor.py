@@ -69,14 +69,6 @@ logger = logging.getLogger("agentrt")
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
-# Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
-# SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
-CANCEL_MARGIN = 10.0
-
-
-def cancel_grace(options: AgentOptions) -> float:
-    """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
-    return 2 * options.kill_grace + CANCEL_MARGIN
 
 
 @attrs.define(eq=False)
@@ -97,9 +89,8 @@ class Actor:
     node: str
     # What its store can do, resolved as the runtime opened it.
     capabilities: StoreCapabilities
-    # Whether the runtime still holds the agent's lease once its overdue fence has run
-    # (`Ownership.settle`); a lease lost there has stopped this instance.
-    settle_lease: Callable[[str], Awaitable[bool]]
+    # `Ownership.settle`: a lease lost there has stopped this instance.
+    settle_lease: Callable[[str], Awaitable[None]]
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -513,7 +504,11 @@ class Actor:
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
         if type(outcome) is TurnFailed and outcome.reason is StopReason.PROCESS_CRASHED:
-            await self._lease_settled()
+            # Killed by a signal agentrt did not send: maybe its fence guard's SIGKILL, of a
+            # runtime frozen past its lease. The lease is settled first; lost, the fence has
+            # stopped this instance (cancelled there), and the turn ends as the lease lost
+            # (its request fails with `AgentStopped`), not as a crash.
+            await self.settle_lease(self.name)
         slot.turns += 1
         if turn.cli_version is not None:
             slot.cli_version = turn.cli_version
@@ -530,15 +525,6 @@ class Actor:
             outcome, prompt=prompt or "", started_at=started_at, duration=duration, settles=settles
         )
         return outcome, turn.final
-
-    async def _lease_settled(self) -> None:
-        """Before a turn whose CLI was killed by a signal agentrt did not send is reported:
-        that may be the fence guard's SIGKILL, of a runtime frozen past its lease that wakes
-        with its fence overdue. The lease is settled first; lost, the fence has stopped this
-        instance, and the turn ends as the lease lost (its request fails with `AgentStopped`)
-        rather than as a crash."""
-        if not await self.settle_lease(self.name):
-            await trio.lowlevel.checkpoint()  # where the fence's stop takes effect
 
     async def _restore_transcript(self) -> Exception | None:
         """A portable agent's transcript made the stored one before its turn; why it could

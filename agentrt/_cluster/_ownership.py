@@ -183,21 +183,20 @@ class Ownership:
     def holds(self, name: str) -> bool:
         return name in self._held
 
-    async def settle(self, name: str) -> bool:
-        """Whether this runtime still holds the lease of ``name`` once its overdue fence
-        has run (`_renew_overdue`, then `_fence`): what a turn whose CLI was killed by a
-        signal agentrt did not send asks before it is reported. A runtime frozen past its
-        lease wakes to two things at once, its CLI's death (its fence guard's SIGKILL) and
-        its overdue fence, whose renewal may wait for the store; the turn must not end as
-        a crash first. A lease lost here stops the agent as the fence would (``on_lost``).
-        Costs nothing unless a fence is due.
+    async def settle(self, name: str) -> None:
+        """Run the overdue fence (`_renew_overdue`, then `_fence`) before a turn of ``name``
+        whose CLI was killed by a signal agentrt did not send is reported. A runtime frozen
+        past its lease wakes to two things at once, its CLI's death (its fence guard's
+        SIGKILL) and its overdue fence, whose renewal may wait for the store: the turn must
+        not end as a crash first. A lease lost here stops the agent as the fence would
+        (``on_lost``), before this returns; it ends with a checkpoint, where the agent's
+        own task, so stopped, is cancelled. Nothing is waited for unless a fence is due.
 
         Cancellation: safe (as the fence's own wait for the overdue renewal)."""
-        if self.store is None or name not in self._held:
-            return name in self._held
-        await self._renew_overdue()
-        self._fence(trio.current_time())
-        return name in self._held
+        if self.store is not None and name in self._held:
+            await self._renew_overdue()
+            self._fence(trio.current_time())
+        await trio.lowlevel.checkpoint()
 
     async def acquire(self, name: str, *, runs_processes: bool) -> None:
         """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
