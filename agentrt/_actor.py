@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -69,14 +69,6 @@ logger = logging.getLogger("agentrt")
 
 # Seconds before a claim the store refused is tried again.
 CLAIM_RETRY = 1.0
-# Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
-# SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
-CANCEL_MARGIN = 10.0
-
-
-def cancel_grace(options: AgentOptions) -> float:
-    """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
-    return 2 * options.kill_grace + CANCEL_MARGIN
 
 
 @attrs.define(eq=False)
@@ -97,6 +89,8 @@ class Actor:
     node: str
     # What its store can do, resolved as the runtime opened it.
     capabilities: StoreCapabilities
+    # `Ownership.settle`: a lease lost there has stopped this instance.
+    settle_lease: Callable[[str], Awaitable[None]]
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -510,6 +504,12 @@ class Actor:
             slot.turn_ended()
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
+        if type(outcome) is TurnFailed and outcome.reason is StopReason.PROCESS_CRASHED:
+            # Killed by a signal agentrt did not send: maybe its fence guard's SIGKILL, of a
+            # runtime frozen past its lease. The lease is settled first; lost, the fence has
+            # stopped this instance (cancelled there), and the turn ends as the lease lost
+            # (its request fails with `AgentStopped`), not as a crash.
+            await self.settle_lease(self.name)
         slot.turns += 1
         if turn.cli_version is not None:
             slot.cli_version = turn.cli_version

@@ -42,6 +42,7 @@ from ._errors import AgentNotFound, InvalidOptions
 from ._events import Event, Response
 from ._follow import EncodedBatch, FollowedStream, ended
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
+from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
 from ._schedule import Schedule
 from ._slot import Slot
@@ -54,6 +55,15 @@ from ._unsolicited import UnsolicitedTurns
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# Beyond the turn's own kill ladder (two ``kill_grace`` covers its drain and the driver's
+# SIGTERM -> SIGKILL), how long a cancelled ask waits, shielded, for its turn to end.
+CANCEL_MARGIN = 10.0
+
+
+def cancel_grace(options: AgentOptions) -> float:
+    """Bound on the shielded wait of a cancelled ask for its turn's processes to be gone."""
+    return 2 * options.kill_grace + CANCEL_MARGIN
 
 
 class Member(Protocol):

@@ -25,8 +25,8 @@ from typing import Any, NoReturn
 import attrs
 import trio
 
-from ._actor import Actor, cancel_grace
-from ._address import LocalAgent
+from ._actor import Actor
+from ._address import LocalAgent, cancel_grace
 from ._agent import Agent
 from ._arguments import check_agent, check_name
 from ._backends import backend_info
@@ -389,6 +389,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             runtime_id=context.runtime_id,
             node=context.ownership.owner.node,
             capabilities=context.capabilities,
+            settle_lease=context.ownership.settle,
             slots=context.slots,
             tracker=context.tracker,
             tools=tools,

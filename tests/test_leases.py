@@ -34,7 +34,7 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt.testing import Gate, fake_cli_executable
+from agentrt.testing import Exit, Gate, fake_cli_executable
 
 T = TypeVar("T")
 
@@ -332,6 +332,73 @@ async def test_an_agent_whose_lease_another_runtime_took_is_stopped(
             assert rt.agents() == ()
             [now] = await thief.leases()
             assert now.owner == B  # the loser's release did not touch it
+
+
+@attrs.define(eq=False)
+class SlowRenewal(MemoryStore):
+    """A MemoryStore whose lease renewals take ``delay`` s a call (a round trip to a far
+    database)."""
+
+    delay: float = 0.0
+
+    async def renew_leases(self, *, ttl: float) -> frozenset[str]:
+        await trio.sleep(self.delay)
+        return frozenset(await super().renew_leases(ttl=ttl))
+
+
+class Crashes(Agent):
+    """Notes the turn failures its ``handle_error`` is given."""
+
+    def __init__(self) -> None:
+        self.errors: list[TurnFailed] = []
+
+    def handle_error(self, ref: agentrt.Ref, error: TurnFailed) -> None:
+        self.errors.append(error)
+
+
+async def test_a_cli_killed_as_a_frozen_runtime_wakes_past_its_fence_ends_as_the_lease_lost(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A runtime frozen past its lease: meanwhile its fence guard SIGKILLed the turn's CLI and
+    # another node took the name. Awake, it sees both at once, the CLI's death and its
+    # overdue fence, whose renewal waits for the store. The turn must end as the lease lost
+    # (as when the fence comes first), not as a crash of a CLI its own fence killed.
+    store = SlowRenewal()
+    gate = Gate()
+    agent = Crashes()
+    backend = echo_backend([gate, Exit(returncode=None, signal=signal.SIGKILL)])
+    async with open_runtime(store=store, node="host-a", lease_ttl=10) as rt:
+        await rt.start_agent(agent, name="x", backend=backend)
+        outcome: list[BaseException] = []
+        answered = trio.Event()
+
+        async def ask() -> None:
+            try:
+                await rt.ask("x", "a long job")
+            except (AgentStopped, TurnFailed) as exc:
+                outcome.append(exc)
+            answered.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await gate.wait_reached()
+            await trio.sleep(2.1)  # just after a renewal
+            [lease] = await store.leases()
+            async with store.handle() as thief:
+                # Frozen from here (no checkpoint until the jump is made): the CLI dies, the
+                # name is taken, the store is slow to answer the renewal made on waking.
+                await thief.acquire_lease("x", B, ttl=TTL, replacing=lease.epoch)
+                store.delay = 1.0
+                autojump_clock.jump(6)
+                gate.release()
+                await answered.wait()
+        [error] = outcome
+        assert isinstance(error, AgentStopped), error
+        assert error.reason.startswith("lease lost: another runtime holds it now")
+        assert agent.errors == []  # no turn failure reached the agent either
+        # Stopped, not crashed: nothing restarts it on a runtime that no longer owns it.
+        await trio.sleep(30)
+        assert rt.agents() == ()
 
 
 async def test_a_takeover_after_the_lease_on_another_node(autojump_clock: object) -> None:

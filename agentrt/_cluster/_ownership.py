@@ -17,7 +17,11 @@ at once, with no ladder (the name may pass to another runtime at the end of the 
 or has already when the fence runs late: after a freeze, or a renewal that found it taken);
 the agent's waiters get `AgentStopped` ("lease lost ...") and its supervisor does not
 restart it. A renewal this runtime's loop never let start (the loop held past both its
-time and the fence's) is made first (`_renew_overdue`): what nobody took is kept.
+time and the fence's) is made first (`_renew_overdue`): what nobody took is kept. A turn
+whose CLI was killed by a signal agentrt did not send asks `settle` before it is reported:
+a runtime frozen past its lease wakes to its fence guard's SIGKILL and its overdue fence at
+once, and the fence runs for it first, so that a lost lease ends the turn as the lease lost
+(``on_lost``), not as a crash.
 
 On a store without leases (no `LeaseStore`) the runtime's names are a table of its own:
 nothing is renewed, fenced or released in the store.
@@ -178,6 +182,21 @@ class Ownership:
 
     def holds(self, name: str) -> bool:
         return name in self._held
+
+    async def settle(self, name: str) -> None:
+        """Run the overdue fence (`_renew_overdue`, then `_fence`) before a turn of ``name``
+        whose CLI was killed by a signal agentrt did not send is reported. A runtime frozen
+        past its lease wakes to two things at once, its CLI's death (its fence guard's
+        SIGKILL) and its overdue fence, whose renewal may wait for the store: the turn must
+        not end as a crash first. A lease lost here stops the agent as the fence would
+        (``on_lost``), before this returns; it ends with a checkpoint, where the agent's
+        own task, so stopped, is cancelled. Nothing is waited for unless a fence is due.
+
+        Cancellation: safe (as the fence's own wait for the overdue renewal)."""
+        if self.store is not None and name in self._held:
+            await self._renew_overdue()
+            self._fence(trio.current_time())
+        await trio.lowlevel.checkpoint()
 
     async def acquire(self, name: str, *, runs_processes: bool) -> None:
         """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
