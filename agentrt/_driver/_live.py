@@ -98,7 +98,9 @@ class WarmCli:
     idle_since: float = 0.0
     ended: trio.Event = attrs.field(factory=trio.Event)
     _wake: trio.Event = attrs.field(factory=trio.Event)
-    _turn_over_event: trio.Event = attrs.field(factory=trio.Event)
+    # Set at the running turn's end frame; made only for an interrupt in band, which
+    # waits for it (most turns have none).
+    _turn_over_event: trio.Event | None = None
     # Questions for the agent (tool approvals, hooks), answered before the next read.
     asks: deque[Ask] = attrs.field(factory=deque)
     # The running turn's wait for the agent's answer to one of them: while it waits nothing
@@ -122,6 +124,10 @@ class WarmCli:
     # their stored copy, each with when it is due (wall clock): it is read between turns
     # meanwhile, as for background work, so that the turn it starts reaches the agent.
     wakeups: dict[str, float] = attrs.field(factory=dict)
+    # The slots it holds one of, and whether the holder task waits out an idle now (until
+    # that idle's end, which is no later than any later idle's end).
+    _slots: ProcessSlots | None = None
+    _resting: bool = False
 
     @property
     def reads_own_turns(self) -> bool:
@@ -197,7 +203,7 @@ class WarmCli:
         assert self.proc is not None
         self.turn_over = False
         self.heard = bool(self.held)
-        self._turn_over_event = trio.Event()
+        self._turn_over_event = None
         self.proc.begin_turn()
         if prompt is None:
             if not self.held:  # a new process, the old one's turn gone with it: none comes
@@ -258,7 +264,8 @@ class WarmCli:
             else:
                 if role == "end":
                     self.turn_over = True
-                    self._turn_over_event.set()
+                    if self._turn_over_event is not None:
+                        self._turn_over_event.set()
                 yield frame
 
     def _between(self, frame: Any) -> str | None:
@@ -385,6 +392,8 @@ class WarmCli:
             assert self._nursery is not None
             self._interrupt_scope = trio.CancelScope()
             over = self._turn_over_event
+            if over is None:
+                over = self._turn_over_event = trio.Event()
             self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, over, grace)
 
     async def _interrupt_in_band(
@@ -432,7 +441,17 @@ class WarmCli:
         self.idle_since = trio.current_time()
         if self.held and self.ending is None and self.own_turn is not None:
             self.own_turn()  # it went on with a turn of its own after this one's end
-        self._poke()
+        slots = self._slots
+        if self._resting and not self._wake.is_set() and slots is not None and not slots.waiting:
+            # The holder task waits out an idle that ends before this one, and nothing has
+            # woken it since (an end, an exit, a task's news, a wake-up held: each pokes
+            # it): it would only mark this process idle and wait again, so it is not woken
+            # (a task switch, an event and a cancel scope each turn). When that idle's
+            # deadline passes, it finds this later one and waits on. With a turn waiting
+            # for a slot, it wakes: the process hibernates once this turn is over.
+            slots.idle(self)
+        else:
+            self._poke()
         self._wake_calls()  # a call waiting for the turn's reads now reads for itself
 
     # --- the holder task ---------------------------------------------------------------
@@ -441,8 +460,10 @@ class WarmCli:
         """Keep the process until it must end: between turns for at most ``keep_alive``."""
         assert self.proc is not None
         self.idle_since = trio.current_time()
+        self._slots = slots
         while True:
             deadline = math.inf
+            resting = False
             if not self.in_turn:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
@@ -459,6 +480,7 @@ class WarmCli:
                         return
                     slots.idle(self)
                     deadline = self.idle_since + keep_alive
+                    resting = True
                 if self.reads_own_turns and not self.held:
                     # Read what the CLI prints as it comes: its tasks' news, a turn it
                     # starts by itself (after a task's end, even once none runs; a
@@ -467,7 +489,11 @@ class WarmCli:
                     await self._listen(min(deadline, due))
                     continue
             with trio.move_on_at(deadline):
-                await self._wake.wait()
+                self._resting = resting
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._resting = False
             self._wake = trio.Event()
 
     async def _listen(self, deadline: float) -> None:
