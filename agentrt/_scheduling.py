@@ -5,9 +5,10 @@ them is the owner's (`agentrt._scheduler`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ._arguments import check_prompt, wrong_type
 from ._durable import check_key, new_stored_id
@@ -133,14 +134,15 @@ async def keep_cli_schedules(
     woken: list[Schedule] = []
     changed = False
     extra = {"agent": name}
-    if isinstance(backend, WakeupBackend):
-        for wakeup in backend.wakeups(response.events):
+    schedules_wakeups, makes_crons = _schedule_kinds(type(backend))
+    if schedules_wakeups:
+        for wakeup in cast(WakeupBackend, backend).wakeups(response.events):
             try:
                 woken.append(await add_wakeup(store, name, wakeup))
             except StoreError as exc:
                 logger.warning("a wake-up was not stored: %s", redact(str(exc)), extra=extra)
-    if not warm and isinstance(backend, CronBackend):
-        for cron in backend.crons(response.events):
+    if not warm and makes_crons:
+        for cron in cast(CronBackend, backend).crons(response.events):
             try:
                 if isinstance(cron, CronDeleted):
                     changed |= await drop_cron(store, name, cron.cron_id)
@@ -150,6 +152,14 @@ async def keep_cli_schedules(
             except (StoreError, InvalidOptions) as exc:
                 logger.warning("a cron job was not kept: %s", redact(str(exc)), extra=extra)
     return woken, changed or bool(woken)
+
+
+@functools.cache
+def _schedule_kinds(kind: type) -> tuple[bool, bool]:
+    # Whether a backend of this class is a `WakeupBackend` and a `CronBackend`, once per
+    # class: the check against a runtime-checkable protocol looks up each of its members
+    # (5 µs of CPU a match, 10 a miss, on Python 3.11), and every turn's end asked both.
+    return issubclass(kind, WakeupBackend), issubclass(kind, CronBackend)
 
 
 async def drop_woken(store: ScheduleStore | None, name: str, schedule_id: str) -> None:
