@@ -82,6 +82,8 @@ class WarmCli:
     protocol: LiveProtocol
     # The conversation it holds: the session it resumed, then what its turns reported.
     session_id: str | None
+    # The runtime's process slots, one of which it holds.
+    slots: ProcessSlots
     proc: CliProcess | None = None
     turns: int = 0
     # What its tree held once it was ready, pid -> start time: spared at each turn's end.
@@ -98,8 +100,7 @@ class WarmCli:
     idle_since: float = 0.0
     ended: trio.Event = attrs.field(factory=trio.Event)
     _wake: trio.Event = attrs.field(factory=trio.Event)
-    # Set at the running turn's end frame; made only for an interrupt in band, which
-    # waits for it (most turns have none).
+    # Set at the turn's end frame; made only for an in-band interrupt, which waits for it.
     _turn_over_event: trio.Event | None = None
     # Questions for the agent (tool approvals, hooks), answered before the next read.
     asks: deque[Ask] = attrs.field(factory=deque)
@@ -124,9 +125,7 @@ class WarmCli:
     # their stored copy, each with when it is due (wall clock): it is read between turns
     # meanwhile, as for background work, so that the turn it starts reaches the agent.
     wakeups: dict[str, float] = attrs.field(factory=dict)
-    # The slots it holds one of, and whether the holder task waits out an idle now (until
-    # that idle's end, which is no later than any later idle's end).
-    _slots: ProcessSlots | None = None
+    # The holder task waits out an idle (until its end: no later than a later idle's end).
     _resting: bool = False
 
     @property
@@ -391,9 +390,7 @@ class WarmCli:
         elif self._interrupt_scope is None:
             assert self._nursery is not None
             self._interrupt_scope = trio.CancelScope()
-            over = self._turn_over_event
-            if over is None:
-                over = self._turn_over_event = trio.Event()
+            over = self._turn_over_event = self._turn_over_event or trio.Event()
             self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, over, grace)
 
     async def _interrupt_in_band(
@@ -441,26 +438,20 @@ class WarmCli:
         self.idle_since = trio.current_time()
         if self.held and self.ending is None and self.own_turn is not None:
             self.own_turn()  # it went on with a turn of its own after this one's end
-        slots = self._slots
-        if self._resting and not self._wake.is_set() and slots is not None and not slots.waiting:
-            # The holder task waits out an idle that ends before this one, and nothing has
-            # woken it since (an end, an exit, a task's news, a wake-up held: each pokes
-            # it): it would only mark this process idle and wait again, so it is not woken
-            # (a task switch, an event and a cancel scope each turn). When that idle's
-            # deadline passes, it finds this later one and waits on. With a turn waiting
-            # for a slot, it wakes: the process hibernates once this turn is over.
-            slots.idle(self)
+        if self._resting and not self._wake.is_set() and not self.slots.waiting:
+            # The holder task would only mark it idle and wait again (nothing poked it; no
+            # turn waits for its slot): left asleep, not woken (a task switch) every turn.
+            self.slots.idle(self)
         else:
             self._poke()
         self._wake_calls()  # a call waiting for the turn's reads now reads for itself
 
     # --- the holder task ---------------------------------------------------------------
 
-    async def serve(self, keep_alive: float, slots: ProcessSlots) -> None:
+    async def serve(self, keep_alive: float) -> None:
         """Keep the process until it must end: between turns for at most ``keep_alive``."""
         assert self.proc is not None
         self.idle_since = trio.current_time()
-        self._slots = slots
         while True:
             deadline = math.inf
             resting = False
@@ -470,7 +461,7 @@ class WarmCli:
                 work = self.background
                 if self.held or (work is not None and work.tasks):
                     # Background work runs, or the CLI's own turn waits for the agent: busy.
-                    slots.busy(self)
+                    self.slots.busy(self)
                     self.idle_since = trio.current_time()
                     if work is not None and await work.stop_overdue(self):
                         continue
@@ -478,7 +469,7 @@ class WarmCli:
                     if trio.current_time() >= self.idle_since + keep_alive:
                         self.ending = f"hibernating after {keep_alive:g} s idle"
                         return
-                    slots.idle(self)
+                    self.slots.idle(self)
                     deadline = self.idle_since + keep_alive
                     resting = True
                 if self.reads_own_turns and not self.held:
