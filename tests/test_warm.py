@@ -99,13 +99,13 @@ async def test_keep_alive_counts_from_the_last_turns_end(tmp_path: Path) -> None
     # The task that holds the process waits out the idle after the first turn; the second
     # turn's end does not wake it, and the process must still idle for keep_alive after it.
     async with agentrt.open_runtime(store=MemoryStore()) as rt:
-        await start(rt, tmp_path, {"session_id": "s-1"}, keep_alive=3)
+        await start(rt, tmp_path, {"session_id": "s-1"}, keep_alive=4)
         await ask(rt, "one")
         warm = await pid(rt)
-        await ask(rt, "two")  # a turn that ends before the first idle's end sets its deadline
-        await trio.sleep(2)
-        await ask(rt, "three")  # idle 2 s: kept
-        await trio.sleep(2)  # past the end of the idle that began after "two"
+        await ask(rt, "two")  # the holder waits out the idle after "one" (4 s)
+        await trio.sleep(2.5)
+        await ask(rt, "three")  # idle 2.5 s: kept
+        await trio.sleep(2.5)  # past the end of the idle after "one", 1.5 s before this one's
         assert running(warm) and await pid(rt) == warm
         await wait_for_status(rt, "a", lambda s: s.cli_pid is None, SLACK)
         assert not running(warm)
