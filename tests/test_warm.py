@@ -95,6 +95,54 @@ async def test_hibernation_after_keep_alive_then_a_resumed_turn(tmp_path: Path) 
         assert await pid(rt) != warm
 
 
+async def test_keep_alive_counts_from_the_last_turns_end(tmp_path: Path) -> None:
+    # The task that holds the process waits out the idle after the first turn; the second
+    # turn's end does not wake it, and the process must still idle for keep_alive after it.
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"}, keep_alive=4)
+        await ask(rt, "one")
+        warm = await pid(rt)
+        await ask(rt, "two")  # the holder waits out the idle after "one" (4 s)
+        await trio.sleep(2.5)
+        await ask(rt, "three")  # idle 2.5 s: kept
+        await trio.sleep(2.5)  # past the end of the idle after "one", 1.5 s before this one's
+        assert running(warm) and await pid(rt) == warm
+        await wait_for_status(rt, "a", lambda s: s.cli_pid is None, SLACK)
+        assert not running(warm)
+
+
+class TaskSteps(trio.abc.Instrument):
+    """How often each task ran, by name."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task.name] = self.steps.get(task.name, 0) + 1
+
+
+async def test_a_warm_turn_runs_no_task_but_the_asker_and_the_agent(tmp_path: Path) -> None:
+    # Nothing else wakes for a warm turn (the process's holder task did, at each turn's end:
+    # a task switch a turn). Some other task may run meanwhile (the tracker's periodic
+    # reap), but not once a turn.
+    asks = 20
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await start(rt, tmp_path, {"session_id": "s-1"})
+        await ask(rt, "one")
+        await ask(rt, "two")
+        counter = TaskSteps()
+        trio.lowlevel.add_instrument(counter)
+        try:
+            for _ in range(asks):
+                await ask(rt, "again")
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+    me = trio.lowlevel.current_task().name
+    others = {name: n for name, n in counter.steps.items() if name != me and "'a'" not in name}
+    assert any("'a'" in name for name in counter.steps)  # the agent's task, by its name
+    assert sum(others.values()) < asks // 2, others
+
+
 async def test_in_band_interrupt_keeps_the_process(tmp_path: Path) -> None:
     working = ["emit", {"type": "system", "subtype": "working"}]
     live = {"session_id": "s-1", "turns": [[["answer"]], [working, ["hang"]], [["answer"]]]}

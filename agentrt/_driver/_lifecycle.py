@@ -327,6 +327,7 @@ class CliLifecycle:
         cli = WarmCli(
             protocol=protocol,
             session_id=session_id,
+            slots=self._slots,
             in_turn=True,
             background=background_work(live.background, protocol),
             own_turn=self._own_turn,
@@ -380,7 +381,7 @@ class CliLifecycle:
                 task_status.started()
                 async with trio.open_nursery() as watchers:
                     watchers.start_soon(cli.watch_exit)
-                    await cli.serve(live.keep_alive or 0.0, slots)
+                    await cli.serve(live.keep_alive or 0.0)
                     watchers.cancel_scope.cancel()
                 logger.debug("warm CLI pid %d ends: %s", proc.pid, cli.ending or "it exited")
         finally:

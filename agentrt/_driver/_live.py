@@ -82,6 +82,8 @@ class WarmCli:
     protocol: LiveProtocol
     # The conversation it holds: the session it resumed, then what its turns reported.
     session_id: str | None
+    # The runtime's process slots, one of which it holds.
+    slots: ProcessSlots
     proc: CliProcess | None = None
     turns: int = 0
     # What its tree held once it was ready, pid -> start time: spared at each turn's end.
@@ -98,7 +100,8 @@ class WarmCli:
     idle_since: float = 0.0
     ended: trio.Event = attrs.field(factory=trio.Event)
     _wake: trio.Event = attrs.field(factory=trio.Event)
-    _turn_over_event: trio.Event = attrs.field(factory=trio.Event)
+    # Set at the turn's end frame; made only for an in-band interrupt, which waits for it.
+    _turn_over_event: trio.Event | None = None
     # Questions for the agent (tool approvals, hooks), answered before the next read.
     asks: deque[Ask] = attrs.field(factory=deque)
     # The running turn's wait for the agent's answer to one of them: while it waits nothing
@@ -122,6 +125,8 @@ class WarmCli:
     # their stored copy, each with when it is due (wall clock): it is read between turns
     # meanwhile, as for background work, so that the turn it starts reaches the agent.
     wakeups: dict[str, float] = attrs.field(factory=dict)
+    # The holder task waits out an idle (until its end: no later than a later idle's end).
+    _resting: bool = False
 
     @property
     def reads_own_turns(self) -> bool:
@@ -197,7 +202,7 @@ class WarmCli:
         assert self.proc is not None
         self.turn_over = False
         self.heard = bool(self.held)
-        self._turn_over_event = trio.Event()
+        self._turn_over_event = None
         self.proc.begin_turn()
         if prompt is None:
             if not self.held:  # a new process, the old one's turn gone with it: none comes
@@ -258,7 +263,8 @@ class WarmCli:
             else:
                 if role == "end":
                     self.turn_over = True
-                    self._turn_over_event.set()
+                    if self._turn_over_event is not None:
+                        self._turn_over_event.set()
                 yield frame
 
     def _between(self, frame: Any) -> str | None:
@@ -384,7 +390,7 @@ class WarmCli:
         elif self._interrupt_scope is None:
             assert self._nursery is not None
             self._interrupt_scope = trio.CancelScope()
-            over = self._turn_over_event
+            over = self._turn_over_event = self._turn_over_event or trio.Event()
             self._nursery.start_soon(self._interrupt_in_band, self._interrupt_scope, over, grace)
 
     async def _interrupt_in_band(
@@ -432,24 +438,30 @@ class WarmCli:
         self.idle_since = trio.current_time()
         if self.held and self.ending is None and self.own_turn is not None:
             self.own_turn()  # it went on with a turn of its own after this one's end
-        self._poke()
+        if self._resting and not self._wake.is_set() and not self.slots.waiting:
+            # The holder task would only mark it idle and wait again (nothing poked it; no
+            # turn waits for its slot): left asleep, not woken (a task switch) every turn.
+            self.slots.idle(self)
+        else:
+            self._poke()
         self._wake_calls()  # a call waiting for the turn's reads now reads for itself
 
     # --- the holder task ---------------------------------------------------------------
 
-    async def serve(self, keep_alive: float, slots: ProcessSlots) -> None:
+    async def serve(self, keep_alive: float) -> None:
         """Keep the process until it must end: between turns for at most ``keep_alive``."""
         assert self.proc is not None
         self.idle_since = trio.current_time()
         while True:
             deadline = math.inf
+            resting = False
             if not self.in_turn:
                 if self.ending is not None or self.proc.exit_status is not None:
                     return
                 work = self.background
                 if self.held or (work is not None and work.tasks):
                     # Background work runs, or the CLI's own turn waits for the agent: busy.
-                    slots.busy(self)
+                    self.slots.busy(self)
                     self.idle_since = trio.current_time()
                     if work is not None and await work.stop_overdue(self):
                         continue
@@ -457,8 +469,9 @@ class WarmCli:
                     if trio.current_time() >= self.idle_since + keep_alive:
                         self.ending = f"hibernating after {keep_alive:g} s idle"
                         return
-                    slots.idle(self)
+                    self.slots.idle(self)
                     deadline = self.idle_since + keep_alive
+                    resting = True
                 if self.reads_own_turns and not self.held:
                     # Read what the CLI prints as it comes: its tasks' news, a turn it
                     # starts by itself (after a task's end, even once none runs; a
@@ -467,7 +480,11 @@ class WarmCli:
                     await self._listen(min(deadline, due))
                     continue
             with trio.move_on_at(deadline):
-                await self._wake.wait()
+                self._resting = resting
+                try:
+                    await self._wake.wait()
+                finally:
+                    self._resting = False
             self._wake = trio.Event()
 
     async def _listen(self, deadline: float) -> None:

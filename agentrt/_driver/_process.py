@@ -413,11 +413,19 @@ class CliProcess:
         Cancellation: safe between writes; a write cut short leaves a partial line, so
         callers end the process after a cancelled send."""
         assert self._stdin_open
-        async with self._send_lock:
-            try:
-                await self._stdin.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return False
+        lock = self._send_lock
+        try:
+            # Free but for a question's answer beside an interrupt: send_all's checkpoint is
+            # the schedule point, not a second one of the lock's.
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            await self._stdin.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        finally:
+            lock.release()
         return True
 
     def begin_turn(self) -> None:
