@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -63,6 +63,7 @@ from ._versions import probed_version
 from .backend import Backend, ForkBackend, PortableBackend, RunBudgetBackend
 
 if TYPE_CHECKING:
+    from ._cluster._ownership import Ownership
     from ._tool_server import ToolBinding
 
 logger = logging.getLogger("agentrt")
@@ -89,8 +90,8 @@ class Actor:
     node: str
     # What its store can do, resolved as the runtime opened it.
     capabilities: StoreCapabilities
-    # `Ownership.settle`: a lease lost there has stopped this instance.
-    settle_lease: Callable[[str], Awaitable[None]]
+    # Its runtime's leases (`settle`; held, not a bound method of it: 64 bytes an agent).
+    ownership: Ownership
     slots: ProcessSlots | None = None
     tracker: ProcessTracker | None = None
     # This instance's application tools on the runtime's MCP server (closed when it ends).
@@ -505,11 +506,10 @@ class Actor:
             if self.tools is not None:
                 self.tools.cancel_calls("its turn ended")
         if type(outcome) is TurnFailed and outcome.reason is StopReason.PROCESS_CRASHED:
-            # Killed by a signal agentrt did not send: maybe its fence guard's SIGKILL, of a
-            # runtime frozen past its lease. The lease is settled first; lost, the fence has
-            # stopped this instance (cancelled there), and the turn ends as the lease lost
-            # (its request fails with `AgentStopped`), not as a crash.
-            await self.settle_lease(self.name)
+            # Killed by a signal agentrt did not send: maybe its fence guard's (a runtime
+            # frozen past its lease). The lease is settled first; lost, the fence stopped
+            # this instance (cancelled there): the turn ends `AgentStopped`, not a crash.
+            await self.ownership.settle(self.name)
         slot.turns += 1
         if turn.cli_version is not None:
             slot.cli_version = turn.cli_version
