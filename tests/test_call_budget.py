@@ -65,6 +65,12 @@ from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 SCRIPTED_BUDGET = 138
 PER_TURN_BUDGET = 580
 WARM_BUDGET = 325
+# One streamed model call of Claude Code, translated: its message_start, a text delta, its
+# message_delta and its assistant message (the usage repeated). 27 calls when set; 34
+# before, when each usage priced the call by a scan of the model table (a generator, whose
+# steps this count does not see) and moved the running total through two structs
+# (bench/README.md, "Sixth pass: 100 turns at once").
+MODEL_CALL_BUDGET = 30
 
 MEASURE = "python tests/test_call_budget.py"
 
@@ -247,6 +253,57 @@ def test_the_count_sees_an_ask_that_does_more() -> None:
     plain, more = trio.run(counted, ask), trio.run(counted, ask_more)
     assert plain == 0
     assert more > 0
+
+
+def _model_call(n: int) -> list[Any]:
+    message = f"msg_{n}"
+    usage = {
+        "input_tokens": 3,
+        "cache_creation_input_tokens": 4211,
+        "cache_read_input_tokens": 12040 + n,
+        "cache_creation": {"ephemeral_5m_input_tokens": 4211, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 1,
+        "service_tier": "standard",
+    }
+    model = "claude-sonnet-4-5-20250929"
+    lines = [
+        {"type": "message_start", "message": {"model": model, "id": message, "usage": usage}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 9},
+        },
+    ]
+    frames = [{"type": "stream_event", "event": e, "session_id": _SESSION} for e in lines]
+    assistant = {
+        "model": model,
+        "id": message,
+        "usage": usage,
+        "content": [{"type": "text", "text": "ok"}],
+    }
+    frames.append({"type": "assistant", "message": assistant, "session_id": _SESSION})
+    return [json.dumps(frame).encode() for frame in frames]
+
+
+def test_a_model_calls_usage_stays_within_its_call_budget() -> None:
+    # Claude Code reports each model call's usage as it grows, a few hundred calls in a long
+    # turn; each is a usage event, priced. Counted in process: translation is pure.
+    from agentrt.backends.claude import ClaudeTranslator
+
+    translator = ClaudeTranslator()
+    calls = iter(range(10))
+
+    async def one_call() -> None:
+        for line in _model_call(next(calls)):
+            translator.feed(translator.decode(line))
+
+    count = trio.run(least_count, one_call)
+    assert count.total <= MODEL_CALL_BUDGET, (
+        f"one model call's frames made {count.total} counted calls, over its budget of "
+        f"{MODEL_CALL_BUDGET}. Measure where they go before raising it. Most called:\n"
+        f"{report(count)}"
+    )
 
 
 def _scenarios(directory: Path) -> dict[str, Callable[[], Awaitable[CallCount]]]:

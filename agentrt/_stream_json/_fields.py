@@ -29,7 +29,8 @@ def mappings(content: Any) -> list[Mapping[str, Any]]:
 
 
 def usage_field(value: Any) -> Usage | None:
-    if not isinstance(value, Mapping):
+    # A decoded object is a dict: the ABC check (a Python call) only for other mappings.
+    if type(value) is not dict and not isinstance(value, Mapping):
         return None
     # int_field inlined (a usage a model call): a decoded JSON int is exactly an int.
     get = value.get

@@ -303,13 +303,13 @@ class StreamJsonTranslator:
         if usage is None:
             return _NO_EVENTS
         before, before_cost, known_model = self._calls.get(call, (_NO_USAGE, 0.0, None))
-        model = model or known_model or self._model
         now = _largest(before, usage)
-        if now == before:
+        if now is before:
             return _NO_EVENTS
+        model = model or known_model or self._model
         cost = self._dialect.price(model, now)
         self._calls[call] = (now, cost, model)
-        self._call_total = self._call_total.plus(now).minus(before)
+        self._call_total = _moved(self._call_total, before, now)
         if cost is None or self._call_cost is None or before_cost is None:
             self._call_cost = None  # a call of a model without a price: no estimate
         else:
@@ -421,6 +421,15 @@ def _tool_result(
 
 
 def _largest(a: Usage, b: Usage) -> Usage:
+    """Each count the larger of the two; ``a`` itself where ``b`` adds to none (the common
+    repeat: a call's assistant message reports what its message_start did)."""
+    if (
+        b.input_tokens <= a.input_tokens
+        and b.output_tokens <= a.output_tokens
+        and b.cache_creation_input_tokens <= a.cache_creation_input_tokens
+        and b.cache_read_input_tokens <= a.cache_read_input_tokens
+    ):
+        return a
     return Usage(
         input_tokens=max(a.input_tokens, b.input_tokens),
         output_tokens=max(a.output_tokens, b.output_tokens),
@@ -428,4 +437,20 @@ def _largest(a: Usage, b: Usage) -> Usage:
             a.cache_creation_input_tokens, b.cache_creation_input_tokens
         ),
         cache_read_input_tokens=max(a.cache_read_input_tokens, b.cache_read_input_tokens),
+    )
+
+
+def _moved(total: Usage, before: Usage, now: Usage) -> Usage:
+    """``total`` with one call's counts moved from ``before`` to ``now`` (each count of
+    ``now`` at least ``before``'s, which ``total`` includes), in one struct, not the two of
+    ``total.plus(now).minus(before)``."""
+    return Usage(
+        input_tokens=total.input_tokens + now.input_tokens - before.input_tokens,
+        output_tokens=total.output_tokens + now.output_tokens - before.output_tokens,
+        cache_creation_input_tokens=total.cache_creation_input_tokens
+        + now.cache_creation_input_tokens
+        - before.cache_creation_input_tokens,
+        cache_read_input_tokens=total.cache_read_input_tokens
+        + now.cache_read_input_tokens
+        - before.cache_read_input_tokens,
     )

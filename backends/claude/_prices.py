@@ -11,6 +11,8 @@ one that matches none has no estimate.
 
 from __future__ import annotations
 
+import functools
+
 from agentrt.backend import Usage
 
 _PER_TOKEN = 1e-6
@@ -62,13 +64,21 @@ def call_price(model: str | None, usage: Usage) -> float | None:
     of the table)."""
     if model is None:
         return None
-    known = next((m for m in _BY_LENGTH if model.startswith(m)), None)
-    if known is None:
+    tier = _tier(model)
+    if tier is None:
         return None
-    per_input, per_output, per_write, per_read = _TIERS[_MODELS[known]]
+    per_input, per_output, per_write, per_read = tier
     return _PER_TOKEN * (
         usage.input_tokens * per_input
         + usage.output_tokens * per_output
         + usage.cache_creation_input_tokens * per_write
         + usage.cache_read_input_tokens * per_read
     )
+
+
+# A turn prices each of its model calls as its usage grows (a few hundred a turn, nearly
+# all of one model): the scan of the table runs once per model name, not per call.
+@functools.lru_cache(maxsize=64)
+def _tier(model: str) -> tuple[float, float, float, float] | None:
+    known = next((m for m in _BY_LENGTH if model.startswith(m)), None)
+    return None if known is None else _TIERS[_MODELS[known]]
