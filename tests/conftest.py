@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -101,10 +102,21 @@ def leftover_cgroups() -> list[Path]:
     return sorted(Path(parent).glob(f"agentrt-{os.getpid()}-*"))
 
 
+def _exiting(left: list[ProcInfo]) -> bool:
+    """Whether all of ``left`` are exiting: a process with no command line has released its
+    memory on its way out (a fork not yet exec'd still shows its parent's), and shows as
+    running until it is a zombie."""
+    return all(not p.cmdline for p in left)
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_processes() -> Iterator[None]:
     yield
     left = leftover_processes()
+    deadline = time.monotonic() + 5
+    while left and _exiting(left) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = leftover_processes()
     cgroups = leftover_cgroups()
     for path in cgroups:  # so that one leak does not fail every later test
         trio.run(_cgroup.remove_tree, str(path))
