@@ -203,8 +203,9 @@ class ProcTree:
         return self.cgroup is None and not (self.local and _subreaper_users)
 
     def scan(self, procs: dict[int, ProcStat] | None = None) -> list[ProcStat]:
-        """Walk /proc (or a `snapshot` just taken, for a tree that `walks_machine`), or read
-        the turn's cgroup: record every member, return the ones still running."""
+        """Walk /proc (or a `snapshot` just taken; without one, a tree that does not
+        `walks_machine` walks only its own subtree), or read the turn's cgroup: record every
+        member, return the ones still running."""
         if self.cgroup is not None:
             return self._cgroup_scan(self.cgroup)
         if procs is None:

@@ -309,7 +309,7 @@ class StreamJsonTranslator:
         model = model or known_model or self._model
         cost = self._dialect.price(model, now)
         self._calls[call] = (now, cost, model)
-        self._call_total = _moved(self._call_total, before, now)
+        self._call_total = self._call_total.plus(now).minus(before)
         if cost is None or self._call_cost is None or before_cost is None:
             self._call_cost = None  # a call of a model without a price: no estimate
         else:
@@ -437,20 +437,4 @@ def _largest(a: Usage, b: Usage) -> Usage:
             a.cache_creation_input_tokens, b.cache_creation_input_tokens
         ),
         cache_read_input_tokens=max(a.cache_read_input_tokens, b.cache_read_input_tokens),
-    )
-
-
-def _moved(total: Usage, before: Usage, now: Usage) -> Usage:
-    """``total`` with one call's counts moved from ``before`` to ``now`` (each count of
-    ``now`` at least ``before``'s, which ``total`` includes), in one struct, not the two of
-    ``total.plus(now).minus(before)``."""
-    return Usage(
-        input_tokens=total.input_tokens + now.input_tokens - before.input_tokens,
-        output_tokens=total.output_tokens + now.output_tokens - before.output_tokens,
-        cache_creation_input_tokens=total.cache_creation_input_tokens
-        + now.cache_creation_input_tokens
-        - before.cache_creation_input_tokens,
-        cache_read_input_tokens=total.cache_read_input_tokens
-        + now.cache_read_input_tokens
-        - before.cache_read_input_tokens,
     )
