@@ -68,8 +68,8 @@ WARM_BUDGET = 325
 # One streamed model call of Claude Code, translated: its message_start, a text delta, its
 # message_delta and its assistant message (the usage repeated). 27 calls when set; 34
 # before, when each usage priced the call by a scan of the model table (a generator, whose
-# steps this count does not see) and moved the running total through two structs
-# (bench/README.md, "Sixth pass: 100 turns at once").
+# steps this count does not see); 29 once the running total moved through Usage's own
+# plus and minus again (bench/README.md, "Sixth pass: 100 turns at once").
 MODEL_CALL_BUDGET = 30
 
 MEASURE = "python tests/test_call_budget.py"
