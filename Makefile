@@ -61,10 +61,11 @@ docs: $(STAMP)
 # such group on one worker. PYTEST_WORKERS=0 runs it serially.
 PYTEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 
-# The suite starts `python -m agentrt` hundreds of times; compiling the package once first
-# spares each start the compile where the environment says not to write bytecode.
+# The suite starts `python -m agentrt` hundreds of times; compiling the packages once first
+# (agentrt and the backends it loads) spares each start the compile where the environment
+# says not to write bytecode.
 pytest: $(STAMP) clis postgres-server browser
-	$(BIN)/python -m compileall -q agentrt
+	$(BIN)/python -m compileall -q agentrt backends
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The PostgreSQL tier starts a throwaway server from the installed binaries
