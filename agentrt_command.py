@@ -1,5 +1,5 @@
 """The ``agentrt`` console script. It lives outside the agentrt package so that it runs
-before the package is imported: a Ctrl+C during those imports (a quarter of a second)
+before the package is imported: a Ctrl+C during those imports (a tenth of a second or more)
 then ends the command as it ends any program, not with a KeyboardInterrupt traceback."""
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._driver._spawn import find_executable
 from ._errors import BackendNotFound, CliNotFound, InvalidOptions
-from .backend import Backend, BackendInfo
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoints
+
+    from .backend import Backend, BackendInfo
 
 GROUP = "agentrt.backends"
 
@@ -61,6 +61,10 @@ def backend_names() -> tuple[str, ...]:
 
 def backend_info(backend: Backend) -> BackendInfo:
     """What ``backend`` declares about itself for the command, or the defaults."""
+    # The backend contract and the spawner (below) are imported when a backend is used, not
+    # with the names: the command's parser lists the names before anything runs.
+    from .backend import BackendInfo
+
     declared = getattr(backend, "info", None)
     info = declared() if callable(declared) else None
     return info if isinstance(info, BackendInfo) else BackendInfo()
@@ -72,6 +76,8 @@ def check_binary(backend: Backend, options: Any) -> None:
     ``version_command`` (every turn's, per turn or warm, runs the same binary) on the
     PATH of the CLI's own environment, a relative path from its cwd. A stat or a PATH
     lookup, nothing spawned; a backend without ``version_command`` is not checked."""
+    from ._driver._spawn import find_executable
+
     version_command = getattr(backend, "version_command", None)
     if version_command is None:
         return

@@ -21,7 +21,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -29,7 +29,9 @@ import trio
 from ._errors import InvalidOptions
 from ._records import StoredCredential
 from ._redact import redact
-from .backend import Credential
+
+if TYPE_CHECKING:  # a type only: `agentrt status` reads the holds without the backend contract
+    from .backend import Credential
 
 logger = logging.getLogger("agentrt")
 

@@ -10,16 +10,17 @@ import os
 import re
 import shutil
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from ._errors import InvalidOptions
 from ._redact import redact
 from .backend import Backend, Command
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 # A CLI that does not print its version within this long is taken to report none.
 VERSION_BOUND = 20.0
@@ -36,13 +37,17 @@ def cli_versions_option(key: str, value: object) -> str | None:
     try:
         _specifiers(value)
         return value
-    except InvalidSpecifier as exc:
+    except ValueError as exc:  # packaging's InvalidSpecifier
         why = f'not version specifiers such as ">=2.1,<3" ({exc})'
         raise InvalidOptions(key, value, why) from None
 
 
+# packaging is imported by the first agent given cli_versions, not by every program that
+# imports the runtime (bench/README.md, "Starting agentrt").
 @functools.lru_cache(maxsize=64)
 def _specifiers(text: str) -> SpecifierSet:
+    from packaging.specifiers import SpecifierSet
+
     return SpecifierSet(text)
 
 
@@ -52,9 +57,11 @@ def accepts(accepted: str, reported: str | None) -> bool:
     specifier names one, as pip has it."""
     if reported is None:
         return False
+    from packaging.version import Version
+
     try:
         version = Version(reported)
-    except InvalidVersion:
+    except ValueError:  # packaging's InvalidVersion
         return False
     specifiers = _specifiers(accepted)
     return specifiers.contains(version, prereleases=bool(specifiers.prereleases))

@@ -111,4 +111,16 @@ __all__ = [
     "stored_reason",
 ]
 
-_fixup_module_metadata(__name__, globals())
+# agentrt's own records and protocol, passed on here, keep the names they have in agentrt
+# whichever of the two modules a program imports first.
+_AGENTRTS = (
+    "Lease",
+    "LeaseOwner",
+    "SessionRecord",
+    "SessionStore",
+    "StoredTranscript",
+    "StoredWorkspace",
+)
+_fixup_module_metadata(
+    __name__, {name: value for name, value in globals().items() if name not in _AGENTRTS}
+)

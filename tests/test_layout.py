@@ -366,6 +366,45 @@ def test_the_optional_parts_are_imported_by_what_uses_them(tmp_path: Path) -> No
     assert _run(code, tmp_path) == ["[]", "True", "agentrt", "agentrt", "True"]
 
 
+def _loaded(code: str, modules: Iterable[str], cwd: Path) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    shown = f"print('loaded:', *(m for m in {sorted(modules)!r} if m in sys.modules))"
+    probe = f"{code}\nimport sys\n{shown}"
+    words = _run(probe, cwd)
+    return words[len(words) - words[::-1].index("loaded:") :]
+
+
+# What each way of starting agentrt leaves unimported, until it is used: the package's names
+# (one module each, imported when asked for), the parts of the runtime a program may never
+# use, and for the command, everything but the command's own parser and the store it reads.
+_RUNTIME = ("agentrt._runtime", "agentrt._actor", "agentrt._driver._process")
+_OPTIONAL = ("agentrt._stores._postgres", "agentrt._stores._memory", "agentrt._console._serve")
+
+
+def test_import_agentrt_imports_none_of_its_names(tmp_path: Path) -> None:
+    names = ("agentrt._errors", "agentrt._events", "agentrt.backend", "trio", "attr", "msgspec")
+    assert _loaded("import agentrt", [*names, *_RUNTIME, *_OPTIONAL], tmp_path) == []
+
+
+def test_a_program_imports_the_optional_parts_it_uses_only(tmp_path: Path) -> None:
+    code = "from agentrt import Agent, SQLiteStore, open_runtime"
+    assert _loaded(code, [*_OPTIONAL, "agentrt._cli", "packaging"], tmp_path) == []
+    code += "\nfrom agentrt import MemoryStore, PostgresStore"
+    assert _loaded(code, _OPTIONAL, tmp_path) == sorted(_OPTIONAL[:2])
+
+
+def test_the_command_imports_what_its_subcommand_uses(tmp_path: Path) -> None:
+    unused = [*_RUNTIME, "agentrt._console._serve", "agentrt.backend", "agentrt._hooks"]
+    parser = "import agentrt._cli as c\nc.build_parser()"
+    assert _loaded(parser, [*unused, "agentrt._stores._sqlite", "trio"], tmp_path) == []
+    # `status` reads the store: no runtime, no backend, no hook events.
+    store = tmp_path / "sessions.sqlite3"
+    status = f"import agentrt._cli as c\nc.main(['status', '--store', {str(store)!r}])"
+    assert _loaded(status, [*unused, "agentrt._stores._sqlite"], tmp_path) == [
+        "agentrt._stores._sqlite"
+    ]
+
+
 def test_the_wheel_lists_every_package_folder() -> None:
     # setuptools is given the packages by name (package-dir cannot be combined with
     # find), so a new subpackage missing from the list would be left out of the wheel only.
@@ -481,7 +520,9 @@ def missing_names(text: str, root: Path = ROOT) -> list[str]:
 
 
 def _module_names(path: Path) -> Iterator[str]:
-    for node in ast.parse(path.read_text()).body:
+    # A TYPE_CHECKING block's names too: the package's, which it imports on first use.
+    body = ast.parse(path.read_text()).body
+    for node in [*body, *(n for block in body if _type_checking(block) for n in block.body)]:
         yield from _bound(node)
 
 

@@ -9,6 +9,8 @@ import inspect
 import pickle
 import pydoc
 import re
+import subprocess
+import sys
 import traceback
 import types
 import typing
@@ -122,6 +124,34 @@ def test_public_names_say_which_public_module_they_live_in(
         if isinstance(obj, type) or inspect.isfunction(obj):
             assert obj.__module__ == name, public
             assert getattr(module, obj.__qualname__) is obj, public  # so pickle finds it
+
+
+_EVERY_NAME = """
+import ast, importlib, inspect, sys
+import agentrt.store  # first: the names it passes on still say agentrt
+tree = ast.parse(open(agentrt.__file__).read())
+[block] = [node for node in tree.body if isinstance(node, ast.If)]  # if TYPE_CHECKING:
+seen = set()
+for node in block.body:
+    for alias in node.names:
+        home = importlib.import_module(f"agentrt.{node.module}")
+        obj = getattr(agentrt, alias.name)
+        assert obj is getattr(home, alias.name), alias.name
+        if isinstance(obj, type) or inspect.isfunction(obj):
+            assert obj.__module__ == "agentrt", (alias.name, obj.__module__)
+        seen.add(alias.name)
+assert sorted(seen) == sorted(agentrt.__all__)
+print("ok")
+"""
+
+
+def test_every_public_name_is_its_modules_own_in_a_fresh_interpreter() -> None:
+    # `import agentrt` imports none of its names: each is imported on first use, and must be
+    # the object the module the imports above name defines, under agentrt's name.
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", _EVERY_NAME], capture_output=True, text=True, check=False
+    )
+    assert (result.stdout, result.stderr) == ("ok\n", "")
 
 
 def _documented_names() -> set[str]:

@@ -630,7 +630,8 @@ async def test_one_call_at_a_time_runs_on_the_connection(
 
 def test_sqlite3_is_imported_only_when_a_sqlite_store_opens() -> None:
     # Memory a runtime on a MemoryStore never needs (how much: bench/README.md).
-    probe = "import sys, agentrt; print('sqlite3' in sys.modules)"
+    probe = "import sys, agentrt\nagentrt.open_runtime, agentrt.MemoryStore\n"
+    probe += "print('sqlite3' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
 

@@ -19,8 +19,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-import trio
-
 from .._backends import backend_names
 from .._errors import (
     AgentRTError,
@@ -32,10 +30,19 @@ from .._errors import (
     StoreError,
     TurnFailed,
 )
-from ._agent import DSN_FIX, add_agent_arguments, cli_not_found, is_dsn, run_ask, turn_failed
+from ._args import DSN_FIX, add_agent_arguments, is_dsn
+from ._fixes import cli_not_found, turn_failed
 from ._render import CliError, Output
 
 Command = Callable[[argparse.Namespace, Output], Awaitable[int]]
+
+
+# Each command's module is imported when that command runs: the parser (and `--help`) needs
+# none of them, and `status` needs no runtime.
+async def _run_ask(args: argparse.Namespace, out: Output) -> int:
+    from ._agent import run_ask
+
+    return await run_ask(args, out)
 
 
 async def _run_demo(args: argparse.Namespace, out: Output) -> int:
@@ -232,7 +239,7 @@ def build_parser() -> _Parser:
     )
     add_agent_arguments(ask)
     ask.add_argument("prompt", help="the prompt; - reads it from stdin")
-    ask.set_defaults(run=run_ask)
+    ask.set_defaults(run=_run_ask)
 
     sessions = commands.add_parser(
         "sessions",
@@ -405,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(json_mode=getattr(args, "json", False))
     run: Command = args.run
     try:
+        import trio  # here, not at the top: parsing (and so `--help`) needs no trio
+
         # The launcher leaves Ctrl+C at its default action while it imports; trio turns it
         # into KeyboardInterrupt (see report) only when Python's own handler is in place.
         if signal.getsignal(signal.SIGINT) == signal.SIG_DFL:

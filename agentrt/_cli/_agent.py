@@ -4,14 +4,11 @@ whose SQLite store keeps its session between runs of the command."""
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -19,145 +16,18 @@ import trio
 
 from .._agent import Agent
 from .._arguments import check_directory
-from .._backends import backend_names, resolve_backend
-from .._errors import CliNotFound, InvalidOptions, TurnFailed
-from .._events import Event, Response, StopReason, ToolUseEvent, UsageEvent
+from .._backends import resolve_backend
+from .._errors import InvalidOptions, TurnFailed
+from .._events import Event, Response, ToolUseEvent, UsageEvent
 from .._mode import capabilities
 from .._options import split_options
 from .._records import SessionRecord
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime, open_runtime
-from .._stores._postgres import PostgresStore
-from .._stores._protocols import SessionStore
-from .._stores._sqlite import SQLiteStore, default_store_path
-from ._render import CliError, Output, money, seconds, short
-
-DEFAULT_BACKEND = "claude"
-
-# What to do about a failed turn, by its stop reason; the sentence follows "Fix:".
-_FIXES: dict[StopReason, str] = {
-    StopReason.AUTHENTICATION_FAILED: (
-        "log the CLI in; `agentrt doctor` says how, and shows which credentials each env "
-        "policy would use"
-    ),
-    StopReason.RATE_LIMITED: "wait for the provider's limit to reset, then try again",
-    StopReason.USAGE_LIMIT: (
-        "the login's usage limit is spent; try again once it resets, or use another login"
-    ),
-    StopReason.CREDENTIAL_EXPIRED: (
-        "the CLI's login expired; log it in again (`agentrt doctor` says how for each backend)"
-    ),
-    StopReason.CONTEXT_EXHAUSTED: (
-        "the conversation no longer fits the model's context; pass --new to start over"
-    ),
-    StopReason.OVERLOADED: "the provider is overloaded; try again in a minute",
-    StopReason.REQUEST_TIMEOUT: (
-        "the model API did not answer in time; try again, or raise the CLI's request timeout"
-        " (API_TIMEOUT_MS for claude)"
-    ),
-    StopReason.SPAWN_FAILED: (
-        "install the CLI, or point -o binary=PATH at it; `agentrt doctor` says how for each backend"
-    ),
-    StopReason.SESSION_LOST: "the CLI no longer has this conversation; pass --new to start over",
-    StopReason.TOTAL_TIMEOUT: "allow the turn more time with -o watchdog=SECONDS",
-    StopReason.STARTUP_TIMEOUT: "the CLI printed nothing; `agentrt doctor --smoke` tries a turn",
-    StopReason.FIRST_EVENT_TIMEOUT: "raise -o first_event=SECONDS, or check the provider",
-    StopReason.IDLE_TIMEOUT: "raise -o idle=SECONDS, or check the provider",
-    StopReason.INVALID_OPTIONS: "check the -o KEY=VALUE options",
-    StopReason.CLI_ERROR: "the CLI's own message is above; `agentrt doctor` checks the set-up",
-    StopReason.STORE_FAILED: (
-        "keep the store's file and directory in place while agents run (`agentrt doctor` "
-        "checks the store), or use another with --store"
-    ),
-}
-_DEFAULT_FIX = "rerun with --debug for details, or check the set-up with `agentrt doctor`"
-
-
-def cli_not_found(error: CliNotFound) -> CliError:
-    """An agent's CLI that is not installed, with how to install it or point at it."""
-    return CliError(f"cannot start {error.binary!r}: not found", _FIXES[StopReason.SPAWN_FAILED])
-
-
-def turn_failed(name: str | None, error: TurnFailed) -> CliError:
-    """A failed turn as one sentence and its fix."""
-    message = f"the turn failed ({error.reason.value})"
-    if name is not None:
-        message = f"agent {name!r}: {message}"
-    if error.message:
-        message += f": {short(error.message, 300).rstrip('.')}"
-    tail = error.stderr_tail.strip()
-    if tail and error.reason in (StopReason.PROCESS_CRASHED, StopReason.MALFORMED_OUTPUT):
-        message += f"; the CLI's last words: {short(tail.splitlines()[-1], 200)}"
-    fix = _FIXES.get(error.reason, _DEFAULT_FIX)
-    resets_at = error.detail.get("resets_at")
-    if isinstance(resets_at, int | float):
-        at = datetime.datetime.fromtimestamp(resets_at, datetime.UTC)
-        fix += f" (it resets at {at:%Y-%m-%d %H:%M} UTC)"
-    return CliError(message, fix)
-
-
-def parse_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` from the command line; VALUE is JSON when it parses as JSON (numbers,
-    lists, true/false, objects), else the string itself."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        value: Any = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key, value
-
-
-def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options ``ask`` and ``chat`` share."""
-    parser.add_argument("name", help="the agent's name: its session is stored under it")
-    parser.add_argument(
-        "--backend",
-        help=f"one of {', '.join(backend_names())} (default: the stored one, else "
-        f"{DEFAULT_BACKEND})",
-    )
-    parser.add_argument(
-        "--cwd", help="the agent's working directory (default: the stored one, else here)"
-    )
-    parser.add_argument("--model", help="the model the CLI should use")
-    parser.add_argument(
-        "--new", action="store_true", help="start a new session instead of resuming the stored one"
-    )
-    parser.add_argument(
-        "-o",
-        "--option",
-        dest="options",
-        action="append",
-        type=parse_option,
-        default=[],
-        metavar="KEY=VALUE",
-        help="any start_agent option (runtime or backend), e.g. -o watchdog=900 "
-        "-o 'allowed_tools=[\"Read\"]'",
-    )
-
-
-def store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store).expanduser() if args.store else default_store_path()
-
-
-def is_dsn(value: str | None) -> bool:
-    """Whether ``--store`` names a PostgreSQL database rather than an SQLite file."""
-    return value is not None and (
-        value.startswith(("postgresql://", "postgres://")) or "host=" in value
-    )
-
-
-def cli_store(args: argparse.Namespace) -> SessionStore:
-    """The store ``--store`` names (not opened): PostgreSQL for a DSN, else SQLite."""
-    return PostgresStore(args.store) if is_dsn(args.store) else SQLiteStore(store_path(args))
-
-
-# What to check when a database named by ``--store`` cannot be used.
-DSN_FIX = (
-    "check the DSN's host, port, dbname and user, and that the server accepts connections "
-    "from here (the password belongs in PGPASSWORD or ~/.pgpass, not in the DSN)"
-)
+from ._args import DEFAULT_BACKEND
+from ._fixes import DEFAULT_FIX, turn_failed
+from ._render import CliError, Output, money, seconds
+from ._store import cli_store
 
 
 @attrs.frozen
@@ -356,4 +226,4 @@ async def run_ask(args: argparse.Namespace, out: Output) -> int:
         if isinstance(outcome.error, TurnFailed):
             raise turn_failed(args.name, outcome.error)
         raise outcome.error
-    raise CliError(f"agent {args.name!r}: the request ended as {outcome!r}", _DEFAULT_FIX)
+    raise CliError(f"agent {args.name!r}: the request ended as {outcome!r}", DEFAULT_FIX)

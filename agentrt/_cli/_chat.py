@@ -30,7 +30,8 @@ from .._events import (
 )
 from .._requests import Completed, Failed, Ref
 from .._runtime import Runtime
-from ._agent import TurnWatch, footer, open_agent, turn_failed
+from ._agent import TurnWatch, footer, open_agent
+from ._fixes import turn_failed
 from ._render import Output, Progress, short
 
 _HELP = (

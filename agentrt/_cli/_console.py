@@ -9,8 +9,8 @@ import trio
 
 from .._console._serve import open_console
 from .._runtime import open_runtime
-from ._agent import cli_store
 from ._render import Output
+from ._store import cli_store
 
 
 async def run_console(args: argparse.Namespace, out: Output) -> int:

@@ -38,8 +38,11 @@ from .._stores._sqlite import SQLiteStore, missing_directory
 from .._telemetry import _otel
 from .._versions import ask_version
 from ..backend import AppToolsBackend, Backend, Credential, PortableBackend
-from ._agent import DEFAULT_BACKEND, footer, store_path, turn_failed
+from ._agent import footer
+from ._args import DEFAULT_BACKEND
+from ._fixes import turn_failed
 from ._render import Output
+from ._store import store_path
 
 Status = Literal["ok", "warn", "fail", "skip"]
 

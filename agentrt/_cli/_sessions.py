@@ -14,8 +14,9 @@ from .._credentials import clock_time, held_agents
 from .._records import Lease, SessionRecord, StoredBudget, StoredCredential, StoredRequest
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
-from ._agent import is_dsn, store_path
+from ._args import is_dsn
 from ._render import CliError, Output, money
+from ._store import store_path
 
 
 def record_data(record: SessionRecord) -> dict[str, Any]:

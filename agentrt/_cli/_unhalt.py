@@ -17,8 +17,9 @@ from .._credentials import held_agents, held_by
 from .._records import StoredCredential
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
-from ._agent import is_dsn, store_path
+from ._args import is_dsn
 from ._render import CliError, Output
+from ._store import store_path
 
 _STATUS_FIX = (
     "`agentrt doctor` names each halted credential, `agentrt status --json` each agent's "

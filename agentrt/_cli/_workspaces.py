@@ -15,8 +15,9 @@ from .._errors import UncommittedChanges, WorkspaceError
 from .._stores._postgres import PostgresStore
 from .._stores._sqlite import SQLiteStore
 from .._workspaces import Workspace, list_workspaces, prune_workspaces, remove_workspace
-from ._agent import is_dsn, store_path
+from ._args import is_dsn
 from ._render import CliError, Output
+from ._store import store_path
 
 
 def _data(found: Workspace, running: bool) -> dict[str, Any]:
