@@ -342,16 +342,12 @@ __all__ = [
     "workspaces",
 ]
 
-# Where the names of __all__ are defined, by module (tests/test_public_surface.py checks this
-# table against the imports above, in a fresh interpreter).
+# Where the names of __all__ are defined, by module, but for the module-level functions: every
+# name of __all__ not here is one of agentrt._api's (their imports above and __all__ are
+# written from the operations' declaration: agentrt._api_written). tests/test_public_surface.py
+# checks this table against the imports above, in a fresh interpreter.
 _DEFINED_IN = {
     "_agent": "Agent Halt Prompt Stop",
-    "_api": (
-        "agents ask context_usage halt interrupt interrupt_request notify open_supervisor poll "
-        "remove_workspace request reset_session run_schedule schedule schedules set_model "
-        "set_permission_mode start_agent statistics status steer stop_agent stop_task stream "
-        "tell unhalt unschedule unsolicited wait whereis withdraw workspaces"
-    ),
     "_asks": (
         "AddContext Allow Answers AskOperator Block Deny McpElicitation PlanApproval Question "
         "QuestionOption ToolRequest UserQuestions"
@@ -388,7 +384,9 @@ _DEFINED_IN = {
     "_worktrees": "GitWorktree",
 }
 
-_HOME = {name: module for module, names in _DEFINED_IN.items() for name in names.split()}
+_HOME = {name: "_api" for name in __all__} | {
+    name: module for module, names in _DEFINED_IN.items() for name in names.split()
+}
 
 # The public modules `import agentrt` used to import along the way, and so gave as attributes.
 _SUBMODULES = ("backend", "hooks", "store")

@@ -54,8 +54,9 @@ def init_text(text: str) -> str:
     """agentrt/__init__.py's ``text`` exporting each module-level function, and with the
     ``__all__`` of what it exports."""
     names = module_level()
-    lines = [f"from ._api import {name} as {name}" for name in names]
-    text = _rewrite_run(text, r"from \._api import ", lines, "agentrt/__init__.py")
+    # Under `if TYPE_CHECKING:`: the package imports each name when it is first asked for.
+    lines = [f"    from ._api import {name} as {name}" for name in names]
+    text = _rewrite_run(text, r"    from \._api import ", lines, "agentrt/__init__.py")
     exported = re.findall(r"^\s*from \S+ import (\w+) as \1$", text, re.M)
     start = text.index("__all__ = [\n") + len("__all__ = [\n")
     end = text.index("]\n", start)

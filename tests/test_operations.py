@@ -116,7 +116,7 @@ def test_a_new_declared_operation_is_written_into_the_module_level_api(
     ]
     assert added == {
         "_api.py": ["shout = _on_current_runtime(Runtime.shout)"],
-        "__init__.py": ['    "shout",', "from ._api import shout as shout"],
+        "__init__.py": ['    "shout",', "    from ._api import shout as shout"],
     }
     assert removed == []
 
