@@ -38,24 +38,9 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text()!r}")
 
 
-async def test_two_turns_resume_one_session_and_report_the_cli_version(pi: Pi) -> None:
-    pi.api.set_script(echo)
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="pi", **pi.agent_options())
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
-            second = await rt.ask("coder", "second question")
-    assert (first.text, second.text) == ("said 'first question'", "said 'second question'")
-    assert first.session_id is not None and second.session_id == first.session_id
-    assert first.cli_version == second.cli_version == pi_version()
-    assert pi.api.message_requests[-1].texts("user") == ["first question", "second question"]
-    # One model call per turn, and each turn's own usage.
-    assert len(pi.api.message_requests) == 2
-    assert second.usage is not None
-    assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
-
-
-async def test_five_turns_survive_a_supervisor_restart(pi: Pi, tmp_path: trio.Path) -> None:
+async def test_five_turns_survive_a_supervisor_restart_and_report_the_cli_version(
+    pi: Pi, tmp_path: trio.Path
+) -> None:
     pi.api.set_script(echo)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
@@ -70,7 +55,12 @@ async def test_five_turns_survive_a_supervisor_restart(pi: Pi, tmp_path: trio.Pa
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
     assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    assert {r.cli_version for r in early + late} == {pi_version()}
     assert pi.api.message_requests[-1].texts("user") == prompts
+    # One model call per turn, and each turn's own usage.
+    assert len(pi.api.message_requests) == len(prompts)
+    last = late[-1].usage
+    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
 
 
 async def test_a_tool_call_and_its_result_are_events(pi: Pi) -> None:

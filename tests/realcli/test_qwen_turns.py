@@ -37,27 +37,9 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text().strip()!r}")
 
 
-async def test_two_turns_resume_one_session_and_report_the_cli_version(qwen: Qwen) -> None:
-    qwen.api.set_script(echo)
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
-            second = await rt.ask("coder", "second question")
-    assert first.text == "said 'first question'"
-    assert second.text == "said 'second question'"
-    assert first.session_id is not None and second.session_id == first.session_id
-    assert first.cli_version == second.cli_version == qwen_version()
-    # The second call carried the first turn: the CLI resumed the session from its file.
-    assert user_prompts(qwen.api.message_requests[-1]) == ["first question", "second question"]
-    # One model call per turn: no memory extraction after a turn, nothing else.
-    assert len(qwen.api.message_requests) == 2
-    # Each turn's own usage, though the CLI prints the session's running total.
-    assert first.usage is not None and second.usage is not None
-    assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
-
-
-async def test_five_turns_survive_a_supervisor_restart(qwen: Qwen, tmp_path: trio.Path) -> None:
+async def test_five_turns_survive_a_supervisor_restart_and_report_the_cli_version(
+    qwen: Qwen, tmp_path: trio.Path
+) -> None:
     qwen.api.set_script(echo)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
@@ -72,7 +54,14 @@ async def test_five_turns_survive_a_supervisor_restart(qwen: Qwen, tmp_path: tri
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
     assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    assert {r.cli_version for r in early + late} == {qwen_version()}
+    # The last call carried every turn: the CLI resumed the session from its file.
     assert user_prompts(qwen.api.message_requests[-1]) == prompts
+    # One model call per turn: no memory extraction after a turn, nothing else.
+    assert len(qwen.api.message_requests) == len(prompts)
+    # Each turn's own usage, though the CLI prints the session's running total.
+    last = late[-1].usage
+    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
 
 
 async def test_a_hang_is_bounded_by_the_idle_limit(qwen: Qwen) -> None:
