@@ -95,31 +95,6 @@ async def test_a_rejected_key_is_classified(pi: Pi) -> None:
     assert len(pi.api.message_requests) == 1
 
 
-async def test_a_warm_pi_is_interrupted_in_band_and_goes_on(pi: Pi) -> None:
-    def script(request: RecordedRequest) -> AnthropicReply:
-        if "hang" in request.last_user_text():
-            return AnthropicHang()
-        return echo(request)
-
-    pi.api.set_script(script)
-    async with open_runtime(store=MemoryStore()) as rt:
-        options = pi.agent_options(keep_alive=60.0)
-        await rt.start_agent(Agent, name="coder", backend="pi", **options)
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
-            pid = (await rt.status("coder")).cli_pid
-            ref = await rt.tell("coder", "now hang")
-            await pi.api.wait_requests(2)
-            assert await rt.interrupt("coder")
-            result = await rt.wait(ref)
-            after = await rt.ask("coder", "after the interrupt")
-            assert (await rt.status("coder")).cli_pid == pid
-    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
-    assert result.error.reason is StopReason.INTERRUPTED
-    assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
-    assert pi.api.message_requests[-1].texts("user")[0] == "first question"
-
-
 async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: Pi) -> None:
     # when_busy="interrupt" starts the next turn as soon as the interrupted one ended: the
     # interrupt's wait for that end must not take the new turn for its own (issue 40).
@@ -145,25 +120,38 @@ async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: P
     assert after.text == "said 'instead'"
 
 
-async def test_a_warm_conversation_survives_a_supervisor_restart(
+async def test_a_warm_conversation_is_interrupted_in_band_and_survives_a_supervisor_restart(
     pi: Pi, tmp_path: trio.Path
 ) -> None:
-    pi.api.set_script(echo)
+    def script(request: RecordedRequest) -> AnthropicReply:
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
+
+    pi.api.set_script(script)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
+    options = pi.agent_options(keep_alive=60.0)
     with trio.fail_after(BOUND * 3):
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            await rt.start_agent(
-                Agent, name="coder", backend="pi", **pi.agent_options(keep_alive=60.0)
-            )
-            early = [await rt.ask("coder", p) for p in prompts[:3]]
+            await rt.start_agent(Agent, name="coder", backend="pi", **options)
+            early = [await rt.ask("coder", prompts[0])]
+            pid = (await rt.status("coder")).cli_pid
+            # Interrupted in band: the turn ends, the process and its session go on.
+            ref = await rt.tell("coder", "now hang")
+            await pi.api.wait_requests(2)
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            early += [await rt.ask("coder", p) for p in prompts[1:3]]
+            assert (await rt.status("coder")).cli_pid == pid
         # A new runtime, a new `pi --mode rpc` on the stored session.
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            await rt.start_agent(
-                Agent, name="coder", backend="pi", **pi.agent_options(keep_alive=60.0)
-            )
+            await rt.start_agent(Agent, name="coder", backend="pi", **options)
             late = [await rt.ask("coder", p) for p in prompts[3:]]
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
     assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
-    assert pi.api.message_requests[-1].texts("user") == prompts
+    history = pi.api.message_requests[-1].texts("user")
+    assert history == [prompts[0], "now hang", *prompts[1:]], history
