@@ -38,50 +38,53 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text()!r}")
 
 
-async def test_five_turns_survive_a_supervisor_restart_and_report_the_cli_version(
+async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart(
     pi: Pi, tmp_path: trio.Path
 ) -> None:
-    pi.api.set_script(echo)
+    (pi.project / "notes.txt").write_text("the answer is 42\n")
+
+    def echo_or_read(request: RecordedRequest) -> AnthropicReply:
+        # Turn 2 reads a file; the call that carries its result is answered.
+        if request.tool_results():
+            return AnthropicText("It says 42.")
+        if request.last_user_text() == "turn 2":
+            return AnthropicToolUse("read", {"path": "notes.txt"})
+        return echo(request)
+
+    pi.api.set_script(echo_or_read)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
+    options = pi.agent_options(tools=["read", "ls"])
     with trio.fail_after(BOUND * 3):
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            await rt.start_agent(Agent, name="coder", backend="pi", **pi.agent_options())
+            await rt.start_agent(Agent, name="coder", backend="pi", **options)
             early = [await rt.ask("coder", p) for p in prompts[:3]]
         # A new runtime on the same store: the agent goes on in the same CLI session.
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            await rt.start_agent(Agent, name="coder", backend="pi", **pi.agent_options())
+            await rt.start_agent(Agent, name="coder", backend="pi", **options)
             late = [await rt.ask("coder", p) for p in prompts[3:]]
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
-    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    answers = [f"said {p!r}" for p in prompts]
+    answers[1] = "It says 42."
+    assert [r.text for r in early + late] == answers
     assert {r.cli_version for r in early + late} == {pi_version()}
-    assert pi.api.message_requests[-1].texts("user") == prompts
-    # One model call per turn, and each turn's own usage.
-    assert len(pi.api.message_requests) == len(prompts)
-    last = late[-1].usage
-    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
-
-
-async def test_a_tool_call_and_its_result_are_events(pi: Pi) -> None:
-    (pi.project / "notes.txt").write_text("the answer is 42\n")
-    pi.api.set_script(
-        [AnthropicToolUse("read", {"path": "notes.txt"}), AnthropicText("It says 42.")]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="pi", **pi.agent_options(tools=["read", "ls"])
-        )
-        with trio.fail_after(BOUND):
-            response = await rt.ask("coder", "read notes.txt")
-    assert response.text == "It says 42."
-    kinds = [e.kind for e in response.events]
+    # The tool's call and result are events of turn 2, before its result.
+    kinds = [e.kind for e in early[1].events]
     assert kinds.index("tool_use") < kinds.index("tool_result") < kinds.index("result")
-    (result,) = [e for e in response.events if e.kind == "tool_result"]
+    (result,) = [e for e in early[1].events if e.kind == "tool_result"]
     assert "the answer is 42" in str(result.content) and not result.is_error
     # The tools option is pi's allowlist: nothing else is offered.
     offered = {t["name"] for t in pi.api.message_requests[0].body["tools"]}
     assert offered == {"read", "ls"}
+    # The history the fake saw last: every prompt, the file's text after turn 2's.
+    history = pi.api.message_requests[-1].texts("user")
+    assert history[:2] == prompts[:2] and history[3:] == prompts[2:], history
+    assert "the answer is 42" in history[2]
+    # One model call per turn and one for the tool's result, and each turn's own usage.
+    assert len(pi.api.message_requests) == len(prompts) + 1
+    last = late[-1].usage
+    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
 
 
 async def test_a_rejected_key_is_classified(pi: Pi) -> None:

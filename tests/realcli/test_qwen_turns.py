@@ -1,6 +1,7 @@
 """The pinned real qwen, one process per turn, through the public API against the fake
 Anthropic API: turns resumed with ``--resume``, a conversation that survives a supervisor
-restart, a hang bounded, failures classified, the CLI's version on every turn."""
+restart (a read tool run headless in it), a hang bounded, failures classified, the CLI's
+version on every turn."""
 
 from __future__ import annotations
 
@@ -37,10 +38,21 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text().strip()!r}")
 
 
-async def test_five_turns_survive_a_supervisor_restart_and_report_the_cli_version(
+async def test_five_turns_with_a_read_tool_survive_a_supervisor_restart(
     qwen: Qwen, tmp_path: trio.Path
 ) -> None:
-    qwen.api.set_script(echo)
+    notes = qwen.project / "notes.txt"
+    notes.write_text("the answer is 42\n")
+
+    def echo_or_read(request: RecordedRequest) -> AnthropicReply:
+        # Turn 2 reads a file; the call that carries its result is answered.
+        if request.tool_results():
+            return AnthropicText("It says 42.")
+        if request.last_user_text().strip() == "turn 2":
+            return AnthropicToolUse("read_file", {"file_path": str(notes)})
+        return echo(request)
+
+    qwen.api.set_script(echo_or_read)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
     with trio.fail_after(BOUND * 3):
@@ -53,12 +65,25 @@ async def test_five_turns_survive_a_supervisor_restart_and_report_the_cli_versio
             late = [await rt.ask("coder", p) for p in prompts[3:]]
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
-    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    answers = [f"said {p!r}" for p in prompts]
+    answers[1] = "It says 42."
+    assert [r.text for r in early + late] == answers
     assert {r.cli_version for r in early + late} == {qwen_version()}
+    calls = qwen.api.message_requests
+    # The file's text went back to the model in the call after turn 2's.
+    (result,) = calls[2].tool_results()
+    assert "the answer is 42" in str(result.get("content"))
+    # approval_mode "default", headless: the tools that need an approval are not offered.
+    offered = {t["name"] for t in calls[0].body["tools"]}
+    assert "read_file" in offered
+    assert not offered & {"run_shell_command", "edit", "write_file"}
     # The last call carried every turn: the CLI resumed the session from its file.
-    assert user_prompts(qwen.api.message_requests[-1]) == prompts
-    # One model call per turn: no memory extraction after a turn, nothing else.
-    assert len(qwen.api.message_requests) == len(prompts)
+    history = user_prompts(calls[-1])
+    assert history[:2] == prompts[:2] and history[3:] == prompts[2:], history
+    assert "the answer is 42" in history[2]
+    # One model call per turn and one for the file's text: no memory extraction after a
+    # turn, nothing else.
+    assert len(calls) == len(prompts) + 1
     # Each turn's own usage, though the CLI prints the session's running total.
     last = late[-1].usage
     assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
@@ -85,27 +110,6 @@ async def test_a_rejected_key_is_classified_and_fails_at_once(qwen: Qwen) -> Non
     assert "401" in str(failed.value)
     # Qwen Code does not retry a 401.
     assert len(qwen.api.message_requests) == 1
-
-
-async def test_a_read_tool_runs_headless_and_shell_is_left_out(qwen: Qwen) -> None:
-    (qwen.project / "notes.txt").write_text("the answer is 42\n")
-    qwen.api.set_script(
-        [
-            AnthropicToolUse("read_file", {"file_path": str(qwen.project / "notes.txt")}),
-            AnthropicText("It says 42."),
-        ]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
-        with trio.fail_after(BOUND):
-            response = await rt.ask("coder", "read notes.txt")
-    assert response.text == "It says 42."
-    (result,) = qwen.api.message_requests[-1].tool_results()
-    assert "the answer is 42" in str(result.get("content"))
-    # approval_mode "default", headless: the tools that need an approval are not offered.
-    offered = {t["name"] for t in qwen.api.message_requests[0].body["tools"]}
-    assert "read_file" in offered
-    assert not offered & {"run_shell_command", "edit", "write_file"}
 
 
 async def test_an_interrupt_ends_a_headless_turn_and_the_session_goes_on(qwen: Qwen) -> None:
