@@ -49,7 +49,7 @@ def echo_or_tool(request: RecordedRequest) -> AnthropicReply:
 
 
 @pytest.mark.long
-async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart(
+async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart_and_report_the_cli_version(
     opencode: Opencode, tmp_path: trio.Path
 ) -> None:
     opencode.api.set_script(echo_or_tool)
@@ -102,7 +102,7 @@ async def test_a_rejected_key_is_classified(opencode: Opencode) -> None:
     assert len(opencode.api.message_requests) == 1
 
 
-async def test_a_warm_conversation_is_interrupted_in_band_and_survives_a_supervisor_restart(
+async def test_a_warm_conversation_keeps_its_process_through_an_interrupt_and_survives_a_restart(
     opencode: Opencode, tmp_path: trio.Path
 ) -> None:
     def script(request: RecordedRequest) -> AnthropicReply:

@@ -38,7 +38,7 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text()!r}")
 
 
-async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart(
+async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart_and_report_the_cli_version(
     pi: Pi, tmp_path: trio.Path
 ) -> None:
     (pi.project / "notes.txt").write_text("the answer is 42\n")
@@ -123,7 +123,7 @@ async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: P
     assert after.text == "said 'instead'"
 
 
-async def test_a_warm_conversation_is_interrupted_in_band_and_survives_a_supervisor_restart(
+async def test_a_warm_conversation_keeps_its_process_through_an_interrupt_and_survives_a_restart(
     pi: Pi, tmp_path: trio.Path
 ) -> None:
     def script(request: RecordedRequest) -> AnthropicReply:

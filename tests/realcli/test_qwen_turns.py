@@ -38,7 +38,7 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text().strip()!r}")
 
 
-async def test_five_turns_with_a_read_tool_and_an_interrupt_survive_a_supervisor_restart(
+async def test_five_turns_with_a_read_and_an_interrupt_survive_a_restart_and_report_the_version(
     qwen: Qwen, tmp_path: trio.Path
 ) -> None:
     notes = qwen.project / "notes.txt"
