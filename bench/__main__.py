@@ -18,6 +18,8 @@ from typing import Any
 
 from . import asyncio_bridge, many_agents, report
 from .contenders import (
+    AGENTRT_WARM,
+    CLAUDE_FLOOR,
     CONVERSATION_CONTENDERS,
     INTERRUPT_CONTENDERS,
     OPENCODE_BINARY,
@@ -138,8 +140,8 @@ def _summary(scenario: str, result: dict[str, Any], fixture: Fixture | None) -> 
 
 
 # The per-turn rows of the npm CLIs beside claude's (on its fake API), each where its
-# pinned binary is installed; left out of the interleaved run and of a quick run (seconds,
-# for opencode tens of seconds, a turn).
+# pinned binary is installed; left out of the interleaved run (seconds, for opencode tens
+# of seconds, a turn).
 _NPM_ROWS = {
     "agentrt-opencode": OPENCODE_BINARY,
     "agentrt-opencode-warm": OPENCODE_BINARY,
@@ -148,6 +150,20 @@ _NPM_ROWS = {
     "agentrt-pi": PI_BINARY,
     "agentrt-pi-warm": PI_BINARY,
 }
+# A quick run keeps the harness working and asserts no speed: it runs one conversation row
+# of each harness path and what the tables and targets read. Left out are the rows that
+# only run another row's harness code on a CLI whose start is the cost (the npm CLIs'
+# and qwen's, seconds of CPU a turn; claude with the SDK's argv or system prompt).
+# gemini's row stays: its own fake API mode and contender.
+_QUICK_LEFT_OUT = {
+    *_NPM_ROWS,
+    *QWEN_CONTENDERS,
+    "claude-floor-sdk-argv",
+    "agentrt-warm-sdk-prompt",
+}
+# The interleaved run of a quick run: one hand-driven CLI, agentrt warm and the SDK (the
+# targets' comparisons; per-turn agentrt's is judged on its own warm row).
+_QUICK_INTERLEAVED = (CLAUDE_FLOOR, AGENTRT_WARM, "sdk-client")
 
 
 def _plan(
@@ -190,13 +206,13 @@ def _plan(
             elif scenario == "warm":
                 # Each conversation in a fresh process, then all of them interleaved.
                 conversation = {"round": rnd, "turns": params["warm_turns"], "binary": str(claude)}
+                quick = params["mode"] == "quick"
                 names = [
                     n
                     for n in CONVERSATION_CONTENDERS
                     if (QWEN_BINARY.exists() or n not in QWEN_CONTENDERS)
-                    and (
-                        n not in _NPM_ROWS or (_NPM_ROWS[n].exists() and params["mode"] != "quick")
-                    )
+                    and (n not in _NPM_ROWS or _NPM_ROWS[n].exists())
+                    and not (quick and n in _QUICK_LEFT_OUT)
                 ]
                 for name in names:
                     if CONVERSATION_CONTENDERS[name].cli == "claude":
@@ -210,8 +226,7 @@ def _plan(
                                 "binary": str(gemini),
                             }
                         )
-                # The interleaved run compares the contenders on one fake API under one load;
-                # a quick run leaves qwen's out (seconds of CPU a turn; their warm rows ran).
+                # The interleaved run compares the contenders on one fake API under one load.
                 specs.append(
                     {
                         "scenario": "warm-interleaved",
@@ -220,8 +235,8 @@ def _plan(
                             n
                             for n in names
                             if CONVERSATION_CONTENDERS[n].cli == "claude"
-                            and not (params["mode"] == "quick" and n in QWEN_CONTENDERS)
                             and n not in _NPM_ROWS
+                            and (not quick or n in _QUICK_INTERLEAVED)
                         ],
                         **conversation,
                     }

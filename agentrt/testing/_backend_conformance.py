@@ -209,14 +209,32 @@ async def _failure(harness: BackendHarness, rt: Runtime, prompt: str) -> TurnFai
     raise AssertionError(f"the turn should have failed; it answered {response.text[:80]!r}")
 
 
-async def _until(harness: BackendHarness, what: str, ready: Callable[[], Awaitable[bool]]) -> None:
+async def _until(
+    harness: BackendHarness,
+    what: str,
+    ready: Callable[[], Awaitable[bool]],
+    every: float = 0.05,
+) -> None:
     # Polling: a CLI's progress (a session id stored, a tool's process) has no event to wait on.
     with trio.move_on_after(harness.turn_bound):
         while True:
             if await ready():
                 return
-            await trio.sleep(0.05)
+            await trio.sleep(every)
     raise AssertionError(f"{what} did not happen within {harness.turn_bound:g} s")
+
+
+# How often a check scans /proc for its tool's process. A CLI takes many seconds to start
+# its tool on a loaded machine, and a scan every 50 ms cost a CPU-second or two of every
+# check that waits for one; the kill or interrupt that follows comes at most this late.
+_SCAN_EVERY = 0.25
+
+
+async def _tool_started(harness: BackendHarness, found_by: str) -> None:
+    async def runs() -> bool:
+        return bool(_alive_with(found_by))
+
+    await _until(harness, "the shell tool's process", runs, every=_SCAN_EVERY)
 
 
 def _long_sleep() -> tuple[str, str]:
@@ -234,12 +252,14 @@ def _alive_with(text: str) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ")
+                if needle not in f.read().replace(b"\0", b" "):
+                    continue
+            # Only a process that matches is asked its state.
             with open(f"/proc/{entry}/stat", "rb") as f:
                 state = f.read().rpartition(b")")[2].split()[0]
         except OSError:
             continue
-        if needle in cmdline and state != b"Z":
+        if state != b"Z":
             found.append(int(entry))
     return found
 
@@ -341,11 +361,7 @@ async def _a_killed_cli_is_classified_and_its_session_resumed(harness: BackendHa
         trio.open_nursery() as nursery,
     ):
         running = _start_turn(harness, rt, nursery, "first prompt")
-
-        async def tool_runs() -> bool:
-            return bool(_alive_with(found_by))
-
-        await _until(harness, "the shell tool's process", tool_runs)
+        await _tool_started(harness, found_by)
         status = await rt.status(NAME)
         assert status.cli_pid is not None and status.session_id is not None, status
         os.kill(status.cli_pid, signal.SIGKILL)
@@ -378,11 +394,7 @@ async def _an_interrupt_ends_the_turn_and_its_tool(harness: BackendHarness) -> N
         trio.open_nursery() as nursery,
     ):
         running = _start_turn(harness, rt, nursery, "run it")
-
-        async def tool_runs() -> bool:
-            return bool(_alive_with(found_by))
-
-        await _until(harness, "the shell tool's process", tool_runs)
+        await _tool_started(harness, found_by)
         assert await rt.interrupt(NAME)
         _failed_with(await running.finished(harness), StopReason.INTERRUPTED)
         _gone(found_by)

@@ -402,6 +402,21 @@ async def wait_for_process(marker: str, predicate: Callable[[ProcInfo], bool]) -
         await trio.sleep(0.05)
 
 
+async def request_where(
+    api: FakeAnthropic, matches: Callable[[RecordedRequest], bool]
+) -> RecordedRequest:
+    """The first model call ``matches`` accepts, looked for as each request arrives: a wait
+    of a minute for a CLI's own timer is no minute of polling.
+
+    Cancellation: bound it with ``trio.fail_after``.
+    """
+    while True:
+        for request in api.message_requests:
+            if matches(request):
+                return request
+        await api.wait_requests(len(api.requests) + 1)
+
+
 async def wait_until_gone(marker: str) -> None:
     """Poll /proc until no marked process is alive.
 

@@ -17,7 +17,7 @@ from proc_helpers import wait_until
 from agentrt import Agent, Ref, Response, SQLiteStore, open_runtime
 from agentrt.testing import AnthropicText, AnthropicToolUse
 
-from ._claude import Claude
+from ._claude import Claude, request_where
 from .test_claude_warm import warm_agent
 
 pytestmark = pytest.mark.realcli
@@ -100,6 +100,7 @@ async def test_a_warm_clis_cron_job_is_not_stored_and_the_cli_runs_it(claude: Cl
         def fires() -> int:
             return sum(CRON_PROMPT in r.last_user_text() for r in claude.api.message_requests)
 
-        await wait_until(fires, bound=60 + TURN_BOUND)
+        with trio.fail_after(60 + TURN_BOUND):
+            await request_where(claude.api, lambda r: CRON_PROMPT in r.last_user_text())
         await wait_until(lambda: len(claude.api.message_requests) == 4, bound=TURN_BOUND)
         assert fires() == 1

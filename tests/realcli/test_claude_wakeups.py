@@ -15,7 +15,7 @@ from proc_helpers import marked, store_programs, wait_until
 
 from agentrt.testing import AnthropicText, AnthropicToolUse
 
-from ._claude import MARKER_VAR, Claude, base_env
+from ._claude import MARKER_VAR, Claude, base_env, request_where
 
 pytestmark = [pytest.mark.realcli, pytest.mark.long]  # the CLI waits a minute or two
 
@@ -53,11 +53,8 @@ async def test_a_wakeup_the_cli_scheduled_fires_in_the_next_owner_after_a_sigkil
             assert await owner.line(TURN_BOUND) == "READY"
         os.kill(owner.pid, signal.SIGKILL)
         host = await start("node-b", str(ttl), "host", "none")
-
-        def woken() -> bool:
-            return any(WAKEUP_PROMPT in r.last_user_text() for r in claude.api.message_requests)
-
-        await wait_until(woken, bound=2 * DELAY + TURN_BOUND)
+        with trio.fail_after(2 * DELAY + TURN_BOUND):
+            await request_where(claude.api, lambda r: WAKEUP_PROMPT in r.last_user_text())
         assert (await host.line(TURN_BOUND)).startswith("TOOK a0 ")
     await wait_until(lambda: marked(MARKER_VAR, claude.marker) == [], bound=10)
 

@@ -39,11 +39,20 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text()!r}")
 
 
+def echo_or_tool(request: RecordedRequest) -> AnthropicReply:
+    # Turn 2 runs a shell command; the call that carries its result is answered.
+    if request.tool_results():
+        return AnthropicText("It says forty-two.")
+    if request.last_user_text() == "turn 2":
+        return AnthropicToolUse("bash", {"command": "echo forty-two", "description": "echo"})
+    return echo(request)
+
+
 @pytest.mark.long
-async def test_five_turns_survive_a_supervisor_restart(
+async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart_and_report_the_cli_version(
     opencode: Opencode, tmp_path: trio.Path
 ) -> None:
-    opencode.api.set_script(echo)
+    opencode.api.set_script(echo_or_tool)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
     with trio.fail_after(BOUND * 4):
@@ -60,33 +69,26 @@ async def test_five_turns_survive_a_supervisor_restart(
             late = [await rt.ask("coder", p) for p in prompts[3:]]
     (session,) = {r.session_id for r in early + late}
     assert session is not None and session.startswith("ses_")
-    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
+    answers = [f"said {p!r}" for p in prompts]
+    answers[1] = "It says forty-two."
+    assert [r.text for r in early + late] == answers
     assert {r.cli_version for r in early + late} == {opencode_version()}
-    assert opencode.api.message_requests[-1].texts("user") == prompts
-    # One model call per turn: the title is given, so none is asked of the model.
-    assert len(opencode.api.message_requests) == len(prompts)
+    # The tool's call and result are events of turn 2, before its result.
+    tool_turn = early[1]
+    kinds = [e.kind for e in tool_turn.events]
+    assert kinds.index("tool_use") < kinds.index("tool_result") < kinds.index("result")
+    (result,) = [e for e in tool_turn.events if e.kind == "tool_result"]
+    assert "forty-two" in str(result.content) and not result.is_error
+    # The history the fake saw last: every prompt, the tool's output after turn 2's.
+    history = opencode.api.message_requests[-1].texts("user")
+    assert history[:2] == prompts[:2] and history[3:] == prompts[2:], history
+    assert "forty-two" in history[2]
+    # One model call per turn, and one for the tool's result: the title is given, so none
+    # is asked of the model. Each is counted: the tool's turn had two.
+    assert len(opencode.api.message_requests) == len(prompts) + 1
+    assert tool_turn.usage is not None and tool_turn.usage.output_tokens == 10
     last = late[-1].usage
     assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
-
-
-async def test_a_tool_call_and_its_result_are_events(opencode: Opencode) -> None:
-    opencode.api.set_script(
-        [
-            AnthropicToolUse("bash", {"command": "echo forty-two", "description": "echo"}),
-            AnthropicText("It says forty-two."),
-        ]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="opencode", **opencode.agent_options())
-        with trio.fail_after(BOUND):
-            response = await rt.ask("coder", "run echo")
-    assert response.text == "It says forty-two."
-    kinds = [e.kind for e in response.events]
-    assert kinds.index("tool_use") < kinds.index("tool_result") < kinds.index("result")
-    (result,) = [e for e in response.events if e.kind == "tool_result"]
-    assert "forty-two" in str(result.content) and not result.is_error
-    # Two model calls, each counted.
-    assert response.usage is not None and response.usage.output_tokens == 10
 
 
 async def test_a_rejected_key_is_classified(opencode: Opencode) -> None:
@@ -100,62 +102,47 @@ async def test_a_rejected_key_is_classified(opencode: Opencode) -> None:
     assert len(opencode.api.message_requests) == 1
 
 
-async def test_a_warm_opencode_runs_its_turns_on_one_acp_process(opencode: Opencode) -> None:
+async def test_a_warm_conversation_keeps_its_process_through_an_interrupt_and_survives_a_restart(
+    opencode: Opencode, tmp_path: trio.Path
+) -> None:
     def script(request: RecordedRequest) -> AnthropicReply:
         if "hang" in request.last_user_text():
             return AnthropicHang()
         return echo(request)
 
     opencode.api.set_script(script)
-    async with open_runtime(store=MemoryStore()) as rt:
-        options = opencode.agent_options(keep_alive=60.0)
-        await rt.start_agent(Agent, name="coder", backend="opencode", **options)
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
+    store_path = str(tmp_path / "sessions.db")
+    prompts = [f"turn {n}" for n in range(1, 6)]
+    options = opencode.agent_options(keep_alive=60.0)
+    with trio.fail_after(BOUND * 3):
+        async with open_runtime(store=SQLiteStore(store_path)) as rt:
+            await rt.start_agent(Agent, name="coder", backend="opencode", **options)
+            early = [await rt.ask("coder", prompts[0])]
             pid = (await rt.status("coder")).cli_pid
-            second = await rt.ask("coder", "second question")
+            early.append(await rt.ask("coder", prompts[1]))
+            # Interrupted in band: the turn ends, the process and its session go on.
             ref = await rt.tell("coder", "now hang")
             await opencode.api.wait_requests(3)
             assert await rt.interrupt("coder")
             result = await rt.wait(ref)
-            after = await rt.ask("coder", "after the interrupt")
+            early.append(await rt.ask("coder", prompts[2]))
             assert (await rt.status("coder")).cli_pid == pid
-    assert (first.text, second.text) == ("said 'first question'", "said 'second question'")
-    assert first.session_id is not None and first.session_id.startswith("ses_")
-    assert second.session_id == after.session_id == first.session_id
-    assert first.cli_version == after.cli_version == opencode_version()
-    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
-    assert result.error.reason is StopReason.INTERRUPTED
-    assert after.text == "said 'after the interrupt'"
-    # One model call per turn: the title agent is off, as --title does per turn.
-    assert len(opencode.api.message_requests) == 4
-    assert opencode.api.message_requests[1].texts("user") == ["first question", "second question"]
-    assert second.usage is not None
-    assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
-
-
-async def test_a_warm_conversation_survives_a_supervisor_restart(
-    opencode: Opencode, tmp_path: trio.Path
-) -> None:
-    opencode.api.set_script(echo)
-    store_path = str(tmp_path / "sessions.db")
-    prompts = [f"turn {n}" for n in range(1, 6)]
-    with trio.fail_after(BOUND * 3):
-        async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            options = opencode.agent_options(keep_alive=60.0)
-            await rt.start_agent(Agent, name="coder", backend="opencode", **options)
-            early = [await rt.ask("coder", p) for p in prompts[:3]]
         # A new runtime: a new `opencode acp` loads the stored session (session/load).
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
             await rt.start_agent(Agent, name="coder", backend="opencode", **options)
             late = [await rt.ask("coder", p) for p in prompts[3:]]
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
     (session,) = {r.session_id for r in early + late}
     assert session is not None and session.startswith("ses_")
     assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
     assert {r.cli_version for r in early + late} == {opencode_version()}
-    assert opencode.api.message_requests[-1].texts("user") == prompts
-    # One model call per turn: the title is given, so none is asked of the model.
-    assert len(opencode.api.message_requests) == len(prompts)
-    last = late[-1].usage
-    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
-    assert len(opencode.api.message_requests) == len(prompts)
+    assert opencode.api.message_requests[1].texts("user") == prompts[:2]
+    history = opencode.api.message_requests[-1].texts("user")
+    assert history == [*prompts[:2], "now hang", *prompts[2:]], history
+    # One model call per turn, the interrupted one's included: the title agent is off, as
+    # --title does per turn.
+    assert len(opencode.api.message_requests) == len(prompts) + 1
+    for response in (early[1], late[-1]):
+        assert response.usage is not None
+        assert (response.usage.input_tokens, response.usage.output_tokens) == (10, 5)

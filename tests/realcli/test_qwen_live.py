@@ -1,6 +1,6 @@
 """The pinned real qwen on its live channel (``--input-format stream-json``), through the
-public API: warm turns on one process with their history, an interrupt in band that keeps
-the process, tool approvals allowed and denied, and a shell tool denied by the backend
+public API: warm turns on one process with their history, through an interrupt in band that
+keeps the process, tool approvals allowed and denied, and a shell tool denied by the backend
 when the agent answers no approvals; hooks refused at ``start_agent``."""
 
 from __future__ import annotations
@@ -72,13 +72,22 @@ async def cli_pid(rt: Runtime) -> int:
     return pid
 
 
-async def test_warm_turns_share_one_process_and_the_conversation(qwen: Qwen) -> None:
+async def test_warm_turns_share_one_process_and_the_conversation_through_an_interrupt(
+    qwen: Qwen,
+) -> None:
     qwen.api.set_script(echo)
     async with agent(qwen, keep_alive=60) as rt:
         with trio.fail_after(BOUND):
             one = await rt.ask("coder", "first prompt")
             pid = await cli_pid(rt)
             two = await rt.ask("coder", "second prompt")
+            # An interrupt in band ends the turn and keeps the process.
+            ref = await rt.tell("coder", "now hang")
+            await qwen.api.wait_requests(3)  # the hanging model call is under way
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
+            assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+            assert result.error.reason is StopReason.INTERRUPTED
             three = await rt.ask("coder", "third prompt")
         assert await cli_pid(rt) == pid
     assert [r.text for r in (one, two, three)] == [
@@ -94,25 +103,8 @@ async def test_warm_turns_share_one_process_and_the_conversation(qwen: Qwen) -> 
         10,
         5,
     )
-    assert len(qwen.api.message_requests) == 3
+    assert len(qwen.api.message_requests) == 4
     assert not running(pid)
-
-
-async def test_an_interrupt_in_band_keeps_the_process(qwen: Qwen) -> None:
-    qwen.api.set_script(echo)
-    async with agent(qwen, keep_alive=60) as rt:
-        with trio.fail_after(BOUND):
-            await rt.ask("coder", "first prompt")
-            pid = await cli_pid(rt)
-            ref = await rt.tell("coder", "now hang")
-            await qwen.api.wait_requests(2)  # the hanging model call is under way
-            assert await rt.interrupt("coder")
-            result = await rt.wait(ref)
-            assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
-            assert result.error.reason is StopReason.INTERRUPTED
-            after = await rt.ask("coder", "after the interrupt")
-        assert await cli_pid(rt) == pid
-    assert after.text == "said 'after the interrupt'"
 
 
 class Decides(Agent):

@@ -1,6 +1,7 @@
 """The pinned real qwen, one process per turn, through the public API against the fake
 Anthropic API: turns resumed with ``--resume``, a conversation that survives a supervisor
-restart, a hang bounded, failures classified, the CLI's version on every turn."""
+restart (a read tool run headless in it, a turn interrupted), a hang bounded, failures
+classified, the CLI's version on every turn."""
 
 from __future__ import annotations
 
@@ -37,42 +38,66 @@ def echo(request: RecordedRequest) -> AnthropicReply:
     return AnthropicText(f"said {request.last_user_text().strip()!r}")
 
 
-async def test_two_turns_resume_one_session_and_report_the_cli_version(qwen: Qwen) -> None:
-    qwen.api.set_script(echo)
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
-            second = await rt.ask("coder", "second question")
-    assert first.text == "said 'first question'"
-    assert second.text == "said 'second question'"
-    assert first.session_id is not None and second.session_id == first.session_id
-    assert first.cli_version == second.cli_version == qwen_version()
-    # The second call carried the first turn: the CLI resumed the session from its file.
-    assert user_prompts(qwen.api.message_requests[-1]) == ["first question", "second question"]
-    # One model call per turn: no memory extraction after a turn, nothing else.
-    assert len(qwen.api.message_requests) == 2
-    # Each turn's own usage, though the CLI prints the session's running total.
-    assert first.usage is not None and second.usage is not None
-    assert (second.usage.input_tokens, second.usage.output_tokens) == (10, 5)
+async def test_five_turns_with_a_read_and_an_interrupt_survive_a_restart_and_report_the_version(
+    qwen: Qwen, tmp_path: trio.Path
+) -> None:
+    notes = qwen.project / "notes.txt"
+    notes.write_text("the answer is 42\n")
 
+    def script(request: RecordedRequest) -> AnthropicReply:
+        # Turn 2 reads a file; the call that carries its result is answered.
+        if request.tool_results():
+            return AnthropicText("It says 42.")
+        if request.last_user_text().strip() == "turn 2":
+            return AnthropicToolUse("read_file", {"file_path": str(notes)})
+        if "hang" in request.last_user_text():
+            return AnthropicHang()
+        return echo(request)
 
-async def test_five_turns_survive_a_supervisor_restart(qwen: Qwen, tmp_path: trio.Path) -> None:
-    qwen.api.set_script(echo)
+    qwen.api.set_script(script)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
-    with trio.fail_after(BOUND * 3):
+    with trio.fail_after(BOUND * 4):
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
-            await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
+            await rt.start_agent(
+                Agent, name="coder", backend="qwen", kill_grace=2.0, **qwen.agent_options()
+            )
             early = [await rt.ask("coder", p) for p in prompts[:3]]
+            # An interrupt ends a headless turn; the session goes on.
+            ref = await rt.tell("coder", "now hang")
+            await qwen.api.wait_requests(5)
+            assert await rt.interrupt("coder")
+            result = await rt.wait(ref)
         # A new runtime on the same store: the agent goes on in the same CLI session.
         async with open_runtime(store=SQLiteStore(store_path)) as rt:
             await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
             late = [await rt.ask("coder", p) for p in prompts[3:]]
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.INTERRUPTED
     sessions = {r.session_id for r in early + late}
     assert len(sessions) == 1 and None not in sessions
-    assert [r.text for r in early + late] == [f"said {p!r}" for p in prompts]
-    assert user_prompts(qwen.api.message_requests[-1]) == prompts
+    answers = [f"said {p!r}" for p in prompts]
+    answers[1] = "It says 42."
+    assert [r.text for r in early + late] == answers
+    assert {r.cli_version for r in early + late} == {qwen_version()}
+    calls = qwen.api.message_requests
+    # The file's text went back to the model in the call after turn 2's.
+    (result,) = calls[2].tool_results()
+    assert "the answer is 42" in str(result.get("content"))
+    # approval_mode "default", headless: the tools that need an approval are not offered.
+    offered = {t["name"] for t in calls[0].body["tools"]}
+    assert "read_file" in offered
+    assert not offered & {"run_shell_command", "edit", "write_file"}
+    # The last call carried every turn: the CLI resumed the session from its file.
+    history = user_prompts(calls[-1])
+    assert history[:2] == prompts[:2] and "the answer is 42" in history[2], history
+    assert history[3:] == [prompts[2], "now hang", *prompts[3:]], history
+    # One model call per turn (the interrupted one's too) and one for the file's text: no
+    # memory extraction after a turn, nothing else.
+    assert len(calls) == len(prompts) + 2
+    # Each turn's own usage, though the CLI prints the session's running total.
+    last = late[-1].usage
+    assert last is not None and (last.input_tokens, last.output_tokens) == (10, 5)
 
 
 async def test_a_hang_is_bounded_by_the_idle_limit(qwen: Qwen) -> None:
@@ -96,50 +121,6 @@ async def test_a_rejected_key_is_classified_and_fails_at_once(qwen: Qwen) -> Non
     assert "401" in str(failed.value)
     # Qwen Code does not retry a 401.
     assert len(qwen.api.message_requests) == 1
-
-
-async def test_a_read_tool_runs_headless_and_shell_is_left_out(qwen: Qwen) -> None:
-    (qwen.project / "notes.txt").write_text("the answer is 42\n")
-    qwen.api.set_script(
-        [
-            AnthropicToolUse("read_file", {"file_path": str(qwen.project / "notes.txt")}),
-            AnthropicText("It says 42."),
-        ]
-    )
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(Agent, name="coder", backend="qwen", **qwen.agent_options())
-        with trio.fail_after(BOUND):
-            response = await rt.ask("coder", "read notes.txt")
-    assert response.text == "It says 42."
-    (result,) = qwen.api.message_requests[-1].tool_results()
-    assert "the answer is 42" in str(result.get("content"))
-    # approval_mode "default", headless: the tools that need an approval are not offered.
-    offered = {t["name"] for t in qwen.api.message_requests[0].body["tools"]}
-    assert "read_file" in offered
-    assert not offered & {"run_shell_command", "edit", "write_file"}
-
-
-async def test_an_interrupt_ends_a_headless_turn_and_the_session_goes_on(qwen: Qwen) -> None:
-    def script(request: RecordedRequest) -> AnthropicReply:
-        if "hang" in request.last_user_text():
-            return AnthropicHang()
-        return echo(request)
-
-    qwen.api.set_script(script)
-    async with open_runtime(store=MemoryStore()) as rt:
-        await rt.start_agent(
-            Agent, name="coder", backend="qwen", kill_grace=2.0, **qwen.agent_options()
-        )
-        with trio.fail_after(BOUND):
-            first = await rt.ask("coder", "first question")
-            ref = await rt.tell("coder", "now hang")
-            await qwen.api.wait_requests(2)
-            assert await rt.interrupt("coder")
-            result = await rt.wait(ref)
-            after = await rt.ask("coder", "after the interrupt")
-    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
-    assert result.error.reason is StopReason.INTERRUPTED
-    assert after.text == "said 'after the interrupt'" and after.session_id == first.session_id
 
 
 async def test_a_prompt_too_long_is_context_exhausted(qwen: Qwen) -> None:
