@@ -81,8 +81,8 @@ def completed(
     if not answer or answer == terminal.text.encode(*TEXT_CODEC):
         # The result's own text (a one-message answer): the same str, not a copy.
         answer = terminal.text
-    # Made here, not through response_with_text: its fields as a dict merged into the
-    # call's keywords cost a scripted ask some 2 % of its instructions (bench/README.md).
+    # Made here, not through response_with_text: every turn's, whose fields would go
+    # through one more dict (its ``**fields``, merged into the call's keywords).
     return Response(
         text=response_text(answer),
         final_message=terminal.text or message,
