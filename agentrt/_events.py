@@ -471,17 +471,25 @@ _REPR_TEXT = 40
 _UTF8_OVERHEAD = sys.getsizeof(_Utf8(b"")) + sys.getsizeof(b"")
 
 
+def response_text(text: str | bytes) -> str | _Utf8:
+    """What a Response keeps of ``text``, which may be UTF-8 (lone surrogates passed
+    through): ``Response(text=response_text(text), ...)``. The Response keeps whichever
+    form is smaller: a str takes 1, 2 or 4 bytes a character by its widest one, so
+    mostly-ASCII text with a few wider characters (an arrow, an emoji: the common case)
+    takes about half as UTF-8, while text mostly made of CJK characters is smaller as a
+    str. Kept as UTF-8, it is decoded when read."""
+    if isinstance(text, str):
+        return text
+    decoded = text.decode(*TEXT_CODEC)  # cheap next to the text's life (bench/README.md)
+    if sys.getsizeof(decoded) <= len(text) + _UTF8_OVERHEAD:
+        return decoded
+    return _Utf8(text)
+
+
 def response_with_text(text: str | bytes, **fields: Any) -> Response:
-    """``Response(text=text, **fields)``, except that ``text`` may be UTF-8 (lone surrogates
-    passed through). The Response keeps whichever form is smaller: a str takes 1, 2 or 4
-    bytes a character by its widest one, so mostly-ASCII text with a few wider characters
-    (an arrow, an emoji: the common case) takes about half as UTF-8, while text mostly
-    made of CJK characters is smaller as a str. Kept as UTF-8, it is decoded when read."""
-    if isinstance(text, bytes):
-        decoded = text.decode(*TEXT_CODEC)  # cheap next to the text's life (bench/README.md)
-        if sys.getsizeof(decoded) <= len(text) + _UTF8_OVERHEAD:
-            text = decoded
-    return Response(text=text if isinstance(text, str) else _Utf8(text), **fields)
+    """``Response(text=text, **fields)``, except that ``text`` may be UTF-8
+    (`response_text`)."""
+    return Response(text=response_text(text), **fields)
 
 
 def text_size(response: Response) -> int:

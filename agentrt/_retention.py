@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal, overload
 
 import attrs
@@ -127,7 +128,8 @@ class EventLog:
     first_omission: Omission | None = None
     # The retained events' JSON, newline-terminated, and where each one ends.
     _data: bytearray = attrs.field(factory=bytearray)
-    _ends: array[int] = attrs.field(factory=lambda: array("q"))
+    # A partial, not a lambda: no Python call a turn.
+    _ends: array[int] = attrs.field(factory=partial(array, "q"))
 
     @property
     def retained(self) -> int:

@@ -454,7 +454,10 @@ class Turn(ChannelReading):
             if self.options.after_result is not None:
                 # From the latest result: a later one (a background task's) restarts it.
                 self._bounds.result = self._now() + self.options.after_result
-                self._reschedule()
+                if self._alarm is not None or self._scope is not None:
+                    # Else nothing watches the bounds yet: an in-process run that has not
+                    # waited takes the nearest deadline when it first does.
+                    self._reschedule()
         elif self._failure is None:
             self._end_run()
 

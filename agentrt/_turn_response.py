@@ -22,7 +22,7 @@ from ._events import (
     StopReason,
     Usage,
     error_detail,
-    response_with_text,
+    response_text,
 )
 from ._redact import redact
 from ._retention import EventLog
@@ -81,8 +81,10 @@ def completed(
     if not answer or answer == terminal.text.encode(*TEXT_CODEC):
         # The result's own text (a one-message answer): the same str, not a copy.
         answer = terminal.text
-    return response_with_text(
-        answer,
+    # Made here, not through response_with_text: every turn's, whose fields would go
+    # through one more dict (its ``**fields``, merged into the call's keywords).
+    return Response(
+        text=response_text(answer),
         final_message=terminal.text or message,
         events=log.events(None if terminal_index is None else {terminal_index: terminal}),
         terminal=terminal,

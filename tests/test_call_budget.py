@@ -51,7 +51,9 @@ from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 # slot's name is a field; 146 merged with this round's other work, and one more once in a
 # run after other tests in the same worker, which the count's own process now rules out;
 # 137 since an agent's CLI schedules are checked once per instance and its loop looks up
-# no budget it does not have);
+# no budget it does not have; 134 since a completed turn's Response is made without a
+# keyword merge, an in-process run that has not waited moves no deadline at its result and
+# the event log's offsets are made without a Python call);
 # the fake CLI's turns vary with how the CLI's output is cut into reads and how the
 # process's exit meets it (569-615 per turn, 293-305 warm on a quiet machine, 584-588 and
 # 293-315 since the slot's name is a field, which saves them 6-9; beside two busy loops per
@@ -62,7 +64,7 @@ from agentrt.testing import ScriptedBackend, fake_cli_executable, reply
 # 304-305 since the holder task of a warm process is not woken at each turn's end: what it
 # did then, after the ask had returned and so uncounted, a turn's end now does itself, in
 # the count).
-SCRIPTED_BUDGET = 138
+SCRIPTED_BUDGET = 135
 PER_TURN_BUDGET = 580
 WARM_BUDGET = 325
 # One streamed model call of Claude Code, translated: its message_start, a text delta, its
