@@ -99,7 +99,11 @@ def utf8(text: str) -> bytes:
 def test_the_text_is_kept_in_its_smaller_form(text: str) -> None:
     size, others = len(utf8(text)), fields()
     response, held = held_after(lambda: response_with_text(utf8(text), **others))
-    assert held <= min(sys.getsizeof(text), size + 100) + 200  # + the Response itself
+    # + the Response itself (192 bytes), and up to a KiB of the call's temporaries: what
+    # they free into a free list that was not full (tuples, dicts) stays allocated for
+    # tracemalloc, and how full those lists are depends on the tests run before (264 bytes
+    # more, now and then). The two forms differ by tens of KB.
+    assert held <= min(sys.getsizeof(text), size + 100) + 1024
     assert text_size(response) == size and response.text == text
 
 
