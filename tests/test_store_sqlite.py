@@ -136,6 +136,35 @@ async def test_new_store_file_is_private_wal_and_current_schema(tmp_path: Path) 
         conn.close()
 
 
+def test_programs_opening_a_new_store_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Two programs racing on one new file (the workspaces' race test, now and then): one
+    # read the file's schema between the other's migration and its own next read ("not an
+    # agentrt session store (it has other tables)"), or was told "database is locked" at
+    # once switching it to WAL. Each open here is a thread of its own with its own trio
+    # run and connection, four at a time, on 150 new files.
+    def open_at(path: Path, start: threading.Barrier, failed: list[BaseException]) -> None:
+        async def main() -> None:
+            start.wait()
+            async with SQLiteStore(path):
+                pass
+
+        try:
+            trio.run(main)
+        except BaseException as exc:
+            failed.append(exc)
+
+    failed: list[BaseException] = []
+    for n in range(150):
+        start = threading.Barrier(4)
+        path = tmp_path / f"{n}.sqlite3"
+        threads = [threading.Thread(target=open_at, args=(path, start, failed)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert [str(exc) for exc in failed] == []
+
+
 async def test_an_empty_v0_file_is_migrated_to_the_current_schema(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     path.touch()

@@ -415,11 +415,17 @@ class SQLiteStore(
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         path = str(self.path)
-        self._check_identity(conn)
+        # Its three reads in one snapshot: another process may be creating the store meanwhile,
+        # and a schema made between them read as a file with "other tables".
+        conn.execute("BEGIN")
+        try:
+            self._check_identity(conn)
+        finally:
+            conn.execute("COMMIT")
         problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise StoreError(path, "corrupt: " + redact("; ".join(map(str, problems[:5]))))
-        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        mode = self._switch_to_wal(conn)
         if mode != "wal":
             raise StoreError(path, f"cannot switch to WAL journal mode (got {mode!r})")
         conn.execute("PRAGMA synchronous = FULL")
@@ -439,6 +445,24 @@ class SQLiteStore(
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> str:
+        """``PRAGMA journal_mode = WAL``, tried again until ``busy_timeout``: SQLite answers
+        "database is locked" at once, without its busy handler, to a process that switches
+        a new file while another process does (and then finds it switched)."""
+        import sqlite3
+
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+            else:
+                assert isinstance(mode, str)
+                return mode
 
     def _check_identity(self, conn: sqlite3.Connection) -> int:
         """The file's schema version, after refusing files that are not ours or too new."""
