@@ -24,7 +24,8 @@
 #     _stores._postgres _stores._postgres_router _stores._protocols _stores._request_store
 #     _stores._requests _stores._route_codec _stores._route_serving _stores._route_values
 #     _stores._schedule_store _stores._schedules _stores._sql _stores._sqlite
-#     _stores._sqlite_router _stores._transcripts _stores._turns _stores._workspaces
+#     _stores._sqlite_router _stores._sqlite_schema _stores._transcripts _stores._turns
+#     _stores._workspaces
 # L3 cluster, in _cluster/: several runtimes on one store: leases, reaper, failover specs
 #     _cluster._ownership _cluster._reaper _cluster._specs
 # L4 turn: one turn, Command -> events -> Response, its mode and its options

@@ -11,9 +11,9 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from agentrt._stores import _postgres, _sqlite
+from agentrt._stores import _postgres, _sqlite_schema
 
-SQLITE_STEPS: Sequence[tuple[str, ...]] = _sqlite._MIGRATIONS
+SQLITE_STEPS: Sequence[tuple[str, ...]] = _sqlite_schema.MIGRATIONS
 POSTGRES_STEPS: Sequence[tuple[str, ...]] = _postgres._MIGRATIONS
 # The version a store upgrades a file or database to.
 SQLITE_VERSION = len(SQLITE_STEPS)

@@ -610,7 +610,7 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
     "test_runtimes.py": ("_driver._runtimes",),
     "test_segment.py": ("_segment",),
     "test_spawn.py": ("_driver._spawn", "_driver._cgroup"),
-    "test_store_sqlite.py": ("_stores._sqlite",),
+    "test_store_sqlite.py": ("_stores._sqlite_schema",),
     "test_telemetry.py": ("_telemetry._log_fields", "_telemetry._otel"),
     "test_turn_channel.py": ("_turn", "_options", "_retention"),
     "test_worktrees.py": ("_worktrees",),
@@ -621,7 +621,7 @@ UNIT_TESTS: dict[str, tuple[str, ...]] = {
     # Holds a runtime's spawn at its gate: the cgroup move is the one point to stop it at.
     "gate_host.py": ("_driver._cgroup",),
     # The stores' schema steps, which the upgrade tests go back through to an earlier version.
-    "schema_steps.py": ("_stores._postgres", "_stores._sqlite"),
+    "schema_steps.py": ("_stores._postgres", "_stores._sqlite_schema"),
 }
 
 

@@ -36,7 +36,7 @@ from agentrt import (
     Usage,
     open_runtime,
 )
-from agentrt._stores import _sqlite as _store_sqlite
+from agentrt._stores import _sqlite_schema as sqlite_schema
 from agentrt.backend import SessionTotals
 from agentrt.store import (
     LeaseOwner,
@@ -130,8 +130,8 @@ async def test_new_store_file_is_private_wal_and_current_schema(tmp_path: Path) 
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert conn.execute("PRAGMA user_version").fetchone() == (len(_store_sqlite._MIGRATIONS),)
-        assert conn.execute("PRAGMA application_id").fetchone() == (_store_sqlite._APPLICATION_ID,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(sqlite_schema.MIGRATIONS),)
+        assert conn.execute("PRAGMA application_id").fetchone() == (sqlite_schema.APPLICATION_ID,)
     finally:
         conn.close()
 
@@ -181,9 +181,9 @@ async def test_an_older_schema_is_migrated_keeping_its_rows(
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
     # A later agentrt adds a step; the file on disk is now one version behind.
-    current = len(_store_sqlite._MIGRATIONS)
+    current = len(sqlite_schema.MIGRATIONS)
     step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "UPDATE sessions SET note = 'migrated'")
-    monkeypatch.setattr(_store_sqlite, "_MIGRATIONS", (*_store_sqlite._MIGRATIONS, step))
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", (*sqlite_schema.MIGRATIONS, step))
     async with SQLiteStore(path) as store:
         record = await store.load("coder")
         assert record is not None and record.session_id == "s-1"
@@ -198,12 +198,12 @@ async def test_an_older_schema_is_migrated_keeping_its_rows(
 async def test_a_version_1_file_gains_the_later_columns(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     conn = sqlite3.connect(path)
-    conn.executescript(_store_sqlite._CREATE_SESSIONS)
+    conn.executescript(sqlite_schema.CREATE_SESSIONS)
     conn.execute(
         "INSERT INTO sessions (name, backend, session_id, cwd, created_at, updated_at)"
         " VALUES ('coder', 'claude', 's-1', '/r', 0, 0)"
     )
-    conn.execute(f"PRAGMA application_id = {_store_sqlite._APPLICATION_ID}")
+    conn.execute(f"PRAGMA application_id = {sqlite_schema.APPLICATION_ID}")
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
@@ -326,9 +326,9 @@ async def test_a_failing_migration_changes_nothing(
     path = tmp_path / "sessions.sqlite3"
     async with SQLiteStore(path) as store:
         await store.checkpoint_session("coder", backend="claude", session_id="s-1", cwd="/r")
-    current = len(_store_sqlite._MIGRATIONS)
+    current = len(sqlite_schema.MIGRATIONS)
     step = ("ALTER TABLE sessions ADD COLUMN note TEXT", "THIS IS NOT SQL")
-    monkeypatch.setattr(_store_sqlite, "_MIGRATIONS", (*_store_sqlite._MIGRATIONS, step))
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", (*sqlite_schema.MIGRATIONS, step))
     with pytest.raises(StoreError, match=str(path)):
         async with SQLiteStore(path):
             pass
