@@ -20,7 +20,6 @@ from agentrt import (
 )
 from agentrt.testing import (
     AnthropicError,
-    AnthropicHang,
     AnthropicReply,
     AnthropicText,
     AnthropicToolUse,
@@ -28,15 +27,12 @@ from agentrt.testing import (
 )
 
 from ._opencode import Opencode, opencode_version
+from ._replies import echo, echo_or_hang
 
 pytestmark = pytest.mark.realcli
 
 # opencode takes 10 to 20 s a turn on a loaded machine (its start-up).
 BOUND = 150
-
-
-def echo(request: RecordedRequest) -> AnthropicReply:
-    return AnthropicText(f"said {request.last_user_text()!r}")
 
 
 def echo_or_tool(request: RecordedRequest) -> AnthropicReply:
@@ -105,12 +101,7 @@ async def test_a_rejected_key_is_classified(opencode: Opencode) -> None:
 async def test_a_warm_conversation_keeps_its_process_through_an_interrupt_and_survives_a_restart(
     opencode: Opencode, tmp_path: trio.Path
 ) -> None:
-    def script(request: RecordedRequest) -> AnthropicReply:
-        if "hang" in request.last_user_text():
-            return AnthropicHang()
-        return echo(request)
-
-    opencode.api.set_script(script)
+    opencode.api.set_script(echo_or_hang)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
     options = opencode.agent_options(keep_alive=60.0)

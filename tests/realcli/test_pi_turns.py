@@ -20,7 +20,6 @@ from agentrt import (
 )
 from agentrt.testing import (
     AnthropicError,
-    AnthropicHang,
     AnthropicReply,
     AnthropicText,
     AnthropicToolUse,
@@ -28,14 +27,11 @@ from agentrt.testing import (
 )
 
 from ._pi import Pi, pi_version
+from ._replies import echo, echo_or_hang
 
 pytestmark = pytest.mark.realcli
 
 BOUND = 90
-
-
-def echo(request: RecordedRequest) -> AnthropicReply:
-    return AnthropicText(f"said {request.last_user_text()!r}")
 
 
 async def test_five_turns_with_a_tool_call_survive_a_supervisor_restart_and_report_the_cli_version(
@@ -101,12 +97,7 @@ async def test_a_rejected_key_is_classified(pi: Pi) -> None:
 async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: Pi) -> None:
     # when_busy="interrupt" starts the next turn as soon as the interrupted one ended: the
     # interrupt's wait for that end must not take the new turn for its own (issue 40).
-    def script(request: RecordedRequest) -> AnthropicReply:
-        if "hang" in request.last_user_text():
-            return AnthropicHang()
-        return echo(request)
-
-    pi.api.set_script(script)
+    pi.api.set_script(echo_or_hang)
     async with open_runtime(store=MemoryStore()) as rt:
         options = pi.agent_options(keep_alive=60.0, when_busy="interrupt")
         await rt.start_agent(Agent, name="coder", backend="pi", **options)
@@ -126,12 +117,7 @@ async def test_a_prompt_that_interrupts_a_warm_pi_runs_on_the_same_process(pi: P
 async def test_a_warm_conversation_keeps_its_process_through_an_interrupt_and_survives_a_restart(
     pi: Pi, tmp_path: trio.Path
 ) -> None:
-    def script(request: RecordedRequest) -> AnthropicReply:
-        if "hang" in request.last_user_text():
-            return AnthropicHang()
-        return echo(request)
-
-    pi.api.set_script(script)
+    pi.api.set_script(echo_or_hang)
     store_path = str(tmp_path / "sessions.db")
     prompts = [f"turn {n}" for n in range(1, 6)]
     options = pi.agent_options(keep_alive=60.0)
