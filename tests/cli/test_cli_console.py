@@ -52,7 +52,9 @@ async def test_console_serves_the_store_until_ctrl_c(
             assert status == 200
             body = b""
             while b'"name": "coder"' not in body:  # a keepalive may come first
-                body += await client.stream.receive_some(65536)
+                chunk = await client.stream.receive_some(65536)
+                assert chunk, f"the fleet stream ended after {body!r}"
+                body += chunk
             assert b'"name": "coder"' in body and b'"state": "stopped"' in body
             await client.stream.aclose()
             anonymous = await (await connect(port)).request("/", method="GET")
