@@ -36,6 +36,7 @@ naming it:
 store lacks what it checks.
 """
 
+from . import __all__ as _AGENTRT_NAMES
 from ._records import Lease as Lease
 from ._records import LeaseOwner as LeaseOwner
 from ._records import OperatorDecision as OperatorDecision
@@ -111,16 +112,8 @@ __all__ = [
     "stored_reason",
 ]
 
-# agentrt's own records and protocol, passed on here, keep the names they have in agentrt
-# whichever of the two modules a program imports first.
-_AGENTRTS = (
-    "Lease",
-    "LeaseOwner",
-    "SessionRecord",
-    "SessionStore",
-    "StoredTranscript",
-    "StoredWorkspace",
-)
+# agentrt's own names passed on here (its records and protocol) keep the names they have in
+# agentrt whichever of the two modules a program imports first.
 _fixup_module_metadata(
-    __name__, {name: value for name, value in globals().items() if name not in _AGENTRTS}
+    __name__, {name: value for name, value in globals().items() if name not in _AGENTRT_NAMES}
 )
