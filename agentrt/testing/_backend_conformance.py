@@ -375,11 +375,13 @@ async def _a_killed_cli_is_classified_and_its_session_resumed(harness: BackendHa
 
 @_check()
 async def _a_line_over_a_mebibyte_comes_through_whole(harness: BackendHarness) -> None:
-    # Long words, few of them: a fake that streams word by word sends 12,000 deltas, and
-    # the CLI still prints the whole text in one line. No word repeats: a CLI that watches
-    # for a model repeating itself (gemini) takes a repeated chunk for a loop.
-    rng = random.Random(12_000)
-    text = " ".join(f"w{i:05d}{rng.getrandbits(372):093x}" for i in range(12_000))
+    # Long words, few of them: a fake that streams word by word sends 1,200 deltas of a
+    # kilobyte (the line's size is the point, not the count: each delta costs a CLI its
+    # own work), and the CLI still prints the whole text in one line. No word repeats: a
+    # CLI that watches for a model repeating itself (gemini) takes a repeated chunk for a
+    # loop.
+    rng = random.Random(1_200)
+    text = " ".join(f"w{i:05d}{rng.getrandbits(3972):0993x}" for i in range(1_200))
     assert len(text) > 1024 * 1024
     async with _agent(harness, [Say(text)]) as (rt, _fake):
         response = await _ask(harness, rt, "a long answer")

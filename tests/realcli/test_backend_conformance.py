@@ -468,9 +468,9 @@ HARNESSES: dict[str, Callable[[str], BackendHarness]] = {
 }
 CHECKS = [check.name for check in backend_conformance(ClaudeHarness(""))]
 
-# Checks a pinned CLI itself fails, each with what was seen. gemini's, opencode's and pi's
-# are skipped (the turn runs to the kit's bound, or for minutes); qwen's runs, as a strict
-# expected failure, so a qwen that passes it fails this test and the entry must go.
+# Checks a pinned CLI itself fails, each with what was seen, skipped (the turn runs to the
+# kit's bound, or for minutes, or cannot be told from a pass). Those of CLI_FAILS below run,
+# as expected failures that may pass: some fail only at times (a loaded machine).
 CLI_DEFECTS = {
     ("opencode", "the_session_id_is_stored_before_the_result"): (
         "opencode 1.18.33 `run --format json` prints its first frame, the first to carry the "
@@ -479,12 +479,8 @@ CLI_DEFECTS = {
     ),
     ("pi", "a_line_over_a_mebibyte_comes_through_whole"): (
         "pi 0.73.1 --mode json repeats the whole message so far in every text delta's "
-        "frame: the kit's 1 MiB answer, streamed as 12,000 words, is about 6 GB of stdout "
-        "(measured: 2,000 words, 404 MB in 19 s) (docs/pi.md)"
-    ),
-    ("acp-gemini", "a_line_over_a_mebibyte_comes_through_whole"): (
-        "gemini --acp 0.61.0 sends the answer as 12,000 session/updates, which took 108 s to "
-        "reach a bare reader (no agentrt) on 2 loaded cores: the kit's 120 s bound, not agentrt"
+        "frame: the kit's 1.2 MB answer, streamed as 1,200 words, is about 1.4 GB of stdout "
+        "(measured: 2,000 words of 100 characters, 404 MB in 19 s) (docs/pi.md)"
     ),
     ("gemini", "a_line_over_a_mebibyte_comes_through_whole"): (
         "gemini 0.61.0 exits before its piped stdout is flushed: output past about 64 KiB "
