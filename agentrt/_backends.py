@@ -88,9 +88,12 @@ def check_binary(backend: Backend, options: Any) -> None:
         found = os.path.join(command.cwd or "", found)
         if os.path.isfile(found) and os.access(found, os.X_OK):
             return
-    install = backend_info(backend).install
-    fix = "point binary= at the CLI's executable file" + (f", or {install}" if install else "")
-    raise CliNotFound(backend.name, binary, fix)
+    info = backend_info(backend)
+    option = info.binary_option
+    fix = f"point {option}= at the CLI's executable file" + (
+        f", or {info.install}" if info.install else ""
+    )
+    raise CliNotFound(backend.name, binary, fix, option=option)
 
 
 # What the runtime calls on a backend object (Backend is a Protocol, not a base class).

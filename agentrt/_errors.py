@@ -269,17 +269,17 @@ class BackendNotFound(InvalidOptions):
 
 
 class CliNotFound(InvalidOptions):
-    """The CLI an agent would run is not there: ``binary`` (the backend ``backend``'s
-    option of that name, or its default) is no executable file, found as the agent's
-    first turn would look for it (on the PATH of the CLI's own environment); ``fix`` says
-    what to do."""
+    """The CLI an agent would run is not there: ``binary`` (given as the backend
+    ``backend``'s option ``option``, or its default) is no executable file, found as the
+    agent's first turn would look for it (on the PATH of the CLI's own environment); ``fix``
+    says what to do."""
 
-    def __init__(self, backend: str, binary: str, fix: str) -> None:
+    def __init__(self, backend: str, binary: str, fix: str, *, option: str = "binary") -> None:
         self.backend = backend
         self.binary = binary
         self.fix = fix
         where = "no executable file" if os.sep in binary else "not found on the agent's PATH"
-        super().__init__("binary", binary, f"the {backend} CLI is {where}\nFix: {fix}")
+        super().__init__(option, binary, f"the {backend} CLI is {where}\nFix: {fix}")
 
 
 class RoutingError(AgentRTError):

@@ -279,18 +279,17 @@ def _no_credentials(env: Mapping[str, str]) -> Sequence[Credential] | None:
 
 @attrs.frozen
 class BackendInfo:
-    """What ``agentrt doctor`` and ``agentrt demo`` say and do about a backend, as its
-    optional ``info()`` declares it; every field has a default, so a backend without
-    ``info()`` is still listed, checked and run.
+    """What ``agentrt doctor``, ``agentrt demo`` and errors say about a backend, as its optional
+    ``info()`` declares it; every field has a default: a backend without it is listed and run.
 
     ``install``: how to install the CLI (a sentence for "fix:"); ``login``: how a user logs
     it in; ``written_for``: the CLI version the backend was written and checked against
-    (doctor warns about another); ``quiet_options``: options of a turn that needs no
-    tools (``doctor --smoke``, the demo's workers); ``shell_options``: options of a turn
-    whose model may run read-only shell commands (``echo``, ``sleep``) without asking (the
-    demo's crashing agent); ``credentials(env)``: what the CLI would authenticate with in
-    the child environment ``env``, in its order of preference (None: the backend cannot
-    tell)."""
+    (doctor warns about another); ``quiet_options``: options of a turn that needs no tools
+    (``doctor --smoke``, the demo's workers); ``shell_options``: options of a turn whose
+    model may run read-only shell commands (``echo``, ``sleep``) without asking (the demo's
+    crashing agent); ``credentials(env)``: what the CLI would authenticate with in the child
+    environment ``env``, in its order of preference (None: the backend cannot tell);
+    ``binary_option``: the option errors name for the CLI's executable (acp's: ``command``)."""
 
     install: str | None = None
     login: str | None = None
@@ -298,6 +297,7 @@ class BackendInfo:
     quiet_options: Mapping[str, Any] = attrs.field(factory=dict)
     shell_options: Mapping[str, Any] = attrs.field(factory=dict)
     credentials: Callable[[Mapping[str, str]], Sequence[Credential] | None] = _no_credentials
+    binary_option: str = "binary"
 
 
 class Backend(Protocol):

@@ -18,6 +18,7 @@ import agentrt
 from agentrt import (
     Agent,
     Allow,
+    CliNotFound,
     Deny,
     InvalidOptions,
     MemoryStore,
@@ -166,3 +167,30 @@ def test_the_agent_command_is_required_and_checked(monkeypatch: pytest.MonkeyPat
     assert info.value.key == "command" and "list of strings" in info.value.why
     options = AcpBackend(environ={"AGENTRT_ACP_COMMAND": "qwen --acp"}).parse_options({})
     assert options.command == ("qwen", "--acp")
+
+
+@pytest.mark.parametrize("status", [0, 3])
+async def test_an_agent_that_exits_before_its_handshake_fails_the_turn_as_its_exit(
+    tmp_path: Path, status: int
+) -> None:
+    # Its end is read and classified as any CLI's that exits without an answer (its code
+    # and stderr's last line), not as a failure of the runtime's own (turn_crashed: a
+    # translator asked for before a session was open).
+    script = f"import sys; sys.stderr.write('no agent here\\n'); sys.exit({status})"
+    options = {**acp(tmp_path), "command": [sys.executable, "-c", script]}
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(Agent, name="a", **options)
+        with pytest.raises(TurnFailed) as info:
+            await ask(rt, "hello")
+    assert info.value.reason is StopReason.MALFORMED_OUTPUT, info.value
+    assert f"exited (code {status}) before it answered" in str(info.value), info.value
+    assert str(info.value).endswith("no agent here"), info.value
+
+
+async def test_a_missing_agent_program_is_named_as_the_command_option(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-agent")
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(CliNotFound) as info:
+            await rt.start_agent(Agent, name="a", **{**acp(tmp_path), "command": [missing]})
+    assert info.value.key == "command" and info.value.value == missing, info.value
+    assert "point command= at" in str(info.value) and "binary" not in str(info.value)

@@ -82,4 +82,5 @@ class AcpBackend:
                 f"give agents its command (command=[...]) or set {COMMAND_VAR}"
             ),
             login="log the agent in as it documents (its own settings or environment)",
+            binary_option="command",
         )

@@ -190,9 +190,10 @@ class AcpLive:
         return b""
 
     def prompt(self, text: str) -> bytes:
-        """``session/prompt`` with ``text`` on the session."""
+        """``session/prompt`` with ``text`` on the session; nothing if no session opened
+        (the agent ended during its handshake: the turn reads and classifies that end)."""
         if self._session_id is None:
-            raise RuntimeError("prompt() before the ACP session is open")
+            return b""
         message = PromptRequest(
             session_id=self._session_id, prompt=[TextContentBlock(type="text", text=text)]
         )
@@ -207,9 +208,8 @@ class AcpLive:
 
     def translator(self, *, baseline: SessionTotals | None = None) -> AcpTranslator:
         """A fresh translator for the next turn on this session (the usage an agent
-        reports is the turn's own: ``baseline`` is not needed)."""
-        if self._session_id is None:
-            raise RuntimeError("translator() before the ACP session is open")
+        reports is the turn's own: ``baseline`` is not needed). With no session open (the
+        agent ended during its handshake) it has none to report."""
         return AcpTranslator(session_id=self._session_id, version=self._version, agent=self._agent)
 
     def _initialized(self, answer: InitializeResponse) -> bytes:

@@ -78,7 +78,7 @@ class AcpTranslator:
     # A few frames a turn; each decoded generically (see Translator.decode).
     decode = None
 
-    def __init__(self, *, session_id: str, version: str | None, agent: Any = None) -> None:
+    def __init__(self, *, session_id: str | None, version: str | None, agent: Any = None) -> None:
         self._session_id = session_id
         self._version = version
         self._agent = agent
@@ -88,7 +88,10 @@ class AcpTranslator:
         self._terminal_seen = False
 
     def preamble(self) -> Sequence[Event]:
-        """The session and the agent's version, known from the handshake."""
+        """The session and the agent's version, known from the handshake (none if it ended
+        before its session opened)."""
+        if self._session_id is None:
+            return ()
         return (
             SessionEvent(session_id=self._session_id),
             InitEvent(cli_version=self._version, raw=self._agent),
