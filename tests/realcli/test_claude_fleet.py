@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import time
 
+import attrs
 import pytest
 import trio
 
 from agentrt import Agent, InvalidOptions, MemoryStore, StopReason, TurnFailed, open_runtime
+from agentrt._credentials import UNKNOWN_RESET
 from agentrt.testing import AnthropicError, AnthropicReply, AnthropicText, RecordedRequest
 
 from ._claude import Claude
@@ -39,6 +41,30 @@ async def test_a_usage_limit_parks_the_agents_of_the_login_and_not_a_key(claude:
         with trio.fail_after(TURN_BOUND):
             assert (await rt.ask("keyed", "go")).text == "On a key."
         assert (await rt.status("b")).queued == 0
+
+
+@pytest.mark.parametrize("reset", [1_796_684_952_000, 10**20], ids=["milliseconds", "overflow"])
+async def test_a_usage_limit_whose_reset_is_no_time_parks_as_an_unsaid_one(
+    claude: Claude, reset: int
+) -> None:
+    """A reset header past any date (milliseconds read as seconds, an overflow), which the
+    CLI passes on in its rate_limit_event: the agent parks as for a reset the CLI did not
+    say (`UNKNOWN_RESET`), and the runtime lives; it crashed the agent and the runtime
+    ("year 33658 is out of range") as the park was logged."""
+    limit = AnthropicError.usage_limit(time.time() + 3600)
+    headers = {**limit.headers, "anthropic-ratelimit-unified-reset": str(reset)}
+    claude.api.set_script([attrs.evolve(limit, headers=headers)])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        before = time.time()
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "go")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        assert "resets_at" not in caught.value.detail
+        status = await rt.status("a")
+        assert status.state == "parked" and status.parked_until is not None
+        assert before + UNKNOWN_RESET <= status.parked_until <= time.time() + UNKNOWN_RESET
 
 
 async def test_an_expired_login_halts_its_agents_until_one_is_answered(claude: Claude) -> None:
