@@ -316,7 +316,11 @@ class Slot:
         self._wake()
 
     def hold(self, reason: str) -> None:
-        """The runtime halts the agent (its credential's group), saying why."""
+        """The runtime halts the agent (its credential's group), saying why. An agent halted
+        already for no reason of the runtime's (`halt`, a handler's `Halt`, a spent budget)
+        stays halted so: only `unhalt` ends that, not the credential's `release`."""
+        if (self.halted or self.halt_pending) and self.halt_reason is None:
+            return
         self.halt()
         self.halt_reason = reason
 

@@ -13,9 +13,12 @@ import trio.testing
 
 from agentrt import (
     Agent,
+    BudgetExceeded,
     Completed,
     InvalidOptions,
+    Pending,
     Ref,
+    ResultEvent,
     Runtime,
     SQLiteStore,
     StopReason,
@@ -265,6 +268,55 @@ async def test_a_halt_by_the_operator_is_not_lifted_by_the_login(
             "halted",
             None,
         )
+
+
+async def test_a_halt_by_the_operator_before_the_expiry_outlives_the_renewed_login(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The operator halts b, then a's login expires, then a is answered on it again: b's
+    # halt was not the login's to lift (it went on, and its queued work ran).
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "expired")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        await rt.halt("b")
+        queued = await rt.tell("b", "waits for the operator")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        await rt.unhalt("a")
+        assert (await rt.ask("a", "y")).text == "y"
+        await trio.sleep(HOUR)
+        b = await rt.status("b")
+        assert (b.state, b.halt_reason, b.queued, b.turns) == ("halted", None, 1, 0)
+        await rt.unhalt("b")
+        assert await answer(rt, queued) == "waits for the operator"
+
+
+async def test_an_agent_its_budget_halted_is_not_unhalted_by_a_renewed_login(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # b's budget is spent (halted, its queue waiting); the login of its credential expires
+    # and works again: b stays halted with its queue, not unhalted to have the queued
+    # request refused for the budget.
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "expired")])
+    spends = ScriptedBackend(
+        default=lambda call: [ResultEvent(text=call.prompt, session_id="s", cost_usd=1.0)]
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="team")
+        await rt.start_agent(Agent, name="b", backend=spends, credential="team", budget_usd=1.0)
+        await rt.ask("b", "spends it all")
+        with pytest.raises(BudgetExceeded):
+            await rt.ask("b", "refused: the agent halts")
+        queued = await rt.tell("b", "waits for more budget")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        await rt.unhalt("a")
+        await rt.ask("a", "y")
+        await trio.sleep(HOUR)
+        b = await rt.status("b")
+        assert (b.state, b.queued) == ("halted", 1)
+        assert isinstance(await rt.poll(queued), Pending)
 
 
 async def test_a_runtime_opts_its_agents_out_and_one_agent_back_in(
