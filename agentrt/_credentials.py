@@ -211,10 +211,12 @@ class CredentialGroup:
 
     def usage_limit(self, resets_at: float | None, agent: str) -> bool:
         """Agent ``agent`` met the credential's usage limit: the group parks until
-        ``resets_at`` (epoch seconds; None: `UNKNOWN_RESET` from now). Whether that
-        parked it (or parked it longer)."""
+        ``resets_at`` (epoch seconds; None, or a time already past: `UNKNOWN_RESET` from
+        now). Whether that parked it (or parked it longer)."""
         now = time.time()
-        until = now + UNKNOWN_RESET if resets_at is None else resets_at
+        # A reset said past still refused (the API's clock behind this one's as the agents
+        # resume at the reset, a time the CLI cut to the minute) is no reset to wait for.
+        until = now + UNKNOWN_RESET if resets_at is None or resets_at <= now else resets_at
         if not self._park(until, f"usage limit met by agent {agent!r}"):
             return False
         logger.warning(

@@ -144,6 +144,26 @@ async def test_a_usage_limit_without_a_reset_time_parks_for_five_minutes(
         assert 295 <= trio.current_time() - start <= 305
 
 
+async def test_a_usage_limit_said_to_reset_already_parks_as_one_without_a_reset_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The API refused, saying a reset already past (its clock behind this machine's, as
+    # the agents resume at the reset): the limit holds still. The queued work waits, as for
+    # a reset not said, rather than each request being run at once into the limit.
+    backend = echo([Fail(StopReason.USAGE_LIMIT, "limit", resets_at=time.time() - 1)])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=backend, credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "meets the limit")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        start = trio.current_time()
+        queued = [await rt.tell("b", "1"), await rt.tell("b", "2")]
+        assert (await rt.status("b")).state == "parked"
+        assert [await answer(rt, ref) for ref in queued] == ["1", "2"]
+        assert 295 <= trio.current_time() - start <= 305
+
+
 async def test_at_most_credential_turns_run_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -67,6 +67,28 @@ async def test_a_usage_limit_whose_reset_is_no_time_parks_as_an_unsaid_one(
         assert before + UNKNOWN_RESET <= status.parked_until <= time.time() + UNKNOWN_RESET
 
 
+async def test_a_usage_limit_said_to_reset_just_now_parks_for_minutes_not_a_day(
+    claude: Claude,
+) -> None:
+    """The API refuses, saying a reset seconds past (its clock behind this one's as the
+    fleet resumes at the reset): the CLI sends no rate_limit_event for it, and its text
+    says the time cut to the minute ("resets 11:02pm"). The agent parks as for a reset not
+    said; it parked until that time tomorrow."""
+    limit = AnthropicError.usage_limit(time.time() - 5)
+    claude.api.set_script([limit])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        before = time.time()
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "go")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        assert "resets" in caught.value.message
+        status = await rt.status("a")
+        assert status.state == "parked" and status.parked_until is not None
+        assert before + UNKNOWN_RESET <= status.parked_until <= time.time() + UNKNOWN_RESET
+
+
 async def test_an_expired_login_halts_its_agents_until_one_is_answered(claude: Claude) -> None:
     claude.api.set_script([AnthropicText("Hello."), *[AnthropicError.expired_token()] * 3])
     async with open_runtime(store=MemoryStore()) as rt:
