@@ -164,6 +164,59 @@ async def test_a_usage_limit_said_to_reset_already_parks_as_one_without_a_reset_
         assert 295 <= trio.current_time() - start <= 305
 
 
+class Hears(Agent):
+    """Notes when each event sent to it is handled (on the trio clock)."""
+
+    def __init__(self, heard: list[tuple[object, float]]) -> None:
+        self.heard = heard
+
+    def handle_event(self, event: object) -> None:
+        self.heard.append((event, trio.current_time()))
+
+
+async def test_an_event_reaches_an_agent_at_once_while_its_credential_is_parked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # notify waits only while a turn runs: a parked agent runs none, its queued work waiting
+    # for the reset, so the event is handled now, not at the reset an hour on.
+    heard: list[tuple[object, float]] = []
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Hears(heard), name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        queued = await rt.tell("b", "after the reset")
+        sent = trio.current_time()
+        await rt.notify("b", "as its request is handed over")
+        await trio.sleep(60)
+        await rt.notify("b", "while it waits")
+        await trio.sleep(1)
+        assert heard == [("as its request is handed over", sent), ("while it waits", sent + 60)]
+        assert await answer(rt, queued) == "after the reset"
+
+
+async def test_an_event_reaches_an_agent_at_once_while_its_credential_admits_no_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The same while its work waits for a turn of the credential's to end.
+    heard: list[tuple[object, float]] = []
+    gate = Gate()
+    async with open_runtime() as rt:
+        one = {"credential": "team", "credential_turns": 1}
+        await rt.start_agent(Agent, name="a", backend=ScriptedBackend([gate, *reply("a")]), **one)
+        await rt.start_agent(Hears(heard), name="b", backend=echo(), **one)
+        running = await rt.tell("a", "holds the credential's one turn")
+        queued = await rt.tell("b", "waits for it")
+        await trio.sleep(60)
+        sent = trio.current_time()
+        await rt.notify("b", "news")
+        await trio.sleep(1)
+        assert heard == [("news", sent)]
+        assert (await rt.status("b")).queued == 1
+        gate.release()
+        assert [await answer(rt, ref) for ref in (running, queued)] == ["a", "waits for it"]
+
+
 async def test_at_most_credential_turns_run_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
