@@ -355,7 +355,8 @@ class CredentialGroups:
         turns_per_minute: int | None,
     ) -> CredentialGroup:
         """Agent ``name`` joins its credential's group, with the group's admission limits
-        (the first agent to give one sets it; another value is `InvalidOptions`)."""
+        (the first agent to give one sets it; another value is `InvalidOptions`), halted
+        with the others if its login is expired."""
         group = self._groups.get(identity.key)
         if group is None:
             group = CredentialGroup(identity)
@@ -373,6 +374,8 @@ class CredentialGroups:
         if turns_per_minute is not None:
             group.turns_per_minute = turns_per_minute
         group.members[name] = (member, halts, parks)
+        if halts and group.halt_reason is not None:  # its login expired already
+            member.hold(group.halt_reason)
         self._groups[identity.key] = group
         return group
 

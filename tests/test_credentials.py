@@ -325,6 +325,29 @@ async def test_an_expired_login_halts_every_agent_of_it_until_a_turn_on_it_works
         assert ((await rt.status("b")).state, (await rt.status("b")).halt_reason) == ("idle", None)
 
 
+async def test_an_agent_started_on_an_expired_login_is_halted_with_the_others(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # c joins the credential after its login expired: it waits with the others for the
+    # login to work again, rather than running its work into the expired login.
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "expired")])
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        late = echo()
+        await rt.start_agent(Agent, name="c", backend=late, credential="team")
+        c = await rt.status("c")
+        assert c.state == "halted" and c.halt_reason is not None
+        assert c.halt_reason.startswith("credential_expired: team")
+        queued = await rt.tell("c", "waits for the login")
+        await trio.sleep(HOUR)
+        assert ((await rt.status("c")).queued, late.prompts) == (1, [])
+        await rt.unhalt("a")
+        assert (await rt.ask("a", "y")).text == "y"  # the login works again
+        assert await answer(rt, queued) == "waits for the login"
+
+
 async def test_a_halt_by_the_operator_is_not_lifted_by_the_login(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
