@@ -60,19 +60,23 @@ async def wait_for_admission(slot: Slot, group: CredentialGroup) -> None:
     event sent to it): a usage limit's hours hold turns only.
 
     Cancellation: safe."""
-    async with trio.open_nursery() as nursery:
 
-        async def first(wait: Callable[[], Awaitable[object]]) -> None:
-            await wait()
-            nursery.cancel_scope.cancel()
+    async def first(wait: Callable[[], Awaitable[object]]) -> None:
+        await wait()
+        nursery.cancel_scope.cancel()
 
-        async def woken() -> None:
-            # An event sent before this task parked woke nobody: it is handled now.
-            if not slot.mailbox.notifications:
-                await slot.park()
+    async def woken() -> None:
+        # An event sent before this task parked woke nobody: it is handled now.
+        if not slot.mailbox.notifications:
+            await slot.park()
 
-        nursery.start_soon(first, group.wait)
-        nursery.start_soon(first, woken)
+    slot.admitting = True  # a request arriving meanwhile queues behind the waiting work
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first, group.wait)
+            nursery.start_soon(first, woken)
+    finally:
+        slot.admitting = False
 
 
 async def wait_while_halted(

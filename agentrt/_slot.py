@@ -85,6 +85,9 @@ class Slot:
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
+    # While its work waits for the credential to admit a turn (`wait_for_admission`): it
+    # waits for events then, and a request that arrives queues behind that work.
+    admitting: bool = False
     # Set when the running turn has ended (its processes gone), for a cancelled asker.
     _turn_over: trio.Event | None = None
     # On a store that keeps requests: the agent's requests there (None: in memory only).
@@ -215,7 +218,7 @@ class Slot:
         """Whether a request entered now starts at once: the instance waits for work, and
         no usage limit parks its credential (a request then waits, unstarted, in the
         store's queue, where a program that ends meanwhile leaves it for the next)."""
-        if self._parked is None or self.halted:
+        if self._parked is None or self.halted or self.admitting:
             return False
         return self.credential is None or not self.credential.parked()
 

@@ -204,7 +204,8 @@ async def test_an_event_reaches_an_agent_at_once_while_its_credential_admits_no_
     async with open_runtime() as rt:
         one = {"credential": "team", "credential_turns": 1}
         await rt.start_agent(Agent, name="a", backend=ScriptedBackend([gate, *reply("a")]), **one)
-        await rt.start_agent(Hears(heard), name="b", backend=echo(), **one)
+        b_backend = echo()
+        await rt.start_agent(Hears(heard), name="b", backend=b_backend, **one)
         running = await rt.tell("a", "holds the credential's one turn")
         queued = await rt.tell("b", "waits for it")
         await trio.sleep(60)
@@ -213,8 +214,11 @@ async def test_an_event_reaches_an_agent_at_once_while_its_credential_admits_no_
         await trio.sleep(1)
         assert heard == [("news", sent)]
         assert (await rt.status("b")).queued == 1
+        later = await rt.tell("b", "told later, runs later")  # queued behind, not handed over
         gate.release()
-        assert [await answer(rt, ref) for ref in (running, queued)] == ["a", "waits for it"]
+        answers = [await answer(rt, ref) for ref in (running, queued, later)]
+        assert answers == ["a", "waits for it", "told later, runs later"]
+        assert b_backend.prompts == ["waits for it", "told later, runs later"]
 
 
 async def test_at_most_credential_turns_run_at_once(
