@@ -170,6 +170,12 @@ class CredentialGroup:
             self.parked_until = None
         return self.parked_until is not None
 
+    def parks_agent(self, name: str) -> bool:
+        """Whether the usage limit parks agent ``name`` now: not one whose policy ignores it
+        (``on_usage_limit="fail"``)."""
+        member = self.members.get(name)
+        return (member is None or member[2]) and self.parked()
+
     def admit(self, *, parks: bool) -> bool:
         """Whether one of its agents may start a turn now, counted if so (`leave` when it
         is over); an agent that does not ``parks`` (``on_usage_limit="fail"``) ignores the

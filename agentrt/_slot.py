@@ -392,7 +392,7 @@ class Slot:
             state = "processing"
         elif self.halted:
             state = "halted"
-        elif self.credential is not None and self.credential.parked():
+        elif self.credential is not None and self.credential.parks_agent(self.name):
             state = "parked"
         else:
             # Between turns only a warm CLI (keep_alive) lives on.
@@ -428,7 +428,7 @@ class Slot:
             return {"halt_reason": self.halt_reason}
         return {
             "credential": group.label,
-            "parked_until": group.parked_until if group.parked() else None,
+            "parked_until": group.parked_until if group.parks_agent(self.name) else None,
             "halt_reason": self.halt_reason,
         }
 

@@ -113,6 +113,9 @@ async def test_an_agent_that_opts_out_fails_its_turn_and_is_not_parked(
         )
         with pytest.raises(TurnFailed):
             await rt.ask("a", "x")
+        # Its status does not say the park holds it (it said "parked" before, as a's).
+        b = await rt.status("b")
+        assert (b.state, b.parked_until, b.credential) == ("idle", None, "team")
         start = trio.current_time()
         assert (await rt.ask("b", "y")).text == "y"
         assert trio.current_time() == start
