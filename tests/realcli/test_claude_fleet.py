@@ -173,3 +173,25 @@ async def test_a_full_context_goes_on_in_a_fresh_session_with_the_hand_off(claud
     assert "hand-off" in handoff and "write the tests" in handoff  # the old conversation
     assert "HAND-OFF: the parser is done" in fresh and "write the tests" in fresh
     assert "Reply with the hand-off only" not in fresh  # a new conversation
+
+
+async def test_a_full_context_whose_hand_off_meets_the_usage_limit_keeps_its_session(
+    claude: Claude,
+) -> None:
+    """The hand-off request meets the subscription's usage limit: the full session is kept
+    for a hand-off after the reset, and the prompt is not sent to a new session told that
+    no hand-off could be written."""
+    limit = AnthropicError.usage_limit(time.time() + 3600)
+    claude.api.set_script([AnthropicError.prompt_too_long(), limit, limit])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="coder", backend="claude", **login)
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("coder", "write the tests")
+        status = await rt.status("coder")
+    assert caught.value.reason is StopReason.USAGE_LIMIT
+    assert status.state == "parked"
+    assert status.session_id is not None and status.session_id == caught.value.session_id
+    _, handoff, again = [json.dumps(r.body["messages"]) for r in claude.api.message_requests]
+    assert "hand-off" in handoff and "write the tests" in handoff
+    assert "write the tests" in again and "could write no hand-off" not in again
