@@ -42,6 +42,9 @@ LOGIN_FILE = "login file "
 UNKNOWN_RESET = 300.0
 # The window of ``credential_turns_per_minute``.
 MINUTE = 60.0
+# Seconds between looks at the wall clock while parked: a machine that slept past the reset
+# (trio's clock stood still) goes on within this of waking.
+WALL_CHECK = 60.0
 # The key of an agent's own group (`CredentialGroup.alone`) is this and its name.
 _OWN = "agent:"
 # What `AgentStatus.halt_reason` starts with for an agent its login's expiry halted.
@@ -165,8 +168,10 @@ class CredentialGroup:
         return self.identity.label
 
     def parked(self) -> bool:
-        """Whether a usage limit parks the group now (it ends by itself at the reset)."""
-        if self.parked_until is not None and trio.current_time() >= self._reopens:
+        """Whether a usage limit parks the group now (it ends by itself at the reset, on
+        trio's clock or the wall clock: trio's stands still while the machine sleeps)."""
+        until = self.parked_until
+        if until is not None and (trio.current_time() >= self._reopens or time.time() >= until):
             self.parked_until = None
         return self.parked_until is not None
 
@@ -207,7 +212,7 @@ class CredentialGroup:
         Cancellation: safe."""
         deadline, starts = math.inf, self._starts
         if self.parked():
-            deadline = self._reopens
+            deadline = min(self._reopens, trio.current_time() + WALL_CHECK)
         elif self.turns_per_minute is not None and starts and len(starts) >= self.turns_per_minute:
             deadline = starts[0] + MINUTE
         if self._changed is None:

@@ -85,6 +85,40 @@ async def test_a_usage_limit_parks_every_agent_of_the_credential_until_its_reset
         assert ((await rt.status("a")).state, (await rt.status("a")).parked_until) == ("idle", None)
 
 
+class Slept:
+    """The wall clock of a machine that slept ``slept`` seconds: trio's clock (monotonic)
+    stood still meanwhile, as Linux's and macOS's do through a suspend."""
+
+    def __init__(self) -> None:
+        self.slept = 0.0
+        self._awake = time.time
+
+    def time(self) -> float:
+        return self._awake() + self.slept
+
+
+async def test_a_park_ends_at_its_reset_on_the_wall_clock_after_the_machine_slept(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parked for an hour; ten minutes on, the machine sleeps two hours. On waking the reset
+    # is past: the queued work runs within a minute, not fifty minutes on (the rest of the
+    # hour on a clock that did not count the sleep).
+    wall = Slept()
+    monkeypatch.setattr(time, "time", wall.time)
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="a", backend=limited(HOUR), credential="team")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="team")
+        with pytest.raises(TurnFailed):
+            await rt.ask("a", "x")
+        queued = await rt.tell("b", "after the reset")
+        await trio.sleep(600)
+        assert (await rt.status("b")).state == "parked"
+        wall.slept = 2 * HOUR
+        woke = trio.current_time()
+        assert await answer(rt, queued) == "after the reset"
+        assert trio.current_time() - woke <= 60
+
+
 async def test_a_request_waits_untaken_while_its_credential_is_parked(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
