@@ -334,6 +334,21 @@ async def test_bad_credential_options_are_refused_naming_them(key: str, value: o
     assert (caught.value.key, caught.value.value) == (key, value)
 
 
+async def test_a_secret_given_as_the_credential_name_is_refused_without_showing_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The option names the login or key; the key itself would be its group's label, in
+    # status, the logs and the store's rows.
+    key = "sk-ant-api03-" + "x" * 40
+    async with open_runtime() as rt:
+        with pytest.raises(InvalidOptions) as caught:
+            await rt.start_agent(Agent, name="a", backend=echo(), credential=key)
+    assert caught.value.key == "credential"
+    assert key not in str(caught.value) and key not in repr(caught.value.value)
+    assert "secret" in str(caught.value)
+    assert key not in caplog.text
+
+
 async def test_an_expired_login_halts_every_agent_of_it_until_a_turn_on_it_works(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
