@@ -37,7 +37,7 @@ from ._events import (
     StopReason,
 )
 from ._exceptiongroups import collapse_exception_groups
-from ._held_credentials import save_hold, take_stored, wait_while_halted
+from ._held_credentials import save_hold, take_stored, wait_for_admission, wait_while_halted
 from ._instance_end import Exit, exit_of, fail_unfinished, terminate
 from ._logs import log_error
 from ._mailbox import UNSOLICITED
@@ -293,7 +293,7 @@ class Actor:
                     # Started in the store as it was handed over: it waits there unstarted,
                     # so a program that closes meanwhile leaves it queued for the next.
                     await slot.requests.release(request)
-                await group.wait()
+                await wait_for_admission(slot, group)
                 continue
             if request is not slot.current:
                 slot.take()  # the head just read

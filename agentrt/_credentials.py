@@ -42,6 +42,9 @@ LOGIN_FILE = "login file "
 UNKNOWN_RESET = 300.0
 # The window of ``credential_turns_per_minute``.
 MINUTE = 60.0
+# Seconds between looks at the wall clock while parked: a machine that slept past the reset
+# (trio's clock stood still) goes on within this of waking.
+WALL_CHECK = 60.0
 # The key of an agent's own group (`CredentialGroup.alone`) is this and its name.
 _OWN = "agent:"
 # What `AgentStatus.halt_reason` starts with for an agent its login's expiry halted.
@@ -165,10 +168,18 @@ class CredentialGroup:
         return self.identity.label
 
     def parked(self) -> bool:
-        """Whether a usage limit parks the group now (it ends by itself at the reset)."""
-        if self.parked_until is not None and trio.current_time() >= self._reopens:
+        """Whether a usage limit parks the group now (it ends by itself at the reset, on
+        trio's clock or the wall clock: trio's stands still while the machine sleeps)."""
+        until = self.parked_until
+        if until is not None and (trio.current_time() >= self._reopens or time.time() >= until):
             self.parked_until = None
         return self.parked_until is not None
+
+    def parks_agent(self, name: str) -> bool:
+        """Whether the usage limit parks agent ``name`` now: not one whose policy ignores it
+        (``on_usage_limit="fail"``)."""
+        member = self.members.get(name)
+        return (member is None or member[2]) and self.parked()
 
     def admit(self, *, parks: bool) -> bool:
         """Whether one of its agents may start a turn now, counted if so (`leave` when it
@@ -201,7 +212,7 @@ class CredentialGroup:
         Cancellation: safe."""
         deadline, starts = math.inf, self._starts
         if self.parked():
-            deadline = self._reopens
+            deadline = min(self._reopens, trio.current_time() + WALL_CHECK)
         elif self.turns_per_minute is not None and starts and len(starts) >= self.turns_per_minute:
             deadline = starts[0] + MINUTE
         if self._changed is None:
@@ -211,10 +222,12 @@ class CredentialGroup:
 
     def usage_limit(self, resets_at: float | None, agent: str) -> bool:
         """Agent ``agent`` met the credential's usage limit: the group parks until
-        ``resets_at`` (epoch seconds; None: `UNKNOWN_RESET` from now). Whether that
-        parked it (or parked it longer)."""
+        ``resets_at`` (epoch seconds; None, or a time already past: `UNKNOWN_RESET` from
+        now). Whether that parked it (or parked it longer)."""
         now = time.time()
-        until = now + UNKNOWN_RESET if resets_at is None else resets_at
+        # A reset said past still refused (the API's clock behind this one's as the agents
+        # resume at the reset, a time the CLI cut to the minute) is no reset to wait for.
+        until = now + UNKNOWN_RESET if resets_at is None or resets_at <= now else resets_at
         if not self._park(until, f"usage limit met by agent {agent!r}"):
             return False
         logger.warning(
@@ -353,7 +366,8 @@ class CredentialGroups:
         turns_per_minute: int | None,
     ) -> CredentialGroup:
         """Agent ``name`` joins its credential's group, with the group's admission limits
-        (the first agent to give one sets it; another value is `InvalidOptions`)."""
+        (the first agent to give one sets it; another value is `InvalidOptions`), halted
+        with the others if its login is expired."""
         group = self._groups.get(identity.key)
         if group is None:
             group = CredentialGroup(identity)
@@ -371,6 +385,8 @@ class CredentialGroups:
         if turns_per_minute is not None:
             group.turns_per_minute = turns_per_minute
         group.members[name] = (member, halts, parks)
+        if halts and group.halt_reason is not None:  # its login expired already
+            member.hold(group.halt_reason)
         self._groups[identity.key] = group
         return group
 

@@ -314,12 +314,19 @@ class RawEvent(Event, frozen=True, kw_only=True, tag="raw"):
     note: str | None = None
 
 
+# The reset times a usage limit is taken at: those a date can show (from 1970 to the year
+# 9999). A CLI passes on what the API's header says, so a later one (milliseconds read as
+# seconds, an overflow) is said as well, and is no time: the reset is then unsaid.
+_LAST_RESET = 253402300800.0  # 10000-01-01 00:00 UTC
+
+
 def error_detail(event: ErrorEvent) -> dict[str, Any]:
     """What `TurnFailed.detail` carries of a terminal ErrorEvent: its HTTP ``status``,
-    whether it is ``retryable``, and ``resets_at`` where the event has one."""
+    whether it is ``retryable``, and ``resets_at`` where the event has one that is a time."""
     detail: dict[str, Any] = {"status": event.status, "retryable": event.retryable}
-    if event.resets_at is not None:
-        detail["resets_at"] = event.resets_at
+    resets_at = event.resets_at
+    if resets_at is not None and 0.0 <= resets_at < _LAST_RESET:  # NaN is neither
+        detail["resets_at"] = resets_at
     return detail
 
 

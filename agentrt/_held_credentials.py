@@ -5,11 +5,12 @@ it shares a credential group, the first one of its instance otherwise, so a rest
 what an earlier program stored) and written when a turn parks, halts or renews one. While
 its login's expiry halts an agent, the store is read again now and then: a halt cleared
 there (``agentrt unhalt``, or another program's agent answered on the login) lets it go
-on."""
+on. And how an agent waits while its credential holds its turns (`wait_for_admission`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
@@ -51,6 +52,31 @@ async def save_hold(group: CredentialGroup, kept: CredentialStore) -> None:
             await kept.use_credential(name, group.identity.key, halts=halts, parks=parks)
     except StoreError as exc:
         log_error(f"credential {group.label}: the store could not keep what holds it", exc)
+
+
+async def wait_for_admission(slot: Slot, group: CredentialGroup) -> None:
+    """Until ``group`` may admit a turn of ``slot``'s agent (`CredentialGroup.wait`: its
+    reset, a turn of it over), or until the agent has something to do that is no turn (an
+    event sent to it): a usage limit's hours hold turns only.
+
+    Cancellation: safe."""
+
+    async def first(wait: Callable[[], Awaitable[object]]) -> None:
+        await wait()
+        nursery.cancel_scope.cancel()
+
+    async def woken() -> None:
+        # An event sent before this task parked woke nobody: it is handled now.
+        if not slot.mailbox.notifications:
+            await slot.park()
+
+    slot.admitting = True  # a request arriving meanwhile queues behind the waiting work
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first, group.wait)
+            nursery.start_soon(first, woken)
+    finally:
+        slot.admitting = False
 
 
 async def wait_while_halted(

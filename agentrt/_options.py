@@ -14,6 +14,7 @@ import attrs
 from ._driver._limits import Limits
 from ._driver._process import ProcessLimits
 from ._errors import InvalidOptions, did_you_mean
+from ._redact import redact
 from ._restart import RestartIntensity, RestartType, Strategy
 from ._tools import Tool, check_tools
 from ._util import finite_number
@@ -154,6 +155,13 @@ def _credential(key: str, value: object) -> str | None:
             value,
             "must be a non-empty name for the login or key the agent uses (agents given the "
             "same name share its usage limits), or None (told from the CLI's environment)",
+        )
+    if (shown := redact(value)) != value:  # the name is shown in status, logs and the store
+        raise InvalidOptions(
+            key,
+            shown,
+            "looks like a secret (an API key or token): give a name for the login or key "
+            "the agent uses, not the secret itself",
         )
     return value
 

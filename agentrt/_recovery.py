@@ -137,14 +137,24 @@ async def recover_context(
     """The prompt whose turn found the context full runs once more, and its caller gets that
     answer: after a compaction of the session (``"compact"``: `COMPACT_PROMPT`), or on a
     new session whose first prompt carries the hand-off the old session wrote when asked
-    (``"fresh"``; the prompt alone, said so, when it could write none). Each extra turn is
-    a turn of its own in the history, its events in the request's stream."""
+    (``"fresh"``; the prompt alone, said so, when it could write none; on the old session,
+    kept, when the credential refused the hand-off). Each extra turn is a turn of its own
+    in the history, its events in the request's stream."""
     if policy == "compact":
         await run(COMPACT_PROMPT, False)
         return await run(prompt, True)
     handoff, _ = await run(HANDOFF_PROMPT, False)
+    if isinstance(handoff, TurnFailed) and handoff.reason in _HELD:
+        # The credential refused the hand-off, not the session: the session is kept for a
+        # hand-off once the credential works again, and the prompt meets the refusal too
+        # (its caller learns it, and the park or halt follows).
+        return await run(prompt, True)
     await forget_session()
     return await run(seeded(prompt, handoff), True)
+
+
+# Failures of the credential rather than of the session (it parks or halts the agents).
+_HELD = frozenset({StopReason.USAGE_LIMIT, StopReason.CREDENTIAL_EXPIRED})
 
 
 def check_compaction(options: AgentOptions, mode: Mode) -> None:

@@ -85,6 +85,9 @@ class Slot:
     _current_since: float = 0.0
     # The instance's task while it waits for work.
     _parked: trio.lowlevel.Task | None = None
+    # While its work waits for the credential to admit a turn (`wait_for_admission`): it
+    # waits for events then, and a request that arrives queues behind that work.
+    admitting: bool = False
     # Set when the running turn has ended (its processes gone), for a cancelled asker.
     _turn_over: trio.Event | None = None
     # On a store that keeps requests: the agent's requests there (None: in memory only).
@@ -215,7 +218,7 @@ class Slot:
         """Whether a request entered now starts at once: the instance waits for work, and
         no usage limit parks its credential (a request then waits, unstarted, in the
         store's queue, where a program that ends meanwhile leaves it for the next)."""
-        if self._parked is None or self.halted:
+        if self._parked is None or self.halted or self.admitting:
             return False
         return self.credential is None or not self.credential.parked()
 
@@ -316,7 +319,11 @@ class Slot:
         self._wake()
 
     def hold(self, reason: str) -> None:
-        """The runtime halts the agent (its credential's group), saying why."""
+        """The runtime halts the agent (its credential's group), saying why. An agent halted
+        already for no reason of the runtime's (`halt`, a handler's `Halt`, a spent budget)
+        stays halted so: only `unhalt` ends that, not the credential's `release`."""
+        if (self.halted or self.halt_pending) and self.halt_reason is None:
+            return
         self.halt()
         self.halt_reason = reason
 
@@ -385,7 +392,7 @@ class Slot:
             state = "processing"
         elif self.halted:
             state = "halted"
-        elif self.credential is not None and self.credential.parked():
+        elif self.credential is not None and self.credential.parks_agent(self.name):
             state = "parked"
         else:
             # Between turns only a warm CLI (keep_alive) lives on.
@@ -421,7 +428,7 @@ class Slot:
             return {"halt_reason": self.halt_reason}
         return {
             "credential": group.label,
-            "parked_until": group.parked_until if group.parked() else None,
+            "parked_until": group.parked_until if group.parks_agent(self.name) else None,
             "halt_reason": self.halt_reason,
         }
 

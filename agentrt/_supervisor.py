@@ -44,6 +44,7 @@ from ._errors import (
     RestartLimitExceeded,
     SessionMismatch,
 )
+from ._held_credentials import save_hold
 from ._instance_end import Exit
 from ._logs import log_error
 from ._mode import Mode
@@ -314,6 +315,7 @@ class Supervisor(metaclass=NoPublicConstructor):
                     context.credentials.leave(ready.slot.credential, name)
                 raise
             started = True
+            self._store_held(ready.slot)
         finally:
             context.starting.discard(name)
             if not started:
@@ -323,6 +325,13 @@ class Supervisor(metaclass=NoPublicConstructor):
         # The agent is started: a cancellation arriving now must not hide that.
         await trio.lowlevel.cancel_shielded_checkpoint()
         return actor.handle
+
+    def _store_held(self, slot: Slot) -> None:
+        """An agent started on a credential its park or halt holds already (`join`): the
+        store names it among the credential's agents soon, for every program's status."""
+        group, kept = slot.credential, self._context.capabilities.credentials
+        if group is not None and kept is not None and (group.parked() or group.expired):
+            self._nursery.start_soon(save_hold, group, kept)
 
     def _join_credential(
         self, name: str, spec: AgentSpec, backend_options: Any, mode: Mode, slot: Slot

@@ -873,6 +873,11 @@ NOW = datetime.datetime(2026, 12, 7, 3, 50, tzinfo=datetime.UTC).timestamp()
         # The zone the CLI names: 4:47am in Paris is 3:47 UTC, so the next one is tomorrow's.
         ("You've hit your 5-hour limit · resets 4:47am (Europe/Paris)", (2026, 12, 8, 3, 47)),
         ("Claude AI usage limit reached|1796698800", (2026, 12, 8, 3, 0)),
+        # A time of day just past is the reset just past (the CLI cuts it to the minute; the
+        # API's clock may lag), not tomorrow's: the runtime parks as for a reset not said.
+        ("You've hit your 5-hour limit · resets 3:50am (UTC)", (2026, 12, 7, 3, 50)),
+        ("You've hit your 5-hour limit · resets 3:48am (UTC)", (2026, 12, 7, 3, 48)),
+        ("You've hit your 5-hour limit · resets 3:47am (UTC)", (2026, 12, 8, 3, 47)),
     ],
 )
 def test_a_usage_limit_text_gives_its_reset_time(text: str, reset: tuple[int, ...]) -> None:

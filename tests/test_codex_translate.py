@@ -203,6 +203,10 @@ HIT = "You\u2019ve hit your usage limit."
     [
         (f"{HIT} Try again at 5:06 AM.", (2026, 12, 7, 5, 6)),
         (f"{HIT} Try again at 3:06 AM.", (2026, 12, 8, 3, 6)),
+        # A time just past is the reset just past (cut to the minute, the API's clock
+        # lagging), not tomorrow's: the runtime parks as for a reset not said.
+        (f"{HIT} Try again at 3:48 AM.", (2026, 12, 7, 3, 48)),
+        (f"{HIT} Try again at 3:47 AM.", (2026, 12, 8, 3, 47)),
         (f"{HIT} Try again at 12:30 PM.", (2026, 12, 7, 12, 30)),
         (f"{HIT} Try again at Dec 9th, 2026 1:15 PM.", (2026, 12, 9, 13, 15)),
     ],

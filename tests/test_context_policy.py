@@ -4,7 +4,11 @@ prompt and the session it resumed."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+import trio
+import trio.testing
 
 from agentrt import Agent, InvalidOptions, StopReason, TurnFailed, open_runtime
 from agentrt.testing import Fail, ScriptedBackend, reply
@@ -93,3 +97,30 @@ async def test_compact_at_is_refused_without_a_warm_cli() -> None:
             await rt.start_agent(Agent, name="coder", backend=ScriptedBackend(), compact_at=0.8)
     assert (caught.value.key, caught.value.value) == ("compact_at", 0.8)
     assert "keep_alive" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("held", "state"),
+    [(StopReason.USAGE_LIMIT, "parked"), (StopReason.CREDENTIAL_EXPIRED, "halted")],
+)
+async def test_a_hand_off_its_credential_refused_keeps_the_full_session_for_later(
+    autojump_clock: trio.testing.MockClock, held: StopReason, state: str
+) -> None:
+    # The full session could not be asked for its hand-off: the credential's usage limit
+    # (or expired login) refused it. It is kept, to be asked once the credential works
+    # again, and the prompt is not sent on to a new session that starts without it (the
+    # work's context was lost).
+    backend = full_session()
+    refused = Fail(held, "refused", resets_at=time.time() + 3600)
+    backend.push(refused)  # the hand-off
+    backend.push(refused)  # the prompt once more, on the kept session: refused too
+    async with open_runtime() as rt:
+        await rt.start_agent(Agent, name="coder", backend=backend)
+        await rt.ask("coder", "start")
+        with pytest.raises(TurnFailed) as caught:
+            await rt.ask("coder", "next")
+        status = await rt.status("coder")
+    assert caught.value.reason is held
+    assert (status.state, status.session_id) == (state, "s1")
+    assert [c.session_id for c in backend.calls[1:]] == ["s1", "s1", "s1"]
+    assert "could write no hand-off" not in backend.calls[3].prompt

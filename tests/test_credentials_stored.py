@@ -153,3 +153,25 @@ async def test_a_halt_cleared_in_the_store_lets_the_halted_agents_go_on(
         assert result.response is not None and result.response.text == "waits"
         assert trio.current_time() - cleared <= 60.0
         assert [(await rt.status(n)).state for n in ("a", "b")] == ["idle", "idle"]
+
+
+async def test_an_agent_started_on_a_held_credential_is_stored_as_held(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # c starts after the credential's login expired and b's after its park: each is held
+    # in this program (start_agent), and the store says so for `agentrt status` and the
+    # console of every program (it named only the agents of the limit or the expiry).
+    store = MemoryStore()
+    expired = echo([Fail(StopReason.CREDENTIAL_EXPIRED, "OAuth token has expired")])
+    limited = echo([Fail(StopReason.USAGE_LIMIT, "usage limit", resets_at=time.time() + HOUR)])
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=expired, credential="login")
+        await rt.start_agent(Agent, name="p", backend=limited, credential="plan")
+        for name in ("a", "p"):
+            with pytest.raises(TurnFailed):
+                await rt.ask(name, "x")
+        await rt.start_agent(Agent, name="c", backend=echo(), credential="login")
+        await rt.start_agent(Agent, name="b", backend=echo(), credential="plan")
+        assert [(await rt.status(n)).state for n in ("c", "b")] == ["halted", "parked"]
+        stored = {c.key: c.agents for c in await store.credentials()}
+    assert stored == {"named:login": ("a", "c"), "named:plan": ("b", "p")}

@@ -119,6 +119,13 @@ def runtime_cgroup(rt: Runtime) -> str:
         ({"tasks": True}, "limits.tasks"),
         ({"cpus": 0}, "limits.cpus"),
         ({"cpus": float("inf")}, "limits.cpus"),
+        # Past what the kernel's files take: the first a float's overflow (OverflowError
+        # before), the others would fail each turn's cgroup or wrap around to a small limit.
+        ({"memory": "9" * 400}, "limits.memory"),
+        ({"memory": "8388608T"}, "limits.memory"),  # 2**63
+        ({"memory": 2**64}, "limits.memory"),
+        ({"tasks": 4 * 1024 * 1024 + 1}, "limits.tasks"),
+        ({"cpus": 1e9}, "limits.cpus"),
         ({"best_effort": "yes"}, "limits.best_effort"),
     ],
 )
@@ -142,6 +149,11 @@ def test_limits_are_what_the_cgroup_files_take() -> None:
     }
     assert Limits(cpus=0.01).files() == {"cpu.max": "1000 100000"}
     assert Limits(tasks=8).controllers() == {"pids"}
+    # The kernel's most are taken.
+    most = Limits(memory=2**63 - 1, tasks=4 * 1024 * 1024, cpus=((1 << 44) - 1) / 100_000)
+    assert most.files()["pids.max"] == "4194304"
+    assert most.files()["cpu.max"] == f"{(1 << 44) - 1} 100000"
+    assert most.files()["memory.max"] == str(2**63 - 1)
 
 
 async def test_start_agent_refuses_what_is_not_limits_or_a_repeat_count(tmp_path: Path) -> None:

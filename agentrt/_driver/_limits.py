@@ -24,6 +24,13 @@ _CPU_PERIOD = 100_000
 _MIN_CPUS = 0.01
 # Less than this cannot even start a CLI: a typo ("512" for "512M") said at once.
 _MIN_MEMORY = 1024 * 1024
+# The most the kernel's files take (Linux, 64 bits): pids.max is below PID_MAX_LIMIT + 1 and
+# cpu.max's quota at most 2**44 - 1 microseconds (a larger value is refused as each turn
+# starts); memory.max is read into 64 bits without an overflow check, so a larger size
+# would wrap around to a small limit. Refused when the Limits is made instead.
+_MAX_TASKS = 4 * 1024 * 1024
+_MAX_CPUS = ((1 << 44) - 1) / _CPU_PERIOD
+_MAX_MEMORY = (1 << 63) - 1
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)(?:i?B)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
@@ -31,27 +38,34 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 def _memory(value: object) -> int | None:
     if value is None:
         return None
-    why = 'must be bytes (an int) or a size such as "512M" or "2G" (binary units), at least 1M'
+    why = (
+        'must be bytes (an int) or a size such as "512M" or "2G" (binary units), at least 1M '
+        "and below 8 EiB"
+    )
+    size: int | float
     if isinstance(value, str):
         found = _SIZE.fullmatch(value.strip())
         if found is None:
             raise InvalidOptions("limits.memory", value, why)
-        size = int(float(found[1]) * _UNITS[found[2].upper()])
+        size = float(found[1]) * _UNITS[found[2].upper()]  # inf past a float's range
     elif isinstance(value, int) and not isinstance(value, bool):
         size = value
     else:
         raise InvalidOptions("limits.memory", value, why)
-    if size < _MIN_MEMORY:
+    if not _MIN_MEMORY <= size <= _MAX_MEMORY:
         raise InvalidOptions("limits.memory", value, why)
-    return size
+    return int(size)
 
 
 def _tasks(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_TASKS:
         raise InvalidOptions(
-            "limits.tasks", value, "must be an int >= 1 (processes and threads), or None"
+            "limits.tasks",
+            value,
+            f"must be an int from 1 to {_MAX_TASKS} (processes and threads; the kernel's "
+            "most), or None",
         )
     return value
 
@@ -59,9 +73,12 @@ def _tasks(value: object) -> int | None:
 def _cpus(value: object) -> float | None:
     if value is None:
         return None
-    if not finite_number(value) or value < _MIN_CPUS:
+    if not finite_number(value) or not _MIN_CPUS <= value <= _MAX_CPUS:
         raise InvalidOptions(
-            "limits.cpus", value, f"must be a number of cores >= {_MIN_CPUS} (1.5: one and a half)"
+            "limits.cpus",
+            value,
+            f"must be a number of cores from {_MIN_CPUS} to {int(_MAX_CPUS)} (1.5: one and a "
+            "half; the kernel's most)",
         )
     return float(value)
 

@@ -117,6 +117,9 @@ _RESETS = re.compile(
     re.IGNORECASE,
 )
 _RESETS_EPOCH = re.compile(r"usage limit reached\|(\d{10})\b", re.IGNORECASE)
+# A time of day said at most this long ago (seconds) is the reset just past, not tomorrow's:
+# the CLI cuts the time to its minute, and at the reset the API's clock may lag this one's.
+JUST_PAST = 120.0
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
@@ -124,7 +127,8 @@ _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
 def resets_at(text: str, now: float | None = None) -> float | None:
     """When the usage limit ``text`` reports resets (epoch seconds): the first such time
     after ``now`` (default: the clock) in the zone it names (UTC where it names none or
-    one this machine does not know), or None where it says no time."""
+    one this machine does not know), or a time of day at most `JUST_PAST` before it; None
+    where it says no time."""
     if epoch := _RESETS_EPOCH.search(text):
         return float(epoch.group(1))
     match = _RESETS.search(text)
@@ -149,7 +153,8 @@ def resets_at(text: str, now: float | None = None) -> float | None:
         if match["weekday"] is not None:
             days = (_WEEKDAYS.index(match["weekday"].lower()) - at.weekday()) % 7
         at += dt.timedelta(days=days)
-        if at <= current:
+        just_past = match["weekday"] is None and current - at <= dt.timedelta(seconds=JUST_PAST)
+        if at <= current and not just_past:
             at += dt.timedelta(days=7 if match["weekday"] else 1)
     except ValueError:  # an hour, minute, month or weekday that is none
         return None

@@ -33,10 +33,15 @@ _TRY_AGAIN = re.compile(
 )
 
 
+# A time of day said at most this long ago (seconds) is the reset just past, not tomorrow's:
+# codex cuts the time to its minute, and at the reset the API's clock may lag this one's.
+JUST_PAST = 120.0
+
+
 def resets_at(message: str, now: float | None = None) -> float | None:
     """When the usage limit in a codex ``message`` resets (epoch seconds): the time it
-    names, in local time (the first such time after ``now`` where it names no date), or
-    None."""
+    names, in local time (where it names no date, the first such time after ``now``, or
+    one at most `JUST_PAST` before it), or None."""
     match = _TRY_AGAIN.search(message)
     if match is None:
         return None
@@ -51,7 +56,7 @@ def resets_at(message: str, now: float | None = None) -> float | None:
             return at.replace(year=date.year, month=date.month, day=date.day).timestamp()
     except ValueError:  # a minute, month or day that is none
         return None
-    if at <= current:
+    if at < current - dt.timedelta(seconds=JUST_PAST):
         at += dt.timedelta(days=1)
     return at.timestamp()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import attrs
 import pytest
 import trio
 
@@ -16,6 +17,9 @@ from agentrt.testing import AnthropicError, AnthropicReply, AnthropicText, Recor
 from ._claude import Claude
 
 pytestmark = pytest.mark.realcli
+
+# How long a usage limit whose reset the CLI did not say parks (docs: five minutes).
+UNSAID_RESET = 300.0
 
 TURN_BOUND = 60  # generous: the CLI starts in about half a second, CI machines are shared
 
@@ -39,6 +43,52 @@ async def test_a_usage_limit_parks_the_agents_of_the_login_and_not_a_key(claude:
         with trio.fail_after(TURN_BOUND):
             assert (await rt.ask("keyed", "go")).text == "On a key."
         assert (await rt.status("b")).queued == 0
+
+
+@pytest.mark.parametrize("reset", [1_796_684_952_000, 10**20], ids=["milliseconds", "overflow"])
+async def test_a_usage_limit_whose_reset_is_no_time_parks_as_an_unsaid_one(
+    claude: Claude, reset: int
+) -> None:
+    """A reset header past any date (milliseconds read as seconds, an overflow), which the
+    CLI passes on in its rate_limit_event: the agent parks as for a reset the CLI did not
+    say (`UNSAID_RESET`), and the runtime lives; it crashed the agent and the runtime
+    ("year 33658 is out of range") as the park was logged."""
+    limit = AnthropicError.usage_limit(time.time() + 3600)
+    headers = {**limit.headers, "anthropic-ratelimit-unified-reset": str(reset)}
+    claude.api.set_script([attrs.evolve(limit, headers=headers)])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        before = time.time()
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "go")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        assert "resets_at" not in caught.value.detail
+        status = await rt.status("a")
+        assert status.state == "parked" and status.parked_until is not None
+        assert before + UNSAID_RESET <= status.parked_until <= time.time() + UNSAID_RESET
+
+
+async def test_a_usage_limit_said_to_reset_just_now_parks_for_minutes_not_a_day(
+    claude: Claude,
+) -> None:
+    """The API refuses, saying a reset seconds past (its clock behind this one's as the
+    fleet resumes at the reset): the CLI sends no rate_limit_event for it, and its text
+    says the time cut to the minute ("resets 11:02pm"). The agent parks as for a reset not
+    said; it parked until that time tomorrow."""
+    limit = AnthropicError.usage_limit(time.time() - 5)
+    claude.api.set_script([limit])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="a", backend="claude", **login)
+        before = time.time()
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("a", "go")
+        assert caught.value.reason is StopReason.USAGE_LIMIT
+        assert "resets" in caught.value.message
+        status = await rt.status("a")
+        assert status.state == "parked" and status.parked_until is not None
+        assert before + UNSAID_RESET <= status.parked_until <= time.time() + UNSAID_RESET
 
 
 async def test_an_expired_login_halts_its_agents_until_one_is_answered(claude: Claude) -> None:
@@ -125,3 +175,25 @@ async def test_a_full_context_goes_on_in_a_fresh_session_with_the_hand_off(claud
     assert "hand-off" in handoff and "write the tests" in handoff  # the old conversation
     assert "HAND-OFF: the parser is done" in fresh and "write the tests" in fresh
     assert "Reply with the hand-off only" not in fresh  # a new conversation
+
+
+async def test_a_full_context_whose_hand_off_meets_the_usage_limit_keeps_its_session(
+    claude: Claude,
+) -> None:
+    """The hand-off request meets the subscription's usage limit: the full session is kept
+    for a hand-off after the reset, and the prompt is not sent to a new session told that
+    no hand-off could be written."""
+    limit = AnthropicError.usage_limit(time.time() + 3600)
+    claude.api.set_script([AnthropicError.prompt_too_long(), limit, limit])
+    async with open_runtime(store=MemoryStore()) as rt:
+        login = claude.agent_options(env=claude.oauth_login())
+        await rt.start_agent(Agent, name="coder", backend="claude", **login)
+        with trio.fail_after(TURN_BOUND), pytest.raises(TurnFailed) as caught:
+            await rt.ask("coder", "write the tests")
+        status = await rt.status("coder")
+    assert caught.value.reason is StopReason.USAGE_LIMIT
+    assert status.state == "parked"
+    assert status.session_id is not None and status.session_id == caught.value.session_id
+    _, handoff, again = [json.dumps(r.body["messages"]) for r in claude.api.message_requests]
+    assert "hand-off" in handoff and "write the tests" in handoff
+    assert "write the tests" in again and "could write no hand-off" not in again

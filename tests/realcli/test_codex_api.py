@@ -38,6 +38,8 @@ pytestmark = [
     pytest.mark.skipif(BINARY is None, reason="codex is not installed: run `make codex-cli`"),
 ]
 
+# How long a usage limit whose reset the CLI did not say parks (docs: five minutes).
+UNSAID_RESET = 300.0
 
 LONG = "sleep 300"
 
@@ -241,6 +243,21 @@ async def test_a_usage_limit_ends_the_turn_with_its_reset() -> None:
     assert error.reason is StopReason.USAGE_LIMIT, error
     assert error.detail is not None and error.detail["retryable"] is False
     assert abs(error.detail["resets_at"] - resets_at) <= 60, error
+
+
+async def test_a_usage_limit_said_to_reset_just_now_parks_for_minutes_not_a_day() -> None:
+    """The API's reset seconds past (its clock behind this one's at the reset): codex says
+    "Try again at" that time cut to the minute. The agent parks as for a reset not said;
+    it parked until that time tomorrow."""
+    before = time.time()
+    async with codex_agent([OpenAIError.usage_limit(before - 5)] * 6) as s:
+        with pytest.raises(TurnFailed) as caught:
+            await s.rt.ask("coder", "Hello")
+        status = await s.rt.status("coder")
+    assert caught.value.reason is StopReason.USAGE_LIMIT, caught.value
+    assert "Try again at" in caught.value.message
+    assert status.state == "parked" and status.parked_until is not None
+    assert status.parked_until <= time.time() + UNSAID_RESET
 
 
 async def test_a_full_context_is_context_exhausted() -> None:
