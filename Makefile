@@ -66,15 +66,17 @@ PYTEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 # says not to write bytecode.
 #
 # Its temporary files (every test's directory, and TMPDIR for the programs it starts) go to
-# a fresh folder in memory, /dev/shm where that has 4 GB free, else under /tmp, removed
+# a fresh folder in memory, in /dev/shm where that has 4 GB free (else in TMPDIR), removed
 # after the run. The SQLite files in them are written with synchronous=FULL, and an fsync
 # to a disk (3 ms or more) at each write left the cores idle while a test waited for it;
-# what the tests check of a store is the same on either file system.
+# what the tests check of a store is the same on either file system. The folder is open
+# to other users' look-ups: the test PostgreSQL server runs as its own user.
 TEST_TMP ?= $(shell [ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $$4}')" -gt 4000000 ] \
-	2>/dev/null && echo /dev/shm || echo /tmp)
+	2>/dev/null && echo /dev/shm)
 pytest: $(STAMP) clis postgres-server browser
 	$(BIN)/python -m compileall -q agentrt backends
-	tmp="$$(mktemp -d $(TEST_TMP)/agentrt-tests.XXXXXX)" && trap 'rm -rf "$$tmp"' EXIT && \
+	tmp="$$(mktemp -d --tmpdir$(if $(TEST_TMP),=$(TEST_TMP)) agentrt-tests.XXXXXX)" && \
+		trap 'rm -rf "$$tmp"' EXIT && chmod 711 "$$tmp" && \
 		TMPDIR="$$tmp" $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --basetemp "$$tmp/t"
 
 # The PostgreSQL tier starts a throwaway server from the installed binaries
