@@ -15,7 +15,7 @@ import trio
 from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
 from ._cluster._ownership import Ownership
-from ._cluster._reaper import reap_stale_turns
+from ._cluster._reaper import reap_stale_approvals, reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
@@ -490,6 +490,7 @@ async def open_runtime(
             register(runtime_id)
             stack.callback(unregister, runtime_id)
             await reap_stale_turns(opened, capabilities.live)
+            await reap_stale_approvals(capabilities.approvals)
             # The tracker outlives the agents: their turns' cleanup may still need it.
             async with trio.open_nursery() as services:
                 tracker = ProcessTracker(cgroups=cgroups, runtime_id=runtime_id)
