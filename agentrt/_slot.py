@@ -228,7 +228,12 @@ class Slot:
             self._wake()
             return
         idle = self.current is None and not self.halted
-        interrupt = self.when_busy == "interrupt" and self.current is not None
+        # An ask or a tell: a fire of a schedule (or a wake-up) queues, under its overlap rule.
+        interrupt = (
+            self.when_busy == "interrupt"
+            and self.current is not None
+            and request.origin in ("ask", "tell")
+        )
         self.mailbox.admit(request, idle=idle, bounded=bounded, first=interrupt)
         if interrupt:
             self.interrupt()
