@@ -172,8 +172,10 @@ class Ownership:
         self._wake_fence = trio.Event()
         self._last_renewal = -math.inf
         # The fence guard (`_fence_guard`), started with the first lease of an agent that
-        # runs CLI processes when other programs may share the store: only they can take a
-        # lease from a frozen runtime.
+        # runs CLI processes: it kills them when this runtime dies (a warm CLI and its
+        # background work would outlive it; on a store no other program reads, nothing
+        # else ever would). Only when other programs may share the store is it told the
+        # fencing deadlines too: only they can take a lease from a frozen runtime.
         self._guarded = store is not None and store.shared_between_programs
         self._guard: trio.Process | None = None
         # Writes to the guard's stdin, one at a time: the fence's beats, the first lease's
@@ -207,7 +209,7 @@ class Ownership:
         Cancellation: safe. The grant is shielded (bounded by the store's own timeouts), so
         a lease is either not granted or held here, where the caller's cleanup releases it."""
         async with self._lock:
-            if runs_processes and self._guarded and self._guard is None:
+            if runs_processes and self._guard is None:
                 await self._start_guard()
             sent = trio.current_time()
             with trio.CancelScope(shield=True):
@@ -310,7 +312,7 @@ class Ownership:
         guard = self._guard
         if guard is None or guard.stdin is None:
             return
-        left = self._soonest() - trio.current_time()
+        left = self._soonest() - trio.current_time() if self._guarded else math.inf
         try:
             await self._write_to_guard(guard.stdin, f"{max(left, 0.0)!r}\n".encode())
         except (trio.BrokenResourceError, trio.ClosedResourceError):
