@@ -363,7 +363,7 @@ class Slot:
 
     async def steer(self, text: str) -> None:
         """Add ``text`` to the running turn on the agent's warm CLI (see `Runtime.steer`)."""
-        check_prompt(text)
+        check_prompt(text, "text")
         await self.channel_call("steer", text)
 
     def channel_settings(self) -> dict[ChannelCall, Any]:
