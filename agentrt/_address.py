@@ -395,8 +395,9 @@ class RemoteAgent(_LocalAgent):
         raise InvalidOptions(
             "name",
             self._name,
-            "the agent runs in another runtime: read its unsolicited turns in the runtime "
-            "that owns it, or follow each with stream, poll or wait by its ref",
+            "not an agent of this runtime (another runtime's, or none): read an agent's "
+            "unsolicited turns in the runtime that owns it, or follow each with stream, "
+            "poll or wait by its ref",
         )
 
 

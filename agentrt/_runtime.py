@@ -262,8 +262,9 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
         was open (before this program started, say) is not replayed: a schedule's
         ``last_ref`` (`schedules`) gives its last fire's ref for `wait`.
 
-        Raises `AgentNotFound` for a name that is not running, and `InvalidOptions` for
-        an agent another runtime owns (read them in that runtime).
+        Raises `InvalidOptions` for a name that is not one of this runtime's agents
+        (another runtime's: read them in that runtime), which is all it can tell without
+        waiting on a store that routes calls; on one that routes none, `AgentNotFound`.
 
         Cancellation: the call itself does not wait; a cancelled read takes no turn."""
         check_name(name)
