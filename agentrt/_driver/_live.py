@@ -33,7 +33,8 @@ The runtime's own requests (`WarmCli.call`: a model, a permission mode, the cont
 a task to stop) are written at once; during a turn the turn's reads bring the answer,
 between turns the caller reads until it comes (holding the process's reader, so the next
 turn waits for it). Whatever the CLI asks meanwhile between turns is answered as if
-nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask the agent.
+nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask the agent
+(but one the CLI began by itself asks its questions in that turn, once the agent takes it).
 """
 
 from __future__ import annotations
@@ -271,12 +272,11 @@ class WarmCli:
         """Take a frame read between turns; why the process must end, or None."""
         if type(frame) is BadLine:
             return "it printed an unreadable line between turns"
-        if self.held:
-            self.held.append(frame)  # the rest of the CLI's own turn
-            return None
         role = self.protocol.classify(frame)
-        if role == "control":
+        if role == "control":  # a call's answer is its caller's, its own turn begun or not
             self._control(frame)
+        elif self.held:
+            self.held.append(frame)  # the rest of the CLI's own turn
         elif role == "task":
             self._task_news(frame)
         elif not self.reads_own_turns:
@@ -360,7 +360,7 @@ class WarmCli:
                 if why := self._between(frame):
                     self.end(why)
                     return
-            while self.asks:
+            while self.asks and not self.held:  # held: the CLI's own turn's, asked in it
                 ask = self.asks.popleft()
                 go_on = (
                     ask.answer(None)
