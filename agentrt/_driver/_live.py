@@ -27,14 +27,13 @@ when it became ready (its MCP servers); everything else is killed at each turn's
 the agent keeps background work (agentrt._driver._background): then the process is read
 between turns, and a turn the CLI starts by itself (a background task ended, and it runs
 the model on the notification) is held (`WarmCli.held`) and handed to the agent
-(``own_turn``), whose next turn reads it instead of writing a prompt.
+(``own_turn``), whose next turn reads it instead of writing a prompt, and asks its questions.
 
 The runtime's own requests (`WarmCli.call`: a model, a permission mode, the context usage,
 a task to stop) are written at once; during a turn the turn's reads bring the answer,
 between turns the caller reads until it comes (holding the process's reader, so the next
 turn waits for it). Whatever the CLI asks meanwhile between turns is answered as if
-nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask the agent
-(but one the CLI began by itself asks its questions in that turn, once the agent takes it).
+nobody had an opinion (a hook goes on, a tool is denied): no turn runs to ask the agent.
 """
 
 from __future__ import annotations
@@ -416,7 +415,8 @@ class WarmCli:
         """The turn is over: kill what it started and keep the process, or end it."""
         assert self.proc is not None
         self.in_turn = False
-        self.asks.clear()
+        if not self.held:  # else asked after the result: its own turn's, asked in that turn
+            self.asks.clear()
         if settings.keep_alive is None:
             self.end("one process per turn (keep_alive is None)")
         if self._interrupt_scope is not None:
