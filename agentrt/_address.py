@@ -327,6 +327,13 @@ _CHECKS: dict[Travels, Callable[[Any], object]] = {
 }
 
 
+def _check(argument: str, kind: Travels) -> Callable[[Any], object] | None:
+    # The check of a routed argument, its errors naming it (steer's ``text``, a prompt).
+    if kind == "prompt" and argument != "prompt":
+        return functools.partial(check_prompt, argument=argument)
+    return _CHECKS.get(kind)
+
+
 def _routed(
     method: Callable[Concatenate[LocalAgent, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[RemoteAgent, P], Coroutine[Any, Any, R]]:
@@ -334,9 +341,10 @@ def _routed(
     travel (`OPERATIONS`), routed to the agent's owner, whose `LocalAgent` runs ``method``;
     the same signature and result."""
     operation = OPERATIONS[method.__name__]
-    travels = [kind for _name, kind in operation.arguments]
+    travels = list(operation.arguments)
     checks = [
-        _CHECKS.get(kind) for kind in (["ref", *travels] if operation.by == "ref" else travels)
+        _check(name, kind)
+        for name, kind in ([("ref", "ref"), *travels] if operation.by == "ref" else travels)
     ]
 
     # Positional only, as `Runtime` calls it: the router sends the arguments as a tuple.
@@ -387,8 +395,9 @@ class RemoteAgent(_LocalAgent):
         raise InvalidOptions(
             "name",
             self._name,
-            "the agent runs in another runtime: read its unsolicited turns in the runtime "
-            "that owns it, or follow each with stream, poll or wait by its ref",
+            "not an agent of this runtime (another runtime's, or none): read an agent's "
+            "unsolicited turns in the runtime that owns it, or follow each with stream, "
+            "poll or wait by its ref",
         )
 
 

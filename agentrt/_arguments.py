@@ -61,13 +61,15 @@ def check_name(name: object) -> str:
     return name
 
 
-def check_prompt(prompt: object) -> str:
+def check_prompt(prompt: object, argument: str = "prompt") -> str:
+    """``prompt``, a text for the model; its errors name it ``argument`` (``steer``'s is
+    ``text``)."""
     if not isinstance(prompt, str):
-        raise wrong_type("prompt", "a str", prompt)
+        raise wrong_type(argument, "a str", prompt)
     if not prompt:
-        raise ValueError("prompt must not be empty")
+        raise ValueError(f"{argument} must not be empty")
     if prompt.isspace():  # stops at the first other character: no copy of a long prompt
-        raise ValueError(f"prompt must not be blank: {prompt[:40]!r}")
+        raise ValueError(f"{argument} must not be blank: {prompt[:40]!r}")
     return prompt
 
 

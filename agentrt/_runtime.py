@@ -15,7 +15,7 @@ import trio
 from ._agent_calls import AgentCalls
 from ._arguments import check_name, check_ref, wrong_type
 from ._cluster._ownership import Ownership
-from ._cluster._reaper import reap_stale_turns
+from ._cluster._reaper import reap_stale_approvals, reap_stale_turns
 from ._driver._process import ProcessTracker
 from ._driver._process_slots import ProcessSlots
 from ._driver._runtimes import new_runtime_id, register, unregister
@@ -262,8 +262,9 @@ class Runtime(AgentCalls, Awaiting, metaclass=NoPublicConstructor):
         was open (before this program started, say) is not replayed: a schedule's
         ``last_ref`` (`schedules`) gives its last fire's ref for `wait`.
 
-        Raises `AgentNotFound` for a name that is not running, and `InvalidOptions` for
-        an agent another runtime owns (read them in that runtime).
+        Raises `InvalidOptions` for a name that is not one of this runtime's agents
+        (another runtime's: read them in that runtime), which is all it can tell without
+        waiting on a store that routes calls; on one that routes none, `AgentNotFound`.
 
         Cancellation: the call itself does not wait; a cancelled read takes no turn."""
         check_name(name)
@@ -490,6 +491,7 @@ async def open_runtime(
             register(runtime_id)
             stack.callback(unregister, runtime_id)
             await reap_stale_turns(opened, capabilities.live)
+            await reap_stale_approvals(capabilities.approvals)
             # The tracker outlives the agents: their turns' cleanup may still need it.
             async with trio.open_nursery() as services:
                 tracker = ProcessTracker(cgroups=cgroups, runtime_id=runtime_id)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._errors import AgentRTError
+from ._errors import AgentRTError, MailboxFull
 from ._redact import redact
 from ._requests import STORED_ORIGINS, Origin, Pending
 from ._schedule import Schedule, fire_key, next_due, wall_now
@@ -135,14 +135,22 @@ class Scheduler:
         before the drop fires it again and finds it), and it is dropped, fired or not. Not a
         wake-up while the warm CLI that scheduled it lives: that CLI fires it itself, and its
         turn drops this copy (`Actor`); once that CLI has ended, the next read of the store
-        fires it here."""
+        fires it here. Nor while the agent's mailbox is full (`MailboxFull`): it fires at a
+        later read that finds room."""
         child = self._context.children[wakeup.name]
         channel = child.slot.channel
         if channel is not None and channel.holds_wakeup(wakeup.id):
             return  # the live CLI that scheduled it fires it (its turn drops this copy)
         agent = child.address()
         key = fire_key(wakeup) if self._durable else None
+        full = False
         try:
             await agent._submit(wakeup.prompt, origin, key)
+        except MailboxFull:
+            # Kept: dropped, a one-shot would never fire. A later read of the store that
+            # finds room in the mailbox fires it.
+            full = True
+            raise
         finally:
-            await self._store.drop_schedule(wakeup.name, wakeup.id)
+            if not full:
+                await self._store.drop_schedule(wakeup.name, wakeup.id)

@@ -231,7 +231,12 @@ class Slot:
             self._wake()
             return
         idle = self.current is None and not self.halted
-        interrupt = self.when_busy == "interrupt" and self.current is not None
+        # An ask or a tell: a fire of a schedule (or a wake-up) queues, under its overlap rule.
+        interrupt = (
+            self.when_busy == "interrupt"
+            and self.current is not None
+            and request.origin in ("ask", "tell")
+        )
         self.mailbox.admit(request, idle=idle, bounded=bounded, first=interrupt)
         if interrupt:
             self.interrupt()
@@ -365,7 +370,7 @@ class Slot:
 
     async def steer(self, text: str) -> None:
         """Add ``text`` to the running turn on the agent's warm CLI (see `Runtime.steer`)."""
-        check_prompt(text)
+        check_prompt(text, "text")
         await self.channel_call("steer", text)
 
     def channel_settings(self) -> dict[ChannelCall, Any]:

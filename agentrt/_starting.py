@@ -424,7 +424,8 @@ async def prepare_agent(
             check_binary(spec.backend, backend_options)
             if options.limits is not None:
                 check_limits(name, options.limits, tracker)
-        await ownership.acquire(name, runs_processes=mode.runs_processes)
+        background = options.background is not None
+        await ownership.acquire(name, runs_processes=mode.runs_processes, background=background)
         # Loaded whatever ``resume`` says: a fresh session keeps the name's totals, which
         # its budgets count.
         loaded = await store.load(name)

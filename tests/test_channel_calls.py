@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from test_warm import FAST, ask, pid, start
 
 import agentrt
@@ -135,3 +136,86 @@ async def test_wrong_arguments_are_refused_before_routing() -> None:
             await rt.set_permission_mode("a", None)  # type: ignore[arg-type]
         with pytest.raises(InvalidOptions, match="a task id is a non-empty str"):
             await rt.stop_task("a", "")
+
+
+async def test_a_call_made_as_the_cli_starts_a_turn_of_its_own_is_answered(
+    tmp_path: Path,
+) -> None:
+    # The CLI starts a turn by itself (here right after its answer, as after a background
+    # task's end) while the agent is busy with a notification, so that turn waits. A call
+    # made then must be answered, not taken for that turn's output: else it waits out its
+    # 30 s bound and ends the CLI, background work and all.
+    asked, go_on, applying, applied = trio.Event(), trio.Event(), trio.Event(), trio.Event()
+    own: list[agentrt.Response] = []
+
+    class Busy(agentrt.Agent):
+        async def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow:
+            asked.set()
+            await go_on.wait()
+            return agentrt.Allow()
+
+        async def handle_event(self, event: Any) -> None:
+            applying.set()
+            await applied.wait()
+
+        def handle_response(self, ref: agentrt.Ref, response: agentrt.Response) -> None:
+            if response.origin == "task":
+                own.append(response)
+
+    tool = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {}, "tool_use_id": "t-1"}
+    own_turn = [
+        ["emit", {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake"}],
+        ["emit", {"type": "result", "subtype": "success", "result": "mine", "session_id": "s-1"}],
+    ]
+    live = {"session_id": "s-1", "turns": [[["ask", tool], ["answer"], *own_turn]]}
+    binary = fake_cli_executable(str(tmp_path), ["live", live])
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        await rt.start_agent(
+            Busy, name="a", backend="claude", binary=binary, keep_alive=60, background=True, **FAST
+        )
+        with trio.fail_after(10):
+            first = await rt.tell("a", "go")
+            await asked.wait()
+            await rt.notify("a", "wait for me")  # applied once the turn ends
+            go_on.set()
+            assert isinstance(await rt.wait(first), agentrt.Completed)
+            await applying.wait()
+            warm = await pid(rt)
+            await rt.set_model("a", "claude-haiku-4-5")
+            applied.set()
+            while not own:  # noqa: ASYNC110 (the callback is the only word of it)
+                await trio.sleep(0.01)
+        assert own[0].text == "mine" and await pid(rt) == warm
+
+
+async def test_a_question_of_a_turn_the_cli_began_right_after_a_result_is_asked(
+    tmp_path: Path,
+) -> None:
+    # The CLI prints its answer, then at once a turn of its own that asks for a tool: read
+    # together, the question came after the result; the end of the turn must not drop it,
+    # or the CLI waits for its answer for ever.
+    own: list[agentrt.Response] = []
+
+    class Allows(agentrt.Agent):
+        async def approve_tool(self, request: agentrt.ToolRequest) -> agentrt.Allow:
+            return agentrt.Allow()
+
+        def handle_response(self, ref: agentrt.Ref, response: agentrt.Response) -> None:
+            if response.origin == "task":
+                own.append(response)
+
+    tool = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {}, "tool_use_id": "t-1"}
+    init = {"type": "system", "subtype": "init", "session_id": "s-1", "model": "fake"}
+    mine = {"type": "result", "subtype": "success", "result": "mine", "session_id": "s-1"}
+    answered = {"type": "result", "subtype": "success", "result": "yours", "session_id": "s-1"}
+    steps = [["emit", init], ["ask", tool, [answered, init]], ["emit", mine]]
+    live = {"session_id": "s-1", "turns": [steps]}
+    binary = fake_cli_executable(str(tmp_path), ["live", live])
+    async with agentrt.open_runtime(store=MemoryStore()) as rt:
+        options: dict[str, Any] = {"keep_alive": 60, "background": True, **FAST}
+        await rt.start_agent(Allows, name="a", backend="claude", binary=binary, **options)
+        with trio.fail_after(10):
+            assert (await rt.ask("a", "go")).text == "yours"
+            while not own:  # noqa: ASYNC110 (the callback is the only word of it)
+                await trio.sleep(0.01)
+        assert own[0].text == "mine"

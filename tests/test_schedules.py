@@ -88,6 +88,31 @@ async def test_the_overlap_rule_drops_or_queues_a_fire_while_the_last_runs(
         assert (await rt.status("coder")).queued == queued
 
 
+@pytest.mark.parametrize("when_busy", ["interrupt", "reject"])
+async def test_a_fire_queues_behind_a_running_turn_whatever_when_busy_says(
+    autojump_clock: MockClock, when_busy: str
+) -> None:
+    # when_busy says what a prompt of the application's does that arrives during a turn: a
+    # fire neither ends the person's turn nor is refused; it queues (overlap is its rule).
+    agent = Turns()
+
+    def ninety_seconds(call: Call) -> list[object]:
+        return [Sleep(90), *reply(call.prompt)]
+
+    async with open_runtime() as rt:
+        backend = ScriptedBackend(default=ninety_seconds)
+        await rt.start_agent(agent, name="coder", backend=backend, when_busy=when_busy)
+        start = trio.current_time()
+        await rt.schedule("coder", "lint", every=60, overlap="queue")
+        work = await rt.tell("coder", "refactor")
+        assert isinstance(await rt.wait(work), agentrt.Completed)
+        await trio.sleep(100)
+        assert [(t - start, origin, text) for t, origin, text in agent.answered] == [
+            (90, "user", "refactor"),
+            (180, "schedule", "lint"),
+        ]
+
+
 async def test_run_schedule_fires_now_and_the_next_fire_is_a_period_later(
     autojump_clock: MockClock,
 ) -> None:

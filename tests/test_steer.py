@@ -6,6 +6,7 @@ printed for a steered message, measured against the fake API)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from agentrt import (
     Completed,
     Failed,
     InvalidOptions,
+    SQLiteStore,
     StopReason,
     TurnFailed,
     open_runtime,
@@ -117,6 +119,20 @@ async def test_steer_is_refused_without_a_warm_cli() -> None:
         assert "also this" not in str(e.value)  # the user's text, like a prompt
         with pytest.raises(ValueError, match="must not be blank"):
             await rt.steer("b", "  ")
+
+
+async def test_a_bad_steer_text_is_refused_naming_text(tmp_path: Path) -> None:
+    # "text" is steer's argument: an error that said "prompt" would name none of its own.
+    # SQLite routes calls: "elsewhere" is checked as a call routed to another runtime is.
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        await rt.start_agent(Agent, name="b", backend=echo_backend())
+        for name in ("b", "elsewhere"):  # this runtime's agent; one a call is routed to
+            with pytest.raises(TypeError, match=r"^text must be a str, not NoneType"):
+                await rt.steer(name, None)  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match=r"^text must not be empty"):
+                await rt.steer(name, "")
+            with pytest.raises(ValueError, match=r"^text must not be blank"):
+                await rt.steer(name, " \n")
 
 
 @pytest.mark.parametrize(

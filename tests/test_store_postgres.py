@@ -35,7 +35,7 @@ _APPROVAL = PendingApproval(
     runtime_id="r-1",
     request=1,
     requested_at=1000.0,
-    expires_at=1060.0,
+    expires_at=1e12,  # pending: a request past its bound is not listed
 )
 _WORKSPACE = StoredWorkspace(
     name="coder",

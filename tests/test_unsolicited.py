@@ -129,6 +129,10 @@ async def test_an_agent_another_program_owns_is_refused_naming_it(tmp_path: Path
             with pytest.raises(InvalidOptions) as refused:
                 other.unsolicited("coder")
             assert (refused.value.key, refused.value.value) == ("name", "coder")
+            # A name no runtime runs: refused alike, without saying it runs elsewhere.
+            with pytest.raises(InvalidOptions, match="another runtime's, or none") as refused:
+                other.unsolicited("nobody")
+            assert "runs in another runtime" not in str(refused.value)
 
 
 async def test_a_turn_a_warm_cli_starts_by_itself_reaches_the_reader(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import trio
 from _helpers import echo
 from trio.testing import MockClock
@@ -17,7 +18,7 @@ import agentrt
 from agentrt import SQLiteStore, open_runtime
 from agentrt.backend import Event, ToolResultEvent, ToolUseEvent, WakeupRequested
 from agentrt.backends.claude import ClaudeBackend
-from agentrt.testing import ScriptedBackend, reply
+from agentrt.testing import Gate, ScriptedBackend, reply
 
 
 class WakingBackend(ScriptedBackend):
@@ -127,3 +128,34 @@ async def test_a_stored_wakeup_fires_once_in_the_next_program_and_is_dropped(
         # A second request for the wake-up would run before this prompt.
         await rt.ask("coder", "done")
     assert backend.prompts == ["check the CI run", "done"]
+
+
+async def test_a_wakeup_due_while_the_mailbox_is_full_fires_once_there_is_room(
+    autojump_clock: MockClock,
+) -> None:
+    agent = Turns()
+    gate = Gate()
+    backend = WakingBackend(
+        schedules_wakeup(90, "check the CI run"), [gate, *reply("long done")], default=echo
+    )
+    async with open_runtime() as rt:
+        await rt.start_agent(agent, name="coder", backend=backend, max_pending=1)
+        start = trio.current_time()
+        await rt.ask("coder", "start the CI run")
+        await rt.tell("coder", "a long job")
+        await gate.wait_reached()
+        await rt.tell("coder", "queued")  # the mailbox holds no more
+        with pytest.raises(agentrt.MailboxFull):
+            await rt.tell("coder", "one too many")
+        await trio.sleep(120)  # the wake-up came due (at 90) while the mailbox was full
+        gate.release()
+        await trio.sleep(1000)
+        assert [(origin, text) for _, origin, text in agent.answered] == [
+            ("user", "Scheduled."),
+            ("user", "long done"),
+            ("user", "echo queued"),
+            ("wakeup", "echo check the CI run"),
+        ]
+        # The queue drained at 120; the store is read each second while the agent has one.
+        assert agent.answered[-1][0] - start == 121
+        assert await rt.schedules("coder") == ()

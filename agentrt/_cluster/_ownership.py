@@ -172,8 +172,10 @@ class Ownership:
         self._wake_fence = trio.Event()
         self._last_renewal = -math.inf
         # The fence guard (`_fence_guard`), started with the first lease of an agent that
-        # runs CLI processes when other programs may share the store: only they can take a
-        # lease from a frozen runtime.
+        # runs CLI processes when other programs may share the store (`_guarded`): only
+        # they can take a lease from a frozen runtime. On another store, with the first that
+        # keeps background work, to kill its processes at this runtime's death only (no
+        # next program reads that store to reap them); it is told no fencing deadlines.
         self._guarded = store is not None and store.shared_between_programs
         self._guard: trio.Process | None = None
         # Writes to the guard's stdin, one at a time: the fence's beats, the first lease's
@@ -198,16 +200,17 @@ class Ownership:
             self._fence(trio.current_time())
         await trio.lowlevel.checkpoint()
 
-    async def acquire(self, name: str, *, runs_processes: bool) -> None:
+    async def acquire(self, name: str, *, runs_processes: bool, background: bool = False) -> None:
         """Take the lease of ``name`` for this runtime; `AgentAlreadyStarted` names the live
         owner if another runtime holds it. An agent that ``runs_processes`` (CLI turns)
         gets the fence guard watching this runtime first, and the guard knows the lease's
-        deadline before this returns.
+        deadline before this returns; on a store no other program shares, only one that
+        keeps ``background`` work, which would outlive this runtime's death.
 
         Cancellation: safe. The grant is shielded (bounded by the store's own timeouts), so
         a lease is either not granted or held here, where the caller's cleanup releases it."""
         async with self._lock:
-            if runs_processes and self._guarded and self._guard is None:
+            if runs_processes and (self._guarded or background) and self._guard is None:
                 await self._start_guard()
             sent = trio.current_time()
             with trio.CancelScope(shield=True):
@@ -308,8 +311,8 @@ class Ownership:
     async def _beat(self) -> None:
         """Tell the guard how long until this runtime would fence its agents itself."""
         guard = self._guard
-        if guard is None or guard.stdin is None:
-            return
+        if guard is None or guard.stdin is None or not self._guarded:
+            return  # not guarded: it waits for the runtime's death only (its deadline inf)
         left = self._soonest() - trio.current_time()
         try:
             await self._write_to_guard(guard.stdin, f"{max(left, 0.0)!r}\n".encode())
@@ -443,7 +446,7 @@ class Ownership:
         while True:
             wake = self._wake_fence = trio.Event()
             soonest = self._soonest()
-            if self._guard is not None:  # the guard hears from us every lease_ttl / 5
+            if self._guard is not None and self._guarded:  # it hears from us every ttl / 5
                 soonest = min(soonest, trio.current_time() + self.ttl * RENEW_SHARE)
             self._fence_at = soonest
             with trio.move_on_at(soonest):

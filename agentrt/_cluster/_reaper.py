@@ -8,6 +8,10 @@ terminal) leaves those rows behind, and the CLI and its tools run on. The next
 each turn with `kill_stale_group` (which checks start times, so a reused pid is never
 hit, and finds setsid'd orphans by the marker), and marks the row. A runtime that takes an
 agent over does the same with that agent's row before the agent's CLI starts.
+
+The questions such a runtime's turns left waiting for a person (`AskOperator`) go too: the
+turn that would read a decision is gone, so the console would offer a question whose answer
+reaches nobody.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from .._driver._process import kill_stale_group
 from .._driver._runtimes import runtime_gone
 from .._events import StopReason
 from .._records import SessionRecord
-from .._stores._protocols import LiveProcessStore, SessionStore
+from .._stores._protocols import ApprovalStore, LiveProcessStore, SessionStore
 from .._telemetry._otel import reap_span
 
 logger = logging.getLogger("agentrt")
@@ -41,6 +45,24 @@ async def reap_stale_turns(
     for record in await live.live_processes():
         reaped += await reap_stale_turn(store, live, record, term_grace=term_grace)
     return reaped
+
+
+async def reap_stale_approvals(approvals: ApprovalStore | None) -> int:
+    """Take away the requests waiting for a person (``approvals``: the store's, its
+    `StoreCapabilities.approvals`) whose runtime is gone; return how many."""
+    if approvals is None:
+        return 0
+    stale = [a for a in await approvals.pending_approvals() if runtime_gone(a.runtime_id)]
+    for approval in stale:
+        await approvals.remove_approval(approval.id)
+        logger.info(
+            "agent %r: its question for a person (%s) went with runtime %s",
+            approval.name,
+            approval.tool_name,
+            approval.runtime_id,
+            extra={"agent": approval.name},
+        )
+    return len(stale)
 
 
 async def reap_stale_turn(

@@ -27,7 +27,7 @@ when it became ready (its MCP servers); everything else is killed at each turn's
 the agent keeps background work (agentrt._driver._background): then the process is read
 between turns, and a turn the CLI starts by itself (a background task ended, and it runs
 the model on the notification) is held (`WarmCli.held`) and handed to the agent
-(``own_turn``), whose next turn reads it instead of writing a prompt.
+(``own_turn``), whose next turn reads it instead of writing a prompt, and asks its questions.
 
 The runtime's own requests (`WarmCli.call`: a model, a permission mode, the context usage,
 a task to stop) are written at once; during a turn the turn's reads bring the answer,
@@ -271,12 +271,11 @@ class WarmCli:
         """Take a frame read between turns; why the process must end, or None."""
         if type(frame) is BadLine:
             return "it printed an unreadable line between turns"
-        if self.held:
-            self.held.append(frame)  # the rest of the CLI's own turn
-            return None
         role = self.protocol.classify(frame)
-        if role == "control":
+        if role == "control":  # a call's answer is its caller's, its own turn begun or not
             self._control(frame)
+        elif self.held:
+            self.held.append(frame)  # the rest of the CLI's own turn
         elif role == "task":
             self._task_news(frame)
         elif not self.reads_own_turns:
@@ -360,7 +359,7 @@ class WarmCli:
                 if why := self._between(frame):
                     self.end(why)
                     return
-            while self.asks:
+            while self.asks and not self.held:  # held: the CLI's own turn's, asked in it
                 ask = self.asks.popleft()
                 go_on = (
                     ask.answer(None)
@@ -416,7 +415,8 @@ class WarmCli:
         """The turn is over: kill what it started and keep the process, or end it."""
         assert self.proc is not None
         self.in_turn = False
-        self.asks.clear()
+        if not self.held:  # else asked after the result: its own turn's, asked in that turn
+            self.asks.clear()
         if settings.keep_alive is None:
             self.end("one process per turn (keep_alive is None)")
         if self._interrupt_scope is not None:

@@ -1,7 +1,9 @@
 """Tool calls waiting for a person (`ApprovalStore`) in the two SQL stores: one table, the
 statements written once with ``?`` placeholders, over each store's own ``_call``. The
 decision is one conditional UPDATE and the removal one DELETE ... RETURNING, so a decision
-either reaches its turn or is refused, whichever connection makes it."""
+either reaches its turn or is refused, whichever connection makes it. A request past its
+``expires_at`` is neither listed nor decided: its turn stopped waiting (or its program died
+waiting, leaving the row), so a decision would reach nobody."""
 
 from __future__ import annotations
 
@@ -36,10 +38,13 @@ _COLUMNS = (
 )
 _DECISION = "decided_by, allowed, message, updated_input"
 _PUT = f"INSERT INTO approvals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_PENDING = f"SELECT {_COLUMNS} FROM approvals WHERE decided_by IS NULL ORDER BY requested_at, id"
+_PENDING = f"""
+SELECT {_COLUMNS} FROM approvals WHERE decided_by IS NULL AND expires_at > ?
+ORDER BY requested_at, id
+"""
 _DECIDE = """
 UPDATE approvals SET decided_by = ?, allowed = ?, message = ?, updated_input = ?
-WHERE id = ? AND decided_by IS NULL
+WHERE id = ? AND decided_by IS NULL AND expires_at > ?
 """
 _DECISION_OF = f"SELECT {_DECISION} FROM approvals WHERE id = ?"
 _REMOVE = f"DELETE FROM approvals WHERE id = ? RETURNING {_DECISION}"
@@ -75,18 +80,18 @@ class SqlApprovals:
             raise StoreError(self._where, f"an approval with id {a.id!r} exists")
 
     async def pending_approvals(self: SqlCalls) -> Sequence[PendingApproval]:
-        sql = self._sql(_PENDING)
+        sql, now = self._sql(_PENDING), self.clock()
 
         def work(conn: Any) -> tuple[PendingApproval, ...]:
             names = _COLUMNS.split(", ")
-            rows = conn.execute(sql).fetchall()
+            rows = conn.execute(sql, (now,)).fetchall()
             return tuple(PendingApproval(**dict(zip(names, row, strict=True))) for row in rows)
 
         return await self._call(work)
 
     async def decide_approval(self: SqlCalls, id: str, decision: OperatorDecision) -> bool:
         d = decision
-        params = (d.decided_by, d.allowed, d.message, d.updated_input, id)
+        params = (d.decided_by, d.allowed, d.message, d.updated_input, id, self.clock())
         sql = self._sql(_DECIDE)
 
         def work(conn: Any) -> int:

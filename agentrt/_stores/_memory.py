@@ -391,13 +391,15 @@ class MemoryStore(ClosedOnExit):
 
     async def pending_approvals(self) -> Sequence[PendingApproval]:
         await self._enter()
-        pending = (a for a, decided in self._tables.approvals.values() if decided is None)
+        now = self.clock()
+        rows = self._tables.approvals.values()
+        pending = (a for a, decided in rows if decided is None and a.expires_at > now)
         return tuple(sorted(pending, key=lambda a: (a.requested_at, a.id)))
 
     async def decide_approval(self, id: str, decision: OperatorDecision) -> bool:
         await self._enter()
         found = self._tables.approvals.get(id)
-        if found is None or found[1] is not None:
+        if found is None or found[1] is not None or found[0].expires_at <= self.clock():
             return False
         self._tables.approvals[id] = (found[0], decision)
         return True

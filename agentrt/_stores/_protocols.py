@@ -365,19 +365,23 @@ class ApprovalStore(Protocol):
     console of any runtime sharing the store answers them. A decision is taken exactly
     once: `decide_approval` decides only a pending request, and `remove_approval` (the
     turn's, at its decision or its bound) takes the row away with whatever decision it
-    holds, so a decision either reaches the turn or is refused."""
+    holds, so a decision either reaches the turn or is refused. A request past its
+    ``expires_at`` (on the store's wall clock) is neither pending nor decidable: its turn no
+    longer waits, and a program that died waiting left its row behind."""
 
     async def put_approval(self, approval: PendingApproval) -> None:
         """Store ``approval``, pending (its id must be new: else `StoreError`)."""
         ...
 
     async def pending_approvals(self) -> Sequence[PendingApproval]:
-        """Every stored request not decided yet, oldest first."""
+        """Every stored request not decided yet and not past its ``expires_at``, oldest
+        first."""
         ...
 
     async def decide_approval(self, id: str, decision: OperatorDecision) -> bool:
         """Decide the pending request ``id``: True if this call decided it, False if it was
-        decided already or is gone (answered, or denied by its bound)."""
+        decided already, is past its ``expires_at`` or is gone (answered, or denied by its
+        bound)."""
         ...
 
     async def decision_of(self, id: str) -> OperatorDecision | None:

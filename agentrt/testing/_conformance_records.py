@@ -5,6 +5,8 @@ person, the turn history.
 
 from __future__ import annotations
 
+import time
+
 import attrs
 import trio
 
@@ -262,7 +264,13 @@ async def _racing_saves(branch: str, savers: list[tuple[str, WorkspaceStore]]) -
 # --- approvals waiting for a person: decided exactly once, from any handle ---
 
 
-def _approval(id: str, requested_at: float = 1000.0) -> PendingApproval:
+def _approval(
+    id: str, requested_at: float = 1000.0, *, harness: StoreHarness, bound: float = 60.0
+) -> PendingApproval:
+    # Its times count from the harness's clock (1000.0 is its start): a request is pending
+    # only until its bound passes.
+    now = time.time() if harness.clock is None else harness.clock()
+    requested_at += now - 1000.0
     return PendingApproval(
         id=id,
         name="coder",
@@ -273,7 +281,7 @@ def _approval(id: str, requested_at: float = 1000.0) -> PendingApproval:
         runtime_id="r-1",
         request=3,
         requested_at=requested_at,
-        expires_at=requested_at + 60.0,
+        expires_at=requested_at + bound,
     )
 
 
@@ -291,12 +299,13 @@ async def _an_approval_is_decided_once_and_removed_with_its_decision(
     assert desk is not None
     try:
         assert list(await desk.pending_approvals()) == []
-        await desk.put_approval(_approval("b", requested_at=2000.0))
-        await desk.put_approval(_approval("a"))
+        first = _approval("a", harness=harness)
+        await desk.put_approval(_approval("b", requested_at=1001.0, harness=harness))
+        await desk.put_approval(first)
         assert [a.id for a in await desk.pending_approvals()] == ["a", "b"]  # oldest first
-        assert (await desk.pending_approvals())[0] == _approval("a")
+        assert (await desk.pending_approvals())[0] == first
         with _raises(StoreError, match="'a' exists"):
-            await desk.put_approval(_approval("a"))
+            await desk.put_approval(first)
         assert await desk.decision_of("a") is None
         assert await desk.decide_approval("a", _BY_CONSOLE)
         assert not await desk.decide_approval("a", OperatorDecision(allowed=False, decided_by="x"))
@@ -322,7 +331,7 @@ async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarne
     two_desk = StoreCapabilities.of(two).approvals
     assert one_desk is not None and two_desk is not None
     try:
-        await one_desk.put_approval(_approval("a"))
+        await one_desk.put_approval(_approval("a", harness=harness))
         assert [a.id for a in await two_desk.pending_approvals()] == ["a"]
         won: list[str] = []
 
@@ -338,6 +347,26 @@ async def _concurrent_decisions_from_two_handles_decide_once(harness: StoreHarne
         assert decided is not None and decided.decided_by == won[0]
     finally:
         await _closing(one, two)
+
+
+@_check(ApprovalStore)
+async def _an_approval_past_its_bound_is_neither_pending_nor_decidable(
+    harness: StoreHarness,
+) -> None:
+    # The row a program that died waiting leaves behind: nobody would read its decision.
+    store = await _open(harness)
+    desk = StoreCapabilities.of(store).approvals
+    assert desk is not None
+    try:
+        await desk.put_approval(_approval("gone", requested_at=900.0, harness=harness))
+        await desk.put_approval(_approval("live", harness=harness))
+        assert [a.id for a in await desk.pending_approvals()] == ["live"]
+        assert not await desk.decide_approval("gone", _BY_CONSOLE)
+        assert await desk.decision_of("gone") is None
+        assert await desk.decide_approval("live", _BY_CONSOLE)
+        assert await desk.remove_approval("gone") is None
+    finally:
+        await store.aclose()
 
 
 # --- the turn history ---

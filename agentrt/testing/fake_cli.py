@@ -39,9 +39,11 @@ The program is a JSON list of steps, each ``[op, *args]``::
                                below) until stdin closes, then exit 0
     ["answer"]                 in a live turn: print a Claude turn answering its prompt
                                (init, assistant text "<turn>: <prompt>", success result)
-    ["ask", request]           in a live turn: send the control request ``request`` (e.g.
+    ["ask", request, before]   in a live turn: send the control request ``request`` (e.g.
                                {"subtype": "can_use_tool", ...}), wait for its answer and
-                               print it as {"type": "answered", "response": ...}
+                               print it as {"type": "answered", "response": ...};
+                               ``before`` (optional): frames printed in the same write,
+                               ahead of the request (one read of the pipe takes them all)
     ["converse", options]      a Claude turn that keeps its conversation as Claude does, in
                                ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<cwd>/<id>.jsonl``
                                (per turn or live): ``--resume`` of an id with no file fails
@@ -290,10 +292,11 @@ class _Live:
                 run(self.options.get("on_interrupt", [["emit", self.error_result()]]), args)
         os._exit(0)
 
-    def ask(self, request: dict[str, Any]) -> None:
+    def ask(self, request: dict[str, Any], before: Sequence[Any] = ()) -> None:
         self.asked += 1
         request_id = f"fake-ask-{self.asked}"
-        _emit({"type": "control_request", "request_id": request_id, "request": request})
+        asking = {"type": "control_request", "request_id": request_id, "request": request}
+        _out(b"".join(json.dumps(frame).encode() + b"\n" for frame in (*before, asking)))
         while True:
             if self.interrupted.is_set():
                 raise _Interrupted
@@ -469,7 +472,7 @@ def run(steps: Sequence[Step], args: Sequence[str]) -> None:
             _live.answer()
         elif op == "ask":
             assert _live is not None, "ask: only in a live turn"
-            _live.ask(rest[0])
+            _live.ask(rest[0], rest[1] if len(rest) > 1 else ())
         else:
             raise SystemExit(f"fake_cli: unknown step {op!r}")
 

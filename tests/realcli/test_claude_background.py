@@ -1,18 +1,19 @@
 """Background work on a warm agent, on the pinned real claude through the public API: a
 background ``sleep 30`` lives across turns with ``background=True``, counted in the status,
-and is gone after ``stop_agent``, ``halt`` or the runtime's exit; an interrupt in band
-spares it; without the option a turn's end kills it; a bound stops it; and the turn the CLI
-starts by itself when a background task ends reaches the agent as a turn of origin
-``task``."""
+and is gone after ``stop_agent``, ``halt``, the runtime's exit or the program's SIGKILL; an
+interrupt in band spares it; without the option a turn's end kills it; a bound stops it;
+and the turn the CLI starts by itself when a background task ends reaches the agent as a
+turn of origin ``task``."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from proc_helpers import SLACK, wait_for_status
+from proc_helpers import SLACK, store_programs, wait_for_status
 
 from agentrt import (
     Agent,
@@ -31,6 +32,7 @@ from ._claude import Claude, sleeping, tool_results, wait_for_process, wait_unti
 pytestmark = pytest.mark.realcli
 
 TURN_BOUND = 30
+CHILD = Path(__file__).parents[1] / "background_child.py"
 
 
 def starts_in_background(command: str) -> Any:
@@ -220,6 +222,26 @@ async def test_the_runtimes_exit_ends_the_background_work(claude: Claude) -> Non
     assert sleeping(claude, 30) == []
     with trio.fail_after(SLACK):
         await wait_until_gone(claude.marker)
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_a_killed_program_leaves_no_background_work(
+    claude: Claude, store: str, tmp_path: Path
+) -> None:
+    # The program is SIGKILLed between turns while its warm CLI keeps a background task:
+    # both must go with it. On a MemoryStore nothing else would ever kill them (no next
+    # program reads that store); its fence guard does, as on a shared store.
+    claude.api.set_script(starts_in_background("sleep 30"))
+    where = "memory" if store == "memory" else str(tmp_path / "s.sqlite3")
+    options = json.dumps(claude.agent_options(allowed_tools=["Bash"]))
+    async with store_programs(CHILD, where) as start:
+        program = await start(options)
+        with trio.fail_after(TURN_BOUND):
+            assert await program.line() == "ASKED"
+            await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 30")
+        await program.kill()
+        with trio.fail_after(SLACK):
+            await wait_until_gone(claude.marker)
 
 
 async def test_stop_task_between_turns_ends_one(claude: Claude) -> None:
