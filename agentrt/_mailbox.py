@@ -190,6 +190,10 @@ class Mailbox:
         self.queue.appendleft(request)
         self.queued_bytes += request.size
 
+    def is_queued(self, request: Request) -> bool:
+        """Whether ``request`` waits in the queue (not taken, settled or chained)."""
+        return request in (self.queue or ())
+
     def remove(self, request: Request) -> bool:
         """Take a queued request out of the queue; False if it is not queued."""
         if not self.queue:

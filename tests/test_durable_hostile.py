@@ -1,0 +1,116 @@
+"""Durable requests under hostile conditions: a store that fails a withdrawal, a
+withdrawal racing a start, odd keys and prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from proc_helpers import wait_for_status
+
+from agentrt import (
+    Agent,
+    Completed,
+    Failed,
+    Pending,
+    SQLiteStore,
+    StopReason,
+    StoreError,
+    TurnFailed,
+    open_runtime,
+)
+from agentrt.testing import Gate, ScriptedBackend, reply
+
+
+def upper() -> ScriptedBackend:
+    return ScriptedBackend(default=lambda call: reply(call.prompt.upper(), session_id="s"))
+
+
+class _WithdrawFails(SQLiteStore):
+    """Fails withdrawals while ``failing``, as a database locked by another program does."""
+
+    failing = False
+
+    async def withdraw_request(self, name: str, id: str, **kwargs: Any) -> bool:
+        if self.failing:
+            raise StoreError("<failing>", "database is locked")
+        return await super().withdraw_request(name, id, **kwargs)
+
+
+async def test_a_withdraw_the_store_failed_leaves_the_request_queued_and_one_outcome(
+    tmp_path: Path,
+) -> None:
+    """A withdrawal the store refused raises `StoreError` and withdraws nothing: the
+    request is neither reported withdrawn here while the store runs it, nor run after it
+    was reported withdrawn; this program and the store give it one outcome."""
+    store = _WithdrawFails(tmp_path / "s.sqlite3")
+    gate = Gate()
+    backend = ScriptedBackend(
+        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
+        default=lambda call: reply(call.prompt.upper(), session_id="s"),
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = await rt.tell("a", "second")
+        store.failing = True
+        with pytest.raises(StoreError):
+            await rt.withdraw(queued)
+        store.failing = False
+        assert isinstance(await rt.poll(queued), Pending)
+        gate.release()
+        with trio.fail_after(60):
+            result = await rt.wait(queued)
+        stored = await store.find_request("a", id=str(queued.id))
+    assert isinstance(result, Completed) and result.response.text == "SECOND"
+    assert stored is not None and stored.outcome is not None
+    assert (stored.outcome.outcome, stored.outcome.answer) == ("complete", "SECOND")
+    assert backend.prompts == ["first", "second"]
+
+
+async def test_an_ask_cancelled_while_the_store_fails_its_withdrawal_is_cancelled_and_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ask cancelled while queued, whose withdrawal the store fails: the caller sees
+    its cancellation (not the store's error); the request, still queued in the store, is
+    not reported withdrawn here (to run later all the same): it is stopped as its turn
+    begins, and this program and the store both say `cancelled`."""
+    store = _WithdrawFails(tmp_path / "s.sqlite3")
+    gate = Gate()
+    backend = ScriptedBackend(
+        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
+        default=lambda call: reply(call.prompt.upper(), session_id="s"),
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+        store.failing = True
+        asking = trio.CancelScope()
+
+        async def ask() -> None:
+            with asking:
+                await rt.ask("a", "second", key="job-2")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await wait_for_status(rt, "a", lambda status: status.queued == 1)
+            asking.cancel()
+        assert asking.cancelled_caught
+        store.failing = False
+        ref = await rt.request("a", "job-2")
+        assert ref is not None
+        assert isinstance(await rt.poll(ref), Pending)
+        gate.release()
+        with trio.fail_after(60):
+            result = await rt.wait(ref)
+        stored = await store.find_request("a", key="job-2")
+    assert isinstance(result, Failed) and isinstance(result.error, TurnFailed)
+    assert result.error.reason is StopReason.CANCELLED
+    assert stored is not None and stored.outcome is not None
+    assert stored.outcome.outcome == "cancelled"
+    assert backend.prompts == ["first"]
+    assert "the store could not withdraw a request" in caplog.text
