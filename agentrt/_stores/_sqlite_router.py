@@ -157,12 +157,16 @@ class SQLiteRouter:
             row = encode_call(call, arguments)
         except RowRefused as exc:
             raise RoutingError(name, call, str(exc)) from None
+        frame = _encoder.encode(_Request(self.me.runtime_id, name, call, row))
+        if len(frame) > MAX_FRAME:
+            # Refused here: the owner would refuse it unread and close, as a dead one does.
+            why = f"its call is {len(frame)} bytes, over the {MAX_FRAME} a frame may have: not sent"
+            raise RoutingError(name, call, why)
         lease = await self.lease_of(name)
         owner = None if lease is None or not lease.held else lease.owner
         if lease is None or owner is None or owner.runtime_id == self.me.runtime_id:
             # No live owner; or this runtime's own lease, of an agent starting or ending.
             raise AgentNotFound(name)
-        frame = _encoder.encode(_Request(self.me.runtime_id, name, call, row))
         async with await self._connect(name, call, owner) as stream:
             answer: bytes | None = None
             refused: str | None = None
