@@ -80,10 +80,29 @@ def new_stored_id() -> str:
     return str(secrets.randbits(62))
 
 
+# The most UTF-8 bytes of an idempotency key: with the agent's name (at most 255
+# characters) it fits a PostgreSQL index row (2704 bytes), on every store alike.
+MAX_KEY_BYTES = 1024
+
+
 def check_key(key: object) -> None:
-    """Refuse an idempotency key that is not a non-empty str (or None)."""
-    if key is not None and (not isinstance(key, str) or not key):
+    """Refuse an idempotency key that is not a non-empty str (or None), or one that some
+    store cannot keep: a NUL (PostgreSQL's text refuses it), a lone surrogate (not UTF-8),
+    more than `MAX_KEY_BYTES`."""
+    if key is None:
+        return
+    if not isinstance(key, str) or not key:
         raise InvalidOptions("key", key, "an idempotency key is a non-empty str, or None")
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError as exc:
+        why = f"contains U+{ord(key[exc.start]):04X}, a lone surrogate (not UTF-8 text)"
+        raise InvalidOptions("key", key[:40], why) from None
+    if size > MAX_KEY_BYTES:
+        why = f"is {size} bytes long in UTF-8; an idempotency key has at most {MAX_KEY_BYTES}"
+        raise InvalidOptions("key", f"{key[:40]}...", why)
+    if "\x00" in key:
+        raise InvalidOptions("key", key[:40], "contains U+0000 (NUL), which a store cannot keep")
 
 
 def refuse_key(key: object) -> NoReturn:

@@ -3,6 +3,8 @@ withdrawal racing a start, odd keys and prompts."""
 
 from __future__ import annotations
 
+import functools
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,16 @@ from agentrt import (
     Agent,
     Completed,
     Failed,
+    InvalidOptions,
     Pending,
+    PostgresStore,
     SQLiteStore,
     StopReason,
     StoreError,
     TurnFailed,
     open_runtime,
 )
+from agentrt._durable import MAX_KEY_BYTES
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 
@@ -114,3 +119,43 @@ async def test_an_ask_cancelled_while_the_store_fails_its_withdrawal_is_cancelle
     assert stored.outcome.outcome == "cancelled"
     assert backend.prompts == ["first"]
     assert "the store could not withdraw a request" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_keys_every_store_keeps_are_kept_and_others_refused_naming_the_key(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """A key is kept alike on SQLite and PostgreSQL (odd text, the longest key with the
+    longest name, neither compressible), or refused with `InvalidOptions` before anything
+    is stored: not a store's error (PostgreSQL's index row or NUL), nor a codec's."""
+    store: Any = (
+        SQLiteStore(tmp_path / "s.sqlite3")
+        if kind == "sqlite"
+        else PostgresStore(request.getfixturevalue("postgres_dsn"))
+    )
+    longest = "\U0001d11e" * 255  # 255 characters of 4 UTF-8 bytes each
+    kept = {"a": [" ", "ключ-✓\n\t", secrets.token_hex(MAX_KEY_BYTES // 2)]}
+    kept[longest] = [secrets.token_hex(MAX_KEY_BYTES // 2)]
+    refused = {
+        "k\x00": "NUL",
+        "\udcff": "lone surrogate",
+        secrets.token_hex(MAX_KEY_BYTES // 2) + "x": f"at most {MAX_KEY_BYTES}",
+    }
+    async with open_runtime(store=store) as rt:
+        for name, keys in kept.items():
+            await rt.start_agent(Agent, name=name, backend=upper())
+            for key in keys:
+                ref = await rt.tell(name, "p", key=key)
+                assert await rt.tell(name, "again", key=key) == ref
+                assert await rt.request(name, key) == ref
+                assert isinstance(await rt.wait(ref), Completed)
+        for key, why in refused.items():
+            for call in (
+                functools.partial(rt.tell, "a", "p", key=key),
+                functools.partial(rt.ask, "a", "p", key=key),
+                functools.partial(rt.request, "a", key),
+            ):
+                with pytest.raises(InvalidOptions, match=why) as caught:
+                    await call()
+                assert caught.value.key == "key"
+        assert (await rt.status("a")).turns == 3
