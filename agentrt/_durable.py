@@ -493,7 +493,7 @@ class Durable:
                         continue
                     done = False
                 if not done:
-                    await self._overrule(request)
+                    await self._overrule(request, outcome)
                 return
         logger.warning(
             "agent %r: request %s was not settled within %g s: the store keeps it running "
@@ -514,7 +514,7 @@ class Durable:
                 continue
             return stored is not None and stored.state == "running"
 
-    async def _overrule(self, request: Request) -> None:
+    async def _overrule(self, request: Request, outcome: Response | AgentRTError) -> None:
         assert request.stored_id is not None
         try:
             stored = await self.store.find_request(self.name, id=request.stored_id)
@@ -524,6 +524,18 @@ class Durable:
         result = poll_result(stored)
         if isinstance(result, Failed):
             request.overruled = result.error
+        elif isinstance(result, Pending):
+            # Refused, and not settled yet: the name's owner now (a newer epoch) ends it
+            # as it ends every request a dead owner ran, so this turn's outcome is never
+            # the store's. Its callers here are told what it will be: `OwnerDied`, or,
+            # where it runs again, that they are not told here (they re-attach).
+            if self.options.on_owner_death == "retry":
+                why = "its lease passed to another owner, which runs the request again"
+                request.overruled = AgentStopped(self.name, why)
+            else:
+                why = "its lease passed to another owner while the turn ran"
+                session_id = getattr(outcome, "session_id", None)
+                request.overruled = OwnerDied(self.name, session_id, why)
 
     async def withdraw_all(self, ids: list[str]) -> None:
         """Withdraw the queued requests ``ids`` (their agent ended for good); a store that

@@ -14,9 +14,12 @@ from proc_helpers import wait_for_status
 
 from agentrt import (
     Agent,
+    AgentRTError,
+    AgentStopped,
     Completed,
     Failed,
     InvalidOptions,
+    OwnerDied,
     Pending,
     PostgresStore,
     SQLiteStore,
@@ -25,7 +28,9 @@ from agentrt import (
     TurnFailed,
     open_runtime,
 )
-from agentrt._durable import MAX_KEY_BYTES
+from agentrt._durable import MAX_KEY_BYTES, poll_result
+from agentrt._records import RequestOutcome
+from agentrt.store import LeaseOwner
 from agentrt.testing import Gate, ScriptedBackend, reply
 
 
@@ -159,3 +164,56 @@ async def test_keys_every_store_keeps_are_kept_and_others_refused_naming_the_key
                     await call()
                 assert caught.value.key == "key"
         assert (await rt.status("a")).turns == 3
+
+
+@pytest.mark.parametrize("policy", ["fail", "retry"])
+async def test_an_answer_refused_before_the_new_owner_ended_its_request_is_not_a_second_outcome(
+    tmp_path: Path, policy: str
+) -> None:
+    """The lease passes to another program while the turn runs, and the old owner's answer
+    comes (refused by the store: `LeaseLost`) before the new owner has ended what the old
+    one was running. The old owner's caller is not told the refused answer, which the
+    store never keeps: it is told `OwnerDied`, what the store then settles; with
+    ``retry`` (the new owner runs it again) `AgentStopped`, to re-attach for that run's."""
+    path = tmp_path / "sessions.sqlite3"
+    gate = Gate()
+    held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x", session_id="s")[1:]])
+    asked: list[object] = []
+    answered = trio.Event()
+    async with open_runtime(store=SQLiteStore(path), lease_ttl=600) as rt:
+        await rt.start_agent(Agent, name="a", backend=held, on_owner_death=policy)
+
+        async def ask() -> None:
+            try:
+                asked.append(await rt.ask("a", "p", key="job-1"))
+            except AgentRTError as exc:
+                asked.append(exc)
+            answered.set()
+
+        async with trio.open_nursery() as nursery, SQLiteStore(path) as other:
+            nursery.start_soon(ask)
+            await gate.wait_reached()
+            [lease] = [lease for lease in await other.leases() if lease.name == "a"]
+            owner = LeaseOwner(node="other", pid=1, start_time=1, runtime_id="other")
+            await other.acquire_lease("a", owner, ttl=600, replacing=lease.epoch)
+            gate.release()
+            # The old owner's answer is refused, and its caller told; the new owner ends
+            # the request after.
+            with trio.fail_after(60):
+                await answered.wait()
+            await other.end_orphaned_requests("a", retry=policy == "retry", result_ttl=60)
+            if policy == "retry":  # the new owner runs it once more, and answers
+                [claimed] = [await other.claim_request("a")]
+                assert claimed is not None
+                done = RequestOutcome(outcome="complete", answer="again", session_id="s")
+                assert await other.settle_request("a", claimed.id, done, result_ttl=60)
+            stored = await other.find_request("a", key="job-1")
+    assert stored is not None and stored.state == "settled"
+    [outcome] = asked
+    kept = poll_result(stored)
+    if policy == "retry":
+        assert isinstance(kept, Completed) and kept.response.text == "again"
+        assert isinstance(outcome, AgentStopped)
+    else:
+        assert isinstance(kept, Failed) and isinstance(kept.error, OwnerDied)
+        assert isinstance(outcome, OwnerDied) and outcome.session_id == "s"
