@@ -26,6 +26,7 @@ from agentrt import (
     StopReason,
     StoreError,
     TurnFailed,
+    Withdrawn,
     open_runtime,
 )
 from agentrt._durable import MAX_KEY_BYTES, poll_result
@@ -217,3 +218,47 @@ async def test_an_answer_refused_before_the_new_owner_ended_its_request_is_not_a
     else:
         assert isinstance(kept, Failed) and isinstance(kept.error, OwnerDied)
         assert isinstance(outcome, OwnerDied) and outcome.session_id == "s"
+
+
+async def test_a_queued_ask_withdrawn_by_its_key_s_ref_ends_its_asker_withdrawn(
+    tmp_path: Path,
+) -> None:
+    """Another caller re-attaches to a queued keyed ask by its key and withdraws it: the
+    asker is told so (`TurnFailed`, cancelled), the prompt never runs, and the store,
+    this program and the asker agree."""
+    gate = Gate()
+    backend = ScriptedBackend(
+        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
+        default=lambda call: reply(call.prompt.upper(), session_id="s"),
+    )
+    path = tmp_path / "s.sqlite3"
+    asked: list[object] = []
+    answered = trio.Event()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        await rt.tell("a", "first")
+        await gate.wait_reached()
+
+        async def ask() -> None:
+            try:
+                asked.append(await rt.ask("a", "second", key="job-2"))
+            except AgentRTError as exc:
+                asked.append(exc)
+            answered.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await wait_for_status(rt, "a", lambda status: status.queued == 1)
+            ref = await rt.request("a", "job-2")
+            assert ref is not None
+            assert await rt.withdraw(ref)
+            with trio.fail_after(60):  # told while the turn before it still runs
+                await answered.wait()
+            assert (await rt.status("a")).queued == 0
+            assert isinstance(await rt.poll(ref), Withdrawn)
+            gate.release()
+            with trio.fail_after(60):
+                assert (await rt.ask("a", "third")).text == "THIRD"
+    [outcome] = asked
+    assert isinstance(outcome, TurnFailed) and outcome.reason is StopReason.CANCELLED
+    assert backend.prompts == ["first", "third"]
