@@ -273,12 +273,8 @@ class LocalAgent:
             # Kept in memory only (a prompt the agent chained to itself, or no store's).
             await trio.lowlevel.checkpoint()
             return slot.withdraw(ref)
-        if request is None:  # not a tell queued here: an ask, or one another program stored
-            withdrawn = await durable.withdraw(str(ref.id))
-            asked = slot.mailbox.take_stored(str(ref.id)) if withdrawn else None
-            if asked is not None:  # its asker is told now, not once the agent reaches it
-                slot.mailbox.settle_withdrawn(asked, slot.session_id)
-            return withdrawn
+        if request is None:  # not in this runtime's queue: one another program stored
+            return await durable.withdraw(str(ref.id))
         # The store first, what every program reads: a withdrawal it fails (raising) leaves
         # the request queued here too. One the loop takes meanwhile finds it withdrawn as
         # it claims it, and settles it so.

@@ -263,7 +263,7 @@ class Slot:
         if request.settled:
             return None
         if self.mailbox.remove(request):
-            request.cancelled = True
+            self.mailbox.settle_withdrawn(request, self.session_id)
             return None
         request.abandoned = True
         turn = self.turn

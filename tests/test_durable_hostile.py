@@ -17,14 +17,18 @@ from agentrt import (
     AgentRTError,
     AgentStopped,
     Completed,
+    Event,
     Failed,
     InvalidOptions,
     OwnerDied,
     Pending,
     PostgresStore,
+    Ref,
+    ResultEvent,
     SQLiteStore,
     StopReason,
     StoreError,
+    TextEvent,
     TurnFailed,
     Withdrawn,
     open_runtime,
@@ -262,3 +266,48 @@ async def test_a_queued_ask_withdrawn_by_its_key_s_ref_ends_its_asker_withdrawn(
     [outcome] = asked
     assert isinstance(outcome, TurnFailed) and outcome.reason is StopReason.CANCELLED
     assert backend.prompts == ["first", "third"]
+
+
+async def _tapped(rt: Any, name: str, ref: Ref) -> None:
+    """Until a routed follower of ``ref`` reads agent ``name``'s events at its owner ``rt``
+    (what it is given starts there)."""
+    mailbox = rt._context.children[name].slot.mailbox
+    with trio.fail_after(60):
+        while ref.id not in (mailbox.taps or {}):  # noqa: ASYNC110 (no event to wait on)
+            await trio.sleep(0.005)
+
+
+async def test_a_running_keyed_ask_is_followed_live_by_its_key_s_ref_from_any_program(
+    tmp_path: Path,
+) -> None:
+    """A keyed ask's ref, found by its key, is followed live while its turn runs, in the
+    owner's program and from another one (routed), as a tell's is: its events as they
+    come, then its result; `poll` says `Pending` meanwhile."""
+    gate = Gate()
+    backend = ScriptedBackend([gate, TextEvent(text="working"), *reply("done", session_id="s")])
+    path = tmp_path / "s.sqlite3"
+    seen: dict[str, list[Event]] = {"owner": [], "other": []}
+    async with (
+        open_runtime(store=SQLiteStore(path)) as rt,
+        open_runtime(store=SQLiteStore(path)) as other,
+    ):
+        await rt.start_agent(Agent, name="a", backend=backend)
+
+        async def follow(who: str, runtime: Any, ref: Ref) -> None:
+            async with runtime.stream(ref) as stream:
+                async for event in stream:
+                    seen[who].append(event)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rt.ask, "a", "p", "job")
+            await gate.wait_reached()
+            for who, runtime in (("owner", rt), ("other", other)):
+                ref = await runtime.request("a", "job")
+                assert ref is not None
+                assert isinstance(await runtime.poll(ref), Pending)
+                nursery.start_soon(follow, who, runtime, ref)
+            await _tapped(rt, "a", ref)
+            gate.release()
+    for events in seen.values():
+        assert isinstance(events[0], TextEvent) and events[0].text == "working"
+        assert isinstance(events[-1], ResultEvent) and events[-1].text == "done"
