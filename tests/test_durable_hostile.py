@@ -33,10 +33,11 @@ from agentrt import (
     Withdrawn,
     open_runtime,
 )
-from agentrt._durable import MAX_KEY_BYTES, poll_result
-from agentrt._records import RequestOutcome
-from agentrt.store import LeaseOwner
+from agentrt.store import LeaseOwner, RequestOutcome
 from agentrt.testing import Gate, ScriptedBackend, reply
+
+# The most UTF-8 bytes an idempotency key may have.
+MAX_KEY_BYTES = 1024
 
 
 def upper() -> ScriptedBackend:
@@ -213,14 +214,13 @@ async def test_an_answer_refused_before_the_new_owner_ended_its_request_is_not_a
                 done = RequestOutcome(outcome="complete", answer="again", session_id="s")
                 assert await other.settle_request("a", claimed.id, done, result_ttl=60)
             stored = await other.find_request("a", key="job-1")
-    assert stored is not None and stored.state == "settled"
+    assert stored is not None and stored.outcome is not None
     [outcome] = asked
-    kept = poll_result(stored)
     if policy == "retry":
-        assert isinstance(kept, Completed) and kept.response.text == "again"
+        assert (stored.outcome.outcome, stored.outcome.answer) == ("complete", "again")
         assert isinstance(outcome, AgentStopped)
     else:
-        assert isinstance(kept, Failed) and isinstance(kept.error, OwnerDied)
+        assert stored.outcome.outcome == "owner_died"
         assert isinstance(outcome, OwnerDied) and outcome.session_id == "s"
 
 
@@ -311,3 +311,29 @@ async def test_a_running_keyed_ask_is_followed_live_by_its_key_s_ref_from_any_pr
     for events in seen.values():
         assert isinstance(events[0], TextEvent) and events[0].text == "working"
         assert isinstance(events[-1], ResultEvent) and events[-1].text == "done"
+
+
+async def test_a_request_handed_over_then_halted_before_its_turn_waits_unstarted(
+    tmp_path: Path,
+) -> None:
+    """A tell to an agent waiting for work is stored started and handed over; the agent
+    halts before its turn begins (as it reads its stored credential first): the request
+    goes back to the store's queue unstarted, so the next program runs it rather than
+    ending it `OwnerDied` for a turn that never began."""
+    path = tmp_path / "s.sqlite3"
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper())
+        ref = await rt.tell("a", "later")
+        await rt.halt("a")
+        status = await wait_for_status(rt, "a", lambda status: status.state == "halted")
+        assert status.queued == 1
+        async with SQLiteStore(path) as other:
+            stored = await other.find_request("a", id=str(ref.id))
+        assert stored is not None and (stored.state, stored.epoch) == ("queued", None)
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        with trio.fail_after(60):
+            result = await rt.wait(ref)
+    assert isinstance(result, Completed) and result.response.text == "LATER"
+    assert backend.prompts == ["later"]
