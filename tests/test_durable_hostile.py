@@ -337,3 +337,53 @@ async def test_a_request_handed_over_then_halted_before_its_turn_waits_unstarted
             result = await rt.wait(ref)
     assert isinstance(result, Completed) and result.response.text == "LATER"
     assert backend.prompts == ["later"]
+
+
+class _HeldStart(SQLiteStore):
+    """Holds each start_request's answer, once it is written, until ``go`` is set."""
+
+    written: trio.Event | None = None
+    go: trio.Event | None = None
+
+    async def start_request(self, name: str, **kwargs: Any) -> str | None:
+        id = await super().start_request(name, **kwargs)
+        if self.written is not None and self.go is not None:
+            self.written.set()
+            await self.go.wait()
+        return id
+
+
+async def test_a_routed_tell_cancelled_once_its_owner_stored_it_returns_its_ref(
+    tmp_path: Path,
+) -> None:
+    """A tell routed to another program's agent, cancelled once the owner has begun
+    storing its request, is a tell as a local one is: the request is stored and runs, and
+    the tell returns its `Ref` (the cancellation is seen after), so the caller is not left
+    without the ref of work it made."""
+    path = tmp_path / "s.sqlite3"
+    store, backend = _HeldStart(path), upper()
+    refs: list[Ref] = []
+    async with (
+        open_runtime(store=store) as rt,
+        open_runtime(store=SQLiteStore(path)) as other,
+    ):
+        await rt.start_agent(Agent, name="a", backend=backend)
+        store.written, store.go = trio.Event(), trio.Event()
+        telling = trio.CancelScope()
+
+        async def tell() -> None:
+            with telling:
+                refs.append(await other.tell("a", "routed"))
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tell)
+            await store.written.wait()
+            telling.cancel()
+            store.go.set()
+        assert len(refs) == 1, (refs, await rt.status("a"), backend.prompts)
+        with trio.fail_after(60):
+            [ref] = refs
+            result = await other.wait(ref)
+    assert isinstance(result, Completed) and result.response.text == "ROUTED"
+    assert backend.prompts == ["routed"]
