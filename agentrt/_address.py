@@ -276,11 +276,14 @@ class LocalAgent:
         if request is None:  # not in this runtime's queue: one another program stored
             return await durable.withdraw(str(ref.id))
         # The store first, what every program reads: a withdrawal it fails (raising) leaves
-        # the request queued here too. One the loop takes meanwhile finds it withdrawn as
-        # it claims it, and settles it so.
+        # the request queued here too, and one it holds started (a release it failed)
+        # runs when its turn comes. One the loop takes meanwhile finds it withdrawn as it
+        # claims it, and settles it so.
         assert request.stored_id is not None
         withdrawn = await durable.withdraw(request.stored_id)
-        return slot.withdraw(ref) or withdrawn
+        if withdrawn or not request.claimed:
+            withdrawn = slot.withdraw(ref) or withdrawn
+        return withdrawn
 
     async def halt(self) -> None:
         await trio.lowlevel.checkpoint()

@@ -387,3 +387,35 @@ async def test_a_routed_tell_cancelled_once_its_owner_stored_it_returns_its_ref(
             result = await other.wait(ref)
     assert isinstance(result, Completed) and result.response.text == "ROUTED"
     assert backend.prompts == ["routed"]
+
+
+class _ReleaseFails(SQLiteStore):
+    """Fails every release_request, as a database locked by another program does."""
+
+    async def release_request(self, name: str, id: str) -> bool:
+        raise StoreError("<failing>", "database is locked")
+
+
+async def test_a_request_the_store_keeps_started_is_not_withdrawn_here_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request handed back to the queue whose release the store failed is still started
+    in the store (it runs when its turn comes): `withdraw` says False, as for a running
+    one, rather than `Withdrawn` here while it runs and settles in the store."""
+    store, backend = _ReleaseFails(tmp_path / "s.sqlite3"), upper()
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        ref = await rt.tell("a", "later")
+        await rt.halt("a")
+        await wait_for_status(rt, "a", lambda status: status.state == "halted")
+        assert "the store could not queue a request" in caplog.text
+        assert not await rt.withdraw(ref)
+        assert isinstance(await rt.poll(ref), Pending)
+        await rt.unhalt("a")
+        with trio.fail_after(60):
+            result = await rt.wait(ref)
+        stored = await store.find_request("a", id=str(ref.id))
+    assert isinstance(result, Completed) and result.response.text == "LATER"
+    assert stored is not None and stored.outcome is not None
+    assert stored.outcome.outcome == "complete"
+    assert backend.prompts == ["later"]
