@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import secrets
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -419,3 +420,57 @@ async def test_a_request_the_store_keeps_started_is_not_withdrawn_here_alone(
     assert stored is not None and stored.outcome is not None
     assert stored.outcome.outcome == "complete"
     assert backend.prompts == ["later"]
+
+
+async def test_withdrawals_racing_their_starts_from_another_program_end_each_request_once(
+    tmp_path: Path,
+) -> None:
+    """A second program tells 120 keyed prompts to the owner's agent and withdraws each
+    as soon as it has its ref, racing the owner's starts: each request either was
+    withdrawn (True; `Withdrawn` everywhere; its prompt never ran) or ran once and
+    answered (False; `Completed` everywhere), and the store holds nothing queued or
+    running at the end."""
+    path = tmp_path / "s.sqlite3"
+    backend = upper()
+    count = 120
+    said: dict[str, tuple[Ref, bool]] = {}
+    async with (
+        open_runtime(store=SQLiteStore(path)) as rt,
+        open_runtime(store=SQLiteStore(path)) as other,
+    ):
+        await rt.start_agent(Agent, name="a", backend=backend)
+        refs: trio.MemorySendChannel[tuple[str, Ref]]
+        refs, taken = trio.open_memory_channel[tuple[str, Ref]](count)
+
+        async def tell() -> None:
+            async with refs:
+                for n in range(count):
+                    prompt = f"p{n}"
+                    await refs.send((prompt, await other.tell("a", prompt, key=f"job-{n}")))
+
+        async def withdraw() -> None:
+            async with taken:
+                async for prompt, ref in taken:
+                    said[prompt] = (ref, await other.withdraw(ref))
+
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tell)
+                nursery.start_soon(withdraw)
+            outcomes = {prompt: await other.wait(ref) for prompt, (ref, _) in said.items()}
+        async with SQLiteStore(path) as reader:
+            kept = {
+                prompt: await reader.find_request("a", key=f"job-{prompt[1:]}") for prompt in said
+            }
+            unsettled = await reader.queued_requests("a")
+    ran = Counter(backend.prompts)
+    for prompt, (_ref, withdrawn) in said.items():
+        stored = kept[prompt]
+        assert stored is not None and stored.outcome is not None, prompt
+        if withdrawn:
+            assert isinstance(outcomes[prompt], Withdrawn), prompt
+            assert stored.outcome.outcome == "withdrawn" and ran[prompt] == 0, prompt
+        else:
+            assert isinstance(outcomes[prompt], Completed), prompt
+            assert stored.outcome.outcome == "complete" and ran[prompt] == 1, prompt
+    assert set(ran) <= set(said) and not unsettled
