@@ -340,34 +340,47 @@ async def test_a_request_handed_over_then_halted_before_its_turn_waits_unstarted
     assert backend.prompts == ["later"]
 
 
-class _HeldStart(SQLiteStore):
-    """Holds each start_request's answer, once it is written, until ``go`` is set."""
+class _HeldStart:
+    """Holds each start_request's answer, once it is written, until ``go`` is set (a
+    mixin of a store class)."""
 
     written: trio.Event | None = None
     go: trio.Event | None = None
 
     async def start_request(self, name: str, **kwargs: Any) -> str | None:
-        id = await super().start_request(name, **kwargs)
+        id: str | None = await super().start_request(name, **kwargs)  # type: ignore[misc]
         if self.written is not None and self.go is not None:
             self.written.set()
             await self.go.wait()
         return id
 
 
+class _HeldSQLite(_HeldStart, SQLiteStore):
+    pass
+
+
+class _HeldPostgres(_HeldStart, PostgresStore):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 async def test_a_routed_tell_cancelled_once_its_owner_stored_it_returns_its_ref(
-    tmp_path: Path,
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     """A tell routed to another program's agent, cancelled once the owner has begun
     storing its request, is a tell as a local one is: the request is stored and runs, and
     the tell returns its `Ref` (the cancellation is seen after), so the caller is not left
     without the ref of work it made."""
-    path = tmp_path / "s.sqlite3"
-    store, backend = _HeldStart(path), upper()
+    store: _HeldSQLite | _HeldPostgres
+    if kind == "sqlite":
+        path = tmp_path / "s.sqlite3"
+        store, opened = _HeldSQLite(path), SQLiteStore(path)
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        store, opened = _HeldPostgres(dsn), PostgresStore(dsn)
+    backend = upper()
     refs: list[Ref] = []
-    async with (
-        open_runtime(store=store) as rt,
-        open_runtime(store=SQLiteStore(path)) as other,
-    ):
+    async with open_runtime(store=store) as rt, open_runtime(store=opened) as other:
         await rt.start_agent(Agent, name="a", backend=backend)
         store.written, store.go = trio.Event(), trio.Event()
         telling = trio.CancelScope()
