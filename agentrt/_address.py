@@ -131,12 +131,13 @@ class LocalAgent:
         try:
             await request.wait()
         except BaseException:
-            if slot.requests is not None and not await self._withdrawn(request):
+            withdrawn = slot.requests is None or await self._withdrawn(request)
+            if not withdrawn and slot.mailbox.is_queued(request):
                 # Still queued in the store, so here too: it is stopped as its turn begins,
                 # and settles `cancelled` where every program reads it.
                 request.abandoned = True
                 raise
-            turn_over = slot.abandon(request)
+            turn_over = slot.abandon(request)  # the loop may have taken it meanwhile
             if turn_over is not None:
                 with trio.move_on_after(self._grace, shield=True):
                     await turn_over.wait()

@@ -487,3 +487,53 @@ async def test_withdrawals_racing_their_starts_from_another_program_end_each_req
             assert isinstance(outcomes[prompt], Completed), prompt
             assert stored.outcome.outcome == "complete" and ran[prompt] == 1, prompt
     assert set(ran) <= set(said) and not unsettled
+
+
+class _HeldWithdraw(SQLiteStore):
+    """Holds each withdraw_request, before it reaches the file, until ``go`` is set."""
+
+    withdrawing: trio.Event | None = None
+    go: trio.Event | None = None
+
+    async def withdraw_request(self, name: str, id: str, **kwargs: Any) -> bool:
+        if self.withdrawing is not None and self.go is not None:
+            self.withdrawing.set()
+            await self.go.wait()
+        return await super().withdraw_request(name, id, **kwargs)
+
+
+async def test_an_ask_cancelled_while_its_turn_starts_stops_that_turn(tmp_path: Path) -> None:
+    """An ask is cancelled while queued, and the agent starts its turn while the store's
+    withdrawal is on its way (which then finds it running): the turn is stopped
+    (`cancelled`), as for an ask cancelled while it runs, not left to run for nobody."""
+    store = _HeldWithdraw(tmp_path / "s.sqlite3")
+    first, second = Gate(), Gate()
+    backend = ScriptedBackend(
+        [*reply("x", session_id="s")[:1], first, *reply("x")[1:]],
+        [*reply("y", session_id="s")[:1], second, *reply("y")[1:]],
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        await rt.tell("a", "first")
+        await first.wait_reached()
+        store.withdrawing, store.go = trio.Event(), trio.Event()
+        asking = trio.CancelScope()
+
+        async def ask() -> None:
+            with asking:
+                await rt.ask("a", "second", key="job-2")
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                await wait_for_status(rt, "a", lambda status: status.queued == 1)
+                asking.cancel()
+                await store.withdrawing.wait()
+                first.release()
+                await second.wait_reached()  # its turn runs: the withdrawal will fail
+                store.go.set()
+        stored = await store.find_request("a", key="job-2")
+    assert asking.cancelled_caught
+    assert stored is not None and stored.outcome is not None
+    assert stored.outcome.outcome == "cancelled"
+    assert backend.prompts == ["first", "second"]
