@@ -537,3 +537,38 @@ async def test_an_ask_cancelled_while_its_turn_starts_stops_that_turn(tmp_path: 
     assert stored is not None and stored.outcome is not None
     assert stored.outcome.outcome == "cancelled"
     assert backend.prompts == ["first", "second"]
+
+
+class _Clock:
+    """A wall clock the test moves."""
+
+    now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_an_owner_that_runs_on_drops_its_expired_outcomes(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """An owner that never restarts keeps a `result_ttl`'s worth of its agent's outcomes,
+    not every answer since it started: those expired go as new ones are kept."""
+    clock = _Clock()
+    store: Any = (
+        SQLiteStore(tmp_path / "s.sqlite3", clock=clock)
+        if kind == "sqlite"
+        else PostgresStore(request.getfixturevalue("postgres_dsn"), clock=clock)
+    )
+    async with open_runtime(store=store) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper(), result_ttl=60)
+        for n in range(5):
+            await rt.ask("a", f"p{n}", key=f"job-{n}")
+        clock.now += 61
+        await rt.ask("a", "later", key="job-later")
+        kept = [await store.find_request("a", key=f"job-{n}") for n in range(5)]
+        counted = await store._call(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM requests").fetchone()
+        )
+    assert kept == [None] * 5
+    assert counted[0] == 1
