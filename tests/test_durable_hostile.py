@@ -572,3 +572,42 @@ async def test_an_owner_that_runs_on_drops_its_expired_outcomes(
         )
     assert kept == [None] * 5
     assert counted[0] == 1
+
+
+class _RenewalsFail(SQLiteStore):
+    """Fails lease renewals while ``failing``, as a database locked by another program."""
+
+    failing = False
+
+    async def renew_leases(self, *, ttl: float) -> Any:
+        if self.failing:
+            raise StoreError("<failing>", "database is locked")
+        return await super().renew_leases(ttl=ttl)
+
+
+async def test_a_fenced_agent_leaves_its_queue_to_the_name_s_next_owner(tmp_path: Path) -> None:
+    """The store fails the renewals past half the lease (a file locked by another program),
+    so the runtime fences the agent: its callers get `AgentStopped`, and its queued
+    requests stay queued in the store, which is back (no one took the name), for the next
+    owner, which runs them; not withdrawn, the work lost."""
+    path = tmp_path / "s.sqlite3"
+    store = _RenewalsFail(path)
+    gate = Gate()
+    held = ScriptedBackend([*reply("x", session_id="s")[:1], gate, *reply("x")[1:]])
+    async with open_runtime(store=store, lease_ttl=4, kill_grace=0.5) as rt:
+        await rt.start_agent(Agent, name="a", backend=held)
+        running = await rt.tell("a", "first")
+        await gate.wait_reached()
+        queued = [await rt.tell("a", f"p{n}", key=f"job-{n}") for n in range(3)]
+        store.failing = True
+        with trio.fail_after(60):  # the fence ends the running turn
+            stopped = await rt.wait(running)
+        assert isinstance(stopped, Failed) and "lease lost" in str(stopped.error)
+        store.failing = False
+    backend = upper()
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=backend)
+        with trio.fail_after(60):
+            results = [await rt.wait(ref) for ref in queued]
+    assert [r.response.text for r in results if isinstance(r, Completed)] == ["P0", "P1", "P2"]
+    assert backend.prompts == ["p0", "p1", "p2"]
