@@ -270,7 +270,8 @@ class LocalAgent:
         slot = self._slot
         request = slot.mailbox.find(ref)
         durable = slot.requests
-        if durable is None or ref.name != slot.name or (request and request.stored_id is None):
+        chained = request is not None and request.stored_id is None
+        if durable is None or ref.name != slot.name or chained:
             # Kept in memory only (a prompt the agent chained to itself, or no store's).
             await trio.lowlevel.checkpoint()
             return slot.withdraw(ref)
