@@ -1,5 +1,8 @@
-"""Durable requests under hostile conditions: a store that fails a withdrawal, a
-withdrawal racing a start, odd keys and prompts."""
+"""Durable requests under hostile conditions: a store that fails a withdrawal, a release or
+the lease renewals; withdrawals and cancellations racing a start; a lease passing mid-turn;
+odd and oversized keys; keyed asks re-attached to by another caller; routed tells cancelled
+once sent; outcomes past their retention. Two runtimes on one real SQLite file stand for
+two programs (routed over its sockets), and PostgreSQL where a case is the store's."""
 
 from __future__ import annotations
 
@@ -88,7 +91,7 @@ async def test_a_withdraw_the_store_failed_leaves_the_request_queued_and_one_out
     assert backend.prompts == ["first", "second"]
 
 
-async def test_an_ask_cancelled_while_the_store_fails_its_withdrawal_is_cancelled_and_runs(
+async def test_an_ask_cancelled_while_the_store_fails_its_withdrawal_settles_cancelled_everywhere(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An ask cancelled while queued, whose withdrawal the store fails: the caller sees
@@ -441,8 +444,8 @@ async def test_withdrawals_racing_their_starts_from_another_program_end_each_req
     """A second program tells 120 keyed prompts to the owner's agent and withdraws each
     as soon as it has its ref, racing the owner's starts: each request either was
     withdrawn (True; `Withdrawn` everywhere; its prompt never ran) or ran once and
-    answered (False; `Completed` everywhere), and the store holds nothing queued or
-    running at the end."""
+    answered (False; `Completed` everywhere), and the store holds nothing queued at the
+    end."""
     path = tmp_path / "s.sqlite3"
     backend = upper()
     count = 120
