@@ -614,3 +614,29 @@ async def test_a_fenced_agent_leaves_its_queue_to_the_name_s_next_owner(tmp_path
             results = [await rt.wait(ref) for ref in queued]
     assert [r.response.text for r in results if isinstance(r, Completed)] == ["P0", "P1", "P2"]
     assert backend.prompts == ["p0", "p1", "p2"]
+
+
+class _PurgeFails(SQLiteStore):
+    """Fails purge_requests, as a PostgreSQL deadlock with a settlement does."""
+
+    async def purge_requests(self) -> int:
+        raise StoreError("<failing>", "deadlock detected")
+
+
+async def test_a_purge_the_store_fails_does_not_fail_the_agent_s_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Purging expired outcomes as an owner starts is housekeeping: a store that fails it
+    (a deadlock with another agent's settlement deleting the same rows) is logged, and the
+    agent starts and runs the queue it adopts."""
+    path = tmp_path / "s.sqlite3"
+    async with open_runtime(store=SQLiteStore(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper())
+        await rt.halt("a")
+        ref = await rt.tell("a", "queued")
+    async with open_runtime(store=_PurgeFails(path)) as rt:
+        await rt.start_agent(Agent, name="a", backend=upper())
+        with trio.fail_after(60):
+            result = await rt.wait(ref)
+    assert isinstance(result, Completed) and result.response.text == "QUEUED"
+    assert "could not purge expired requests" in caplog.text
