@@ -280,19 +280,14 @@ class Actor:
                 read_store = self._read_store = True
                 if request is slot.current and slot.halt_pending:
                     # Halted meanwhile (the store's halt, or `halt`) before its turn began.
-                    slot.defer()
+                    await slot.defer(request)
                     slot.halt_pending = False
                     slot.halt_now()
                 continue
             if group is not None and not group.admit(parks=self.options.on_usage_limit == "park"):
                 # Parked at a usage limit, or at its credential's admission: the request
                 # waits at the head of the queue (withdrawn or cancelled as any queued one).
-                if request is slot.current:  # handed over as it idled: it joins the queue
-                    slot.defer()
-                if request.claimed and slot.requests is not None:
-                    # Started in the store as it was handed over: it waits there unstarted,
-                    # so a program that closes meanwhile leaves it queued for the next.
-                    await slot.requests.release(request)
+                await slot.defer(request)
                 await wait_for_admission(slot, group)
                 continue
             if request is not slot.current:

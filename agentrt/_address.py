@@ -38,9 +38,10 @@ from ._durable import (
     settled,
     wait_stored,
 )
-from ._errors import AgentNotFound, InvalidOptions
+from ._errors import AgentNotFound, InvalidOptions, StoreError
 from ._events import Event, Response
 from ._follow import EncodedBatch, FollowedStream, ended
+from ._logs import log_error
 from ._operations import OPERATIONS, ROUTED_CALLS, Travels, make_operations
 from ._options import AgentOptions
 from ._requests import NotFound, Origin, Pending, PollResult, Ref, Request, Settled, ref_of
@@ -130,19 +131,37 @@ class LocalAgent:
         try:
             await request.wait()
         except BaseException:
-            turn_over = slot.abandon(request)
+            withdrawn = slot.requests is None or await self._withdrawn(request)
+            if not withdrawn and slot.mailbox.is_queued(request):
+                # Still queued in the store, so here too: it is stopped as its turn begins,
+                # and settles `cancelled` where every program reads it.
+                request.abandoned = True
+                raise
+            turn_over = slot.abandon(request)  # the loop may have taken it meanwhile
             if turn_over is not None:
                 with trio.move_on_after(self._grace, shield=True):
                     await turn_over.wait()
-            elif request.cancelled and slot.requests is not None:
-                assert request.stored_id is not None
-                await slot.requests.withdraw(request.stored_id)
             raise
         outcome = request.outcome
         if isinstance(outcome, Response):
             return outcome
-        assert outcome is not None
+        if outcome is None:  # withdrawn while queued, by its ref (a caller that had its key)
+            return answer_of(request.result())
         raise outcome
+
+    async def _withdrawn(self, request: Request) -> bool:
+        """Whether the abandoned stored ``request`` may leave this program's queue: it is
+        not queued here, or the store withdrew it first (what every program reads). A
+        store that cannot is logged: the asker's cancellation is what it sees."""
+        if not self._slot.mailbox.is_queued(request):
+            return True
+        durable = self._slot.requests
+        assert durable is not None and request.stored_id is not None
+        try:
+            return await durable.withdraw(request.stored_id)
+        except StoreError as exc:
+            log_error(f"agent {durable.name!r}: the store could not withdraw a request", exc)
+            return False
 
     async def tell(self, prompt: str, key: str | None = None) -> Ref:
         slot = self._slot
@@ -250,17 +269,23 @@ class LocalAgent:
     async def withdraw(self, ref: Ref) -> bool:
         slot = self._slot
         request = slot.mailbox.find(ref)
-        withdrawn = slot.withdraw(ref)
         durable = slot.requests
-        if durable is None or ref.name != slot.name:
+        chained = request is not None and request.stored_id is None
+        if durable is None or ref.name != slot.name or chained:
+            # Kept in memory only (a prompt the agent chained to itself, or no store's).
             await trio.lowlevel.checkpoint()
-            return withdrawn
+            return slot.withdraw(ref)
         if request is None:  # not in this runtime's queue: one another program stored
             return await durable.withdraw(str(ref.id))
-        if request.stored_id is None:  # a prompt the agent chained to itself
-            await trio.lowlevel.checkpoint()
-            return withdrawn
-        return await durable.withdraw(request.stored_id) or withdrawn
+        # The store first, what every program reads: a withdrawal it fails (raising) leaves
+        # the request queued here too, and one it holds started (a release it failed)
+        # runs when its turn comes. One the loop takes meanwhile finds it withdrawn as it
+        # claims it, and settles it so.
+        assert request.stored_id is not None
+        withdrawn = await durable.withdraw(request.stored_id)
+        if withdrawn or not request.claimed:
+            withdrawn = slot.withdraw(ref) or withdrawn
+        return withdrawn
 
     async def halt(self) -> None:
         await trio.lowlevel.checkpoint()

@@ -137,7 +137,8 @@ class AgentCalls:
         stored before `tell` returns: it runs once, in order, even if this program dies
         (the next owner of ``name`` runs it), and its outcome is kept for the agent's
         ``result_ttl``, for `wait` and `poll` from any program on the store.
-        ``key`` (a non-empty str) is an idempotency key: while the store keeps a request
+        ``key`` (a non-empty str of at most 1024 UTF-8 bytes, no NUL; else
+        `InvalidOptions`) is an idempotency key: while the store keeps a request
         of ``name`` under it, a tell with it stores and starts nothing and returns that
         request's `Ref` (`request` finds it by key). A key on `MemoryStore` raises
         `InvalidOptions`.

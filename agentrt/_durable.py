@@ -80,10 +80,29 @@ def new_stored_id() -> str:
     return str(secrets.randbits(62))
 
 
+# The most UTF-8 bytes of an idempotency key: with the agent's name (at most 255
+# characters) it fits a PostgreSQL index row (2704 bytes), on every store alike.
+MAX_KEY_BYTES = 1024
+
+
 def check_key(key: object) -> None:
-    """Refuse an idempotency key that is not a non-empty str (or None)."""
-    if key is not None and (not isinstance(key, str) or not key):
+    """Refuse an idempotency key that is not a non-empty str (or None), or one that some
+    store cannot keep: a NUL (PostgreSQL's text refuses it), a lone surrogate (not UTF-8),
+    more than `MAX_KEY_BYTES`."""
+    if key is None:
+        return
+    if not isinstance(key, str) or not key:
         raise InvalidOptions("key", key, "an idempotency key is a non-empty str, or None")
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError as exc:
+        why = f"contains U+{ord(key[exc.start]):04X}, a lone surrogate (not UTF-8 text)"
+        raise InvalidOptions("key", key[:40], why) from None
+    if size > MAX_KEY_BYTES:
+        why = f"is {size} bytes long in UTF-8; an idempotency key has at most {MAX_KEY_BYTES}"
+        raise InvalidOptions("key", f"{key[:40]}...", why)
+    if "\x00" in key:
+        raise InvalidOptions("key", key[:40], "contains U+0000 (NUL), which a store cannot keep")
 
 
 def refuse_key(key: object) -> NoReturn:
@@ -351,7 +370,12 @@ class Durable:
                 await claim()
             for orphan in deaths:
                 await self._enter_death(history, node, orphan)
-        await store.purge_requests()
+        try:
+            await store.purge_requests()
+        except StoreError as exc:
+            # Housekeeping: on PostgreSQL it may meet a settlement deleting some of the same
+            # expired rows (a deadlock, one of the two given up); the next start purges.
+            log_error(f"agent {self.name!r}: the store could not purge expired requests", exc)
         for stored in await store.queued_requests(self.name):
             mailbox.adopt(self.request_of(stored, mailbox))
         return tuple(orphans)
@@ -474,7 +498,7 @@ class Durable:
                         continue
                     done = False
                 if not done:
-                    await self._overrule(request)
+                    await self._overrule(request, outcome)
                 return
         logger.warning(
             "agent %r: request %s was not settled within %g s: the store keeps it running "
@@ -495,7 +519,7 @@ class Durable:
                 continue
             return stored is not None and stored.state == "running"
 
-    async def _overrule(self, request: Request) -> None:
+    async def _overrule(self, request: Request, outcome: Response | AgentRTError) -> None:
         assert request.stored_id is not None
         try:
             stored = await self.store.find_request(self.name, id=request.stored_id)
@@ -505,6 +529,18 @@ class Durable:
         result = poll_result(stored)
         if isinstance(result, Failed):
             request.overruled = result.error
+        elif isinstance(result, Pending):
+            # Refused, and not settled yet: the name's owner now (a newer epoch) ends it
+            # as it ends every request a dead owner ran, so this turn's outcome is never
+            # the store's. Its callers here are told what it will be: `OwnerDied`, or,
+            # where it runs again, that they are not told here (they re-attach).
+            if self.options.on_owner_death == "retry":
+                why = "its lease passed to another owner, which runs the request again"
+                request.overruled = AgentStopped(self.name, why)
+            else:
+                why = "its lease passed to another owner while the turn ran"
+                session_id = getattr(outcome, "session_id", None)
+                request.overruled = OwnerDied(self.name, session_id, why)
 
     async def withdraw_all(self, ids: list[str]) -> None:
         """Withdraw the queued requests ``ids`` (their agent ended for good); a store that

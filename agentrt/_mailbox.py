@@ -62,7 +62,7 @@ class Mailbox:
     # Prompts the agent chained to itself: they run before queued work.
     chained: deque[Request] | None = None
     notifications: deque[Any] | None = None
-    # Tells and self-chained prompts that are queued or running, by ref id.
+    # Tells, self-chained prompts and stored asks that are queued or running, by ref id.
     live: dict[int, Request] | None = None
     # Settled tells, oldest first, with the bytes each counts.
     results: OrderedDict[int, tuple[Settled, int]] | None = None
@@ -133,7 +133,8 @@ class Mailbox:
         return None
 
     def track(self, request: Request) -> None:
-        if request.origin != "ask":
+        # An ask has no ref of its own, but a stored one's is found by its key.
+        if request.origin != "ask" or request.stored_id is not None:
             if self.live is None:
                 self.live = {}
             self.live[request.ref.id] = request
@@ -189,6 +190,10 @@ class Mailbox:
             self.queue = deque()
         self.queue.appendleft(request)
         self.queued_bytes += request.size
+
+    def is_queued(self, request: Request) -> bool:
+        """Whether ``request`` waits in the queue (not taken, settled or chained)."""
+        return request in (self.queue or ())
 
     def remove(self, request: Request) -> bool:
         """Take a queued request out of the queue; False if it is not queued."""
@@ -267,7 +272,7 @@ class Mailbox:
                 del taps[ref_id]
 
     def find(self, ref: Ref) -> Request | None:
-        """The queued or running tell (or chained prompt) ``ref`` names."""
+        """The queued or running tell (or chained prompt, or stored ask) ``ref`` names."""
         if self.live is None or ref.name != self.name:
             return None
         return self.live.get(ref.id)
@@ -286,10 +291,10 @@ class Mailbox:
             request.waiters = None
             for task in waiters:
                 trio.lowlevel.reschedule(task)
-        if request.origin == "ask":
-            return
         if self.live is not None:
             self.live.pop(request.ref.id, None)
+        if request.origin == "ask":
+            return
         self._keep(request)
 
     def unsolicited(self) -> UnsolicitedTurns:

@@ -133,13 +133,16 @@ class Slot:
             self.begin(request)
         return request
 
-    def defer(self) -> None:
-        """The request handed over cannot run at once after all: it waits at the head of
-        the queue."""
-        request = self.current
-        assert request is not None
-        self.current = None
-        self.mailbox.put_back(request)
+    async def defer(self, request: Request) -> None:
+        """``request`` (handed over, or the head just read) cannot run at once after all:
+        it waits at the head of the queue; one started in the store as it was handed over
+        waits there unstarted, so a program that closes meanwhile leaves it queued for the
+        next owner (not ended `OwnerDied`, for a turn that never began)."""
+        if request is self.current:
+            self.current = None
+            self.mailbox.put_back(request)
+        if request.claimed and self.requests is not None:
+            await self.requests.release(request)
 
     def park(self) -> Awaitable[object]:
         """Await it to wait until other tasks give the instance something to do.
@@ -271,7 +274,7 @@ class Slot:
         if request.settled:
             return None
         if self.mailbox.remove(request):
-            request.cancelled = True
+            self.mailbox.settle_withdrawn(request, self.session_id)
             return None
         request.abandoned = True
         turn = self.turn

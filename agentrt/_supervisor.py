@@ -428,8 +428,8 @@ class Supervisor(metaclass=NoPublicConstructor):
             # closed or gave up): no host is to start it again. A closing runtime's agents
             # keep their specs, for the hosts.
             self._remove(child)
-            self._context.ownership.release_soon(child.name, retire=not self._context.closed)
             self._fail_queued(child, exit.error)
+            self._context.ownership.release_soon(child.name, retire=not self._context.closed)
             return
         self._pending.append((child, exit.error.reason))
         self._wakeup.set()
@@ -438,11 +438,14 @@ class Supervisor(metaclass=NoPublicConstructor):
         """Fail the queue of an agent that ended for good, and end the readers of its
         unsolicited turns. In a store that keeps requests
         they are withdrawn too while the runtime stays open (their callers were told
-        `AgentStopped`); a closing runtime leaves them queued for the next owner."""
+        `AgentStopped`); a closing runtime, and an agent stopped because its lease was
+        lost (fenced), leave them queued for the name's next owner."""
         stored = child.slot.mailbox.fail_queued(error)
         child.slot.mailbox.end_feeds()
-        durable = child.slot.requests
-        if stored and durable is not None and not self._context.closed:
+        durable, context = child.slot.requests, self._context
+        if stored and durable is not None and not context.closed:
+            if context.ownership.lost(child.name):
+                return  # the work of the lease's next owner
             self._nursery.start_soon(durable.withdraw_all, stored)
 
     def _remove(self, child: Child) -> None:

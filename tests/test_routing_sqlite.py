@@ -22,6 +22,7 @@ from test_routing import CHILD, start_owner
 
 import agentrt
 from agentrt import AgentNotFound, AgentStopped, RoutingError, StoreError
+from agentrt._stores import _sqlite_router
 from agentrt._stores._route_codec import PROTOCOL, decode_answer, encode_call
 from agentrt._stores._sqlite_router import CHECK_EVERY, routes_directory, socket_name
 from agentrt.store import LeaseOwner
@@ -267,3 +268,24 @@ async def test_a_connection_of_another_user_is_refused_unanswered(tmp_path: Path
             assert (await rt.status("x")).turns == 0  # the ask never ran
             answer = answer_of("ask", await exchange(mine, honest))  # this user's is served
         assert isinstance(answer, agentrt.Response) and answer.text == "heard: from nobody"
+
+
+async def test_a_call_over_the_frame_bound_is_refused_unsent_and_its_owner_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A routed tell whose prompt makes a frame over the bound raises `RoutingError` saying
+    so, not `AgentStopped` (its owner lives: the call was never taken), and stores nothing;
+    the owner answers the next call."""
+    bound = 1 << 20
+    monkeypatch.setattr(_sqlite_router, "MAX_FRAME", bound)
+    path = store_at(tmp_path)
+    async with (
+        agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as owner,
+        agentrt.open_runtime(store=agentrt.SQLiteStore(path)) as caller,
+    ):
+        await owning(owner)
+        with trio.fail_after(BOUND), pytest.raises(RoutingError, match=f"over the {bound}"):
+            await caller.tell("x", "p" * (2 * bound), key="big")
+        assert await caller.request("x", "big") is None
+        with trio.fail_after(BOUND):
+            assert (await caller.ask("x", "small")).text == "heard: small"

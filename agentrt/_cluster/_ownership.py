@@ -266,6 +266,11 @@ class Ownership:
         call's caller asks of the owner it waits on (the router is handed this check)."""
         return runtime_ended(owner, self.owner.node)
 
+    def lost(self, name: str) -> bool:
+        """Whether this runtime stopped the agent ``name`` because its lease was lost (and
+        has not given the name back yet): what the agent held is the name's next owner's."""
+        return name in self._fenced
+
     def release_soon(self, name: str, *, retire: bool = False) -> None:
         """The agent ``name`` has ended for good (its processes are gone): give its lease
         back, in the background; with ``retire``, after removing its failover spec."""

@@ -168,7 +168,10 @@ class PostgresRouter:
         arrived = self._answers[ident] = trio.Event()
         try:
             owner = await self._db.call(lambda conn: self._send(conn, ident, name, call, row))
-            return await self._await_answer(ident, arrived, name, call, owner)
+            # A tell, once sent, is seen through (its owner stores it whatever the caller
+            # does): it returns its Ref, and a cancellation is seen after, as a local one's.
+            with trio.CancelScope(shield=call == "tell"):
+                return await self._await_answer(ident, arrived, name, call, owner)
         except BaseException:
             await self._withdraw(ident, name)
             raise

@@ -107,6 +107,7 @@ WHERE name = ? AND id = ? AND state = 'running' AND epoch = ?
 """
 _SESSION_OF = "SELECT session_id FROM sessions WHERE name = ?"
 _PURGE = "DELETE FROM requests WHERE expires_at <= ?"
+_PURGE_NAME = "DELETE FROM requests WHERE name = ? AND expires_at <= ?"
 
 # A request is started at most this many times: once, and once more where its agent asks
 # to retry a request whose owner died.
@@ -284,8 +285,9 @@ class SqlRequests:
         if turn is not None and turn.name != name:
             raise ValueError(f"turn is of agent {turn.name!r}, the request of agent {name!r}")
         record = None if turn is None else turn_writes(self, turn, session_id=session_id, keep=keep)
-        settled = _settled(outcome, self.clock(), result_ttl)
-        sql, where = self._sql(_SETTLE_RUNNING), self._where
+        now = self.clock()
+        settled = _settled(outcome, now, result_ttl)
+        sql, purge, where = self._sql(_SETTLE_RUNNING), self._sql(_PURGE_NAME), self._where
 
         def work(conn: Any) -> bool:
             epoch = _owner_epoch(self, where, name, "settle_request")
@@ -293,7 +295,11 @@ class SqlRequests:
                 # Raised inside the transaction: the settlement is rolled back with it.
                 raise no_row(where, name)
             params = (*settled, name, id, "running", epoch)
-            return bool(conn.execute(sql, params).rowcount == 1)
+            done = conn.execute(sql, params).rowcount == 1
+            # The agent's expired outcomes go as each new one is kept: an owner that runs
+            # for months keeps a result_ttl's worth, not every answer since it started.
+            conn.execute(purge, (name, now))
+            return bool(done)
 
         return await self._call(work, fence=name, atomic=True)
 

@@ -157,36 +157,43 @@ class SQLiteRouter:
             row = encode_call(call, arguments)
         except RowRefused as exc:
             raise RoutingError(name, call, str(exc)) from None
+        frame = _encoder.encode(_Request(self.me.runtime_id, name, call, row))
+        if len(frame) > MAX_FRAME:
+            # Refused here: the owner would refuse it unread and close, as a dead one does.
+            why = f"its call is {len(frame)} bytes, over the {MAX_FRAME} a frame may have: not sent"
+            raise RoutingError(name, call, why)
         lease = await self.lease_of(name)
         owner = None if lease is None or not lease.held else lease.owner
         if lease is None or owner is None or owner.runtime_id == self.me.runtime_id:
             # No live owner; or this runtime's own lease, of an agent starting or ending.
             raise AgentNotFound(name)
-        frame = _encoder.encode(_Request(self.me.runtime_id, name, call, row))
-        async with await self._connect(name, call, owner) as stream:
-            answer: bytes | None = None
-            refused: str | None = None
-            owner_left = False
-            async with trio.open_nursery() as nursery:
+        # A tell, once sent, is seen through (its owner stores it whatever the caller does):
+        # it returns its Ref, and a cancellation is seen after, as a local one's.
+        with trio.CancelScope(shield=call == "tell"):
+            async with await self._connect(name, call, owner) as stream:
+                answer: bytes | None = None
+                refused: str | None = None
+                owner_left = False
+                async with trio.open_nursery() as nursery:
 
-                async def watch() -> None:
-                    nonlocal owner_left
-                    while True:
-                        await trio.sleep(CHECK_EVERY)
-                        if not await self._still_owner(name, lease):
-                            owner_left = True
-                            nursery.cancel_scope.cancel()
+                    async def watch() -> None:
+                        nonlocal owner_left
+                        while True:
+                            await trio.sleep(CHECK_EVERY)
+                            if not await self._still_owner(name, lease):
+                                owner_left = True
+                                nursery.cancel_scope.cancel()
 
-                nursery.start_soon(watch)
-                # Nothing raised in here: a nursery would wrap it in an ExceptionGroup.
-                try:
-                    await stream.send_all(_LENGTH.pack(len(frame)) + frame)
-                    answer = await _receive_frame(stream)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass  # the owner went: its socket closed with it
-                except _FrameRefused as exc:
-                    refused = str(exc)
-                nursery.cancel_scope.cancel()
+                    nursery.start_soon(watch)
+                    # Nothing raised in here: a nursery would wrap it in an ExceptionGroup.
+                    try:
+                        await stream.send_all(_LENGTH.pack(len(frame)) + frame)
+                        answer = await _receive_frame(stream)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass  # the owner went: its socket closed with it
+                    except _FrameRefused as exc:
+                        refused = str(exc)
+                    nursery.cancel_scope.cancel()
         if refused is not None:
             raise RoutingError(name, call, f"its answer was refused: {refused}")
         if owner_left or answer is None:
