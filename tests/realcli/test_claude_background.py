@@ -233,9 +233,10 @@ async def test_a_killed_program_leaves_no_background_work(
     # program reads that store); its fence guard does, as on a shared store.
     claude.api.set_script(starts_in_background("sleep 30"))
     where = "memory" if store == "memory" else str(tmp_path / "s.sqlite3")
-    options = json.dumps(claude.agent_options(allowed_tools=["Bash"]))
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(claude.agent_options(allowed_tools=["Bash"])))
     async with store_programs(CHILD, where) as start:
-        program = await start(options)
+        program = await start(str(options))
         with trio.fail_after(TURN_BOUND):
             assert await program.line() == "ASKED"
             await wait_for_process(claude.marker, lambda p: p.cmdline == "sleep 30")
