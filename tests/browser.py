@@ -7,6 +7,8 @@ for a person to look at."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 import trio
+from proc_helpers import processes_below, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "console-screenshots"
@@ -117,4 +120,13 @@ async def open_browser() -> AsyncIterator[Browser]:
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(driver.quit)
+            # quit returns as the browser's main process ends; its zygotes end after it, on
+            # their own (the test's leftover check would otherwise find one still asleep,
+            # and it still reports one that outlives this bound).
+            with contextlib.suppress(trio.TooSlowError):
+                await wait_until(lambda: not _chromium_below(os.getpid()), bound=WAIT)
             shutil.rmtree(profile, ignore_errors=True)
+
+
+def _chromium_below(pid: int) -> bool:
+    return any("/chromium" in p.cmdline for p in processes_below(pid))
