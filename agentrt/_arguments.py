@@ -8,6 +8,7 @@ prompt is not an option, and an empty one is a plain bad argument, as in the std
 from __future__ import annotations
 
 import os
+import re
 import stat
 import unicodedata
 from typing import Any
@@ -26,6 +27,8 @@ _UNPRINTABLE = {
     "Zl": "a line separator",
     "Zp": "a paragraph separator",
 }
+# A UTF-16 surrogate code point standing alone in a str (from a JSON escape, say).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def wrong_type(argument: str, expected: str, value: object) -> TypeError:
@@ -63,13 +66,22 @@ def check_name(name: object) -> str:
 
 def check_prompt(prompt: object, argument: str = "prompt") -> str:
     """``prompt``, a text for the model; its errors name it ``argument`` (``steer``'s is
-    ``text``)."""
+    ``text``). A NUL (PostgreSQL's text refuses it) or a lone surrogate (no UTF-8 holds
+    it: not for a CLI's stdin, a store or a routed call) is refused on every store alike."""
     if not isinstance(prompt, str):
         raise wrong_type(argument, "a str", prompt)
     if not prompt:
         raise ValueError(f"{argument} must not be empty")
     if prompt.isspace():  # stops at the first other character: no copy of a long prompt
         raise ValueError(f"{argument} must not be blank: {prompt[:40]!r}")
+    if "\x00" in prompt:
+        raise ValueError(f"{argument} contains U+0000 (NUL) at {prompt.index(chr(0))}")
+    if not prompt.isascii() and (found := _SURROGATE.search(prompt)) is not None:
+        where = found.start()
+        raise ValueError(
+            f"{argument} contains U+{ord(prompt[where]):04X}, a lone surrogate, at {where}: "
+            "not UTF-8 text"
+        )
     return prompt
 
 

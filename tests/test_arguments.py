@@ -235,3 +235,26 @@ async def test_checks_run_before_the_runtime_does_anything(autojump_clock: MockC
         assert await rt.store.load("bad\n") is None
         await trio.lowlevel.checkpoint()
         assert rt.statistics().agents == 0
+
+
+@pytest.mark.parametrize(
+    ("prompt", "said"),
+    [
+        ("a\x00b", "contains U+0000 (NUL) at 1"),
+        ("ok \ud83d!", "contains U+D83D, a lone surrogate, at 3"),
+    ],
+)
+async def test_a_prompt_no_store_or_cli_can_take_is_refused_before_a_turn(
+    kind: str, prompt: str, said: str, tmp_path: Path
+) -> None:
+    # On a SQLite store too: refused alike on every store (PostgreSQL refuses a NUL, no
+    # UTF-8 holds a lone surrogate), before the request is kept.
+    backend = echo_backend()
+    async with open_runtime(store=SQLiteStore(tmp_path / "s.sqlite3")) as rt:
+        api = _api(kind, rt)
+        await api.start_agent(Agent, name="a", backend=backend)
+        for call in (api.ask, api.tell):
+            with pytest.raises(ValueError, match=rf"^prompt {re.escape(said)}"):
+                await call("a", prompt)
+        assert (await rt.status("a")).turns == 0
+    assert backend.prompts == []
