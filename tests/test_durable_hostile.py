@@ -48,6 +48,17 @@ def upper() -> ScriptedBackend:
     return ScriptedBackend(default=lambda call: reply(call.prompt.upper(), session_id="s"))
 
 
+def held_then_upper() -> tuple[Gate, ScriptedBackend]:
+    """A backend whose first turn waits at the gate once its session is said, and whose
+    later turns answer their prompt in capitals."""
+    gate = Gate()
+    backend = ScriptedBackend(
+        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
+        default=lambda call: reply(call.prompt.upper(), session_id="s"),
+    )
+    return gate, backend
+
+
 class _WithdrawFails(SQLiteStore):
     """Fails withdrawals while ``failing``, as a database locked by another program does."""
 
@@ -66,11 +77,7 @@ async def test_a_withdraw_the_store_failed_leaves_the_request_queued_and_one_out
     request is neither reported withdrawn here while the store runs it, nor run after it
     was reported withdrawn; this program and the store give it one outcome."""
     store = _WithdrawFails(tmp_path / "s.sqlite3")
-    gate = Gate()
-    backend = ScriptedBackend(
-        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
-        default=lambda call: reply(call.prompt.upper(), session_id="s"),
-    )
+    gate, backend = held_then_upper()
     async with open_runtime(store=store) as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
         await rt.tell("a", "first")
@@ -99,11 +106,7 @@ async def test_an_ask_cancelled_while_the_store_fails_its_withdrawal_settles_can
     not reported withdrawn here (to run later all the same): it is stopped as its turn
     begins, and this program and the store both say `cancelled`."""
     store = _WithdrawFails(tmp_path / "s.sqlite3")
-    gate = Gate()
-    backend = ScriptedBackend(
-        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
-        default=lambda call: reply(call.prompt.upper(), session_id="s"),
-    )
+    gate, backend = held_then_upper()
     async with open_runtime(store=store) as rt:
         await rt.start_agent(Agent, name="a", backend=backend)
         await rt.tell("a", "first")
@@ -234,11 +237,7 @@ async def test_a_queued_ask_withdrawn_by_its_key_s_ref_ends_its_asker_withdrawn(
     """Another caller re-attaches to a queued keyed ask by its key and withdraws it: the
     asker is told so (`TurnFailed`, cancelled), the prompt never runs, and the store,
     this program and the asker agree."""
-    gate = Gate()
-    backend = ScriptedBackend(
-        [*reply("x", session_id="s")[:1], gate, *reply("x")[1:]],
-        default=lambda call: reply(call.prompt.upper(), session_id="s"),
-    )
+    gate, backend = held_then_upper()
     path = tmp_path / "s.sqlite3"
     asked: list[object] = []
     answered = trio.Event()
