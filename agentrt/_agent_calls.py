@@ -11,8 +11,10 @@ face writes it out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+import trio
 
 from . import _scheduling as scheduling
 from ._address import ROUTED, LocalAgent, RemoteAgent, resolve
@@ -62,18 +64,36 @@ class AgentCalls:
 
     def _serve_routed(self, call: str, name: str, arguments: tuple[Any, ...]) -> object:
         """Run a call another runtime routed here, for an agent of this runtime only (so a
-        routed call is never routed on); returns its awaitable. A runtime that is closing
-        answers as its agents do then: stopped (`NoRuntime` is the caller's own runtime's;
-        a caller whose ref was stored reads it from the store then)."""
+        routed call is never routed on); returns its awaitable, which for an agent this
+        runtime is starting waits for the start to end. A runtime that is closing answers
+        as its agents do then: stopped (`NoRuntime` is the caller's own runtime's; a caller
+        whose ref was stored reads it from the store then)."""
         if self._context.closed:
             raise AgentStopped(name, "its runtime closed")
-        child = self._context.children.get(name)
-        if child is None:
-            raise AgentNotFound(name)
         method = ROUTED.get(call)
         if method is None:
             raise AgentRTError(f"a routed call to {call!r}: not a call agentrt routes")
-        return method(child.address(), *arguments)
+        child = self._context.children.get(name)
+        if child is not None:
+            return method(child.address(), *arguments)
+        start = self._context.starting.get(name)
+        if start is None:
+            raise AgentNotFound(name)
+        # The name's lease, which routed the call here, is taken early in its start.
+        return self._serve_once_started(start, method, name, arguments)
+
+    async def _serve_once_started(
+        self,
+        start: trio.Event,
+        method: Callable[..., Awaitable[object]],
+        name: str,
+        arguments: tuple[Any, ...],
+    ) -> object:
+        await start.wait()
+        child = self._context.children.get(name)
+        if child is None:
+            raise AgentNotFound(name)
+        return await method(child.address(), *arguments)
 
     def _store_here(self, name: str) -> SessionStore:
         """The store, for a call on agent ``name``'s records that this runtime makes on it,

@@ -137,7 +137,7 @@ def host_for(
         leases,
         ttl=context.ownership.ttl,
         capacity=max_processes,
-        running=lambda: set(context.children) | context.starting,
+        running=lambda: {*context.children, *context.starting},
         dead_holder=context.ownership.holder_gone,
         start=start,
     )

@@ -91,8 +91,9 @@ class Context:
     children: dict[str, Child] = attrs.field(factory=dict)
     # Its agents by the credential they use (usage limits, expired logins, admission).
     credentials: CredentialGroups = attrs.field(factory=CredentialGroups)
-    # Names whose start_agent is under way (it awaits the store and init_agent).
-    starting: set[str] = attrs.field(factory=set)
+    # Names whose start_agent is under way (it awaits the store and init_agent), each with
+    # the event set when that start has ended, started or not.
+    starting: dict[str, trio.Event] = attrs.field(factory=dict)
     ids: itertools.count[int] = attrs.field(factory=itertools.count)
     incarnations: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     closed: bool = False
@@ -283,7 +284,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             fork_from=fork_from,
             options=options,
         )
-        context.starting.add(name)
+        context.starting[name] = trio.Event()
         started = False
         try:
             ready = await prepare_agent(
@@ -317,7 +318,7 @@ class Supervisor(metaclass=NoPublicConstructor):
             started = True
             self._store_held(ready.slot)
         finally:
-            context.starting.discard(name)
+            context.starting.pop(name).set()
             if not started:
                 ownership.release_soon(name)
         if not ownership.holds(name):  # fenced while it started, so nothing stopped it

@@ -289,3 +289,65 @@ async def test_a_call_over_the_frame_bound_is_refused_unsent_and_its_owner_serve
         assert await caller.request("x", "big") is None
         with trio.fail_after(BOUND):
             assert (await caller.ask("x", "small")).text == "heard: small"
+
+
+class _LoadHeld(agentrt.SQLiteStore):
+    """Holds an agent's start where it has its lease and reads its record (and fails it
+    there if ``fail``)."""
+
+    def __init__(self, path: Path, *, fail: bool) -> None:
+        super().__init__(path)
+        self.fail = fail
+        self.leased = trio.Event()
+        self.go_on = trio.Event()
+
+    async def load(self, name: str) -> agentrt.store.SessionRecord | None:
+        self.leased.set()
+        await self.go_on.wait()
+        if self.fail:
+            raise StoreError(str(self.path), "made to fail by the test")
+        return await super().load(name)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+async def test_a_call_to_an_agent_its_owner_is_starting_waits_for_the_start(
+    tmp_path: Path, failed: bool
+) -> None:
+    # The lease says which runtime owns the name from the first step of its start: a call
+    # routed there meanwhile is answered once the start has ended, not `AgentNotFound`
+    # (which it is if the start fails).
+    held = _LoadHeld(store_at(tmp_path), fail=failed)
+    backend = ScriptedBackend(default=lambda call: reply(f"heard: {call.prompt}"))
+    async with (
+        agentrt.open_runtime(store=held) as owner,
+        agentrt.open_runtime(store=agentrt.SQLiteStore(store_at(tmp_path))) as caller,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def start() -> None:
+            with contextlib.suppress(StoreError):
+                await owner.start_agent(agentrt.Agent, name="x", backend=backend)
+
+        nursery.start_soon(start)
+        with trio.fail_after(BOUND):
+            await held.leased.wait()
+        answered: list[object] = []
+        done = trio.Event()
+
+        async def ask() -> None:
+            try:
+                answered.append(await caller.ask("x", "hello"))
+            except AgentNotFound as exc:
+                answered.append(exc)
+            done.set()
+
+        nursery.start_soon(ask)
+        await trio.sleep(0.5)  # time for the routed call to reach the owner, which waits
+        assert answered == []
+        held.go_on.set()
+        with trio.fail_after(BOUND):
+            await done.wait()
+    if failed:
+        assert isinstance(answered[0], AgentNotFound), answered
+    else:
+        assert isinstance(answered[0], agentrt.Response) and answered[0].text == "heard: hello"
