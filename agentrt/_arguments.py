@@ -64,24 +64,29 @@ def check_name(name: object) -> str:
     return name
 
 
+def unstorable(text: str) -> str | None:
+    """Why no store, routed call or CLI's stdin takes ``text`` alike, or None: a NUL
+    (PostgreSQL's text refuses it) or a lone surrogate (no UTF-8 holds it)."""
+    if "\x00" in text:
+        return f"contains U+0000 (NUL) at {text.index(chr(0))}"
+    if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
+        where = found.start()
+        return f"contains U+{ord(text[where]):04X}, a lone surrogate, at {where}: not UTF-8 text"
+    return None
+
+
 def check_prompt(prompt: object, argument: str = "prompt") -> str:
     """``prompt``, a text for the model; its errors name it ``argument`` (``steer``'s is
-    ``text``). A NUL (PostgreSQL's text refuses it) or a lone surrogate (no UTF-8 holds
-    it: not for a CLI's stdin, a store or a routed call) is refused on every store alike."""
+    ``text``). One no store takes alike (`unstorable`) is refused on every store."""
     if not isinstance(prompt, str):
         raise wrong_type(argument, "a str", prompt)
     if not prompt:
         raise ValueError(f"{argument} must not be empty")
     if prompt.isspace():  # stops at the first other character: no copy of a long prompt
         raise ValueError(f"{argument} must not be blank: {prompt[:40]!r}")
-    if "\x00" in prompt:
-        raise ValueError(f"{argument} contains U+0000 (NUL) at {prompt.index(chr(0))}")
-    if not prompt.isascii() and (found := _SURROGATE.search(prompt)) is not None:
-        where = found.start()
-        raise ValueError(
-            f"{argument} contains U+{ord(prompt[where]):04X}, a lone surrogate, at {where}: "
-            "not UTF-8 text"
-        )
+    # The C-level look first: an ASCII prompt without a NUL costs an ask no Python call.
+    if ("\x00" in prompt or not prompt.isascii()) and (why := unstorable(prompt)) is not None:
+        raise ValueError(f"{argument} {why}")
     return prompt
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 import attrs
 import trio
 
+from ._arguments import unstorable
 from ._errors import (
     AgentNotFound,
     AgentRTError,
@@ -87,22 +88,17 @@ MAX_KEY_BYTES = 1024
 
 def check_key(key: object) -> None:
     """Refuse an idempotency key that is not a non-empty str (or None), or one that some
-    store cannot keep: a NUL (PostgreSQL's text refuses it), a lone surrogate (not UTF-8),
-    more than `MAX_KEY_BYTES`."""
+    store cannot keep: a NUL or a lone surrogate (`unstorable`), more than `MAX_KEY_BYTES`."""
     if key is None:
         return
     if not isinstance(key, str) or not key:
         raise InvalidOptions("key", key, "an idempotency key is a non-empty str, or None")
-    try:
-        size = len(key.encode())
-    except UnicodeEncodeError as exc:
-        why = f"contains U+{ord(key[exc.start]):04X}, a lone surrogate (not UTF-8 text)"
-        raise InvalidOptions("key", key[:40], why) from None
+    if (why := unstorable(key)) is not None:
+        raise InvalidOptions("key", key[:40], why)
+    size = len(key.encode())
     if size > MAX_KEY_BYTES:
         why = f"is {size} bytes long in UTF-8; an idempotency key has at most {MAX_KEY_BYTES}"
         raise InvalidOptions("key", f"{key[:40]}...", why)
-    if "\x00" in key:
-        raise InvalidOptions("key", key[:40], "contains U+0000 (NUL), which a store cannot keep")
 
 
 def refuse_key(key: object) -> NoReturn:
